@@ -1,0 +1,144 @@
+"""The topic registry: names, topic ids, partition counts and per-topic config overrides.
+
+Pure state. Every change is expressed as a metadata record (see `broker.cluster.journal`) and applied through
+`apply()`, both when it happens and when the journal is replayed on start, so the two paths cannot drift.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass, field
+
+from protocol.errors import ErrorCode
+
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__share_group_state"})
+
+# Metadata record types, numbered as Kafka's KRaft metadata records.
+TOPIC_RECORD = 2
+PARTITION_RECORD = 3
+CONFIG_RECORD = 4
+REMOVE_TOPIC_RECORD = 9
+PRODUCER_IDS_RECORD = 15
+
+TOPIC_RESOURCE = 2  # ConfigResource type for topics
+BROKER_RESOURCE = 4
+
+
+class TopicError(Exception):
+    """A request about topics failed with a Kafka error code."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    num_partitions: int = 0
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+
+def validate_topic_name(name: str) -> None:
+    if not name:
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name cannot be \".\" or \"..\"")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise TopicError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters",
+        )
+    if not _LEGAL_TOPIC_NAME.match(name):
+        raise TopicError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"Topic name {name} is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'",
+        )
+
+
+def _collision_key(name: str) -> str:
+    # Kafka forbids topics whose names differ only by '.' vs '_' (they collide in metric names).
+    return name.replace(".", "_")
+
+
+class TopicRegistry:
+    def __init__(self) -> None:
+        self._by_name: dict[str, TopicInfo] = {}
+        self._by_id: dict[uuid.UUID, TopicInfo] = {}
+        self._collisions: dict[str, str] = {}
+        self.next_producer_id = 0
+        # Dynamic broker config overrides (IncrementalAlterConfigs on the BROKER resource), name -> value.
+        self.broker_configs: dict[str, str] = {}
+
+    # --- queries -------------------------------------------------------------------------------------------
+    def get(self, name: str) -> TopicInfo | None:
+        return self._by_name.get(name)
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return self._by_id.get(topic_id)
+
+    def names(self) -> list[str]:
+        return sorted(self._by_name)
+
+    def all(self) -> list[TopicInfo]:
+        return [self._by_name[n] for n in sorted(self._by_name)]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._by_name
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    # --- validation (no state change) ----------------------------------------------------------------------
+    def check_new_topic(self, name: str) -> None:
+        validate_topic_name(name)
+        if name in self._by_name:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        other = self._collisions.get(_collision_key(name))
+        if other is not None:
+            raise TopicError(
+                ErrorCode.INVALID_TOPIC_EXCEPTION,
+                f"Topic '{name}' collides with existing topic: {other}",
+            )
+
+    # --- records ---------------------------------------------------------------------------------------------
+    def apply(self, record_type: int, value) -> None:
+        """Apply one metadata record (a decoded value Container or dict with snake_case keys)."""
+        if record_type == TOPIC_RECORD:
+            info = TopicInfo(value["name"], value["topic_id"])
+            self._by_name[info.name] = info
+            self._by_id[info.topic_id] = info
+            self._collisions[_collision_key(info.name)] = info.name
+        elif record_type == PARTITION_RECORD:
+            info = self._by_id.get(value["topic_id"])
+            if info is not None:
+                info.num_partitions = max(info.num_partitions, value["partition_id"] + 1)
+        elif record_type == CONFIG_RECORD:
+            if value["resource_type"] == TOPIC_RESOURCE:
+                info = self._by_name.get(value["resource_name"])
+                if info is not None:
+                    if value["value"] is None:
+                        info.configs.pop(value["name"], None)
+                    else:
+                        info.configs[value["name"]] = value["value"]
+            elif value["resource_type"] == BROKER_RESOURCE:
+                if value["value"] is None:
+                    self.broker_configs.pop(value["name"], None)
+                else:
+                    self.broker_configs[value["name"]] = value["value"]
+        elif record_type == REMOVE_TOPIC_RECORD:
+            info = self._by_id.pop(value["topic_id"], None)
+            if info is not None:
+                self._by_name.pop(info.name, None)
+                self._collisions.pop(_collision_key(info.name), None)
+        elif record_type == PRODUCER_IDS_RECORD:
+            self.next_producer_id = max(self.next_producer_id, value["next_producer_id"])

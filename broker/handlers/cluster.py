@@ -1,0 +1,110 @@
+"""DescribeCluster (60) and FindCoordinator (10): this single broker is every coordinator."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+
+from protocol.errors import ErrorCode
+
+FIND_COORDINATOR = 10
+DESCRIBE_CLUSTER = 60
+
+GROUP_KEY, TRANSACTION_KEY, SHARE_KEY = 0, 1, 2
+BROKER_ENDPOINT = 1
+NO_AUTHORIZED_OPERATIONS = -2147483648
+
+
+def valid_share_key(key: str) -> bool:
+    """A SHARE coordinator key is "groupId:topicId:partition" (the group id may itself contain ':')."""
+    group, sep1, rest = key.rpartition(":")
+    group, sep2, topic_id = group.rpartition(":")
+    if not (sep1 and sep2 and group):
+        return False
+    try:
+        uuid.UUID(bytes=_decode_topic_id(topic_id))
+        return int(rest) >= 0
+    except ValueError:
+        return False
+
+
+def _decode_topic_id(text: str) -> bytes:
+    # Kafka prints topic ids as URL-safe base64 without padding (22 characters).
+    raw = base64.urlsafe_b64decode(text + "==")
+    if len(raw) != 16:
+        raise ValueError("topic id must be 16 bytes")
+    return raw
+
+
+def coordinator_error(key_type: int, key: str, version: int) -> tuple[ErrorCode, str | None]:
+    if key_type not in (GROUP_KEY, TRANSACTION_KEY, SHARE_KEY) or (key_type == SHARE_KEY and version < 6):
+        return ErrorCode.INVALID_REQUEST, f"Unsupported key type {key_type}"
+    if key_type == SHARE_KEY and not valid_share_key(key):
+        return ErrorCode.INVALID_REQUEST, "Share coordinator key must be groupId:topicId:partition"
+    if key_type == GROUP_KEY and not key:
+        return ErrorCode.INVALID_REQUEST, "Group id must not be empty"
+    if key_type == TRANSACTION_KEY:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "Transactions are not supported by this broker yet"
+    return ErrorCode.NONE, None
+
+
+async def handle_find_coordinator(ctx, req) -> dict:
+    node = ctx.broker.node
+    version = ctx.api_version
+    key_type = req.get("key_type", GROUP_KEY) if version >= 1 else GROUP_KEY
+    if version < 4:
+        code, message = coordinator_error(key_type, req.key, version)
+        ok = code == ErrorCode.NONE
+        return {
+            "throttle_time_ms": 0,
+            "error_code": int(code),
+            "error_message": message,
+            "node_id": node.node_id if ok else -1,
+            "host": node.host if ok else "",
+            "port": node.port if ok else -1,
+        }
+    coordinators = []
+    for key in req.coordinator_keys:
+        code, message = coordinator_error(key_type, key, version)
+        ok = code == ErrorCode.NONE
+        coordinators.append(
+            {
+                "key": key,
+                "node_id": node.node_id if ok else -1,
+                "host": node.host if ok else "",
+                "port": node.port if ok else -1,
+                "error_code": int(code),
+                "error_message": message,
+            }
+        )
+    return {"throttle_time_ms": 0, "coordinators": coordinators}
+
+
+async def handle_describe_cluster(ctx, req) -> dict:
+    node = ctx.broker.node
+    endpoint_type = req.get("endpoint_type", BROKER_ENDPOINT) if ctx.api_version >= 1 else BROKER_ENDPOINT
+    if endpoint_type != BROKER_ENDPOINT:
+        # Controller endpoints are not exposed: this broker is combined-mode with no separate controller listener.
+        return {
+            "error_code": int(ErrorCode.UNSUPPORTED_ENDPOINT_TYPE),
+            "error_message": "Only broker endpoints are served",
+            "endpoint_type": endpoint_type,
+            "cluster_id": ctx.broker.cluster_id,
+            "controller_id": -1,
+            "brokers": [],
+        }
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "error_message": None,
+        "endpoint_type": BROKER_ENDPOINT,
+        "cluster_id": ctx.broker.cluster_id,
+        "controller_id": node.node_id,
+        "brokers": [
+            {"broker_id": node.node_id, "host": node.host, "port": node.port, "rack": node.rack, "is_fenced": False}
+        ],
+        "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+    }
+
+
+HANDLERS = {FIND_COORDINATOR: handle_find_coordinator, DESCRIBE_CLUSTER: handle_describe_cluster}

@@ -1,0 +1,102 @@
+"""Fetch (api key 1): read whole batches from the logs, with MaxBytes/PartitionMaxBytes and long polling.
+
+Sessionless: every request is served as a full fetch and SessionId 0 tells the client no session was created
+(Kafka does the same when its fetch-session cache is full), so incremental fetch sessions are never needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from broker.partitions import FetchResult
+from protocol.errors import ErrorCode
+
+FETCH = 1
+ZERO_UUID = uuid.UUID(int=0)
+READ_COMMITTED = 1
+
+
+def _resolve(topics, topic, version):
+    if version >= 13:
+        info = topics.registry.by_id(topic.topic_id)
+        return info, ErrorCode.UNKNOWN_TOPIC_ID
+    return topics.registry.get(topic.topic), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def _collect(ctx, req) -> tuple[list[dict], int]:
+    """One pass over the requested partitions: build the response topics and count the bytes found."""
+    broker = ctx.broker
+    version = ctx.api_version
+    remaining = req.max_bytes if version >= 3 else 0x7FFFFFFF
+    read_committed = req.get("isolation_level", 0) == READ_COMMITTED
+    total = 0
+    responses = []
+    for topic in req.topics:
+        info, missing = _resolve(broker.topics, topic, version)
+        partitions = []
+        for part in topic.partitions:
+            if info is None:
+                result = FetchResult(missing)
+            else:
+                limit = max(0, min(part.partition_max_bytes, remaining))
+                # KIP-74: the first partition that has data returns at least one whole batch.
+                result = broker.replicas.read(info, part.partition, part.fetch_offset, limit, min_one=total == 0)
+                size = len(result.records)
+                total += size
+                remaining -= size
+            partitions.append(
+                {
+                    "partition_index": part.partition,
+                    "error_code": int(result.error),
+                    "high_watermark": result.high_watermark,
+                    "last_stable_offset": result.last_stable_offset,
+                    "log_start_offset": result.log_start_offset,
+                    "aborted_transactions": [] if read_committed else None,
+                    "preferred_read_replica": -1,
+                    "records": result.records,
+                }
+            )
+        responses.append(
+            {"topic": topic.get("topic"), "topic_id": topic.get("topic_id", ZERO_UUID), "partitions": partitions}
+        )
+    return responses, total
+
+
+async def handle_fetch(ctx, req) -> dict:
+    version = ctx.api_version
+    if version >= 7 and req.session_id != 0 and req.session_epoch not in (-1, 0):
+        # We never hand out fetch sessions, so an incremental fetch refers to one we do not have.
+        return {"error_code": int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND), "session_id": 0, "responses": []}
+    responses, total = _collect(ctx, req)
+    wait_ms = req.max_wait_ms
+    if total < req.min_bytes and wait_ms > 0 and not _has_errors_only(responses):
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_ms / 1000
+        keys = _watch_keys(ctx, req)
+        while total < req.min_bytes:
+            left = deadline - loop.time()
+            if left <= 0 or not keys:
+                break
+            if not await ctx.broker.replicas.wait_for_append(keys, left):
+                break
+            responses, total = _collect(ctx, req)
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+
+
+def _has_errors_only(responses: list[dict]) -> bool:
+    return all(p["error_code"] != 0 for t in responses for p in t["partitions"]) and any(
+        t["partitions"] for t in responses
+    )
+
+
+def _watch_keys(ctx, req) -> list[tuple[str, int]]:
+    keys = []
+    for topic in req.topics:
+        info, _ = _resolve(ctx.broker.topics, topic, ctx.api_version)
+        if info is not None:
+            keys.extend((info.name, p.partition) for p in topic.partitions)
+    return keys
+
+
+HANDLERS = {FETCH: handle_fetch}

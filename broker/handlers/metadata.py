@@ -1,0 +1,93 @@
+"""Metadata (api key 3): brokers, cluster id and topic/partition layout of this single-node cluster."""
+
+from __future__ import annotations
+
+import uuid
+
+from broker.cluster.topics import TopicError, TopicInfo
+from protocol.errors import ErrorCode
+
+METADATA = 3
+ZERO_UUID = uuid.UUID(int=0)
+NO_AUTHORIZED_OPERATIONS = -2147483648
+
+
+def partition_entries(node_id: int, count: int) -> list[dict]:
+    return [
+        {
+            "error_code": 0,
+            "partition_index": p,
+            "leader_id": node_id,
+            "leader_epoch": 0,
+            "replica_nodes": [node_id],
+            "isr_nodes": [node_id],
+            "offline_replicas": [],
+        }
+        for p in range(count)
+    ]
+
+
+def topic_entry(node_id: int, info: TopicInfo) -> dict:
+    return {
+        "error_code": 0,
+        "name": info.name,
+        "topic_id": info.topic_id,
+        "is_internal": info.internal,
+        "partitions": partition_entries(node_id, info.num_partitions),
+        "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+    }
+
+
+def error_entry(code: ErrorCode, name: str | None, topic_id: uuid.UUID = ZERO_UUID) -> dict:
+    return {"error_code": int(code), "name": name, "topic_id": topic_id, "partitions": []}
+
+
+async def handle_metadata(ctx, req) -> dict:
+    broker = ctx.broker
+    topics = broker.topics
+    node = broker.node
+    version = ctx.api_version
+    requested = req.topics
+    # v0: an empty list means every topic; v1+: null means every topic and an empty list none.
+    all_topics = requested is None or (version == 0 and not requested)
+    auto_create = (req.get("allow_auto_topic_creation", True) if version >= 4 else True) and topics.auto_create_enabled
+
+    entries: list[dict] = []
+    if all_topics:
+        entries = [topic_entry(node.node_id, info) for info in topics.registry.all()]
+    else:
+        for wanted in requested:
+            name = wanted.get("name")
+            topic_id = wanted.get("topic_id") or ZERO_UUID
+            if name is None:
+                info = topics.registry.by_id(topic_id) if topic_id != ZERO_UUID else None
+                if info is None:
+                    entries.append(error_entry(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id))
+                else:
+                    entries.append(topic_entry(node.node_id, info))
+                continue
+            info = topics.registry.get(name)
+            if info is None:
+                if auto_create:
+                    try:
+                        info = await topics.auto_create(name)
+                    except TopicError as err:
+                        entries.append(error_entry(err.code, name))
+                        continue
+                else:
+                    entries.append(error_entry(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
+                    continue
+            entries.append(topic_entry(node.node_id, info))
+
+    return {
+        "throttle_time_ms": 0,
+        "brokers": [{"node_id": node.node_id, "host": node.host, "port": node.port, "rack": node.rack}],
+        "cluster_id": broker.cluster_id,
+        "controller_id": node.node_id,
+        "topics": entries,
+        "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+        "error_code": 0,
+    }
+
+
+HANDLERS = {METADATA: handle_metadata}

@@ -1,0 +1,71 @@
+"""Produce (api key 0): validate and append one batch per partition; acks=-1 waits for the fsync."""
+
+from __future__ import annotations
+
+import uuid
+
+from broker.partitions import ProduceResult
+from protocol.errors import ErrorCode
+
+PRODUCE = 0
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def _partition_response(index: int, result: ProduceResult) -> dict:
+    return {
+        "index": index,
+        "error_code": int(result.error),
+        "base_offset": result.base_offset,
+        "log_append_time_ms": result.log_append_time,
+        "log_start_offset": result.log_start_offset,
+        "record_errors": [],
+        "error_message": result.error_message,
+    }
+
+
+async def handle_produce(ctx, req) -> dict | None:
+    broker = ctx.broker
+    acks = req.acks
+    responses = []
+    written = []
+    if acks not in (-1, 0, 1):
+        error = ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS)
+        for topic in req.topic_data:
+            responses.append(
+                {
+                    "name": topic.get("name"),
+                    "topic_id": topic.get("topic_id", ZERO_UUID),
+                    "partition_responses": [_partition_response(p.index, error) for p in topic.partition_data],
+                }
+            )
+        return {"responses": responses, "throttle_time_ms": 0}
+    if req.transactional_id is not None:
+        error = ProduceResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                              error_message="Transactions are not supported by this broker yet")
+    else:
+        error = None
+    for topic in req.topic_data:
+        name = topic.get("name")
+        info = broker.topics.registry.get(name) if name is not None else None
+        if info is None and name is None:
+            info = broker.topics.registry.by_id(topic.get("topic_id", ZERO_UUID))
+        partitions = []
+        for part in topic.partition_data:
+            if error is not None:
+                result = error
+            elif info is None:
+                result = ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            else:
+                result, plog = broker.replicas.append(info, part.index, part.records)
+                if result.error == ErrorCode.NONE:
+                    written.append(plog)
+            partitions.append(_partition_response(part.index, result))
+        responses.append({"name": name, "topic_id": topic.get("topic_id", ZERO_UUID), "partition_responses": partitions})
+    if acks == -1:
+        await broker.replicas.make_durable(written)
+    if acks == 0:
+        return None  # acks=0: the client expects no response at all
+    return {"responses": responses, "throttle_time_ms": 0}
+
+
+HANDLERS = {PRODUCE: handle_produce}

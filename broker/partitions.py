@@ -1,0 +1,186 @@
+"""The partition layer between handlers and logs: produce validation, idempotence, durability, fetch waits.
+
+Handlers stay thin: they turn wire structures into calls here. Batches are handled as opaque bytes; only the
+61-byte batch header is read (producer id, sequence, counts) on the hot path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import structlog
+
+from broker.cluster.topics import TopicInfo
+from broker.producer_state import BatchMetadata, ProducerStateTable
+from protocol import records as rec
+from protocol.errors import ErrorCode
+
+log = structlog.get_logger(__name__)
+
+LOG_APPEND_TIME = "LogAppendTime"
+
+
+@dataclass(slots=True)
+class ProduceResult:
+    error: ErrorCode = ErrorCode.NONE
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class FetchResult:
+    error: ErrorCode = ErrorCode.NONE
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: bytes = b""
+
+
+@dataclass
+class _Waiter:
+    """A parked fetch; woken by an append to any partition it watches."""
+
+    keys: frozenset[tuple[str, int]]
+    event: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class ReplicaManager:
+    def __init__(self, topics, flusher, *, clock=time.time) -> None:
+        self._topics = topics  # broker.cluster.manager.TopicManager
+        self._flusher = flusher
+        self._clock = clock
+        self._producers: dict[tuple[str, int], ProducerStateTable] = {}
+        self._waiters: dict[tuple[str, int], set[_Waiter]] = {}
+
+    # --- produce ---------------------------------------------------------------------------------------------
+    def producer_table(self, topic: str, partition: int) -> ProducerStateTable:
+        key = (topic, partition)
+        table = self._producers.get(key)
+        if table is None:
+            table = ProducerStateTable()
+            # Rebuild idempotence state from the batch headers already in the log (survives restarts).
+            plog = self._topics.log(topic, partition)
+            for header in plog.iter_batch_headers():
+                if header.producer_id >= 0 and header.base_sequence >= 0:
+                    table.record(
+                        header.producer_id,
+                        header.producer_epoch,
+                        BatchMetadata(
+                            header.base_sequence,
+                            header.base_sequence + header.last_offset_delta,
+                            header.base_offset,
+                            header.base_offset + header.last_offset_delta,
+                            header.max_timestamp,
+                        ),
+                    )
+            self._producers[key] = table
+        return table
+
+    def append(self, info: TopicInfo, partition: int, records: bytes | memoryview | None,
+               *, allow_internal: bool = False) -> tuple[ProduceResult, object | None]:
+        """Validate and append one partition's batch. Returns the result and the log written (for fsync)."""
+        if info.internal and not allow_internal:
+            return ProduceResult(ErrorCode.INVALID_TOPIC_EXCEPTION, error_message="Cannot append to internal topic"), None
+        if not 0 <= partition < info.num_partitions:
+            return ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None
+        plog = self._topics.log(info.name, partition)
+        if not records:
+            return ProduceResult(ErrorCode.INVALID_RECORD, error_message="Produce request has no record batch"), None
+        max_bytes = self._topics.int_config(info, "max.message.bytes")
+        try:
+            headers = rec.validate_batches(records)
+        except rec.CorruptRecordError as err:
+            return ProduceResult(ErrorCode.CORRUPT_MESSAGE, error_message=str(err)), None
+        except rec.InvalidRecordError as err:
+            return ProduceResult(ErrorCode.INVALID_RECORD, error_message=str(err)), None
+        if len(headers) != 1:
+            # Produce v3+ carries exactly one batch per partition.
+            return ProduceResult(ErrorCode.INVALID_RECORD,
+                                 error_message="Produce requests must contain exactly one record batch"), None
+        header = headers[0]
+        if len(records) > max_bytes:
+            return ProduceResult(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                error_message=f"The batch size {len(records)} exceeds max.message.bytes {max_bytes}",
+            ), None
+        if header.is_control:
+            return ProduceResult(ErrorCode.INVALID_RECORD, error_message="Clients may not write control batches"), None
+        table = self.producer_table(info.name, partition)
+        last_seq = header.base_sequence + header.last_offset_delta
+        check = table.check(header.producer_id, header.producer_epoch, header.base_sequence, last_seq)
+        if check.error != ErrorCode.NONE:
+            return ProduceResult(check.error, log_start_offset=plog.log_start_offset), None
+        if check.duplicate_of is not None:
+            # A retry of a batch we already have: answer with its original offset, append nothing.
+            return ProduceResult(
+                base_offset=check.duplicate_of.base_offset, log_start_offset=plog.log_start_offset
+            ), plog
+        append_time = None
+        if self._topics.str_config(info, "message.timestamp.type") == LOG_APPEND_TIME:
+            append_time = int(self._clock() * 1000)
+        appended = plog.append(records, log_append_time=append_time)
+        table.record(
+            header.producer_id,
+            header.producer_epoch,
+            BatchMetadata(header.base_sequence, last_seq, appended.base_offset, appended.last_offset,
+                          header.max_timestamp),
+        )
+        self._wake(info.name, partition)
+        return ProduceResult(
+            base_offset=appended.base_offset,
+            log_append_time=append_time if append_time is not None else -1,
+            log_start_offset=plog.log_start_offset,
+        ), plog
+
+    async def make_durable(self, logs: Iterable[object]) -> None:
+        """Wait until everything appended so far to `logs` is fsynced (group commit shares the fsyncs)."""
+        unique = {id(plog): plog for plog in logs if plog is not None}
+        if unique:
+            await asyncio.gather(*(self._flusher.sync(plog) for plog in unique.values()))
+
+    # --- fetch -----------------------------------------------------------------------------------------------
+    def read(self, info: TopicInfo, partition: int, offset: int, max_bytes: int, *, min_one: bool) -> FetchResult:
+        if not 0 <= partition < info.num_partitions:
+            return FetchResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        plog = self._topics.log(info.name, partition)
+        hw = plog.high_watermark
+        start = plog.log_start_offset
+        if offset < start or offset > hw:
+            return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, hw, hw, start)
+        data = b""
+        if offset < hw:
+            data = plog.read(offset, max_bytes, min_one_batch=min_one).data
+        return FetchResult(ErrorCode.NONE, hw, hw, start, data)
+
+    async def wait_for_append(self, keys: Iterable[tuple[str, int]], timeout_s: float) -> bool:
+        """Park until one of `keys` gets an append or the timeout passes. True if woken by data."""
+        waiter = _Waiter(frozenset(keys))
+        for key in waiter.keys:
+            self._waiters.setdefault(key, set()).add(waiter)
+        try:
+            await asyncio.wait_for(waiter.event.wait(), timeout_s)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            for key in waiter.keys:
+                parked = self._waiters.get(key)
+                if parked is not None:
+                    parked.discard(waiter)
+                    if not parked:
+                        del self._waiters[key]
+
+    def _wake(self, topic: str, partition: int) -> None:
+        parked = self._waiters.get((topic, partition))
+        if parked:
+            for waiter in parked:
+                waiter.event.set()
+
+    def forget_topic(self, topic: str) -> None:
+        for key in [k for k in self._producers if k[0] == topic]:
+            del self._producers[key]
