@@ -1,0 +1,91 @@
+"""confluent-kafka AdminClient: create, describe, alter config and delete topics."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+    ResourceType,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def _configs(admin: AdminClient, resource: ConfigResource) -> dict:
+    return admin.describe_configs([resource])[resource].result(timeout=30)
+
+
+def test_admin_topic_lifecycle(broker):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    created = admin.create_topics([NewTopic("adm", num_partitions=3, config={"retention.ms": "3600000"})])
+    created["adm"].result(timeout=30)
+    with pytest.raises(KafkaException) as err:
+        admin.create_topics([NewTopic("adm", num_partitions=1)])["adm"].result(timeout=30)
+    assert err.value.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
+    with pytest.raises(KafkaException) as err:
+        admin.create_topics([NewTopic("bad name!", num_partitions=1)])["bad name!"].result(timeout=30)
+    assert err.value.args[0].code() == KafkaError.TOPIC_EXCEPTION
+    with pytest.raises(KafkaException) as err:
+        admin.create_topics([NewTopic("adm2", num_partitions=1, replication_factor=3)])["adm2"].result(timeout=30)
+    assert err.value.args[0].code() == KafkaError.INVALID_REPLICATION_FACTOR
+    # validate_only creates nothing.
+    admin.create_topics([NewTopic("only-validated", num_partitions=2)], validate_only=True)[
+        "only-validated"
+    ].result(timeout=30)
+
+    described = admin.describe_topics(TopicCollection(["adm"]))["adm"].result(timeout=30)
+    assert described.name == "adm" and len(described.partitions) == 3
+    assert str(described.topic_id) not in ("", "AAAAAAAAAAAAAAAAAAAAAA")
+    assert "only-validated" not in admin.list_topics(timeout=10).topics
+
+    topic_res = ConfigResource(ResourceType.TOPIC, "adm")
+    configs = _configs(admin, topic_res)
+    assert configs["retention.ms"].value == "3600000"
+    assert configs["retention.ms"].source == ConfigResource.ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert configs["cleanup.policy"].value == "delete"
+
+    topic_res = ConfigResource(
+        ResourceType.TOPIC,
+        "adm",
+        incremental_configs=[
+            ConfigEntry("retention.ms", "7200000", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("max.message.bytes", "2000000", incremental_operation=AlterConfigOpType.SET),
+        ],
+    )
+    admin.incremental_alter_configs([topic_res])[topic_res].result(timeout=30)
+    configs = _configs(admin, ConfigResource(ResourceType.TOPIC, "adm"))
+    assert configs["retention.ms"].value == "7200000"
+    assert configs["max.message.bytes"].value == "2000000"
+
+    delete_op = ConfigResource(
+        ResourceType.TOPIC, "adm",
+        incremental_configs=[ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE)],
+    )
+    admin.incremental_alter_configs([delete_op])[delete_op].result(timeout=30)
+    configs = _configs(admin, ConfigResource(ResourceType.TOPIC, "adm"))
+    assert configs["retention.ms"].value == "604800000"
+
+    broker_res = ConfigResource(ResourceType.BROKER, "1")
+    broker_configs = _configs(admin, broker_res)
+    assert broker_configs["num.partitions"].value == "1"
+
+    admin.create_partitions([NewPartitions("adm", 5)])["adm"].result(timeout=30)
+    assert len(admin.list_topics(topic="adm", timeout=10).topics["adm"].partitions) == 5
+
+    admin.delete_topics(["adm"])["adm"].result(timeout=30)
+    deadline = time.monotonic() + 10
+    while "adm" in admin.list_topics(timeout=10).topics and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert "adm" not in admin.list_topics(timeout=10).topics
+    with pytest.raises(KafkaException) as err:
+        admin.delete_topics(["adm"])["adm"].result(timeout=30)
+    assert err.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
