@@ -117,7 +117,7 @@ OWN_RECORDS: list[dict[str, Any]] = [
 
 # Keys that carry wire facts (or facts handlers use, like mapKey/entityType); all else is prose.
 FIELD_KEYS = (
-    "name", "type", "versions", "nullableVersions", "taggedVersions", "tag", "default",
+    "name", "type", "versions", "nullableVersions", "taggedVersions", "tag", "default", "flexibleVersions",
     "mapKey", "entityType", "ignorable", "zeroCopy", "fields",
 )
 
@@ -201,6 +201,8 @@ def clip_fields(fields: list[dict[str, Any]], lo: int, hi: int) -> list[dict[str
                 value = clip(value, lo, hi)
                 if value is None:
                     continue
+            elif key == "flexibleVersions":  # field-level override (RequestHeader.ClientId)
+                value = clip(value, lo, hi) or "none"
             elif key == "fields":
                 value = clip_fields(value, lo, hi)
             g[key] = value

@@ -1,0 +1,473 @@
+"""Kafka wire primitives: readers/writers plus compilable construct classes wrapping them.
+
+Readers take a `Reader` (BytesIO that knows its end) and raise DecodeError on short or invalid
+input; writers take any binary stream. The construct classes (`Prim`, `KArray`, `KNullableStruct`)
+emit calls to these same functions from `_emitparse`/`_emitbuild`, so compiled and interpreted
+codecs share one implementation of each encoding.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import uuid
+from typing import Any, BinaryIO
+
+from construct import Construct
+
+from protocol.errors import DecodeError, EncodeError
+
+_I8 = struct.Struct(">b")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+MAX_STRING = 0x7FFF  # Kafka rejects longer strings (int16 length, and compact strings too)
+
+
+class Reader(io.BytesIO):
+    """BytesIO over one frame; `end` lets length checks reject counts larger than what is left."""
+
+    def __init__(self, data: bytes | bytearray | memoryview) -> None:
+        super().__init__(data)
+        self.end = len(data)
+
+    def remaining(self) -> int:
+        return self.end - self.tell()
+
+
+def read_exact(r: BinaryIO, n: int) -> bytes:
+    data = r.read(n)
+    if len(data) != n:
+        raise DecodeError(f"truncated: wanted {n} bytes, got {len(data)}")
+    return data
+
+
+# --- varints ---------------------------------------------------------------------------------
+
+def read_uvarint(r: BinaryIO) -> int:
+    """Unsigned LEB128, at most 5 bytes (Kafka's 32-bit varint)."""
+    b = r.read(1)
+    if not b:
+        raise DecodeError("truncated varint")
+    x = b[0]
+    if x < 0x80:
+        return x
+    result = x & 0x7F
+    shift = 7
+    while True:
+        b = r.read(1)
+        if not b:
+            raise DecodeError("truncated varint")
+        x = b[0]
+        result |= (x & 0x7F) << shift
+        if x < 0x80:
+            return result
+        shift += 7
+        if shift > 28:
+            raise DecodeError("varint is too long")
+
+
+def uvarint_bytes(n: int) -> bytes:
+    if n < 0x80:
+        if n < 0:
+            raise EncodeError(f"unsigned varint cannot encode {n}")
+        return bytes((n,))
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def write_uvarint(w: BinaryIO, n: int) -> None:
+    w.write(uvarint_bytes(n))
+
+
+# --- bool / uuid -----------------------------------------------------------------------------
+
+def read_bool(r: BinaryIO) -> bool:
+    b = r.read(1)
+    if not b:
+        raise DecodeError("truncated bool")
+    return b != b"\x00"
+
+
+def write_bool(w: BinaryIO, v: bool) -> None:
+    if not isinstance(v, bool | int):
+        raise EncodeError(f"bool field given {v!r}")
+    w.write(b"\x01" if v else b"\x00")
+
+
+def read_uuid(r: BinaryIO) -> uuid.UUID:
+    return uuid.UUID(bytes=read_exact(r, 16))
+
+
+def write_uuid(w: BinaryIO, v: uuid.UUID) -> None:
+    w.write(v.bytes)
+
+
+# --- strings ---------------------------------------------------------------------------------
+
+def _decode_str(data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DecodeError(f"invalid UTF-8 in string: {e}") from None
+
+
+def read_nullable_string(r: BinaryIO) -> str | None:
+    b = r.read(2)
+    if len(b) != 2:
+        raise DecodeError("truncated string length")
+    n = _I16.unpack(b)[0]
+    if n < 0:
+        if n == -1:
+            return None
+        raise DecodeError(f"invalid string length {n}")
+    return _decode_str(read_exact(r, n))
+
+
+def read_string(r: BinaryIO) -> str:
+    s = read_nullable_string(r)
+    if s is None:
+        raise DecodeError("null in a non-nullable string field")
+    return s
+
+
+def read_compact_nullable_string(r: BinaryIO) -> str | None:
+    n = read_uvarint(r) - 1
+    if n < 0:
+        return None
+    if n > MAX_STRING:
+        raise DecodeError(f"string length {n} is too long")
+    return _decode_str(read_exact(r, n))
+
+
+def read_compact_string(r: BinaryIO) -> str:
+    s = read_compact_nullable_string(r)
+    if s is None:
+        raise DecodeError("null in a non-nullable string field")
+    return s
+
+
+def _encode_str(v: str) -> bytes:
+    data = v.encode("utf-8")
+    if len(data) > MAX_STRING:
+        raise EncodeError(f"string of {len(data)} bytes is too long")
+    return data
+
+
+def write_nullable_string(w: BinaryIO, v: str | None) -> None:
+    if v is None:
+        w.write(b"\xff\xff")
+        return
+    data = _encode_str(v)
+    w.write(_I16.pack(len(data)))
+    w.write(data)
+
+
+def write_string(w: BinaryIO, v: str) -> None:
+    if v is None:
+        raise EncodeError("null given for a non-nullable string field")
+    write_nullable_string(w, v)
+
+
+def write_compact_nullable_string(w: BinaryIO, v: str | None) -> None:
+    if v is None:
+        w.write(b"\x00")
+        return
+    data = _encode_str(v)
+    w.write(uvarint_bytes(len(data) + 1))
+    w.write(data)
+
+
+def write_compact_string(w: BinaryIO, v: str) -> None:
+    if v is None:
+        raise EncodeError("null given for a non-nullable string field")
+    write_compact_nullable_string(w, v)
+
+
+# --- bytes (also records: bytes on the wire, kept as bytes) -----------------------------------
+
+def read_nullable_bytes(r: BinaryIO) -> bytes | None:
+    b = r.read(4)
+    if len(b) != 4:
+        raise DecodeError("truncated bytes length")
+    n = _I32.unpack(b)[0]
+    if n < 0:
+        if n == -1:
+            return None
+        raise DecodeError(f"invalid bytes length {n}")
+    return read_exact(r, n)
+
+
+def read_bytes(r: BinaryIO) -> bytes:
+    v = read_nullable_bytes(r)
+    if v is None:
+        raise DecodeError("null in a non-nullable bytes field")
+    return v
+
+
+def read_compact_nullable_bytes(r: BinaryIO) -> bytes | None:
+    n = read_uvarint(r) - 1
+    if n < 0:
+        return None
+    return read_exact(r, n)
+
+
+def read_compact_bytes(r: BinaryIO) -> bytes:
+    v = read_compact_nullable_bytes(r)
+    if v is None:
+        raise DecodeError("null in a non-nullable bytes field")
+    return v
+
+
+def _blen(v: Any) -> int:
+    if isinstance(v, memoryview):
+        return v.nbytes
+    if isinstance(v, bytes | bytearray):
+        return len(v)
+    raise EncodeError(f"bytes field given {type(v).__name__}")
+
+
+def write_nullable_bytes(w: BinaryIO, v: bytes | memoryview | None) -> None:
+    if v is None:
+        w.write(b"\xff\xff\xff\xff")
+        return
+    w.write(_I32.pack(_blen(v)))
+    w.write(v)
+
+
+def write_bytes(w: BinaryIO, v: bytes | memoryview) -> None:
+    if v is None:
+        raise EncodeError("null given for a non-nullable bytes field")
+    write_nullable_bytes(w, v)
+
+
+def write_compact_nullable_bytes(w: BinaryIO, v: bytes | memoryview | None) -> None:
+    if v is None:
+        w.write(b"\x00")
+        return
+    w.write(uvarint_bytes(_blen(v) + 1))
+    w.write(v)
+
+
+def write_compact_bytes(w: BinaryIO, v: bytes | memoryview) -> None:
+    if v is None:
+        raise EncodeError("null given for a non-nullable bytes field")
+    write_compact_nullable_bytes(w, v)
+
+
+# --- array lengths -----------------------------------------------------------------------------
+
+def read_array_len(r: Reader) -> int:
+    """int32 count, -1 for null; a count above the bytes left is malformed (as in Kafka)."""
+    b = r.read(4)
+    if len(b) != 4:
+        raise DecodeError("truncated array length")
+    n = _I32.unpack(b)[0]
+    if n < -1:
+        raise DecodeError(f"invalid array length {n}")
+    if n > r.end - r.tell():
+        raise DecodeError(f"array of {n} elements but only {r.end - r.tell()} bytes left")
+    return n
+
+
+def read_compact_array_len(r: Reader) -> int:
+    n = read_uvarint(r) - 1
+    if n > r.end - r.tell():
+        raise DecodeError(f"array of {n} elements but only {r.end - r.tell()} bytes left")
+    return n
+
+
+def write_array_len(w: BinaryIO, n: int) -> None:
+    w.write(_I32.pack(n))
+
+
+def write_compact_array_len(w: BinaryIO, n: int) -> None:
+    w.write(uvarint_bytes(n + 1))
+
+
+# --- tagged fields -----------------------------------------------------------------------------
+
+def write_tagged(w: BinaryIO, tagged: list[tuple[int, bytes]]) -> None:
+    """Section = count, then (tag, size, payload) in ascending tag order."""
+    w.write(uvarint_bytes(len(tagged)))
+    for tag, payload in tagged:
+        w.write(uvarint_bytes(tag))
+        w.write(uvarint_bytes(len(payload)))
+        w.write(payload)
+
+
+def skip_tagged(r: BinaryIO) -> None:
+    for _ in range(read_uvarint(r)):
+        read_uvarint(r)
+        read_exact(r, read_uvarint(r))
+
+
+def check_consumed(r: Reader, what: str) -> None:
+    if r.tell() != r.end:
+        raise DecodeError(f"{r.end - r.tell()} unread bytes in {what}")
+
+
+# --- construct classes ---------------------------------------------------------------------------
+
+# Names the generated (compiled) code needs from this module.
+_EXPORTS = (
+    "Reader", "DecodeError", "EncodeError", "read_exact", "read_uvarint", "write_uvarint",
+    "read_bool", "write_bool", "read_uuid", "write_uuid", "read_string", "read_nullable_string",
+    "read_compact_string", "read_compact_nullable_string", "write_string", "write_nullable_string",
+    "write_compact_string", "write_compact_nullable_string", "read_bytes", "read_nullable_bytes",
+    "read_compact_bytes", "read_compact_nullable_bytes", "write_bytes", "write_nullable_bytes",
+    "write_compact_bytes", "write_compact_nullable_bytes", "read_array_len", "read_compact_array_len",
+    "write_array_len", "write_compact_array_len", "write_tagged", "skip_tagged", "check_consumed",
+)
+_IMPORT = f"from protocol.primitives import {', '.join(_EXPORTS)}"
+
+
+class Prim(Construct):
+    """A primitive encoded by a reader/writer pair from this module, by name."""
+
+    def __init__(self, reader: str, writer: str) -> None:
+        super().__init__()
+        self.reader = reader
+        self.writer = writer
+        self._read = globals()[reader]
+        self._write = globals()[writer]
+
+    def _parse(self, stream: Any, context: Any, path: Any) -> Any:
+        return self._read(stream)
+
+    def _build(self, obj: Any, stream: Any, context: Any, path: Any) -> Any:
+        self._write(stream, obj)
+        return obj
+
+    def _emitparse(self, code: Any) -> str:
+        code.append(_IMPORT)
+        return f"{self.reader}(io)"
+
+    def _emitbuild(self, code: Any) -> str:
+        code.append(_IMPORT)
+        return f"({self.writer}(io, obj), obj)[1]"
+
+
+def string_prim(compact: bool, nullable: bool) -> Prim:
+    name = ("compact_" if compact else "") + ("nullable_" if nullable else "") + "string"
+    return Prim("read_" + name, "write_" + name)
+
+
+def bytes_prim(compact: bool, nullable: bool) -> Prim:
+    name = ("compact_" if compact else "") + ("nullable_" if nullable else "") + "bytes"
+    return Prim("read_" + name, "write_" + name)
+
+
+BOOL = Prim("read_bool", "write_bool")
+UUID = Prim("read_uuid", "write_uuid")
+UVARINT = Prim("read_uvarint", "write_uvarint")
+
+
+class KArray(Construct):
+    """Kafka array: int32 count (or compact unsigned varint count+1); -1/0 means null."""
+
+    def __init__(self, subcon: Construct, compact: bool, nullable: bool) -> None:
+        super().__init__()
+        self.subcon = subcon
+        self.compact = compact
+        self.nullable = nullable
+
+    def _parse(self, stream: Any, context: Any, path: Any) -> Any:
+        n = read_compact_array_len(stream) if self.compact else read_array_len(stream)
+        if n < 0:
+            if not self.nullable:
+                raise DecodeError("null in a non-nullable array field")
+            return None
+        return [self.subcon._parse(stream, context, path) for _ in range(n)]
+
+    def _build(self, obj: Any, stream: Any, context: Any, path: Any) -> Any:
+        if obj is None:
+            if not self.nullable:
+                raise EncodeError("null given for a non-nullable array field")
+            stream.write(b"\x00" if self.compact else b"\xff\xff\xff\xff")
+            return obj
+        (write_compact_array_len if self.compact else write_array_len)(stream, len(obj))
+        for item in obj:
+            self.subcon._build(item, stream, context, path)
+        return obj
+
+    def _emitparse(self, code: Any) -> str:
+        code.append(_IMPORT)
+        fname = f"parse_karray_{code.allocateId()}"
+        length = "read_compact_array_len" if self.compact else "read_array_len"
+        null = "return None" if self.nullable else 'raise DecodeError("null in a non-nullable array field")'
+        code.append(f"""
+            def {fname}(io, this):
+                n = {length}(io)
+                if n < 0:
+                    {null}
+                return [{self.subcon._compileparse(code)} for _ in range(n)]
+        """)
+        return f"{fname}(io, this)"
+
+    def _emitbuild(self, code: Any) -> str:
+        code.append(_IMPORT)
+        fname = f"build_karray_{code.allocateId()}"
+        length = "write_compact_array_len" if self.compact else "write_array_len"
+        nullbytes = repr(b"\x00" if self.compact else b"\xff\xff\xff\xff")
+        null = (f"io.write({nullbytes})\n                    return None" if self.nullable
+                else 'raise EncodeError("null given for a non-nullable array field")')
+        code.append(f"""
+            def {fname}(obj, io, this):
+                if obj is None:
+                    {null}
+                {length}(io, len(obj))
+                for obj in obj:
+                    {self.subcon._compilebuild(code)}
+                return None
+        """)
+        return f"{fname}(obj, io, this)"
+
+
+class KNullableStruct(Construct):
+    """A nullable (non-array) struct: int8 marker -1 for null, 1 then the struct."""
+
+    def __init__(self, subcon: Construct) -> None:
+        super().__init__()
+        self.subcon = subcon
+
+    def _parse(self, stream: Any, context: Any, path: Any) -> Any:
+        marker = read_exact(stream, 1)
+        if _I8.unpack(marker)[0] < 0:
+            return None
+        return self.subcon._parse(stream, context, path)
+
+    def _build(self, obj: Any, stream: Any, context: Any, path: Any) -> Any:
+        if obj is None:
+            stream.write(b"\xff")
+        else:
+            stream.write(b"\x01")
+            self.subcon._build(obj, stream, context, path)
+        return obj
+
+    def _emitparse(self, code: Any) -> str:
+        code.append(_IMPORT)
+        fname = f"parse_knullable_{code.allocateId()}"
+        code.append(f"""
+            def {fname}(io, this):
+                if read_exact(io, 1)[0] >= 0x80:
+                    return None
+                return {self.subcon._compileparse(code)}
+        """)
+        return f"{fname}(io, this)"
+
+    def _emitbuild(self, code: Any) -> str:
+        code.append(_IMPORT)
+        fname = f"build_knullable_{code.allocateId()}"
+        code.append(f"""
+            def {fname}(obj, io, this):
+                if obj is None:
+                    io.write(b"\\xff")
+                    return None
+                io.write(b"\\x01")
+                {self.subcon._compilebuild(code)}
+        """)
+        return f"{fname}(obj, io, this)"
