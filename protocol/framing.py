@@ -1,0 +1,118 @@
+"""Framing: 4-byte size prefix, request header v1/v2, response header v0/v1.
+
+Headers use the schema-generated codecs for schemas/messages/RequestHeader.json and
+ResponseHeader.json. A frame passed here excludes the size prefix.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from protocol import schema
+from protocol.codec import message_codec
+from protocol.errors import DecodeError
+
+API_VERSIONS = 18
+_SIZE = struct.Struct(">i")
+_KEY_VERSION = struct.Struct(">hh")
+_SIZE_CORR = struct.Struct(">ii")
+
+
+class RequestHeader(NamedTuple):
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+def _flexible(api_key: int, api_version: int) -> bool:
+    # flexibleVersions stay open-ended ("9+") in our schemas, so this is also right for versions
+    # above the ones we serve (e.g. ApiVersions v5 from a newer client): it knows the header shape.
+    try:
+        return schema.request_message(api_key).flexible(api_version)
+    except KeyError:
+        return False
+
+
+def request_header_version(api_key: int, api_version: int) -> int:
+    """2 for flexible request versions, else 1 (v0 only served ControlledShutdown v0, gone in Kafka 4)."""
+    return 2 if _flexible(api_key, api_version) else 1
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    """1 for flexible versions, else 0; ApiVersions responses always use v0 (clients parse them
+    before they know what the broker supports)."""
+    if api_key == API_VERSIONS:
+        return 0
+    return 1 if _flexible(api_key, api_version) else 0
+
+
+def decode_request_header(frame: bytes | memoryview) -> tuple[RequestHeader, int]:
+    """Decode the header at the start of `frame`; return it and the offset of the body.
+
+    An unknown api key is decoded as header v1 (its tagged fields, if any, are not parsed); the
+    four fields are readable in every header version.
+    """
+    if len(frame) < 8:
+        raise DecodeError(f"request frame of {len(frame)} bytes is too short for a header")
+    api_key, api_version = _KEY_VERSION.unpack_from(frame, 0)
+    value, offset = message_codec("RequestHeader", request_header_version(api_key, api_version)).decode_prefix(frame)
+    header = RequestHeader(value.request_api_key, value.request_api_version, value.correlation_id, value.client_id)
+    return header, offset
+
+
+def encode_request_header(header: RequestHeader) -> bytes:
+    version = request_header_version(header.api_key, header.api_version)
+    return message_codec("RequestHeader", version).encode({
+        "request_api_key": header.api_key,
+        "request_api_version": header.api_version,
+        "correlation_id": header.correlation_id,
+        "client_id": header.client_id,
+    })
+
+
+def encode_request(header: RequestHeader, body: bytes) -> bytes:
+    """A whole request frame, size prefix included (for tests, tools and benchmarks)."""
+    head = encode_request_header(header)
+    return _SIZE.pack(len(head) + len(body)) + head + body
+
+
+def encode_response(correlation_id: int, header_version: int, body: bytes | memoryview) -> bytes:
+    """A whole response frame: size prefix, header v0 (correlation id) or v1 (+ empty tagged fields)."""
+    if header_version == 0:
+        return _SIZE_CORR.pack(4 + len(body), correlation_id) + body
+    if header_version == 1:
+        return _SIZE_CORR.pack(5 + len(body), correlation_id) + b"\x00" + body
+    raise ValueError(f"no response header version {header_version}")
+
+
+def encode_response_header(correlation_id: int, header_version: int, body_size: int) -> bytes:
+    """Size prefix and header only, for responses whose body is sent separately (sendfile)."""
+    if header_version == 0:
+        return _SIZE_CORR.pack(4 + body_size, correlation_id)
+    if header_version == 1:
+        return _SIZE_CORR.pack(5 + body_size, correlation_id) + b"\x00"
+    raise ValueError(f"no response header version {header_version}")
+
+
+def decode_response_header(frame: bytes | memoryview, header_version: int) -> tuple[int, int]:
+    """(correlation_id, body offset) of a response frame without its size prefix."""
+    value, offset = message_codec("ResponseHeader", header_version).decode_prefix(frame)
+    return value.correlation_id, offset
+
+
+def split_frames(buffer: bytes | bytearray | memoryview, max_size: int = 100 * 1024 * 1024) -> tuple[list[memoryview], int]:
+    """Complete size-prefixed frames at the start of `buffer` and the number of bytes they used."""
+    view = memoryview(buffer)
+    frames = []
+    pos = 0
+    while len(view) - pos >= 4:
+        (size,) = _SIZE.unpack_from(view, pos)
+        if size < 0 or size > max_size:
+            raise DecodeError(f"invalid frame size {size}")
+        if len(view) - pos - 4 < size:
+            break
+        frames.append(view[pos + 4:pos + 4 + size])
+        pos += 4 + size
+    return frames, pos
