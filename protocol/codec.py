@@ -29,7 +29,7 @@ from protocol.primitives import (
     bytes_prim,
     check_consumed,
     read_exact,
-    read_uvarint,
+    read_uvarint_io,
     string_prim,
     write_tagged,
 )
@@ -110,9 +110,9 @@ class KStruct(Construct):
             for _, key, _, default in self.tagged:
                 result[key] = to_container(copy.deepcopy(default))
             by_tag = {tag: (key, sub) for tag, key, sub, _ in self.tagged}
-            for _ in range(read_uvarint(stream)):
-                tag = read_uvarint(stream)
-                data = read_exact(stream, read_uvarint(stream))
+            for _ in range(read_uvarint_io(stream)):
+                tag = read_uvarint_io(stream)
+                data = read_exact(stream, read_uvarint_io(stream))
                 if tag in by_tag:
                     key, sub = by_tag[tag]
                     r = Reader(data)
@@ -158,9 +158,9 @@ class KStruct(Construct):
     def _emit_tag_parser(self, code: Any, n: int) -> None:
         lines = [
             f"def parse_tags_{n}(io, this, result):",
-            "    for _ in range(read_uvarint(io)):",
-            "        tag = read_uvarint(io)",
-            "        data = read_exact(io, read_uvarint(io))",
+            "    for _ in range(read_uvarint_io(io)):",
+            "        tag = read_uvarint_io(io)",
+            "        data = read_exact(io, read_uvarint_io(io))",
         ]
         for i, (tag, key, sub, _) in enumerate(self.tagged):
             code.append(f"def parse_tag_{n}_{tag}(io, this):\n    return {sub._compileparse(code)}")

@@ -43,8 +43,8 @@ def read_exact(r: BinaryIO, n: int) -> bytes:
 
 # --- varints ---------------------------------------------------------------------------------
 
-def read_uvarint(r: BinaryIO) -> int:
-    """Unsigned LEB128, at most 5 bytes (Kafka's 32-bit varint)."""
+def read_uvarint_io(r: BinaryIO) -> int:
+    """Unsigned LEB128 from a stream, at most 5 bytes (Kafka's 32-bit varint)."""
     b = r.read(1)
     if not b:
         raise DecodeError("truncated varint")
@@ -66,21 +66,36 @@ def read_uvarint(r: BinaryIO) -> int:
             raise DecodeError("varint is too long")
 
 
-def uvarint_bytes(n: int) -> bytes:
-    if n < 0x80:
-        if n < 0:
-            raise EncodeError(f"unsigned varint cannot encode {n}")
+def read_uvarint(data: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, int]:
+    """Unsigned varint from a buffer at `pos`; returns (value, position after it)."""
+    result = 0
+    shift = 0
+    end = len(data)
+    while True:
+        if pos >= end:
+            raise DecodeError("truncated varint")
+        x = data[pos]
+        pos += 1
+        result |= (x & 0x7F) << shift
+        if x < 0x80:
+            return result, pos
+        shift += 7
+        if shift > 28:
+            raise DecodeError("varint is too long")
+
+
+def write_uvarint(n: int) -> bytes:
+    """Unsigned varint bytes for n (0 <= n < 2**32)."""
+    if 0 <= n < 0x80:
         return bytes((n,))
+    if n < 0 or n >= 1 << 32:
+        raise EncodeError(f"unsigned varint cannot encode {n}")
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
         n >>= 7
     out.append(n)
     return bytes(out)
-
-
-def write_uvarint(w: BinaryIO, n: int) -> None:
-    w.write(uvarint_bytes(n))
 
 
 # --- bool / uuid -----------------------------------------------------------------------------
@@ -135,7 +150,7 @@ def read_string(r: BinaryIO) -> str:
 
 
 def read_compact_nullable_string(r: BinaryIO) -> str | None:
-    n = read_uvarint(r) - 1
+    n = read_uvarint_io(r) - 1
     if n < 0:
         return None
     if n > MAX_STRING:
@@ -177,7 +192,7 @@ def write_compact_nullable_string(w: BinaryIO, v: str | None) -> None:
         w.write(b"\x00")
         return
     data = _encode_str(v)
-    w.write(uvarint_bytes(len(data) + 1))
+    w.write(write_uvarint(len(data) + 1))
     w.write(data)
 
 
@@ -209,7 +224,7 @@ def read_bytes(r: BinaryIO) -> bytes:
 
 
 def read_compact_nullable_bytes(r: BinaryIO) -> bytes | None:
-    n = read_uvarint(r) - 1
+    n = read_uvarint_io(r) - 1
     if n < 0:
         return None
     return read_exact(r, n)
@@ -248,7 +263,7 @@ def write_compact_nullable_bytes(w: BinaryIO, v: bytes | memoryview | None) -> N
     if v is None:
         w.write(b"\x00")
         return
-    w.write(uvarint_bytes(_blen(v) + 1))
+    w.write(write_uvarint(_blen(v) + 1))
     w.write(v)
 
 
@@ -274,7 +289,7 @@ def read_array_len(r: Reader) -> int:
 
 
 def read_compact_array_len(r: Reader) -> int:
-    n = read_uvarint(r) - 1
+    n = read_uvarint_io(r) - 1
     if n > r.end - r.tell():
         raise DecodeError(f"array of {n} elements but only {r.end - r.tell()} bytes left")
     return n
@@ -285,24 +300,24 @@ def write_array_len(w: BinaryIO, n: int) -> None:
 
 
 def write_compact_array_len(w: BinaryIO, n: int) -> None:
-    w.write(uvarint_bytes(n + 1))
+    w.write(write_uvarint(n + 1))
 
 
 # --- tagged fields -----------------------------------------------------------------------------
 
 def write_tagged(w: BinaryIO, tagged: list[tuple[int, bytes]]) -> None:
     """Section = count, then (tag, size, payload) in ascending tag order."""
-    w.write(uvarint_bytes(len(tagged)))
+    w.write(write_uvarint(len(tagged)))
     for tag, payload in tagged:
-        w.write(uvarint_bytes(tag))
-        w.write(uvarint_bytes(len(payload)))
+        w.write(write_uvarint(tag))
+        w.write(write_uvarint(len(payload)))
         w.write(payload)
 
 
 def skip_tagged(r: BinaryIO) -> None:
-    for _ in range(read_uvarint(r)):
-        read_uvarint(r)
-        read_exact(r, read_uvarint(r))
+    for _ in range(read_uvarint_io(r)):
+        read_uvarint_io(r)
+        read_exact(r, read_uvarint_io(r))
 
 
 def check_consumed(r: Reader, what: str) -> None:
@@ -314,7 +329,7 @@ def check_consumed(r: Reader, what: str) -> None:
 
 # Names the generated (compiled) code needs from this module.
 _EXPORTS = (
-    "Reader", "DecodeError", "EncodeError", "read_exact", "read_uvarint", "write_uvarint",
+    "Reader", "DecodeError", "EncodeError", "read_exact", "read_uvarint_io", "write_uvarint",
     "read_bool", "write_bool", "read_uuid", "write_uuid", "read_string", "read_nullable_string",
     "read_compact_string", "read_compact_nullable_string", "write_string", "write_nullable_string",
     "write_compact_string", "write_compact_nullable_string", "read_bytes", "read_nullable_bytes",
@@ -363,7 +378,6 @@ def bytes_prim(compact: bool, nullable: bool) -> Prim:
 
 BOOL = Prim("read_bool", "write_bool")
 UUID = Prim("read_uuid", "write_uuid")
-UVARINT = Prim("read_uvarint", "write_uvarint")
 
 
 class KArray(Construct):

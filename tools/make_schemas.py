@@ -113,6 +113,18 @@ OWN_RECORDS: list[dict[str, Any]] = [
         "flexibleVersions": "0+",
         "fields": [{"name": "TopicId", "type": "uuid", "versions": "0+"}],
     },
+    {
+        "apiKey": 15,
+        "type": "metadata",
+        "name": "ProducerIdsRecord",
+        "validVersions": "0",
+        "flexibleVersions": "0+",
+        "fields": [
+            {"name": "BrokerId", "type": "int32", "versions": "0+", "entityType": "brokerId"},
+            {"name": "BrokerEpoch", "type": "int64", "versions": "0+", "default": "-1"},
+            {"name": "NextProducerId", "type": "int64", "versions": "0+"},
+        ],
+    },
 ]
 
 # Keys that carry wire facts (or facts handlers use, like mapKey/entityType); all else is prose.
