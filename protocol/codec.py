@@ -72,7 +72,7 @@ def _not_default(code: Any, value: Any) -> str:
     if value is None:
         return "obj is not None"
     if isinstance(value, list):
-        return "obj"  # non-empty
+        return "obj is None or obj"  # null or non-empty (null differs from an empty default)
     if isinstance(value, dict):
         defaults = value
 
@@ -208,7 +208,7 @@ def _differs(value: Any, default: Any) -> bool:
     if default is None:
         return value is not None
     if isinstance(default, list):
-        return bool(value)
+        return value is None or bool(value)
     if isinstance(default, dict):
         return value is not None and any(value.get(k, d) != d for k, d in default.items())
     return value != default
