@@ -1,0 +1,81 @@
+"""Request/response headers and frame splitting."""
+
+from __future__ import annotations
+
+import pytest
+
+from protocol.errors import DecodeError
+from protocol.framing import (
+    RequestHeader,
+    decode_request_header,
+    decode_response_header,
+    encode_request,
+    encode_request_header,
+    encode_response,
+    encode_response_header,
+    request_header_version,
+    response_header_version,
+    split_frames,
+)
+
+
+def test_header_versions() -> None:
+    assert request_header_version(18, 2) == 1
+    assert request_header_version(18, 3) == 2
+    assert request_header_version(18, 5) == 2  # above what we serve: still the right shape
+    assert request_header_version(0, 8) == 1
+    assert request_header_version(0, 9) == 2
+    assert request_header_version(999, 0) == 1  # unknown api
+    assert response_header_version(18, 3) == 0  # ApiVersions: always v0
+    assert response_header_version(3, 8) == 0
+    assert response_header_version(3, 9) == 1
+    assert response_header_version(78, 1) == 1
+
+
+def test_request_header_v1_bytes() -> None:
+    h = RequestHeader(3, 8, 7, "cli")
+    raw = encode_request_header(h)
+    assert raw == b"\x00\x03\x00\x08\x00\x00\x00\x07\x00\x03cli"
+    assert decode_request_header(raw + b"BODY") == (h, len(raw))
+
+
+def test_request_header_v2_client_id_is_not_compact() -> None:
+    h = RequestHeader(3, 12, 1, None)
+    raw = encode_request_header(h)
+    assert raw == b"\x00\x03\x00\x0c\x00\x00\x00\x01\xff\xff\x00"
+    assert decode_request_header(raw) == (h, len(raw))
+    # header tagged fields are skipped
+    raw_tags = raw[:-1] + b"\x01\x05\x01z"
+    assert decode_request_header(raw_tags + b"B") == (h, len(raw_tags))
+
+
+def test_unknown_api_key_decodes_as_v1() -> None:
+    raw = b"\x03\xe7\x00\x00\x00\x00\x00\x09\x00\x01x" + b"\x00rest"
+    header, offset = decode_request_header(raw)
+    assert header == RequestHeader(999, 0, 9, "x")
+    assert offset == 11
+
+
+@pytest.mark.parametrize("raw", [b"", b"\x00\x03\x00\x08\x00", b"\x00\x03\x00\x08\x00\x00\x00\x07\x00\x05ab"])
+def test_truncated_header(raw: bytes) -> None:
+    with pytest.raises(DecodeError):
+        decode_request_header(raw)
+
+
+def test_encode_response() -> None:
+    assert encode_response(7, 0, b"AB") == b"\x00\x00\x00\x06\x00\x00\x00\x07AB"
+    assert encode_response(7, 1, b"AB") == b"\x00\x00\x00\x07\x00\x00\x00\x07\x00AB"
+    assert encode_response_header(7, 1, 2) + b"AB" == encode_response(7, 1, b"AB")
+    assert decode_response_header(encode_response(7, 1, b"AB")[4:], 1) == (7, 5)
+    with pytest.raises(ValueError):
+        encode_response(1, 2, b"")
+
+
+def test_split_frames() -> None:
+    a = encode_request(RequestHeader(18, 3, 1, "c"), b"\x00\x00\x00")
+    b = encode_request(RequestHeader(3, 12, 2, "c"), b"\x00")
+    frames, used = split_frames(a + b + b[:5])
+    assert [bytes(f) for f in frames] == [a[4:], b[4:]]
+    assert used == len(a) + len(b)
+    with pytest.raises(DecodeError):
+        split_frames(b"\xff\xff\xff\xff")
