@@ -1,0 +1,216 @@
+"""TopicManager: the component behind topic admin APIs, auto-creation and partition-log lookup.
+
+It validates a change, writes it to the metadata journal (fsynced), applies it to the registry and only then
+creates or deletes partition logs, so a crash at any point leaves a state that replay can finish.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import structlog
+
+from broker.cluster.journal import MetadataJournal
+from broker.cluster.topics import (
+    CONFIG_RECORD,
+    PARTITION_RECORD,
+    PRODUCER_IDS_RECORD,
+    REMOVE_TOPIC_RECORD,
+    TOPIC_RECORD,
+    TOPIC_RESOURCE,
+    TopicError,
+    TopicInfo,
+    TopicRegistry,
+)
+from protocol.errors import ErrorCode
+
+log = structlog.get_logger(__name__)
+
+MAX_PARTITIONS = 10_000
+
+
+class TopicManager:
+    def __init__(self, config, log_manager, journal: MetadataJournal, node_id: int) -> None:
+        self._config = config
+        self._logs = log_manager
+        self._journal = journal
+        self._node_id = node_id
+        self.registry = TopicRegistry()
+        self._on_delete: list = []
+
+    # --- start-up --------------------------------------------------------------------------------------------
+    def load(self) -> None:
+        for record_type, value in self._journal.replay():
+            self.registry.apply(record_type, value)
+        for info in self.registry.all():
+            for p in range(info.num_partitions):
+                self._logs.get_or_create(info.name, p, self.log_config(info))
+        # Partition directories of topics that no longer exist (deleted just before a crash) are removed.
+        live = {(i.name, p) for i in self.registry.all() for p in range(i.num_partitions)}
+        for name, partition in list(self._logs.partitions()):
+            if (name, partition) not in live:
+                log.info("removing orphan partition", topic=name, partition=partition)
+                self._logs.delete(name, partition)
+
+    def ensure_internal_topics(self, partitions: dict[str, int]) -> None:
+        for name, count in partitions.items():
+            if name not in self.registry:
+                self._create(name, count, {})
+
+    def on_delete(self, callback) -> None:
+        """Register `callback(info)` to run after a topic is deleted (caches keyed by topic)."""
+        self._on_delete.append(callback)
+
+    # --- lookups ---------------------------------------------------------------------------------------------
+    @property
+    def auto_create_enabled(self) -> bool:
+        return bool(self._config.get("auto.create.topics.enable"))
+
+    def log(self, topic: str, partition: int):
+        return self._logs.get(topic, partition)
+
+    def log_config(self, info: TopicInfo):
+        return self._config.log_config(info.configs)
+
+    def topic_config(self, info: TopicInfo, name: str):
+        return self._config.topic_value(name, info.configs)
+
+    def int_config(self, info: TopicInfo, name: str) -> int:
+        return int(self.topic_config(info, name))
+
+    def str_config(self, info: TopicInfo, name: str) -> str:
+        return str(self.topic_config(info, name))
+
+    def topic_config_entries(self, info: TopicInfo, keys=None):
+        return self._config.describe_topic(info.configs, keys)
+
+    # --- changes ---------------------------------------------------------------------------------------------
+    async def auto_create(self, name: str) -> TopicInfo:
+        self.registry.check_new_topic(name)
+        return self._create(name, int(self._config.get("num.partitions")), {})
+
+    async def create_topic(self, name: str, *, num_partitions: int, replication_factor: int,
+                           assignments: list[list[int]], configs: dict[str, str | None],
+                           validate_only: bool) -> TopicInfo:
+        self.registry.check_new_topic(name)
+        if assignments:
+            if num_partitions != -1 or replication_factor != -1:
+                raise TopicError(ErrorCode.INVALID_REQUEST,
+                                 "Both numPartitions or replicationFactor and replicasAssignments were set.")
+            for replicas in assignments:
+                if replicas != [self._node_id]:
+                    raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     f"Replica assignment {replicas} does not name only broker {self._node_id}")
+            num_partitions = len(assignments)
+        if num_partitions == -1:
+            num_partitions = int(self._config.get("num.partitions"))
+        if replication_factor == -1:
+            replication_factor = int(self._config.get("default.replication.factor"))
+        if num_partitions <= 0 or num_partitions > MAX_PARTITIONS:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+        if replication_factor <= 0:
+            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+        if replication_factor > 1:
+            raise TopicError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {replication_factor} time(s): "
+                "The target replication factor of 1 cannot be reached because only 1 broker(s) are registered.",
+            )
+        clean = self._validate_topic_configs(configs)
+        if validate_only:
+            return TopicInfo(name, uuid.UUID(int=0), num_partitions, clean)
+        return self._create(name, num_partitions, clean)
+
+    def _validate_topic_configs(self, configs: dict[str, str | None]) -> dict[str, str]:
+        clean: dict[str, str] = {}
+        for key, value in configs.items():
+            if value is None:
+                raise TopicError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: {key}")
+            try:
+                clean[key] = self._config.validate_topic_value(key, value)
+            except ValueError as err:
+                raise TopicError(ErrorCode.INVALID_CONFIG, str(err)) from None
+        return clean
+
+    def _create(self, name: str, num_partitions: int, configs: dict[str, str]) -> TopicInfo:
+        topic_id = uuid.uuid4()
+        entries: list[tuple[int, dict]] = [(TOPIC_RECORD, {"name": name, "topic_id": topic_id})]
+        entries += [(PARTITION_RECORD, {"partition_id": p, "topic_id": topic_id}) for p in range(num_partitions)]
+        entries += [
+            (CONFIG_RECORD, {"resource_type": TOPIC_RESOURCE, "resource_name": name, "name": k, "value": v})
+            for k, v in configs.items()
+        ]
+        self._commit(entries)
+        info = self.registry.get(name)
+        for p in range(num_partitions):
+            self._logs.get_or_create(name, p, self.log_config(info))
+        log.info("topic created", topic=name, topic_id=str(topic_id), partitions=num_partitions)
+        return info
+
+    async def delete_topic(self, *, name: str | None, topic_id: uuid.UUID | None) -> TopicInfo:
+        info = self.registry.get(name) if name is not None else self.registry.by_id(topic_id)
+        if info is None:
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name is not None else ErrorCode.UNKNOWN_TOPIC_ID
+            raise TopicError(code, "This server does not host this topic-partition.")
+        if info.internal:
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"Topic {info.name} is internal and cannot be deleted.")
+        if not self._config.get("delete.topic.enable"):
+            raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+        self._commit([(REMOVE_TOPIC_RECORD, {"topic_id": info.topic_id})])
+        for p in range(info.num_partitions):
+            self._logs.delete(info.name, p)
+        for callback in self._on_delete:
+            callback(info)
+        log.info("topic deleted", topic=info.name, topic_id=str(info.topic_id))
+        return info
+
+    async def create_partitions(self, name: str, count: int, *, validate_only: bool, assignments=None) -> None:
+        info = self.registry.get(name)
+        if info is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        if info.internal:
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"Cannot add partitions to internal topic {name}.")
+        if count < info.num_partitions:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                             f"Topic currently has {info.num_partitions} partitions, which is higher than the "
+                             f"requested {count}.")
+        if count == info.num_partitions:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {count} partitions.")
+        if count > MAX_PARTITIONS:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, "Too many partitions requested.")
+        if assignments is not None:
+            if len(assignments) != count - info.num_partitions:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 "The number of assignments does not match the number of new partitions.")
+            for a in assignments:
+                if list(a.broker_ids) != [self._node_id]:
+                    raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     f"Replica assignment {list(a.broker_ids)} does not name only broker "
+                                     f"{self._node_id}")
+        if validate_only:
+            return
+        old = info.num_partitions
+        self._commit([(PARTITION_RECORD, {"partition_id": p, "topic_id": info.topic_id}) for p in range(old, count)])
+        for p in range(old, count):
+            self._logs.get_or_create(name, p, self.log_config(info))
+
+    def set_topic_configs(self, info: TopicInfo, changes: dict[str, str | None]) -> None:
+        """Apply already-validated overrides (None removes one) and reconfigure the partition logs."""
+        self._commit([
+            (CONFIG_RECORD, {"resource_type": TOPIC_RESOURCE, "resource_name": info.name, "name": k, "value": v})
+            for k, v in changes.items()
+        ])
+        for p in range(info.num_partitions):
+            self._logs.get(info.name, p).reconfigure(self.log_config(info))
+
+    def validate_topic_configs(self, configs: dict[str, str | None]) -> dict[str, str]:
+        return self._validate_topic_configs(configs)
+
+    def reserve_producer_ids(self, next_unreserved: int) -> None:
+        self._commit([(PRODUCER_IDS_RECORD, {"broker_id": self._node_id, "broker_epoch": 0,
+                                             "next_producer_id": next_unreserved})])
+
+    def _commit(self, entries: list[tuple[int, dict]]) -> None:
+        self._journal.append(entries)
+        for record_type, value in entries:
+            self.registry.apply(record_type, value)
