@@ -1,0 +1,119 @@
+"""Produce and fetch throughput with confluent-kafka against a Kafka-wire server.
+
+One scenario = produce N records of a given size with acks=all into a fresh topic (one partition), then read
+them back with an assigned Consumer from offset 0. Times are wall-clock from first produce() to flush() and
+from assign() to the last record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from dataclasses import asdict, dataclass
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+@dataclass
+class Result:
+    server: str
+    scenario: str
+    record_bytes: int
+    records: int
+    produce_s: float
+    fetch_s: float
+
+    @property
+    def produce_mib_s(self) -> float:
+        return self.records * self.record_bytes / self.produce_s / 2**20
+
+    @property
+    def fetch_mib_s(self) -> float:
+        return self.records * self.record_bytes / self.fetch_s / 2**20
+
+    def as_dict(self) -> dict:
+        return {
+            **asdict(self),
+            "produce_mib_s": round(self.produce_mib_s, 1),
+            "produce_records_s": round(self.records / self.produce_s),
+            "fetch_mib_s": round(self.fetch_mib_s, 1),
+            "fetch_records_s": round(self.records / self.fetch_s),
+        }
+
+
+def _create_topic(bootstrap: str, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    # Peers without CreateTopics auto-create the topic on first produce.
+    with contextlib.suppress(KafkaException):
+        admin.create_topics([NewTopic(topic, num_partitions=1)])[topic].result(timeout=30)
+
+
+def produce(bootstrap: str, topic: str, records: int, size: int) -> float:
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+            "compression.type": "none",
+        }
+    )
+    payload = b"x" * size
+    errors = []
+
+    def on_delivery(err, _msg):
+        if err is not None:
+            errors.append(err)
+
+    start = time.perf_counter()
+    for _ in range(records):
+        while True:
+            try:
+                producer.produce(topic, payload, partition=0, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    remaining = producer.flush(120)
+    elapsed = time.perf_counter() - start
+    if remaining or errors:
+        raise RuntimeError(f"produce failed: {remaining} undelivered, errors {errors[:3]}")
+    return elapsed
+
+
+def fetch(bootstrap: str, topic: str, records: int) -> float:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{uuid.uuid4()}",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 52_428_800,
+            "max.partition.fetch.bytes": 10_485_760,
+        }
+    )
+    start = time.perf_counter()
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    seen = 0
+    deadline = start + 120
+    try:
+        while seen < records:
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"fetch stalled at {seen}/{records}")
+            for msg in consumer.consume(10_000, 1.0):
+                if msg.error():
+                    raise KafkaException(msg.error())
+                seen += 1
+    finally:
+        elapsed = time.perf_counter() - start
+        consumer.close()
+    return elapsed
+
+
+def run_scenario(server: str, bootstrap: str, size: int, records: int) -> Result:
+    topic = f"bench-{size}-{uuid.uuid4().hex[:8]}"
+    _create_topic(bootstrap, topic)
+    produce_s = produce(bootstrap, topic, records, size)
+    fetch_s = fetch(bootstrap, topic, records)
+    return Result(server, f"{size}B acks=all", size, records, produce_s, fetch_s)
