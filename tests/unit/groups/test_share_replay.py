@@ -64,8 +64,9 @@ def replayed(topics: Topics, log: list[rec.Record]) -> ShareGroupCoordinator:
     return fresh
 
 
-actions = st.lists(st.tuples(st.sampled_from(["join", "hb", "leave", "init", "tick", "grow", "sub", "fail"]),
-                             st.integers(0, 5), st.integers(0, 2)), max_size=40)
+# Weighted so that scripts reach joined, initialized, assigned members most of the time.
+ACTIONS = ["join"] * 3 + ["hb"] * 5 + ["init"] * 3 + ["leave", "tick", "grow", "sub", "fail", "stale"]
+actions = st.lists(st.tuples(st.sampled_from(ACTIONS), st.integers(0, 5), st.integers(0, 2)), max_size=50)
 
 
 @settings(max_examples=150, deadline=None)
@@ -88,7 +89,11 @@ def test_replay_rebuilds_identical_state(script: list[tuple[str, int, int]]) -> 
         elif action == "sub":
             res = hb(svc, group, member, epochs.get(member, 1), names[what:], now)
         elif action == "hb":
-            res = hb(svc, group, member, epochs.get(member, 1), None, now)
+            current = svc.groups.get(group)
+            known = current.members.get(member) if current else None
+            res = hb(svc, group, member, known.member_epoch if known else epochs.get(member, 1), None, now)
+        elif action == "stale":
+            res = hb(svc, group, member, epochs.get(member, 1) + what - 1, None, now)
         elif action == "leave":
             res = hb(svc, group, member, -1, None, now)
         elif action == "init":
@@ -120,6 +125,19 @@ def test_replay_rebuilds_identical_state(script: list[tuple[str, int, int]]) -> 
             epochs[member] = res.response["member_epoch"]
         # Replay after every step: the state must match at any point of the log.
         assert replayed(topics, log).snapshot() == svc.snapshot()
+    # Settle: finish initializations and let every member reconcile, so assignments are always exercised.
+    for req in pending:
+        for tid, parts in req.topics.items():
+            log += svc.initialized(req.group_id, tid, parts)
+    for _ in range(2):
+        for gid, group in sorted(svc.groups.items()):
+            for mid, m in sorted(group.members.items()):
+                res = hb(svc, gid, mid, m.member_epoch, None, now)
+                log += res.records
+                for req in res.initialize:
+                    for tid, parts in req.topics.items():
+                        log += svc.initialized(req.group_id, tid, parts)
+    assert replayed(topics, log).snapshot() == svc.snapshot()
 
 
 def test_replayed_members_survive_until_session_timeout() -> None:
