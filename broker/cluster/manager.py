@@ -140,7 +140,7 @@ class TopicManager:
             (CONFIG_RECORD, {"resource_type": TOPIC_RESOURCE, "resource_name": name, "name": k, "value": v})
             for k, v in configs.items()
         ]
-        self._commit(entries)
+        self.commit_records(entries)
         info = self.registry.get(name)
         for p in range(num_partitions):
             self._logs.get_or_create(name, p, self.log_config(info))
@@ -156,7 +156,7 @@ class TopicManager:
             raise TopicError(ErrorCode.INVALID_REQUEST, f"Topic {info.name} is internal and cannot be deleted.")
         if not self._config.get("delete.topic.enable"):
             raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
-        self._commit([(REMOVE_TOPIC_RECORD, {"topic_id": info.topic_id})])
+        self.commit_records([(REMOVE_TOPIC_RECORD, {"topic_id": info.topic_id})])
         for p in range(info.num_partitions):
             self._logs.delete(info.name, p)
         for callback in self._on_delete:
@@ -190,13 +190,13 @@ class TopicManager:
         if validate_only:
             return
         old = info.num_partitions
-        self._commit([(PARTITION_RECORD, {"partition_id": p, "topic_id": info.topic_id}) for p in range(old, count)])
+        self.commit_records([(PARTITION_RECORD, {"partition_id": p, "topic_id": info.topic_id}) for p in range(old, count)])
         for p in range(old, count):
             self._logs.get_or_create(name, p, self.log_config(info))
 
     def set_topic_configs(self, info: TopicInfo, changes: dict[str, str | None]) -> None:
         """Apply already-validated overrides (None removes one) and reconfigure the partition logs."""
-        self._commit([
+        self.commit_records([
             (CONFIG_RECORD, {"resource_type": TOPIC_RESOURCE, "resource_name": info.name, "name": k, "value": v})
             for k, v in changes.items()
         ])
@@ -207,10 +207,10 @@ class TopicManager:
         return self._validate_topic_configs(configs)
 
     def reserve_producer_ids(self, next_unreserved: int) -> None:
-        self._commit([(PRODUCER_IDS_RECORD, {"broker_id": self._node_id, "broker_epoch": 0,
+        self.commit_records([(PRODUCER_IDS_RECORD, {"broker_id": self._node_id, "broker_epoch": 0,
                                              "next_producer_id": next_unreserved})])
 
-    def _commit(self, entries: list[tuple[int, dict]]) -> None:
+    def commit_records(self, entries: list[tuple[int, dict]]) -> None:
         self._journal.append(entries)
         for record_type, value in entries:
             self.registry.apply(record_type, value)

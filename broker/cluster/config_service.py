@@ -1,0 +1,154 @@
+"""DescribeConfigs / IncrementalAlterConfigs for topics and the broker.
+
+Topic overrides and dynamic broker settings are written to the metadata journal (ConfigRecord) before they
+take effect, so they survive restarts.
+"""
+
+from __future__ import annotations
+
+from broker.cluster import topic_config as tc
+from broker.cluster.topics import BROKER_RESOURCE, CONFIG_RECORD, TOPIC_RESOURCE, TopicInfo
+from protocol.errors import ErrorCode
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+class ConfigChangeError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _entry_dict(entry, include_synonyms: bool, include_documentation: bool) -> dict:
+    return {
+        "name": entry.name,
+        "value": entry.value,
+        "read_only": entry.read_only,
+        "config_source": entry.source,
+        "is_sensitive": entry.is_sensitive,
+        "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in entry.synonyms] if include_synonyms else [],
+        "config_type": entry.config_type,
+        "documentation": entry.documentation if include_documentation else None,
+    }
+
+
+def _apply_list_op(current: str, op: int, value: str | None) -> str:
+    items = [v for v in current.split(",") if v]
+    given = [v.strip() for v in (value or "").split(",") if v.strip()]
+    if op == APPEND:
+        items += [v for v in given if v not in items]
+    else:
+        items = [v for v in items if v not in given]
+    return ",".join(items)
+
+
+class ConfigService:
+    def __init__(self, config, topics) -> None:
+        self._config = config  # broker.config.BrokerConfig
+        self._topics = topics  # broker.cluster.manager.TopicManager
+
+    def load(self) -> None:
+        """Re-apply the dynamic broker settings found in the journal."""
+        for name, value in self._topics.registry.broker_configs.items():
+            self._config.set_dynamic(name, value)
+
+    # --- describe ----------------------------------------------------------------------------------------------
+    def describe(self, resource_type: int, name: str, keys, *, include_synonyms: bool,
+                 include_documentation: bool) -> dict:
+        result = {"error_code": 0, "error_message": None, "resource_type": resource_type, "resource_name": name,
+                  "configs": []}
+        if resource_type == TOPIC_RESOURCE:
+            info = self._topics.registry.get(name)
+            if info is None:
+                return {**result, "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                        "error_message": f"Topic {name} does not exist"}
+            entries = self._config.describe_topic(info.configs, keys)
+        elif resource_type == BROKER_RESOURCE:
+            error = self._check_broker_name(name)
+            if error is not None:
+                return {**result, "error_code": int(error.code), "error_message": error.message}
+            entries = self._config.describe(keys, include_synonyms=include_synonyms)
+        else:
+            return {**result, "error_code": int(ErrorCode.INVALID_REQUEST),
+                    "error_message": f"Unsupported resource type {resource_type}"}
+        result["configs"] = [_entry_dict(e, include_synonyms, include_documentation) for e in entries]
+        return result
+
+    # --- alter -------------------------------------------------------------------------------------------------
+    async def alter(self, resource_type: int, name: str, ops: list[tuple[str, int, str | None]], *,
+                    validate_only: bool) -> tuple[ErrorCode, str | None]:
+        try:
+            keys = [key for key, _, _ in ops]
+            if len(set(keys)) != len(keys):
+                raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+            if resource_type == TOPIC_RESOURCE:
+                self._alter_topic(name, ops, validate_only)
+            elif resource_type == BROKER_RESOURCE:
+                self._alter_broker(name, ops, validate_only)
+            else:
+                raise ConfigChangeError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
+        except ConfigChangeError as err:
+            return err.code, err.message
+        return ErrorCode.NONE, None
+
+    def _alter_topic(self, name: str, ops, validate_only: bool) -> None:
+        info: TopicInfo | None = self._topics.registry.get(name)
+        if info is None:
+            raise ConfigChangeError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
+        changes: dict[str, str | None] = {}
+        for key, op, value in ops:
+            definition = tc.TOPIC_CONFIGS.get(key)
+            if definition is None:
+                raise ConfigChangeError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {key}")
+            if op == DELETE:
+                changes[key] = None
+                continue
+            if op in (APPEND, SUBTRACT):
+                if definition.type != tc.LIST:
+                    raise ConfigChangeError(ErrorCode.INVALID_CONFIG,
+                                            f"Config value append/subtract is not allowed for config key: {key}")
+                value = _apply_list_op(self._topics.str_config(info, key), op, value)
+            elif op != SET:
+                raise ConfigChangeError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}")
+            if value is None:
+                raise ConfigChangeError(ErrorCode.INVALID_CONFIG, f"Null value not supported for: {key}")
+            try:
+                changes[key] = tc.validate(key, value)
+            except ValueError as err:
+                raise ConfigChangeError(ErrorCode.INVALID_CONFIG, str(err)) from None
+        if not validate_only and changes:
+            self._topics.set_topic_configs(info, changes)
+
+    def _alter_broker(self, name: str, ops, validate_only: bool) -> None:
+        error = self._check_broker_name(name)
+        if error is not None:
+            raise error
+        changes: dict[str, str | None] = {}
+        for key, op, value in ops:
+            if op in (APPEND, SUBTRACT):
+                value = _apply_list_op(self._config.as_properties().get(key, ""), op, value)
+            elif op == DELETE:
+                value = None
+            elif op != SET:
+                raise ConfigChangeError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}")
+            try:
+                self._config.validate_dynamic(key, value)
+            except ValueError as err:
+                raise ConfigChangeError(ErrorCode.INVALID_CONFIG, str(err)) from None
+            changes[key] = value
+        if validate_only or not changes:
+            return
+        self._topics.commit_records([
+            (CONFIG_RECORD, {"resource_type": BROKER_RESOURCE, "resource_name": "", "name": k, "value": v})
+            for k, v in changes.items()
+        ])
+        for key, value in changes.items():
+            self._config.set_dynamic(key, value)
+
+    def _check_broker_name(self, name: str) -> ConfigChangeError | None:
+        if name in ("", str(self._config.node_id)):
+            return None
+        return ConfigChangeError(ErrorCode.INVALID_REQUEST,
+                                 f"Unexpected broker id, expected {self._config.node_id} or empty string, "
+                                 f"but received {name}")
