@@ -1,0 +1,65 @@
+"""`python -m broker [server.properties] [--override key=value ...] [--port-file PATH] [--log-level LEVEL]`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+
+import structlog
+
+from broker import logging as broker_logging
+from broker.config import ConfigError, load_config
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="shoal-broker", description="Shoal: a Kafka-wire-compatible broker.")
+    parser.add_argument("properties", nargs="?", help="Java properties file (Kafka's server.properties names)")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="set a property, after the file (repeatable)")
+    parser.add_argument("--port-file", metavar="PATH", help="write the bound port here once listening")
+    parser.add_argument("--log-level", choices=broker_logging.LEVELS, help="default: $SHOAL_LOG_LEVEL or info")
+    parser.add_argument("--log-format", choices=("json", "console"), help="default: console on a TTY, else json")
+    return parser.parse_args(argv)
+
+
+async def serve(args: argparse.Namespace) -> int:
+    from broker.app import Broker  # noqa: PLC0415 - after logging is configured
+
+    log = structlog.get_logger("broker")
+    try:
+        config = load_config(args.properties, args.override)
+    except ConfigError as err:
+        log.error("invalid configuration", error=str(err))
+        return 2
+    broker = Broker(config, port_file=args.port_file)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await broker.start()
+    except (ConfigError, OSError) as err:
+        log.error("broker failed to start", error=str(err))
+        await broker.stop()
+        return 1
+    await stop.wait()
+    await broker.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    try:
+        broker_logging.configure(args.log_level, args.log_format)
+    except ValueError as err:
+        print(f"shoal-broker: {err}", file=sys.stderr)
+        sys.exit(2)
+    import uvloop  # noqa: PLC0415
+
+    sys.exit(uvloop.run(serve(args)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+"""The Broker: loads config, builds components, registers handlers, runs the server and background tasks.
+
+Components are attributes of the Broker (handlers reach them as `ctx.broker.<name>`) and are also listed in
+`broker.components` in creation order; `stop()` closes them in reverse order (`close()`, sync or async).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from broker import handlers
+from broker.config import BrokerConfig, Listener, ensure_meta_properties
+from broker.router import Router
+from broker.server import Server
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass
+class Node:
+    """This broker as clients see it (Metadata, FindCoordinator, DescribeCluster)."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+def advertised_host(host: str) -> str:
+    """Kafka advertises the canonical host name for a wildcard or empty listener host."""
+    if host in ("", "0.0.0.0", "::"):
+        return socket.getfqdn()
+    return host
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, *, port_file: str | os.PathLike | None = None) -> None:
+        self.config = config
+        self.port_file = Path(port_file) if port_file is not None else None
+        self.node_id = config.node_id
+        self.cluster_id: str = ""
+        self.node: Node | None = None
+        self.components: dict[str, Any] = {}
+        self.router = Router(self)
+        self.server = Server(self.router.handle, max_request_bytes=config.get("socket.request.max.bytes"),
+                             max_inflight=config.get("queued.max.requests"))
+        self._tasks: list[asyncio.Task] = []
+        self._stopped = asyncio.Event()
+        self._stopping = False
+
+    # --- components ----------------------------------------------------------------------------------------
+    def add_component(self, name: str, component: Any) -> Any:
+        """Register a component; it becomes `broker.<name>` and is closed (reverse order) on stop."""
+        if name in self.components or (hasattr(self, name) and getattr(self, name) is not None):
+            raise ValueError(f"component {name!r} already exists")
+        self.components[name] = component
+        setattr(self, name, component)
+        return component
+
+    def _build_components(self) -> None:
+        """Create storage and the cluster/partition layers. Each is optional while it is being written."""
+        try:
+            from broker.log import LogManager  # noqa: PLC0415 - storage lands separately
+        except ImportError:
+            log.warning("broker.log is not available: storage-backed APIs are not served")
+            return
+        from broker.cluster.config_service import ConfigService
+        from broker.cluster.journal import MetadataJournal
+        from broker.cluster.manager import TopicManager
+        from broker.partitions import ReplicaManager
+        from broker.producer_state import ProducerIdAllocator, ProducerIdManager
+
+        logs = self.add_component("logs", LogManager(self.config))
+        journal = MetadataJournal(logs.metadata_log())
+        topics = self.add_component("topics", TopicManager(self.config, logs, journal, self.node_id))
+        topics.load()
+        configs = self.add_component("configs", ConfigService(self.config, topics))
+        configs.load()
+        flusher = getattr(logs, "flusher", None)
+        self.add_component("replicas", ReplicaManager(topics, flusher))
+        allocator = ProducerIdAllocator(topics.registry.next_producer_id, topics.reserve_producer_ids)
+        self.add_component("producer_ids", ProducerIdManager(allocator))
+
+    # --- lifecycle -----------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        data_dir = self.config.data_dir
+        self.cluster_id = ensure_meta_properties(data_dir, self.node_id, self.config.get("cluster.id"))
+        log.info("starting broker", node_id=self.node_id, cluster_id=self.cluster_id, data_dir=str(data_dir))
+        self._build_components()
+        for component in self.components.values():
+            start = getattr(component, "start", None)
+            if start is not None and inspect.iscoroutinefunction(start):
+                await start()
+        # Node must exist before handlers register (they check for it) and before any request arrives.
+        advertised = self.config.advertised_listeners[0]
+        self.node = Node(self.node_id, advertised_host(advertised.host), advertised.port,
+                         self.config.get("broker.rack"))
+        registered = handlers.register_all(self.router, self)
+        log.info("handlers registered", modules=registered, apis=len(self.router.registrations()))
+        bound = await self.server.start(self.config.listeners)
+        self._fix_advertised_port(bound)
+        if self.port_file is not None:
+            tmp = self.port_file.with_name(self.port_file.name + ".tmp")
+            tmp.write_text(f"{self.node.port}\n")
+            tmp.replace(self.port_file)
+        self._start_background()
+        log.info("broker started", advertised=f"{self.node.host}:{self.node.port}")
+
+    def _fix_advertised_port(self, bound: list[tuple[str, str, int]]) -> None:
+        """Port 0 listeners bind an ephemeral port; advertise the port actually bound."""
+        advertised: Listener = self.config.advertised_listeners[0]
+        if advertised.port == 0:
+            by_name = {name: port for name, _, port in bound}
+            self.node.port = by_name.get(advertised.name, bound[0][2])
+
+    def _start_background(self) -> None:
+        logs = self.components.get("logs")
+        retention = getattr(logs, "enforce_retention", None) if logs is not None else None
+        if retention is not None:
+            interval = self.config.get("log.retention.check.interval.ms") / 1000
+            self.spawn(self._every(interval, retention, "retention"), "retention")
+
+    def spawn(self, coro, name: str) -> asyncio.Task:
+        """Run a background task for the life of the broker; it is cancelled on stop and failures are logged."""
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.append(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        if not task.cancelled() and task.exception() is not None and not self._stopping:
+            log.error("background task failed", task=task.get_name(), exc_info=task.exception())
+
+    async def _every(self, interval_s: float, fn: Callable[[], Any], what: str) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                result = fn()
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:  # noqa: BLE001 - a failed round must not stop the timer
+                log.exception("periodic task failed", task=what)
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
+
+    async def stop(self) -> None:
+        if self._stopping:
+            await self._stopped.wait()
+            return
+        self._stopping = True
+        log.info("stopping broker")
+        await self.server.close()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for name, component in reversed(list(self.components.items())):
+            close = getattr(component, "close", None)
+            if close is None:
+                continue
+            try:
+                result = close()
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:  # noqa: BLE001
+                log.exception("component failed to close", component=name)
+        if self.port_file is not None:
+            with contextlib.suppress(OSError):
+                self.port_file.unlink()
+        log.info("broker stopped")
+        self._stopped.set()

@@ -1,0 +1,78 @@
+"""What a handler sees of the request it serves: the header, the connection and the broker."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from protocol.framing import RequestHeader
+
+_connection_ids = itertools.count(1)
+_log = structlog.get_logger("broker.request")
+
+
+@dataclass(slots=True)
+class ConnectionInfo:
+    """One client connection. `client_software_*` are filled by ApiVersions v3+."""
+
+    peer: str = "?"
+    listener: str = "PLAINTEXT"
+    local: str = "?"
+    id: int = field(default_factory=lambda: next(_connection_ids))
+    opened_at: float = field(default_factory=time.time)
+    client_software_name: str | None = None
+    client_software_version: str | None = None
+
+
+class RequestContext:
+    """Per-request context handed to every handler.
+
+    header: the decoded request header (api_key, api_version, correlation_id, client_id)
+    api_version: shortcut for header.api_version
+    broker: the `broker.app.Broker` (components as attributes: topics, replicas, config, ...)
+    router: the router that dispatched the request (ApiVersions reads its registrations)
+    connection: `ConnectionInfo` of the client connection
+    log: a structlog logger bound with api, version, correlation id, client id and connection id (lazy)
+    received_ns: `time.monotonic_ns()` when the frame was taken off the socket
+    """
+
+    __slots__ = ("header", "api_version", "broker", "router", "connection", "received_ns", "_log")
+
+    def __init__(self, header: RequestHeader, broker: Any, router: Any, connection: ConnectionInfo,
+                 received_ns: int | None = None) -> None:
+        self.header = header
+        self.api_version = header.api_version
+        self.broker = broker
+        self.router = router
+        self.connection = connection
+        self.received_ns = received_ns if received_ns is not None else time.monotonic_ns()
+        self._log = None
+
+    @property
+    def api_key(self) -> int:
+        return self.header.api_key
+
+    @property
+    def correlation_id(self) -> int:
+        return self.header.correlation_id
+
+    @property
+    def client_id(self) -> str | None:
+        return self.header.client_id
+
+    @property
+    def log(self) -> Any:
+        if self._log is None:
+            self._log = _log.bind(
+                api=self.router.api_name(self.header.api_key) if self.router is not None else self.header.api_key,
+                api_version=self.header.api_version,
+                correlation_id=self.header.correlation_id,
+                client_id=self.header.client_id,
+                conn=self.connection.id,
+                peer=self.connection.peer,
+            )
+        return self._log

@@ -1,0 +1,35 @@
+"""ApiVersions (api key 18): the versions this broker serves, computed from the router's registrations.
+
+v3+ responses carry no SupportedFeatures/FinalizedFeatures tags: librdkafka 2.0.2 (kcat 1.7.1) rejects the
+empty-array variant, and no tags at all is accepted by every client we test. Versions above the ones we serve
+are answered by the router (v0 layout, UNSUPPORTED_VERSION, KIP-511).
+"""
+
+from __future__ import annotations
+
+import re
+
+from protocol.errors import ErrorCode
+
+API_VERSIONS = 18
+# Kafka's ApiVersionsRequest.SOFTWARE_NAME_VERSION_PATTERN (KIP-511).
+SOFTWARE_NAME_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+def valid_software(name: str | None, version: str | None) -> bool:
+    return bool(name and version and SOFTWARE_NAME_VERSION.fullmatch(name)
+                and SOFTWARE_NAME_VERSION.fullmatch(version))
+
+
+async def handle_api_versions(ctx, req) -> dict:
+    if ctx.api_version >= 3:
+        name, version = req.client_software_name, req.client_software_version
+        if not valid_software(name, version):
+            ctx.log.info("invalid client software name or version", software_name=name, software_version=version)
+            return {"error_code": int(ErrorCode.INVALID_REQUEST), "api_keys": [], "throttle_time_ms": 0}
+        ctx.connection.client_software_name = name
+        ctx.connection.client_software_version = version
+    return {"error_code": 0, "api_keys": ctx.router.api_keys(), "throttle_time_ms": 0}
+
+
+HANDLERS = {API_VERSIONS: handle_api_versions}

@@ -1,0 +1,179 @@
+"""Api key -> handler dispatch: header decode, version checks, body codecs, error responses, metrics.
+
+`Router.handle(frame, connection)` turns one request frame (size prefix excluded) into the response frame
+(size prefix included), or None when the request gets no response (Produce acks=0). It raises
+`CloseConnection` when Kafka would close the connection: unknown api key, unsupported version (other than
+ApiVersions), malformed header or body, or a handler failure with no error field to report it in.
+"""
+
+from __future__ import annotations
+
+import bisect
+import inspect
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from broker.context import ConnectionInfo, RequestContext
+from protocol import schema
+from protocol.codec import request_codec, response_codec
+from protocol.errors import DecodeError, ErrorCode
+from protocol.framing import decode_request_header, encode_response, response_header_version
+
+log = structlog.get_logger(__name__)
+
+API_VERSIONS = 18
+Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+
+
+class CloseConnection(Exception):
+    """The connection must be closed (after the responses queued before this request)."""
+
+
+@dataclass(frozen=True)
+class Registration:
+    api_key: int
+    name: str
+    handler: Handler
+    min_version: int
+    max_version: int
+
+
+# Latency histogram bucket upper bounds in seconds (Prometheus-style, cumulative when exported).
+LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                   2.5, 5.0, 10.0, float("inf"))
+
+
+@dataclass
+class ApiMetrics:
+    requests: int = 0
+    errors: int = 0  # handler failures answered with UNKNOWN_SERVER_ERROR or a closed connection
+    latency_sum: float = 0.0
+    buckets: list[int] = field(default_factory=lambda: [0] * len(LATENCY_BUCKETS))
+
+    def observe(self, seconds: float) -> None:
+        self.latency_sum += seconds
+        self.buckets[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
+
+
+class Router:
+    def __init__(self, broker: Any = None) -> None:
+        self.broker = broker
+        self._routes: dict[int, Registration] = {}
+        self.metrics: dict[int, ApiMetrics] = {}
+        self._api_versions_fallback: bytes | None = None
+
+    # --- registration --------------------------------------------------------------------------------------
+    def register(self, api_key: int, handler: Handler, min_version: int | None = None,
+                 max_version: int | None = None) -> None:
+        """Serve api_key with `async handler(ctx, request) -> dict | None`, for versions within the schema's
+        range narrowed by min_version/max_version."""
+        spec = schema.api_specs().get(api_key)
+        if spec is None:
+            raise ValueError(f"no request/response schema for api key {api_key}")
+        if not inspect.iscoroutinefunction(handler):
+            raise TypeError(f"handler for {spec.name} must be an async function")
+        lo = spec.min_version if min_version is None else max(min_version, spec.min_version)
+        hi = spec.max_version if max_version is None else min(max_version, spec.max_version)
+        if lo > hi:
+            raise ValueError(f"{spec.name}: empty version range {lo}-{hi} (schema {spec.min_version}-{spec.max_version})")
+        if api_key in self._routes:
+            raise ValueError(f"{spec.name} is already registered")
+        self._routes[api_key] = Registration(api_key, spec.name, handler, lo, hi)
+        self.metrics.setdefault(api_key, ApiMetrics())
+        self._api_versions_fallback = None
+
+    def registrations(self) -> list[Registration]:
+        return [self._routes[k] for k in sorted(self._routes)]
+
+    def version_range(self, api_key: int) -> tuple[int, int] | None:
+        reg = self._routes.get(api_key)
+        return None if reg is None else (reg.min_version, reg.max_version)
+
+    def api_keys(self) -> list[dict]:
+        """The ApiKeys array of an ApiVersions response."""
+        return [{"api_key": r.api_key, "min_version": r.min_version, "max_version": r.max_version}
+                for r in self.registrations()]
+
+    def api_name(self, api_key: int) -> str:
+        reg = self._routes.get(api_key)
+        if reg is not None:
+            return reg.name
+        spec = schema.api_specs().get(api_key)
+        return spec.name if spec is not None else f"api{api_key}"
+
+    # --- dispatch ------------------------------------------------------------------------------------------
+    async def handle(self, frame: bytes | bytearray | memoryview, connection: ConnectionInfo) -> bytes | None:
+        received = time.monotonic_ns()
+        try:
+            header, offset = decode_request_header(frame)
+        except DecodeError as err:
+            log.warning("malformed request header, closing connection", conn=connection.id, peer=connection.peer,
+                        error=str(err))
+            raise CloseConnection(str(err)) from None
+        reg = self._routes.get(header.api_key)
+        if reg is None:
+            log.warning("unknown api key, closing connection", conn=connection.id, peer=connection.peer,
+                        api_key=header.api_key, api_version=header.api_version, client_id=header.client_id)
+            raise CloseConnection(f"unknown api key {header.api_key}")
+        version = header.api_version
+        if not reg.min_version <= version <= reg.max_version:
+            if header.api_key == API_VERSIONS:
+                # KIP-511: answer in the v0 layout with UNSUPPORTED_VERSION and our key list so the client
+                # can retry with a version we serve.
+                log.info("unsupported ApiVersions version, answering v0 with UNSUPPORTED_VERSION",
+                         conn=connection.id, api_version=version, client_id=header.client_id)
+                return encode_response(header.correlation_id, 0, self.unsupported_api_versions_body())
+            log.warning("unsupported api version, closing connection", conn=connection.id, peer=connection.peer,
+                        api=reg.name, api_version=version, supported=f"{reg.min_version}-{reg.max_version}",
+                        client_id=header.client_id)
+            raise CloseConnection(f"{reg.name} v{version} is not supported")
+        try:
+            request = request_codec(header.api_key, version).decode(memoryview(frame)[offset:])
+        except DecodeError as err:
+            log.warning("malformed request body, closing connection", conn=connection.id, peer=connection.peer,
+                        api=reg.name, api_version=version, correlation_id=header.correlation_id, error=str(err))
+            raise CloseConnection(str(err)) from None
+
+        metrics = self.metrics[header.api_key]
+        metrics.requests += 1
+        ctx = RequestContext(header, self.broker, self, connection, received)
+        try:
+            result = await reg.handler(ctx, request)
+            if result is None:
+                return None
+            body = result if isinstance(result, bytes | bytearray | memoryview) else \
+                response_codec(header.api_key, version).encode(result)
+        except Exception as err:  # noqa: BLE001 - a handler failure must not escape the connection
+            metrics.errors += 1
+            ctx.log.error("request handler failed", exc_info=err)
+            body = self.error_body(header.api_key, version)
+            if body is None:
+                raise CloseConnection(f"{reg.name} handler failed: {err!r}") from None
+        finally:
+            metrics.observe((time.monotonic_ns() - received) / 1e9)
+        return encode_response(header.correlation_id, response_header_version(header.api_key, version), body)
+
+    # --- error bodies --------------------------------------------------------------------------------------
+    def unsupported_api_versions_body(self) -> bytes:
+        if self._api_versions_fallback is None:
+            self._api_versions_fallback = response_codec(API_VERSIONS, 0).encode(
+                {"error_code": int(ErrorCode.UNSUPPORTED_VERSION), "api_keys": self.api_keys()})
+        return self._api_versions_fallback
+
+    @staticmethod
+    def error_body(api_key: int, version: int, code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR) -> bytes | None:
+        """A response carrying `code` in its top-level error_code field (other fields at schema defaults), or
+        None when the response has no top-level error code at this version."""
+        message = schema.response_message(api_key)
+        if not any(f.key == "error_code" and f.present(version) and not f.tagged(version)
+                   for f in message.struct.fields):
+            return None
+        try:
+            return response_codec(api_key, version).encode({"error_code": int(code)})
+        except Exception:  # noqa: BLE001
+            log.exception("cannot build error response", api_key=api_key, api_version=version)
+            return None
