@@ -11,6 +11,7 @@ connection.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import struct
 from collections import deque
@@ -57,10 +58,8 @@ class KafkaConnection(asyncio.Protocol):
         self.info.local = _address(transport.get_extra_info("sockname"))
         sock = transport.get_extra_info("socket")
         if sock is not None:
-            try:
+            with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError:
-                pass
         self._server.connections.add(self)
         log.debug("connection opened", conn=self.info.id, peer=self.info.peer)
 
@@ -224,10 +223,8 @@ class Server:
         for conn in list(self.connections):
             conn.close()
         for srv in self._servers:
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(srv.wait_closed(), grace_s)
-            except TimeoutError:
-                pass
         for conn in list(self.connections):
             conn.abort()
         self._servers.clear()

@@ -1,0 +1,71 @@
+"""Shared fixtures: `broker` (a real broker process per test) and `broker_module` (one per test module).
+
+Both start `python -m broker` on 127.0.0.1 with an ephemeral port and a temporary data directory, capture its
+output to a file, attach the tail of that file to the report of a failing test, and always stop the process.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.broker_process import BrokerProcess
+
+VENV_PYTHON = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "python"
+
+
+def _python() -> str:
+    return str(VENV_PYTHON) if VENV_PYTHON.exists() else sys.executable
+
+
+def _start(tmp: Path, overrides: dict[str, str] | None = None) -> BrokerProcess:
+    proc = BrokerProcess(tmp / "data", tmp / "broker.log", overrides=overrides, python=_python())
+    return proc.start()
+
+
+@pytest.fixture
+def broker(tmp_path: Path):
+    proc = _start(tmp_path)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="module")
+def broker_module(tmp_path_factory: pytest.TempPathFactory):
+    proc = _start(tmp_path_factory.mktemp("broker"))
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture
+def broker_factory(tmp_path: Path):
+    """Start brokers with extra overrides: `broker_factory({"num.partitions": "3"})`."""
+    started: list[BrokerProcess] = []
+
+    def make(overrides: dict[str, str] | None = None) -> BrokerProcess:
+        proc = _start(tmp_path / f"b{len(started)}", overrides)
+        started.append(proc)
+        return proc
+
+    try:
+        yield make
+    finally:
+        for proc in started:
+            proc.stop()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if not report.failed:
+        return
+    for name, value in getattr(item, "funcargs", {}).items():
+        if isinstance(value, BrokerProcess):
+            report.sections.append((f"broker log ({name}, tail)", value.tail()))

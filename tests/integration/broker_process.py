@@ -1,0 +1,119 @@
+"""Run a real broker process for tests: `python -m broker` on an ephemeral loopback port.
+
+    proc = BrokerProcess(data_dir, log_path)
+    proc.start()            # waits for the port file
+    proc.bootstrap          # "127.0.0.1:PORT"
+    proc.restart()          # SIGTERM, then start again on the same data dir (the port may change)
+    proc.kill9()            # SIGKILL, no clean shutdown
+    proc.stop()             # SIGTERM, wait, SIGKILL fallback; returns the exit code
+
+Only the process started here is ever signalled, by its PID.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class BrokerProcess:
+    def __init__(self, data_dir: Path, log_path: Path, *, overrides: dict[str, str] | None = None,
+                 start_timeout: float = 30.0, python: str | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.log_path = Path(log_path)
+        self.port_file = self.data_dir.parent / f"{self.data_dir.name}.port"
+        self.overrides = dict(overrides or {})
+        self.start_timeout = start_timeout
+        self.python = python or sys.executable
+        self.port: int | None = None
+        self.proc: subprocess.Popen | None = None
+        self.returncodes: list[int] = []
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def command(self) -> list[str]:
+        props = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(self.data_dir), **self.overrides}
+        cmd = [self.python, "-m", "broker", "--port-file", str(self.port_file), "--log-format", "json"]
+        for key, value in props.items():
+            cmd += ["--override", f"{key}={value}"]
+        return cmd
+
+    def start(self) -> BrokerProcess:
+        if self.proc is not None and self.proc.poll() is None:
+            raise RuntimeError("broker already running")
+        self.port_file.unlink(missing_ok=True)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env.setdefault("SHOAL_LOG_LEVEL", "info")
+        with open(self.log_path, "ab") as out:
+            out.write(f"--- start: {' '.join(self.command())}\n".encode())
+            out.flush()
+            self.proc = subprocess.Popen(self.command(), cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                         start_new_session=True)
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.proc.returncode} during start-up:\n{self.tail()}")
+            try:
+                text = self.port_file.read_text().strip()
+            except FileNotFoundError:
+                text = ""
+            if text:
+                self.port = int(text)
+                return self
+            time.sleep(0.02)
+        self.kill9()
+        raise TimeoutError(f"broker did not write {self.port_file} within {self.start_timeout}s:\n{self.tail()}")
+
+    def stop(self, timeout: float = 15.0) -> int | None:
+        """SIGTERM and wait; SIGKILL if it does not exit in time. Returns the exit code."""
+        proc = self.proc
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        self.returncodes.append(proc.returncode)
+        self.proc = None
+        return proc.returncode
+
+    def kill9(self) -> None:
+        proc = self.proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(10)
+        self.returncodes.append(proc.returncode)
+        self.proc = None
+
+    def restart(self) -> BrokerProcess:
+        if self.proc is not None:
+            self.stop()
+        return self.start()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def tail(self, lines: int = 60) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return "(no broker log)"
+        return "\n".join(text.splitlines()[-lines:])

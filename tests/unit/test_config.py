@@ -1,0 +1,154 @@
+from pathlib import Path
+
+import pytest
+
+from broker.config import (
+    DEFAULT_CONFIG,
+    DYNAMIC_DEFAULT_BROKER_CONFIG,
+    STATIC_BROKER_CONFIG,
+    BrokerConfig,
+    ConfigError,
+    Listener,
+    ensure_meta_properties,
+    load_config,
+    parse_listeners,
+    parse_overrides,
+    parse_properties,
+)
+
+
+def test_defaults():
+    c = BrokerConfig()
+    assert c.listeners == [Listener("PLAINTEXT", "127.0.0.1", 9092)]
+    assert c.advertised_listeners == c.listeners
+    assert c.log_dirs == [Path("./data")]
+    assert c.get("num.partitions") == 1
+    assert c.get("auto.create.topics.enable") is True
+    assert c.get("log.retention.ms") == 168 * 3_600_000
+    assert c.get("log.roll.ms") == 168 * 3_600_000
+    assert c.get("log.flush.interval.ms") == 0
+    assert c.get("message.max.bytes") == 1_048_588
+    assert c.get("socket.request.max.bytes") == 104_857_600
+    assert c.get("group.share.record.lock.duration.ms") == 30_000
+    assert c.get("group.share.delivery.count.limit") == 5
+    assert c.get("group.share.partition.max.record.locks") == 2000
+    assert c.get("share.coordinator.snapshot.update.records.per.snapshot") == 500
+    assert c.node_id == 1
+    assert c.source("num.partitions") == DEFAULT_CONFIG
+
+
+def test_properties_file_and_overrides(tmp_path):
+    path = tmp_path / "server.properties"
+    path.write_text(
+        "# comment\n! other comment\n"
+        "num.partitions = 3\n"
+        "log.dirs=/tmp/a,/tmp/b\n"
+        "listeners: PLAINTEXT://0.0.0.0:0\n"
+        "advertised.listeners=PLAINTEXT://broker.example:19092\n"
+        "log.retention.minutes 5\n"
+        "broker.rack=r\\\n  ack-1\n"
+        "custom.thing=x\n"
+    )
+    c = load_config(path, ["num.partitions=4", "auto.create.topics.enable=false"])
+    assert c.get("num.partitions") == 4
+    assert c.source("num.partitions") == STATIC_BROKER_CONFIG
+    assert c.log_dirs == [Path("/tmp/a"), Path("/tmp/b")]
+    assert c.listeners == [Listener("PLAINTEXT", "0.0.0.0", 0)]
+    assert c.advertised_listeners == [Listener("PLAINTEXT", "broker.example", 19092)]
+    assert c.get("log.retention.ms") == 300_000
+    assert c.source("log.retention.ms") == STATIC_BROKER_CONFIG
+    assert c.get("broker.rack") == "rack-1"
+    assert c.get("auto.create.topics.enable") is False
+    assert c.unknown == {"custom.thing": "x"}
+    assert c.get("custom.thing") == "x"
+
+
+def test_log_dir_fallback_and_retention_precedence():
+    c = BrokerConfig({"log.dir": "/x", "log.retention.hours": "1", "log.retention.ms": "42"})
+    assert c.log_dirs == [Path("/x")]
+    assert c.get("log.retention.ms") == 42
+    assert BrokerConfig({"log.retention.hours": "-1"}).get("log.retention.ms") == -1
+
+
+@pytest.mark.parametrize(
+    "props",
+    [
+        {"num.partitions": "0"},
+        {"num.partitions": "many"},
+        {"auto.create.topics.enable": "yes"},
+        {"listeners": "PLAINTEXT://127.0.0.1"},
+        {"listeners": "SSL://127.0.0.1:9093"},
+        {"listeners": "PLAINTEXT://127.0.0.1:70000"},
+        {"advertised.listeners": "OTHER://h:1"},
+        {"group.share.delivery.count.limit": "11"},
+        {"group.share.heartbeat.interval.ms": "50000"},
+        {"group.share.record.lock.duration.ms": "90000"},
+        {"message.max.bytes": str(2**40)},
+        {"log.message.timestamp.type": "Now"},
+    ],
+)
+def test_invalid_values(props):
+    with pytest.raises(ConfigError):
+        BrokerConfig(props)
+
+
+def test_listener_parsing():
+    assert parse_listeners("PLAINTEXT://:9092") == [Listener("PLAINTEXT", "", 9092)]
+    assert parse_listeners("PLAINTEXT://[::1]:0") == [Listener("PLAINTEXT", "::1", 0)]
+    assert str(Listener("PLAINTEXT", "::1", 5)) == "PLAINTEXT://[::1]:5"
+    with pytest.raises(ValueError):
+        parse_listeners("PLAINTEXT://a:1,PLAINTEXT://b:2")
+
+
+def test_properties_syntax():
+    props = parse_properties("a=1\nb : two words \nc\\=d=e\n  # indented comment\nf=\\u0041\\n\nempty=\n")
+    assert props == {"a": "1", "b": "two words ", "c=d": "e", "f": "A\n", "empty": ""}
+    assert parse_overrides(["x=1", "y=a=b"]) == {"x": "1", "y": "a=b"}
+    with pytest.raises(ConfigError):
+        parse_overrides(["novalue"])
+
+
+def test_dynamic_overrides_and_describe():
+    c = BrokerConfig({"log.retention.hours": "2"})
+    rows = {r.name: r for r in c.describe()}
+    assert rows["log.retention.hours"][:5] == ("log.retention.hours", "2", STATIC_BROKER_CONFIG, False, True)
+    assert rows["log.retention.ms"].value == str(2 * 3_600_000)
+    assert rows["message.max.bytes"].read_only is False
+    assert rows["node.id"].read_only is True
+    c.set_dynamic("log.retention.ms", "1000")
+    assert c.get("log.retention.ms") == 1000
+    assert c.source("log.retention.ms") == DYNAMIC_DEFAULT_BROKER_CONFIG
+    synonyms = c.describe(["log.retention.ms"], include_synonyms=True)[0].synonyms
+    assert synonyms[0] == ("log.retention.ms", "1000", DYNAMIC_DEFAULT_BROKER_CONFIG)
+    assert ("log.retention.hours", "2", STATIC_BROKER_CONFIG) in synonyms
+    c.set_dynamic("log.retention.ms", None)
+    assert c.get("log.retention.ms") == 2 * 3_600_000
+    with pytest.raises(ConfigError):
+        c.set_dynamic("node.id", "3")
+    with pytest.raises(ConfigError):
+        c.set_dynamic("message.max.bytes", "-5")
+
+
+def test_topic_values_follow_broker_synonyms():
+    c = BrokerConfig({"log.retention.hours": "1", "message.max.bytes": "2000"})
+    assert c.topic_value("retention.ms", {}) == "3600000"
+    assert c.topic_value("retention.ms", {"retention.ms": "5"}) == "5"
+    assert c.topic_value("max.message.bytes", {}) == "2000"
+    assert c.topic_value("cleanup.policy", {}) == "delete"
+    entries = {e.name: e for e in c.describe_topic({"segment.bytes": "1000"})}
+    assert entries["segment.bytes"].value == "1000"
+    assert entries["retention.ms"].source == STATIC_BROKER_CONFIG
+    assert entries["compression.type"].source == DEFAULT_CONFIG
+    assert set(c.log_config({})) >= {"retention.ms", "segment.bytes", "cleanup.policy"}
+
+
+def test_meta_properties(tmp_path):
+    cid = ensure_meta_properties(tmp_path / "d", 1, None)
+    assert len(cid) == 22
+    assert ensure_meta_properties(tmp_path / "d", 1, None) == cid
+    assert ensure_meta_properties(tmp_path / "d", 1, cid) == cid
+    with pytest.raises(ConfigError):
+        ensure_meta_properties(tmp_path / "d", 1, "other-cluster-id")
+    with pytest.raises(ConfigError):
+        ensure_meta_properties(tmp_path / "d", 2, None)
+    assert ensure_meta_properties(tmp_path / "e", 1, "fixed") == "fixed"

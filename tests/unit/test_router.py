@@ -1,0 +1,173 @@
+import asyncio
+import random
+import struct
+
+import pytest
+
+from broker.context import ConnectionInfo
+from broker.handlers import api_versions
+from broker.router import CloseConnection, Router
+from broker.server import Server
+from protocol.codec import request_codec, response_codec
+from protocol.errors import ErrorCode
+from protocol.framing import RequestHeader, encode_request
+
+METADATA, API_VERSIONS, FIND_COORDINATOR = 3, 18, 10
+
+
+def request(api_key: int, version: int, correlation_id: int, body: dict | None = None) -> bytes:
+    """A request frame without its size prefix, as the server hands it to the router."""
+    payload = request_codec(api_key, version).encode(body or {})
+    return encode_request(RequestHeader(api_key, version, correlation_id, "unit"), payload)[4:]
+
+
+def split_response(frame: bytes, header_version: int = 0) -> tuple[int, bytes]:
+    (size, correlation_id) = struct.unpack_from(">ii", frame)
+    assert size == len(frame) - 4
+    return correlation_id, frame[8 + header_version:]
+
+
+def make_router() -> Router:
+    router = Router(broker=None)
+    router.register(API_VERSIONS, api_versions.handle_api_versions)
+    return router
+
+
+async def test_api_versions_lists_registrations():
+    router = make_router()
+
+    async def find_coordinator(ctx, req):
+        return {"error_code": 0}
+
+    router.register(FIND_COORDINATOR, find_coordinator, max_version=3)
+    for version in range(5):
+        body = {"client_software_name": "unit", "client_software_version": "1.0"} if version >= 3 else {}
+        corr, payload = split_response(await router.handle(request(API_VERSIONS, version, 9, body), ConnectionInfo()))
+        assert corr == 9
+        resp = response_codec(API_VERSIONS, version).decode(payload)
+        assert resp.error_code == 0
+        keys = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+        assert keys == {API_VERSIONS: (0, 4), FIND_COORDINATOR: (0, 3)}
+        if version >= 3:
+            assert payload.endswith(b"\x00")  # no feature tags at all
+
+
+async def test_unsupported_api_versions_gets_v0_body_with_error_35():
+    router = make_router()
+    frame = encode_request(RequestHeader(API_VERSIONS, 7, 5, "future"), b"\x00\x00\x00")[4:]
+    corr, payload = split_response(await router.handle(frame, ConnectionInfo()))
+    assert corr == 5
+    resp = response_codec(API_VERSIONS, 0).decode(payload)
+    assert resp.error_code == ErrorCode.UNSUPPORTED_VERSION
+    assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [(API_VERSIONS, 0, 4)]
+
+
+async def test_invalid_client_software_name():
+    router = make_router()
+    info = ConnectionInfo()
+    frame = request(API_VERSIONS, 3, 1, {"client_software_name": "-bad", "client_software_version": "1"})
+    _, payload = split_response(await router.handle(frame, info))
+    assert response_codec(API_VERSIONS, 3).decode(payload).error_code == ErrorCode.INVALID_REQUEST
+    frame = request(API_VERSIONS, 3, 2, {"client_software_name": "librdkafka", "client_software_version": "2.0.2"})
+    _, payload = split_response(await router.handle(frame, info))
+    assert response_codec(API_VERSIONS, 3).decode(payload).error_code == 0
+    assert (info.client_software_name, info.client_software_version) == ("librdkafka", "2.0.2")
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        struct.pack(">hhih", 999, 0, 1, -1),  # unknown api key
+        request(FIND_COORDINATOR, 0, 1, {"key": "g"}),  # known api, not registered
+        b"\x00\x12",  # too short for a header
+        request(METADATA, 9, 1) + b"junk",  # trailing bytes
+    ],
+)
+async def test_close_connection_cases(frame):
+    router = make_router()
+
+    async def metadata(ctx, req):
+        return {}
+
+    router.register(METADATA, metadata)
+    with pytest.raises(CloseConnection):
+        await router.handle(frame, ConnectionInfo())
+
+
+async def test_unsupported_version_of_other_api_closes():
+    router = make_router()
+
+    async def metadata(ctx, req):
+        return {}
+
+    router.register(METADATA, metadata, min_version=5)
+    with pytest.raises(CloseConnection):
+        await router.handle(request(METADATA, 4, 1), ConnectionInfo())
+
+
+async def test_handler_exception_becomes_error_response_or_close():
+    router = make_router()
+
+    async def boom(ctx, req):
+        raise RuntimeError("boom")
+
+    router.register(FIND_COORDINATOR, boom)  # v0-3 have a top-level ErrorCode, v4+ do not
+    _, payload = split_response(await router.handle(request(FIND_COORDINATOR, 2, 4, {"key": "g"}), ConnectionInfo()))
+    assert response_codec(FIND_COORDINATOR, 2).decode(payload).error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+    with pytest.raises(CloseConnection):
+        await router.handle(request(FIND_COORDINATOR, 4, 5, {"coordinator_keys": ["g"]}), ConnectionInfo())
+    assert router.metrics[FIND_COORDINATOR].errors == 2
+    assert router.metrics[FIND_COORDINATOR].requests == 2
+
+
+async def test_none_result_means_no_response():
+    router = make_router()
+
+    async def silent(ctx, req):
+        return None
+
+    router.register(METADATA, silent)
+    assert await router.handle(request(METADATA, 9, 1), ConnectionInfo()) is None
+
+
+def test_register_checks():
+    router = make_router()
+
+    async def h(ctx, req):
+        return {}
+
+    with pytest.raises(ValueError):
+        router.register(API_VERSIONS, h)  # twice
+    with pytest.raises(ValueError):
+        router.register(METADATA, h, min_version=50)
+    with pytest.raises(TypeError):
+        router.register(METADATA, lambda ctx, req: {})
+
+
+async def test_server_writes_responses_in_request_order():
+    """Handlers finish in random order; responses still come back in request order, skipping None."""
+
+    async def dispatch(frame, conn):
+        (corr,) = struct.unpack_from(">i", frame)
+        await asyncio.sleep(random.random() / 100)
+        if corr % 7 == 3:
+            return None  # like Produce acks=0
+        return struct.pack(">ii", 4, corr)
+
+    server = Server(dispatch, max_request_bytes=1024, max_inflight=8)
+    (_, _, port), = await server.start([type("L", (), {"name": "PLAINTEXT", "host": "127.0.0.1", "port": 0})()])
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    n = 200
+    writer.write(b"".join(struct.pack(">ii", 4, i) for i in range(n)))
+    await writer.drain()
+    expected = [i for i in range(n) if i % 7 != 3]
+    got = []
+    for _ in expected:
+        size, corr = struct.unpack(">ii", await asyncio.wait_for(reader.readexactly(8), 10))
+        got.append(corr)
+    assert got == expected
+    writer.write(struct.pack(">i", 5000))  # too large: only this connection closes
+    await writer.drain()
+    assert await asyncio.wait_for(reader.read(), 5) == b""
+    writer.close()
+    await server.close()
