@@ -1,0 +1,475 @@
+"""Kafka RecordBatch v2 (magic 2), sans-IO.
+
+Batches stay bytes. The hot path (produce validation, log append, log recovery, fetch) only reads the 61-byte
+batch header and checks the CRC-32C; records are decoded only where semantics demand it (internal topics,
+timestamp lookups, tools).
+
+Batch header (all big-endian)::
+
+    0  baseOffset            int64    not covered by the CRC (patched by the broker)
+    8  batchLength           int32    bytes after this field (total size - 12)
+    12 partitionLeaderEpoch  int32    not covered by the CRC (patched by the broker)
+    16 magic                 int8     2
+    17 crc                   uint32   CRC-32C of attributes..end of batch
+    21 attributes            int16    bits 0-2 compression, 3 LogAppendTime, 4 transactional, 5 control,
+                                      6 delete horizon
+    23 lastOffsetDelta       int32
+    27 baseTimestamp         int64
+    35 maxTimestamp          int64
+    43 producerId            int64
+    51 producerEpoch         int16
+    53 baseSequence          int32
+    57 recordsCount          int32
+    61 records
+
+Records (uncompressed, or after decompression): varint length, int8 attributes, varlong timestampDelta, varint
+offsetDelta, varint key length (-1 = null) + key, varint value length (-1 = null) + value, varint header count, then
+per header: varint key length + UTF-8 key, varint value length (-1 = null) + value. Varints are zigzag-encoded.
+
+Compression: `decode_records` and `build_batch` handle none and gzip (stdlib zlib). Snappy, lz4 and zstd batches
+are validated and stored like any other batch, but decoding their records raises `UnsupportedCompressionError`.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from crc32c import crc32c
+
+from protocol.errors import ErrorCode
+
+__all__ = [
+    "ATTR_CONTROL",
+    "ATTR_DELETE_HORIZON",
+    "ATTR_LOG_APPEND_TIME",
+    "ATTR_TRANSACTIONAL",
+    "BatchHeader",
+    "COMPRESSION_GZIP",
+    "COMPRESSION_LZ4",
+    "COMPRESSION_NONE",
+    "COMPRESSION_SNAPPY",
+    "COMPRESSION_ZSTD",
+    "CorruptRecordError",
+    "HEADER_SIZE",
+    "InvalidRecordError",
+    "Record",
+    "RecordError",
+    "UnsupportedCompressionError",
+    "batch_crc",
+    "build_batch",
+    "decode_records",
+    "iter_batch_views",
+    "iter_batches",
+    "iter_records",
+    "patch_base_offset",
+    "patch_leader_epoch",
+    "patch_log_append_time",
+    "read_header",
+    "validate_batches",
+]
+
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = HEADER.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: the part of a batch not counted in batchLength
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # 49
+MAGIC = 2
+
+# byte positions inside a batch
+_BATCH_LENGTH_AT = 8
+_LEADER_EPOCH_AT = 12
+_MAGIC_AT = 16
+_CRC_AT = 17
+_ATTRIBUTES_AT = 21
+_MAX_TIMESTAMP_AT = 35
+
+COMPRESSION_MASK = 0x07
+COMPRESSION_NONE, COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD = 0, 1, 2, 3, 4
+ATTR_LOG_APPEND_TIME = 0x08
+ATTR_TRANSACTIONAL = 0x10
+ATTR_CONTROL = 0x20
+ATTR_DELETE_HORIZON = 0x40
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+_I16 = struct.Struct(">h")
+_LENGTH_PREFIX = struct.Struct(">qi")  # baseOffset, batchLength
+
+Buffer = bytes | bytearray | memoryview
+
+
+# --- errors ------------------------------------------------------------------------------------------------------
+class RecordError(Exception):
+    """Base class; `error_code` is the Kafka error a produce response should carry."""
+
+    error_code: ErrorCode = ErrorCode.CORRUPT_MESSAGE
+
+
+class CorruptRecordError(RecordError):
+    """Bad CRC, impossible batchLength, truncated batch → CORRUPT_MESSAGE."""
+
+    error_code = ErrorCode.CORRUPT_MESSAGE
+
+
+class InvalidRecordError(RecordError):
+    """Well-formed bytes with unacceptable content (magic, counts, control batch from a client) → INVALID_RECORD."""
+
+    error_code = ErrorCode.INVALID_RECORD
+
+
+class UnsupportedCompressionError(RecordError):
+    """Records of a batch compressed with a codec this module cannot decode."""
+
+    error_code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+
+
+# --- header view -------------------------------------------------------------------------------------------------
+class BatchHeader(NamedTuple):
+    """The 61-byte header of one batch (a snapshot: patching the buffer later does not change it)."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def size(self) -> int:
+        """Total bytes of the batch including baseOffset and batchLength."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def is_log_append_time(self) -> bool:
+        return bool(self.attributes & ATTR_LOG_APPEND_TIME)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & ATTR_TRANSACTIONAL)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & ATTR_CONTROL)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        return bool(self.attributes & ATTR_DELETE_HORIZON)
+
+
+_make_header = BatchHeader._make
+_unpack_header = HEADER.unpack_from
+
+
+def read_header(buf: Buffer, pos: int = 0) -> BatchHeader:
+    """Parse the header at `pos` (no checks beyond there being 61 bytes)."""
+    return _make_header(_unpack_header(buf, pos))
+
+
+def batch_crc(buf: Buffer, pos: int, size: int) -> int:
+    """CRC-32C of the CRC-covered part (attributes..end) of the batch at `pos` of total `size`."""
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    return crc32c(mv[pos + _ATTRIBUTES_AT:pos + size])
+
+
+# --- iteration ---------------------------------------------------------------------------------------------------
+def iter_batches(buf: Buffer, start: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+    """Yield `(position, header)` for each complete batch; stop quietly at a partial trailing batch.
+
+    No CRC check. Raises CorruptRecordError for a batchLength that cannot be right (iteration could not advance).
+    """
+    end = len(buf)
+    pos = start
+    while pos + HEADER_SIZE <= end:
+        header = _make_header(_unpack_header(buf, pos))
+        if header.batch_length < MIN_BATCH_LENGTH:
+            raise CorruptRecordError(f"batch at position {pos} has batchLength {header.batch_length}")
+        size = header.batch_length + LOG_OVERHEAD
+        if pos + size > end:
+            return
+        yield pos, header
+        pos += size
+
+
+def iter_batch_views(buf: Buffer, start: int = 0) -> Iterator[tuple[int, BatchHeader, memoryview]]:
+    """Like iter_batches, also yielding a memoryview of each whole batch."""
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    for pos, header in iter_batches(mv, start):
+        yield pos, header, mv[pos:pos + header.batch_length + LOG_OVERHEAD]
+
+
+def validate_batches(buf: Buffer, *, allow_control: bool = False) -> list[BatchHeader]:
+    """Check every batch of a produce payload: framing, magic, CRC-32C, counts. The buffer must hold whole batches.
+
+    Raises CorruptRecordError (CORRUPT_MESSAGE) or InvalidRecordError (INVALID_RECORD). Control batches are
+    refused unless `allow_control` (only the broker writes them).
+    """
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv)
+    pos = 0
+    headers: list[BatchHeader] = []
+    while pos < end:
+        if pos + HEADER_SIZE > end:
+            if pos + _MAGIC_AT < end and mv[pos + _MAGIC_AT] != MAGIC:
+                raise InvalidRecordError(f"unsupported record batch magic {mv[pos + _MAGIC_AT]}")
+            raise CorruptRecordError(f"truncated record batch at position {pos}: {end - pos} bytes left")
+        header = _make_header(_unpack_header(mv, pos))
+        if header.magic != MAGIC:
+            raise InvalidRecordError(f"unsupported record batch magic {header.magic} (only magic 2 is accepted)")
+        if header.batch_length < MIN_BATCH_LENGTH:
+            raise CorruptRecordError(f"record batch at position {pos} has invalid batchLength {header.batch_length}")
+        size = header.batch_length + LOG_OVERHEAD
+        if pos + size > end:
+            raise CorruptRecordError(
+                f"truncated record batch at position {pos}: batch size {size}, {end - pos} bytes left")
+        if crc32c(mv[pos + _ATTRIBUTES_AT:pos + size]) != header.crc:
+            raise CorruptRecordError(f"record batch at position {pos} fails its CRC-32C check")
+        if header.records_count <= 0:
+            raise InvalidRecordError(f"record batch at position {pos} has recordsCount {header.records_count}")
+        if header.last_offset_delta != header.records_count - 1:
+            raise InvalidRecordError(
+                f"record batch at position {pos} has lastOffsetDelta {header.last_offset_delta} "
+                f"but {header.records_count} records")
+        compression = header.attributes & COMPRESSION_MASK
+        if compression > COMPRESSION_ZSTD:
+            raise InvalidRecordError(f"record batch at position {pos} has unknown compression codec {compression}")
+        if compression == COMPRESSION_NONE and size - HEADER_SIZE < 7 * header.records_count:
+            # every uncompressed record takes at least 7 bytes (length, attrs, ts, offset, key, value, headers)
+            raise InvalidRecordError(f"record batch at position {pos} is too short for {header.records_count} records")
+        if header.attributes & ATTR_CONTROL and not allow_control:
+            raise InvalidRecordError("clients may not write control batches")
+        headers.append(header)
+        pos += size
+    return headers
+
+
+# --- patching ----------------------------------------------------------------------------------------------------
+def patch_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
+    """Set baseOffset of the batch at `pos` (outside the CRC)."""
+    _I64.pack_into(buf, pos, base_offset)
+
+
+def patch_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
+    """Set partitionLeaderEpoch of the batch at `pos` (outside the CRC)."""
+    _I32.pack_into(buf, pos + _LEADER_EPOCH_AT, epoch)
+
+
+def patch_log_append_time(buf: bytearray | memoryview, pos: int, timestamp: int) -> None:
+    """Mark the batch at `pos` LogAppendTime with maxTimestamp = `timestamp`, and recompute its CRC."""
+    attributes = _I16.unpack_from(buf, pos + _ATTRIBUTES_AT)[0] | ATTR_LOG_APPEND_TIME
+    _I16.pack_into(buf, pos + _ATTRIBUTES_AT, attributes)
+    _I64.pack_into(buf, pos + _MAX_TIMESTAMP_AT, timestamp)
+    size = _I32.unpack_from(buf, pos + _BATCH_LENGTH_AT)[0] + LOG_OVERHEAD
+    _U32.pack_into(buf, pos + _CRC_AT, batch_crc(buf, pos, size))
+
+
+# --- varints -----------------------------------------------------------------------------------------------------
+def _write_varint(out: bytearray, value: int) -> None:
+    v = (value << 1) ^ (value >> 63)  # zigzag (works for int32 and int64 values)
+    v &= 0xFFFFFFFFFFFFFFFF
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+def _read_varint(buf: Buffer, pos: int) -> tuple[int, int]:
+    shift = 0
+    result = 0
+    while True:
+        try:
+            b = buf[pos]
+        except IndexError:
+            raise CorruptRecordError("truncated varint in record") from None
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("varint too long in record")
+    return (result >> 1) ^ -(result & 1), pos
+
+
+# --- records -----------------------------------------------------------------------------------------------------
+@dataclass(slots=True)
+class Record:
+    """One record. `timestamp` None in build_batch means the batch timestamp; `offset` is filled by decoding."""
+
+    key: bytes | None = None
+    value: bytes | None = None
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+    timestamp: int | None = None
+    offset: int = -1
+    attributes: int = 0
+
+
+def _encode_record(out: bytearray, record: Record, offset_delta: int, timestamp_delta: int) -> None:
+    body = bytearray()
+    body.append(record.attributes & 0xFF)
+    _write_varint(body, timestamp_delta)
+    _write_varint(body, offset_delta)
+    for blob in (record.key, record.value):
+        if blob is None:
+            _write_varint(body, -1)
+        else:
+            _write_varint(body, len(blob))
+            body += blob
+    _write_varint(body, len(record.headers))
+    for hkey, hvalue in record.headers:
+        raw = hkey.encode()
+        _write_varint(body, len(raw))
+        body += raw
+        if hvalue is None:
+            _write_varint(body, -1)
+        else:
+            _write_varint(body, len(hvalue))
+            body += hvalue
+    _write_varint(out, len(body))
+    out += body
+
+
+def build_batch(
+    records: list[Record],
+    base_offset: int = 0,
+    timestamp: int | None = None,
+    *,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    transactional: bool = False,
+    control: bool = False,
+    log_append_time: bool = False,
+    compression: int = COMPRESSION_NONE,
+) -> bytes:
+    """Encode `records` as one v2 batch (compression none or gzip). `timestamp` defaults to now (ms)."""
+    if not records:
+        raise ValueError("a record batch needs at least one record")
+    if timestamp is None:
+        timestamp = int(time.time() * 1000)
+    stamps = [timestamp if r.timestamp is None else r.timestamp for r in records]
+    base_ts = stamps[0]
+    max_ts = max(stamps)
+    body = bytearray()
+    for i, (record, ts) in enumerate(zip(records, stamps, strict=True)):
+        _encode_record(body, record, i, ts - base_ts)
+    if compression == COMPRESSION_GZIP:
+        compressor = zlib.compressobj(wbits=31)
+        payload = compressor.compress(body) + compressor.flush()
+    elif compression == COMPRESSION_NONE:
+        payload = bytes(body)
+    else:
+        raise UnsupportedCompressionError(f"cannot build batches with compression codec {compression}")
+    attributes = compression
+    if log_append_time:
+        attributes |= ATTR_LOG_APPEND_TIME
+    if transactional:
+        attributes |= ATTR_TRANSACTIONAL
+    if control:
+        attributes |= ATTR_CONTROL
+    batch = bytearray(HEADER_SIZE + len(payload))
+    HEADER.pack_into(batch, 0, base_offset, HEADER_SIZE - LOG_OVERHEAD + len(payload), partition_leader_epoch,
+                     MAGIC, 0, attributes, len(records) - 1, base_ts, max_ts, producer_id, producer_epoch,
+                     base_sequence, len(records))
+    batch[HEADER_SIZE:] = payload
+    _U32.pack_into(batch, _CRC_AT, batch_crc(batch, 0, len(batch)))
+    return bytes(batch)
+
+
+def _records_payload(batch: Buffer, header: BatchHeader) -> Buffer:
+    mv = batch if isinstance(batch, memoryview) else memoryview(batch)
+    raw = mv[HEADER_SIZE:header.batch_length + LOG_OVERHEAD]
+    compression = header.attributes & COMPRESSION_MASK
+    if compression == COMPRESSION_NONE:
+        return raw
+    if compression == COMPRESSION_GZIP:
+        try:
+            return zlib.decompressobj(wbits=47).decompress(raw)
+        except zlib.error as err:
+            raise CorruptRecordError(f"bad gzip payload: {err}") from None
+    names = {COMPRESSION_SNAPPY: "snappy", COMPRESSION_LZ4: "lz4", COMPRESSION_ZSTD: "zstd"}
+    raise UnsupportedCompressionError(f"cannot decode {names.get(compression, compression)} compressed records")
+
+
+def iter_records(batch: Buffer) -> Iterator[Record]:
+    """Decode the records of one batch (starting at byte 0 of `batch`). Gzip and uncompressed only."""
+    if len(batch) < HEADER_SIZE:
+        raise CorruptRecordError("truncated record batch")
+    header = _make_header(_unpack_header(batch, 0))
+    if header.magic != MAGIC:
+        raise InvalidRecordError(f"unsupported record batch magic {header.magic}")
+    if header.batch_length + LOG_OVERHEAD > len(batch):
+        raise CorruptRecordError("truncated record batch")
+    payload = _records_payload(batch, header)
+    append_time = header.max_timestamp if header.attributes & ATTR_LOG_APPEND_TIME else None
+    pos = 0
+    end = len(payload)
+    for _ in range(header.records_count):
+        length, pos = _read_varint(payload, pos)
+        stop = pos + length
+        if length < 0 or stop > end:
+            raise CorruptRecordError("record length runs past the batch")
+        attributes = payload[pos]
+        ts_delta, p = _read_varint(payload, pos + 1)
+        offset_delta, p = _read_varint(payload, p)
+        key_len, p = _read_varint(payload, p)
+        key = None
+        if key_len >= 0:
+            key = bytes(payload[p:p + key_len])
+            p += key_len
+        value_len, p = _read_varint(payload, p)
+        value = None
+        if value_len >= 0:
+            value = bytes(payload[p:p + value_len])
+            p += value_len
+        count, p = _read_varint(payload, p)
+        headers: list[tuple[str, bytes | None]] = []
+        for _h in range(count):
+            hk_len, p = _read_varint(payload, p)
+            hkey = bytes(payload[p:p + hk_len]).decode("utf-8", "replace")
+            p += hk_len
+            hv_len, p = _read_varint(payload, p)
+            hvalue = None
+            if hv_len >= 0:
+                hvalue = bytes(payload[p:p + hv_len])
+                p += hv_len
+            headers.append((hkey, hvalue))
+        if p > stop:
+            raise CorruptRecordError("record fields run past the record length")
+        ts = append_time if append_time is not None else header.base_timestamp + ts_delta
+        yield Record(key, value, headers, ts, header.base_offset + offset_delta, attributes)
+        pos = stop
+
+
+def decode_records(batch: Buffer) -> list[Record]:
+    """All records of one batch (see iter_records)."""
+    return list(iter_records(batch))
