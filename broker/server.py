@@ -142,6 +142,7 @@ class KafkaConnection(asyncio.Protocol):
     def _on_done(self, _fut: asyncio.Future) -> None:
         pending = self._pending
         transport = self._transport
+        out: list = []
         while pending and pending[0].done():
             fut = pending.popleft()
             if fut.cancelled() or self._closing or transport is None:
@@ -151,14 +152,22 @@ class KafkaConnection(asyncio.Protocol):
                 if not isinstance(err, CloseConnection):
                     log.error("request failed outside its handler, closing connection", conn=self.info.id,
                               peer=self.info.peer, exc_info=err)
+                if out:
+                    transport.writelines(out)
                 self.close()
                 return
             response = fut.result()
-            if response is not None:
-                if isinstance(response, list):
-                    transport.writelines(response)
-                else:
-                    transport.write(response)
+            if response is None:
+                continue
+            if isinstance(response, list):
+                out.extend(response)
+            else:
+                out.append(response)
+        if out and transport is not None and not self._closing:
+            if len(out) == 1:
+                transport.write(out[0])
+            else:
+                transport.writelines(out)
         self._update_reading()
         if not pending and self._close_after_flush:
             self.close()
