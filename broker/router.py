@@ -177,3 +177,25 @@ class Router:
         except Exception:  # noqa: BLE001
             log.exception("cannot build error response", api_key=api_key, api_version=version)
             return None
+
+
+def render_metrics(router: Router) -> str:
+    """Per-API counters and latency histograms in the Prometheus text format (for a future /metrics)."""
+    lines = [
+        "# TYPE shoal_requests_total counter",
+        "# TYPE shoal_request_errors_total counter",
+        "# TYPE shoal_request_latency_seconds histogram",
+    ]
+    for api_key in sorted(router.metrics):
+        m = router.metrics[api_key]
+        label = f'api="{router.api_name(api_key)}"'
+        lines.append(f"shoal_requests_total{{{label}}} {m.requests}")
+        lines.append(f"shoal_request_errors_total{{{label}}} {m.errors}")
+        cumulative = 0
+        for bound, count in zip(LATENCY_BUCKETS, m.buckets, strict=True):
+            cumulative += count
+            le = "+Inf" if bound == float("inf") else repr(bound)
+            lines.append(f'shoal_request_latency_seconds_bucket{{{label},le="{le}"}} {cumulative}')
+        lines.append(f"shoal_request_latency_seconds_sum{{{label}}} {m.latency_sum}")
+        lines.append(f"shoal_request_latency_seconds_count{{{label}}} {cumulative}")
+    return "\n".join(lines) + "\n"

@@ -171,3 +171,13 @@ async def test_server_writes_responses_in_request_order():
     assert await asyncio.wait_for(reader.read(), 5) == b""
     writer.close()
     await server.close()
+
+
+async def test_metrics_rendering():
+    from broker.router import render_metrics
+
+    router = make_router()
+    await router.handle(request(API_VERSIONS, 0, 1), ConnectionInfo())
+    text = render_metrics(router)
+    assert 'shoal_requests_total{api="ApiVersions"} 1' in text
+    assert 'shoal_request_latency_seconds_bucket{api="ApiVersions",le="+Inf"} 1' in text
