@@ -1,0 +1,179 @@
+"""Sparse offset index (`.index`) and time index (`.timeindex`) of one segment.
+
+File formats are Kafka's: `.index` entries are (relative offset int32, file position int32), `.timeindex` entries
+are (timestamp int64, relative offset int32), big-endian. We append entries to the file as they are added (no
+preallocation) and keep a copy in arrays for O(log n) bisect lookups. Loading accepts Kafka-style preallocated
+files: only the longest prefix of strictly increasing entries is kept (a zero-filled tail is dropped) and the file
+is trimmed to it.
+
+Semantics (as Kafka's LogSegment.append): an offset entry (last offset of a batch, position of that batch) is added
+for a batch that starts more than `index.interval.bytes` after the previous entry's batch; at the same moment a
+time entry (largest timestamp so far, last offset of the batch holding it) is added if that timestamp grew.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from array import array
+from bisect import bisect_left, bisect_right
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+
+
+def _read_all(fd: int) -> bytes:
+    size = os.fstat(fd).st_size
+    chunks = []
+    pos = 0
+    while pos < size:
+        chunk = os.pread(fd, size - pos, pos)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        pos += len(chunk)
+    return b"".join(chunks)
+
+
+class _IndexFile:
+    entry: struct.Struct
+
+    def __init__(self, path: str, base_offset: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+
+    @property
+    def file_bytes(self) -> int:
+        return len(self) * self.entry.size
+
+    def __len__(self) -> int:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _trim_file(self) -> None:
+        if os.fstat(self.fd).st_size != self.file_bytes:
+            os.ftruncate(self.fd, self.file_bytes)
+
+    def _write(self, data: bytes, at: int) -> None:
+        while data:
+            n = os.pwrite(self.fd, data, at)
+            data = data[n:]
+            at += n
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class OffsetIndex(_IndexFile):
+    entry = _OFFSET_ENTRY
+
+    def __init__(self, path: str, base_offset: int) -> None:
+        super().__init__(path, base_offset)
+        self.rel = array("i")
+        self.pos = array("i")
+        data = _read_all(self.fd)
+        unpack = _OFFSET_ENTRY.unpack_from
+        last_rel = last_pos = -1
+        for at in range(0, len(data) - len(data) % 8, 8):
+            rel, position = unpack(data, at)
+            if rel <= last_rel or position <= last_pos:
+                break
+            self.rel.append(rel)
+            self.pos.append(position)
+            last_rel, last_pos = rel, position
+        self._trim_file()
+
+    def __len__(self) -> int:
+        return len(self.rel)
+
+    def append(self, offset: int, position: int) -> None:
+        rel = offset - self.base_offset
+        if self.rel and (rel <= self.rel[-1] or position <= self.pos[-1]):
+            return
+        self._write(_OFFSET_ENTRY.pack(rel, position), self.file_bytes)
+        self.rel.append(rel)
+        self.pos.append(position)
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """(offset, position) of the last entry with offset <= `offset`; (base offset, 0) when there is none."""
+        i = bisect_right(self.rel, offset - self.base_offset) - 1
+        if i < 0:
+            return self.base_offset, 0
+        return self.base_offset + self.rel[i], self.pos[i]
+
+    def entry_at(self, i: int) -> tuple[int, int]:
+        return self.base_offset + self.rel[i], self.pos[i]
+
+    def truncate_entries(self, count: int) -> None:
+        """Keep the first `count` entries."""
+        if count < len(self.rel):
+            del self.rel[count:]
+            del self.pos[count:]
+            os.ftruncate(self.fd, self.file_bytes)
+
+    def truncate_to_position(self, position: int) -> None:
+        """Drop entries pointing at or past `position`."""
+        self.truncate_entries(bisect_left(self.pos, position))
+
+    def truncate_to_offset(self, offset: int) -> None:
+        """Drop entries with offset >= `offset`."""
+        self.truncate_entries(bisect_left(self.rel, offset - self.base_offset))
+
+
+class TimeIndex(_IndexFile):
+    entry = _TIME_ENTRY
+
+    def __init__(self, path: str, base_offset: int) -> None:
+        super().__init__(path, base_offset)
+        self.ts = array("q")
+        self.rel = array("i")
+        data = _read_all(self.fd)
+        unpack = _TIME_ENTRY.unpack_from
+        last_ts, last_rel = -(1 << 63), -1
+        for at in range(0, len(data) - len(data) % 12, 12):
+            ts, rel = unpack(data, at)
+            if ts <= last_ts or rel < last_rel or (ts == 0 and rel == 0 and self.ts):
+                break
+            self.ts.append(ts)
+            self.rel.append(rel)
+            last_ts, last_rel = ts, rel
+        self._trim_file()
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    @property
+    def last(self) -> tuple[int, int] | None:
+        """(timestamp, offset) of the last entry."""
+        if not self.ts:
+            return None
+        return self.ts[-1], self.base_offset + self.rel[-1]
+
+    def maybe_append(self, timestamp: int, offset: int) -> None:
+        """Add (timestamp, offset) if the timestamp is larger than the last entry's."""
+        if self.ts and timestamp <= self.ts[-1]:
+            return
+        rel = offset - self.base_offset
+        if self.rel and rel < self.rel[-1]:
+            return
+        self._write(_TIME_ENTRY.pack(timestamp, rel), self.file_bytes)
+        self.ts.append(timestamp)
+        self.rel.append(rel)
+
+    def lookup_before(self, timestamp: int) -> int | None:
+        """Offset of the last entry with a timestamp < `timestamp`: every batch up to and including the batch
+        holding that offset has maxTimestamp < `timestamp`. None when there is no such entry."""
+        i = bisect_left(self.ts, timestamp) - 1
+        if i < 0:
+            return None
+        return self.base_offset + self.rel[i]
+
+    def truncate_after_offset(self, offset: int) -> None:
+        """Drop entries with offset > `offset`."""
+        i = bisect_right(self.rel, offset - self.base_offset)
+        if i < len(self.ts):
+            del self.ts[i:]
+            del self.rel[i:]
+            os.ftruncate(self.fd, self.file_bytes)

@@ -1,0 +1,437 @@
+"""PartitionLog: one partition's log, a list of segments in `<log.dir>/<topic>-<partition>/`.
+
+All methods except `flush()` run on the event loop. `flush()` may run in a worker thread concurrently with
+appends, rolls and retention: under a short lock it takes the set of segments written since the last flush and
+duplicates their file descriptors, then fsyncs the duplicates without the lock (a segment closed or deleted in the
+meantime is harmless: the duplicate keeps the file open).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from bisect import bisect_right
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from broker.log.config import LogConfig
+from broker.log.segment import BatchEntry, Segment
+from protocol import records as rec
+
+log = structlog.get_logger(__name__)
+
+_DECODABLE = (rec.COMPRESSION_NONE, rec.COMPRESSION_GZIP)
+
+
+class OffsetOutOfRangeError(Exception):
+    """A read or DeleteRecords offset outside [log start offset, log end offset] (OFFSET_OUT_OF_RANGE)."""
+
+
+@dataclass(slots=True)
+class AppendInfo:
+    base_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless LogAppendTime was applied
+    max_timestamp: int
+    offset_of_max_timestamp: int  # last offset of the batch holding max_timestamp
+    log_start_offset: int
+    size: int  # bytes appended
+    batches: int
+
+
+@dataclass(slots=True)
+class ReadResult:
+    data: bytes  # whole batches; b"" when nothing fits or nothing is there
+    first_offset: int = -1  # base offset of the first batch returned (may be < the offset asked for)
+    segment_base_offset: int = -1
+    position: int = -1  # file position of `data` in the segment (for sendfile)
+    high_watermark: int = -1
+    log_start_offset: int = -1
+
+
+class PartitionLog:
+    def __init__(
+        self,
+        directory: Path | str,
+        config: LogConfig | Mapping[str, object] | None = None,
+        *,
+        log_start_offset: int = 0,
+        clock: Callable[[], float] = time.time,
+        leader_epoch: int | None = None,
+        on_log_start_offset_change: Callable[[PartitionLog], None] | None = None,
+    ) -> None:
+        """Open (recovering) or create the log in `directory`. `log_start_offset` is the checkpointed value."""
+        self.directory = Path(directory)
+        self.config = LogConfig.coerce(config)
+        self._clock = clock
+        self.leader_epoch = leader_epoch
+        self.on_log_start_offset_change = on_log_start_offset_change
+        self._lock = threading.Lock()
+        self._dirty: set[Segment] = set()
+        self._dir_dirty = False
+        self.closed = False
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._segments: list[Segment] = []
+        self._bases: list[int] = []
+        self._open_segments(log_start_offset)
+        self.log_start_offset = max(log_start_offset, self._segments[0].base_offset)
+        if self.log_start_offset > self.log_end_offset:
+            self.log_start_offset = self.log_end_offset
+
+    # --- opening and recovery ----------------------------------------------------------------------------------
+    def _open_segments(self, log_start_offset: int) -> None:
+        bases = []
+        for path in self.directory.iterdir():
+            if path.suffix == ".log" and path.stem.isdigit():
+                bases.append(int(path.stem))
+            elif path.suffix in (".deleted", ".cleaned", ".swap") or path.name.endswith(".tmp"):
+                path.unlink(missing_ok=True)
+        bases.sort()
+        interval = self.config.index_interval_bytes
+        for i, base in enumerate(bases):
+            segment = Segment(self.directory, base, index_interval_bytes=interval)
+            truncated = segment.recover()
+            if self._segments and segment.base_offset < self._segments[-1].next_offset:
+                log.warning("segment overlaps its predecessor; dropping it and later segments",
+                            dir=str(self.directory), segment=segment.log_path.name)
+                segment.delete()
+                self._drop_files(bases[i + 1:])
+                break
+            self._segments.append(segment)
+            if truncated:
+                log.warning("truncated torn log tail", dir=str(self.directory), segment=segment.log_path.name,
+                            bytes=truncated, next_offset=segment.next_offset)
+                if i + 1 < len(bases):
+                    # offsets after a hole cannot be trusted: later segments go (as Kafka's recovery does)
+                    self._drop_files(bases[i + 1:])
+                    break
+        # stray index files without a .log
+        live = {s.base_offset for s in self._segments}
+        for path in self.directory.iterdir():
+            if path.suffix in (".index", ".timeindex") and path.stem.isdigit() and int(path.stem) not in live:
+                path.unlink(missing_ok=True)
+        # empty non-active segments carry nothing; keep the list tidy
+        while len(self._segments) > 1 and self._segments[0].empty:
+            self._segments.pop(0).delete()
+        if not self._segments:
+            self._segments.append(Segment(self.directory, max(0, log_start_offset), index_interval_bytes=interval))
+            self._dir_dirty = True
+        self._bases = [s.base_offset for s in self._segments]
+
+    def _drop_files(self, bases: list[int]) -> None:
+        for base in bases:
+            Segment(self.directory, base).delete()
+
+    # --- offsets -----------------------------------------------------------------------------------------------
+    @property
+    def active(self) -> Segment:
+        return self._segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def segments(self) -> list[Segment]:
+        return list(self._segments)
+
+    def reconfigure(self, config: LogConfig | Mapping[str, object]) -> None:
+        self.config = LogConfig.coerce(config, self.config)
+        for segment in self._segments:
+            segment.index_interval_bytes = self.config.index_interval_bytes
+
+    # --- append ------------------------------------------------------------------------------------------------
+    def append(
+        self,
+        batches: bytes | bytearray | memoryview,
+        *,
+        log_append_time: int | None = None,
+        headers: list[rec.BatchHeader] | None = None,
+    ) -> AppendInfo:
+        """Validate (unless `headers` from validate_batches are given), assign offsets and append.
+
+        Raises protocol.records.CorruptRecordError / InvalidRecordError. Control batches are accepted (the
+        client check belongs to the produce path). Not fsynced: see flush() and GroupCommitFlusher.
+        """
+        if self.closed:
+            raise ValueError("log is closed")
+        buf = bytearray(batches)
+        if headers is None:
+            headers = rec.validate_batches(buf, allow_control=True)
+        if not headers:
+            raise rec.InvalidRecordError("no record batch to append")
+        first = offset = self.log_end_offset
+        pos = 0
+        entries: list[BatchEntry] = []
+        max_ts, offset_of_max = -1, -1
+        for h in headers:
+            size = h.batch_length + rec.LOG_OVERHEAD
+            rec.patch_base_offset(buf, pos, offset)
+            if self.leader_epoch is not None:
+                rec.patch_leader_epoch(buf, pos, self.leader_epoch)
+            ts = h.max_timestamp
+            if log_append_time is not None:
+                rec.patch_log_append_time(buf, pos, log_append_time)
+                ts = log_append_time
+            last = offset + h.last_offset_delta
+            if ts > max_ts:
+                max_ts, offset_of_max = ts, last
+            entries.append((pos, size, last, ts))
+            offset = last + 1
+            pos += size
+        if pos != len(buf):
+            raise rec.CorruptRecordError("headers do not match the appended bytes")
+        self._maybe_roll(len(buf), offset - 1, max_ts)
+        segment = self.active
+        segment.append(buf, entries)
+        with self._lock:
+            self._dirty.add(segment)
+        return AppendInfo(first, offset - 1, -1 if log_append_time is None else log_append_time, max_ts,
+                          offset_of_max, self.log_start_offset, len(buf), len(headers))
+
+    def _maybe_roll(self, incoming: int, last_offset: int, max_ts: int) -> None:
+        segment = self.active
+        if segment.empty:
+            return
+        cfg = self.config
+        roll = segment.size + incoming > cfg.segment_bytes or not segment.can_hold(last_offset)
+        if not roll:
+            if segment.first_batch_timestamp is not None and segment.first_batch_timestamp >= 0 and max_ts >= 0:
+                waited = max_ts - segment.first_batch_timestamp
+            else:
+                waited = int(self._clock() * 1000) - segment.created_ms
+            roll = waited > cfg.segment_ms
+        if roll:
+            self.roll()
+
+    def roll(self) -> Segment:
+        """Start a new active segment at the log end offset (no-op if the active one is empty)."""
+        current = self.active
+        if current.empty:
+            return current
+        current.seal()
+        segment = Segment(self.directory, self.log_end_offset, index_interval_bytes=self.config.index_interval_bytes)
+        segment.created_ms = int(self._clock() * 1000)
+        self._segments.append(segment)
+        self._bases.append(segment.base_offset)
+        with self._lock:
+            self._dirty.add(current)
+            self._dir_dirty = True
+        return segment
+
+    # --- reads -------------------------------------------------------------------------------------------------
+    def _segment_for(self, offset: int) -> int:
+        return max(0, bisect_right(self._bases, offset) - 1)
+
+    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> ReadResult:
+        """Whole batches from the batch holding `offset`, up to `max_bytes` (more for a single first batch if
+        `min_one_batch`, KIP-74), from one segment. Raises OffsetOutOfRangeError outside [start, end]."""
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}]")
+        hw, start = self.high_watermark, self.log_start_offset
+        i = self._segment_for(offset)
+        while i < len(self._segments):
+            segment = self._segments[i]
+            if offset < segment.next_offset:
+                data, position, first = segment.read(offset, max_bytes, min_one_batch)
+                return ReadResult(data, first, segment.base_offset, position, hw, start)
+            i += 1
+        return ReadResult(b"", -1, -1, -1, hw, start)
+
+    def iter_batch_headers(self, start_offset: int | None = None) -> Iterator[rec.BatchHeader]:
+        """Headers of all batches from the one holding `start_offset` (default: log start offset)."""
+        offset = self.log_start_offset if start_offset is None else start_offset
+        for segment in list(self._segments):
+            if segment.next_offset <= offset:
+                continue
+            found = segment.find_batch(offset)
+            if found is None:
+                continue
+            for _pos, header in segment.iter_headers(found[0]):
+                yield header
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= `timestamp`, or None.
+
+        Batches are located with the time index; the record is exact for uncompressed and gzip batches. For
+        snappy/lz4/zstd batches (not decoded here) the batch's first offset and maxTimestamp are returned.
+        """
+        start = self.log_start_offset
+        for segment in self._segments:
+            if segment.next_offset <= start or segment.max_timestamp < timestamp:
+                continue
+            found = segment.find_by_timestamp(timestamp, start)
+            if found is None:
+                continue
+            pos, header = found
+            if header.compression in _DECODABLE:
+                batch = segment.read_bytes(pos, header.batch_length + rec.LOG_OVERHEAD)
+                for record in rec.iter_records(batch):
+                    if record.offset >= start and record.timestamp is not None and record.timestamp >= timestamp:
+                        return record.offset, record.timestamp
+            return max(header.base_offset, start), header.max_timestamp
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the record with the largest timestamp (the first such record), or None."""
+        best: Segment | None = None
+        for segment in self._segments:
+            if segment.next_offset > self.log_start_offset and segment.max_timestamp >= 0 and (
+                    best is None or segment.max_timestamp > best.max_timestamp):
+                best = segment
+        if best is None:
+            return None
+        ts, last = best.max_timestamp, best.offset_of_max_timestamp
+        found = best.find_batch(last)
+        if found is not None:
+            pos, header = found
+            if header.compression in _DECODABLE:
+                batch = best.read_bytes(pos, header.batch_length + rec.LOG_OVERHEAD)
+                for record in rec.iter_records(batch):
+                    if record.timestamp == ts and record.offset >= self.log_start_offset:
+                        return record.offset, ts
+        return last, ts
+
+    # --- retention ---------------------------------------------------------------------------------------------
+    def delete_records_before(self, offset: int) -> int:
+        """Advance the log start offset to `offset` (DeleteRecords); whole segments below it are deleted.
+        Returns the new log start offset."""
+        if offset > self.log_end_offset or offset < 0:
+            raise OffsetOutOfRangeError(f"offset {offset} is outside [0, {self.log_end_offset}]")
+        if offset <= self.log_start_offset:
+            return self.log_start_offset
+        self.log_start_offset = offset
+        self._delete_segments_below_start()
+        if self.on_log_start_offset_change is not None:
+            self.on_log_start_offset_change(self)
+        return self.log_start_offset
+
+    def _delete_segments_below_start(self) -> int:
+        n = 0
+        while len(self._segments) > 1 and self._segments[1].base_offset <= self.log_start_offset:
+            self._delete_oldest()
+            n += 1
+        return n
+
+    def _delete_oldest(self) -> None:
+        segment = self._segments.pop(0)
+        self._bases.pop(0)
+        with self._lock:
+            self._dirty.discard(segment)
+            self._dir_dirty = True
+        segment.delete()
+        self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+
+    def apply_retention(self, now_ms: int | None = None) -> int:
+        """Delete old segments by retention.ms and retention.bytes (never the active one). Returns how many."""
+        if now_ms is None:
+            now_ms = int(self._clock() * 1000)
+        deleted = self._delete_segments_below_start()
+        retention_ms = self.config.retention_ms
+        if retention_ms >= 0:
+            while len(self._segments) > 1 and now_ms - self._segments[0].largest_timestamp_ms() > retention_ms:
+                self._delete_oldest()
+                deleted += 1
+        retention_bytes = self.config.retention_bytes
+        if retention_bytes >= 0:
+            excess = self.size_bytes - retention_bytes
+            while len(self._segments) > 1 and excess - self._segments[0].size >= 0:
+                excess -= self._segments[0].size
+                self._delete_oldest()
+                deleted += 1
+        if deleted:
+            log.info("retention deleted segments", dir=str(self.directory), segments=deleted,
+                     log_start_offset=self.log_start_offset)
+        return deleted
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove everything at and after `offset` (tools and tests; replicas would use this)."""
+        if offset >= self.log_end_offset:
+            return
+        while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+            segment = self._segments.pop()
+            self._bases.pop()
+            with self._lock:
+                self._dirty.discard(segment)
+                self._dir_dirty = True
+            segment.delete()
+        segment = self.active
+        segment.truncate_to_offset(offset)
+        with self._lock:
+            self._dirty.add(segment)
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+
+    # --- durability and lifecycle ------------------------------------------------------------------------------
+    @property
+    def dirty(self) -> bool:
+        return bool(self._dirty) or self._dir_dirty
+
+    def flush(self) -> None:
+        """fsync the segments written since the last flush (and the directory after creates/deletes).
+        Safe to call from a worker thread; returns at once when nothing is dirty."""
+        with self._lock:
+            if not self._dirty and not self._dir_dirty:
+                return
+            segments = list(self._dirty)
+            dir_dirty = self._dir_dirty
+            self._dirty.clear()
+            self._dir_dirty = False
+            fds: list[int] = []
+            try:
+                for segment in segments:
+                    if not segment.closed:
+                        fds.extend(os.dup(fd) for fd in segment.fds())
+                if dir_dirty:
+                    fds.append(os.open(self.directory, os.O_RDONLY))
+            except OSError:
+                self._requeue_locked(segments, dir_dirty)
+                for fd in fds:
+                    os.close(fd)
+                raise
+        try:
+            for fd in fds:
+                os.fsync(fd)
+        except OSError:
+            with self._lock:
+                self._requeue_locked(segments, dir_dirty)
+            raise
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def _requeue_locked(self, segments: list[Segment], dir_dirty: bool) -> None:
+        self._dirty.update(s for s in segments if not s.closed)
+        self._dir_dirty = self._dir_dirty or dir_dirty
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.active.seal()
+        self.flush()
+        self.closed = True
+        for segment in self._segments:
+            segment.close()
+
+    def delete(self) -> None:
+        """Close and remove the partition directory."""
+        self.closed = True
+        for segment in self._segments:
+            segment.close()
+        with self._lock:
+            self._dirty.clear()
+            self._dir_dirty = False
+        shutil.rmtree(self.directory, ignore_errors=True)

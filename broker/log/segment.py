@@ -1,0 +1,313 @@
+"""One log segment: `<base offset:020d>.log` plus its `.index` and `.timeindex`.
+
+The `.log` file is written with plain `os.write` (O_APPEND; durability is the flusher's job) and read with
+`os.pread`. Batches are never decoded here: only their 61-byte headers are read.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from crc32c import crc32c
+
+from broker.log.index import OffsetIndex, TimeIndex
+from protocol.records import HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH, BatchHeader, read_header
+
+_SCAN_CHUNK = 64 * 1024  # header scans read this much at a time
+_RECOVERY_CHUNK = 1 << 20  # CRC checks on recovery read this much at a time
+_READ_SLACK = 1024  # extra bytes read past the index interval hoping to catch the target batch in one pread
+_MAX_REL_OFFSET = (1 << 31) - 1
+
+# an append's batches: (position inside the appended bytes, size, last offset, max timestamp)
+BatchEntry = tuple[int, int, int, int]
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+def _pread_exact(fd: int, size: int, position: int) -> bytes:
+    data = os.pread(fd, size, position)
+    if len(data) == size or not data:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < size:
+        more = os.pread(fd, size - got, position + got)
+        if not more:
+            break
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
+
+
+class Segment:
+    def __init__(self, directory: Path, base_offset: int, *, index_interval_bytes: int = 4096) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        name = segment_name(base_offset)
+        self.log_path = directory / f"{name}.log"
+        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            self.size = os.fstat(self.fd).st_size
+            self.offset_index = OffsetIndex(str(directory / f"{name}.index"), base_offset)
+            self.time_index = TimeIndex(str(directory / f"{name}.timeindex"), base_offset)
+        except BaseException:
+            os.close(self.fd)
+            raise
+        self.next_offset = base_offset  # last offset + 1; set by recover() / append
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1  # last offset of the batch holding max_timestamp (as Kafka)
+        self.first_batch_timestamp: int | None = None  # for time-based rolling
+        self.created_ms = int(time.time() * 1000)
+        self._bytes_since_index = 0
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return f"Segment({self.log_path.name}, size={self.size}, next_offset={self.next_offset})"
+
+    @property
+    def empty(self) -> bool:
+        return self.size == 0
+
+    def fds(self) -> list[int]:
+        return [self.fd, self.offset_index.fd, self.time_index.fd]
+
+    # --- appends -----------------------------------------------------------------------------------------------
+    def can_hold(self, last_offset: int) -> bool:
+        return last_offset - self.base_offset <= _MAX_REL_OFFSET
+
+    def append(self, data: bytes | bytearray | memoryview, batches: list[BatchEntry]) -> None:
+        """Append whole batches (already offset-patched) and index them."""
+        position = self.size
+        view = memoryview(data)
+        written = 0
+        try:
+            while written < len(view):
+                written += os.write(self.fd, view[written:])
+        except BaseException:
+            if written:
+                os.ftruncate(self.fd, position)
+            raise
+        for rel, size, last_offset, max_ts in batches:
+            self._track(position + rel, size, last_offset, max_ts)
+        self.size = position + written
+
+    def _track(self, position: int, size: int, last_offset: int, max_timestamp: int) -> None:
+        if self.first_batch_timestamp is None:
+            self.first_batch_timestamp = max_timestamp
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = last_offset
+        if self._bytes_since_index > self.index_interval_bytes:
+            self.offset_index.append(last_offset, position)
+            if self.max_timestamp >= 0:
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index = 0
+        self._bytes_since_index += size
+        self.next_offset = last_offset + 1
+
+    def seal(self) -> None:
+        """Called when the segment stops being active: make the time index end with the segment's max."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    # --- reads -------------------------------------------------------------------------------------------------
+    def read_bytes(self, position: int, size: int) -> bytes:
+        return _pread_exact(self.fd, size, position)
+
+    def iter_headers(self, start: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each whole batch from `start` (a batch boundary), reading 64 KiB at a time."""
+        end = self.size
+        pos = start
+        buf = b""
+        buf_start = pos
+        while pos + HEADER_SIZE <= end:
+            off = pos - buf_start
+            if off + HEADER_SIZE > len(buf):
+                buf = _pread_exact(self.fd, min(_SCAN_CHUNK, end - pos), pos)
+                buf_start, off = pos, 0
+                if len(buf) < HEADER_SIZE:
+                    return
+            header = read_header(buf, off)
+            if header.batch_length < MIN_BATCH_LENGTH or pos + header.batch_length + LOG_OVERHEAD > end:
+                return
+            yield pos, header
+            pos += header.batch_length + LOG_OVERHEAD
+
+    def find_batch(self, offset: int, start: int | None = None) -> tuple[int, BatchHeader] | None:
+        """Position and header of the first batch whose last offset >= `offset`."""
+        if start is None:
+            start = self.offset_index.lookup(offset)[1]
+        for pos, header in self.iter_headers(start):
+            if header.base_offset + header.last_offset_delta >= offset:
+                return pos, header
+        return None
+
+    def find_by_timestamp(self, timestamp: int, min_offset: int) -> tuple[int, BatchHeader] | None:
+        """The first batch with maxTimestamp >= `timestamp` and last offset >= `min_offset`."""
+        start = self.offset_index.lookup(min_offset)[1]
+        before = self.time_index.lookup_before(timestamp)
+        if before is not None:
+            start = max(start, self.offset_index.lookup(before)[1])
+        for pos, header in self.iter_headers(start):
+            if header.max_timestamp >= timestamp and header.base_offset + header.last_offset_delta >= min_offset:
+                return pos, header
+        return None
+
+    def read(self, offset: int, max_bytes: int, min_one_batch: bool) -> tuple[bytes, int, int]:
+        """Whole batches starting with the batch holding `offset`, at most `max_bytes` unless the first batch is
+        bigger and `min_one_batch` (KIP-74). Returns (data, position, first batch base offset or -1).
+
+        Usually one pread: from the index entry at or before `offset`, read max_bytes + index interval + slack,
+        walk the headers in memory to the target batch, then cut at the last whole batch within max_bytes.
+        """
+        end = self.size
+        _, start = self.offset_index.lookup(offset)
+        if start >= end:
+            return b"", end, -1
+        buf = _pread_exact(self.fd, min(end - start, max_bytes + self.index_interval_bytes + _READ_SLACK), start)
+        off = 0
+        found: tuple[int, BatchHeader] | None = None
+        while off + HEADER_SIZE <= len(buf):
+            header = read_header(buf, off)
+            if header.batch_length < MIN_BATCH_LENGTH:
+                return b"", start + off, -1
+            if header.base_offset + header.last_offset_delta >= offset:
+                found = start + off, header
+                break
+            off += header.batch_length + LOG_OVERHEAD
+        if found is None:
+            if start + off >= end:
+                return b"", end, -1
+            found = self.find_batch(offset, start + off)
+            if found is None:
+                return b"", end, -1
+        first_pos, first = found
+        first_size = first.batch_length + LOG_OVERHEAD
+        if first_size > max_bytes:
+            if not min_one_batch:
+                return b"", first_pos, first.base_offset
+            limit = first_pos + first_size
+        else:
+            limit = min(end, first_pos + max_bytes)
+        if start + len(buf) >= limit and first_pos >= start:
+            region, region_start = buf, start
+        else:
+            region, region_start = _pread_exact(self.fd, limit - first_pos, first_pos), first_pos
+        # cut at the last whole batch inside [first_pos, limit)
+        q = first_pos
+        prefix = HEADER_SIZE
+        while q + prefix <= limit:
+            size = int.from_bytes(region[q - region_start + 8:q - region_start + 12], "big", signed=True) + LOG_OVERHEAD
+            if size < HEADER_SIZE or q + size > limit:
+                break
+            q += size
+        lo, hi = first_pos - region_start, q - region_start
+        data = region if (lo == 0 and hi == len(region)) else region[lo:hi]
+        return data, first_pos, first.base_offset
+
+    # --- recovery and truncation -------------------------------------------------------------------------------
+    def recover(self) -> int:
+        """Validate the tail batch by batch (CRC-32C) from the last trustworthy index entry, truncate a torn or
+        corrupt tail with its index entries, and rebuild the in-memory state. Returns bytes truncated."""
+        size = os.fstat(self.fd).st_size
+        self.size = size
+        index = self.offset_index
+        index.truncate_to_position(size)
+        i = len(index) - 1
+        start_header: BatchHeader | None = None
+        start_pos = 0
+        while i >= 0:
+            entry_offset, entry_pos = index.entry_at(i)
+            raw = _pread_exact(self.fd, HEADER_SIZE, entry_pos)
+            if len(raw) == HEADER_SIZE:
+                h = read_header(raw)
+                if (h.magic == MAGIC and h.batch_length >= MIN_BATCH_LENGTH
+                        and h.base_offset + h.last_offset_delta == entry_offset
+                        and entry_pos + h.batch_length + LOG_OVERHEAD <= size):
+                    start_header, start_pos = h, entry_pos
+                    break
+            i -= 1
+        index.truncate_entries(i + 1)
+        self._bytes_since_index = 0
+        self.first_batch_timestamp = None
+        if start_header is None:
+            self.time_index.truncate_after_offset(self.base_offset - 1)
+            self.max_timestamp, self.offset_of_max_timestamp = -1, -1
+            self.next_offset = self.base_offset
+        else:
+            self.time_index.truncate_after_offset(start_header.base_offset + start_header.last_offset_delta)
+            self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last or (-1, -1)
+            self.next_offset = start_header.base_offset
+            first = _pread_exact(self.fd, HEADER_SIZE, 0)
+            if len(first) == HEADER_SIZE:
+                self.first_batch_timestamp = read_header(first).max_timestamp
+        valid_end = self._scan_valid(start_pos, size)
+        if valid_end < size:
+            os.ftruncate(self.fd, valid_end)
+            self.size = valid_end
+        return size - valid_end
+
+    def _scan_valid(self, pos: int, size: int) -> int:
+        buf = b""
+        buf_start = pos
+        while pos < size:
+            off = pos - buf_start
+            if off + HEADER_SIZE > len(buf):
+                buf = _pread_exact(self.fd, min(_RECOVERY_CHUNK, size - pos), pos)
+                buf_start, off = pos, 0
+                if len(buf) < HEADER_SIZE:
+                    return pos
+            h = read_header(buf, off)
+            batch_size = h.batch_length + LOG_OVERHEAD
+            if (h.magic != MAGIC or h.batch_length < MIN_BATCH_LENGTH or pos + batch_size > size
+                    or h.last_offset_delta < 0 or h.base_offset < self.next_offset
+                    or not self.can_hold(h.base_offset + h.last_offset_delta)):
+                return pos
+            if off + batch_size > len(buf):
+                buf = _pread_exact(self.fd, max(batch_size, min(_RECOVERY_CHUNK, size - pos)), pos)
+                buf_start, off = pos, 0
+                if len(buf) < batch_size:
+                    return pos
+            if crc32c(memoryview(buf)[off + 21:off + batch_size]) != h.crc:
+                return pos
+            self._track(pos, batch_size, h.base_offset + h.last_offset_delta, h.max_timestamp)
+            pos += batch_size
+        return pos
+
+    def truncate_to_offset(self, offset: int) -> None:
+        """Drop the batch holding `offset` and everything after it."""
+        found = self.find_batch(offset)
+        if found is None:
+            return
+        position = found[0]
+        os.ftruncate(self.fd, position)
+        self.offset_index.truncate_to_position(position)
+        self.time_index.truncate_after_offset(offset - 1)
+        self.recover()
+
+    # --- lifecycle ---------------------------------------------------------------------------------------------
+    def largest_timestamp_ms(self) -> int:
+        """Largest record timestamp, or the file's modification time when no batch carries one (as Kafka)."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return int(os.fstat(self.fd).st_mtime * 1000) if not self.closed else self.created_ms
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.offset_index.close()
+        self.time_index.close()
+        os.close(self.fd)
+        self.fd = -1
+
+    def delete(self) -> None:
+        self.close()
+        for path in (self.log_path, Path(self.offset_index.path), Path(self.time_index.path)):
+            path.unlink(missing_ok=True)
