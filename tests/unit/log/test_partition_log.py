@@ -1,0 +1,279 @@
+"""PartitionLog: offsets, rolling, recovery of torn tails, retention, timestamps, restarts; LogManager."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from log_helpers import batch, batches_in
+
+from broker.log import LogConfig, LogManager, OffsetOutOfRangeError, PartitionLog
+from protocol import records as rec
+
+
+class Clock:
+    def __init__(self, ms: int = 1_000_000) -> None:
+        self.ms = ms
+
+    def __call__(self) -> float:
+        return self.ms / 1000
+
+
+def fill(plog: PartitionLog, n: int, *, count: int = 2, value_size: int = 100, ts: int = 1_000) -> None:
+    for _ in range(n):
+        plog.append(batch(count, value_size=value_size, ts=ts))
+
+
+def segment_files(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir())
+
+
+def test_append_assigns_offsets_and_files_are_kafka_named(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "t-0")
+    a = plog.append(batch(3))
+    b = plog.append(batch(2) + batch(4))
+    assert (a.base_offset, a.last_offset, b.base_offset, b.last_offset, b.batches) == (0, 2, 3, 8, 2)
+    assert plog.log_end_offset == plog.high_watermark == 9
+    headers = batches_in(plog.read(0, 1 << 20).data)
+    assert [(h.base_offset, h.records_count) for h in headers] == [(0, 3), (3, 2), (5, 4)]
+    assert segment_files(tmp_path / "t-0") == [
+        "00000000000000000000.index", "00000000000000000000.log", "00000000000000000000.timeindex"]
+    with pytest.raises(rec.CorruptRecordError):
+        plog.append(batch(1)[:-1])
+    assert plog.log_end_offset == 9
+    plog.close()
+
+
+def test_log_append_time_and_leader_epoch(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "t-0", leader_epoch=3)
+    info = plog.append(batch(2, ts=5), log_append_time=777)
+    assert (info.log_append_time, info.max_timestamp) == (777, 777)
+    data = plog.read(0, 1000).data
+    h = rec.validate_batches(data)[0]
+    assert h.is_log_append_time and h.max_timestamp == 777 and h.partition_leader_epoch == 3
+    plog.close()
+
+
+def test_roll_by_bytes_and_by_time(tmp_path: Path) -> None:
+    clock = Clock()
+    cfg = LogConfig(segment_bytes=1000, segment_ms=60_000)
+    plog = PartitionLog(tmp_path / "t-0", cfg, clock=clock)
+    fill(plog, 10, value_size=100)  # ~290 bytes each
+    sizes = [s.size for s in plog.segments]
+    assert len(sizes) > 2 and all(size <= 1000 for size in sizes)
+    assert [s.base_offset for s in plog.segments] == sorted({s.base_offset for s in plog.segments})
+    n = len(plog.segments)
+    plog.append(batch(1, ts=1_000 + 30_000))
+    assert len(plog.segments) == n
+    # roll on record timestamps measured from the first batch of the segment (as Kafka)
+    first_ts = plog.active.first_batch_timestamp
+    plog.append(batch(1, ts=first_ts + 60_001))
+    assert len(plog.segments) == n + 1 and plog.active.base_offset == plog.log_end_offset - 1
+    plog.close()
+
+
+def test_roll_by_wall_clock_without_timestamps(tmp_path: Path) -> None:
+    clock = Clock()
+    plog = PartitionLog(tmp_path / "t-0", LogConfig(segment_ms=1000), clock=clock)
+    plog.append(batch(1, ts=-1))
+    plog.active.created_ms = clock.ms
+    clock.ms += 1001
+    plog.append(batch(1, ts=-1))
+    assert [s.base_offset for s in plog.segments] == [0, 1]
+    plog.close()
+
+
+def test_restart_keeps_offsets_and_appends_continue(tmp_path: Path) -> None:
+    cfg = LogConfig(segment_bytes=2000, index_interval_bytes=200)
+    plog = PartitionLog(tmp_path / "t-0", cfg)
+    fill(plog, 20)
+    end, bases = plog.log_end_offset, [s.base_offset for s in plog.segments]
+    plog.close()
+    again = PartitionLog(tmp_path / "t-0", cfg)
+    assert again.log_end_offset == end and [s.base_offset for s in again.segments] == bases
+    assert again.append(batch(1)).base_offset == end
+    assert again.max_timestamp_offset() is not None
+    again.close()
+
+
+@pytest.mark.parametrize("damage", ["truncate_mid_batch", "garbage_tail", "bad_crc_last", "zero_tail"])
+def test_recovery_truncates_torn_tail(tmp_path: Path, damage: str) -> None:
+    cfg = LogConfig(index_interval_bytes=300)
+    directory = tmp_path / "t-0"
+    plog = PartitionLog(directory, cfg)
+    fill(plog, 12)
+    last_pos = plog.active.size - len(batch(2, value_size=100))
+    good_end = plog.log_end_offset
+    plog.close()
+    log_file = directory / "00000000000000000000.log"
+    size = log_file.stat().st_size
+    if damage == "truncate_mid_batch":
+        os.truncate(log_file, size - 17)
+        expect_end, expect_size = good_end - 2, last_pos
+    elif damage == "garbage_tail":
+        with open(log_file, "ab") as f:
+            f.write(os.urandom(500))
+        expect_end, expect_size = good_end, size
+    elif damage == "zero_tail":
+        with open(log_file, "ab") as f:
+            f.write(b"\0" * 4096)
+        expect_end, expect_size = good_end, size
+    else:
+        with open(log_file, "r+b") as f:
+            f.seek(size - 3)
+            f.write(b"\xff\xff\xff")
+        expect_end, expect_size = good_end - 2, last_pos
+    again = PartitionLog(directory, cfg)
+    assert again.log_end_offset == expect_end
+    assert log_file.stat().st_size == expect_size == again.active.size
+    # index entries pointing into the removed tail are gone; appends continue at the right offset
+    assert all(pos < expect_size for pos in again.active.offset_index.pos)
+    assert again.append(batch(3)).base_offset == expect_end
+    headers = batches_in(again.read(0, 1 << 20).data)
+    assert [h.base_offset for h in headers] == list(range(0, expect_end + 3, 2))[: len(headers)]
+    assert headers[-1].last_offset == expect_end + 2
+    again.close()
+
+
+def test_recovery_drops_stale_index_entries_and_rebuilds_missing_index(tmp_path: Path) -> None:
+    cfg = LogConfig(index_interval_bytes=100)
+    directory = tmp_path / "t-0"
+    plog = PartitionLog(directory, cfg)
+    fill(plog, 10)
+    entries = len(plog.active.offset_index)
+    plog.close()
+    os.truncate(directory / "00000000000000000000.log", 400)  # keeps one batch (+ a partial one)
+    again = PartitionLog(directory, cfg)
+    assert again.log_end_offset == 2 and len(again.active.offset_index) < entries
+    again.close()
+    (directory / "00000000000000000000.index").unlink()
+    (directory / "00000000000000000000.timeindex").unlink()
+    third = PartitionLog(directory, cfg)
+    assert third.log_end_offset == 2
+    fill(third, 5)
+    assert third.read(7, 1000).first_offset == 6
+    third.close()
+
+
+def test_torn_older_segment_drops_later_segments(tmp_path: Path) -> None:
+    cfg = LogConfig(segment_bytes=700)
+    directory = tmp_path / "t-0"
+    plog = PartitionLog(directory, cfg)
+    fill(plog, 8)
+    second = plog.segments[1]
+    count = len(plog.segments)
+    plog.close()
+    os.truncate(second.log_path, second.size - 5)
+    again = PartitionLog(directory, cfg)
+    assert len(again.segments) == 2 < count
+    assert again.log_end_offset == again.segments[1].next_offset == second.next_offset - 2
+    again.close()
+
+
+def test_retention_by_time_never_deletes_active(tmp_path: Path) -> None:
+    cfg = LogConfig(segment_bytes=700, retention_ms=10_000)
+    plog = PartitionLog(tmp_path / "t-0", cfg)
+    for ts in (1_000, 2_000, 3_000, 50_000, 51_000):
+        plog.append(batch(2, value_size=200, ts=ts))
+    assert len(plog.segments) == 5
+    assert plog.apply_retention(now_ms=12_500) == 2  # segments with max ts 1000 and 2000
+    assert plog.log_start_offset == plog.segments[0].base_offset == 4
+    assert plog.apply_retention(now_ms=10**9) == 2  # everything expired, but the active segment stays
+    assert len(plog.segments) == 1 and plog.log_start_offset == 8
+    with pytest.raises(OffsetOutOfRangeError):
+        plog.read(0, 100)
+    plog.close()
+
+
+def test_retention_by_bytes(tmp_path: Path) -> None:
+    cfg = LogConfig(segment_bytes=700, retention_bytes=1500, retention_ms=-1)
+    plog = PartitionLog(tmp_path / "t-0", cfg)
+    fill(plog, 8, value_size=200)
+    assert len(plog.segments) == 8  # one batch per segment
+    seg_size, total = plog.segments[0].size, plog.size_bytes
+    assert plog.apply_retention(now_ms=0) == (total - 1500) // seg_size
+    assert plog.size_bytes - seg_size < 1500 <= plog.size_bytes
+    assert plog.log_start_offset == plog.segments[0].base_offset
+    plog.close()
+
+
+def test_offset_for_timestamp_and_max_timestamp(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "t-0", LogConfig(segment_bytes=800, index_interval_bytes=50))
+    for i in range(20):
+        records = [rec.Record(None, b"x" * 50, timestamp=1000 + 10 * i + j) for j in range(3)]
+        plog.append(rec.build_batch(records))
+    plog.append(rec.build_batch([rec.Record(None, b"late", timestamp=1005)]))  # out of order
+    assert len(plog.segments) > 2
+    assert plog.offset_for_timestamp(0) == (0, 1000)
+    assert plog.offset_for_timestamp(1001) == (1, 1001)
+    assert plog.offset_for_timestamp(1052) == (17, 1052)
+    assert plog.offset_for_timestamp(1190) == (57, 1190)
+    assert plog.offset_for_timestamp(1193) is None
+    assert plog.max_timestamp_offset() == (59, 1192)
+    plog.delete_records_before(20)
+    assert plog.offset_for_timestamp(0) == (20, 1062)
+    plog.close()
+
+
+def test_delete_records_and_restart_keep_log_start_offset(tmp_path: Path) -> None:
+    cfg = LogConfig(segment_bytes=700)
+    manager = LogManager(tmp_path, cfg)
+    manager.start()
+    plog = manager.get_or_create("orders", 0)
+    other = manager.get_or_create("orders", 1)
+    fill(plog, 8)
+    fill(other, 1)
+    assert plog.delete_records_before(9) == 9
+    assert plog.segments[0].base_offset <= 9 < plog.segments[0].next_offset
+    with pytest.raises(OffsetOutOfRangeError):
+        plog.read(8, 100)
+    assert plog.read(9, 1000).first_offset == 8  # the batch holding 9 is returned whole
+    with pytest.raises(OffsetOutOfRangeError):
+        plog.delete_records_before(10**6)
+    manager.close()
+
+    again = LogManager(tmp_path, cfg)
+    again.start()
+    assert sorted(again.partitions()) == [("orders", 0), ("orders", 1)]
+    restored = again.get("orders", 0)
+    assert (restored.log_start_offset, restored.log_end_offset) == (9, 16)
+    assert again.get("orders", 1).log_end_offset == 2
+    again.get_or_create("orders", 0, {"retention.ms": "5", "segment.bytes": "900"})
+    assert restored.config.retention_ms == 5 and restored.config.segment_bytes == 900
+    again.delete("orders", 1)
+    assert not (tmp_path / "orders-1").exists() and again.partitions() == [("orders", 0)]
+    again.close()
+
+
+def test_manager_ignores_foreign_dirs_and_runs_retention(tmp_path: Path) -> None:
+    (tmp_path / "__cluster_metadata-0").mkdir()
+    (tmp_path / "not_a_partition").mkdir()
+    (tmp_path / "old-3-delete").mkdir()
+    manager = LogManager(tmp_path, LogConfig(segment_bytes=700, retention_ms=1))
+    manager.start()
+    assert manager.partitions() == [] and not (tmp_path / "old-3-delete").exists()
+    plog = manager.get_or_create("a-b", 2)
+    fill(plog, 6, ts=1)
+    assert len(plog.segments) > 1
+    assert manager.apply_retention(now_ms=10_000) > 0
+    assert len(plog.segments) == 1 and plog.log_start_offset == plog.segments[0].base_offset > 0
+    manager.close()
+    again = LogManager(tmp_path)
+    again.start()
+    assert again.partitions() == [("a-b", 2)]
+    again.close()
+
+
+def test_flush_is_cheap_when_clean_and_survives_deleted_segments(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "t-0", LogConfig(segment_bytes=700, retention_bytes=0))
+    plog.flush()
+    assert not plog.dirty
+    fill(plog, 6)
+    assert plog.dirty
+    plog.apply_retention(now_ms=0)  # deletes (and closes) dirty segments before the flush
+    plog.flush()
+    assert not plog.dirty
+    plog.flush()
+    plog.delete()
+    assert not (tmp_path / "t-0").exists()
