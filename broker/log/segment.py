@@ -65,6 +65,8 @@ class Segment:
         self.first_batch_timestamp: int | None = None  # for time-based rolling
         self.created_ms = int(time.time() * 1000)
         self._bytes_since_index = 0
+        self.batch_count = 0  # batches tracked since open (all of them for a new or recovered-from-start segment)
+        self._tracked_bytes = 0
         self.closed = False
 
     def __repr__(self) -> str:
@@ -110,6 +112,12 @@ class Segment:
             self._bytes_since_index = 0
         self._bytes_since_index += size
         self.next_offset = last_offset + 1
+        self.batch_count += 1
+        self._tracked_bytes += size
+
+    @property
+    def average_batch_size(self) -> int:
+        return self._tracked_bytes // self.batch_count if self.batch_count else 0
 
     def seal(self) -> None:
         """Called when the segment stops being active: make the time index end with the segment's max."""
@@ -170,7 +178,9 @@ class Segment:
         _, start = self.offset_index.lookup(offset)
         if start >= end:
             return b"", end, -1
-        buf = _pread_exact(self.fd, min(end - start, max_bytes + self.index_interval_bytes + _READ_SLACK), start)
+        # the target batch usually starts within an index interval plus one batch of the entry found
+        ahead = self.index_interval_bytes + 2 * self.average_batch_size + _READ_SLACK
+        buf = _pread_exact(self.fd, min(end - start, max_bytes + ahead), start)
         off = 0
         found: tuple[int, BatchHeader] | None = None
         while off + HEADER_SIZE <= len(buf):
@@ -235,6 +245,7 @@ class Segment:
             i -= 1
         index.truncate_entries(i + 1)
         self._bytes_since_index = 0
+        self.batch_count = self._tracked_bytes = 0
         self.first_batch_timestamp = None
         if start_header is None:
             self.time_index.truncate_after_offset(self.base_offset - 1)
