@@ -53,8 +53,12 @@ class GroupCommitFlusher:
             except BaseException as err:  # cancelled (shutdown) or executor gone
                 for _log, futures in batch.values():
                     for future in futures:
-                        if not future.done():
-                            future.set_exception(err if isinstance(err, Exception) else RuntimeError(str(err)))
+                        if future.done():
+                            continue
+                        if isinstance(err, Exception):
+                            future.set_exception(err)
+                        else:
+                            future.cancel()
                 raise
             for key, (_log, futures) in batch.items():
                 err = errors.get(key)

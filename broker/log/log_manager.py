@@ -75,6 +75,7 @@ class LogManager:
         self._leader_epoch = leader_epoch
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._checkpoint_path = self.log_dir / LOG_START_CHECKPOINT
+        self._checkpointed = read_checkpoint(self._checkpoint_path)
         self.started = False
 
     # --- lifecycle ---------------------------------------------------------------------------------------------
@@ -82,7 +83,6 @@ class LogManager:
         """Open (and recover) every partition directory with the default config; callers reconfigure later
         through get_or_create(topic, partition, config)."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        starts = read_checkpoint(self._checkpoint_path)
         for path in sorted(self.log_dir.iterdir()):
             if not path.is_dir():
                 continue
@@ -92,7 +92,8 @@ class LogManager:
             key = parse_partition_dir(path.name)
             if key is None:
                 continue
-            self._logs[key] = self._open(path, self.defaults, starts.get(key, 0))
+            if key not in self._logs:
+                self._logs[key] = self._open(path, self.defaults, self._checkpointed.get(key, 0))
         self.started = True
 
     def _open(self, path: Path, config: LogConfig, log_start_offset: int) -> PartitionLog:
@@ -121,13 +122,14 @@ class LogManager:
         plog = self._logs.get(key)
         if plog is None:
             cfg = LogConfig.coerce(config, self.defaults)
-            plog = self._open(self.dir_for(topic, partition), cfg, 0)
+            plog = self._open(self.dir_for(topic, partition), cfg, self._checkpointed.get(key, 0))
             self._logs[key] = plog
         elif config is not None:
             plog.reconfigure(config)
         return plog
 
     def delete(self, topic: str, partition: int) -> None:
+        self._checkpointed.pop((topic, partition), None)
         plog = self._logs.pop((topic, partition), None)
         if plog is not None:
             plog.delete()

@@ -333,6 +333,7 @@ class PartitionLog:
         with self._lock:
             self._dirty.discard(segment)
             self._dir_dirty = True
+            segment.close()
         segment.delete()
         self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
 
@@ -368,6 +369,7 @@ class PartitionLog:
             with self._lock:
                 self._dirty.discard(segment)
                 self._dir_dirty = True
+                segment.close()
             segment.delete()
         segment = self.active
         segment.truncate_to_offset(offset)
@@ -422,16 +424,18 @@ class PartitionLog:
             return
         self.active.seal()
         self.flush()
-        self.closed = True
-        for segment in self._segments:
-            segment.close()
+        self._close_segments()
+
+    def _close_segments(self) -> None:
+        # under the lock, so a flush running in a worker thread cannot dup a descriptor being closed
+        with self._lock:
+            self.closed = True
+            self._dirty.clear()
+            self._dir_dirty = False
+            for segment in self._segments:
+                segment.close()
 
     def delete(self) -> None:
         """Close and remove the partition directory."""
-        self.closed = True
-        for segment in self._segments:
-            segment.close()
-        with self._lock:
-            self._dirty.clear()
-            self._dir_dirty = False
+        self._close_segments()
         shutil.rmtree(self.directory, ignore_errors=True)

@@ -245,6 +245,10 @@ def test_delete_records_and_restart_keep_log_start_offset(tmp_path: Path) -> Non
     assert not (tmp_path / "orders-1").exists() and again.partitions() == [("orders", 0)]
     again.close()
 
+    lazy = LogManager(tmp_path, cfg)  # without start(): opening a partition still applies the checkpoint
+    assert lazy.get_or_create("orders", 0).log_start_offset == 9
+    lazy.close()
+
 
 def test_manager_ignores_foreign_dirs_and_runs_retention(tmp_path: Path) -> None:
     (tmp_path / "__cluster_metadata-0").mkdir()
