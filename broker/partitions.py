@@ -41,7 +41,7 @@ class FetchResult:
     records: bytes = b""
 
 
-@dataclass
+@dataclass(eq=False)  # identity semantics: waiters live in sets
 class _Waiter:
     """A parked fetch; woken by an append to any partition it watches."""
 
