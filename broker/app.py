@@ -25,6 +25,8 @@ from broker.server import Server
 
 log = structlog.get_logger(__name__)
 
+METADATA_LOG_DIR = "__cluster_metadata-0"
+
 
 @dataclass
 class Node:
@@ -68,26 +70,28 @@ class Broker:
         return component
 
     def _build_components(self) -> None:
-        """Create storage and the cluster/partition layers. Each is optional while it is being written."""
-        try:
-            from broker.log import LogManager  # noqa: PLC0415 - storage lands separately
-        except ImportError:
-            log.warning("broker.log is not available: storage-backed APIs are not served")
-            return
+        """Storage, the metadata journal, topics, configs, the partition layer and producer ids."""
         from broker.cluster.config_service import ConfigService
         from broker.cluster.journal import MetadataJournal
         from broker.cluster.manager import TopicManager
+        from broker.log import GroupCommitFlusher, LogManager, PartitionLog
         from broker.partitions import ReplicaManager
         from broker.producer_state import ProducerIdAllocator, ProducerIdManager
 
-        logs = self.add_component("logs", LogManager(self.config))
-        journal = MetadataJournal(logs.metadata_log())
-        topics = self.add_component("topics", TopicManager(self.config, logs, journal, self.node_id))
+        config = self.config
+        data_dir = config.data_dir
+        logs = self.add_component("logs", LogManager(data_dir, config.log_config({})))
+        logs.start()
+        # The journal is a log of its own, never visible as a topic (LogManager skips __cluster_metadata-*).
+        metadata_log = self.add_component("metadata_log", PartitionLog(data_dir / METADATA_LOG_DIR))
+        flusher = self.add_component(
+            "flusher", GroupCommitFlusher(flush_interval_ms=config.get("log.flush.interval.ms")))
+        topics = self.add_component("topics", TopicManager(config, logs, MetadataJournal(metadata_log), self.node_id))
         topics.load()
-        configs = self.add_component("configs", ConfigService(self.config, topics))
+        configs = self.add_component("configs", ConfigService(config, topics))
         configs.load()
-        flusher = getattr(logs, "flusher", None)
-        self.add_component("replicas", ReplicaManager(topics, flusher))
+        replicas = self.add_component("replicas", ReplicaManager(topics, flusher))
+        topics.on_delete(lambda info: replicas.forget_topic(info.name))
         allocator = ProducerIdAllocator(topics.registry.next_producer_id, topics.reserve_producer_ids)
         self.add_component("producer_ids", ProducerIdManager(allocator))
 
@@ -125,7 +129,7 @@ class Broker:
 
     def _start_background(self) -> None:
         logs = self.components.get("logs")
-        retention = getattr(logs, "enforce_retention", None) if logs is not None else None
+        retention = getattr(logs, "apply_retention", None) if logs is not None else None
         if retention is not None:
             interval = self.config.get("log.retention.check.interval.ms") / 1000
             self.spawn(self._every(interval, retention, "retention"), "retention")

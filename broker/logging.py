@@ -38,7 +38,10 @@ def configure(level: str | None = None, fmt: str | None = None, stream: TextIO |
         structlog.processors.StackInfoRenderer(),
     ]
     if fmt == "json":
-        processors += [structlog.processors.dict_tracebacks, structlog.processors.JSONRenderer()]
+        # Structured tracebacks without frame locals: locals can be huge (request buffers) and leak data.
+        exceptions = structlog.processors.ExceptionRenderer(
+            structlog.tracebacks.ExceptionDictTransformer(show_locals=False))
+        processors += [exceptions, structlog.processors.JSONRenderer()]
     else:
         processors += [structlog.dev.ConsoleRenderer(colors=stream.isatty(), pad_event_to=0)]
     structlog.configure(

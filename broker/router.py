@@ -132,12 +132,17 @@ class Router:
                         client_id=header.client_id)
             raise CloseConnection(f"{reg.name} v{version} is not supported")
         try:
-            request = request_codec(header.api_key, version).decode(memoryview(frame)[offset:])
+            # Like Kafka, ignore bytes after the body: librdkafka 2.16's Metadata v13 (AdminClient list_topics)
+            # carries three of them.
+            request, end = request_codec(header.api_key, version).decode_prefix(frame, offset)
         except DecodeError as err:
             log.warning("malformed request body, closing connection", conn=connection.id, peer=connection.peer,
                         api=reg.name, api_version=version, correlation_id=header.correlation_id, error=str(err))
             raise CloseConnection(str(err)) from None
 
+        if end != len(frame):
+            log.debug("trailing bytes after request body ignored", conn=connection.id, api=reg.name,
+                      api_version=version, correlation_id=header.correlation_id, trailing=len(frame) - end)
         metrics = self.metrics[header.api_key]
         metrics.requests += 1
         ctx = RequestContext(header, self.broker, self, connection, received)

@@ -80,7 +80,7 @@ async def test_invalid_client_software_name():
         struct.pack(">hhih", 999, 0, 1, -1),  # unknown api key
         request(FIND_COORDINATOR, 0, 1, {"key": "g"}),  # known api, not registered
         b"\x00\x12",  # too short for a header
-        request(METADATA, 9, 1) + b"junk",  # trailing bytes
+        request(METADATA, 9, 1)[:-2],  # truncated body
     ],
 )
 async def test_close_connection_cases(frame):
@@ -92,6 +92,20 @@ async def test_close_connection_cases(frame):
     router.register(METADATA, metadata)
     with pytest.raises(CloseConnection):
         await router.handle(frame, ConnectionInfo())
+
+
+async def test_trailing_bytes_after_the_body_are_ignored():
+    # Kafka ignores them, and librdkafka 2.16's AdminClient Metadata v13 request carries three.
+    router = make_router()
+    seen = []
+
+    async def metadata(ctx, req):
+        seen.append(req.topics)
+        return {}
+
+    router.register(METADATA, metadata)
+    assert await router.handle(request(METADATA, 9, 1) + b"junk", ConnectionInfo()) is not None
+    assert seen == [[]]
 
 
 async def test_unsupported_version_of_other_api_closes():
@@ -118,6 +132,19 @@ async def test_handler_exception_becomes_error_response_or_close():
         await router.handle(request(FIND_COORDINATOR, 4, 5, {"coordinator_keys": ["g"]}), ConnectionInfo())
     assert router.metrics[FIND_COORDINATOR].errors == 2
     assert router.metrics[FIND_COORDINATOR].requests == 2
+
+
+async def test_trailing_bytes_are_ignored_like_kafka():
+    router = make_router()
+
+    async def metadata(ctx, req):
+        return {"cluster_id": "c"}
+
+    router.register(METADATA, metadata)
+    frame = request(METADATA, 13, 8, {"topics": None}) + b"\x01\x00\x00"
+    corr, payload = split_response(await router.handle(frame, ConnectionInfo()), header_version=1)
+    assert corr == 8
+    assert response_codec(METADATA, 13).decode(payload).cluster_id == "c"
 
 
 async def test_none_result_means_no_response():
