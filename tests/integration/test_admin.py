@@ -11,6 +11,7 @@ from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    ConfigSource,
     NewPartitions,
     NewTopic,
     ResourceType,
@@ -50,7 +51,7 @@ def test_admin_topic_lifecycle(broker):
     topic_res = ConfigResource(ResourceType.TOPIC, "adm")
     configs = _configs(admin, topic_res)
     assert configs["retention.ms"].value == "3600000"
-    assert configs["retention.ms"].source == ConfigResource.ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert configs["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
     assert configs["cleanup.policy"].value == "delete"
 
     topic_res = ConfigResource(
