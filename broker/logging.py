@@ -43,7 +43,7 @@ def configure(level: str | None = None, fmt: str | None = None, stream: TextIO |
             structlog.tracebacks.ExceptionDictTransformer(show_locals=False))
         processors += [exceptions, structlog.processors.JSONRenderer()]
     else:
-        processors += [structlog.dev.ConsoleRenderer(colors=stream.isatty(), pad_event_to=0)]
+        processors += [structlog.dev.ConsoleRenderer(colors=stream.isatty(), pad_event_to=0, sort_keys=False)]
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(resolve_level(level)),

@@ -223,7 +223,7 @@ class Server:
             self._servers.append(srv)
             port = srv.sockets[0].getsockname()[1]
             self.bound.append((listener.name, listener.host, port))
-            log.info("listening", listener=listener.name, host=listener.host or "0.0.0.0", port=port)
+            log.info("listening", host=listener.host or "0.0.0.0", port=port, listener=listener.name)
         return self.bound
 
     async def close(self, grace_s: float = 2.0) -> None:
