@@ -88,6 +88,10 @@ class Broker:
             "flusher", GroupCommitFlusher(flush_interval_ms=config.get("log.flush.interval.ms")))
         topics = self.add_component("topics", TopicManager(config, logs, MetadataJournal(metadata_log), self.node_id))
         topics.load()
+        topics.ensure_internal_topics({
+            "__consumer_offsets": config.get("offsets.topic.num.partitions"),
+            "__share_group_state": config.get("share.coordinator.state.topic.num.partitions"),
+        })
         configs = self.add_component("configs", ConfigService(config, topics))
         configs.load()
         replicas = self.add_component("replicas", ReplicaManager(topics, flusher))

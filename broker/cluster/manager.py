@@ -55,7 +55,7 @@ class TopicManager:
     def ensure_internal_topics(self, partitions: dict[str, int]) -> None:
         for name, count in partitions.items():
             if name not in self.registry:
-                self._create(name, count, {})
+                self._create(name, count, {"cleanup.policy": "compact"})
 
     def on_delete(self, callback) -> None:
         """Register `callback(info)` to run after a topic is deleted (caches keyed by topic)."""

@@ -32,6 +32,10 @@ class LogConfig:
         base = base or cls()
         changes = {attr: int(values[name]) for name, attr in TOPIC_NAMES.items()  # type: ignore[arg-type]
                    if values.get(name) is not None}
+        policy = values.get("cleanup.policy")
+        if policy is not None and "delete" not in str(policy).split(","):
+            # A compact-only topic (the internal topics) is never trimmed by time or size.
+            changes.update(retention_ms=-1, retention_bytes=-1)
         return replace(base, **changes)
 
     @classmethod
