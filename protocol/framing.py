@@ -6,6 +6,7 @@ ResponseHeader.json. A frame passed here excludes the size prefix.
 
 from __future__ import annotations
 
+import functools
 import struct
 from typing import NamedTuple
 
@@ -17,6 +18,7 @@ API_VERSIONS = 18
 _SIZE = struct.Struct(">i")
 _KEY_VERSION = struct.Struct(">hh")
 _SIZE_CORR = struct.Struct(">ii")
+_FIXED_HEADER = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
 
 
 class RequestHeader(NamedTuple):
@@ -35,6 +37,7 @@ def _flexible(api_key: int, api_version: int) -> bool:
         return False
 
 
+@functools.lru_cache(maxsize=4096)
 def request_header_version(api_key: int, api_version: int) -> int:
     """2 for flexible request versions, else 1 (v0 only served ControlledShutdown v0, gone in Kafka 4)."""
     return 2 if _flexible(api_key, api_version) else 1
@@ -56,10 +59,36 @@ def decode_request_header(frame: bytes | memoryview) -> tuple[RequestHeader, int
     """
     if len(frame) < 8:
         raise DecodeError(f"request frame of {len(frame)} bytes is too short for a header")
+    fast = _decode_common_header(frame)
+    if fast is not None:
+        return fast
     api_key, api_version = _KEY_VERSION.unpack_from(frame, 0)
     value, offset = message_codec("RequestHeader", request_header_version(api_key, api_version)).decode_prefix(frame)
     header = RequestHeader(value.request_api_key, value.request_api_version, value.correlation_id, value.client_id)
     return header, offset
+
+
+def _decode_common_header(frame: bytes | memoryview) -> tuple[RequestHeader, int] | None:
+    """The header every request on the hot path has (a client id, no header tags), read with one struct call.
+
+    The generated codec costs several microseconds per request; anything unusual (null client id, header
+    tagged fields, short frames) returns None and goes through the codec, which stays the reference.
+    """
+    if len(frame) < 10:
+        return None
+    api_key, api_version, correlation_id, id_len = _FIXED_HEADER.unpack_from(frame, 0)
+    end = 10 + id_len
+    if id_len < 0 or end > len(frame):
+        return None
+    try:
+        client_id = bytes(frame[10:end]).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if request_header_version(api_key, api_version) == 2:
+        if end >= len(frame) or frame[end] != 0:
+            return None  # header tagged fields present (or missing): let the codec handle it
+        end += 1
+    return RequestHeader(api_key, api_version, correlation_id, client_id), end
 
 
 def encode_request_header(header: RequestHeader) -> bytes:
