@@ -1,0 +1,197 @@
+"""Raw-protocol checks of Fetch, Produce idempotence, ListOffsets, FindCoordinator and DescribeCluster."""
+
+from __future__ import annotations
+
+import base64
+import threading
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+
+from protocol.errors import ErrorCode
+from protocol.records import Record, build_batch, iter_batches
+from tests.integration.raw_client import RawClient
+from tests.integration.test_confluent_roundtrip import create_topic
+
+pytestmark = pytest.mark.integration
+
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, FIND_COORDINATOR, INIT_PRODUCER_ID = 0, 1, 2, 3, 10, 22
+
+
+def produce(client: RawClient, topic: str, records: bytes, partition: int = 0, acks: int = -1):
+    resp = client.call(PRODUCE, 9, {"acks": acks, "timeout_ms": 5000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": partition, "records": records}]}]})
+    return resp.responses[0].partition_responses[0]
+
+
+def topic_id(client: RawClient, topic: str) -> uuid.UUID:
+    meta = client.call(METADATA, 12, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})
+    return meta.topics[0].topic_id
+
+
+def fetch_body(topic: str, offset: int, *, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, partition_max=1 << 20,
+               partitions=(0,)) -> dict:
+    return {"max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes, "topics": [
+        {"topic": topic, "partitions": [
+            {"partition": p, "fetch_offset": offset, "partition_max_bytes": partition_max} for p in partitions]}]}
+
+
+def test_fetch_long_poll_is_woken_by_an_append(broker):
+    create_topic(broker.bootstrap, "poll")
+    result = {}
+
+    def park():
+        with RawClient(broker.port) as client:
+            start = time.monotonic()
+            resp = client.call(FETCH, 11, fetch_body("poll", 0, max_wait_ms=20_000))
+            result["elapsed"] = time.monotonic() - start
+            result["records"] = resp.responses[0].partitions[0].records
+
+    waiter = threading.Thread(target=park)
+    waiter.start()
+    time.sleep(0.5)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce("poll", b"wake", partition=0)
+    producer.flush(10)
+    waiter.join(30)
+    assert result["records"], "the parked fetch returned no records"
+    assert result["elapsed"] < 10, "the fetch was not woken by the append"
+
+
+def test_fetch_waits_max_wait_when_nothing_arrives(broker):
+    create_topic(broker.bootstrap, "quiet")
+    with RawClient(broker.port) as client:
+        start = time.monotonic()
+        resp = client.call(FETCH, 11, fetch_body("quiet", 0, max_wait_ms=400))
+        assert time.monotonic() - start >= 0.35
+        part = resp.responses[0].partitions[0]
+        assert part.error_code == 0 and not part.records and part.high_watermark == 0
+
+
+def test_fetch_limits_offsets_and_topic_ids(broker):
+    create_topic(broker.bootstrap, "limits", partitions=2)
+    big = build_batch([Record(key=None, value=b"x" * 10_000)])
+    with RawClient(broker.port) as client:
+        for p in (0, 1):
+            assert produce(client, "limits", big, partition=p).error_code == 0
+            assert produce(client, "limits", big, partition=p).error_code == 0
+        # KIP-74: the first partition returns one whole batch even though it exceeds both limits; the next
+        # partition gets nothing because the response is already over MaxBytes.
+        resp = client.call(FETCH, 11, fetch_body("limits", 0, max_bytes=100, partition_max=100, partitions=(0, 1)))
+        first, second = resp.responses[0].partitions
+        assert [h.base_offset for _, h in iter_batches(first.records)] == [0]
+        assert len(first.records) == len(big) and not second.records
+        assert first.high_watermark == 2 and first.log_start_offset == 0 and first.last_stable_offset == 2
+        # Partition limit below the total: whole batches up to the limit, at least one.
+        resp = client.call(FETCH, 11, fetch_body("limits", 0, partition_max=len(big) + 10))
+        assert len(resp.responses[0].partitions[0].records) == len(big)
+        resp = client.call(FETCH, 11, fetch_body("limits", 5))
+        assert resp.responses[0].partitions[0].error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+        assert client.call(FETCH, 11, fetch_body("nope", 0)).responses[0].partitions[0].error_code == \
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        # v13+ names topics by id.
+        tid = topic_id(client, "limits")
+        assert tid != uuid.UUID(int=0)
+        body = fetch_body("limits", 1)
+        body["topics"][0]["topic_id"] = tid
+        resp = client.call(FETCH, 13, body)
+        assert resp.responses[0].topic_id == tid
+        assert [h.base_offset for _, h in iter_batches(resp.responses[0].partitions[0].records)] == [1]
+        body["topics"][0]["topic_id"] = uuid.uuid4()
+        assert client.call(FETCH, 13, body).responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_ID
+
+
+def test_idempotent_produce_sequence_checks(broker):
+    create_topic(broker.bootstrap, "idem")
+    with RawClient(broker.port) as client:
+        init = client.call(INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout_ms": 60000})
+        assert init.error_code == 0 and init.producer_id >= 0 and init.producer_epoch == 0
+        pid = init.producer_id
+
+        def batch(seq: int, n: int = 2, epoch: int = 0) -> bytes:
+            return build_batch([Record(key=None, value=f"{seq}-{i}".encode()) for i in range(n)],
+                               producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+
+        assert produce(client, "idem", batch(0)).base_offset == 0
+        assert produce(client, "idem", batch(2)).base_offset == 2
+        duplicate = produce(client, "idem", batch(0))
+        assert (duplicate.error_code, duplicate.base_offset) == (0, 0)
+        assert produce(client, "idem", batch(7)).error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert produce(client, "idem", batch(4)).base_offset == 4
+        # KIP-360 epoch bump, then the old epoch is fenced.
+        bumped = client.call(INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout_ms": 60000,
+                                                   "producer_id": pid, "producer_epoch": 0})
+        assert (bumped.producer_id, bumped.producer_epoch) == (pid, 1)
+        assert produce(client, "idem", batch(0, epoch=1)).base_offset == 6
+        assert produce(client, "idem", batch(6, epoch=0)).error_code == ErrorCode.INVALID_PRODUCER_EPOCH
+        resp = client.call(FETCH, 11, fetch_body("idem", 0))
+        offsets = [h.base_offset for _, h in iter_batches(resp.responses[0].partitions[0].records)]
+        assert offsets == [0, 2, 4, 6]  # the duplicate was not stored twice
+    # Idempotence state survives a restart: the retried batch is still recognised.
+    broker.restart()
+    with RawClient(broker.port) as client:
+        again = produce(client, "idem", build_batch([Record(key=None, value=b"0-0"), Record(key=None, value=b"0-1")],
+                                                    producer_id=pid, producer_epoch=1, base_sequence=0))
+        assert (again.error_code, again.base_offset) == (0, 6)
+
+
+def test_list_offsets_every_spec(broker):
+    create_topic(broker.bootstrap, "times")
+    with RawClient(broker.port) as client:
+        for ts in (1000, 3000, 2000):
+            produce(client, "times", build_batch([Record(key=None, value=b"v")], timestamp=ts))
+
+        def lookup(timestamp: int, version: int = 7):
+            resp = client.call(LIST_OFFSETS, version, {"replica_id": -1, "topics": [
+                {"name": "times", "partitions": [{"partition_index": 0, "timestamp": timestamp}]}]})
+            part = resp.topics[0].partitions[0]
+            return part.error_code, part.offset, part.timestamp
+
+        assert lookup(-2) == (0, 0, -1)  # earliest
+        assert lookup(-1) == (0, 3, -1)  # latest
+        assert lookup(1500) == (0, 1, 3000)  # first record with timestamp >= 1500
+        assert lookup(2500) == (0, 1, 3000)
+        assert lookup(-3) == (0, 1, 3000)  # max timestamp
+        assert lookup(5000) == (0, -1, -1)
+        assert lookup(-3, version=6)[0] == ErrorCode.UNSUPPORTED_VERSION
+        resp = client.call(LIST_OFFSETS, 7, {"replica_id": -1, "topics": [
+            {"name": "missing", "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
+        assert resp.topics[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_find_coordinator_versions(broker):
+    with RawClient(broker.port) as client:
+        for version in range(4):
+            resp = client.call(FIND_COORDINATOR, version, {"key": "group-a", "key_type": 0})
+            assert (resp.error_code, resp.node_id, resp.port) == (0, 1, broker.port)
+        resp = client.call(FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["a", "b", ""]})
+        assert [(c.key, c.error_code, c.port) for c in resp.coordinators] == [
+            ("a", 0, broker.port), ("b", 0, broker.port), ("", ErrorCode.INVALID_REQUEST, -1)]
+        share_key = "group-a:" + base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=") + ":0"
+        resp = client.call(FIND_COORDINATOR, 6, {"key_type": 2, "coordinator_keys": [share_key, "bad-key"]})
+        assert [c.error_code for c in resp.coordinators] == [0, ErrorCode.INVALID_REQUEST]
+        resp = client.call(FIND_COORDINATOR, 5, {"key_type": 2, "coordinator_keys": [share_key]})
+        assert resp.coordinators[0].error_code == ErrorCode.INVALID_REQUEST
+
+
+def test_describe_cluster_and_metadata(broker):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    cluster = admin.describe_cluster().result(timeout=30)
+    assert cluster.cluster_id and [(n.id, n.port) for n in cluster.nodes] == [(1, broker.port)]
+    assert cluster.controller.id == 1
+    with RawClient(broker.port) as client:
+        meta = client.call(METADATA, 0, {"topics": []})  # v0: empty list means every topic
+        assert {t.name for t in meta.topics} >= {"__consumer_offsets", "__share_group_state"}
+        meta = client.call(METADATA, 1, {"topics": []})  # v1+: empty list means none
+        assert meta.topics == []
+        meta = client.call(METADATA, 12, {"topics": [{"name": "auto-made"}], "allow_auto_topic_creation": True})
+        assert meta.topics[0].error_code == 0 and len(meta.topics[0].partitions) == 1
+        meta = client.call(METADATA, 12, {"topics": [{"name": "not-made"}], "allow_auto_topic_creation": False})
+        assert meta.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        meta = client.call(METADATA, 12, {"topics": [{"name": None, "topic_id": uuid.uuid4()}]})
+        assert meta.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_ID
+        meta = client.call(METADATA, 12, {"topics": [{"name": "bad name!"}]})
+        assert meta.topics[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
