@@ -145,6 +145,7 @@ class ConfigService:
         ])
         for key, value in changes.items():
             self._config.set_dynamic(key, value)
+        self._topics.reconfigure_all()
 
     def _check_broker_name(self, name: str) -> ConfigChangeError | None:
         if name in ("", str(self._config.node_id)):

@@ -203,6 +203,12 @@ class TopicManager:
         for p in range(info.num_partitions):
             self._logs.get(info.name, p).reconfigure(self.log_config(info))
 
+    def reconfigure_all(self) -> None:
+        """Broker-level defaults changed: every partition log picks up its new effective settings."""
+        for info in self.registry.all():
+            for p in range(info.num_partitions):
+                self._logs.get(info.name, p).reconfigure(self.log_config(info))
+
     def validate_topic_configs(self, configs: dict[str, str | None]) -> dict[str, str]:
         return self._validate_topic_configs(configs)
 

@@ -79,14 +79,45 @@ def test_admin_topic_lifecycle(broker):
     broker_configs = _configs(admin, broker_res)
     assert broker_configs["num.partitions"].value == "1"
 
+    alter_broker = ConfigResource(
+        ResourceType.BROKER, "1",
+        incremental_configs=[ConfigEntry("log.retention.ms", "86400000", incremental_operation=AlterConfigOpType.SET)],
+    )
+    admin.incremental_alter_configs([alter_broker])[alter_broker].result(timeout=30)
+    assert _configs(admin, broker_res)["log.retention.ms"].value == "86400000"
+    adm = _configs(admin, ConfigResource(ResourceType.TOPIC, "adm"))["retention.ms"]
+    assert (adm.value, adm.source) == ("86400000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+    static_only = ConfigResource(
+        ResourceType.BROKER, "1",
+        incremental_configs=[ConfigEntry("node.id", "7", incremental_operation=AlterConfigOpType.SET)],
+    )
+    with pytest.raises(KafkaException) as err:
+        admin.incremental_alter_configs([static_only])[static_only].result(timeout=30)
+    assert err.value.args[0].code() == KafkaError.INVALID_CONFIG
+    bad_value = ConfigResource(
+        ResourceType.TOPIC, "adm",
+        incremental_configs=[ConfigEntry("retention.ms", "soon", incremental_operation=AlterConfigOpType.SET)],
+    )
+    with pytest.raises(KafkaException) as err:
+        admin.incremental_alter_configs([bad_value])[bad_value].result(timeout=30)
+    assert err.value.args[0].code() == KafkaError.INVALID_CONFIG
+
+    admin.create_partitions([NewPartitions("adm", 4)], validate_only=True)["adm"].result(timeout=30)
+    assert len(admin.list_topics(topic="adm", timeout=10).topics["adm"].partitions) == 3
+    with pytest.raises(KafkaException) as err:
+        admin.create_partitions([NewPartitions("adm", 2)])["adm"].result(timeout=30)
+    assert err.value.args[0].code() == KafkaError.INVALID_PARTITIONS
     admin.create_partitions([NewPartitions("adm", 5)])["adm"].result(timeout=30)
     assert len(admin.list_topics(topic="adm", timeout=10).topics["adm"].partitions) == 5
 
+    assert len(list(broker.data_dir.glob("adm-*"))) == 5
     admin.delete_topics(["adm"])["adm"].result(timeout=30)
     deadline = time.monotonic() + 10
     while "adm" in admin.list_topics(timeout=10).topics and time.monotonic() < deadline:
         time.sleep(0.1)
     assert "adm" not in admin.list_topics(timeout=10).topics
+    assert not any(broker.data_dir.glob("adm-*")), "partition directories remain after delete"
     with pytest.raises(KafkaException) as err:
-        admin.delete_topics(["adm"])["adm"].result(timeout=30)
+        assert len(list(broker.data_dir.glob("adm-*"))) == 5
+    admin.delete_topics(["adm"])["adm"].result(timeout=30)
     assert err.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
