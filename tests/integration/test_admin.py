@@ -118,6 +118,5 @@ def test_admin_topic_lifecycle(broker):
     assert "adm" not in admin.list_topics(timeout=10).topics
     assert not any(broker.data_dir.glob("adm-*")), "partition directories remain after delete"
     with pytest.raises(KafkaException) as err:
-        assert len(list(broker.data_dir.glob("adm-*"))) == 5
-    admin.delete_topics(["adm"])["adm"].result(timeout=30)
+        admin.delete_topics(["adm"])["adm"].result(timeout=30)
     assert err.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
