@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 from broker.partitions import ProduceResult
+from broker.router import CloseConnection
 from protocol.errors import ErrorCode
 
 PRODUCE = 0
@@ -64,6 +65,12 @@ async def handle_produce(ctx, req) -> dict | None:
     if acks == -1:
         await broker.replicas.make_durable(written)
     if acks == 0:
+        failed = [p for t in responses for p in t["partition_responses"] if p["error_code"]]
+        if failed:
+            # The client reads no response for acks=0, so, as Kafka does, closing the connection is the only
+            # way to tell it something went wrong (it then refreshes metadata and retries).
+            ctx.log.info("acks=0 produce failed, closing connection", errors=sorted({p["error_code"] for p in failed}))
+            raise CloseConnection("acks=0 produce failed")
         return None  # acks=0: the client expects no response at all
     return {"responses": responses, "throttle_time_ms": 0}
 

@@ -195,3 +195,26 @@ def test_describe_cluster_and_metadata(broker):
         assert meta.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_ID
         meta = client.call(METADATA, 12, {"topics": [{"name": "bad name!"}]})
         assert meta.topics[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+def test_acks0_and_log_append_time(broker):
+    create_topic(broker.bootstrap, "appendtime", config={"message.timestamp.type": "LogAppendTime"})
+    with RawClient(broker.port) as client:
+        before = int(time.time() * 1000)
+        result = produce(client, "appendtime", build_batch([Record(key=None, value=b"v")], timestamp=1))
+        assert result.error_code == 0 and result.log_append_time_ms >= before
+        resp = client.call(FETCH, 11, fetch_body("appendtime", 0))
+        (_, header), = iter_batches(resp.responses[0].partitions[0].records)
+        assert header.is_log_append_time and header.max_timestamp == result.log_append_time_ms
+        # acks=0: no response; the next request's answer is the next frame on the wire.
+        client.send(PRODUCE, 9, {"acks": 0, "timeout_ms": 5000, "topic_data": [
+            {"name": "appendtime", "partition_data": [{"index": 0, "records": build_batch([Record(None, b"w")])}]}]})
+        assert topic_id(client, "appendtime") != uuid.UUID(int=0)
+        # acks=0 with an error: the broker closes the connection, as Kafka does.
+        client.send(PRODUCE, 9, {"acks": 0, "timeout_ms": 5000, "topic_data": [
+            {"name": "no-such-topic", "partition_data": [{"index": 0, "records": build_batch([Record(None, b"w")])}]}]})
+        with pytest.raises(ConnectionError):
+            client.call(METADATA, 12, {"topics": []})
+    with RawClient(broker.port) as client:
+        resp = client.call(FETCH, 11, fetch_body("appendtime", 0))
+        assert len(list(iter_batches(resp.responses[0].partitions[0].records))) == 2
