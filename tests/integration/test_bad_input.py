@@ -7,10 +7,10 @@ import struct
 
 import pytest
 from confluent_kafka import Producer
-from protocol.records import Record, build_batch
 
 from protocol.codec import request_codec, response_codec
 from protocol.errors import ErrorCode
+from protocol.records import Record, build_batch
 from tests.integration.test_confluent_roundtrip import consume_all, create_topic
 
 pytestmark = pytest.mark.integration
