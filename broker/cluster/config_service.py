@@ -6,8 +6,9 @@ take effect, so they survive restarts.
 
 from __future__ import annotations
 
+from broker.cluster import group_config as gc
 from broker.cluster import topic_config as tc
-from broker.cluster.topics import BROKER_RESOURCE, CONFIG_RECORD, TOPIC_RESOURCE, TopicInfo
+from broker.cluster.topics import BROKER_RESOURCE, CONFIG_RECORD, GROUP_RESOURCE, TOPIC_RESOURCE, TopicInfo
 from protocol.errors import ErrorCode
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -69,6 +70,12 @@ class ConfigService:
             if error is not None:
                 return {**result, "error_code": int(error.code), "error_message": error.message}
             entries = self._config.describe(keys, include_synonyms=include_synonyms)
+        elif resource_type == GROUP_RESOURCE:
+            if not name:
+                return {**result, "error_code": int(ErrorCode.INVALID_GROUP_ID), "error_message": "Empty group id"}
+            overrides = self._topics.registry.group_configs.get(name, {})
+            names = sorted(gc.GROUP_CONFIGS) if keys is None else [k for k in keys if k in gc.GROUP_CONFIGS]
+            entries = [gc.effective(n, overrides, self._config.broker_value) for n in names]
         else:
             return {**result, "error_code": int(ErrorCode.INVALID_REQUEST),
                     "error_message": f"Unsupported resource type {resource_type}"}
@@ -86,6 +93,8 @@ class ConfigService:
                 self._alter_topic(name, ops, validate_only)
             elif resource_type == BROKER_RESOURCE:
                 self._alter_broker(name, ops, validate_only)
+            elif resource_type == GROUP_RESOURCE:
+                self._alter_group(name, ops, validate_only)
             else:
                 raise ConfigChangeError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
         except ConfigChangeError as err:
@@ -146,6 +155,35 @@ class ConfigService:
         for key, value in changes.items():
             self._config.set_dynamic(key, value)
         self._topics.reconfigure_all()
+
+    def _alter_group(self, group_id: str, ops, validate_only: bool) -> None:
+        if not group_id:
+            raise ConfigChangeError(ErrorCode.INVALID_GROUP_ID, "Empty group id")
+        changes: dict[str, str | None] = {}
+        for key, op, value in ops:
+            if key not in gc.GROUP_CONFIGS:
+                raise ConfigChangeError(ErrorCode.INVALID_CONFIG, f"Unknown group config name: {key}")
+            if op == DELETE:
+                changes[key] = None
+                continue
+            if op != SET:
+                raise ConfigChangeError(ErrorCode.INVALID_CONFIG,
+                                        f"Config value append/subtract is not allowed for config key: {key}")
+            try:
+                changes[key] = gc.validate(key, value or "")
+            except ValueError as err:
+                raise ConfigChangeError(ErrorCode.INVALID_CONFIG, str(err)) from None
+        if validate_only or not changes:
+            return
+        self._topics.commit_records([
+            (CONFIG_RECORD, {"resource_type": GROUP_RESOURCE, "resource_name": group_id, "name": k, "value": v})
+            for k, v in changes.items()
+        ])
+
+    def group_config(self, group_id: str) -> dict[str, str]:
+        """Effective group configs of `group_id` (its overrides over broker settings over defaults)."""
+        overrides = self._topics.registry.group_configs.get(group_id, {})
+        return {n: gc.effective(n, overrides, self._config.broker_value).value or "" for n in gc.GROUP_CONFIGS}
 
     def _check_broker_name(self, name: str) -> ConfigChangeError | None:
         if name in ("", str(self._config.node_id)):

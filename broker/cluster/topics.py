@@ -25,6 +25,7 @@ PRODUCER_IDS_RECORD = 15
 
 TOPIC_RESOURCE = 2  # ConfigResource type for topics
 BROKER_RESOURCE = 4
+GROUP_RESOURCE = 32
 
 
 class TopicError(Exception):
@@ -78,6 +79,8 @@ class TopicRegistry:
         self.next_producer_id = 0
         # Dynamic broker config overrides (IncrementalAlterConfigs on the BROKER resource), name -> value.
         self.broker_configs: dict[str, str] = {}
+        # Group config overrides (IncrementalAlterConfigs on the GROUP resource), group id -> name -> value.
+        self.group_configs: dict[str, dict[str, str]] = {}
 
     # --- queries -------------------------------------------------------------------------------------------
     def get(self, name: str) -> TopicInfo | None:
@@ -130,6 +133,14 @@ class TopicRegistry:
                         info.configs.pop(value["name"], None)
                     else:
                         info.configs[value["name"]] = value["value"]
+            elif value["resource_type"] == GROUP_RESOURCE:
+                overrides = self.group_configs.setdefault(value["resource_name"], {})
+                if value["value"] is None:
+                    overrides.pop(value["name"], None)
+                    if not overrides:
+                        del self.group_configs[value["resource_name"]]
+                else:
+                    overrides[value["name"]] = value["value"]
             elif value["resource_type"] == BROKER_RESOURCE:
                 if value["value"] is None:
                     self.broker_configs.pop(value["name"], None)
