@@ -1,0 +1,121 @@
+"""ShareSnapshot / ShareUpdate records on `__share_group_state`: encoding and decoding.
+
+Wire format (Kafka's CoordinatorRecordSerde):
+    key   = int16 record type (the key schema's apiKey: ShareSnapshot 0, ShareUpdate 1) + key struct (version 0)
+    value = int16 value version + value struct, or None for a tombstone
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from protocol import schema
+from protocol.codec import record_codec
+from protocol.errors import DecodeError
+
+from .keys import SharePartitionKey
+from .state import SharePartitionState, ShareUpdate, StateBatch
+
+SNAPSHOT = "ShareSnapshot"
+UPDATE = "ShareUpdate"
+VALUE_VERSION = 0
+_I16 = struct.Struct(">h")
+
+
+def _record_type(name: str) -> int:
+    return schema.records()[name + "Key"].api_key  # type: ignore[return-value]
+
+
+SNAPSHOT_TYPE = _record_type(SNAPSHOT)
+UPDATE_TYPE = _record_type(UPDATE)
+_NAMES = {SNAPSHOT_TYPE: SNAPSHOT, UPDATE_TYPE: UPDATE}
+_TYPES = {SNAPSHOT: SNAPSHOT_TYPE, UPDATE: UPDATE_TYPE}
+
+
+class Record(NamedTuple):
+    """One record to append: the `__share_group_state` partition, key bytes, value bytes (None = tombstone)."""
+
+    partition: int
+    key: bytes
+    value: bytes | None
+
+
+@dataclass(frozen=True)
+class DecodedRecord:
+    name: str  # SNAPSHOT or UPDATE
+    key: SharePartitionKey
+    value: SharePartitionState | ShareUpdate | None  # None for a tombstone
+
+
+def _key_bytes(name: str, key: SharePartitionKey) -> bytes:
+    return _I16.pack(_TYPES[name]) + record_codec(name + "Key", 0).encode(
+        {"group_id": key.group_id, "topic_id": key.topic_id, "partition": key.partition})
+
+
+
+def _batches(bs: tuple[StateBatch, ...]) -> list[dict[str, int]]:
+    return [b._asdict() for b in bs]
+
+
+def encode_snapshot(key: SharePartitionKey, s: SharePartitionState) -> tuple[bytes, bytes]:
+    value = record_codec(SNAPSHOT + "Value", VALUE_VERSION).encode({
+        "snapshot_epoch": s.snapshot_epoch, "state_epoch": s.state_epoch, "leader_epoch": s.leader_epoch,
+        "start_offset": s.start_offset, "delivery_complete_count": s.delivery_complete_count,
+        "create_timestamp": s.create_timestamp, "write_timestamp": s.write_timestamp,
+        "state_batches": _batches(s.state_batches)})
+    return _key_bytes(SNAPSHOT, key), _I16.pack(VALUE_VERSION) + value
+
+
+def encode_update(key: SharePartitionKey, u: ShareUpdate) -> tuple[bytes, bytes]:
+    value = record_codec(UPDATE + "Value", VALUE_VERSION).encode({
+        "snapshot_epoch": u.snapshot_epoch, "leader_epoch": u.leader_epoch, "start_offset": u.start_offset,
+        "delivery_complete_count": u.delivery_complete_count, "state_batches": _batches(u.state_batches)})
+    return _key_bytes(UPDATE, key), _I16.pack(VALUE_VERSION) + value
+
+
+def tombstone_keys(key: SharePartitionKey) -> tuple[bytes, bytes]:
+    """Tombstone keys for a deleted share-partition: the snapshot key and the update key.
+
+    Kafka writes only the snapshot tombstone. Both keys are tombstoned here so that a compacting cleaner can
+    never leave an orphan ShareUpdate behind to resurrect the state on a later replay.
+    """
+    return _key_bytes(SNAPSHOT, key), _key_bytes(UPDATE, key)
+
+
+def record_type(key: bytes | memoryview) -> int:
+    if len(key) < 2:
+        raise DecodeError("coordinator record key shorter than its type")
+    return _I16.unpack_from(key)[0]
+
+
+def _state_batches(items: list) -> tuple[StateBatch, ...]:
+    return tuple(StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in items)
+
+
+def decode(key: bytes | memoryview, value: bytes | memoryview | None) -> DecodedRecord | None:
+    """Decode a share-state record; None for a record type this coordinator does not own (Kafka ignores
+    those too); DecodeError for malformed bytes or an unsupported value version."""
+    name = _NAMES.get(record_type(key))
+    if name is None:
+        return None
+    k = record_codec(name + "Key", 0).decode(memoryview(key)[2:])
+    skey = SharePartitionKey(k.group_id, k.topic_id, k.partition)
+    if value is None:
+        return DecodedRecord(name, skey, None)
+    if len(value) < 2:
+        raise DecodeError(f"{name} value shorter than its version")
+    version = _I16.unpack_from(value)[0]
+    if version != VALUE_VERSION:
+        raise DecodeError(f"{name} value version {version} not supported")
+    v = record_codec(name + "Value", version).decode(memoryview(value)[2:])
+    if name == SNAPSHOT:
+        return DecodedRecord(name, skey, SharePartitionState(
+            snapshot_epoch=v.snapshot_epoch, state_epoch=v.state_epoch, leader_epoch=v.leader_epoch,
+            start_offset=v.start_offset, delivery_complete_count=v.delivery_complete_count,
+            create_timestamp=v.create_timestamp, write_timestamp=v.write_timestamp,
+            state_batches=_state_batches(v.state_batches)))
+    return DecodedRecord(name, skey, ShareUpdate(
+        snapshot_epoch=v.snapshot_epoch, leader_epoch=v.leader_epoch, start_offset=v.start_offset,
+        delivery_complete_count=v.delivery_complete_count, state_batches=_state_batches(v.state_batches)))

@@ -1,0 +1,122 @@
+"""Durable state of one share-partition and the combining of state batches.
+
+A share-partition's durable state is what a ShareSnapshot record holds: state epoch, leader epoch, start offset
+(SPSO), delivery-complete count, timestamps and non-overlapping state batches (offset range, delivery state,
+delivery count) above the start offset. A ShareUpdate record carries only the batches a write changed; replay
+overlays them on the state.
+
+Combining (Kafka's PersisterStateBatchCombiner has the same contract: in, any batches; out, sorted,
+non-overlapping, pruned at the start offset, contiguous equal batches merged) differs from Kafka in one rule: when
+batches overlap, the one applied later wins. Kafka instead lets the higher (delivery count, delivery state) win.
+Shoal's share-partition leader is in-process and its writes reach the coordinator in order, so "later is newer"
+holds, and the later write is the leader's truth even when it lowers a delivery count (a release on session close
+does that). For a leader whose counts only grow both rules give the same state.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+UNINITIALIZED_START_OFFSET = -1
+UNKNOWN_DELIVERY_COMPLETE_COUNT = -1
+
+
+class StateBatch(NamedTuple):
+    first_offset: int
+    last_offset: int
+    delivery_state: int  # 0 Available, 2 Acknowledged, 4 Archived (Acquired is never persisted)
+    delivery_count: int
+
+
+def _overlay(out: list[StateBatch], b: StateBatch) -> None:
+    """Lay `b` over `out` (sorted, non-overlapping), cutting what it covers; `out` stays sorted."""
+    lo = bisect_left(out, b.first_offset, key=lambda s: s.last_offset)  # first batch ending at/after b
+    hi = lo
+    while hi < len(out) and out[hi].first_offset <= b.last_offset:
+        hi += 1
+    pieces = []
+    if lo < hi and out[lo].first_offset < b.first_offset:
+        pieces.append(out[lo]._replace(last_offset=b.first_offset - 1))
+    pieces.append(b)
+    if lo < hi and out[hi - 1].last_offset > b.last_offset:
+        pieces.append(out[hi - 1]._replace(first_offset=b.last_offset + 1))
+    out[lo:hi] = pieces
+
+
+def combine_state_batches(current: Iterable[StateBatch], new: Iterable[StateBatch],
+                          start_offset: int) -> tuple[StateBatch, ...]:
+    """`current` then `new`, each batch laid over the ones before it, pruned below `start_offset`.
+
+    A start offset of -1 (or any negative) prunes nothing, as in Kafka. Batches with last < first are empty and
+    ignored (the write path rejects them before they get here).
+    """
+    out: list[StateBatch] = []
+    for b in (*current, *new):
+        if b.last_offset >= b.first_offset:
+            _overlay(out, StateBatch(*b))
+    result: list[StateBatch] = []
+    for b in out:
+        if start_offset >= 0 and b.first_offset < start_offset:
+            if b.last_offset < start_offset:
+                continue
+            b = b._replace(first_offset=start_offset)
+        prev = result[-1] if result else None
+        if (prev is not None and prev.last_offset + 1 == b.first_offset
+                and prev.delivery_state == b.delivery_state and prev.delivery_count == b.delivery_count):
+            result[-1] = prev._replace(last_offset=b.last_offset)
+        else:
+            result.append(b)
+    return tuple(result)
+
+
+@dataclass(frozen=True)
+class SharePartitionState:
+    """The durable state of one share-partition; also exactly the content of a ShareSnapshot value."""
+
+    snapshot_epoch: int
+    state_epoch: int
+    leader_epoch: int
+    start_offset: int
+    delivery_complete_count: int = UNKNOWN_DELIVERY_COMPLETE_COUNT
+    create_timestamp: int = -1
+    write_timestamp: int = -1
+    state_batches: tuple[StateBatch, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class ShareUpdate:
+    """The content of a ShareUpdate value: a delta on the snapshot with the same snapshot epoch.
+
+    -1 in start_offset or leader_epoch means "unchanged"; state_batches are overlaid on the current ones.
+    """
+
+    snapshot_epoch: int
+    leader_epoch: int
+    start_offset: int
+    delivery_complete_count: int = UNKNOWN_DELIVERY_COMPLETE_COUNT
+    state_batches: tuple[StateBatch, ...] = field(default=())
+
+
+def apply_update(current: SharePartitionState | None, u: ShareUpdate) -> SharePartitionState:
+    """The state after replaying ShareUpdate `u` (Kafka's ShareCoordinatorShard.merge)."""
+    if current is None:
+        # An update without a snapshot before it: Kafka takes it as the state; there is no state epoch.
+        return SharePartitionState(
+            snapshot_epoch=u.snapshot_epoch, state_epoch=-1, leader_epoch=u.leader_epoch,
+            start_offset=u.start_offset, delivery_complete_count=u.delivery_complete_count,
+            state_batches=combine_state_batches((), u.state_batches, u.start_offset))
+    start = current.start_offset if u.start_offset == -1 else u.start_offset
+    return SharePartitionState(
+        snapshot_epoch=current.snapshot_epoch,  # updates never change it
+        state_epoch=current.state_epoch,  # updates carry no state epoch
+        leader_epoch=current.leader_epoch if u.leader_epoch == -1 else u.leader_epoch,
+        start_offset=start,
+        # The leader sends the whole count with each write (v1+); -1 (a v0 writer) means "not known".
+        delivery_complete_count=u.delivery_complete_count,
+        create_timestamp=current.create_timestamp,
+        write_timestamp=current.write_timestamp,
+        state_batches=combine_state_batches(current.state_batches, u.state_batches, start),
+    )
