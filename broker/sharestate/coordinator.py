@@ -42,6 +42,7 @@ from .state import (
     StateBatch,
     apply_update,
     combine_state_batches,
+    overlay_state_batches,
 )
 
 # Kafka's messages (ShareCoordinatorShard / ShareCoordinatorService).
@@ -301,7 +302,7 @@ class ShareCoordinator:
                 state_epoch=cur.state_epoch if state_epoch == -1 else state_epoch,
                 leader_epoch=cur.leader_epoch if leader_epoch == -1 else leader_epoch,
                 start_offset=start, delivery_complete_count=dcc, create_timestamp=now, write_timestamp=now,
-                state_batches=combine_state_batches(cur.state_batches, batches, start)))
+                state_batches=overlay_state_batches(cur.state_batches, batches, start)))
         return self._emit_update(key, ShareUpdate(
             snapshot_epoch=cur.snapshot_epoch, leader_epoch=leader_epoch, start_offset=start_offset,
             delivery_complete_count=dcc, state_batches=combine_state_batches((), batches, start_offset)))

@@ -9,6 +9,7 @@ form. FindCoordinator (key type SHARE) sends that same string, so both sides mus
 from __future__ import annotations
 
 import base64
+from functools import lru_cache
 from typing import NamedTuple
 from uuid import UUID
 
@@ -49,6 +50,7 @@ def partition_for_coordinator_key(key: str, num_partitions: int) -> int:
     return java_abs(java_string_hash(key)) % num_partitions
 
 
+@lru_cache(maxsize=1 << 16)  # called several times per operation; the hash is pure Python
 def partition_for(key: SharePartitionKey, num_partitions: int) -> int:
     """The `__share_group_state` partition that holds the records of `key`."""
     return partition_for_coordinator_key(key.coordinator_key(), num_partitions)

@@ -31,45 +31,69 @@ class StateBatch(NamedTuple):
     delivery_count: int
 
 
+def _same(a: StateBatch, b: StateBatch) -> bool:
+    return a.delivery_state == b.delivery_state and a.delivery_count == b.delivery_count
+
+
 def _overlay(out: list[StateBatch], b: StateBatch) -> None:
-    """Lay `b` over `out` (sorted, non-overlapping), cutting what it covers; `out` stays sorted."""
+    """Lay `b` over `out` (sorted, disjoint, maximal), cutting what it covers and merging `b` with equal
+    contiguous neighbours, so `out` keeps those properties. O(log n) plus one slice move."""
     lo = bisect_left(out, b.first_offset, key=lambda s: s.last_offset)  # first batch ending at/after b
     hi = lo
     while hi < len(out) and out[hi].first_offset <= b.last_offset:
         hi += 1
-    pieces = []
-    if lo < hi and out[lo].first_offset < b.first_offset:
-        pieces.append(out[lo]._replace(last_offset=b.first_offset - 1))
-    pieces.append(b)
-    if lo < hi and out[hi - 1].last_offset > b.last_offset:
-        pieces.append(out[hi - 1]._replace(first_offset=b.last_offset + 1))
-    out[lo:hi] = pieces
+    left = out[lo] if lo < hi and out[lo].first_offset < b.first_offset else None
+    right = out[hi - 1] if lo < hi and out[hi - 1].last_offset > b.last_offset else None
+    if lo > 0 and out[lo - 1].last_offset + 1 == b.first_offset and _same(out[lo - 1], b):
+        lo -= 1
+        b = b._replace(first_offset=out[lo].first_offset)
+    elif left is not None:
+        if _same(left, b):
+            b = b._replace(first_offset=left.first_offset)
+            left = None
+        else:
+            left = left._replace(last_offset=b.first_offset - 1)
+    if right is not None:
+        if _same(right, b):
+            b = b._replace(last_offset=right.last_offset)
+            right = None
+        else:
+            right = right._replace(first_offset=b.last_offset + 1)
+    elif hi < len(out) and out[hi].first_offset == b.last_offset + 1 and _same(out[hi], b):
+        b = b._replace(last_offset=out[hi].last_offset)
+        hi += 1
+    out[lo:hi] = [x for x in (left, b, right) if x is not None]
+
+
+def _prune(out: list[StateBatch], start_offset: int) -> None:
+    if start_offset < 0:  # -1: start offset not known / not changing, as in Kafka
+        return
+    i = bisect_left(out, start_offset, key=lambda s: s.last_offset)
+    del out[:i]
+    if out and out[0].first_offset < start_offset:
+        out[0] = out[0]._replace(first_offset=start_offset)
+
+
+def _laid_over(out: list[StateBatch], batches: Iterable[StateBatch], start_offset: int) -> tuple[StateBatch, ...]:
+    for b in batches:
+        if b.last_offset >= b.first_offset:  # an empty batch changes nothing (the write path rejects them)
+            _overlay(out, StateBatch(*b))
+    _prune(out, start_offset)
+    return tuple(out)
 
 
 def combine_state_batches(current: Iterable[StateBatch], new: Iterable[StateBatch],
                           start_offset: int) -> tuple[StateBatch, ...]:
-    """`current` then `new`, each batch laid over the ones before it, pruned below `start_offset`.
+    """`current` then `new`, each batch laid over the ones before it, pruned below `start_offset`; the result
+    is sorted, disjoint and maximal (contiguous equal batches merged). A start offset of -1 prunes nothing."""
+    return _laid_over([], (*current, *new), start_offset)
 
-    A start offset of -1 (or any negative) prunes nothing, as in Kafka. Batches with last < first are empty and
-    ignored (the write path rejects them before they get here).
-    """
-    out: list[StateBatch] = []
-    for b in (*current, *new):
-        if b.last_offset >= b.first_offset:
-            _overlay(out, StateBatch(*b))
-    result: list[StateBatch] = []
-    for b in out:
-        if start_offset >= 0 and b.first_offset < start_offset:
-            if b.last_offset < start_offset:
-                continue
-            b = b._replace(first_offset=start_offset)
-        prev = result[-1] if result else None
-        if (prev is not None and prev.last_offset + 1 == b.first_offset
-                and prev.delivery_state == b.delivery_state and prev.delivery_count == b.delivery_count):
-            result[-1] = prev._replace(last_offset=b.last_offset)
-        else:
-            result.append(b)
-    return tuple(result)
+
+def overlay_state_batches(current: tuple[StateBatch, ...], new: Iterable[StateBatch],
+                          start_offset: int) -> tuple[StateBatch, ...]:
+    """As combine_state_batches, for `current` already sorted, disjoint and maximal (every stored state is):
+    costs O(len(new) * log n) plus slice moves instead of a pass over all of `current`."""
+    return _laid_over(list(current), new, start_offset)
 
 
 @dataclass(frozen=True)
@@ -118,5 +142,5 @@ def apply_update(current: SharePartitionState | None, u: ShareUpdate) -> SharePa
         delivery_complete_count=u.delivery_complete_count,
         create_timestamp=current.create_timestamp,
         write_timestamp=current.write_timestamp,
-        state_batches=combine_state_batches(current.state_batches, u.state_batches, start),
+        state_batches=overlay_state_batches(current.state_batches, u.state_batches, start),
     )

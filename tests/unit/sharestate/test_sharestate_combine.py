@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from sharestate_model import OffsetModel
 
 from broker.sharestate import StateBatch, combine_state_batches
+from broker.sharestate.state import overlay_state_batches
 
 AV, ACK, ARCH = 0, 2, 4
 B = StateBatch
@@ -87,3 +88,10 @@ def test_output_is_sorted_disjoint_and_maximal(batches: list, start: int) -> Non
         assert not (a.last_offset + 1 == b.first_offset and a[2:] == b[2:])
     if start >= 0:
         assert all(b.first_offset >= start for b in out)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(batch, max_size=15), st.lists(batch, max_size=6), st.one_of(st.just(-1), st.integers(0, 70)))
+def test_incremental_overlay_equals_full_combine(current: list, new: list, start: int) -> None:
+    stored = combine_state_batches((), current, -1)  # a stored state is always normalized
+    assert overlay_state_batches(stored, new, start) == combine_state_batches(stored, new, start)
