@@ -28,6 +28,14 @@ log = structlog.get_logger(__name__)
 
 MAX_PARTITIONS = 10_000
 
+# As Kafka: group metadata is compacted by key; share state is a snapshot+update stream that compaction would
+# corrupt (it keeps only the newest ShareUpdate per key), so it is never trimmed by time or size and the share
+# coordinator prunes it explicitly.
+INTERNAL_TOPIC_CONFIGS = {
+    "__consumer_offsets": {"cleanup.policy": "compact"},
+    "__share_group_state": {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"},
+}
+
 
 class TopicManager:
     def __init__(self, config, log_manager, journal: MetadataJournal, node_id: int) -> None:
@@ -55,7 +63,7 @@ class TopicManager:
     def ensure_internal_topics(self, partitions: dict[str, int]) -> None:
         for name, count in partitions.items():
             if name not in self.registry:
-                self._create(name, count, {"cleanup.policy": "compact"})
+                self._create(name, count, INTERNAL_TOPIC_CONFIGS[name])
 
     def on_delete(self, callback) -> None:
         """Register `callback(info)` to run after a topic is deleted (caches keyed by topic)."""

@@ -18,6 +18,9 @@ def test_internal_topics_created_on_start(broker_factory):
     resource = ConfigResource(ResourceType.TOPIC, "__consumer_offsets")
     configs = admin.describe_configs([resource])[resource].result(timeout=30)
     assert configs["cleanup.policy"].value == "compact"
+    resource = ConfigResource(ResourceType.TOPIC, "__share_group_state")
+    configs = admin.describe_configs([resource])[resource].result(timeout=30)
+    assert (configs["cleanup.policy"].value, configs["retention.ms"].value) == ("delete", "-1")
 
     errors = []
     producer = Producer({"bootstrap.servers": broker.bootstrap, "message.send.max.retries": 0})
