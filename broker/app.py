@@ -98,6 +98,9 @@ class Broker:
         topics.on_delete(lambda info: replicas.forget_topic(info.name))
         allocator = ProducerIdAllocator(topics.registry.next_producer_id, topics.reserve_producer_ids)
         self.add_component("producer_ids", ProducerIdManager(allocator))
+        from broker.share.manager import build as build_share_partitions
+
+        build_share_partitions(self)
 
     # --- lifecycle -----------------------------------------------------------------------------------------
     async def start(self) -> None:

@@ -25,6 +25,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "topic_admin": ("topics",),
     "configs": ("configs",),
     "producer_ids": ("producer_ids",),
+    "share_fetch": ("topics", "replicas", "share_partitions"),
 }
 
 

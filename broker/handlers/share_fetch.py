@@ -1,0 +1,180 @@
+"""ShareFetch (78) and ShareAcknowledge (79), v1-2: share sessions, acknowledgements, acquisition, long poll.
+
+Thin: the session cache and the share-partition manager (broker.share.manager) do the work. Acknowledgements
+are made durable (WriteShareGroupState) before their AcknowledgeErrorCode is answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from broker.share.inflight import ACK_REJECT, ACK_RENEW
+from broker.share.manager import ShareError, SharePartition
+from broker.share.sessions import FINAL_EPOCH
+from protocol.errors import ErrorCode
+
+SHARE_FETCH = 78
+SHARE_ACKNOWLEDGE = 79
+RECORD_LIMIT_MODE = 1  # ShareAcquireMode (v2): MaxRecords is a hard limit
+
+
+def _top_error(code: ErrorCode, message: str | None = None) -> dict:
+    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message, "responses": [],
+            "node_endpoints": []}
+
+
+def _ack_batches(batches, version: int) -> list[tuple[int, int, list[int]]] | None:
+    out = []
+    for b in batches:
+        types = list(b.acknowledge_types)
+        if any(t < 0 or t > (ACK_RENEW if version >= 2 else ACK_REJECT) for t in types):
+            return None
+        out.append((b.first_offset, b.last_offset, types))
+    return out
+
+
+async def _acknowledge(ctx, group: str, member: str, topic_id: uuid.UUID, part, version: int
+                       ) -> tuple[ErrorCode, str | None]:
+    mgr = ctx.broker.share_partitions
+    batches = _ack_batches(part.acknowledgement_batches, version)
+    if batches is None:
+        return ErrorCode.INVALID_REQUEST, "Invalid acknowledge type"
+    try:
+        sp = await mgr.partition(group, topic_id, part.partition_index)
+    except ShareError as err:
+        return err.code, err.message
+    code = await mgr.acknowledge(sp, member, batches)
+    return code, None
+
+
+def _node_endpoints(ctx) -> list[dict]:
+    node = ctx.broker.node
+    return [{"node_id": node.node_id, "host": node.host, "port": node.port, "rack": node.rack}]
+
+
+def _leader(ctx) -> dict:
+    return {"leader_id": ctx.broker.node.node_id, "leader_epoch": 0}
+
+
+async def handle_share_fetch(ctx, req) -> dict:
+    broker = ctx.broker
+    mgr = broker.share_partitions
+    version = ctx.api_version
+    group, member, epoch = req.group_id, req.member_id, req.share_session_epoch
+    if not group or not member:
+        return _top_error(ErrorCode.INVALID_REQUEST, "GroupId and MemberId are required")
+    requested = [(t.topic_id, p.partition_index) for t in req.topics for p in t.partitions]
+    forget = [(t.topic_id, p) for t in req.forgotten_topics_data for p in t.partitions]
+    acks = {(t.topic_id, p.partition_index): p for t in req.topics for p in t.partitions
+            if p.acknowledgement_batches}
+    # A final request (-1) lists partitions only to acknowledge them: they join no session.
+    add = [] if epoch == FINAL_EPOCH else requested
+    outcome = mgr.sessions.begin(group, member, epoch, add, forget, bool(acks))
+    if outcome.error != ErrorCode.NONE:
+        return _top_error(outcome.error, outcome.message)
+    session = outcome.session
+    lock_ms = mgr.lock_duration_ms(group)
+
+    results: dict[tuple[uuid.UUID, int], dict[str, Any]] = {}
+
+    def entry(tp: tuple[uuid.UUID, int]) -> dict[str, Any]:
+        if tp not in results:
+            results[tp] = {"partition_index": tp[1], "error_code": 0, "error_message": None,
+                           "acknowledge_error_code": 0, "acknowledge_error_message": None,
+                           "current_leader": _leader(ctx), "records": b"", "acquired_records": []}
+        return results[tp]
+
+    for tp, part in acks.items():
+        code, message = await _acknowledge(ctx, group, member, tp[0], part, version)
+        e = entry(tp)
+        e["acknowledge_error_code"], e["acknowledge_error_message"] = int(code), message
+
+    if outcome.ended is not None:
+        # Session closed (-1) or replaced (a new epoch 0): the member's records go back to the others at once.
+        ended_keys = [(group, tid, p) for tid, p in outcome.ended.partitions]
+        await mgr.release_member(group, member, ended_keys)
+
+    renew_only = version >= 2 and req.get("is_renew_ack", False)
+    if epoch != FINAL_EPOCH and not renew_only:
+        await _fetch(ctx, req, group, member, list(session.partitions), entry)
+
+    responses: dict[uuid.UUID, list[dict]] = {}
+    for (tid, _), e in results.items():
+        responses.setdefault(tid, []).append(e)
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "acquisition_lock_timeout_ms": lock_ms,
+            "responses": [{"topic_id": tid, "partitions": parts} for tid, parts in responses.items()],
+            "node_endpoints": _node_endpoints(ctx) if results else []}
+
+
+async def _fetch(ctx, req, group: str, member: str, tps: list[tuple[uuid.UUID, int]], entry) -> None:
+    mgr = ctx.broker.share_partitions
+    partitions: list[SharePartition] = []
+    for tp in tps:
+        try:
+            partitions.append(await mgr.partition(group, tp[0], tp[1]))
+        except ShareError as err:
+            e = entry(tp)
+            e["error_code"], e["error_message"] = int(err.code), err.message
+    if not partitions:
+        return
+    strict = ctx.api_version >= 2 and req.get("share_acquire_mode", 0) == RECORD_LIMIT_MODE
+    max_records = req.max_records if req.max_records > 0 else 500
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(req.max_wait_ms, 0) / 1000
+    start = 0
+    while True:
+        total_bytes = 0
+        remaining_records = max_records
+        remaining_bytes = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
+        # Rotate the starting partition so one busy partition does not starve the others.
+        order = partitions[start:] + partitions[:start]
+        start = (start + 1) % len(partitions)
+        for sp in order:
+            if remaining_records <= 0 or remaining_bytes <= 0:
+                break
+            got = mgr.acquire(sp, member, remaining_records, remaining_bytes, min_one=total_bytes == 0,
+                              strict=strict)
+            if got is None:
+                continue
+            e = entry((sp.key[1], sp.key[2]))
+            e["records"] = got.records
+            e["acquired_records"] = [{"first_offset": r.first_offset, "last_offset": r.last_offset,
+                                      "delivery_count": r.delivery_count} for r in got.ranges]
+            total_bytes += len(got.records)
+            remaining_bytes -= len(got.records)
+            remaining_records -= sum(r.last_offset - r.first_offset + 1 for r in got.ranges)
+        if total_bytes > 0:
+            # Acquired records are locked now: answer with them rather than hold them for MinBytes.
+            return
+        left = deadline - loop.time()
+        if left <= 0 or not await mgr.wait(partitions, left):
+            return
+
+
+async def handle_share_acknowledge(ctx, req) -> dict:
+    mgr = ctx.broker.share_partitions
+    version = ctx.api_version
+    group, member, epoch = req.group_id, req.member_id, req.share_session_epoch
+    if not group or not member:
+        return _top_error(ErrorCode.INVALID_REQUEST, "GroupId and MemberId are required")
+    outcome = mgr.sessions.acknowledge(group, member, epoch)
+    if outcome.error != ErrorCode.NONE:
+        return _top_error(outcome.error, outcome.message)
+    responses = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            code, message = await _acknowledge(ctx, group, member, t.topic_id, p, version)
+            parts.append({"partition_index": p.partition_index, "error_code": int(code), "error_message": message,
+                          "current_leader": _leader(ctx)})
+        responses.append({"topic_id": t.topic_id, "partitions": parts})
+    if outcome.ended is not None:
+        await mgr.release_member(group, member, [(group, tid, p) for tid, p in outcome.ended.partitions])
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+            "acquisition_lock_timeout_ms": mgr.lock_duration_ms(group), "responses": responses,
+            "node_endpoints": []}
+
+
+HANDLERS = {SHARE_FETCH: handle_share_fetch, SHARE_ACKNOWLEDGE: handle_share_acknowledge}

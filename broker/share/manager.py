@@ -1,0 +1,353 @@
+"""Share-partition leader (KIP-932): one ShareInFlight per (group, topic id, partition), on the event loop.
+
+Ties the sans-IO pieces to the broker: share sessions (sessions.py), in-flight state (inflight.py), the logs
+(batch headers to acquire whole batches, bytes to serve) and the share coordinator (`broker.share_state`:
+read_state on first use, write_state before an acknowledgement is answered). A background task expires
+record locks; parked share fetches are woken by appends (ReplicaManager) and by records becoming available
+again here (releases, expiries).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from broker.share.inflight import ShareInFlight, StateBatch, StateDelta
+from broker.share.sessions import ShareSessionCache
+from protocol.errors import ErrorCode
+
+log = structlog.get_logger(__name__)
+
+PartitionKey = tuple[str, uuid.UUID, int]  # (group, topic id, partition)
+UNINITIALIZED = -1
+
+
+class ShareError(Exception):
+    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message or code.name)
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class SharePartition:
+    key: PartitionKey
+    topic: str
+    inflight: ShareInFlight
+    # Writes of one partition go out in order: each waits for the previous (a later delta never lands first).
+    last_write: asyncio.Future | None = None
+    waiters: set[asyncio.Event] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class Acquired:
+    ranges: list  # [AcquiredRange]
+    records: bytes
+
+
+class SharePartitionManager:
+    def __init__(self, broker: Any, *, clock: Callable[[], float] = time.time) -> None:
+        self._broker = broker
+        self._clock = clock
+        config = broker.config
+        self.sessions = ShareSessionCache(config.get("group.share.max.share.sessions"))
+        self._partitions: dict[PartitionKey, SharePartition] = {}
+        self._loading: dict[PartitionKey, asyncio.Future] = {}
+        self._timer_kick = asyncio.Event()
+        configs = getattr(broker, "configs", None)
+        # group id -> effective group configs (share.auto.offset.reset, share.record.lock.duration.ms, ...).
+        self.group_configs: Callable[[str], dict[str, str]] = (
+            configs.group_config if configs is not None and hasattr(configs, "group_config") else lambda g: {})
+
+    def now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    # --- lifecycle ---------------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        groups = getattr(self._broker, "share_groups", None)
+        if groups is not None and hasattr(groups, "add_member_removed_listener"):
+            groups.add_member_removed_listener(self.on_member_removed)
+        self._broker.spawn(self._expiry_loop(), "share-lock-expiry")
+
+    # --- configuration -----------------------------------------------------------------------------------------
+    def lock_duration_ms(self, group: str) -> int:
+        value = self.group_configs(group).get("share.record.lock.duration.ms")
+        return int(value) if value else self._broker.config.get("group.share.record.lock.duration.ms")
+
+    def _start_offset(self, group: str, plog: Any) -> int:
+        reset = self.group_configs(group).get("share.auto.offset.reset") or "latest"
+        if reset == "earliest":
+            return plog.log_start_offset
+        if reset.startswith("by_duration:"):
+            from broker.cluster.group_config import duration_ms
+
+            found = plog.offset_for_timestamp(self.now_ms() - duration_ms(reset.removeprefix("by_duration:")))
+            return found[0] if found is not None else plog.log_end_offset
+        return plog.log_end_offset
+
+    # --- partitions --------------------------------------------------------------------------------------------
+    def resolve(self, topic_id: uuid.UUID, partition: int) -> tuple[Any, Any]:
+        """(TopicInfo, PartitionLog) or ShareError UNKNOWN_TOPIC_ID / UNKNOWN_TOPIC_OR_PARTITION."""
+        topics = self._broker.topics
+        info = topics.registry.by_id(topic_id)
+        if info is None:
+            raise ShareError(ErrorCode.UNKNOWN_TOPIC_ID)
+        if not 0 <= partition < info.num_partitions:
+            raise ShareError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return info, topics.log(info.name, partition)
+
+    async def partition(self, group: str, topic_id: uuid.UUID, partition: int) -> SharePartition:
+        key = (group, topic_id, partition)
+        sp = self._partitions.get(key)
+        if sp is not None:
+            return sp
+        info, plog = self.resolve(topic_id, partition)
+        loading = self._loading.get(key)
+        if loading is not None:
+            return await asyncio.shield(loading)
+        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._loading[key] = fut
+        try:
+            sp = await self._load(key, info.name, plog)
+            self._partitions[key] = sp
+            fut.set_result(sp)
+            return sp
+        except BaseException as err:
+            fut.set_exception(err)
+            fut.exception()  # retrieved: a failed load must not log "never retrieved"
+            raise
+        finally:
+            del self._loading[key]
+
+    async def _load(self, key: PartitionKey, topic: str, plog: Any) -> SharePartition:
+        group, topic_id, partition = key
+        config = self._broker.config
+        params = dict(
+            max_in_flight_records=config.get("group.share.partition.max.record.locks"),
+            delivery_count_limit=config.get("group.share.delivery.count.limit"),
+            lock_duration_ms=self.lock_duration_ms(group),
+        )
+        state_epoch, start, batches = await self._read_state(key)
+        if start != UNINITIALIZED:
+            inflight = ShareInFlight.load(start, batches, state_epoch=state_epoch, **params)
+            # The log may have moved on (retention) while nobody was fetching.
+            inflight.advance_log_start(plog.log_start_offset)
+            sp = SharePartition(key, topic, inflight)
+        else:
+            inflight = ShareInFlight(0, state_epoch=state_epoch, **params)
+            inflight.reset_start(self._start_offset(group, plog))
+            sp = SharePartition(key, topic, inflight)
+        # Persist the resolved SPSO at once: a restart must not resolve share.auto.offset.reset again.
+        await self.persist(sp)
+        log.info("share-partition loaded", group=group, topic=topic, partition=partition,
+                 start_offset=inflight.start_offset, end_offset=inflight.end_offset)
+        return sp
+
+    async def _read_state(self, key: PartitionKey) -> tuple[int, int, list[StateBatch]]:
+        """(state epoch, start offset or -1, batches) from the share coordinator."""
+        store = getattr(self._broker, "share_state", None)
+        if store is None:
+            return 0, UNINITIALIZED, []
+        result = await store.read_state(*key)
+        code = getattr(result, "error_code", ErrorCode.NONE)
+        state = getattr(result, "state", result)
+        if code != ErrorCode.NONE or state is None:
+            # Not initialized yet (the group coordinator normally does it before assigning): do it here.
+            init = await store.initialize(*key, 0, UNINITIALIZED)
+            init_code = getattr(init, "error_code", ErrorCode.NONE)
+            if init_code not in (ErrorCode.NONE, None):
+                raise ShareError(ErrorCode(init_code), f"share state: {getattr(init, 'error_message', None)}")
+            return 0, UNINITIALIZED, []
+        batches = [StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                   for b in state.state_batches]
+        return state.state_epoch, state.start_offset, batches
+
+    # --- persistence -------------------------------------------------------------------------------------------
+    async def persist(self, sp: SharePartition) -> ErrorCode:
+        """Write what changed in `sp` (if anything) through the share coordinator; durable on return."""
+        delta = sp.inflight.take_dirty()
+        if delta is None:
+            if sp.last_write is not None:
+                return await asyncio.shield(sp.last_write)  # an earlier change may still be in flight
+            return ErrorCode.NONE
+        prev = sp.last_write
+        fut = asyncio.ensure_future(self._write_after(prev, sp, delta))
+        sp.last_write = fut
+        return await asyncio.shield(fut)
+
+    async def _write_after(self, prev: asyncio.Future | None, sp: SharePartition, delta: StateDelta) -> ErrorCode:
+        if prev is not None:
+            await asyncio.wait([prev])
+        store = getattr(self._broker, "share_state", None)
+        if store is None:
+            return ErrorCode.NONE
+        group, topic_id, partition = sp.key
+        try:
+            result = await store.write_state(group, topic_id, partition, delta.state_epoch, -1,
+                                             delta.start_offset, delta.state_batches)
+        except Exception:  # noqa: BLE001 - the client gets an error code, the broker carries on
+            log.exception("share state write failed", group=group, topic=sp.topic, partition=partition)
+            return ErrorCode.UNKNOWN_SERVER_ERROR
+        code = getattr(result, "error_code", ErrorCode.NONE)
+        if code not in (ErrorCode.NONE, None, 0):
+            log.warning("share state write refused", group=group, topic=sp.topic, partition=partition, code=code)
+            return ErrorCode(code)
+        return ErrorCode.NONE
+
+    # --- acquire -----------------------------------------------------------------------------------------------
+    def acquire(self, sp: SharePartition, member: str, max_records: int, max_bytes: int, *, min_one: bool,
+                strict: bool = False) -> Acquired | None:
+        """Acquire records for `member` and read the bytes of the whole batches holding them."""
+        _, topic_id, partition = sp.key
+        try:
+            _, plog = self.resolve(topic_id, partition)
+        except ShareError:
+            return None
+        inflight = sp.inflight
+        if inflight.start_offset < plog.log_start_offset:
+            inflight.advance_log_start(plog.log_start_offset)
+        now = self.now_ms()
+        batches = self._new_batches(inflight, plog, max_records, max_bytes, min_one, strict)
+        ranges = inflight.acquire(member, batches, max_records, now)
+        if not ranges:
+            return None
+        self._timer_kick.set()
+        return Acquired(ranges, self._read_ranges(plog, ranges, max_bytes))
+
+    def _new_batches(self, inflight: ShareInFlight, plog: Any, max_records: int, max_bytes: int,
+                     min_one: bool, strict: bool) -> list[tuple[int, int]]:
+        """Batch boundaries from SPEO: whole data batches up to the record and byte budgets. Control batches
+        (transaction markers) at SPEO are archived as gaps; a later one ends the list (archived next time)."""
+        room = min(max_records, inflight.max_in_flight_records - inflight.in_flight_count)
+        if room <= 0 or inflight.end_offset >= plog.log_end_offset:
+            return []
+        out: list[tuple[int, int]] = []
+        records = size = 0
+        for header in plog.iter_batch_headers(inflight.end_offset):
+            first, last = header.base_offset, header.last_offset
+            if last < inflight.end_offset:
+                continue
+            if header.is_control:
+                if out:
+                    break
+                inflight.archive_range(inflight.end_offset, last)
+                continue
+            if out and size + header.size > max_bytes:
+                break
+            if not out and not min_one and header.size > max_bytes:
+                break
+            first = max(first, inflight.end_offset)
+            records += last - first + 1
+            size += header.size
+            if strict and records > room:
+                last -= records - room  # record_limit mode: cut the batch; the client filters by ranges
+                records = room
+            out.append((first, last))
+            if records >= room:
+                break
+        return out
+
+    @staticmethod
+    def _read_ranges(plog: Any, ranges: Sequence, max_bytes: int) -> bytes:
+        """Whole batches covering the acquired ranges, each batch once, in offset order."""
+        from protocol.records import iter_batches
+
+        chunks: list[bytes] = []
+        covered = -1  # last offset already served
+        for r in sorted(ranges, key=lambda r: r.first_offset):
+            pos = max(r.first_offset, covered + 1)
+            while pos <= r.last_offset:
+                # Released records may be re-served beyond max_bytes: they are bounded by max records.
+                data = plog.read(pos, max(max_bytes, 1), min_one_batch=True).data
+                if not data:
+                    break
+                end = pos - 1
+                for _, header in iter_batches(data):
+                    end = header.last_offset
+                chunks.append(bytes(data))
+                covered = end
+                pos = end + 1
+        return b"".join(chunks)
+
+    # --- acknowledge / release ---------------------------------------------------------------------------------
+    async def acknowledge(self, sp: SharePartition, member: str, batches: Sequence[tuple[int, int, Sequence[int]]]
+                          ) -> ErrorCode:
+        codes = sp.inflight.acknowledge(member, batches, self.now_ms())
+        error = next((ErrorCode(c) for c in codes if c), ErrorCode.NONE)
+        written = await self.persist(sp)  # also when refused: nothing changed, but earlier writes must land
+        if error == ErrorCode.NONE and sp.inflight.available_count:
+            self._wake(sp)
+        return error if error != ErrorCode.NONE else written
+
+    async def release_member(self, group: str, member: str, keys: Sequence[PartitionKey] | None = None) -> int:
+        """Release what `member` holds (session closed, member left or expired); records are available at once."""
+        released = 0
+        targets = [self._partitions[k] for k in keys if k in self._partitions] if keys is not None else [
+            sp for k, sp in self._partitions.items() if k[0] == group]
+        for sp in targets:
+            n = sp.inflight.release_member(member, self.now_ms())
+            if n:
+                released += n
+                await self.persist(sp)
+                self._wake(sp)
+        return released
+
+    def on_member_removed(self, group_id: str, member_id: str) -> None:
+        """share_groups listener: the member left or its session timed out."""
+        self.sessions.remove_member(group_id, member_id)
+        self._broker.spawn(self.release_member(group_id, member_id), "share-release-member")
+
+    # --- waiting -----------------------------------------------------------------------------------------------
+    def _wake(self, sp: SharePartition) -> None:
+        for event in sp.waiters:
+            event.set()
+
+    async def wait(self, partitions: Sequence[SharePartition], timeout_s: float) -> bool:
+        """Park until an append to one of `partitions` or records there become available again."""
+        if timeout_s <= 0:
+            return False
+        event = asyncio.Event()
+        for sp in partitions:
+            sp.waiters.add(event)
+        keys = [(sp.topic, sp.key[2]) for sp in partitions]
+        appended = asyncio.ensure_future(self._broker.replicas.wait_for_append(keys, timeout_s))
+        released = asyncio.ensure_future(event.wait())
+        try:
+            done, _ = await asyncio.wait([appended, released], timeout=timeout_s,
+                                         return_when=asyncio.FIRST_COMPLETED)
+            return bool(done) and (released in done or appended.result())
+        finally:
+            for task in (appended, released):
+                task.cancel()
+            for sp in partitions:
+                sp.waiters.discard(event)
+
+    # --- lock expiry -------------------------------------------------------------------------------------------
+    async def _expiry_loop(self) -> None:
+        while True:
+            now = self.now_ms()
+            deadlines = [d for sp in self._partitions.values() if (d := sp.inflight.next_deadline()) is not None]
+            wait_s = max(0.0, (min(deadlines) - now) / 1000) if deadlines else 3600.0
+            self._timer_kick.clear()
+            try:
+                await asyncio.wait_for(self._timer_kick.wait(), min(wait_s, 3600.0))
+                continue  # new locks: recompute the earliest deadline
+            except TimeoutError:
+                pass
+            now = self.now_ms()
+            for sp in list(self._partitions.values()):
+                deadline = sp.inflight.next_deadline()
+                if deadline is not None and deadline <= now and sp.inflight.expire_locks(now):
+                    self._wake(sp)
+                    await self.persist(sp)
+
+
+def build(broker: Any) -> SharePartitionManager:
+    """Create the share-partition manager as component `share_partitions` (call while building components)."""
+    return broker.add_component("share_partitions", SharePartitionManager(broker))
