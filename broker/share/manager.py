@@ -189,8 +189,10 @@ class SharePartitionManager:
             return ErrorCode.NONE
         group, topic_id, partition = sp.key
         try:
+            batches = [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                       for b in delta.state_batches]
             result = await store.write_state(group, topic_id, partition, delta.state_epoch, -1,
-                                             delta.start_offset, delta.state_batches)
+                                             delta.start_offset, batches)
         except Exception:  # noqa: BLE001 - the client gets an error code, the broker carries on
             log.exception("share state write failed", group=group, topic=sp.topic, partition=partition)
             return ErrorCode.UNKNOWN_SERVER_ERROR
