@@ -7,6 +7,7 @@ import time
 import uuid
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch, iter_batches
@@ -173,3 +174,19 @@ def test_acknowledged_state_survives_kill9(broker):
         resp = fetch(client, "g", "m9", 0, tid, max_records=100)
         # 0-9 were accepted: never again; 10-19 were only acquired, 20-29 never delivered.
         assert acquired(resp) == [(10, 29, 1)]
+
+
+def test_auto_offset_reset_from_group_config(broker):
+    from tests.integration.test_group_configs import _alter
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    _alter(admin, "early", "share.auto.offset.reset", "earliest")
+    _alter(admin, "recent", "share.auto.offset.reset", "by_duration:PT1H")
+    client, tid = setup(broker, "sf-reset")
+    with client:
+        old = build_batch([Record(value=b"old")], timestamp=int(time.time() * 1000) - 7_200_000)
+        produce(client, "sf-reset", old)
+        produce(client, "sf-reset", batch(2))
+        assert acquired(fetch(client, "early", "m", 0, tid)) == [(0, 2, 1)]
+        assert acquired(fetch(client, "recent", "m", 0, tid)) == [(1, 2, 1)]  # the 2 h old record is skipped
+        assert acquired(fetch(client, "late", "m", 0, tid)) == []
