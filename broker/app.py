@@ -98,6 +98,11 @@ class Broker:
         topics.on_delete(lambda info: replicas.forget_topic(info.name))
         allocator = ProducerIdAllocator(topics.registry.next_producer_id, topics.reserve_producer_ids)
         self.add_component("producer_ids", ProducerIdManager(allocator))
+        from broker.groups.runtime import build as build_share_groups
+        from broker.sharestate.runtime import build as build_share_state
+
+        build_share_state(self)  # share_state first: share_groups initializes share-partitions through it
+        build_share_groups(self)
         from broker.share.manager import build as build_share_partitions
 
         build_share_partitions(self)

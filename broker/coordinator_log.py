@@ -1,0 +1,103 @@
+"""Coordinator records on an internal topic: replay on start, durable appends, per-partition ordering.
+
+Shared by the group coordinator runtime (`__consumer_offsets`) and the share coordinator runtime
+(`__share_group_state`). The sans-IO coordinators change their memory when they emit records; this class puts
+those records in the log as one batch per partition and waits for the fsync before the caller answers.
+
+Ordering: records are appended synchronously, in the same loop step as the coordinator call that produced
+them, so log order is memory order. An answer without records may still show state whose fsync is in flight,
+so it waits for the partition's last pending flush (`barrier`) — Kafka completes coordinator operations in
+log order the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import structlog
+
+from protocol import records as rec
+
+log = structlog.get_logger(__name__)
+
+READ_CHUNK = 1 << 20
+
+
+class AppendFailed(Exception):
+    """The coordinator records could not be appended; memory is ahead of the log (reload the partition)."""
+
+
+class CoordinatorLog:
+    def __init__(self, broker: Any, topic: str) -> None:
+        self._broker = broker
+        self.topic = topic
+        self._pending: dict[int, asyncio.Future] = {}
+
+    @property
+    def num_partitions(self) -> int:
+        info = self._broker.topics.registry.get(self.topic)
+        return info.num_partitions if info is not None else 0
+
+    def replay(self, partition: int, apply: Callable[[bytes, bytes | None], Any]) -> int:
+        """Feed every record of `partition` to `apply(key, value)`, in offset order; returns the count.
+        Keyless records and control batches are skipped (Kafka's coordinator loader does the same)."""
+        plog = self._broker.topics.log(self.topic, partition)
+        offset, end, count = plog.log_start_offset, plog.log_end_offset, 0
+        while offset < end:
+            data = plog.read(offset, READ_CHUNK, min_one_batch=True).data
+            if not data:
+                break
+            for _pos, header, view in rec.iter_batch_views(data):
+                if header.last_offset < offset:
+                    continue
+                offset = header.next_offset
+                if header.is_control:
+                    continue
+                for record in rec.iter_records(view):
+                    if record.offset < plog.log_start_offset or record.key is None:
+                        continue
+                    apply(record.key, record.value)
+                    count += 1
+        return count
+
+    def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> asyncio.Future:
+        """Append `records` now (one batch) and return a future done when they are durable. Raises
+        AppendFailed if the append is refused."""
+        if not records:
+            return self.barrier_future(partition)
+        info = self._broker.topics.registry.get(self.topic)
+        batch = rec.build_batch([rec.Record(key=bytes(k), value=None if v is None else bytes(v)) for k, v in records])
+        result, plog = self._broker.replicas.append(info, partition, batch, allow_internal=True)
+        if plog is None or result.error:
+            log.error("coordinator records not appended", topic=self.topic, partition=partition,
+                      error=getattr(result.error, "name", result.error), message=result.error_message)
+            raise AppendFailed(f"{self.topic}-{partition}: {result.error!r} {result.error_message or ''}")
+        fut = asyncio.ensure_future(self._broker.replicas.make_durable([plog]))
+        self._pending[partition] = fut
+        fut.add_done_callback(lambda f, p=partition: self._done(p, f))
+        return fut
+
+    def _done(self, partition: int, fut: asyncio.Future) -> None:
+        if self._pending.get(partition) is fut:
+            del self._pending[partition]
+        if not fut.cancelled():
+            fut.exception()  # retrieved: callers that stopped waiting must not log "never retrieved"
+
+    def barrier_future(self, partition: int) -> asyncio.Future:
+        fut = self._pending.get(partition)
+        if fut is None:
+            done = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            return done
+        return fut
+
+    async def write(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        """Append and wait until durable (or, without records, until earlier appends are durable)."""
+        await asyncio.shield(self.append(partition, records))
+
+    async def barrier(self, partitions: Iterable[int]) -> None:
+        futs = [self._pending[p] for p in set(partitions) if p in self._pending]
+        if futs:
+            await asyncio.shield(asyncio.gather(*futs))

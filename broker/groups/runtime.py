@@ -1,0 +1,229 @@
+"""The group coordinator at run time: component `broker.share_groups` (share groups, KIP-932).
+
+Owns the sans-IO ShareGroupCoordinator and ties it to the broker:
+ * start: replays every `__consumer_offsets` partition (share records go to the share-group coordinator; the
+   classic/consumer coordinators will take theirs from the same pass), then `loaded(now)`;
+ * each heartbeat's records go to the group's partition (abs(javaHash(groupId)) % partitions, as Kafka) as one
+   batch and are fsynced before the response is returned;
+ * a background task expires sessions at `next_deadline()` and tells listeners which members were removed;
+ * InitializeShareGroupState requests go in-process to `broker.share_state`, then initialized()/failed();
+ * topic deletions are forgotten in every group (topics_deleted).
+
+The share-partition leader registers `add_member_removed_listener(fn)`; `fn(group_id, member_id)` runs after
+the removal is durable (member left or session expired).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+from uuid import UUID
+
+import structlog
+
+from broker.coordinator_log import AppendFailed, CoordinatorLog
+from broker.sharestate.keys import java_abs, java_string_hash
+from protocol.errors import ErrorCode
+
+from . import share_records as rec
+from .share_config import ShareGroupConfig
+from .share_coordinator_service import CoordinatorResult, InitializeRequest, ShareGroupCoordinator
+
+log = structlog.get_logger(__name__)
+
+TOPIC = "__consumer_offsets"
+MemberRemovedListener = Callable[[str, str], Any]
+
+
+def group_partition(group_id: str, num_partitions: int) -> int:
+    """Kafka's GroupCoordinatorService.partitionFor: Utils.abs(groupId.hashCode()) % partitions."""
+    return java_abs(java_string_hash(group_id)) % num_partitions
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ShareGroupsRuntime:
+    def __init__(self, broker: Any, *, clock: Callable[[], int] = _now_ms) -> None:
+        self._broker = broker
+        self._clock = clock
+        self.log = CoordinatorLog(broker, TOPIC)
+        config = broker.config
+        topics = broker.topics
+        self.coordinator = ShareGroupCoordinator(
+            ShareGroupConfig(
+                session_timeout_ms=config.get("group.share.session.timeout.ms"),
+                heartbeat_interval_ms=config.get("group.share.heartbeat.interval.ms"),
+                max_size=config.get("group.share.max.size"),
+                max_groups=config.get("group.share.max.groups"),
+                initialize_retry_interval_ms=config.get("group.share.initialize.retry.interval.ms")),
+            topic_info=self._topic_info,
+            topic_name=lambda tid: (info.name if (info := topics.registry.by_id(tid)) is not None else None))
+        self.loaded = False
+        self._listeners: list[MemberRemovedListener] = []
+        self._kick = asyncio.Event()
+        self.enabled = bool(config.get("group.share.enable"))
+
+    def _topic_info(self, name: str) -> tuple[UUID, int] | None:
+        info = self._broker.topics.registry.get(name)
+        if info is None or info.internal:
+            return None
+        return info.topic_id, info.num_partitions
+
+    def add_member_removed_listener(self, fn: MemberRemovedListener) -> None:
+        """`fn(group_id, member_id)` after a member left or was expired (durably); exceptions are logged."""
+        self._listeners.append(fn)
+
+    def partition_for(self, group_id: str) -> int:
+        return group_partition(group_id, self.log.num_partitions)
+
+    # --- lifecycle ---------------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        started = time.monotonic()
+        total = sum(self._replay_partition(p) for p in range(self.log.num_partitions))
+        self.coordinator.loaded(self._clock())
+        self.loaded = True
+        log.info("share groups loaded", partitions=self.log.num_partitions, records=total,
+                 groups=len(self.coordinator.groups), seconds=round(time.monotonic() - started, 3))
+        self._broker.spawn(self._expiry_loop(), "share-group-session-expiry")
+
+    def _replay_partition(self, partition: int) -> int:
+        def apply(key: bytes, value: bytes | None) -> None:
+            # Other group types' records (offsets, classic/consumer groups) are not ours yet: skipped.
+            self.coordinator.replay(key, value)
+        return self.log.replay(partition, apply)
+
+    def _reload(self) -> None:
+        """After a failed append memory is ahead of the log: rebuild the coordinator from the log."""
+        log.warning("reloading share groups from the log after a failed append")
+        old = self.coordinator
+        fresh = ShareGroupCoordinator(old.config, topic_info=old._topic_info, topic_name=old._topic_name_lookup,
+                                      assignor=old.assignor)
+        self.coordinator = fresh
+        for p in range(self.log.num_partitions):
+            self._replay_partition(p)
+        fresh.loaded(self._clock())
+
+    # --- writing -----------------------------------------------------------------------------------------------
+    async def _write(self, records: Sequence[rec.Record], group_ids: Iterable[str] = ()) -> bool:
+        """Append `records` (one batch per group partition) and wait until durable; also waits for earlier
+        appends of `group_ids`' partitions. False if the records could not be written."""
+        by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        for r in records:
+            gid = rec.decode(r.key, r.value).key.group_id
+            by_partition.setdefault(self.partition_for(gid), []).append((r.key, r.value))
+        partitions = set(by_partition) | {self.partition_for(g) for g in group_ids}
+        futures = []
+        try:
+            for p in sorted(partitions):
+                futures.append(self.log.append(p, by_partition.get(p, ())))
+        except AppendFailed:
+            self._reload()
+            return False
+        try:
+            for fut in futures:
+                await fut
+        except Exception:  # noqa: BLE001 - answered with an error, never raised into a connection
+            log.exception("share group records not durable")
+            return False
+        return True
+
+    # --- requests ----------------------------------------------------------------------------------------------
+    async def heartbeat(self, request: Mapping[str, Any], client_id: str = "", client_host: str = "") -> dict:
+        """Serve a ShareGroupHeartbeat request; the response is sent only after its records are durable."""
+        if not self.loaded:
+            return {"error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)}
+        if not self.enabled:
+            return {"error_code": int(ErrorCode.UNSUPPORTED_VERSION),
+                    "error_message": "Share groups are disabled (group.share.enable=false)."}
+        res = self.coordinator.heartbeat(request, self._clock(), client_id=client_id, client_host=client_host)
+        gid = request["group_id"]
+        if not await self._write(res.records, [gid] if gid else []):
+            return {"error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                    "error_message": "The group coordinator could not write the group's records."}
+        self._kick.set()  # a new session deadline may be the earliest one
+        self._after(res)
+        return res.response or {"error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR)}
+
+    async def describe(self, group_ids: Sequence[str]) -> list[dict[str, Any]]:
+        if not self.loaded:
+            return [{"group_id": g, "error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)} for g in group_ids]
+        await self.log.barrier(self.partition_for(g) for g in group_ids if g)
+        return self.coordinator.describe(group_ids)
+
+    def _after(self, res: CoordinatorResult) -> None:
+        """Durable now: tell listeners about removed members and start share-partition initialization."""
+        for removed in res.removed_members:
+            log.info("share group member removed", group=removed.group_id, member=removed.member_id,
+                     reason=removed.reason)
+            for fn in list(self._listeners):
+                try:
+                    fn(removed.group_id, removed.member_id)
+                except Exception:  # noqa: BLE001 - one listener must not stop the others
+                    log.exception("member-removed listener failed", group=removed.group_id)
+        for init in res.initialize:
+            self._broker.spawn(self._initialize(init), "share-group-initialize")
+
+    async def _initialize(self, init: InitializeRequest) -> None:
+        """InitializeShareGroupState in-process; the partitions become assignable once this is durable."""
+        store = getattr(self._broker, "share_state", None)
+        records: list[rec.Record] = []
+        for tid, partitions in sorted(init.topics.items(), key=lambda kv: str(kv[0])):
+            ok, failed = [], []
+            for p in sorted(partitions):
+                code = ErrorCode.UNKNOWN_SERVER_ERROR
+                if store is not None:
+                    try:
+                        result = await store.initialize(init.group_id, tid, p, init.state_epoch, -1)
+                        code = ErrorCode(result.error_code)
+                    except Exception:  # noqa: BLE001
+                        log.exception("share state initialize failed", group=init.group_id, partition=p)
+                (ok if code == ErrorCode.NONE else failed).append(p)
+                if code != ErrorCode.NONE:
+                    log.warning("share-partition not initialized", group=init.group_id, topic_id=str(tid),
+                                partition=p, error=code.name)
+            # Both calls emit (and apply) records immediately, so they are computed after the awaits above.
+            records += self.coordinator.initialized(init.group_id, tid, ok)
+            records += self.coordinator.initialize_failed(init.group_id, tid, failed)
+        if records:
+            await self._write(records)
+
+    # --- topic deletion ----------------------------------------------------------------------------------------
+    async def topics_deleted(self, topic_ids: Iterable[UUID]) -> None:
+        records = self.coordinator.topics_deleted(topic_ids)
+        if records:
+            await self._write(records)
+
+    # --- session expiry ----------------------------------------------------------------------------------------
+    async def _expiry_loop(self) -> None:
+        while True:
+            deadline = self.coordinator.next_deadline()
+            wait_s = 3600.0 if deadline is None else max(0.0, (deadline - self._clock()) / 1000)
+            self._kick.clear()
+            if wait_s > 0:
+                try:
+                    await asyncio.wait_for(self._kick.wait(), min(wait_s, 3600.0))
+                    continue  # something changed: recompute the earliest deadline
+                except TimeoutError:
+                    pass
+            try:
+                await self.expire_now()
+            except Exception:  # noqa: BLE001 - the timer must keep running
+                log.exception("share group session expiry failed")
+                await asyncio.sleep(1)
+
+    async def expire_now(self) -> None:
+        res = self.coordinator.expire_sessions(self._clock())
+        if (res.records or res.removed_members) and await self._write(res.records):
+            self._after(res)
+
+
+def build(broker: Any) -> ShareGroupsRuntime:
+    """Create component `share_groups` (call while building components) and follow topic deletions."""
+    runtime = broker.add_component("share_groups", ShareGroupsRuntime(broker))
+    broker.topics.on_delete(
+        lambda info: broker.spawn(runtime.topics_deleted([info.topic_id]), "share-groups-delete-topic"))
+    return runtime

@@ -1,0 +1,242 @@
+"""Raw-protocol share-group coordinator tests: ShareGroupHeartbeat/Describe and the share-state APIs (83-87)
+against a real broker, including replay of `__consumer_offsets` and `__share_group_state` after a restart."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from protocol.errors import ErrorCode
+from tests.integration.raw_client import RawClient
+from tests.integration.test_confluent_roundtrip import create_topic
+from tests.integration.test_protocol_semantics import topic_id
+
+pytestmark = pytest.mark.integration
+
+HEARTBEAT, DESCRIBE = 76, 77
+INITIALIZE, READ, WRITE, DELETE, SUMMARY = 83, 84, 85, 86, 87
+FAST = {"group.share.min.heartbeat.interval.ms": "50", "group.share.heartbeat.interval.ms": "100"}
+
+
+def heartbeat(c: RawClient, group: str, member: str, epoch: int, topics=None, rack=None):
+    return c.call(HEARTBEAT, 1, {"group_id": group, "member_id": member, "member_epoch": epoch, "rack_id": rack,
+                                 "subscribed_topic_names": topics})
+
+
+def describe(c: RawClient, *groups: str):
+    return c.call(DESCRIBE, 1, {"group_ids": list(groups), "include_authorized_operations": False})
+
+
+def assigned(resp) -> dict[uuid.UUID, list[int]]:
+    if resp.assignment is None:
+        return {}
+    return {t.topic_id: list(t.partitions) for t in resp.assignment.topic_partitions}
+
+
+def join_until_assigned(c: RawClient, group: str, member: str, topic: str, want: int, timeout: float = 10.0):
+    """Join and heartbeat until `want` partitions in total are assigned (initialization is asynchronous)."""
+    resp = heartbeat(c, group, member, 0, [topic])
+    assert resp.error_code == 0, resp
+    epoch, got = resp.member_epoch, assigned(resp)
+    end = time.monotonic() + timeout
+    while sum(len(p) for p in got.values()) != want:
+        assert time.monotonic() < end, (got, resp)
+        time.sleep(0.05)
+        resp = heartbeat(c, group, member, epoch)
+        assert resp.error_code == 0, resp
+        epoch = resp.member_epoch
+        if resp.assignment is not None:
+            got = assigned(resp)
+    return epoch, got
+
+
+def test_join_gets_assignment_after_share_partitions_are_initialized(broker_factory):
+    broker = broker_factory(FAST)
+    create_topic(broker.bootstrap, "sg-join", partitions=3)
+    with RawClient(broker.port) as c:
+        tid = topic_id(c, "sg-join")
+        epoch, got = join_until_assigned(c, "g1", "m1", "sg-join", 3)
+        assert got == {tid: [0, 1, 2]}
+        d = describe(c, "g1").groups[0]
+        assert d.error_code == 0 and d.group_state == "Stable" and d.assignor_name == "simple"
+        [m] = d.members
+        assert (m.member_id, m.member_epoch, m.client_id) == ("m1", epoch, "raw-test")
+        assert m.client_host == "/127.0.0.1"
+        assert list(m.subscribed_topic_names) == ["sg-join"]
+        assert [(t.topic_name, list(t.partitions)) for t in m.assignment.topic_partitions] == [("sg-join", [0, 1, 2])]
+        # The group coordinator initialized the share-partitions through the share coordinator.
+        summary = c.call(SUMMARY, 1, {"group_id": "g1", "topics": [
+            {"topic_id": tid, "partitions": [{"partition": p, "leader_epoch": -1} for p in range(3)]}]})
+        for p in summary.results[0].partitions:
+            assert p.error_code == 0 and p.start_offset == -1 and p.state_epoch >= 1
+
+
+def test_two_members_split_partitions_and_leave_removes_member(broker_factory):
+    broker = broker_factory(FAST)
+    create_topic(broker.bootstrap, "sg-two", partitions=4)
+    with RawClient(broker.port) as c:
+        tid = topic_id(c, "sg-two")
+        e1, _ = join_until_assigned(c, "g2", "a", "sg-two", 4)
+        r = heartbeat(c, "g2", "b", 0, ["sg-two"])
+        assert r.error_code == 0
+        e2 = r.member_epoch
+        # Each member converges on its own heartbeats.
+        end = time.monotonic() + 10
+        got: dict[str, list[int]] = {"a": [0, 1, 2, 3], "b": assigned(r).get(tid, [])}
+        while sorted(got["a"] + got["b"]) != [0, 1, 2, 3] or not got["a"] or not got["b"]:
+            assert time.monotonic() < end, got
+            time.sleep(0.05)
+            ra, rb = heartbeat(c, "g2", "a", e1), heartbeat(c, "g2", "b", e2)
+            assert ra.error_code == 0 and rb.error_code == 0
+            e1, e2 = ra.member_epoch, rb.member_epoch
+            if ra.assignment is not None:
+                got["a"] = assigned(ra).get(tid, [])
+            if rb.assignment is not None:
+                got["b"] = assigned(rb).get(tid, [])
+        assert set(got["a"]).isdisjoint(got["b"])
+        left = heartbeat(c, "g2", "b", -1)
+        assert (left.error_code, left.member_epoch) == (0, -1)
+        d = describe(c, "g2").groups[0]
+        assert [m.member_id for m in d.members] == ["a"]
+        # The remaining member takes every partition back.
+        end = time.monotonic() + 10
+        while True:
+            ra = heartbeat(c, "g2", "a", e1)
+            e1 = ra.member_epoch
+            if ra.assignment is not None and sorted(assigned(ra).get(tid, [])) == [0, 1, 2, 3]:
+                break
+            assert time.monotonic() < end
+            time.sleep(0.05)
+
+
+def test_heartbeat_errors(broker):
+    create_topic(broker.bootstrap, "sg-err")
+    with RawClient(broker.port) as c:
+        assert heartbeat(c, "g3", "", 0, ["sg-err"]).error_code == ErrorCode.INVALID_REQUEST
+        assert heartbeat(c, "", "m", 0, ["sg-err"]).error_code == ErrorCode.INVALID_REQUEST
+        assert heartbeat(c, "g3", "m", 0, None).error_code == ErrorCode.INVALID_REQUEST  # no subscription on join
+        assert heartbeat(c, "g3", "m", 0, ["sg-err"], rack="").error_code == ErrorCode.INVALID_REQUEST
+        assert heartbeat(c, "g3", "m", -2).error_code == ErrorCode.INVALID_REQUEST
+        assert heartbeat(c, "nope", "m", 3).error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        r = heartbeat(c, "g3", "m", 0, ["sg-err"])
+        assert r.error_code == 0 and r.member_epoch >= 1 and r.heartbeat_interval_ms == 5000
+        assert heartbeat(c, "g3", "other", 1).error_code == ErrorCode.UNKNOWN_MEMBER_ID
+        assert heartbeat(c, "g3", "other", -1).error_code == ErrorCode.UNKNOWN_MEMBER_ID
+        fenced = heartbeat(c, "g3", "m", r.member_epoch + 5)
+        assert fenced.error_code == ErrorCode.FENCED_MEMBER_EPOCH and fenced.error_message
+        d = describe(c, "g3", "missing", "")
+        assert [g.error_code for g in d.groups] == [0, ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.INVALID_GROUP_ID]
+
+
+def test_group_survives_restart(broker_factory):
+    broker = broker_factory(FAST)
+    create_topic(broker.bootstrap, "sg-restart", partitions=2)
+    with RawClient(broker.port) as c:
+        tid = topic_id(c, "sg-restart")
+        epoch, got = join_until_assigned(c, "g4", "m", "sg-restart", 2)
+        before = describe(c, "g4").groups[0]
+    broker.restart()
+    with RawClient(broker.port) as c:
+        after = describe(c, "g4").groups[0]
+        assert after.error_code == 0
+        assert (after.group_epoch, after.assignment_epoch) == (before.group_epoch, before.assignment_epoch)
+        assert [(m.member_id, m.member_epoch) for m in after.members] == [("m", epoch)]
+        r = heartbeat(c, "g4", "m", epoch)
+        assert (r.error_code, r.member_epoch) == (0, epoch)
+        # A full heartbeat (subscription included) returns the replayed assignment.
+        r = heartbeat(c, "g4", "m", epoch, ["sg-restart"])
+        assert r.error_code == 0 and assigned(r) == {tid: [0, 1]}
+
+
+def test_session_expiry_removes_member(broker_factory):
+    broker = broker_factory({**FAST, "group.share.min.session.timeout.ms": "1000",
+                             "group.share.session.timeout.ms": "1000"})
+    create_topic(broker.bootstrap, "sg-expire")
+    with RawClient(broker.port) as c:
+        r = heartbeat(c, "g5", "m", 0, ["sg-expire"])
+        assert r.error_code == 0
+        end = time.monotonic() + 10
+        while describe(c, "g5").groups[0].members:
+            assert time.monotonic() < end
+            time.sleep(0.1)
+        assert heartbeat(c, "g5", "m", r.member_epoch).error_code == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+# --- share-state APIs ------------------------------------------------------------------------------------------
+
+def _one(resp):
+    [t] = resp.results
+    [p] = t.partitions
+    return p
+
+
+def initialize(c, group, tid, p, state_epoch, start_offset):
+    return _one(c.call(INITIALIZE, 0, {"group_id": group, "topics": [{"topic_id": tid, "partitions": [
+        {"partition": p, "state_epoch": state_epoch, "start_offset": start_offset}]}]}))
+
+
+def write(c, group, tid, p, state_epoch, leader_epoch, start_offset, batches):
+    return _one(c.call(WRITE, 0, {"group_id": group, "topics": [{"topic_id": tid, "partitions": [
+        {"partition": p, "state_epoch": state_epoch, "leader_epoch": leader_epoch, "start_offset": start_offset,
+         "state_batches": [{"first_offset": a, "last_offset": b, "delivery_state": s, "delivery_count": n}
+                           for a, b, s, n in batches]}]}]}))
+
+
+def read(c, group, tid, p, leader_epoch=-1):
+    return _one(c.call(READ, 0, {"group_id": group, "topics": [{"topic_id": tid, "partitions": [
+        {"partition": p, "leader_epoch": leader_epoch}]}]}))
+
+
+def delete(c, group, tid, p):
+    return _one(c.call(DELETE, 0, {"group_id": group, "topics": [{"topic_id": tid, "partitions": [
+        {"partition": p}]}]}))
+
+
+def batches(resp) -> list[tuple[int, int, int, int]]:
+    return [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in resp.state_batches]
+
+
+def test_share_state_apis_fencing_and_replay(broker):
+    create_topic(broker.bootstrap, "ss-topic", partitions=2)
+    with RawClient(broker.port) as c:
+        tid = topic_id(c, "ss-topic")
+        assert read(c, "sg", tid, 0).error_code == ErrorCode.INVALID_REQUEST  # not initialized
+        assert write(c, "sg", tid, 0, 1, 0, 0, []).error_code == ErrorCode.INVALID_REQUEST
+        assert initialize(c, "sg", tid, 0, 2, 10).error_code == 0
+        assert initialize(c, "sg", tid, 0, 1, 10).error_code == ErrorCode.FENCED_STATE_EPOCH
+        assert initialize(c, "sg", tid, 9, 2, 10).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert initialize(c, "sg", uuid.uuid4(), 0, 2, 10).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert write(c, "sg", tid, 0, 2, 3, 10, [(10, 14, 2, 1), (15, 15, 4, 5)]).error_code == 0
+        assert write(c, "sg", tid, 0, 1, 3, 10, []).error_code == ErrorCode.FENCED_STATE_EPOCH
+        assert write(c, "sg", tid, 0, 2, 2, 10, []).error_code == ErrorCode.FENCED_LEADER_EPOCH
+        assert write(c, "sg", tid, 0, 2, 3, 12, [(12, 12, 0, 1)]).error_code == 0
+        r = read(c, "sg", tid, 0, leader_epoch=3)
+        assert (r.error_code, r.state_epoch, r.start_offset) == (0, 2, 12)
+        want = [(12, 12, 0, 1), (13, 14, 2, 1), (15, 15, 4, 5)]
+        assert batches(r) == want
+        assert read(c, "sg", tid, 0, leader_epoch=2).error_code == ErrorCode.FENCED_LEADER_EPOCH
+        s = _one(c.call(SUMMARY, 1, {"group_id": "sg", "topics": [{"topic_id": tid, "partitions": [
+            {"partition": 0, "leader_epoch": -1}]}]}))
+        assert (s.error_code, s.state_epoch, s.leader_epoch, s.start_offset) == (0, 2, 3, 12)
+        assert initialize(c, "sg", tid, 1, 0, -1).error_code == 0
+        assert delete(c, "sg", tid, 1).error_code == 0
+        assert read(c, "sg", tid, 1).error_code == ErrorCode.INVALID_REQUEST
+        assert delete(c, "", tid, 0).error_code == ErrorCode.INVALID_GROUP_ID
+    broker.restart()
+    with RawClient(broker.port) as c:
+        r = read(c, "sg", tid, 0)
+        assert (r.error_code, r.state_epoch, r.start_offset, batches(r)) == (0, 2, 12, want)
+        # Fencing survives the restart: it is rebuilt from the replayed records.
+        assert write(c, "sg", tid, 0, 2, 2, 12, []).error_code == ErrorCode.FENCED_LEADER_EPOCH
+        assert write(c, "sg", tid, 0, 1, 3, 12, []).error_code == ErrorCode.FENCED_STATE_EPOCH
+        assert read(c, "sg", tid, 1).error_code == ErrorCode.INVALID_REQUEST  # the delete was replayed too
+
+
+def test_apis_are_advertised(broker):
+    with RawClient(broker.port) as c:
+        versions = {k.api_key: (k.min_version, k.max_version) for k in c.call(18, 3, {"client_software_name": "raw", "client_software_version": "1"}).api_keys}
+    assert versions[HEARTBEAT] == (1, 1) and versions[DESCRIBE] == (1, 1)
+    for key in (INITIALIZE, READ, WRITE, DELETE, SUMMARY):
+        assert key in versions
