@@ -157,7 +157,6 @@ def test_long_poll_woken_by_append_and_lock_expiry(broker_factory):
             assert part(resp).acknowledge_error_code == ErrorCode.INVALID_RECORD_STATE
 
 
-@pytest.mark.xfail(reason="needs the share coordinator component (broker.share_state) wired", strict=False)
 def test_acknowledged_state_survives_kill9(broker):
     client, tid = setup(broker, "sf-durable")
     with client:
@@ -190,3 +189,23 @@ def test_auto_offset_reset_from_group_config(broker):
         assert acquired(fetch(client, "early", "m", 0, tid)) == [(0, 2, 1)]
         assert acquired(fetch(client, "recent", "m", 0, tid)) == [(1, 2, 1)]  # the 2 h old record is skipped
         assert acquired(fetch(client, "late", "m", 0, tid)) == []
+
+
+def test_member_leaving_the_group_releases_its_records(broker):
+    from tests.integration.test_share_groups_raw import heartbeat, join_until_assigned
+
+    client, tid = setup(broker, "sf-leave")
+    with client:
+        epoch, _ = join_until_assigned(client, "g", "m1", "sf-leave", 1)
+        produce(client, "sf-leave", batch(3))
+        assert acquired(fetch(client, "g", "m1", 0, tid)) == []  # latest: created after the produce
+        produce(client, "sf-leave", batch(2))
+        assert acquired(fetch(client, "g", "m1", 1, tid)) == [(3, 4, 1)]
+        assert heartbeat(client, "g", "m1", -1).error_code == 0  # leave: released at once, not after 30 s
+        # The session went with the member.
+        assert fetch(client, "g", "m1", 2, tid).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+        end = time.monotonic() + 5
+        got = []
+        while not got and time.monotonic() < end:
+            got = acquired(fetch(client, "g", "m2", 0, tid))
+        assert got == [(3, 4, 2)]
