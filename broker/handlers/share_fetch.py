@@ -93,8 +93,8 @@ async def handle_share_fetch(ctx, req) -> dict:
 
     if outcome.ended is not None:
         # Session closed (-1) or replaced (a new epoch 0): the member's records go back to the others at once.
-        ended_keys = [(group, tid, p) for tid, p in outcome.ended.partitions]
-        await mgr.release_member(group, member, ended_keys)
+        # Every partition of the group, not just the session's: a forgotten partition may still hold locks.
+        await mgr.release_member(group, member)
 
     renew_only = version >= 2 and req.get("is_renew_ack", False)
     if epoch != FINAL_EPOCH and not renew_only:
@@ -124,7 +124,13 @@ async def _fetch(ctx, req, group: str, member: str, tps: list[tuple[uuid.UUID, i
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(req.max_wait_ms, 0) / 1000
     start = 0
+    min_bytes = max(req.min_bytes, 1)
     while True:
+        left = deadline - loop.time()
+        # MinBytes: wait without acquiring (acquired records would sit locked) until enough is there.
+        short = left > 0 and sum(mgr.available_bytes(sp, min_bytes) for sp in partitions) < min_bytes
+        if short and await mgr.wait(partitions, left):
+            continue
         total_bytes = 0
         remaining_records = max_records
         remaining_bytes = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
@@ -146,7 +152,6 @@ async def _fetch(ctx, req, group: str, member: str, tps: list[tuple[uuid.UUID, i
             remaining_bytes -= len(got.records)
             remaining_records -= sum(r.last_offset - r.first_offset + 1 for r in got.ranges)
         if total_bytes > 0:
-            # Acquired records are locked now: answer with them rather than hold them for MinBytes.
             return
         left = deadline - loop.time()
         if left <= 0 or not await mgr.wait(partitions, left):
@@ -171,7 +176,7 @@ async def handle_share_acknowledge(ctx, req) -> dict:
                           "current_leader": _leader(ctx)})
         responses.append({"topic_id": t.topic_id, "partitions": parts})
     if outcome.ended is not None:
-        await mgr.release_member(group, member, [(group, tid, p) for tid, p in outcome.ended.partitions])
+        await mgr.release_member(group, member)
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
             "acquisition_lock_timeout_ms": mgr.lock_duration_ms(group), "responses": responses,
             "node_endpoints": []}

@@ -222,6 +222,26 @@ class SharePartitionManager:
         self._timer_kick.set()
         return Acquired(ranges, self._read_ranges(plog, ranges, max_bytes))
 
+    def available_bytes(self, sp: SharePartition, enough: int) -> int:
+        """Bytes acquirable now, counted up to `enough` (MinBytes); released records count as enough."""
+        inflight = sp.inflight
+        if inflight.available_count:
+            return enough
+        if inflight.in_flight_count >= inflight.max_in_flight_records:
+            return 0
+        try:
+            _, plog = self.resolve(sp.key[1], sp.key[2])
+        except ShareError:
+            return 0
+        total = 0
+        if inflight.end_offset < plog.log_end_offset:
+            for header in plog.iter_batch_headers(inflight.end_offset):
+                if header.last_offset >= inflight.end_offset and not header.is_control:
+                    total += header.size
+                    if total >= enough:
+                        break
+        return total
+
     def _new_batches(self, inflight: ShareInFlight, plog: Any, max_records: int, max_bytes: int,
                      min_one: bool, strict: bool) -> list[tuple[int, int]]:
         """Batch boundaries from SPEO: whole data batches up to the record and byte budgets. Control batches

@@ -209,3 +209,26 @@ def test_member_leaving_the_group_releases_its_records(broker):
         while not got and time.monotonic() < end:
             got = acquired(fetch(client, "g", "m2", 0, tid))
         assert got == [(3, 4, 2)]
+
+
+def test_min_bytes_waits_without_acquiring(broker):
+    client, tid = setup(broker, "sf-minbytes")
+    with client, RawClient(broker.port) as producer:
+        assert fetch(client, "g", "m1", 0, tid).error_code == 0
+        produce(producer, "sf-minbytes", batch(1))
+        body = {"group_id": "g", "member_id": "m1", "share_session_epoch": 1, "max_wait_ms": 5000,
+                "min_bytes": 10_000, "max_bytes": 1 << 20, "max_records": 500, "batch_size": 500,
+                "topics": [], "forgotten_topics_data": []}
+        timer = threading.Timer(0.5, lambda: produce(producer, "sf-minbytes", batch(2000)))
+        timer.start()
+        t0 = time.monotonic()
+        resp = client.call(SHARE_FETCH, 1, body)
+        timer.join()
+        # The first (small) batch did not satisfy MinBytes: the answer came with the second one, both acquired.
+        assert 0.4 < time.monotonic() - t0 < 4
+        assert acquired(resp) == [(0, 2000, 1)]
+        # Nothing there: MaxWaitMs passes and the answer is empty.
+        body["share_session_epoch"], body["max_wait_ms"] = 2, 300
+        t0 = time.monotonic()
+        assert acquired(client.call(SHARE_FETCH, 1, body)) == []
+        assert time.monotonic() - t0 >= 0.25
