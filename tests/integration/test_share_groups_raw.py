@@ -240,3 +240,42 @@ def test_apis_are_advertised(broker):
     assert versions[HEARTBEAT] == (1, 1) and versions[DESCRIBE] == (1, 1)
     for key in (INITIALIZE, READ, WRITE, DELETE, SUMMARY):
         assert key in versions
+
+
+def test_topic_deletion_is_forgotten_by_the_group_and_the_share_state(broker_factory):
+    from confluent_kafka.admin import AdminClient
+
+    broker = broker_factory(FAST)
+    create_topic(broker.bootstrap, "sg-del", partitions=2)
+    with RawClient(broker.port) as c:
+        tid = topic_id(c, "sg-del")
+        epoch, _ = join_until_assigned(c, "g6", "m", "sg-del", 2)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.delete_topics(["sg-del"])["sg-del"].result(30)
+        end = time.monotonic() + 10
+        while True:  # the next heartbeat sees the metadata change and drops the assignment
+            r = heartbeat(c, "g6", "m", epoch)
+            assert r.error_code == 0
+            epoch = r.member_epoch
+            if r.assignment is not None and assigned(r) == {}:
+                break
+            assert time.monotonic() < end
+            time.sleep(0.05)
+    broker.restart()
+    with RawClient(broker.port) as c:
+        [m] = describe(c, "g6").groups[0].members
+        assert m.assignment.topic_partitions == []
+        # Re-created under the same name the topic has a new id: fresh share-partitions are initialized.
+    create_topic(broker.bootstrap, "sg-del", partitions=1)
+    with RawClient(broker.port) as c:
+        new_tid = topic_id(c, "sg-del")
+        assert new_tid != tid
+        end = time.monotonic() + 10
+        while True:
+            r = heartbeat(c, "g6", "m", epoch, ["sg-del"])
+            assert r.error_code == 0
+            epoch = r.member_epoch
+            if assigned(r) == {new_tid: [0]}:
+                break
+            assert time.monotonic() < end
+            time.sleep(0.05)
