@@ -277,24 +277,27 @@ class SharePartitionManager:
 
     @staticmethod
     def _read_ranges(plog: Any, ranges: Sequence, max_bytes: int) -> bytes:
-        """Whole batches covering the acquired ranges, each batch once, in offset order."""
+        """The whole batches overlapping the acquired ranges, each once, in offset order; nothing else (a
+        log read returns following batches too: they are cut off so unacquired records are not shipped)."""
         from protocol.records import iter_batches
 
-        chunks: list[bytes] = []
+        chunks: list[memoryview] = []
         covered = -1  # last offset already served
         for r in sorted(ranges, key=lambda r: r.first_offset):
             pos = max(r.first_offset, covered + 1)
             while pos <= r.last_offset:
                 # Released records may be re-served beyond max_bytes: they are bounded by max records.
-                data = plog.read(pos, max(max_bytes, 1), min_one_batch=True).data
-                if not data:
+                data = memoryview(plog.read(pos, max(max_bytes, 1), min_one_batch=True).data)
+                cut = 0
+                for at, header in iter_batches(data):
+                    if header.base_offset > r.last_offset:
+                        break
+                    cut = at + header.size
+                    covered = header.last_offset
+                if cut == 0:
                     break
-                end = pos - 1
-                for _, header in iter_batches(data):
-                    end = header.last_offset
-                chunks.append(bytes(data))
-                covered = end
-                pos = end + 1
+                chunks.append(data[:cut])
+                pos = covered + 1
         return b"".join(chunks)
 
     # --- acknowledge / release ---------------------------------------------------------------------------------

@@ -1,0 +1,114 @@
+"""SharePartitionManager against a real PartitionLog and the sans-IO share coordinator (no sockets)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from types import SimpleNamespace
+
+from broker.log.partition_log import PartitionLog
+from broker.share.inflight import ACK_ACCEPT, ACK_RELEASE
+from broker.share.manager import SharePartitionManager
+from protocol.records import Record, build_batch, iter_batches
+
+TOPIC_ID = uuid.uuid4()
+CONFIG = {"group.share.max.share.sessions": 10, "group.share.partition.max.record.locks": 2000,
+          "group.share.delivery.count.limit": 5, "group.share.record.lock.duration.ms": 30_000}
+
+
+class MemoryState:
+    """In-memory stand-in for broker.share_state: the last written start offset and batches per key."""
+
+    def __init__(self) -> None:
+        self.writes: list[tuple] = []
+        self.state: dict[tuple, SimpleNamespace] = {}
+
+    async def read_state(self, group, topic_id, partition):
+        state = self.state.get((group, topic_id, partition))
+        return SimpleNamespace(error_code=0, state=state)
+
+    async def initialize(self, group, topic_id, partition, state_epoch, start_offset):
+        self.state[(group, topic_id, partition)] = SimpleNamespace(
+            state_epoch=state_epoch, start_offset=start_offset, state_batches=[])
+        return SimpleNamespace(error_code=0)
+
+    async def write_state(self, group, topic_id, partition, state_epoch, leader_epoch, start_offset, batches):
+        self.writes.append((start_offset, list(batches)))
+        s = self.state[(group, topic_id, partition)]
+        s.start_offset = start_offset
+        return SimpleNamespace(error_code=0)
+
+
+def make(tmp_path, store=None):
+    plog = PartitionLog(tmp_path / "t-0")
+    info = SimpleNamespace(name="t", topic_id=TOPIC_ID, num_partitions=1)
+    broker = SimpleNamespace(
+        config=SimpleNamespace(get=CONFIG.__getitem__),
+        topics=SimpleNamespace(registry=SimpleNamespace(by_id=lambda tid: info if tid == TOPIC_ID else None),
+                               log=lambda name, p: plog),
+        share_state=store,
+        configs=SimpleNamespace(group_config=lambda g: {"share.auto.offset.reset": "earliest"}),
+    )
+    return SharePartitionManager(broker), plog
+
+
+def test_control_batches_are_archived_as_gaps_and_only_acquired_batches_are_served(tmp_path):
+    async def run():
+        store = MemoryState()
+        mgr, plog = make(tmp_path, store)
+        plog.append(build_batch([Record(value=b"a%d" % i) for i in range(3)]))  # 0-2
+        plog.append(build_batch([Record(value=b"")], control=True, transactional=True, producer_id=1))  # 3
+        plog.append(build_batch([Record(value=b"b%d" % i) for i in range(2)]))  # 4-5
+        sp = await mgr.partition("g", TOPIC_ID, 0)
+        first = mgr.acquire(sp, "m", 100, 1 << 20, min_one=True)
+        assert [(r.first_offset, r.last_offset) for r in first.ranges] == [(0, 2)]
+        assert [h.base_offset for _, h in iter_batches(first.records)] == [0]
+        second = mgr.acquire(sp, "m", 100, 1 << 20, min_one=True)
+        assert [(r.first_offset, r.last_offset) for r in second.ranges] == [(4, 5)]
+        assert [h.base_offset for _, h in iter_batches(second.records)] == [4]
+        assert await mgr.acknowledge(sp, "m", [(0, 2, [ACK_ACCEPT])]) == 0
+        assert sp.inflight.start_offset == 4  # the archived marker does not hold SPSO back
+        assert store.state[("g", TOPIC_ID, 0)].start_offset == 4
+
+    asyncio.run(run())
+
+
+def test_released_records_are_served_again_and_state_is_written_before_the_answer(tmp_path):
+    async def run():
+        store = MemoryState()
+        mgr, plog = make(tmp_path, store)
+        for _ in range(3):
+            plog.append(build_batch([Record(value=b"x")] * 10))
+        sp = await mgr.partition("g", TOPIC_ID, 0)
+        got = mgr.acquire(sp, "m", 30, 1 << 20, min_one=True)
+        assert [(r.first_offset, r.last_offset, r.delivery_count) for r in got.ranges] == [(0, 29, 1)]
+        writes = len(store.writes)
+        assert await mgr.acknowledge(sp, "m", [(0, 9, [ACK_ACCEPT]), (10, 19, [ACK_RELEASE])]) == 0
+        assert len(store.writes) == writes + 1  # durable before acknowledge() returned
+        again = mgr.acquire(sp, "n", 30, 1 << 20, min_one=True)
+        assert [(r.first_offset, r.last_offset, r.delivery_count) for r in again.ranges] == [(10, 19, 2)]
+        assert [h.base_offset for _, h in iter_batches(again.records)] == [10]
+        # The member that still holds 20-29 leaves: they are available at once.
+        assert await mgr.release_member("g", "m") == 10
+        last = mgr.acquire(sp, "n", 30, 1 << 20, min_one=True)
+        assert [(r.first_offset, r.last_offset, r.delivery_count) for r in last.ranges] == [(20, 29, 2)]
+
+    asyncio.run(run())
+
+
+def test_loaded_state_resumes_after_a_restart(tmp_path):
+    async def run():
+        store = MemoryState()
+        mgr, plog = make(tmp_path, store)
+        plog.append(build_batch([Record(value=b"x")] * 5))
+        sp = await mgr.partition("g", TOPIC_ID, 0)
+        mgr.acquire(sp, "m", 5, 1 << 20, min_one=True)
+        assert await mgr.acknowledge(sp, "m", [(0, 1, [ACK_ACCEPT])]) == 0
+        plog.close()
+        # A new manager (a restarted broker) reads SPSO 2 back; 2-4 were never acknowledged.
+        mgr2, _ = make(tmp_path, store)
+        sp2 = await mgr2.partition("g", TOPIC_ID, 0)
+        got = mgr2.acquire(sp2, "m", 10, 1 << 20, min_one=True)
+        assert [(r.first_offset, r.last_offset) for r in got.ranges] == [(2, 4)]
+
+    asyncio.run(run())
