@@ -232,3 +232,32 @@ def test_min_bytes_waits_without_acquiring(broker):
         t0 = time.monotonic()
         assert acquired(client.call(SHARE_FETCH, 1, body)) == []
         assert time.monotonic() - t0 >= 0.25
+
+
+def test_v2_record_limit_mode_and_renew(broker_factory):
+    broker = broker_factory({"group.share.record.lock.duration.ms": "1000",
+                             "group.share.min.record.lock.duration.ms": "1000"})
+    client, tid = setup(broker, "sf-v2")
+    with client:
+        assert fetch(client, "g", "m1", 0, tid, version=2).error_code == 0
+        produce(client, "sf-v2", batch(10))
+        body = {"group_id": "g", "member_id": "m1", "share_session_epoch": 1, "max_wait_ms": 0, "min_bytes": 1,
+                "max_bytes": 1 << 20, "max_records": 3, "batch_size": 3, "share_acquire_mode": 1,
+                "topics": [{"topic_id": tid, "partitions": [{"partition_index": 0}]}], "forgotten_topics_data": []}
+        resp = client.call(SHARE_FETCH, 2, body)
+        assert acquired(resp) == [(0, 2, 1)]  # record_limit: exactly MaxRecords, inside one log batch
+        # Renew the lock twice over 1.6 s (lock 1 s): the records stay with m1.
+        for epoch in (2, 3):
+            time.sleep(0.8)
+            ack = client.call(SHARE_ACK, 2, {"group_id": "g", "member_id": "m1", "share_session_epoch": epoch,
+                                             "is_renew_ack": True, "topics": [{"topic_id": tid, "partitions": [
+                                                 {"partition_index": 0, "acknowledgement_batches": [
+                                                     {"first_offset": 0, "last_offset": 2,
+                                                      "acknowledge_types": [4]}]}]}]})
+            assert ack.error_code == 0 and part(ack).error_code == 0
+            assert ack.acquisition_lock_timeout_ms == 1000
+        resp = acknowledge(client, "g", "m1", 4, tid, {0: [(0, 2, ACCEPT)]})
+        assert part(resp).error_code == 0
+        # Renew (type 4) is not a v1 acknowledge type.
+        resp = fetch(client, "g", "m1", 5, tid, acks={0: [(3, 3, 4)]})
+        assert part(resp).acknowledge_error_code == ErrorCode.INVALID_REQUEST
