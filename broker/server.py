@@ -71,6 +71,11 @@ class KafkaConnection(asyncio.Protocol):
         self._pending.clear()
         self._buf = bytearray()
         log.debug("connection closed", conn=self.info.id, peer=self.info.peer, error=str(exc) if exc else None)
+        for listener in list(self._server.close_listeners):
+            try:
+                listener(self.info)
+            except Exception:  # noqa: BLE001 - one listener's failure must not skip the others
+                log.exception("connection close listener failed", conn=self.info.id)
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -211,6 +216,8 @@ class Server:
         self.max_inflight = max_inflight
         self.backlog = backlog
         self.connections: set[KafkaConnection] = set()
+        # fn(ConnectionInfo) after a connection closed (share sessions are tied to their connection).
+        self.close_listeners: list[Callable[[ConnectionInfo], None]] = []
         self._servers: list[asyncio.AbstractServer] = []
         self.bound: list[tuple[str, str, int]] = []  # (listener name, host, port) after start()
 

@@ -75,6 +75,10 @@ async def handle_share_fetch(ctx, req) -> dict:
     if outcome.error != ErrorCode.NONE:
         return _top_error(outcome.error, outcome.message)
     session = outcome.session
+    if epoch == FINAL_EPOCH:
+        mgr.session_closed(group, member)
+    elif epoch == 0:
+        mgr.session_opened(group, member, ctx.connection.id)
     lock_ms = mgr.lock_duration_ms(group)
 
     results: dict[tuple[uuid.UUID, int], dict[str, Any]] = {}
@@ -167,6 +171,8 @@ async def handle_share_acknowledge(ctx, req) -> dict:
     outcome = mgr.sessions.acknowledge(group, member, epoch)
     if outcome.error != ErrorCode.NONE:
         return _top_error(outcome.error, outcome.message)
+    if epoch == FINAL_EPOCH:
+        mgr.session_closed(group, member)
     responses = []
     for t in req.topics:
         parts = []

@@ -60,6 +60,10 @@ class SharePartitionManager:
         self._partitions: dict[PartitionKey, SharePartition] = {}
         self._loading: dict[PartitionKey, asyncio.Future] = {}
         self._timer_kick = asyncio.Event()
+        # Share sessions live on the connection that opened them (as in Kafka): (group, member) -> connection id.
+        self._session_conn: dict[tuple[str, str], int] = {}
+        self._releases: set[asyncio.Task] = set()
+        self._closed = False
         configs = getattr(broker, "configs", None)
         # group id -> effective group configs (share.auto.offset.reset, share.record.lock.duration.ms, ...).
         self.group_configs: Callable[[str], dict[str, str]] = (
@@ -74,6 +78,9 @@ class SharePartitionManager:
         if groups is not None and hasattr(groups, "add_member_removed_listener"):
             groups.add_member_removed_listener(self.on_member_removed)
         self._broker.spawn(self._expiry_loop(), "share-lock-expiry")
+        server = getattr(self._broker, "server", None)
+        if server is not None and hasattr(server, "close_listeners"):
+            server.close_listeners.append(self.on_connection_closed)
 
     # --- configuration -----------------------------------------------------------------------------------------
     def lock_duration_ms(self, group: str) -> int:
@@ -323,10 +330,43 @@ class SharePartitionManager:
                 self._wake(sp)
         return released
 
+    def session_opened(self, group: str, member: str, connection_id: int) -> None:
+        self._session_conn[(group, member)] = connection_id
+
+    def session_closed(self, group: str, member: str) -> None:
+        self._session_conn.pop((group, member), None)
+
+    def on_connection_closed(self, info: Any) -> None:
+        """A client connection went away (crash, network): its share sessions end and their records are
+        released at once rather than when the locks expire."""
+        gone = [key for key, conn in self._session_conn.items() if conn == info.id]
+        for group, member in gone:
+            del self._session_conn[(group, member)]
+            self.sessions.remove_member(group, member)
+            self._release_soon(group, member)
+
     def on_member_removed(self, group_id: str, member_id: str) -> None:
         """share_groups listener: the member left or its session timed out."""
         self.sessions.remove_member(group_id, member_id)
-        self._broker.spawn(self.release_member(group_id, member_id), "share-release-member")
+        self.session_closed(group_id, member_id)
+        self._release_soon(group_id, member_id)
+
+    def _release_soon(self, group: str, member: str) -> None:
+        if self._closed:
+            return
+        task = asyncio.get_running_loop().create_task(self.release_member(group, member))
+        self._releases.add(task)
+        task.add_done_callback(self._release_done)
+
+    def _release_done(self, task: asyncio.Task) -> None:
+        self._releases.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("share release failed", exc_info=task.exception())
+
+    async def close(self) -> None:
+        self._closed = True
+        for task in list(self._releases):
+            task.cancel()
 
     # --- waiting -----------------------------------------------------------------------------------------------
     def _wake(self, sp: SharePartition) -> None:

@@ -261,3 +261,19 @@ def test_v2_record_limit_mode_and_renew(broker_factory):
         # Renew (type 4) is not a v1 acknowledge type.
         resp = fetch(client, "g", "m1", 5, tid, acks={0: [(3, 3, 4)]})
         assert part(resp).acknowledge_error_code == ErrorCode.INVALID_REQUEST
+
+
+def test_connection_close_ends_the_session_and_releases(broker):
+    client, tid = setup(broker, "sf-conn")
+    with client:
+        with RawClient(broker.port) as first:
+            assert fetch(first, "g", "m1", 0, tid).error_code == 0
+            produce(client, "sf-conn", batch(3))
+            assert acquired(fetch(first, "g", "m1", 1, tid)) == [(0, 2, 1)]
+        # The connection that held m1's session is gone (a crashed client): its records are free at once.
+        end = time.monotonic() + 5
+        got = []
+        while not got and time.monotonic() < end:
+            got = acquired(fetch(client, "g", "m2", 0, tid))
+        assert got == [(0, 2, 2)]
+        assert fetch(client, "g", "m1", 2, tid).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
