@@ -95,9 +95,10 @@ async def handle_share_fetch(ctx, req) -> dict:
         e = entry(tp)
         e["acknowledge_error_code"], e["acknowledge_error_message"] = int(code), message
 
-    if outcome.ended is not None:
-        # Session closed (-1) or replaced (a new epoch 0): the member's records go back to the others at once.
-        # Every partition of the group, not just the session's: a forgotten partition may still hold locks.
+    if epoch == FINAL_EPOCH:
+        # Session closed: the member's records go back to the others at once, in every partition of the group
+        # (a forgotten partition may still hold locks). A session re-opened with epoch 0 keeps them, as in Kafka
+        # (the member may still acknowledge what it holds).
         await mgr.release_member(group, member)
 
     renew_only = version >= 2 and req.get("is_renew_ack", False)

@@ -277,3 +277,14 @@ def test_connection_close_ends_the_session_and_releases(broker):
             got = acquired(fetch(client, "g", "m2", 0, tid))
         assert got == [(0, 2, 2)]
         assert fetch(client, "g", "m1", 2, tid).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+
+
+def test_reopened_session_keeps_the_members_records(broker):
+    client, tid = setup(broker, "sf-reopen")
+    with client:
+        assert fetch(client, "g", "m1", 0, tid).error_code == 0
+        produce(client, "sf-reopen", batch(3))
+        assert acquired(fetch(client, "g", "m1", 1, tid)) == [(0, 2, 1)]
+        assert fetch(client, "g", "m1", 0, tid).error_code == 0  # re-open (e.g. after an epoch error)
+        resp = fetch(client, "g", "m1", 1, tid, acks={0: [(0, 2, ACCEPT)]})
+        assert part(resp).acknowledge_error_code == 0
