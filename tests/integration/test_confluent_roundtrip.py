@@ -15,8 +15,11 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | 
     futures[name].result(timeout=30)
 
 
-def produce_all(bootstrap: str, topic: str, values: list[bytes], **conf) -> list[tuple[int, int]]:
-    """Produce with acks=all and idempotence; return (partition, offset) of every delivered record."""
+def produce_all(bootstrap: str, topic: str, values: list[bytes], partition: int | None = 0,
+                **conf) -> list[tuple[int, int]]:
+    """Produce with acks=all and idempotence; return (partition, offset) of every delivered record.
+
+    `partition=None` lets the client's partitioner spread the records (keyed by their index)."""
     delivered: list[tuple[int, int]] = []
     errors: list[object] = []
 
@@ -38,7 +41,8 @@ def produce_all(bootstrap: str, topic: str, values: list[bytes], **conf) -> list
     for i, value in enumerate(values):
         while True:
             try:
-                producer.produce(topic, key=str(i).encode(), value=value, partition=0, on_delivery=on_delivery)
+                extra = {} if partition is None else {"partition": partition}
+                producer.produce(topic, key=str(i).encode(), value=value, on_delivery=on_delivery, **extra)
                 break
             except BufferError:
                 producer.poll(0.1)

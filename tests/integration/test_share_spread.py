@@ -1,0 +1,46 @@
+"""More share consumers than partitions: every consumer gets records, none twice (KIP-932 partition sharing)."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+import pytest
+
+from tests.integration.test_confluent_roundtrip import create_topic, produce_all
+from tests.integration.test_share_consumer import consumer, earliest, messages
+
+pytestmark = pytest.mark.integration
+
+
+def test_more_consumers_than_partitions_all_receive_records(broker):
+    n = 20_000
+    create_topic(broker.bootstrap, "spread", partitions=2)
+    earliest(broker, "g-spread")
+    # Small batches so each partition has many batches for its sharing consumers to take turns on.
+    delivered = produce_all(broker.bootstrap, "spread", [f"s{i}".encode() for i in range(n)], partition=None,
+                            **{"batch.size": 2000})
+    assert {p for p, _ in delivered} == {0, 1}
+    consumers = [consumer(broker, "g-spread", "spread") for _ in range(4)]
+    seen: list[list[tuple[int, int]]] = [[] for _ in consumers]
+    done = threading.Event()
+
+    def run(i: int) -> None:
+        while not done.is_set():
+            seen[i].extend((m.partition(), m.offset()) for m in messages(consumers[i], 0.3))
+            if sum(len(s) for s in seen) >= n:
+                done.set()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(consumers))]
+    for t in threads:
+        t.start()
+    done.wait(90)
+    done.set()
+    for t in threads:
+        t.join(30)
+    for c in consumers:
+        c.close()
+    every = [k for s in seen for k in s]
+    assert not [k for k, cnt in Counter(every).items() if cnt > 1]
+    assert set(every) == set(delivered)
+    assert all(seen), f"a consumer got nothing: {[len(s) for s in seen]}"
