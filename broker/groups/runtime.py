@@ -175,7 +175,11 @@ class ShareGroupsRuntime:
             ok, failed = [], []
             for p in sorted(partitions):
                 code = ErrorCode.UNKNOWN_SERVER_ERROR
-                if store is not None:
+                if store is not None and store.has_state(init.group_id, tid, p):
+                    # Already there (the share-partition leader initialized it on first use, or our earlier
+                    # attempt succeeded but its metadata record was lost): re-initializing would wipe progress.
+                    code = ErrorCode.NONE
+                elif store is not None:
                     try:
                         result = await store.initialize(init.group_id, tid, p, init.state_epoch, -1)
                         code = ErrorCode(result.error_code)

@@ -11,6 +11,7 @@ In-process API (all async, durable before return):
     write_state(group, topic_id, partition, state_epoch, leader_epoch, start_offset, batches,
                 delivery_complete_count=-1) -> OpResult
     delete_state(group, topic_id, partition) -> OpResult
+    has_state(group, topic_id, partition) -> bool  (sync)
     read_state_summary(group, topic_id, partition) -> (ErrorCode, Summary | None, message)
 """
 
@@ -98,6 +99,10 @@ class ShareStateRuntime:
         return ErrorCode.NONE
 
     # --- in-process API ----------------------------------------------------------------------------------------
+    def has_state(self, group_id: str, topic_id: UUID, partition: int) -> bool:
+        """True if the share-partition already has durable-or-pending state (initialized by someone)."""
+        return self.coordinator.state(SharePartitionKey(group_id, topic_id, partition)) is not None
+
     async def initialize(self, group_id: str, topic_id: UUID, partition: int, state_epoch: int,
                          start_offset: int = -1) -> OpResult:
         r = self.coordinator.initialize(group_id, topic_id, partition, state_epoch, start_offset)

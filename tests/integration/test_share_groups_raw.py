@@ -279,3 +279,16 @@ def test_topic_deletion_is_forgotten_by_the_group_and_the_share_state(broker_fac
                 break
             assert time.monotonic() < end
             time.sleep(0.05)
+
+
+def test_group_initialization_keeps_state_written_before_the_group_assigned_it(broker_factory):
+    broker = broker_factory(FAST)
+    create_topic(broker.bootstrap, "sg-keep")
+    with RawClient(broker.port) as c:
+        tid = topic_id(c, "sg-keep")
+        # The share-partition leader may initialize and write before the group coordinator gets to it.
+        assert initialize(c, "g7", tid, 0, 0, 5).error_code == 0
+        assert write(c, "g7", tid, 0, 0, 0, 7, [(7, 8, 2, 1)]).error_code == 0
+        join_until_assigned(c, "g7", "m", "sg-keep", 1)
+        r = read(c, "g7", tid, 0)
+        assert (r.error_code, r.start_offset, batches(r)) == (0, 7, [(7, 8, 2, 1)])
