@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 
 import pytest
@@ -17,10 +18,6 @@ def test_more_consumers_than_partitions_all_receive_records(broker):
     n = 20_000
     create_topic(broker.bootstrap, "spread", partitions=2)
     earliest(broker, "g-spread")
-    # Small batches so each partition has many batches for its sharing consumers to take turns on.
-    delivered = produce_all(broker.bootstrap, "spread", [f"s{i}".encode() for i in range(n)], partition=None,
-                            **{"batch.size": 2000})
-    assert {p for p, _ in delivered} == {0, 1}
     consumers = [consumer(broker, "g-spread", "spread") for _ in range(4)]
     seen: list[list[tuple[int, int]]] = [[] for _ in consumers]
     done = threading.Event()
@@ -34,6 +31,15 @@ def test_more_consumers_than_partitions_all_receive_records(broker):
     threads = [threading.Thread(target=run, args=(i,)) for i in range(len(consumers))]
     for t in threads:
         t.start()
+    # Let every member get its assignment (the second heartbeat, 5 s in), then produce in rounds with small
+    # batches, so each shared partition keeps offering batches while all of its members are fetching.
+    time.sleep(6)
+    delivered: list[tuple[int, int]] = []
+    for start in range(0, n, n // 10):
+        delivered += produce_all(broker.bootstrap, "spread", [f"s{i}".encode() for i in range(start, start + n // 10)],
+                                 partition=None, **{"batch.size": 2000})
+        time.sleep(0.2)
+    assert {p for p, _ in delivered} == {0, 1}
     done.wait(90)
     done.set()
     for t in threads:
