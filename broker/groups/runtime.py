@@ -35,6 +35,8 @@ log = structlog.get_logger(__name__)
 
 TOPIC = "__consumer_offsets"
 MemberRemovedListener = Callable[[str, str], Any]
+# How long a heartbeat waits for its group's share-partition initialization before answering without it.
+INIT_WAIT_S = 2.0
 
 
 def group_partition(group_id: str, num_partitions: int) -> int:
@@ -65,6 +67,7 @@ class ShareGroupsRuntime:
         self.loaded = False
         self._listeners: list[MemberRemovedListener] = []
         self._kick = asyncio.Event()
+        self._init_tasks: dict[str, set[asyncio.Task]] = {}  # group id -> InitializeShareGroupState in flight
         self.enabled = bool(config.get("group.share.enable"))
 
     def _topic_info(self, name: str) -> tuple[UUID, int] | None:
@@ -146,7 +149,31 @@ class ShareGroupsRuntime:
                     "error_message": "The group coordinator could not write the group's records."}
         self._kick.set()  # a new session deadline may be the earliest one
         self._after(res)
-        return res.response or {"error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR)}
+        response = res.response or {"error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR)}
+        if self._init_tasks.get(gid) and response.get("error_code") == 0 and response.get("member_epoch", 0) > 0:
+            response = await self._after_initialization(request, response, client_id, client_host)
+        return response
+
+    async def _after_initialization(self, request: Mapping[str, Any], response: dict, client_id: str,
+                                    client_host: str) -> dict:
+        """Share-partitions of the group are being initialized: wait (briefly) for that and heartbeat once more
+        on the member's behalf, so it gets them now rather than a heartbeat interval later (Kafka answers
+        first and assigns on the next heartbeat; the result is the same, only sooner)."""
+        gid = request["group_id"]
+        await asyncio.wait(list(self._init_tasks.get(gid, ())), timeout=INIT_WAIT_S)
+        follow = self.coordinator.heartbeat(
+            {"group_id": gid, "member_id": request["member_id"], "member_epoch": response["member_epoch"],
+             "rack_id": None, "subscribed_topic_names": None},
+            self._clock(), client_id=client_id, client_host=client_host)
+        if not follow.response or follow.response.get("error_code") != 0:
+            return response
+        if not await self._write(follow.records, [gid]):
+            return response  # the first answer is still true of what is durable
+        self._after(follow)
+        merged = {**response, **follow.response}
+        if follow.response.get("assignment") is None:
+            merged["assignment"] = response.get("assignment")
+        return merged
 
     async def describe(self, group_ids: Sequence[str]) -> list[dict[str, Any]]:
         if not self.loaded:
@@ -165,7 +192,17 @@ class ShareGroupsRuntime:
                 except Exception:  # noqa: BLE001 - one listener must not stop the others
                     log.exception("member-removed listener failed", group=removed.group_id)
         for init in res.initialize:
-            self._broker.spawn(self._initialize(init), "share-group-initialize")
+            task = self._broker.spawn(self._initialize(init), "share-group-initialize")
+            tasks = self._init_tasks.setdefault(init.group_id, set())
+            tasks.add(task)
+            task.add_done_callback(lambda t, g=init.group_id: self._init_done(g, t))
+
+    def _init_done(self, group_id: str, task: asyncio.Task) -> None:
+        tasks = self._init_tasks.get(group_id)
+        if tasks is not None:
+            tasks.discard(task)
+            if not tasks:
+                del self._init_tasks[group_id]
 
     async def _initialize(self, init: InitializeRequest) -> None:
         """InitializeShareGroupState in-process; the partitions become assignable once this is durable."""

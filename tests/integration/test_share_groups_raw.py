@@ -292,3 +292,16 @@ def test_group_initialization_keeps_state_written_before_the_group_assigned_it(b
         join_until_assigned(c, "g7", "m", "sg-keep", 1)
         r = read(c, "g7", tid, 0)
         assert (r.error_code, r.start_offset, batches(r)) == (0, 7, [(7, 8, 2, 1)])
+
+
+def test_first_heartbeat_waits_for_initialization_and_carries_the_assignment(broker):
+    create_topic(broker.bootstrap, "sg-first", partitions=2)
+    with RawClient(broker.port) as c:
+        tid = topic_id(c, "sg-first")
+        r = heartbeat(c, "g8", "m1", 0, ["sg-first"])
+        assert r.error_code == 0 and assigned(r) == {tid: [0, 1]}
+        d = describe(c, "g8").groups[0]
+        assert [(m.member_id, m.member_epoch) for m in d.members] == [("m1", r.member_epoch)]
+        # The member's next heartbeat with the epoch it was given is accepted and changes nothing.
+        again = heartbeat(c, "g8", "m1", r.member_epoch)
+        assert (again.error_code, again.member_epoch, again.assignment) == (0, r.member_epoch, None)
