@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from broker.cluster.topic_config import DEFAULT_CONFIG, INT, STRING, ConfigEntry
+from broker.cluster.topic_config import DEFAULT_CONFIG, INT, INT_MAX, STRING, ConfigEntry, int_range, one_of
 
 GROUP_RESOURCE = 32
 DYNAMIC_GROUP_CONFIG = 8  # ConfigSource for a group override
@@ -38,22 +38,6 @@ def _auto_offset_reset(value: str) -> None:
     raise ValueError("value must be latest, earliest or by_duration:<ISO-8601 duration>")
 
 
-def _int_at_least(lo: int) -> Callable[[str], None]:
-    def check(value: str) -> None:
-        if int(value) < lo:
-            raise ValueError(f"value must be at least {lo}")
-
-    return check
-
-
-def _one_of(*choices: str) -> Callable[[str], None]:
-    def check(value: str) -> None:
-        if value not in choices:
-            raise ValueError(f"value must be one of {', '.join(choices)}")
-
-    return check
-
-
 @dataclass(frozen=True)
 class GroupConfigDef:
     name: str
@@ -64,16 +48,16 @@ class GroupConfigDef:
 
 
 _DEFS = [
-    GroupConfigDef("consumer.session.timeout.ms", INT, "45000", "group.consumer.session.timeout.ms", _int_at_least(1)),
+    GroupConfigDef("consumer.session.timeout.ms", INT, "45000", "group.consumer.session.timeout.ms", int_range(1, INT_MAX)),
     GroupConfigDef("consumer.heartbeat.interval.ms", INT, "5000", "group.consumer.heartbeat.interval.ms",
-                   _int_at_least(1)),
-    GroupConfigDef("share.session.timeout.ms", INT, "45000", "group.share.session.timeout.ms", _int_at_least(1)),
-    GroupConfigDef("share.heartbeat.interval.ms", INT, "5000", "group.share.heartbeat.interval.ms", _int_at_least(1)),
+                   int_range(1, INT_MAX)),
+    GroupConfigDef("share.session.timeout.ms", INT, "45000", "group.share.session.timeout.ms", int_range(1, INT_MAX)),
+    GroupConfigDef("share.heartbeat.interval.ms", INT, "5000", "group.share.heartbeat.interval.ms", int_range(1, INT_MAX)),
     GroupConfigDef("share.record.lock.duration.ms", INT, "30000", "group.share.record.lock.duration.ms",
-                   _int_at_least(1000)),
+                   int_range(1000, INT_MAX)),
     GroupConfigDef("share.auto.offset.reset", STRING, "latest", None, _auto_offset_reset),
     GroupConfigDef("share.isolation.level", STRING, "read_uncommitted", None,
-                   _one_of("read_uncommitted", "read_committed")),
+                   one_of("read_uncommitted", "read_committed")),
 ]
 GROUP_CONFIGS: dict[str, GroupConfigDef] = {d.name: d for d in _DEFS}
 

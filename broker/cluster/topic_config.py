@@ -46,7 +46,7 @@ class ConfigEntry:
     documentation: str | None = None
 
 
-def _int_range(lo: int, hi: int) -> Callable[[str], None]:
+def int_range(lo: int, hi: int) -> Callable[[str], None]:
     def check(value: str) -> None:
         number = int(value)
         if not lo <= number <= hi:
@@ -55,7 +55,7 @@ def _int_range(lo: int, hi: int) -> Callable[[str], None]:
     return check
 
 
-def _one_of(*choices: str) -> Callable[[str], None]:
+def one_of(*choices: str) -> Callable[[str], None]:
     def check(value: str) -> None:
         if value not in choices:
             raise ValueError(f"value must be one of {', '.join(choices)}")
@@ -86,35 +86,35 @@ def _bool(value: str) -> None:
 _DEFS = [
     TopicConfigDef("cleanup.policy", LIST, "delete", "log.cleanup.policy", _list_of("delete", "compact")),
     TopicConfigDef("compression.type", STRING, "producer", "compression.type",
-                   _one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
-    TopicConfigDef("compression.gzip.level", INT, "-1", "compression.gzip.level", _int_range(-1, 9)),
-    TopicConfigDef("compression.lz4.level", INT, "9", "compression.lz4.level", _int_range(1, 17)),
-    TopicConfigDef("compression.zstd.level", INT, "3", "compression.zstd.level", _int_range(-131072, 22)),
+                   one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+    TopicConfigDef("compression.gzip.level", INT, "-1", "compression.gzip.level", int_range(-1, 9)),
+    TopicConfigDef("compression.lz4.level", INT, "9", "compression.lz4.level", int_range(1, 17)),
+    TopicConfigDef("compression.zstd.level", INT, "3", "compression.zstd.level", int_range(-131072, 22)),
     TopicConfigDef("delete.retention.ms", LONG, "86400000", "log.cleaner.delete.retention.ms",
-                   _int_range(0, LONG_MAX)),
-    TopicConfigDef("file.delete.delay.ms", LONG, "60000", "log.segment.delete.delay.ms", _int_range(0, LONG_MAX)),
-    TopicConfigDef("flush.messages", LONG, str(LONG_MAX), "log.flush.interval.messages", _int_range(1, LONG_MAX)),
-    TopicConfigDef("flush.ms", LONG, str(LONG_MAX), "log.flush.interval.ms", _int_range(0, LONG_MAX)),
-    TopicConfigDef("index.interval.bytes", INT, "4096", "log.index.interval.bytes", _int_range(0, INT_MAX)),
+                   int_range(0, LONG_MAX)),
+    TopicConfigDef("file.delete.delay.ms", LONG, "60000", "log.segment.delete.delay.ms", int_range(0, LONG_MAX)),
+    TopicConfigDef("flush.messages", LONG, str(LONG_MAX), "log.flush.interval.messages", int_range(1, LONG_MAX)),
+    TopicConfigDef("flush.ms", LONG, str(LONG_MAX), "log.flush.interval.ms", int_range(0, LONG_MAX)),
+    TopicConfigDef("index.interval.bytes", INT, "4096", "log.index.interval.bytes", int_range(0, INT_MAX)),
     TopicConfigDef("max.compaction.lag.ms", LONG, str(LONG_MAX), "log.cleaner.max.compaction.lag.ms",
-                   _int_range(1, LONG_MAX)),
-    TopicConfigDef("max.message.bytes", INT, "1048588", "message.max.bytes", _int_range(0, INT_MAX)),
+                   int_range(1, LONG_MAX)),
+    TopicConfigDef("max.message.bytes", INT, "1048588", "message.max.bytes", int_range(0, INT_MAX)),
     TopicConfigDef("message.timestamp.after.max.ms", LONG, "3600000", "log.message.timestamp.after.max.ms",
-                   _int_range(0, LONG_MAX)),
+                   int_range(0, LONG_MAX)),
     TopicConfigDef("message.timestamp.before.max.ms", LONG, str(LONG_MAX), "log.message.timestamp.before.max.ms",
-                   _int_range(0, LONG_MAX)),
+                   int_range(0, LONG_MAX)),
     TopicConfigDef("message.timestamp.type", STRING, "CreateTime", "log.message.timestamp.type",
-                   _one_of("CreateTime", "LogAppendTime")),
+                   one_of("CreateTime", "LogAppendTime")),
     TopicConfigDef("min.cleanable.dirty.ratio", DOUBLE, "0.5", "log.cleaner.min.cleanable.ratio", _ratio),
-    TopicConfigDef("min.compaction.lag.ms", LONG, "0", "log.cleaner.min.compaction.lag.ms", _int_range(0, LONG_MAX)),
-    TopicConfigDef("min.insync.replicas", INT, "1", "min.insync.replicas", _int_range(1, INT_MAX)),
+    TopicConfigDef("min.compaction.lag.ms", LONG, "0", "log.cleaner.min.compaction.lag.ms", int_range(0, LONG_MAX)),
+    TopicConfigDef("min.insync.replicas", INT, "1", "min.insync.replicas", int_range(1, INT_MAX)),
     TopicConfigDef("preallocate", BOOLEAN, "false", "log.preallocate", _bool),
-    TopicConfigDef("retention.bytes", LONG, "-1", "log.retention.bytes", _int_range(-1, LONG_MAX)),
-    TopicConfigDef("retention.ms", LONG, "604800000", "log.retention.ms", _int_range(-1, LONG_MAX)),
-    TopicConfigDef("segment.bytes", INT, "1073741824", "log.segment.bytes", _int_range(14, INT_MAX)),
-    TopicConfigDef("segment.index.bytes", INT, "10485760", "log.index.size.max.bytes", _int_range(4, INT_MAX)),
-    TopicConfigDef("segment.jitter.ms", LONG, "0", "log.roll.jitter.ms", _int_range(0, LONG_MAX)),
-    TopicConfigDef("segment.ms", LONG, "604800000", "log.roll.ms", _int_range(1, LONG_MAX)),
+    TopicConfigDef("retention.bytes", LONG, "-1", "log.retention.bytes", int_range(-1, LONG_MAX)),
+    TopicConfigDef("retention.ms", LONG, "604800000", "log.retention.ms", int_range(-1, LONG_MAX)),
+    TopicConfigDef("segment.bytes", INT, "1073741824", "log.segment.bytes", int_range(14, INT_MAX)),
+    TopicConfigDef("segment.index.bytes", INT, "10485760", "log.index.size.max.bytes", int_range(4, INT_MAX)),
+    TopicConfigDef("segment.jitter.ms", LONG, "0", "log.roll.jitter.ms", int_range(0, LONG_MAX)),
+    TopicConfigDef("segment.ms", LONG, "604800000", "log.roll.ms", int_range(1, LONG_MAX)),
     TopicConfigDef("unclean.leader.election.enable", BOOLEAN, "false", "unclean.leader.election.enable", _bool),
 ]
 TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in _DEFS}
