@@ -56,7 +56,7 @@ class Broker:
         self.router = Router(self)
         self.server = Server(self.router.handle, max_request_bytes=config.get("socket.request.max.bytes"),
                              max_inflight=config.get("queued.max.requests"))
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: set[asyncio.Task] = set()  # running background tasks; finished ones drop out
         self._stopped = asyncio.Event()
         self._stopping = False
 
@@ -149,11 +149,12 @@ class Broker:
     def spawn(self, coro, name: str) -> asyncio.Task:
         """Run a background task for the life of the broker; it is cancelled on stop and failures are logged."""
         task = asyncio.get_running_loop().create_task(coro, name=name)
-        self._tasks.append(task)
+        self._tasks.add(task)
         task.add_done_callback(self._task_done)
         return task
 
     def _task_done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None and not self._stopping:
             log.error("background task failed", task=task.get_name(), exc_info=task.exception())
 
@@ -177,9 +178,10 @@ class Broker:
         self._stopping = True
         log.info("stopping broker")
         await self.server.close()
-        for task in self._tasks:
+        tasks = list(self._tasks)
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         for name, component in reversed(list(self.components.items())):
