@@ -10,14 +10,19 @@ the group/member if needed; tombstones for unknown groups or members are ignored
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 from uuid import UUID
 
-from protocol import schema
-from protocol.codec import record_codec
+from protocol.coordinator_records import (
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+    record_type,
+    record_type_of,
+)
 from protocol.errors import DecodeError
 
 from .share_group import (
@@ -37,16 +42,10 @@ CURRENT_MEMBER_ASSIGNMENT = "ShareGroupCurrentMemberAssignment"
 STATE_PARTITION_METADATA = "ShareGroupStatePartitionMetadata"
 RECORD_NAMES = (MEMBER_METADATA, GROUP_METADATA, TARGET_ASSIGNMENT_METADATA, TARGET_ASSIGNMENT_MEMBER,
                 CURRENT_MEMBER_ASSIGNMENT, STATE_PARTITION_METADATA)
-VALUE_VERSION = 0
-_I16 = struct.Struct(">h")
 
 
-def _record_types() -> dict[int, str]:
-    # The record type is the key schema's apiKey (10..15 for share groups); read it from our schema files.
-    return {schema.records()[n + "Key"].api_key: n for n in RECORD_NAMES}  # type: ignore[misc]
-
-
-RECORD_TYPES: dict[int, str] = _record_types()
+# The record type is the key schema's apiKey (10..15 for share groups).
+RECORD_TYPES: dict[int, str] = {record_type_of(n): n for n in RECORD_NAMES}
 TYPE_OF: dict[str, int] = {n: t for t, n in RECORD_TYPES.items()}
 
 
@@ -66,16 +65,7 @@ class DecodedRecord:
 
 
 def encode(name: str, key: Mapping[str, Any], value: Mapping[str, Any] | None) -> Record:
-    k = _I16.pack(TYPE_OF[name]) + record_codec(name + "Key", 0).encode(key)
-    if value is None:
-        return Record(k, None)
-    return Record(k, _I16.pack(VALUE_VERSION) + record_codec(name + "Value", VALUE_VERSION).encode(value))
-
-
-def record_type(key: bytes | memoryview) -> int:
-    if len(key) < 2:
-        raise DecodeError("coordinator record key shorter than its type")
-    return _I16.unpack_from(key)[0]
+    return Record(encode_key(name, key), None if value is None else encode_value(name, value))
 
 
 def is_share_record(key: bytes | memoryview) -> bool:
@@ -88,15 +78,10 @@ def decode(key: bytes | memoryview, value: bytes | memoryview | None) -> Decoded
     name = RECORD_TYPES.get(rtype)
     if name is None:
         raise DecodeError(f"record type {rtype} is not a share-group record")
-    k = record_codec(name + "Key", 0).decode(memoryview(key)[2:])
+    k = decode_key(name, key)
     if value is None:
         return DecodedRecord(name, k, None)
-    if len(value) < 2:
-        raise DecodeError(f"{name} value shorter than its version")
-    version = _I16.unpack_from(value)[0]
-    if version != VALUE_VERSION:
-        raise DecodeError(f"{name} value version {version} not supported")
-    return DecodedRecord(name, k, record_codec(name + "Value", version).decode(memoryview(value)[2:]))
+    return DecodedRecord(name, k, decode_value(name, value))
 
 
 # ---------------------------------------------------------------------------------------------- builders

@@ -7,31 +7,26 @@ Wire format (Kafka's CoordinatorRecordSerde):
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from protocol import schema
-from protocol.codec import record_codec
-from protocol.errors import DecodeError
+from protocol.coordinator_records import (
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+    record_type,
+    record_type_of,
+)
 
 from .keys import SharePartitionKey
 from .state import SharePartitionState, ShareUpdate, StateBatch
 
 SNAPSHOT = "ShareSnapshot"
 UPDATE = "ShareUpdate"
-VALUE_VERSION = 0
-_I16 = struct.Struct(">h")
-
-
-def _record_type(name: str) -> int:
-    return schema.records()[name + "Key"].api_key  # type: ignore[return-value]
-
-
-SNAPSHOT_TYPE = _record_type(SNAPSHOT)
-UPDATE_TYPE = _record_type(UPDATE)
+SNAPSHOT_TYPE = record_type_of(SNAPSHOT)
+UPDATE_TYPE = record_type_of(UPDATE)
 _NAMES = {SNAPSHOT_TYPE: SNAPSHOT, UPDATE_TYPE: UPDATE}
-_TYPES = {SNAPSHOT: SNAPSHOT_TYPE, UPDATE: UPDATE_TYPE}
 
 
 class Record(NamedTuple):
@@ -50,8 +45,7 @@ class DecodedRecord:
 
 
 def _key_bytes(name: str, key: SharePartitionKey) -> bytes:
-    return _I16.pack(_TYPES[name]) + record_codec(name + "Key", 0).encode(
-        {"group_id": key.group_id, "topic_id": key.topic_id, "partition": key.partition})
+    return encode_key(name, {"group_id": key.group_id, "topic_id": key.topic_id, "partition": key.partition})
 
 
 
@@ -60,19 +54,19 @@ def _batches(bs: tuple[StateBatch, ...]) -> list[dict[str, int]]:
 
 
 def encode_snapshot(key: SharePartitionKey, s: SharePartitionState) -> tuple[bytes, bytes]:
-    value = record_codec(SNAPSHOT + "Value", VALUE_VERSION).encode({
+    value = encode_value(SNAPSHOT, {
         "snapshot_epoch": s.snapshot_epoch, "state_epoch": s.state_epoch, "leader_epoch": s.leader_epoch,
         "start_offset": s.start_offset, "delivery_complete_count": s.delivery_complete_count,
         "create_timestamp": s.create_timestamp, "write_timestamp": s.write_timestamp,
         "state_batches": _batches(s.state_batches)})
-    return _key_bytes(SNAPSHOT, key), _I16.pack(VALUE_VERSION) + value
+    return _key_bytes(SNAPSHOT, key), value
 
 
 def encode_update(key: SharePartitionKey, u: ShareUpdate) -> tuple[bytes, bytes]:
-    value = record_codec(UPDATE + "Value", VALUE_VERSION).encode({
+    value = encode_value(UPDATE, {
         "snapshot_epoch": u.snapshot_epoch, "leader_epoch": u.leader_epoch, "start_offset": u.start_offset,
         "delivery_complete_count": u.delivery_complete_count, "state_batches": _batches(u.state_batches)})
-    return _key_bytes(UPDATE, key), _I16.pack(VALUE_VERSION) + value
+    return _key_bytes(UPDATE, key), value
 
 
 def tombstone_keys(key: SharePartitionKey) -> tuple[bytes, bytes]:
@@ -82,12 +76,6 @@ def tombstone_keys(key: SharePartitionKey) -> tuple[bytes, bytes]:
     never leave an orphan ShareUpdate behind to resurrect the state on a later replay.
     """
     return _key_bytes(SNAPSHOT, key), _key_bytes(UPDATE, key)
-
-
-def record_type(key: bytes | memoryview) -> int:
-    if len(key) < 2:
-        raise DecodeError("coordinator record key shorter than its type")
-    return _I16.unpack_from(key)[0]
 
 
 def _state_batches(items: list) -> tuple[StateBatch, ...]:
@@ -100,16 +88,11 @@ def decode(key: bytes | memoryview, value: bytes | memoryview | None) -> Decoded
     name = _NAMES.get(record_type(key))
     if name is None:
         return None
-    k = record_codec(name + "Key", 0).decode(memoryview(key)[2:])
+    k = decode_key(name, key)
     skey = SharePartitionKey(k.group_id, k.topic_id, k.partition)
     if value is None:
         return DecodedRecord(name, skey, None)
-    if len(value) < 2:
-        raise DecodeError(f"{name} value shorter than its version")
-    version = _I16.unpack_from(value)[0]
-    if version != VALUE_VERSION:
-        raise DecodeError(f"{name} value version {version} not supported")
-    v = record_codec(name + "Value", version).decode(memoryview(value)[2:])
+    v = decode_value(name, value)
     if name == SNAPSHOT:
         return DecodedRecord(name, skey, SharePartitionState(
             snapshot_epoch=v.snapshot_epoch, state_epoch=v.state_epoch, leader_epoch=v.leader_epoch,

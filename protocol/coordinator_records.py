@@ -1,0 +1,52 @@
+"""Coordinator record framing (Kafka's CoordinatorRecordSerde), shared by the group and share coordinators.
+
+Key bytes: int16 record type (the key schema's apiKey) + the key struct (version 0). Value bytes: int16 value
+version + the value struct; a tombstone has no value.
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+from collections.abc import Mapping
+from typing import Any
+
+from protocol import schema
+from protocol.codec import record_codec
+from protocol.errors import DecodeError
+
+VALUE_VERSION = 0
+_I16 = struct.Struct(">h")
+
+
+@functools.cache
+def record_type_of(name: str) -> int:
+    """The record type of `name` (e.g. "ShareSnapshot"): the apiKey of its key schema."""
+    return schema.records()[name + "Key"].api_key  # type: ignore[return-value]
+
+
+def record_type(key: bytes | memoryview) -> int:
+    if len(key) < 2:
+        raise DecodeError("coordinator record key shorter than its type")
+    return _I16.unpack_from(key)[0]
+
+
+def encode_key(name: str, key: Mapping[str, Any]) -> bytes:
+    return _I16.pack(record_type_of(name)) + record_codec(name + "Key", 0).encode(key)
+
+
+def encode_value(name: str, value: Mapping[str, Any]) -> bytes:
+    return _I16.pack(VALUE_VERSION) + record_codec(name + "Value", VALUE_VERSION).encode(value)
+
+
+def decode_key(name: str, key: bytes | memoryview):
+    return record_codec(name + "Key", 0).decode(memoryview(key)[2:])
+
+
+def decode_value(name: str, value: bytes | memoryview):
+    if len(value) < 2:
+        raise DecodeError(f"{name} value shorter than its version")
+    version = _I16.unpack_from(value)[0]
+    if version != VALUE_VERSION:
+        raise DecodeError(f"{name} value version {version} not supported")
+    return record_codec(name + "Value", version).decode(memoryview(value)[2:])
