@@ -123,7 +123,7 @@ class ReplicaManager:
         append_time = None
         if self._topics.str_config(info, "message.timestamp.type") == LOG_APPEND_TIME:
             append_time = int(self._clock() * 1000)
-        appended = plog.append(records, log_append_time=append_time)
+        appended = plog.append(records, log_append_time=append_time, headers=headers)  # validated above
         table.record(
             header.producer_id,
             header.producer_epoch,
