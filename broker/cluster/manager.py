@@ -208,14 +208,17 @@ class TopicManager:
             (CONFIG_RECORD, {"resource_type": TOPIC_RESOURCE, "resource_name": info.name, "name": k, "value": v})
             for k, v in changes.items()
         ])
-        for p in range(info.num_partitions):
-            self._logs.get(info.name, p).reconfigure(self.log_config(info))
+        self._reconfigure(info)
 
     def reconfigure_all(self) -> None:
         """Broker-level defaults changed: every partition log picks up its new effective settings."""
         for info in self.registry.all():
-            for p in range(info.num_partitions):
-                self._logs.get(info.name, p).reconfigure(self.log_config(info))
+            self._reconfigure(info)
+
+    def _reconfigure(self, info: TopicInfo) -> None:
+        config = self.log_config(info)  # resolved once per topic, not per partition
+        for p in range(info.num_partitions):
+            self._logs.get(info.name, p).reconfigure(config)
 
     def validate_topic_configs(self, configs: dict[str, str | None]) -> dict[str, str]:
         return self._validate_topic_configs(configs)
