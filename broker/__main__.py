@@ -26,6 +26,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 async def serve(args: argparse.Namespace) -> int:
     from broker.app import Broker  # noqa: PLC0415 - after logging is configured
+    from broker.cluster.journal import JournalError  # noqa: PLC0415
+    from broker.log.segment import LogCorruptionError  # noqa: PLC0415
 
     log = structlog.get_logger("broker")
     try:
@@ -40,7 +42,7 @@ async def serve(args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         await broker.start()
-    except (ConfigError, OSError) as err:
+    except (ConfigError, OSError, JournalError, LogCorruptionError) as err:
         log.error("broker failed to start", error=str(err))
         await broker.stop()
         return 1

@@ -25,7 +25,6 @@ from broker.server import Server
 
 log = structlog.get_logger(__name__)
 
-METADATA_LOG_DIR = "__cluster_metadata-0"
 
 
 @dataclass
@@ -75,6 +74,7 @@ class Broker:
         from broker.cluster.journal import MetadataJournal
         from broker.cluster.manager import TopicManager
         from broker.log import GroupCommitFlusher, LogManager, PartitionLog
+        from broker.log.log_manager import METADATA_LOG_DIR
         from broker.partitions import ReplicaManager
         from broker.producer_state import ProducerIdAllocator, ProducerIdManager
 
@@ -82,8 +82,10 @@ class Broker:
         data_dir = config.data_dir
         logs = self.add_component("logs", LogManager(data_dir, config.log_config({})))
         logs.start()
-        # The journal is a log of its own, never visible as a topic (LogManager skips __cluster_metadata-*).
-        metadata_log = self.add_component("metadata_log", PartitionLog(data_dir / METADATA_LOG_DIR))
+        # The journal is a log of its own, never visible as a topic (LogManager skips its directory). Its recovery
+        # truncates only a torn tail: anything else stops start-up (JournalError/LogCorruptionError).
+        metadata_log = self.add_component("metadata_log",
+                                          PartitionLog(data_dir / METADATA_LOG_DIR, strict_recovery=True))
         flusher = self.add_component(
             "flusher", GroupCommitFlusher(flush_interval_ms=config.get("log.flush.interval.ms")))
         topics = self.add_component("topics", TopicManager(config, logs, MetadataJournal(metadata_log), self.node_id))

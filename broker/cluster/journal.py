@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping
 
 from protocol import records as rec
 from protocol.codec import record_codec
+from protocol.errors import DecodeError
 from protocol.primitives import read_uvarint, write_uvarint
 
 FRAME_VERSION = 1
@@ -20,7 +21,8 @@ RECORD_VERSION = 0
 
 
 class JournalError(Exception):
-    pass
+    """The journal holds something this broker cannot read: start-up stops rather than guess (a journal read
+    wrongly would make topics and their data disappear)."""
 
 
 def encode_entry(record_type: int, value: Mapping) -> bytes:
@@ -28,7 +30,9 @@ def encode_entry(record_type: int, value: Mapping) -> bytes:
     return write_uvarint(FRAME_VERSION) + write_uvarint(record_type) + write_uvarint(RECORD_VERSION) + body
 
 
-def decode_entry(data: bytes) -> tuple[int, object]:
+def decode_entry(data: bytes | None) -> tuple[int, object]:
+    if data is None:
+        raise JournalError("metadata record without a value")
     frame, pos = read_uvarint(data, 0)
     if frame != FRAME_VERSION:
         raise JournalError(f"unknown metadata frame version {frame}")
@@ -40,20 +44,42 @@ def decode_entry(data: bytes) -> tuple[int, object]:
     return record_type, record_codec(name, version).decode(memoryview(data)[pos:])
 
 
+def _unreadable(directory, offset: int, err: Exception) -> JournalError:
+    return JournalError(f"metadata journal {directory}: unreadable batch at offset {offset}: {err}. Start-up stops "
+                        "so that no topic is dropped; restore the directory from a backup or remove the bad batch "
+                        "by hand.")
+
+
+def _decode_batch(header: rec.BatchHeader, batch: memoryview) -> list[tuple[int, object]]:
+    # Every batch's CRC is checked (start-up recovery only checks the tail after the last index entry).
+    if rec.batch_crc(batch, 0, len(batch)) != header.crc:
+        raise JournalError(f"batch at offset {header.base_offset} fails its CRC-32C check")
+    return [decode_entry(r.value) for r in rec.decode_records(batch)]
+
+
 class MetadataJournal:
     def __init__(self, plog) -> None:
         self._log = plog
 
     def replay(self) -> Iterator[tuple[int, object]]:
+        """Every entry in order. Raises JournalError (naming the offset and directory) on anything unreadable."""
         offset = self._log.log_start_offset
         end = self._log.log_end_offset
         while offset < end:
             chunk = self._log.read(offset, 1 << 20, min_one_batch=True).data
             if not chunk:
-                break
-            for _pos, header, batch in rec.iter_batch_views(chunk):
-                for record in rec.decode_records(batch):
-                    yield decode_entry(record.value)
+                raise JournalError(f"metadata journal {self._log.directory}: nothing readable at offset {offset} "
+                                   f"below its end offset {end}")
+            try:
+                batches = list(rec.iter_batch_views(chunk))
+            except rec.RecordError as err:
+                raise _unreadable(self._log.directory, offset, err) from err
+            for _pos, header, batch in batches:
+                try:
+                    entries = _decode_batch(header, batch)
+                except (JournalError, rec.RecordError, DecodeError, ValueError, IndexError) as err:
+                    raise _unreadable(self._log.directory, header.base_offset, err) from err
+                yield from entries
                 offset = header.base_offset + header.last_offset_delta + 1
 
     def append(self, entries: list[tuple[int, Mapping]]) -> None:

@@ -12,6 +12,7 @@ import structlog
 
 from broker.cluster.journal import MetadataJournal
 from broker.cluster.topics import (
+    CLUSTER_METADATA_TOPIC,
     CONFIG_RECORD,
     PARTITION_RECORD,
     PRODUCER_IDS_RECORD,
@@ -50,15 +51,37 @@ class TopicManager:
     def load(self) -> None:
         for record_type, value in self._journal.replay():
             self.registry.apply(record_type, value)
+        self._drop_reserved_topic()
         for info in self.registry.all():
             for p in range(info.num_partitions):
                 self._logs.get_or_create(info.name, p, self.log_config(info))
-        # Partition directories of topics that no longer exist (deleted just before a crash) are removed.
+        self._handle_orphans()
+
+    def _drop_reserved_topic(self) -> None:
+        """Older versions let a client create `__cluster_metadata`, whose partition 0 directory is the journal's.
+        Such a topic is removed from the journal; its directory (the journal itself) is left alone."""
+        info = self.registry.get(CLUSTER_METADATA_TOPIC)
+        if info is not None:
+            log.error("removing client topic with the reserved name of the metadata log", topic=info.name,
+                      topic_id=str(info.topic_id))
+            self.commit_records([(REMOVE_TOPIC_RECORD, {"topic_id": info.topic_id})])
+
+    def _handle_orphans(self) -> None:
+        """Partition directories the journal does not account for. Those of topics the journal removed (a crash
+        between the journal write and the delete) and empty ones are deleted; any other holds data this broker
+        cannot explain, so it is moved aside (`-stray`, as Kafka does with stray logs), never deleted."""
         live = {(i.name, p) for i in self.registry.all() for p in range(i.num_partitions)}
         for name, partition in list(self._logs.partitions()):
-            if (name, partition) not in live:
+            if (name, partition) in live:
+                continue
+            plog = self._logs.get(name, partition)
+            if name in self.registry.removed_names or plog.log_end_offset == 0:
                 log.info("removing orphan partition", topic=name, partition=partition)
                 self._logs.delete(name, partition)
+            else:
+                moved = self._logs.move_aside(name, partition)
+                log.error("partition directory unknown to the metadata journal moved aside", topic=name,
+                          partition=partition, log_end_offset=plog.log_end_offset, moved_to=str(moved))
 
     def ensure_internal_topics(self, partitions: dict[str, int]) -> None:
         for name, count in partitions.items():
@@ -94,6 +117,10 @@ class TopicManager:
 
     # --- changes ---------------------------------------------------------------------------------------------
     async def auto_create(self, name: str) -> TopicInfo:
+        if name == CLUSTER_METADATA_TOPIC:
+            # Kafka forwards auto-creation to its controller, which refuses this name; Metadata keeps answering
+            # UNKNOWN_TOPIC_OR_PARTITION for it.
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
         self.registry.check_new_topic(name)
         return self._create(name, int(self._config.get("num.partitions")), {})
 

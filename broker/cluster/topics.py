@@ -14,7 +14,10 @@ from protocol.errors import ErrorCode
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__share_group_state"})
+# Kafka's internal topics (Topic.isInternal): clients may not write them and Metadata flags them internal.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+# The KRaft metadata log's name: never a topic (its partition 0 directory is the metadata journal's).
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 
 # Metadata record types, numbered as Kafka's KRaft metadata records.
 TOPIC_RECORD = 2
@@ -76,6 +79,8 @@ class TopicRegistry:
         self._by_name: dict[str, TopicInfo] = {}
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
         self._collisions: dict[str, str] = {}
+        # Names that a RemoveTopicRecord removed (and not created again): their leftover directories may go.
+        self.removed_names: set[str] = set()
         self.next_producer_id = 0
         # Dynamic broker config overrides (IncrementalAlterConfigs on the BROKER resource), name -> value.
         self.broker_configs: dict[str, str] = {}
@@ -104,6 +109,10 @@ class TopicRegistry:
     # --- validation (no state change) ----------------------------------------------------------------------
     def check_new_topic(self, name: str) -> None:
         validate_topic_name(name)
+        if name == CLUSTER_METADATA_TOPIC:
+            # Kafka's answer (ControllerApis.createTopics): INVALID_REQUEST, whatever the authorization.
+            raise TopicError(ErrorCode.INVALID_REQUEST,
+                             f"Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited.")
         if name in self._by_name:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         other = self._collisions.get(_collision_key(name))
@@ -121,6 +130,7 @@ class TopicRegistry:
             self._by_name[info.name] = info
             self._by_id[info.topic_id] = info
             self._collisions[_collision_key(info.name)] = info.name
+            self.removed_names.discard(info.name)
         elif record_type == PARTITION_RECORD:
             info = self._by_id.get(value["topic_id"])
             if info is not None:
@@ -151,5 +161,6 @@ class TopicRegistry:
             if info is not None:
                 self._by_name.pop(info.name, None)
                 self._collisions.pop(_collision_key(info.name), None)
+                self.removed_names.add(info.name)
         elif record_type == PRODUCER_IDS_RECORD:
             self.next_producer_id = max(self.next_producer_id, value["next_producer_id"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
@@ -22,13 +23,25 @@ from broker.log.partition_log import PartitionLog
 log = structlog.get_logger(__name__)
 
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
-# Directories in the log dir that are not topic partitions managed here (the metadata journal opens its own).
-RESERVED_PREFIXES = ("__cluster_metadata-",)
+# The metadata journal's directory (KRaft's `__cluster_metadata-0`): never a topic partition managed here.
+METADATA_LOG_DIR = "__cluster_metadata-0"
+STRAY_SUFFIX = "-stray"
+
+
+class ReservedDirectoryError(ValueError):
+    """A topic partition would live in a directory reserved for the broker's own logs."""
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    name = f"{topic}-{partition}"
+    if name == METADATA_LOG_DIR:
+        raise ReservedDirectoryError(f"{name} is the metadata journal's directory")
+    return name
 
 
 def parse_partition_dir(name: str) -> tuple[str, int] | None:
     topic, sep, number = name.rpartition("-")
-    if not sep or not topic or not number.isdigit() or name.startswith(RESERVED_PREFIXES):
+    if not sep or not topic or not number.isdigit() or name == METADATA_LOG_DIR:
         return None
     return topic, int(number)
 
@@ -108,7 +121,7 @@ class LogManager:
 
     # --- lookups and changes -----------------------------------------------------------------------------------
     def dir_for(self, topic: str, partition: int) -> Path:
-        return self.log_dir / f"{topic}-{partition}"
+        return self.log_dir / partition_dir_name(topic, partition)
 
     def get(self, topic: str, partition: int) -> PartitionLog:
         return self._logs[(topic, partition)]
@@ -135,6 +148,17 @@ class LogManager:
             plog.delete()
         else:
             shutil.rmtree(self.dir_for(topic, partition), ignore_errors=True)
+
+    def move_aside(self, topic: str, partition: int) -> Path:
+        """Close the log and rename its directory `<dir>.<id>-stray` (kept, never loaded again)."""
+        self._checkpointed.pop((topic, partition), None)
+        plog = self._logs.pop((topic, partition), None)
+        if plog is not None:
+            plog.close()
+        source = self.dir_for(topic, partition)
+        target = source.with_name(f"{source.name}.{uuid.uuid4().hex}{STRAY_SUFFIX}")
+        os.rename(source, target)
+        return target
 
     def partitions(self) -> list[tuple[str, int]]:
         return list(self._logs)

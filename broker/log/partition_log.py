@@ -20,7 +20,7 @@ from pathlib import Path
 import structlog
 
 from broker.log.config import LogConfig
-from broker.log.segment import BatchEntry, Segment
+from broker.log.segment import BatchEntry, LogCorruptionError, Segment
 from protocol import records as rec
 
 log = structlog.get_logger(__name__)
@@ -64,8 +64,12 @@ class PartitionLog:
         clock: Callable[[], float] = time.time,
         leader_epoch: int | None = None,
         on_log_start_offset_change: Callable[[PartitionLog], None] | None = None,
+        strict_recovery: bool = False,
     ) -> None:
-        """Open (recovering) or create the log in `directory`. `log_start_offset` is the checkpointed value."""
+        """Open (recovering) or create the log in `directory`. `log_start_offset` is the checkpointed value.
+
+        `strict_recovery` (the metadata journal): recovery truncates only a torn tail of the last segment; any
+        other invalid data raises LogCorruptionError and nothing is truncated or deleted."""
         self.directory = Path(directory)
         self.config = LogConfig.coerce(config)
         self._clock = clock
@@ -78,7 +82,13 @@ class PartitionLog:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._segments: list[Segment] = []
         self._bases: list[int] = []
-        self._open_segments(log_start_offset)
+        self._strict = strict_recovery
+        try:
+            self._open_segments(log_start_offset)
+        except BaseException:
+            for segment in self._segments:
+                segment.close()
+            raise
         self.log_start_offset = max(log_start_offset, self._segments[0].base_offset)
         if self.log_start_offset > self.log_end_offset:
             self.log_start_offset = self.log_end_offset
@@ -95,7 +105,14 @@ class PartitionLog:
         interval = self.config.index_interval_bytes
         for i, base in enumerate(bases):
             segment = Segment(self.directory, base, index_interval_bytes=interval)
-            truncated = segment.recover()
+            try:
+                truncated = segment.recover(strict=self._strict, last=i + 1 == len(bases))
+            except BaseException:
+                segment.close()
+                raise
+            if self._strict and self._segments and segment.base_offset < self._segments[-1].next_offset:
+                segment.close()
+                raise LogCorruptionError(f"{segment.log_path} overlaps the segment before it; refusing to drop it")
             if self._segments and segment.base_offset < self._segments[-1].next_offset:
                 log.warning("segment overlaps its predecessor; dropping it and later segments",
                             dir=str(self.directory), segment=segment.log_path.name)

@@ -25,6 +25,10 @@ _MAX_REL_OFFSET = (1 << 31) - 1
 BatchEntry = tuple[int, int, int, int]
 
 
+class LogCorruptionError(Exception):
+    """Recovery found invalid bytes that are not a torn tail, in a log that must not be truncated past them."""
+
+
 def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
@@ -222,9 +226,12 @@ class Segment:
         return data, first_pos, first.base_offset
 
     # --- recovery and truncation -------------------------------------------------------------------------------
-    def recover(self) -> int:
+    def recover(self, *, strict: bool = False, last: bool = True) -> int:
         """Validate the tail batch by batch (CRC-32C) from the last trustworthy index entry, truncate a torn or
-        corrupt tail with its index entries, and rebuild the in-memory state. Returns bytes truncated."""
+        corrupt tail with its index entries, and rebuild the in-memory state. Returns bytes truncated.
+
+        `strict`: only a torn tail (see `_torn_tail`) of the `last` segment may be truncated; any other invalid
+        data raises LogCorruptionError and the file is left untouched."""
         size = os.fstat(self.fd).st_size
         self.size = size
         index = self.offset_index
@@ -259,10 +266,30 @@ class Segment:
             if len(first) == HEADER_SIZE:
                 self.first_batch_timestamp = read_header(first).max_timestamp
         valid_end = self._scan_valid(start_pos, size)
+        if valid_end < size and strict and not (last and self._torn_tail(valid_end, size)):
+            raise LogCorruptionError(
+                f"{self.log_path}: invalid record batch at position {valid_end} with {size - valid_end} more bytes "
+                "after it (not a torn tail); refusing to truncate")
         if valid_end < size:
             os.ftruncate(self.fd, valid_end)
             self.size = valid_end
         return size - valid_end
+
+    def _torn_tail(self, pos: int, size: int) -> bool:
+        """What an interrupted append leaves: a partial header, a last batch that reaches (or would run past) the
+        end of the file, or zeros to the end of the file."""
+        raw = _pread_exact(self.fd, HEADER_SIZE, pos)
+        if len(raw) < HEADER_SIZE:
+            return True
+        header = read_header(raw)
+        if header.batch_length >= MIN_BATCH_LENGTH and pos + header.batch_length + LOG_OVERHEAD >= size:
+            return True
+        while pos < size:
+            chunk = _pread_exact(self.fd, min(_RECOVERY_CHUNK, size - pos), pos)
+            if not chunk or chunk.count(0) != len(chunk):
+                return False
+            pos += len(chunk)
+        return True
 
     def _scan_valid(self, pos: int, size: int) -> int:
         buf = b""
