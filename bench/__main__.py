@@ -27,16 +27,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", choices=sorted(SCENARIOS), default="full")
     parser.add_argument("--no-peers", action="store_true", help="measure Shoal only")
     parser.add_argument("--out", default="bench/results")
+    parser.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"],
+                        help="producer compression.type")
     args = parser.parse_args(argv)
 
     results = []
     with running_servers(include_peers=not args.no_peers) as servers:
         for size, records in SCENARIOS[args.size]:
             for name, bootstrap in servers.items():
-                result = run_scenario(name, bootstrap, size, records)
+                result = run_scenario(name, bootstrap, size, records, args.compression)
                 results.append(result)
                 print(
-                    f"{name:8} {result.scenario:16} {records:>8} rec  produce {result.produce_mib_s:7.1f} MiB/s "
+                    f"{name:8} {result.scenario:20} {records:>8} rec  produce {result.produce_mib_s:7.1f} MiB/s "
                     f"({records / result.produce_s:9.0f} rec/s)  fetch {result.fetch_mib_s:7.1f} MiB/s "
                     f"({records / result.fetch_s:9.0f} rec/s)",
                     flush=True,

@@ -50,7 +50,7 @@ def _create_topic(bootstrap: str, topic: str) -> None:
         admin.create_topics([NewTopic(topic, num_partitions=1)])[topic].result(timeout=30)
 
 
-def produce(bootstrap: str, topic: str, records: int, size: int) -> float:
+def produce(bootstrap: str, topic: str, records: int, size: int, compression: str = "none") -> float:
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -58,7 +58,7 @@ def produce(bootstrap: str, topic: str, records: int, size: int) -> float:
             "linger.ms": 5,
             "batch.size": 1_000_000,
             "queue.buffering.max.kbytes": 1_048_576,
-            "compression.type": "none",
+            "compression.type": compression,
         }
     )
     payload = b"x" * size
@@ -111,9 +111,10 @@ def fetch(bootstrap: str, topic: str, records: int) -> float:
     return elapsed
 
 
-def run_scenario(server: str, bootstrap: str, size: int, records: int) -> Result:
+def run_scenario(server: str, bootstrap: str, size: int, records: int, compression: str = "none") -> Result:
     topic = f"bench-{size}-{uuid.uuid4().hex[:8]}"
     _create_topic(bootstrap, topic)
-    produce_s = produce(bootstrap, topic, records, size)
+    produce_s = produce(bootstrap, topic, records, size, compression)
     fetch_s = fetch(bootstrap, topic, records)
-    return Result(server, f"{size}B acks=all", size, records, produce_s, fetch_s)
+    label = f"{size}B acks=all" + ("" if compression == "none" else f" {compression}")
+    return Result(server, label, size, records, produce_s, fetch_s)

@@ -93,11 +93,10 @@ class ReplicaManager:
             return ProduceResult(ErrorCode.INVALID_RECORD, error_message="Produce request has no record batch"), None
         max_bytes = self._topics.int_config(info, "max.message.bytes")
         try:
-            headers = rec.validate_batches(records)
-        except rec.CorruptRecordError as err:
-            return ProduceResult(ErrorCode.CORRUPT_MESSAGE, error_message=str(err)), None
-        except rec.InvalidRecordError as err:
-            return ProduceResult(ErrorCode.INVALID_RECORD, error_message=str(err)), None
+            # every record's framing too (decompressing if need be), as Kafka's LogValidator parses each record
+            headers = rec.validate_batches(records, check_records=True)
+        except rec.RecordError as err:
+            return ProduceResult(err.error_code, error_message=str(err)), None
         if len(headers) != 1:
             # Produce v3+ carries exactly one batch per partition.
             return ProduceResult(ErrorCode.INVALID_RECORD,

@@ -26,22 +26,31 @@ Records (uncompressed, or after decompression): varint length, int8 attributes, 
 offsetDelta, varint key length (-1 = null) + key, varint value length (-1 = null) + value, varint header count, then
 per header: varint key length + UTF-8 key, varint value length (-1 = null) + value. Varints are zigzag-encoded.
 
-Compression: `decode_records` and `build_batch` handle none and gzip (stdlib zlib). Snappy, lz4 and zstd batches
-are validated and stored like any other batch, but decoding their records raises `UnsupportedCompressionError`.
+Produce (`validate_batches(..., check_records=True)`) also proves every record's framing, as Kafka's LogValidator
+does by parsing each record: compressed payloads are decompressed (bounded, `protocol.compression`) and walked
+(`protocol.record_check`). A framing error is INVALID_RECORD (Kafka's InvalidRecordException); a payload that does
+not decompress is CORRUPT_MESSAGE; one that decompresses past `MAX_DECOMPRESSED_BYTES` is MESSAGE_TOO_LARGE.
+
+Every decoder here rejects negative lengths other than the -1 null marker, lengths and counts larger than the
+bytes left, and bytes left over, so a hostile batch cannot make one loop or allocate without bound.
+
+Compression: `decode_records` and `build_batch` handle every codec (gzip, snappy, lz4, zstd); codec ids 5-7 raise
+`UnsupportedCompressionError`.
 """
 
 from __future__ import annotations
 
 import struct
 import time
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from crc32c import crc32c
 
+from protocol import compression as codecs
 from protocol.errors import ErrorCode
+from protocol.record_check import FramingError, check_records
 
 __all__ = [
     "ATTR_CONTROL",
@@ -57,6 +66,8 @@ __all__ = [
     "CorruptRecordError",
     "HEADER_SIZE",
     "InvalidRecordError",
+    "MAX_DECOMPRESSED_BYTES",
+    "RecordsTooLargeError",
     "Record",
     "RecordError",
     "UnsupportedCompressionError",
@@ -94,6 +105,10 @@ ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20
 ATTR_DELETE_HORIZON = 0x40
 
+# Upper bound of one batch's decompressed records (Kafka has none; a small batch must not make us allocate
+# gigabytes). Producers close batches near batch.size (librdkafka: 1 MB before compression).
+MAX_DECOMPRESSED_BYTES = 64 << 20
+
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
@@ -125,6 +140,12 @@ class InvalidRecordError(RecordError):
     """Well-formed bytes with unacceptable content (magic, counts, control batch from a client) → INVALID_RECORD."""
 
     error_code = ErrorCode.INVALID_RECORD
+
+
+class RecordsTooLargeError(RecordError):
+    """A compressed batch whose records decompress past MAX_DECOMPRESSED_BYTES → MESSAGE_TOO_LARGE."""
+
+    error_code = ErrorCode.MESSAGE_TOO_LARGE
 
 
 class UnsupportedCompressionError(RecordError):
@@ -226,13 +247,15 @@ def iter_batch_views(buf: Buffer, start: int = 0) -> Iterator[tuple[int, BatchHe
         yield pos, header, mv[pos:pos + header.batch_length + LOG_OVERHEAD]
 
 
-def validate_batches(buf: Buffer, *, allow_control: bool = False) -> list[BatchHeader]:
+def validate_batches(buf: Buffer, *, allow_control: bool = False, check_records: bool = False) -> list[BatchHeader]:
     """Check every batch of a produce payload: framing, magic, CRC-32C, counts. The buffer must hold whole batches.
 
-    Raises CorruptRecordError (CORRUPT_MESSAGE) or InvalidRecordError (INVALID_RECORD). Control batches are
-    refused unless `allow_control` (only the broker writes them).
+    `check_records` (client produce): also check the framing of every record, decompressing compressed payloads.
+    Raises CorruptRecordError (CORRUPT_MESSAGE), InvalidRecordError (INVALID_RECORD) or RecordsTooLargeError
+    (MESSAGE_TOO_LARGE). Control batches are refused unless `allow_control` (only the broker writes them).
     """
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    data: bytes | bytearray | None = None  # the bytes the record check slices (a copy only for memoryviews)
     end = len(mv)
     pos = 0
     headers: list[BatchHeader] = []
@@ -266,9 +289,36 @@ def validate_batches(buf: Buffer, *, allow_control: bool = False) -> list[BatchH
             raise InvalidRecordError(f"record batch at position {pos} is too short for {header.records_count} records")
         if header.attributes & ATTR_CONTROL and not allow_control:
             raise InvalidRecordError("clients may not write control batches")
+        if check_records:
+            if compression == COMPRESSION_NONE:
+                if data is None:
+                    data = buf if isinstance(buf, bytes | bytearray) else bytes(mv)
+                _check_framing(data, pos + HEADER_SIZE, pos + size, header.records_count, pos)
+            else:
+                payload, n = _decompress(mv[pos + HEADER_SIZE:pos + size], compression, scratch=True)
+                _check_framing(payload, 0, n, header.records_count, pos)
         headers.append(header)
         pos += size
     return headers
+
+
+def _check_framing(data: bytes | bytearray, start: int, end: int, count: int, pos: int) -> None:
+    try:
+        check_records(data, start, end, count)
+    except FramingError as err:
+        raise InvalidRecordError(f"record batch at position {pos}: {err}") from None
+
+
+def _decompress(raw: Buffer, compression: int, *, scratch: bool = False):
+    """The decompressed payload: a buffer of its own, or (scratch buffer, length) for a check made at once."""
+    try:
+        if scratch:
+            return codecs.decompress_scratch(compression, raw, MAX_DECOMPRESSED_BYTES)
+        return codecs.decompress(compression, raw, MAX_DECOMPRESSED_BYTES)
+    except codecs.DecompressedTooLargeError as err:
+        raise RecordsTooLargeError(f"{codecs.NAMES[compression]} records: {err}") from None
+    except codecs.CompressionError as err:
+        raise CorruptRecordError(f"bad {codecs.NAMES.get(compression, compression)} payload: {err}") from None
 
 
 # --- patching ----------------------------------------------------------------------------------------------------
@@ -371,7 +421,8 @@ def build_batch(
     log_append_time: bool = False,
     compression: int = COMPRESSION_NONE,
 ) -> bytes:
-    """Encode `records` as one v2 batch (compression none or gzip). `timestamp` defaults to now (ms)."""
+    """Encode `records` as one v2 batch (any codec; snappy with Java's xerial framing). `timestamp` defaults to now
+    (ms)."""
     if not records:
         raise ValueError("a record batch needs at least one record")
     if timestamp is None:
@@ -382,11 +433,10 @@ def build_batch(
     body = bytearray()
     for i, (record, ts) in enumerate(zip(records, stamps, strict=True)):
         _encode_record(body, record, i, ts - base_ts)
-    if compression == COMPRESSION_GZIP:
-        compressor = zlib.compressobj(wbits=31)
-        payload = compressor.compress(body) + compressor.flush()
-    elif compression == COMPRESSION_NONE:
+    if compression == COMPRESSION_NONE:
         payload = bytes(body)
+    elif compression in codecs.NAMES:
+        payload = codecs.compress(compression, body)
     else:
         raise UnsupportedCompressionError(f"cannot build batches with compression codec {compression}")
     attributes = compression
@@ -411,63 +461,78 @@ def _records_payload(batch: Buffer, header: BatchHeader) -> Buffer:
     compression = header.attributes & COMPRESSION_MASK
     if compression == COMPRESSION_NONE:
         return raw
-    if compression == COMPRESSION_GZIP:
-        try:
-            return zlib.decompressobj(wbits=47).decompress(raw)
-        except zlib.error as err:
-            raise CorruptRecordError(f"bad gzip payload: {err}") from None
-    names = {COMPRESSION_SNAPPY: "snappy", COMPRESSION_LZ4: "lz4", COMPRESSION_ZSTD: "zstd"}
-    raise UnsupportedCompressionError(f"cannot decode {names.get(compression, compression)} compressed records")
+    if compression not in codecs.NAMES:
+        raise UnsupportedCompressionError(f"cannot decode records compressed with codec {compression}")
+    return _decompress(raw, compression)
+
+
+def _length(payload: Buffer, pos: int, end: int, what: str, nullable: bool = True) -> tuple[int, int]:
+    """A length varint followed by that many bytes inside [pos, end): (length, position after the varint)."""
+    n, pos = _read_varint(payload, pos)
+    if n < (-1 if nullable else 0) or pos + max(n, 0) > end:
+        raise CorruptRecordError(f"record {what} length {n} is invalid or runs past the record")
+    return n, pos
 
 
 def iter_records(batch: Buffer) -> Iterator[Record]:
-    """Decode the records of one batch (starting at byte 0 of `batch`). Gzip and uncompressed only."""
+    """Decode the records of one batch (starting at byte 0 of `batch`), any codec.
+
+    Raises CorruptRecordError for anything that is not exactly recordsCount well-formed records: negative lengths
+    other than -1, lengths or counts past the bytes left, fields not ending at the record's end, bytes left over.
+    """
     if len(batch) < HEADER_SIZE:
         raise CorruptRecordError("truncated record batch")
     header = _make_header(_unpack_header(batch, 0))
     if header.magic != MAGIC:
         raise InvalidRecordError(f"unsupported record batch magic {header.magic}")
-    if header.batch_length + LOG_OVERHEAD > len(batch):
+    if header.batch_length < MIN_BATCH_LENGTH or header.batch_length + LOG_OVERHEAD > len(batch):
         raise CorruptRecordError("truncated record batch")
     payload = _records_payload(batch, header)
     append_time = header.max_timestamp if header.attributes & ATTR_LOG_APPEND_TIME else None
     pos = 0
     end = len(payload)
-    for _ in range(header.records_count):
+    count = header.records_count
+    if count < 0 or count > end // 7:  # a record takes at least 7 bytes
+        raise CorruptRecordError(f"{count} records cannot fit in {end} bytes")
+    for _ in range(count):
         length, pos = _read_varint(payload, pos)
         stop = pos + length
-        if length < 0 or stop > end:
+        if length < 6 or stop > end:
             raise CorruptRecordError("record length runs past the batch")
         attributes = payload[pos]
         ts_delta, p = _read_varint(payload, pos + 1)
         offset_delta, p = _read_varint(payload, p)
-        key_len, p = _read_varint(payload, p)
+        key_len, p = _length(payload, p, stop, "key")
         key = None
         if key_len >= 0:
             key = bytes(payload[p:p + key_len])
             p += key_len
-        value_len, p = _read_varint(payload, p)
+        value_len, p = _length(payload, p, stop, "value")
         value = None
         if value_len >= 0:
             value = bytes(payload[p:p + value_len])
             p += value_len
-        count, p = _read_varint(payload, p)
+        count_h, p = _read_varint(payload, p)
+        if count_h < 0 or count_h > stop - p:
+            raise CorruptRecordError(f"record header count {count_h} is negative or larger than the bytes left")
         headers: list[tuple[str, bytes | None]] = []
-        for _h in range(count):
-            hk_len, p = _read_varint(payload, p)
+        for _h in range(count_h):
+            hk_len, p = _length(payload, p, stop, "header key", nullable=False)
             hkey = bytes(payload[p:p + hk_len]).decode("utf-8", "replace")
             p += hk_len
-            hv_len, p = _read_varint(payload, p)
+            hv_len, p = _length(payload, p, stop, "header value")
             hvalue = None
             if hv_len >= 0:
                 hvalue = bytes(payload[p:p + hv_len])
                 p += hv_len
             headers.append((hkey, hvalue))
-        if p > stop:
-            raise CorruptRecordError("record fields run past the record length")
+        if p != stop:
+            raise CorruptRecordError("record fields do not end at the record length")
         ts = append_time if append_time is not None else header.base_timestamp + ts_delta
         yield Record(key, value, headers, ts, header.base_offset + offset_delta, attributes)
         pos = stop
+    if pos != end:
+        raise CorruptRecordError(f"{end - pos} bytes left after the batch's {count} records")
 
 
 def decode_records(batch: Buffer) -> list[Record]:

@@ -25,7 +25,6 @@ from protocol import records as rec
 
 log = structlog.get_logger(__name__)
 
-_DECODABLE = (rec.COMPRESSION_NONE, rec.COMPRESSION_GZIP)
 
 
 class OffsetOutOfRangeError(Exception):
@@ -284,8 +283,8 @@ class PartitionLog:
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= `timestamp`, or None.
 
-        Batches are located with the time index; the record is exact for uncompressed and gzip batches. For
-        snappy/lz4/zstd batches (not decoded here) the batch's first offset and maxTimestamp are returned.
+        Batches are located with the time index, then the batch's records are decoded (any codec). A batch that
+        cannot be decoded (stored before produce checked records) answers with its first offset and maxTimestamp.
         """
         start = self.log_start_offset
         for segment in self._segments:
@@ -295,11 +294,9 @@ class PartitionLog:
             if found is None:
                 continue
             pos, header = found
-            if header.compression in _DECODABLE:
-                batch = segment.read_bytes(pos, header.batch_length + rec.LOG_OVERHEAD)
-                for record in rec.iter_records(batch):
-                    if record.offset >= start and record.timestamp is not None and record.timestamp >= timestamp:
-                        return record.offset, record.timestamp
+            for record in self._records(segment, pos, header):
+                if record.offset >= start and record.timestamp is not None and record.timestamp >= timestamp:
+                    return record.offset, record.timestamp
             return max(header.base_offset, start), header.max_timestamp
         return None
 
@@ -316,12 +313,20 @@ class PartitionLog:
         found = best.find_batch(last)
         if found is not None:
             pos, header = found
-            if header.compression in _DECODABLE:
-                batch = best.read_bytes(pos, header.batch_length + rec.LOG_OVERHEAD)
-                for record in rec.iter_records(batch):
-                    if record.timestamp == ts and record.offset >= self.log_start_offset:
-                        return record.offset, ts
+            for record in self._records(best, pos, header):
+                if record.timestamp == ts and record.offset >= self.log_start_offset:
+                    return record.offset, ts
         return last, ts
+
+    def _records(self, segment: Segment, pos: int, header: rec.BatchHeader) -> list[rec.Record]:
+        """The batch's records, or [] (logged) when they cannot be decoded."""
+        batch = segment.read_bytes(pos, header.batch_length + rec.LOG_OVERHEAD)
+        try:
+            return rec.decode_records(batch)
+        except rec.RecordError as err:
+            log.warning("undecodable batch; answering at batch granularity", dir=str(self.directory),
+                        offset=header.base_offset, error=str(err))
+            return []
 
     # --- retention ---------------------------------------------------------------------------------------------
     def delete_records_before(self, offset: int) -> int:

@@ -77,24 +77,30 @@ def test_gzip_roundtrip() -> None:
     assert [r.value for r in rec.decode_records(batch)] == [b"v" * i for i in range(20)]
 
 
-def test_unsupported_compression_is_stored_but_not_decoded() -> None:
+def test_unknown_codec_is_not_decoded_and_a_mislabelled_payload_is_corrupt() -> None:
     buf = bytearray(sample(2))
     struct.pack_into(">h", buf, 21, rec.COMPRESSION_ZSTD)
     reseal(buf)
-    assert rec.validate_batches(buf)[0].compression == rec.COMPRESSION_ZSTD
-    with pytest.raises(rec.UnsupportedCompressionError):
+    assert rec.validate_batches(buf)[0].compression == rec.COMPRESSION_ZSTD  # header checks only
+    with pytest.raises(rec.CorruptRecordError):
+        rec.validate_batches(buf, check_records=True)
+    with pytest.raises(rec.CorruptRecordError):
         rec.decode_records(buf)
+    struct.pack_into(">h", buf, 21, 5)
+    with pytest.raises(rec.UnsupportedCompressionError):
+        rec.decode_records(reseal(buf))
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.none() | st.binary(max_size=40), st.none() | st.binary(max_size=200),
                           st.lists(st.tuples(st.text(max_size=8), st.none() | st.binary(max_size=8)), max_size=3),
                           st.integers(-(2 ** 40), 2 ** 40)), min_size=1, max_size=20),
-       st.sampled_from([rec.COMPRESSION_NONE, rec.COMPRESSION_GZIP]))
+       st.sampled_from([rec.COMPRESSION_NONE, rec.COMPRESSION_GZIP, rec.COMPRESSION_SNAPPY, rec.COMPRESSION_LZ4,
+                        rec.COMPRESSION_ZSTD]))
 def test_records_roundtrip_property(items, compression) -> None:
     records = [rec.Record(k, v, h, ts) for k, v, h, ts in items]
     batch = rec.build_batch(records, base_offset=9, compression=compression)
-    rec.validate_batches(batch)
+    rec.validate_batches(batch, check_records=True)
     out = rec.decode_records(batch)
     assert [(r.key, r.value, r.headers, r.timestamp) for r in out] == items
     assert [r.offset for r in out] == list(range(9, 9 + len(items)))
@@ -191,9 +197,8 @@ def test_real_client_batches(path: Path) -> None:
     header, offset = decode_request_header(frame)
     body = request_codec(header.api_key, header.api_version).decode(frame[offset:])
     records = bytes(body.topic_data[0].partition_data[0].records)
-    headers = rec.validate_batches(records)
+    headers = rec.validate_batches(records, check_records=True)
     assert headers
     for pos, h in rec.iter_batches(records):
         assert h.crc == crc32c_reference(records[pos + 21:pos + h.size])
-        if h.compression in (rec.COMPRESSION_NONE, rec.COMPRESSION_GZIP):
-            assert len(rec.decode_records(records[pos:pos + h.size])) == h.records_count
+        assert len(rec.decode_records(records[pos:pos + h.size])) == h.records_count

@@ -1,0 +1,245 @@
+"""Record framing check for produce: every record of a v2 batch is well formed, as Kafka's LogValidator requires.
+
+`check_records(data, pos, end, count)` proves that `data[pos:end]` holds exactly `count` records, each with:
+a varint body length that ends inside the payload; an attributes byte; a varlong timestamp delta; a varint offset
+delta; a key and a value whose varint lengths are -1 (null) or fit the record; a header count >= 0 that is not
+larger than the bytes left; headers whose key length is >= 0 and whose value length is -1 or fits; and fields that
+end exactly at the record's end. Anything else raises `FramingError`.
+
+Why it is fast: walking records one by one in Python costs about 0.7 us each (6 ms for a megabyte of 100-byte
+records, 100 times the batch CRC). But producers write runs of records with the same framing: the same body
+length, key and value lengths and header layout, with only the bytes of the two deltas and the contents changing.
+So one record is walked in Python, its framing is taken as a template (byte offsets that must hold an exact byte,
+offsets that must be a varint continuation byte >= 0x80, offsets that must end a varint < 0x80), and the
+following records are checked against it all at once, one strided slice per template offset (C speed:
+`bytes[start::size]`, `count`, `translate`). A record that does not fit is walked in Python and becomes the next
+template. Runs are tried with doubling lengths and after a miss the template is not tried again for a while, so
+records of varying shapes cost about what the plain walk costs.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+Buffer = bytes | bytearray
+
+_HIGH = bytes(range(0x80, 0x100))  # varint continuation bytes
+_LOW = bytes(range(0x80))  # varint last bytes
+_FIRST_RUN = 16
+_MAX_BACKOFF = 64
+
+
+class FramingError(Exception):
+    """A record's framing is invalid (Kafka: InvalidRecordException)."""
+
+
+class _Template(NamedTuple):
+    size: int  # total bytes of a record, length varint included
+    exact: tuple[tuple[int, int], ...]  # (offset, byte) pairs
+    high: tuple[int, ...]  # offsets holding continuation bytes
+    low: tuple[int, ...]  # offsets holding the last byte of a delta varint
+
+
+def _varint(data: Buffer, p: int, limit: int) -> tuple[int, int]:
+    """Zigzag varint at `p` that must end before `limit` (at most 10 bytes). Returns (value, next position)."""
+    result = shift = 0
+    while True:
+        if p >= limit:
+            raise FramingError("varint runs past the record")
+        b = data[p]
+        p += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (result >> 1) ^ -(result & 1), p
+        shift += 7
+        if shift > 63:
+            raise FramingError("varint longer than 10 bytes")
+
+
+def _skip_varint(data: Buffer, p: int, limit: int, high: list[int], low: list[int], start: int) -> int:
+    end = min(limit, p + 10)
+    while p < end:
+        if data[p] < 0x80:
+            low.append(p - start)
+            return p + 1
+        high.append(p - start)
+        p += 1
+    raise FramingError("varint runs past the record or is longer than 10 bytes")
+
+
+def _walk_one(data: Buffer, pos: int, end: int) -> tuple[int, _Template]:
+    """Check the record at `pos` field by field; return its end and its framing template."""
+    start = pos
+    exact: list[tuple[int, int]] = []
+    high: list[int] = []
+    low: list[int] = []
+    length, p = _varint(data, pos, end)
+    exact.extend((i - start, data[i]) for i in range(start, p))
+    stop = p + length
+    if length < 6 or stop > end:
+        raise FramingError(f"record length {length} does not fit the {end - p} bytes left")
+    p += 1  # attributes (not interpreted, as in Kafka)
+    p = _skip_varint(data, p, stop, high, low, start)  # timestamp delta
+    p = _skip_varint(data, p, stop, high, low, start)  # offset delta
+    for field in ("key", "value"):
+        at = p
+        size, p = _varint(data, p, stop)
+        exact.extend((i - start, data[i]) for i in range(at, p))
+        if size < -1 or p + max(size, 0) > stop:
+            raise FramingError(f"record {field} length {size} is invalid or runs past the record")
+        if size > 0:
+            p += size
+    at = p
+    count, p = _varint(data, p, stop)
+    exact.extend((i - start, data[i]) for i in range(at, p))
+    if count < 0 or count > stop - p:
+        raise FramingError(f"record header count {count} is negative or larger than the bytes left")
+    for _ in range(count):
+        at = p
+        size, p = _varint(data, p, stop)
+        exact.extend((i - start, data[i]) for i in range(at, p))
+        if size < 0 or p + size > stop:
+            raise FramingError(f"record header key length {size} is negative or runs past the record")
+        p += size
+        at = p
+        size, p = _varint(data, p, stop)
+        exact.extend((i - start, data[i]) for i in range(at, p))
+        if size < -1 or p + max(size, 0) > stop:
+            raise FramingError(f"record header value length {size} is invalid or runs past the record")
+        if size > 0:
+            p += size
+    if p != stop:
+        raise FramingError(f"record fields end {stop - p} bytes before the record's end")
+    return stop, _Template(stop - start, tuple(exact), tuple(high), tuple(low))
+
+
+def _skip_long(data: Buffer, p: int, stop: int) -> int:
+    limit = min(stop, p + 10)
+    while p < limit and data[p] >= 0x80:
+        p += 1
+    if p >= limit:
+        raise FramingError("varint runs past the record or is longer than 10 bytes")
+    return p + 1
+
+
+def _walk_plain(data: Buffer, pos: int, end: int, n: int) -> int:
+    """The checks of `_walk_one` for `n` records without building templates (the path for records of varying
+    shapes): short varints are decoded inline, anything unusual goes to `_walk_one`. Returns the end."""
+    for _ in range(n):
+        b = data[pos]
+        if b < 0x80:
+            p = pos + 1
+        else:
+            c = data[pos + 1]
+            if c >= 0x80:
+                pos = _walk_one(data, pos, end)[0]
+                continue
+            b = (b & 0x7F) | (c << 7)
+            p = pos + 2
+        stop = p + ((b >> 1) ^ -(b & 1))
+        if stop > end or stop < p + 6:
+            raise FramingError(f"record length {stop - p} does not fit the {end - p} bytes left")
+        # attributes, then the timestamp and offset deltas (skipped; longer ones on the slow path)
+        if data[p + 1] < 0x80:
+            p += 2
+        else:
+            p = _skip_long(data, p + 1, stop)
+        if data[p] < 0x80:
+            p += 1
+        elif data[p + 1] < 0x80:
+            p += 2
+        else:
+            p = _skip_long(data, p, stop)
+        b = data[p]  # key length: null (the common case) or 0..63 inline
+        if b == 1:
+            p += 1
+        elif b < 0x80 and not b & 1:
+            p += 1 + (b >> 1)
+        else:
+            pos = _walk_one(data, pos, end)[0]
+            continue
+        b = data[p]  # value length: one or two bytes inline
+        if b < 0x80:
+            p += 1
+        else:
+            c = data[p + 1]
+            if c >= 0x80:
+                pos = _walk_one(data, pos, end)[0]
+                continue
+            b = (b & 0x7F) | (c << 7)
+            p += 2
+        if b & 1:
+            if b != 1:
+                raise FramingError(f"record value length {(b >> 1) ^ -1} is invalid")
+        else:
+            p += b >> 1
+        # no headers: done; otherwise the full walk
+        pos = stop if p == stop - 1 and data[p] == 0 else _walk_one(data, pos, end)[0]
+    return pos
+
+
+def _leading(column: Buffer, allowed: bytes) -> int:
+    """How many leading bytes of `column` are in `allowed`."""
+    return len(column) - len(column.lstrip(allowed))
+
+
+def _run(data: Buffer, pos: int, m: int, t: _Template) -> int:
+    """How many of the `m` records from `pos` (each `t.size` bytes) fit template `t` (a prefix)."""
+    size = t.size
+    span = (m - 1) * size + 1
+    fit = m
+    for off, byte in t.exact:
+        column = data[pos + off:pos + off + span:size]
+        if column.count(byte) != len(column):
+            fit = min(fit, _leading(column, bytes((byte,))))
+    for offsets, allowed in ((t.high, _HIGH), (t.low, _LOW)):
+        for off in offsets:
+            column = data[pos + off:pos + off + span:size]
+            if column.translate(None, allowed):
+                fit = min(fit, _leading(column, allowed))
+    return fit
+
+
+def check_records(data: Buffer, pos: int, end: int, count: int) -> None:
+    """Raise FramingError unless `data[pos:end]` is exactly `count` well-formed records."""
+    if count < 0 or count > (end - pos) // 7:  # a record takes at least 7 bytes
+        raise FramingError(f"{count} records cannot fit in {end - pos} bytes")
+    try:
+        _check(data, pos, end, count)
+    except IndexError:
+        raise FramingError("a record runs past the end of the batch") from None
+
+
+def _check(data: Buffer, pos: int, end: int, count: int) -> None:
+    template: _Template | None = None
+    run = _FIRST_RUN
+    backoff = skip = 0
+    left = count
+    while left:
+        if template is not None and not skip:
+            m = min(run, left, (end - pos) // template.size)
+            fit = _run(data, pos, m, template) if m else 0
+            pos += fit * template.size
+            left -= fit
+            if fit == m and m:
+                run *= 2
+                backoff = 0
+                continue
+            run = _FIRST_RUN
+            if fit:
+                backoff = 0
+            else:  # this template is not worth trying for a while
+                backoff = min(_MAX_BACKOFF, max(1, backoff * 2))
+                skip = backoff
+            if not left:
+                break
+        elif skip:
+            n = min(skip, left)
+            pos = _walk_plain(data, pos, end, n)
+            left -= n
+            skip = 0
+            continue
+        pos, template = _walk_one(data, pos, end)
+        left -= 1
+    if pos != end:
+        raise FramingError(f"{end - pos} bytes left after the batch's {count} records")

@@ -1,0 +1,225 @@
+"""Record framing: produce validation (`validate_batches(check_records=True)`) and the decoders refuse malformed
+records; the fast template check agrees with a plain field-by-field decode on mutated batches."""
+
+from __future__ import annotations
+
+import struct
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocol import compression as codecs
+from protocol import records as rec
+from protocol.record_check import FramingError, check_records
+
+CODECS = [rec.COMPRESSION_NONE, rec.COMPRESSION_GZIP, rec.COMPRESSION_SNAPPY, rec.COMPRESSION_LZ4,
+          rec.COMPRESSION_ZSTD]
+
+
+def varint(value: int) -> bytes:
+    out = bytearray()
+    rec._write_varint(out, value)
+    return bytes(out)
+
+
+def batch_with_payload(payload: bytes, count: int, compression: int = rec.COMPRESSION_NONE) -> bytes:
+    """A batch with a valid header and CRC around arbitrary record bytes (compressed as asked)."""
+    body = payload if compression == rec.COMPRESSION_NONE else codecs.compress(compression, payload)
+    buf = bytearray(rec.HEADER_SIZE + len(body))
+    rec.HEADER.pack_into(buf, 0, 0, len(buf) - rec.LOG_OVERHEAD, -1, rec.MAGIC, 0, compression, count - 1,
+                         1_000, 1_000, -1, -1, -1, count)
+    buf[rec.HEADER_SIZE:] = body
+    struct.pack_into(">I", buf, 17, rec.batch_crc(buf, 0, len(buf)))
+    return bytes(buf)
+
+
+def record_bytes(*fields: bytes) -> bytes:
+    body = b"".join(fields)
+    return varint(len(body)) + body
+
+
+def reported_batch() -> bytes:
+    """The issue's batch: one record declaring 2**62 headers whose first key length is -2 (valid CRC)."""
+    body = b"\x00" + varint(0) + varint(0) + varint(-1) + varint(-1) + varint(2 ** 62) + varint(-2) + b"\x00" * 4
+    return batch_with_payload(varint(len(body)) + body, 1)
+
+
+def expect_refused(batch: bytes, error: type[rec.RecordError] = rec.InvalidRecordError) -> None:
+    with pytest.raises(error):
+        rec.validate_batches(batch, check_records=True)
+    with pytest.raises(rec.RecordError):
+        rec.decode_records(batch)
+
+
+def test_the_reported_batch_is_refused_and_never_loops() -> None:
+    batch = reported_batch()
+    assert rec.validate_batches(batch)  # header and CRC are fine: only the record walk sees it
+    started = time.monotonic()
+    expect_refused(batch)
+    assert time.monotonic() - started < 5  # (a bound for a hang, not a speed claim)
+
+
+@pytest.mark.parametrize("case", [
+    "negative_record_length", "negative_key_length", "negative_value_length", "negative_header_count",
+    "negative_header_key_length", "negative_header_value_length", "header_count_past_end", "key_past_end",
+    "fields_short_of_record_end", "record_past_batch", "bytes_left_over", "count_larger_than_bytes",
+    "unterminated_varint",
+])
+@pytest.mark.parametrize("compression", CODECS)
+def test_malformed_records_are_refused_by_every_path(case: str, compression: int) -> None:
+    good = record_bytes(b"\x00", varint(0), varint(0), varint(-1), varint(3), b"abc", varint(0))
+    count = 1
+    if case == "negative_record_length":
+        payload = varint(-5) + good
+    elif case == "negative_key_length":
+        payload = record_bytes(b"\x00", varint(0), varint(0), varint(-2), varint(0), varint(0))
+    elif case == "negative_value_length":
+        payload = record_bytes(b"\x00", varint(0), varint(0), varint(-1), varint(-3), varint(0))
+    elif case == "negative_header_count":
+        payload = record_bytes(b"\x00", varint(0), varint(0), varint(-1), varint(-1), varint(-1))
+    elif case == "negative_header_key_length":
+        payload = record_bytes(b"\x00", varint(0), varint(0), varint(-1), varint(-1), varint(1), varint(-1),
+                               varint(-1))
+    elif case == "negative_header_value_length":
+        payload = record_bytes(b"\x00", varint(0), varint(0), varint(-1), varint(-1), varint(1), varint(1), b"k",
+                               varint(-7))
+    elif case == "header_count_past_end":
+        payload = record_bytes(b"\x00", varint(0), varint(0), varint(-1), varint(-1), varint(2 ** 40))
+    elif case == "key_past_end":
+        payload = record_bytes(b"\x00", varint(0), varint(0), varint(50), b"k", varint(-1), varint(0))
+    elif case == "fields_short_of_record_end":
+        payload = record_bytes(b"\x00", varint(0), varint(0), varint(-1), varint(-1), varint(0), b"\x00\x00")
+    elif case == "record_past_batch":
+        payload = good[:-1]
+    elif case == "bytes_left_over":
+        payload = good + b"\x00" * 8
+    elif case == "count_larger_than_bytes":
+        payload, count = good, 2 ** 30
+    else:
+        payload = varint(7) + b"\x00" + b"\xff" * 6
+    expect_refused(batch_with_payload(payload, count, compression))
+
+
+def resealed(batch: bytearray) -> bytearray:
+    struct.pack_into(">i", batch, 8, len(batch) - rec.LOG_OVERHEAD)
+    struct.pack_into(">I", batch, 17, rec.batch_crc(batch, 0, len(batch)))
+    return batch
+
+
+@pytest.mark.parametrize("compression", CODECS[1:])
+def test_corrupt_compressed_payloads_are_corrupt_message(compression: int) -> None:
+    good = rec.build_batch([rec.Record(b"k", b"value %d" % i) for i in range(50)], compression=compression)
+    # a compressed stream cut short, with a valid batch length and CRC again
+    cut = resealed(bytearray(good[:-6]))
+    assert rec.validate_batches(cut)
+    with pytest.raises(rec.CorruptRecordError) as err:
+        rec.validate_batches(cut, check_records=True)
+    assert err.value.error_code == rec.ErrorCode.CORRUPT_MESSAGE
+    with pytest.raises(rec.CorruptRecordError):
+        rec.decode_records(cut)
+    # a payload that is not the codec's format at all
+    junk = bytearray(batch_with_payload(b"x" * 40, 1))
+    struct.pack_into(">h", junk, 21, compression)
+    with pytest.raises(rec.CorruptRecordError):
+        rec.validate_batches(resealed(junk), check_records=True)
+
+
+def test_gzip_with_damaged_compressed_bytes_is_corrupt_message() -> None:
+    """The issue's case: corrupt gzip data with a recomputed batch CRC (gzip's own CRC-32 catches it)."""
+    batch = bytearray(rec.build_batch([rec.Record(b"k", b"value %d" % i) for i in range(50)],
+                                      compression=rec.COMPRESSION_GZIP))
+    mid = rec.HEADER_SIZE + (len(batch) - rec.HEADER_SIZE) // 2
+    for i in range(mid, mid + 8):
+        batch[i] ^= 0x5A
+    with pytest.raises(rec.CorruptRecordError):
+        rec.validate_batches(resealed(batch), check_records=True)
+
+
+@pytest.mark.parametrize("compression", CODECS[1:])
+def test_record_count_is_checked_inside_compressed_payloads(compression: int) -> None:
+    records = b"".join(record_bytes(b"\x00", varint(0), varint(i), varint(-1), varint(1), b"v", varint(0))
+                       for i in range(3))
+    rec.validate_batches(batch_with_payload(records, 3, compression), check_records=True)
+    expect_refused(batch_with_payload(records, 2, compression))
+    expect_refused(batch_with_payload(records, 4, compression))
+
+
+def test_decompression_is_bounded(monkeypatch) -> None:
+    monkeypatch.setattr(rec, "MAX_DECOMPRESSED_BYTES", 100_000)
+    records = [rec.Record(None, bytes(50_000)) for _ in range(4)]  # compresses to almost nothing
+    for compression in CODECS[1:]:
+        batch = rec.build_batch(records, compression=compression)
+        assert len(batch) < 50_000
+        with pytest.raises(rec.RecordsTooLargeError) as err:
+            rec.validate_batches(batch, check_records=True)
+        assert err.value.error_code == rec.ErrorCode.MESSAGE_TOO_LARGE
+
+
+def test_snappy_reads_java_xerial_framing_and_raw_blocks() -> None:
+    from aiokafka.codec import snappy_encode  # an independent xerial encoder (kafka clients' format)
+
+    payload = b"".join(record_bytes(b"\x00", varint(0), varint(i), varint(-1), varint(100), bytes([i % 256]) * 100,
+                                    varint(0)) for i in range(700))  # > one 32 KiB xerial block
+    for body in (snappy_encode(payload, xerial_compatible=True, xerial_blocksize=32 * 1024),
+                 codecs.compress(rec.COMPRESSION_SNAPPY, payload, xerial=False)):
+        buf = bytearray(rec.HEADER_SIZE + len(body))
+        rec.HEADER.pack_into(buf, 0, 0, len(buf) - 12, -1, 2, 0, rec.COMPRESSION_SNAPPY, 699, 0, 0, -1, -1, -1, 700)
+        buf[rec.HEADER_SIZE:] = body
+        struct.pack_into(">I", buf, 17, rec.batch_crc(buf, 0, len(buf)))
+        rec.validate_batches(buf, check_records=True)
+        assert [r.value for r in rec.decode_records(buf)] == [bytes([i % 256]) * 100 for i in range(700)]
+
+
+# --- the template check against a plain decode ----------------------------------------------------------------------
+def plain_valid(data: bytes, start: int, end: int, count: int) -> bool:
+    """Reference: the field-by-field decoder of protocol.records on the same bytes."""
+    batch = batch_with_payload(data[start:end], count)
+    try:
+        rec.decode_records(batch)
+    except rec.RecordError:
+        return False
+    return True
+
+
+def uniform_payload(n: int, value: int, key: int | None, headers: int) -> bytes:
+    out = []
+    for i in range(n):
+        fields = [b"\x00", varint(i % 3), varint(i)]
+        fields += [varint(-1)] if key is None else [varint(key), b"k" * key]
+        fields += [varint(value), b"v" * value, varint(headers)]
+        for h in range(headers):
+            fields += [varint(1), b"h", varint(h - 1), b"x" * max(h - 1, 0)]
+        out.append(record_bytes(*fields))
+    return b"".join(out)
+
+
+@settings(max_examples=400, deadline=None)
+@given(n=st.integers(1, 200), value=st.integers(0, 300), key=st.none() | st.integers(0, 70),
+       headers=st.integers(0, 2), mutations=st.lists(st.tuples(st.integers(0, 10 ** 9), st.integers(0, 255)),
+                                                      max_size=3))
+def test_template_check_agrees_with_the_plain_decoder(n, value, key, headers, mutations) -> None:
+    data = bytearray(uniform_payload(n, value, key, headers))
+    for where, byte in mutations:
+        data[where % len(data)] = byte
+    data = bytes(data)
+    expected = plain_valid(data, 0, len(data), n)
+    try:
+        check_records(data, 0, len(data), n)
+        got = True
+    except FramingError:
+        got = False
+    assert got == expected
+
+
+def test_a_bad_record_deep_inside_a_long_uniform_run_is_found() -> None:
+    data = bytearray(uniform_payload(5000, 100, None, 0))
+    check_records(bytes(data), 0, len(data), 5000)
+    size = len(record_bytes(b"\x00", varint(0), varint(4000), varint(-1), varint(100), b"v" * 100, varint(0)))
+    at = len(data) - 2 * size  # a record near the end: its key length becomes -2
+    key_at = at + 2 + 1 + 1 + 2  # length (2 bytes), attributes, ts delta, offset delta (2 bytes)
+    assert data[key_at] == 1
+    data[key_at] = 3
+    with pytest.raises(FramingError):
+        check_records(bytes(data), 0, len(data), 5000)
