@@ -1,8 +1,12 @@
-"""Schema model: parse schemas/messages and schemas/records (Kafka's JSON shape) into objects.
+"""Schema model: parse protocol/schemas/messages and protocol/schemas/records (Kafka's JSON shape) into objects.
 
 A Message has a top-level Struct; Structs hold Fields; a Field's type is a primitive name, a
 struct (inline or from commonStructs) or an array of either. Version ranges are kept as
 `Versions` so codecs can ask "is this field present / nullable / tagged at version v?".
+
+The JSON files are package data of `protocol` and are read with importlib.resources, so an installed
+wheel works wherever it is (no checkout layout assumed). A missing or empty schema set fails at import
+with SchemaSetError rather than later as a KeyError deep inside the broker.
 """
 
 from __future__ import annotations
@@ -12,10 +16,37 @@ import json
 import re
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
+from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import Any
 
-SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+SCHEMA_KINDS = ("messages", "records")
+
+
+class SchemaSetError(RuntimeError):
+    """The JSON schema definitions are missing or empty (a broken install)."""
+
+
+def _json_files(directory: Traversable) -> list[Traversable]:
+    return sorted((p for p in directory.iterdir() if p.is_file() and p.name.endswith(".json")),
+                  key=lambda p: p.name)
+
+
+def check_schema_set(root: Traversable) -> Traversable:
+    """Return `root` if it holds messages/*.json and records/*.json; raise SchemaSetError otherwise."""
+    for kind in SCHEMA_KINDS:
+        directory = root / kind
+        if not directory.is_dir():
+            raise SchemaSetError(f"schema directory {directory} is missing: the installation of the "
+                                 "'protocol' package is incomplete (reinstall shoal)")
+        if not _json_files(directory):
+            raise SchemaSetError(f"schema directory {directory} holds no *.json definitions: the "
+                                 "installation of the 'protocol' package is incomplete (reinstall shoal)")
+    return root
+
+
+# protocol/schemas/ as package data; checked here so a broken install fails at import, loudly.
+SCHEMA_DIR: Traversable = check_schema_set(resources.files("protocol") / "schemas")
 
 PRIMITIVES = frozenset(
     {"bool", "int8", "int16", "uint16", "int32", "uint32", "int64", "float64",
@@ -259,20 +290,25 @@ def _check_keys(struct: Struct, where: str, seen: set[int] | None = None) -> Non
             _check_keys(f.struct, where, seen)
 
 
-def load_message(path: Path) -> Message:
-    return parse_message(json.loads(path.read_text()))
+def load_message(path: Traversable) -> Message:
+    return parse_message(json.loads(path.read_text(encoding="utf-8")))
+
+
+def schema_files(kind: str) -> list[Traversable]:
+    """The JSON files of one kind ("messages" or "records"), sorted by name."""
+    return _json_files(SCHEMA_DIR / kind)
 
 
 @functools.cache
 def messages() -> dict[str, Message]:
     """All schemas/messages/*.json by name (e.g. "ProduceRequest", "RequestHeader")."""
-    return {p.stem: load_message(p) for p in sorted((SCHEMA_DIR / "messages").glob("*.json"))}
+    return {p.name.removesuffix(".json"): load_message(p) for p in schema_files("messages")}
 
 
 @functools.cache
 def records() -> dict[str, Message]:
     """All schemas/records/*.json by name (e.g. "ShareSnapshotValue", "TopicRecord")."""
-    return {p.stem: load_message(p) for p in sorted((SCHEMA_DIR / "records").glob("*.json"))}
+    return {p.name.removesuffix(".json"): load_message(p) for p in schema_files("records")}
 
 
 @functools.cache

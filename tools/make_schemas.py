@@ -1,7 +1,7 @@
 """Generate Shoal's schema files from Apache Kafka's JSON message definitions.
 
-Reads the reference specs (default ../shared/kafka-spec) and writes schemas/messages/*.json and
-schemas/records/*.json. Only wire facts are kept: prose ("about", comments, listeners) is dropped,
+Reads the reference specs (default ../shared/kafka-spec) and writes protocol/schemas/messages/*.json
+and protocol/schemas/records/*.json. Only wire facts are kept: prose ("about", comments, listeners) is dropped,
 validVersions is set to the range Shoal serves and every version range inside is clipped to it.
 
     python tools/make_schemas.py [--spec DIR] [--out DIR]
@@ -274,7 +274,7 @@ def write(path: Path, data: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--spec", type=Path, default=DEFAULT_SPEC)
-    ap.add_argument("--out", type=Path, default=ROOT / "schemas")
+    ap.add_argument("--out", type=Path, default=ROOT / "protocol" / "schemas")
     args = ap.parse_args(argv)
     messages = args.out / "messages"
     records = args.out / "records"

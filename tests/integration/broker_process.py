@@ -24,13 +24,17 @@ REPO = Path(__file__).resolve().parents[2]
 
 class BrokerProcess:
     def __init__(self, data_dir: Path, log_path: Path, *, overrides: dict[str, str] | None = None,
-                 start_timeout: float = 30.0, python: str | None = None) -> None:
+                 start_timeout: float = 30.0, python: str | None = None, program: list[str] | None = None,
+                 cwd: Path | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.log_path = Path(log_path)
         self.port_file = self.data_dir.parent / f"{self.data_dir.name}.port"
         self.overrides = dict(overrides or {})
         self.start_timeout = start_timeout
         self.python = python or sys.executable
+        # What to run instead of `python -m broker` (e.g. an installed `shoal-broker` script) and where.
+        self.program = program
+        self.cwd = cwd or REPO
         self.port: int | None = None
         self.proc: subprocess.Popen | None = None
         self.returncodes: list[int] = []
@@ -45,7 +49,8 @@ class BrokerProcess:
 
     def command(self) -> list[str]:
         props = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(self.data_dir), **self.overrides}
-        cmd = [self.python, "-m", "broker", "--port-file", str(self.port_file), "--log-format", "json"]
+        cmd = list(self.program or [self.python, "-m", "broker"])
+        cmd += ["--port-file", str(self.port_file), "--log-format", "json"]
         for key, value in props.items():
             cmd += ["--override", f"{key}={value}"]
         return cmd
@@ -60,7 +65,7 @@ class BrokerProcess:
         with open(self.log_path, "ab") as out:
             out.write(f"--- start: {' '.join(self.command())}\n".encode())
             out.flush()
-            self.proc = subprocess.Popen(self.command(), cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env,
+            self.proc = subprocess.Popen(self.command(), cwd=self.cwd, stdout=out, stderr=subprocess.STDOUT, env=env,
                                          start_new_session=True)
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:

@@ -27,7 +27,7 @@ def test_api_specs() -> None:
 
 
 def test_schema_files_hold_no_prose() -> None:
-    for path in sorted(schema.SCHEMA_DIR.rglob("*.json")):
+    for path in schema.schema_files("messages") + schema.schema_files("records"):
         text = path.read_text()
         assert '"about"' not in text and "//" not in text, path
         json.loads(text)

@@ -1,0 +1,118 @@
+"""Shoal installs as users install it: a wheel (not an editable checkout) gives a working broker.
+
+The wheel is built from a copy of the source tree, installed into a fresh venv outside the checkout and started
+as `shoal-broker` with its working directory outside the checkout; a record then goes through it and back.
+To stay fast the venv is made with --no-deps and sees the test venv's site-packages through a .pth line (the
+dependencies, not shoal: the test venv's editable hook is not loaded that way, and the fresh venv's own
+site-packages comes first on sys.path); `pip check` then proves the wheel's declared dependencies are met.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import uuid
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.integration.broker_process import REPO, BrokerProcess
+from tests.integration.test_confluent_roundtrip import consume_all, create_topic, produce_all
+
+pytestmark = pytest.mark.integration
+
+# Not part of a source tree a user would build from (and large, or stale build output).
+_IGNORE = shutil.ignore_patterns(".git", ".venv", "data", "build", "dist", "*.egg-info", "__pycache__",
+                                 ".pytest_cache", ".ruff_cache", ".hypothesis", "results")
+
+
+def _run(cmd: list[str], cwd: Path, timeout: float = 300) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, f"{cmd} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(wheel, venv) for a wheel built from a copy of the checkout and installed into a fresh venv."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    src = tmp / "src"
+    shutil.copytree(REPO, src, ignore=_IGNORE)
+    dist = tmp / "dist"
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(dist), str(src)], cwd=tmp)
+    (wheel,) = dist.glob("shoal-*.whl")
+    venv = tmp / "venv"
+    _run([sys.executable, "-m", "venv", str(venv)], cwd=tmp)
+    py = venv / "bin" / "python"
+    site = Path(_run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=tmp).strip())
+    (site / "zz_test_venv_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    _run([str(py), "-m", "pip", "install", "--no-deps", "--no-index", "--quiet", str(wheel)], cwd=tmp)
+    return wheel, venv
+
+
+def test_wheel_contents(installed: tuple[Path, Path]) -> None:
+    wheel, _ = installed
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/", 1)[0] for n in names}
+    assert {"broker", "protocol"} <= tops
+    assert not tops & {"bench", "tests", "tools", "schemas"}, tops
+    schemas = [n for n in names if n.startswith("protocol/schemas/")]
+    assert any(n.endswith("/messages/ProduceRequest.json") for n in schemas)
+    assert any(n.endswith("/records/TopicRecord.json") for n in schemas)
+    expected = len(list((REPO / "protocol" / "schemas").rglob("*.json")))
+    assert len(schemas) == expected
+
+
+def test_installed_package_is_used_and_complete(installed: tuple[Path, Path], tmp_path: Path) -> None:
+    _, venv = installed
+    py = str(venv / "bin" / "python")
+    code = ("import broker, protocol.schema as s; print(broker.__file__); "
+            "print(len(s.messages()), len(s.records()), s.records()['TopicRecord'].name)")
+    out = _run([py, "-c", code], cwd=tmp_path).splitlines()
+    assert out[0].startswith(str(venv)), out  # the wheel's copy, not the checkout
+    messages, records, name = out[1].split()
+    assert int(messages) > 0 and int(records) > 0 and name == "TopicRecord"
+    _run([py, "-m", "pip", "check"], cwd=tmp_path)  # the wheel's declared dependencies are all satisfied
+
+
+def test_installed_broker_round_trips_a_record(installed: tuple[Path, Path], tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    _, venv = installed
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    proc = BrokerProcess(work / "data", tmp_path / "broker.log", program=[str(venv / "bin" / "shoal-broker")],
+                         cwd=work)
+    proc.start()
+    try:
+        topic = f"wheel-{uuid.uuid4().hex[:8]}"
+        create_topic(proc.bootstrap, topic)
+        produce_all(proc.bootstrap, topic, [b"from an installed wheel"])
+        records = consume_all(proc.bootstrap, topic, 1)
+        assert [value for _, value, _ in records] == [b"from an installed wheel"]
+        assert proc.alive()
+    finally:
+        code = proc.stop()
+    assert code == 0, proc.tail()
+
+
+def test_missing_or_empty_schema_set_fails_at_import(tmp_path: Path) -> None:
+    """A protocol package whose schemas are gone (or empty) refuses to import, with a clear message."""
+    for case in ("missing", "empty"):
+        root = tmp_path / case
+        shutil.copytree(REPO / "protocol", root / "protocol", ignore=_IGNORE)
+        schemas = root / "protocol" / "schemas"
+        shutil.rmtree(schemas)
+        if case == "empty":
+            (schemas / "messages").mkdir(parents=True)
+            (schemas / "records").mkdir()
+        env = {**os.environ, "PYTHONPATH": str(root)}
+        done = subprocess.run([sys.executable, "-c", "import protocol.schema"], cwd=root, env=env,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode != 0
+        assert "SchemaSetError" in done.stderr and "reinstall shoal" in done.stderr, done.stderr
