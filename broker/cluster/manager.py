@@ -28,6 +28,10 @@ from protocol.errors import ErrorCode
 log = structlog.get_logger(__name__)
 
 MAX_PARTITIONS = 10_000
+# Kafka's controller refuses one user operation (a CreateTopics, a CreatePartitions, a Metadata request's
+# auto-creations) that would write more than this many metadata records: POLICY_VIOLATION "Unable to perform
+# excessively large batch operation." (QuorumController.MAX_RECORDS_PER_USER_OP).
+MAX_RECORDS_PER_USER_OP = 10_000
 
 # As Kafka: group metadata is compacted by key; share state is a snapshot+update stream that compaction would
 # corrupt (it keeps only the newest ShareUpdate per key), so it is never trimmed by time or size and the share
@@ -116,6 +120,10 @@ class TopicManager:
         return self._config.describe_topic(info.configs, keys)
 
     # --- changes ---------------------------------------------------------------------------------------------
+    def auto_create_records(self, topics: int) -> int:
+        """Metadata records that auto-creating `topics` topics writes (a TopicRecord and PartitionRecords each)."""
+        return topics * (1 + int(self._config.get("num.partitions")))
+
     async def auto_create(self, name: str) -> TopicInfo:
         if name == CLUSTER_METADATA_TOPIC:
             # Kafka forwards auto-creation to its controller, which refuses this name; Metadata keeps answering

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-from broker.cluster.topics import TopicError, TopicInfo
+from broker.cluster.manager import MAX_RECORDS_PER_USER_OP
+from broker.cluster.topics import TopicError, TopicInfo, validate_topic_name
 from protocol.errors import ErrorCode
 
 METADATA = 3
@@ -56,28 +57,27 @@ async def handle_metadata(ctx, req) -> dict:
     if all_topics:
         entries = [topic_entry(node.node_id, info) for info in topics.registry.all()]
     else:
+        # As Kafka, the requested names and ids are sets: a name or id asked for many times is answered once.
+        names: dict[str, None] = {}
+        ids: dict[uuid.UUID, None] = {}
         for wanted in requested:
             name = wanted.get("name")
-            topic_id = wanted.get("topic_id") or ZERO_UUID
             if name is None:
-                info = topics.registry.by_id(topic_id) if topic_id != ZERO_UUID else None
-                if info is None:
-                    entries.append(error_entry(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id))
-                else:
-                    entries.append(topic_entry(node.node_id, info))
-                continue
+                ids[wanted.get("topic_id") or ZERO_UUID] = None
+            else:
+                names[name] = None
+        for topic_id in ids:
+            info = topics.registry.by_id(topic_id) if topic_id != ZERO_UUID else None
+            entries.append(error_entry(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id) if info is None
+                           else topic_entry(node.node_id, info))
+        missing = []
+        for name in names:
             info = topics.registry.get(name)
-            if info is None:
-                if auto_create:
-                    try:
-                        info = await topics.auto_create(name)
-                    except TopicError as err:
-                        entries.append(error_entry(err.code, name))
-                        continue
-                else:
-                    entries.append(error_entry(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
-                    continue
-            entries.append(topic_entry(node.node_id, info))
+            if info is not None:
+                entries.append(topic_entry(node.node_id, info))
+            else:
+                missing.append(name)
+        entries += await _missing_topics(topics, node.node_id, missing, auto_create)
 
     return {
         "throttle_time_ms": 0,
@@ -88,6 +88,34 @@ async def handle_metadata(ctx, req) -> dict:
         "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
         "error_code": 0,
     }
+
+
+async def _missing_topics(topics, node_id: int, names: list[str], auto_create: bool) -> list[dict]:
+    """Entries for requested topics that do not exist: auto-created when allowed, else Kafka's error."""
+    entries: list[dict] = []
+    creatable: list[str] = []
+    for name in names:
+        try:
+            validate_topic_name(name)
+        except TopicError as err:
+            entries.append(error_entry(err.code, name))  # INVALID_TOPIC_EXCEPTION, with or without auto-creation
+            continue
+        if auto_create:
+            creatable.append(name)
+        else:
+            entries.append(error_entry(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
+    # Kafka auto-creates a Metadata request's topics in one controller operation, which is refused past 10 000
+    # metadata records (none are created; Metadata answers UNKNOWN_TOPIC_OR_PARTITION).
+    if creatable and topics.auto_create_records(len(creatable)) > MAX_RECORDS_PER_USER_OP:
+        return entries + [error_entry(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name) for name in creatable]
+    for name in creatable:
+        try:
+            info = await topics.auto_create(name)
+        except TopicError as err:
+            entries.append(error_entry(err.code, name))
+            continue
+        entries.append(topic_entry(node_id, info))
+    return entries
 
 
 HANDLERS = {METADATA: handle_metadata}
