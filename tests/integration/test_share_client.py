@@ -1,0 +1,152 @@
+"""shoal_client.ShareGroupMember against a real broker process: join, fetch raw batches with acquired ranges,
+acknowledge whole ranges, renew locks, release on close, survive a broker restart."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from protocol.records import iter_batch_views, iter_records
+from shoal_client import (
+    ACCEPT,
+    RELEASE,
+    RENEW,
+    Acquired,
+    ShareGroupMember,
+    TopicIdPartition,
+    acknowledgements,
+)
+from tests.integration.test_confluent_roundtrip import create_topic, produce_all
+from tests.integration.test_group_configs import _alter
+
+pytestmark = pytest.mark.integration
+
+SHORT_LOCKS = {"group.share.record.lock.duration.ms": "1000", "group.share.min.record.lock.duration.ms": "1000"}
+
+
+def earliest(bootstrap: str, group: str) -> None:
+    _alter(AdminClient({"bootstrap.servers": bootstrap}), group, "share.auto.offset.reset", "earliest")
+
+
+def values_in(acquired: list[Acquired]) -> list[bytes]:
+    """Values of the acquired records (records of the returned batches outside the ranges are skipped)."""
+    out = []
+    for a in acquired:
+        wanted = [(first, last) for first, last, _ in a.ranges]
+        for _, _, view in iter_batch_views(a.records):
+            for r in iter_records(view):
+                if any(first <= r.offset <= last for first, last in wanted):
+                    out.append(r.value)
+    return out
+
+
+def drain(member: ShareGroupMember, want: int, *, ack: int | None = ACCEPT, max_records: int = 500,
+          timeout: float = 30.0) -> list[Acquired]:
+    got: list[Acquired] = []
+    pending: dict[TopicIdPartition, list] = {}
+    deadline = time.monotonic() + timeout
+    while sum(a.count for a in got) < want:
+        assert time.monotonic() < deadline, f"got {sum(a.count for a in got)} of {want}"
+        result = member.fetch(max_records=max_records, max_bytes=1 << 20, max_wait_ms=500,
+                              acknowledgements=pending)
+        assert not result.ack_errors, result.ack_errors
+        pending = {}
+        for a in result.acquired:
+            got.append(a)
+            if ack is not None:
+                pending[a.key] = [(first, last, ack) for first, last, _ in a.ranges]
+    if pending:
+        assert member.acknowledge(pending) == {}
+    return got
+
+
+def test_fetch_acknowledge_and_bounds(broker):
+    create_topic(broker.bootstrap, "sc-basic", partitions=2)
+    earliest(broker.bootstrap, "g")
+    values = [f"v{i}".encode() for i in range(300)]
+    produce_all(broker.bootstrap, "sc-basic", values, partition=None)
+    with ShareGroupMember(broker.bootstrap, "g", ["sc-basic"]) as member:
+        assert member.wait_for_assignment(10)
+        assert len(member.assignment()) == 2
+        first = member.fetch(max_records=40, max_bytes=1 << 20, max_wait_ms=2000)
+        assert 0 < first.count <= 40  # MaxRecords is a hard limit (record-limit acquire mode)
+        rest = drain(member, 300 - first.count)
+        assert member.acknowledge(acknowledgements(first.acquired, ACCEPT)) == {}
+        assert sorted(values_in(first.acquired + rest)) == sorted(values)
+        assert all(d == 1 for a in first.acquired + rest for _, _, d in a.ranges)
+        assert member.fetch(max_records=100, max_bytes=1 << 20, max_wait_ms=100).count == 0
+    with ShareGroupMember(broker.bootstrap, "g", ["sc-basic"]) as other:
+        assert other.wait_for_assignment(10)
+        assert other.fetch(max_records=500, max_bytes=1 << 20, max_wait_ms=300).count == 0  # all accepted
+
+
+def test_close_releases_to_another_member_at_once(broker):
+    create_topic(broker.bootstrap, "sc-close")
+    earliest(broker.bootstrap, "g")
+    produce_all(broker.bootstrap, "sc-close", [b"a", b"b", b"c"])
+    a = ShareGroupMember(broker.bootstrap, "g", ["sc-close"]).start()
+    held = drain(a, 3, ack=None)
+    b = ShareGroupMember(broker.bootstrap, "g", ["sc-close"]).start()
+    try:
+        assert b.wait_for_assignment(10)
+        assert b.fetch(max_records=10, max_bytes=1 << 20, max_wait_ms=200).count == 0  # a holds them
+        tp = held[0].key
+        # a releases one explicitly in its final request; closing its session releases the rest.
+        assert a.close({tp: [(0, 0, RELEASE)]}) == {}
+        got = drain(b, 3)
+        assert sorted(values_in(got)) == [b"a", b"b", b"c"]
+        assert {d for g in got for _, _, d in g.ranges} == {2}
+    finally:
+        a.close()
+        b.close()
+
+
+def test_renew_keeps_locks_past_the_lock_duration(broker_factory):
+    broker = broker_factory(SHORT_LOCKS)
+    create_topic(broker.bootstrap, "sc-renew")
+    earliest(broker.bootstrap, "g")
+    produce_all(broker.bootstrap, "sc-renew", [b"x"] * 5)
+    with ShareGroupMember(broker.bootstrap, "g", ["sc-renew"]) as a, \
+            ShareGroupMember(broker.bootstrap, "g", ["sc-renew"]) as b:
+        held = drain(a, 5, ack=None)
+        assert a.lock_timeout_ms == 1000
+        renew = acknowledgements(held, RENEW)
+        end = time.monotonic() + 3.0  # three lock durations
+        while time.monotonic() < end:
+            assert a.acknowledge(renew, renew=True) == {}
+            assert b.fetch(max_records=10, max_bytes=1 << 20, max_wait_ms=300).count == 0
+        assert a.acknowledge(acknowledgements(held, ACCEPT)) == {}
+        assert b.fetch(max_records=10, max_bytes=1 << 20, max_wait_ms=1500).count == 0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_broker_restart_loses_the_session_and_redelivers(broker_factory):
+    # A fixed port, so that the client finds the restarted broker where it was.
+    broker = broker_factory({"listeners": f"PLAINTEXT://127.0.0.1:{free_port()}"})
+    create_topic(broker.bootstrap, "sc-restart")
+    earliest(broker.bootstrap, "g")
+    produce_all(broker.bootstrap, "sc-restart", [f"r{i}".encode() for i in range(10)])
+    member = ShareGroupMember(broker.bootstrap, "g", ["sc-restart"]).start()
+    try:
+        held = drain(member, 10, ack=None)
+        broker.restart()
+        acks = acknowledgements(held, ACCEPT)
+        deadline = time.monotonic() + 30
+        result = member.fetch(max_records=100, max_bytes=1 << 20, max_wait_ms=500, acknowledgements=acks)
+        assert result.session_lost and result.ack_errors
+        got = result.acquired
+        while sum(a.count for a in got) < 10:
+            assert time.monotonic() < deadline
+            got += member.fetch(max_records=100, max_bytes=1 << 20, max_wait_ms=500).acquired
+        assert sorted(values_in(got)) == sorted(f"r{i}".encode() for i in range(10))
+        assert {d for g in got for _, _, d in g.ranges} == {2}
+    finally:
+        member.close()
