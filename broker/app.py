@@ -68,7 +68,7 @@ class Broker:
         setattr(self, name, component)
         return component
 
-    def _build_components(self) -> None:
+    async def _build_components(self) -> None:
         """Storage, the metadata journal, topics, configs, the partition layer and producer ids."""
         from broker.cluster.config_service import ConfigService
         from broker.cluster.journal import MetadataJournal
@@ -81,7 +81,7 @@ class Broker:
         config = self.config
         data_dir = config.data_dir
         logs = self.add_component("logs", LogManager(data_dir, config.log_config({})))
-        logs.start()
+        await asyncio.to_thread(logs.start)  # opening and recovering partition logs is blocking work
         # The journal is a log of its own, never visible as a topic (LogManager skips its directory). Its recovery
         # truncates only a torn tail: anything else stops start-up (JournalError/LogCorruptionError).
         metadata_log = self.add_component("metadata_log",
@@ -89,8 +89,8 @@ class Broker:
         flusher = self.add_component(
             "flusher", GroupCommitFlusher(flush_interval_ms=config.get("log.flush.interval.ms")))
         topics = self.add_component("topics", TopicManager(config, logs, MetadataJournal(metadata_log), self.node_id))
-        topics.load()
-        topics.ensure_internal_topics({
+        await asyncio.to_thread(topics.load)
+        await topics.ensure_internal_topics({
             "__consumer_offsets": config.get("offsets.topic.num.partitions"),
             "__share_group_state": config.get("share.coordinator.state.topic.num.partitions"),
         })
@@ -114,7 +114,7 @@ class Broker:
         data_dir = self.config.data_dir
         self.cluster_id = ensure_meta_properties(data_dir, self.node_id, self.config.get("cluster.id"))
         log.info("starting broker", node_id=self.node_id, cluster_id=self.cluster_id, data_dir=str(data_dir))
-        self._build_components()
+        await self._build_components()
         for component in self.components.values():
             start = getattr(component, "start", None)
             if start is not None and inspect.iscoroutinefunction(start):

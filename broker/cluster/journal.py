@@ -84,6 +84,14 @@ class MetadataJournal:
 
     def append(self, entries: list[tuple[int, Mapping]]) -> None:
         """Append entries as one batch and fsync before returning: metadata changes are rare and must stick."""
-        batch = rec.build_batch([rec.Record(key=None, value=encode_entry(t, v)) for t, v in entries])
+        self.append_batch(self.encode(entries))
+
+    @staticmethod
+    def encode(entries: list[tuple[int, Mapping]]) -> bytes:
+        """The batch `append` writes (pure: a worker thread may encode a large change)."""
+        return rec.build_batch([rec.Record(key=None, value=encode_entry(t, v)) for t, v in entries])
+
+    def append_batch(self, batch: bytes) -> None:
+        """Append a batch made by `encode` and fsync it (event loop)."""
         self._log.append(batch, log_append_time=None)
         self._log.flush()

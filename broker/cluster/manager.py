@@ -1,12 +1,18 @@
 """TopicManager: the component behind topic admin APIs, auto-creation and partition-log lookup.
 
-It validates a change, writes it to the metadata journal (fsynced), applies it to the registry and only then
-creates or deletes partition logs, so a crash at any point leaves a state that replay can finish.
+A creation is validated, its partition logs are created (in worker threads: this is where the resources are
+checked, before anything is journaled), then it is written to the metadata journal (fsynced) and applied to the
+registry. A crash before the journal write leaves empty directories that the next start removes; a failure to
+create the logs answers KAFKA_STORAGE_ERROR and journals nothing. A deletion is journaled first and its directories
+are removed afterwards (in a worker thread). Topic changes run one at a time (an asyncio lock), so two requests
+cannot create the same topic while the first one waits for its logs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from dataclasses import dataclass
 
 import structlog
 
@@ -27,7 +33,6 @@ from protocol.errors import ErrorCode
 
 log = structlog.get_logger(__name__)
 
-MAX_PARTITIONS = 10_000
 # Kafka's controller refuses one user operation (a CreateTopics, a CreatePartitions, a Metadata request's
 # auto-creations) that would write more than this many metadata records: POLICY_VIOLATION "Unable to perform
 # excessively large batch operation." (QuorumController.MAX_RECORDS_PER_USER_OP).
@@ -42,6 +47,28 @@ INTERNAL_TOPIC_CONFIGS = {
 }
 
 
+POLICY_VIOLATION_MESSAGE = "Unable to perform excessively large batch operation."
+
+
+@dataclass(frozen=True)
+class TopicPlan:
+    """A validated topic creation: what `create_planned` will journal and create."""
+
+    name: str
+    num_partitions: int
+    configs: dict[str, str]
+
+    @property
+    def records(self) -> int:
+        """Metadata records the creation writes (TopicRecord, PartitionRecords, ConfigRecords)."""
+        return 1 + self.num_partitions + len(self.configs)
+
+
+def check_records_per_operation(records: int) -> None:
+    if records > MAX_RECORDS_PER_USER_OP:
+        raise TopicError(ErrorCode.POLICY_VIOLATION, POLICY_VIOLATION_MESSAGE)
+
+
 class TopicManager:
     def __init__(self, config, log_manager, journal: MetadataJournal, node_id: int) -> None:
         self._config = config
@@ -50,15 +77,25 @@ class TopicManager:
         self._node_id = node_id
         self.registry = TopicRegistry()
         self._on_delete: list = []
+        self._changes = asyncio.Lock()  # one topic change at a time (creations wait for their logs)
 
     # --- start-up --------------------------------------------------------------------------------------------
     def load(self) -> None:
+        """Replay the journal and open every partition log (several threads at once). Blocking: at start-up,
+        call it from a worker thread."""
         for record_type, value in self._journal.replay():
             self.registry.apply(record_type, value)
         self._drop_reserved_topic()
+        missing = []
         for info in self.registry.all():
+            config = self.log_config(info)
             for p in range(info.num_partitions):
-                self._logs.get_or_create(info.name, p, self.log_config(info))
+                plog = self._logs.find(info.name, p)
+                if plog is None:
+                    missing.append(((info.name, p), config))
+                else:
+                    plog.reconfigure(config)
+        self._logs.register(self._logs.open_many(missing))
         self._handle_orphans()
 
     def _drop_reserved_topic(self) -> None:
@@ -87,10 +124,11 @@ class TopicManager:
                 log.error("partition directory unknown to the metadata journal moved aside", topic=name,
                           partition=partition, log_end_offset=plog.log_end_offset, moved_to=str(moved))
 
-    def ensure_internal_topics(self, partitions: dict[str, int]) -> None:
+    async def ensure_internal_topics(self, partitions: dict[str, int]) -> None:
         for name, count in partitions.items():
             if name not in self.registry:
-                self._create(name, count, INTERNAL_TOPIC_CONFIGS[name])
+                async with self._changes:
+                    await self._create(TopicPlan(name, count, INTERNAL_TOPIC_CONFIGS[name]))
 
     def on_delete(self, callback) -> None:
         """Register `callback(info)` to run after a topic is deleted (caches keyed by topic)."""
@@ -130,11 +168,11 @@ class TopicManager:
             # UNKNOWN_TOPIC_OR_PARTITION for it.
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
         self.registry.check_new_topic(name)
-        return self._create(name, int(self._config.get("num.partitions")), {})
+        return await self.create_planned(TopicPlan(name, int(self._config.get("num.partitions")), {}))
 
-    async def create_topic(self, name: str, *, num_partitions: int, replication_factor: int,
-                           assignments: list[list[int]], configs: dict[str, str | None],
-                           validate_only: bool) -> TopicInfo:
+    def plan_topic(self, name: str, *, num_partitions: int, replication_factor: int,
+                   assignments: list[list[int]], configs: dict[str, str | None]) -> TopicPlan:
+        """Validate a CreateTopics entry (no state change). Raises TopicError with Kafka's error."""
         self.registry.check_new_topic(name)
         if assignments:
             if num_partitions != -1 or replication_factor != -1:
@@ -149,7 +187,7 @@ class TopicManager:
             num_partitions = int(self._config.get("num.partitions"))
         if replication_factor == -1:
             replication_factor = int(self._config.get("default.replication.factor"))
-        if num_partitions <= 0 or num_partitions > MAX_PARTITIONS:
+        if num_partitions <= 0:
             raise TopicError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
         if replication_factor <= 0:
             raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
@@ -159,10 +197,24 @@ class TopicManager:
                 f"Unable to replicate the partition {replication_factor} time(s): "
                 "The target replication factor of 1 cannot be reached because only 1 broker(s) are registered.",
             )
-        clean = self._validate_topic_configs(configs)
+        return TopicPlan(name, num_partitions, self._validate_topic_configs(configs))
+
+    async def create_topic(self, name: str, *, num_partitions: int, replication_factor: int,
+                           assignments: list[list[int]], configs: dict[str, str | None],
+                           validate_only: bool) -> TopicInfo:
+        """One topic on its own (CreateTopics requests go through plan_topic/create_planned to bound the whole
+        request as Kafka does)."""
+        plan = self.plan_topic(name, num_partitions=num_partitions, replication_factor=replication_factor,
+                               assignments=assignments, configs=configs)
+        check_records_per_operation(plan.records)
         if validate_only:
-            return TopicInfo(name, uuid.UUID(int=0), num_partitions, clean)
-        return self._create(name, num_partitions, clean)
+            return TopicInfo(name, uuid.UUID(int=0), plan.num_partitions, plan.configs)
+        return await self.create_planned(plan)
+
+    async def create_planned(self, plan: TopicPlan) -> TopicInfo:
+        async with self._changes:
+            self.registry.check_new_topic(plan.name)  # again: another change may have run while we waited
+            return await self._create(plan)
 
     def _validate_topic_configs(self, configs: dict[str, str | None]) -> dict[str, str]:
         clean: dict[str, str] = {}
@@ -175,39 +227,56 @@ class TopicManager:
                 raise TopicError(ErrorCode.INVALID_CONFIG, str(err)) from None
         return clean
 
-    def _create(self, name: str, num_partitions: int, configs: dict[str, str]) -> TopicInfo:
+    async def _create(self, plan: TopicPlan) -> TopicInfo:
+        name = plan.name
         topic_id = uuid.uuid4()
         entries: list[tuple[int, dict]] = [(TOPIC_RECORD, {"name": name, "topic_id": topic_id})]
-        entries += [(PARTITION_RECORD, {"partition_id": p, "topic_id": topic_id}) for p in range(num_partitions)]
+        entries += [(PARTITION_RECORD, {"partition_id": p, "topic_id": topic_id}) for p in range(plan.num_partitions)]
         entries += [
             (CONFIG_RECORD, {"resource_type": TOPIC_RESOURCE, "resource_name": name, "name": k, "value": v})
-            for k, v in configs.items()
+            for k, v in plan.configs.items()
         ]
-        self.commit_records(entries)
-        info = self.registry.get(name)
-        for p in range(num_partitions):
-            self._logs.get_or_create(name, p, self.log_config(info))
-        log.info("topic created", topic=name, topic_id=str(topic_id), partitions=num_partitions)
-        return info
+        config = self._config.log_config(plan.configs)
+        await self._with_new_logs([((name, p), config) for p in range(plan.num_partitions)], entries)
+        log.info("topic created", topic=name, topic_id=str(topic_id), partitions=plan.num_partitions)
+        return self.registry.get(name)
+
+    async def _with_new_logs(self, logs: list[tuple[tuple[str, int], object]], entries: list[tuple[int, dict]]) -> None:
+        """Create the partition logs (worker threads), then journal `entries`; undo the logs if either fails."""
+        try:
+            opened = await asyncio.to_thread(self._logs.open_many, logs)
+        except OSError as err:
+            log.error("cannot create partition logs", partitions=len(logs), error=str(err))
+            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot create the partition logs: {err}") from None
+        try:
+            batch = await asyncio.to_thread(self._journal.encode, entries)  # thousands of records for big changes
+            self.commit_records(entries, batch=batch)
+        except BaseException:
+            await asyncio.to_thread(self._logs.discard, opened)
+            raise
+        self._logs.register(opened)
 
     async def delete_topic(self, *, name: str | None, topic_id: uuid.UUID | None) -> TopicInfo:
-        info = self.registry.get(name) if name is not None else self.registry.by_id(topic_id)
-        if info is None:
-            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name is not None else ErrorCode.UNKNOWN_TOPIC_ID
-            raise TopicError(code, "This server does not host this topic-partition.")
-        if info.internal:
-            raise TopicError(ErrorCode.INVALID_REQUEST, f"Topic {info.name} is internal and cannot be deleted.")
-        if not self._config.get("delete.topic.enable"):
-            raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
-        self.commit_records([(REMOVE_TOPIC_RECORD, {"topic_id": info.topic_id})])
-        for p in range(info.num_partitions):
-            self._logs.delete(info.name, p)
-        for callback in self._on_delete:
-            callback(info)
-        log.info("topic deleted", topic=info.name, topic_id=str(info.topic_id))
-        return info
+        async with self._changes:
+            info = self.registry.get(name) if name is not None else self.registry.by_id(topic_id)
+            if info is None:
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name is not None else ErrorCode.UNKNOWN_TOPIC_ID
+                raise TopicError(code, "This server does not host this topic-partition.")
+            if info.internal:
+                raise TopicError(ErrorCode.INVALID_REQUEST, f"Topic {info.name} is internal and cannot be deleted.")
+            if not self._config.get("delete.topic.enable"):
+                raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+            self.commit_records([(REMOVE_TOPIC_RECORD, {"topic_id": info.topic_id})])
+            detached = [plog for p in range(info.num_partitions)
+                        if (plog := self._logs.detach(info.name, p)) is not None]
+            for callback in self._on_delete:
+                callback(info)
+            await asyncio.to_thread(_delete_all, detached)  # directory removal off the event loop
+            log.info("topic deleted", topic=info.name, topic_id=str(info.topic_id))
+            return info
 
-    async def create_partitions(self, name: str, count: int, *, validate_only: bool, assignments=None) -> None:
+    def plan_partitions(self, name: str, count: int, assignments=None) -> tuple[TopicInfo, int]:
+        """Validate a CreatePartitions entry (no state change): (topic, partitions to add)."""
         info = self.registry.get(name)
         if info is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
@@ -219,8 +288,6 @@ class TopicManager:
                              f"requested {count}.")
         if count == info.num_partitions:
             raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {count} partitions.")
-        if count > MAX_PARTITIONS:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS, "Too many partitions requested.")
         if assignments is not None:
             if len(assignments) != count - info.num_partitions:
                 raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
@@ -230,12 +297,24 @@ class TopicManager:
                     raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                      f"Replica assignment {list(a.broker_ids)} does not name only broker "
                                      f"{self._node_id}")
-        if validate_only:
-            return
-        old = info.num_partitions
-        self.commit_records([(PARTITION_RECORD, {"partition_id": p, "topic_id": info.topic_id}) for p in range(old, count)])
-        for p in range(old, count):
-            self._logs.get_or_create(name, p, self.log_config(info))
+        return info, count - info.num_partitions
+
+    async def create_partitions(self, name: str, count: int, *, validate_only: bool, assignments=None) -> None:
+        """One topic on its own (CreatePartitions requests bound the whole request through plan_partitions)."""
+        _info, added = self.plan_partitions(name, count, assignments)
+        check_records_per_operation(added)
+        if not validate_only:
+            await self.add_partitions(name, count)
+
+    async def add_partitions(self, name: str, count: int) -> None:
+        async with self._changes:
+            info, _added = self.plan_partitions(name, count)  # again: another change may have run meanwhile
+            old = info.num_partitions
+            config = self.log_config(info)
+            await self._with_new_logs(
+                [((name, p), config) for p in range(old, count)],
+                [(PARTITION_RECORD, {"partition_id": p, "topic_id": info.topic_id}) for p in range(old, count)])
+            log.info("partitions added", topic=name, partitions=count, added=count - old)
 
     def set_topic_configs(self, info: TopicInfo, changes: dict[str, str | None]) -> None:
         """Apply already-validated overrides (None removes one) and reconfigure the partition logs."""
@@ -262,7 +341,13 @@ class TopicManager:
         self.commit_records([(PRODUCER_IDS_RECORD, {"broker_id": self._node_id, "broker_epoch": 0,
                                              "next_producer_id": next_unreserved})])
 
-    def commit_records(self, entries: list[tuple[int, dict]]) -> None:
-        self._journal.append(entries)
+    def commit_records(self, entries: list[tuple[int, dict]], *, batch: bytes | None = None) -> None:
+        """Journal `entries` (fsynced; `batch` is their encoding if already made) and apply them."""
+        self._journal.append_batch(self._journal.encode(entries) if batch is None else batch)
         for record_type, value in entries:
             self.registry.apply(record_type, value)
+
+
+def _delete_all(logs) -> None:
+    for plog in logs:
+        plog.delete()

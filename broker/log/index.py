@@ -2,7 +2,8 @@
 
 File formats are Kafka's: `.index` entries are (relative offset int32, file position int32), `.timeindex` entries
 are (timestamp int64, relative offset int32), big-endian. We append entries to the file as they are added (no
-preallocation) and keep a copy in arrays for O(log n) bisect lookups. Loading accepts Kafka-style preallocated
+preallocation) and keep a copy in arrays for O(log n) bisect lookups, so the file is only opened (through the shared
+`FileCache`) to be written or truncated. A file is created with its first entry; a missing file is an empty index. Loading accepts Kafka-style preallocated
 files: only the longest prefix of strictly increasing entries is kept (a zero-filled tail is dropped) and the file
 is trimmed to it.
 
@@ -13,35 +14,46 @@ time entry (largest timestamp so far, last offset of the batch holding it) is ad
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 from array import array
 from bisect import bisect_left, bisect_right
 
+from broker.log.files import INDEX_FLAGS, SHARED, FileCache
+
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 
 
-def _read_all(fd: int) -> bytes:
-    size = os.fstat(fd).st_size
-    chunks = []
-    pos = 0
-    while pos < size:
-        chunk = os.pread(fd, size - pos, pos)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        pos += len(chunk)
-    return b"".join(chunks)
+def _read_all(path: str) -> bytes:
+    """The whole file, b"" if there is none (read with a descriptor of its own, closed at once)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return b""
+    try:
+        size = os.fstat(fd).st_size
+        chunks = []
+        pos = 0
+        while pos < size:
+            chunk = os.pread(fd, size - pos, pos)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            pos += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 class _IndexFile:
     entry: struct.Struct
 
-    def __init__(self, path: str, base_offset: int) -> None:
+    def __init__(self, path: str, base_offset: int, files: FileCache | None = None) -> None:
         self.path = path
         self.base_offset = base_offset
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.files = files or SHARED
 
     @property
     def file_bytes(self) -> int:
@@ -50,30 +62,41 @@ class _IndexFile:
     def __len__(self) -> int:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def _trim_file(self) -> None:
-        if os.fstat(self.fd).st_size != self.file_bytes:
-            os.ftruncate(self.fd, self.file_bytes)
+    def _load(self) -> bytes:
+        return _read_all(self.path)
+
+    def _trim_file(self, loaded: int) -> None:
+        if loaded != self.file_bytes:
+            os.truncate(self.path, self.file_bytes)
 
     def _write(self, data: bytes, at: int) -> None:
-        while data:
-            n = os.pwrite(self.fd, data, at)
-            data = data[n:]
-            at += n
+        # The file is created by its first entry: most segments of most partitions never need one, and creating
+        # files is what makes creating thousands of partitions slow.
+        fd = self.files.acquire(self.path, INDEX_FLAGS | os.O_CREAT)
+        try:
+            while data:
+                n = os.pwrite(fd, data, at)
+                data = data[n:]
+                at += n
+        finally:
+            self.files.release(self.path, fd)
+
+    def _truncate(self) -> None:
+        with contextlib.suppress(FileNotFoundError):  # never written: nothing to cut
+            os.truncate(self.path, self.file_bytes)
 
     def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        self.files.forget(self.path)
 
 
 class OffsetIndex(_IndexFile):
     entry = _OFFSET_ENTRY
 
-    def __init__(self, path: str, base_offset: int) -> None:
-        super().__init__(path, base_offset)
+    def __init__(self, path: str, base_offset: int, files: FileCache | None = None) -> None:
+        super().__init__(path, base_offset, files)
         self.rel = array("i")
         self.pos = array("i")
-        data = _read_all(self.fd)
+        data = self._load()
         unpack = _OFFSET_ENTRY.unpack_from
         last_rel = last_pos = -1
         for at in range(0, len(data) - len(data) % 8, 8):
@@ -83,7 +106,7 @@ class OffsetIndex(_IndexFile):
             self.rel.append(rel)
             self.pos.append(position)
             last_rel, last_pos = rel, position
-        self._trim_file()
+        self._trim_file(len(data))
 
     def __len__(self) -> int:
         return len(self.rel)
@@ -111,7 +134,7 @@ class OffsetIndex(_IndexFile):
         if count < len(self.rel):
             del self.rel[count:]
             del self.pos[count:]
-            os.ftruncate(self.fd, self.file_bytes)
+            self._truncate()
 
     def truncate_to_position(self, position: int) -> None:
         """Drop entries pointing at or past `position`."""
@@ -125,11 +148,11 @@ class OffsetIndex(_IndexFile):
 class TimeIndex(_IndexFile):
     entry = _TIME_ENTRY
 
-    def __init__(self, path: str, base_offset: int) -> None:
-        super().__init__(path, base_offset)
+    def __init__(self, path: str, base_offset: int, files: FileCache | None = None) -> None:
+        super().__init__(path, base_offset, files)
         self.ts = array("q")
         self.rel = array("i")
-        data = _read_all(self.fd)
+        data = self._load()
         unpack = _TIME_ENTRY.unpack_from
         last_ts, last_rel = -(1 << 63), -1
         for at in range(0, len(data) - len(data) % 12, 12):
@@ -139,7 +162,7 @@ class TimeIndex(_IndexFile):
             self.ts.append(ts)
             self.rel.append(rel)
             last_ts, last_rel = ts, rel
-        self._trim_file()
+        self._trim_file(len(data))
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -176,4 +199,4 @@ class TimeIndex(_IndexFile):
         if i < len(self.ts):
             del self.ts[i:]
             del self.rel[i:]
-            os.ftruncate(self.fd, self.file_bytes)
+            self._truncate()

@@ -12,17 +12,22 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import structlog
 
 from broker.log.config import LogConfig
+from broker.log.files import SHARED, FileCache
 from broker.log.partition_log import PartitionLog
 
 log = structlog.get_logger(__name__)
 
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
+# Partition logs are opened (recovered) and created by this many threads at once: the work is mostly system calls
+# (directory listings, stat, index reads), which run outside the GIL.
+OPEN_THREADS = 4
 # The metadata journal's directory (KRaft's `__cluster_metadata-0`): never a topic partition managed here.
 METADATA_LOG_DIR = "__cluster_metadata-0"
 STRAY_SUFFIX = "-stray"
@@ -81,8 +86,10 @@ def write_checkpoint(path: Path, entries: Mapping[tuple[str, int], int]) -> None
 
 class LogManager:
     def __init__(self, log_dir: Path | str, defaults: LogConfig | Mapping[str, object] | None = None, *,
-                 clock: Callable[[], float] = time.time, leader_epoch: int | None = None) -> None:
+                 clock: Callable[[], float] = time.time, leader_epoch: int | None = None,
+                 files: FileCache | None = None) -> None:
         self.log_dir = Path(log_dir)
+        self.files = files or SHARED
         self.defaults = LogConfig.coerce(defaults)
         self._clock = clock
         self._leader_epoch = leader_epoch
@@ -93,9 +100,11 @@ class LogManager:
 
     # --- lifecycle ---------------------------------------------------------------------------------------------
     def start(self) -> None:
-        """Open (and recover) every partition directory with the default config; callers reconfigure later
-        through get_or_create(topic, partition, config)."""
+        """Open (and recover) every partition directory with the default config, several at a time in worker
+        threads; callers reconfigure later through get_or_create(topic, partition, config). Blocking: call it from
+        a worker thread when an event loop is serving."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        found: dict[tuple[str, int], LogConfig] = {}
         for path in sorted(self.log_dir.iterdir()):
             if not path.is_dir():
                 continue
@@ -103,15 +112,46 @@ class LogManager:
                 shutil.rmtree(path, ignore_errors=True)
                 continue
             key = parse_partition_dir(path.name)
-            if key is None:
-                continue
-            if key not in self._logs:
-                self._logs[key] = self._open(path, self.defaults, self._checkpointed.get(key, 0))
+            if key is not None and key not in self._logs:
+                found[key] = self.defaults
+        self.register(self.open_many(found.items()))
         self.started = True
+
+    def open_many(self, items: Iterable[tuple[tuple[str, int], LogConfig | Mapping[str, object] | None]]
+                  ) -> dict[tuple[str, int], PartitionLog]:
+        """Open or create the logs of `(topic, partition), config` pairs in worker threads, without registering
+        them (`register` does, on the event loop). Blocking. If one fails, the others are closed and the error is
+        raised; directories this call created are removed."""
+        items = list(items)
+        new_dirs = {key for key, _cfg in items if not self.dir_for(*key).exists()}
+        opened: dict[tuple[str, int], PartitionLog] = {}
+        error: BaseException | None = None
+        with ThreadPoolExecutor(max_workers=OPEN_THREADS, thread_name_prefix="log-open") as pool:
+            futures = [(key, pool.submit(self._open, self.dir_for(*key), LogConfig.coerce(cfg, self.defaults),
+                                         self._checkpointed.get(key, 0))) for key, cfg in items]
+            for key, future in futures:
+                try:
+                    opened[key] = future.result()
+                except BaseException as err:  # noqa: BLE001 - collected; the first one is raised below
+                    error = error or err
+        if error is not None:
+            for key, plog in opened.items():
+                plog.close()
+                if key in new_dirs:
+                    shutil.rmtree(plog.directory, ignore_errors=True)
+            for key in new_dirs - opened.keys():
+                shutil.rmtree(self.dir_for(*key), ignore_errors=True)
+            raise error
+        return opened
+
+    def register(self, logs: Mapping[tuple[str, int], PartitionLog]) -> None:
+        """Make logs opened by `open_many` visible (event loop)."""
+        self._logs.update(logs)
 
     def _open(self, path: Path, config: LogConfig, log_start_offset: int) -> PartitionLog:
         return PartitionLog(path, config, log_start_offset=log_start_offset, clock=self._clock,
-                            leader_epoch=self._leader_epoch, on_log_start_offset_change=self._start_moved)
+                            leader_epoch=self._leader_epoch, on_log_start_offset_change=self._start_moved,
+                            files=self.files)
 
     def close(self) -> None:
         self.write_log_start_checkpoint()
@@ -140,6 +180,19 @@ class LogManager:
         elif config is not None:
             plog.reconfigure(config)
         return plog
+
+    def detach(self, topic: str, partition: int) -> PartitionLog | None:
+        """Unregister a log about to be deleted; the caller deletes it (`PartitionLog.delete`, blocking)."""
+        self._checkpointed.pop((topic, partition), None)
+        plog = self._logs.pop((topic, partition), None)
+        if plog is None and self.dir_for(topic, partition).exists():
+            plog = self._open(self.dir_for(topic, partition), self.defaults, 0)
+        return plog
+
+    def discard(self, logs: Mapping[tuple[str, int], PartitionLog]) -> None:
+        """Close and remove logs made by `open_many` that were never registered (their creation was undone)."""
+        for plog in logs.values():
+            plog.delete()
 
     def delete(self, topic: str, partition: int) -> None:
         self._checkpointed.pop((topic, partition), None)

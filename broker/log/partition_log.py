@@ -1,9 +1,10 @@
 """PartitionLog: one partition's log, a list of segments in `<log.dir>/<topic>-<partition>/`.
 
-All methods except `flush()` run on the event loop. `flush()` may run in a worker thread concurrently with
-appends, rolls and retention: under a short lock it takes the set of segments written since the last flush and
-duplicates their file descriptors, then fsyncs the duplicates without the lock (a segment closed or deleted in the
-meantime is harmless: the duplicate keeps the file open).
+A log is opened (and recovered) by its constructor, which may run in a worker thread; after that all methods
+except `flush()` run on the event loop. `flush()` may run in a worker thread concurrently with appends, rolls and
+retention: under a short lock it takes the set of segments written since the last flush and pins their file
+descriptors in the shared `FileCache`, then fsyncs them without the lock (a segment closed or deleted in the
+meantime is harmless: a pinned descriptor stays open until released).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 import structlog
 
 from broker.log.config import LogConfig
+from broker.log.files import SHARED, FileCache
 from broker.log.segment import BatchEntry, LogCorruptionError, Segment
 from protocol import records as rec
 
@@ -64,6 +66,7 @@ class PartitionLog:
         leader_epoch: int | None = None,
         on_log_start_offset_change: Callable[[PartitionLog], None] | None = None,
         strict_recovery: bool = False,
+        files: FileCache | None = None,
     ) -> None:
         """Open (recovering) or create the log in `directory`. `log_start_offset` is the checkpointed value.
 
@@ -77,11 +80,15 @@ class PartitionLog:
         self._lock = threading.Lock()
         self._dirty: set[Segment] = set()
         self._dir_dirty = False
+        # A new log's directory entries need an fsync only once it holds data (the first append asks for it):
+        # flushing thousands of empty new partitions at shutdown would cost an fsync each for nothing.
+        self._dir_new = False
         self.closed = False
         self.directory.mkdir(parents=True, exist_ok=True)
         self._segments: list[Segment] = []
         self._bases: list[int] = []
         self._strict = strict_recovery
+        self.files = files or SHARED
         try:
             self._open_segments(log_start_offset)
         except BaseException:
@@ -103,7 +110,7 @@ class PartitionLog:
         bases.sort()
         interval = self.config.index_interval_bytes
         for i, base in enumerate(bases):
-            segment = Segment(self.directory, base, index_interval_bytes=interval)
+            segment = Segment(self.directory, base, index_interval_bytes=interval, files=self.files)
             try:
                 truncated = segment.recover(strict=self._strict, last=i + 1 == len(bases))
             except BaseException:
@@ -135,13 +142,14 @@ class PartitionLog:
         while len(self._segments) > 1 and self._segments[0].empty:
             self._segments.pop(0).delete()
         if not self._segments:
-            self._segments.append(Segment(self.directory, max(0, log_start_offset), index_interval_bytes=interval))
-            self._dir_dirty = True
+            self._segments.append(Segment(self.directory, max(0, log_start_offset), index_interval_bytes=interval,
+                                          files=self.files))
+            self._dir_new = True
         self._bases = [s.base_offset for s in self._segments]
 
     def _drop_files(self, bases: list[int]) -> None:
         for base in bases:
-            Segment(self.directory, base).delete()
+            Segment(self.directory, base, files=self.files).delete()
 
     # --- offsets -----------------------------------------------------------------------------------------------
     @property
@@ -215,6 +223,8 @@ class PartitionLog:
         segment.append(buf, entries)
         with self._lock:
             self._dirty.add(segment)
+            if self._dir_new:
+                self._dir_dirty, self._dir_new = True, False
         return AppendInfo(first, offset - 1, -1 if log_append_time is None else log_append_time, max_ts,
                           offset_of_max, self.log_start_offset, len(buf), len(headers))
 
@@ -239,7 +249,8 @@ class PartitionLog:
         if current.empty:
             return current
         current.seal()
-        segment = Segment(self.directory, self.log_end_offset, index_interval_bytes=self.config.index_interval_bytes)
+        segment = Segment(self.directory, self.log_end_offset, index_interval_bytes=self.config.index_interval_bytes,
+                          files=self.files)
         segment.created_ms = int(self._clock() * 1000)
         self._segments.append(segment)
         self._bases.append(segment.base_offset)
@@ -414,28 +425,40 @@ class PartitionLog:
             dir_dirty = self._dir_dirty
             self._dirty.clear()
             self._dir_dirty = False
-            fds: list[int] = []
+            pinned: list[tuple[str, int]] = []
+            dir_fd = -1
             try:
                 for segment in segments:
                     if not segment.closed:
-                        fds.extend(os.dup(fd) for fd in segment.fds())
+                        for path, flags in segment.paths():
+                            try:
+                                pinned.append((path, self.files.acquire(path, flags)))
+                            except FileNotFoundError:
+                                if path == str(segment.log_path):
+                                    raise  # an index file not written yet has nothing to sync
                 if dir_dirty:
-                    fds.append(os.open(self.directory, os.O_RDONLY))
+                    dir_fd = os.open(self.directory, os.O_RDONLY)
             except OSError:
                 self._requeue_locked(segments, dir_dirty)
-                for fd in fds:
-                    os.close(fd)
+                self._unpin(pinned, dir_fd)
                 raise
         try:
-            for fd in fds:
+            for _path, fd in pinned:
                 os.fsync(fd)
+            if dir_fd >= 0:
+                os.fsync(dir_fd)
         except OSError:
             with self._lock:
                 self._requeue_locked(segments, dir_dirty)
             raise
         finally:
-            for fd in fds:
-                os.close(fd)
+            self._unpin(pinned, dir_fd)
+
+    def _unpin(self, pinned: list[tuple[str, int]], dir_fd: int) -> None:
+        for path, fd in pinned:
+            self.files.release(path, fd)
+        if dir_fd >= 0:
+            os.close(dir_fd)
 
     def _requeue_locked(self, segments: list[Segment], dir_dirty: bool) -> None:
         self._dirty.update(s for s in segments if not s.closed)
@@ -449,7 +472,7 @@ class PartitionLog:
         self._close_segments()
 
     def _close_segments(self) -> None:
-        # under the lock, so a flush running in a worker thread cannot dup a descriptor being closed
+        # under the lock, so a flush running in a worker thread sees either the open segments or none
         with self._lock:
             self.closed = True
             self._dirty.clear()

@@ -1,7 +1,8 @@
 """One log segment: `<base offset:020d>.log` plus its `.index` and `.timeindex`.
 
 The `.log` file is written with plain `os.write` (O_APPEND; durability is the flusher's job) and read with
-`os.pread`. Batches are never decoded here: only their 61-byte headers are read.
+`os.pread`. Batches are never decoded here: only their 61-byte headers are read. Descriptors come from the shared
+`FileCache` for the duration of one operation, so an idle segment holds no open file.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from crc32c import crc32c
 
+from broker.log.files import INDEX_FLAGS, LOG_FLAGS, SHARED, FileCache
 from broker.log.index import OffsetIndex, TimeIndex
 from protocol.records import HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH, BatchHeader, read_header
 
@@ -49,20 +51,22 @@ def _pread_exact(fd: int, size: int, position: int) -> bytes:
 
 
 class Segment:
-    def __init__(self, directory: Path, base_offset: int, *, index_interval_bytes: int = 4096) -> None:
+    def __init__(self, directory: Path, base_offset: int, *, index_interval_bytes: int = 4096,
+                 files: FileCache | None = None) -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
+        self.files = files or SHARED
         name = segment_name(base_offset)
         self.log_path = directory / f"{name}.log"
-        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self._path = str(self.log_path)
+        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)  # created if new; not kept open
         try:
-            self.size = os.fstat(self.fd).st_size
-            self.offset_index = OffsetIndex(str(directory / f"{name}.index"), base_offset)
-            self.time_index = TimeIndex(str(directory / f"{name}.timeindex"), base_offset)
-        except BaseException:
-            os.close(self.fd)
-            raise
+            self.size = os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+        self.offset_index = OffsetIndex(str(directory / f"{name}.index"), base_offset, self.files)
+        self.time_index = TimeIndex(str(directory / f"{name}.timeindex"), base_offset, self.files)
         self.next_offset = base_offset  # last offset + 1; set by recover() / append
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1  # last offset of the batch holding max_timestamp (as Kafka)
@@ -80,8 +84,19 @@ class Segment:
     def empty(self) -> bool:
         return self.size == 0
 
-    def fds(self) -> list[int]:
-        return [self.fd, self.offset_index.fd, self.time_index.fd]
+    def paths(self) -> list[tuple[str, int]]:
+        """(path, open flags) of the segment's files (what a flush fsyncs)."""
+        return [(self._path, LOG_FLAGS), (self.offset_index.path, INDEX_FLAGS), (self.time_index.path, INDEX_FLAGS)]
+
+    def _pread(self, size: int, position: int) -> bytes:
+        fd = self.files.acquire(self._path, LOG_FLAGS)
+        try:
+            return _pread_exact(fd, size, position)
+        finally:
+            self.files.release(self._path, fd)
+
+    def _truncate_file(self, size: int) -> None:
+        os.truncate(self._path, size)
 
     # --- appends -----------------------------------------------------------------------------------------------
     def can_hold(self, last_offset: int) -> bool:
@@ -92,13 +107,16 @@ class Segment:
         position = self.size
         view = memoryview(data)
         written = 0
+        fd = self.files.acquire(self._path, LOG_FLAGS)
         try:
             while written < len(view):
-                written += os.write(self.fd, view[written:])
+                written += os.write(fd, view[written:])
         except BaseException:
             if written:
-                os.ftruncate(self.fd, position)
+                os.ftruncate(fd, position)
             raise
+        finally:
+            self.files.release(self._path, fd)
         for rel, size, last_offset, max_ts in batches:
             self._track(position + rel, size, last_offset, max_ts)
         self.size = position + written
@@ -130,7 +148,7 @@ class Segment:
 
     # --- reads -------------------------------------------------------------------------------------------------
     def read_bytes(self, position: int, size: int) -> bytes:
-        return _pread_exact(self.fd, size, position)
+        return self._pread(size, position)
 
     def iter_headers(self, start: int = 0) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each whole batch from `start` (a batch boundary), reading 64 KiB at a time."""
@@ -141,7 +159,7 @@ class Segment:
         while pos + HEADER_SIZE <= end:
             off = pos - buf_start
             if off + HEADER_SIZE > len(buf):
-                buf = _pread_exact(self.fd, min(_SCAN_CHUNK, end - pos), pos)
+                buf = self._pread(min(_SCAN_CHUNK, end - pos), pos)
                 buf_start, off = pos, 0
                 if len(buf) < HEADER_SIZE:
                     return
@@ -184,7 +202,7 @@ class Segment:
             return b"", end, -1
         # the target batch usually starts within an index interval plus one batch of the entry found
         ahead = self.index_interval_bytes + 2 * self.average_batch_size + _READ_SLACK
-        buf = _pread_exact(self.fd, min(end - start, max_bytes + ahead), start)
+        buf = self._pread(min(end - start, max_bytes + ahead), start)
         off = 0
         found: tuple[int, BatchHeader] | None = None
         while off + HEADER_SIZE <= len(buf):
@@ -212,7 +230,7 @@ class Segment:
         if start + len(buf) >= limit and first_pos >= start:
             region, region_start = buf, start
         else:
-            region, region_start = _pread_exact(self.fd, limit - first_pos, first_pos), first_pos
+            region, region_start = self._pread(limit - first_pos, first_pos), first_pos
         # cut at the last whole batch inside [first_pos, limit)
         q = first_pos
         prefix = HEADER_SIZE
@@ -232,7 +250,7 @@ class Segment:
 
         `strict`: only a torn tail (see `_torn_tail`) of the `last` segment may be truncated; any other invalid
         data raises LogCorruptionError and the file is left untouched."""
-        size = os.fstat(self.fd).st_size
+        size = os.stat(self._path).st_size
         self.size = size
         index = self.offset_index
         index.truncate_to_position(size)
@@ -241,7 +259,7 @@ class Segment:
         start_pos = 0
         while i >= 0:
             entry_offset, entry_pos = index.entry_at(i)
-            raw = _pread_exact(self.fd, HEADER_SIZE, entry_pos)
+            raw = self._pread(HEADER_SIZE, entry_pos)
             if len(raw) == HEADER_SIZE:
                 h = read_header(raw)
                 if (h.magic == MAGIC and h.batch_length >= MIN_BATCH_LENGTH
@@ -262,7 +280,7 @@ class Segment:
             self.time_index.truncate_after_offset(start_header.base_offset + start_header.last_offset_delta)
             self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last or (-1, -1)
             self.next_offset = start_header.base_offset
-            first = _pread_exact(self.fd, HEADER_SIZE, 0)
+            first = self._pread(HEADER_SIZE, 0)
             if len(first) == HEADER_SIZE:
                 self.first_batch_timestamp = read_header(first).max_timestamp
         valid_end = self._scan_valid(start_pos, size)
@@ -271,21 +289,21 @@ class Segment:
                 f"{self.log_path}: invalid record batch at position {valid_end} with {size - valid_end} more bytes "
                 "after it (not a torn tail); refusing to truncate")
         if valid_end < size:
-            os.ftruncate(self.fd, valid_end)
+            self._truncate_file(valid_end)
             self.size = valid_end
         return size - valid_end
 
     def _torn_tail(self, pos: int, size: int) -> bool:
         """What an interrupted append leaves: a partial header, a last batch that reaches (or would run past) the
         end of the file, or zeros to the end of the file."""
-        raw = _pread_exact(self.fd, HEADER_SIZE, pos)
+        raw = self._pread(HEADER_SIZE, pos)
         if len(raw) < HEADER_SIZE:
             return True
         header = read_header(raw)
         if header.batch_length >= MIN_BATCH_LENGTH and pos + header.batch_length + LOG_OVERHEAD >= size:
             return True
         while pos < size:
-            chunk = _pread_exact(self.fd, min(_RECOVERY_CHUNK, size - pos), pos)
+            chunk = self._pread(min(_RECOVERY_CHUNK, size - pos), pos)
             if not chunk or chunk.count(0) != len(chunk):
                 return False
             pos += len(chunk)
@@ -297,7 +315,7 @@ class Segment:
         while pos < size:
             off = pos - buf_start
             if off + HEADER_SIZE > len(buf):
-                buf = _pread_exact(self.fd, min(_RECOVERY_CHUNK, size - pos), pos)
+                buf = self._pread(min(_RECOVERY_CHUNK, size - pos), pos)
                 buf_start, off = pos, 0
                 if len(buf) < HEADER_SIZE:
                     return pos
@@ -308,7 +326,7 @@ class Segment:
                     or not self.can_hold(h.base_offset + h.last_offset_delta)):
                 return pos
             if off + batch_size > len(buf):
-                buf = _pread_exact(self.fd, max(batch_size, min(_RECOVERY_CHUNK, size - pos)), pos)
+                buf = self._pread(max(batch_size, min(_RECOVERY_CHUNK, size - pos)), pos)
                 buf_start, off = pos, 0
                 if len(buf) < batch_size:
                     return pos
@@ -324,7 +342,7 @@ class Segment:
         if found is None:
             return
         position = found[0]
-        os.ftruncate(self.fd, position)
+        self._truncate_file(position)
         self.offset_index.truncate_to_position(position)
         self.time_index.truncate_after_offset(offset - 1)
         self.recover()
@@ -334,7 +352,12 @@ class Segment:
         """Largest record timestamp, or the file's modification time when no batch carries one (as Kafka)."""
         if self.max_timestamp >= 0:
             return self.max_timestamp
-        return int(os.fstat(self.fd).st_mtime * 1000) if not self.closed else self.created_ms
+        if self.closed:
+            return self.created_ms
+        try:
+            return int(os.stat(self._path).st_mtime * 1000)
+        except FileNotFoundError:
+            return self.created_ms
 
     def close(self) -> None:
         if self.closed:
@@ -342,8 +365,7 @@ class Segment:
         self.closed = True
         self.offset_index.close()
         self.time_index.close()
-        os.close(self.fd)
-        self.fd = -1
+        self.files.forget(self._path)
 
     def delete(self) -> None:
         self.close()

@@ -13,6 +13,7 @@ Only the process started here is ever signalled, by its PID.
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -25,13 +26,14 @@ REPO = Path(__file__).resolve().parents[2]
 class BrokerProcess:
     def __init__(self, data_dir: Path, log_path: Path, *, overrides: dict[str, str] | None = None,
                  start_timeout: float = 30.0, python: str | None = None, program: list[str] | None = None,
-                 cwd: Path | None = None) -> None:
+                 cwd: Path | None = None, max_open_files: int | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.log_path = Path(log_path)
         self.port_file = self.data_dir.parent / f"{self.data_dir.name}.port"
         self.overrides = dict(overrides or {})
         self.start_timeout = start_timeout
         self.python = python or sys.executable
+        self.max_open_files = max_open_files  # RLIMIT_NOFILE (soft and hard) of the broker process, if set
         # What to run instead of `python -m broker` (e.g. an installed `shoal-broker` script) and where.
         self.program = program
         self.cwd = cwd or REPO
@@ -66,7 +68,7 @@ class BrokerProcess:
             out.write(f"--- start: {' '.join(self.command())}\n".encode())
             out.flush()
             self.proc = subprocess.Popen(self.command(), cwd=self.cwd, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                         start_new_session=True)
+                                         start_new_session=True, preexec_fn=self._limits())
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -81,6 +83,20 @@ class BrokerProcess:
             time.sleep(0.02)
         self.kill9()
         raise TimeoutError(f"broker did not write {self.port_file} within {self.start_timeout}s:\n{self.tail()}")
+
+    def _limits(self):
+        limit = self.max_open_files
+        if limit is None:
+            return None
+
+        def apply() -> None:  # runs in the child between fork and exec
+            resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+        return apply
+
+    def open_files(self) -> int:
+        """Descriptors the broker process holds open now."""
+        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
 
     def stop(self, timeout: float = 15.0) -> int | None:
         """SIGTERM and wait; SIGKILL if it does not exit in time. Returns the exit code."""

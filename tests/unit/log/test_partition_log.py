@@ -30,7 +30,10 @@ def segment_files(directory: Path) -> list[str]:
 
 
 def test_append_assigns_offsets_and_files_are_kafka_named(tmp_path: Path) -> None:
-    plog = PartitionLog(tmp_path / "t-0")
+    fresh = PartitionLog(tmp_path / "f-0")
+    assert segment_files(tmp_path / "f-0") == ["00000000000000000000.log"]  # index files come with entries
+    fresh.close()
+    plog = PartitionLog(tmp_path / "t-0", LogConfig(index_interval_bytes=1))
     a = plog.append(batch(3))
     b = plog.append(batch(2) + batch(4))
     assert (a.base_offset, a.last_offset, b.base_offset, b.last_offset, b.batches) == (0, 2, 3, 8, 2)
