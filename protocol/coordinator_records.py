@@ -1,7 +1,9 @@
 """Coordinator record framing (Kafka's CoordinatorRecordSerde), shared by the group and share coordinators.
 
 Key bytes: int16 record type (the key schema's apiKey) + the key struct (version 0). Value bytes: int16 value
-version + the value struct; a tombstone has no value.
+version + the value struct; a tombstone has no value. Most values are written in version 0; the classic group
+and offset records use the versions Kafka writes (GroupMetadataValue 3, OffsetCommitValue 1 or 3), and any
+version of the value schema's range is read.
 """
 
 from __future__ import annotations
@@ -35,18 +37,22 @@ def encode_key(name: str, key: Mapping[str, Any]) -> bytes:
     return _I16.pack(record_type_of(name)) + record_codec(name + "Key", 0).encode(key)
 
 
-def encode_value(name: str, value: Mapping[str, Any]) -> bytes:
-    return _I16.pack(VALUE_VERSION) + record_codec(name + "Value", VALUE_VERSION).encode(value)
+def encode_value(name: str, value: Mapping[str, Any], version: int = VALUE_VERSION) -> bytes:
+    return _I16.pack(version) + record_codec(name + "Value", version).encode(value)
 
 
 def decode_key(name: str, key: bytes | memoryview):
     return record_codec(name + "Key", 0).decode(memoryview(key)[2:])
 
 
-def decode_value(name: str, value: bytes | memoryview):
+def value_version(value: bytes | memoryview) -> int:
     if len(value) < 2:
-        raise DecodeError(f"{name} value shorter than its version")
-    version = _I16.unpack_from(value)[0]
-    if version != VALUE_VERSION:
+        raise DecodeError("coordinator record value shorter than its version")
+    return _I16.unpack_from(value)[0]
+
+
+def decode_value(name: str, value: bytes | memoryview):
+    version = value_version(value)
+    if version not in schema.records()[name + "Value"].versions():
         raise DecodeError(f"{name} value version {version} not supported")
     return record_codec(name + "Value", version).decode(memoryview(value)[2:])

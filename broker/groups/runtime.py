@@ -1,11 +1,14 @@
-"""The group coordinator at run time: component `broker.share_groups` (share groups, KIP-932).
+"""The group coordinator at run time: component `broker.group_coordinator` (also `broker.share_groups`, the name
+the share-group code has always used).
 
-Owns the sans-IO ShareGroupCoordinator and ties it to the broker:
- * start: replays every `__consumer_offsets` partition (share records go to the share-group coordinator; the
-   classic/consumer coordinators will take theirs from the same pass), then `loaded(now)`;
- * each heartbeat's records go to the group's partition (abs(javaHash(groupId)) % partitions, as Kafka) as one
-   batch and are fsynced before the response is returned;
- * a background task expires sessions at `next_deadline()` and tells listeners which members were removed;
+Owns the sans-IO GroupCoordinator (classic, consumer and share groups, committed offsets) and ties it to the
+broker:
+ * start: replays every `__consumer_offsets` partition once (each record goes to the part that owns its type),
+   then `loaded(now)`;
+ * each request's records go to the group's partition (abs(javaHash(groupId)) % partitions, as Kafka) as one
+   batch and are fsynced before the response is returned (`write`);
+ * a background task expires sessions at the coordinator's next deadline and tells listeners which share-group
+   members were removed;
  * InitializeShareGroupState requests go in-process to `broker.share_state`, then initialized()/failed();
  * topic deletions are forgotten in every group (topics_deleted).
 
@@ -27,7 +30,8 @@ from broker.coordinator_log import AppendFailed, CoordinatorLog
 from broker.sharestate.keys import java_abs, java_string_hash
 from protocol.errors import ErrorCode
 
-from . import share_records as rec
+from .coordinator import GroupCoordinator
+from .records import Record, group_id_of
 from .share_config import ShareGroupConfig
 from .share_coordinator_service import CoordinatorResult, InitializeRequest, ShareGroupCoordinator
 
@@ -48,27 +52,32 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class ShareGroupsRuntime:
+class GroupCoordinatorRuntime:
     def __init__(self, broker: Any, *, clock: Callable[[], int] = _now_ms) -> None:
         self._broker = broker
         self._clock = clock
         self.log = CoordinatorLog(broker, TOPIC)
         config = broker.config
         topics = broker.topics
-        self.coordinator = ShareGroupCoordinator(
-            ShareGroupConfig(
+        self.coordinator = GroupCoordinator(
+            topic_info=self._topic_info,
+            topic_name=lambda tid: (info.name if (info := topics.registry.by_id(tid)) is not None else None),
+            share_config=ShareGroupConfig(
                 session_timeout_ms=config.get("group.share.session.timeout.ms"),
                 heartbeat_interval_ms=config.get("group.share.heartbeat.interval.ms"),
                 max_size=config.get("group.share.max.size"),
                 max_groups=config.get("group.share.max.groups"),
-                initialize_retry_interval_ms=config.get("group.share.initialize.retry.interval.ms")),
-            topic_info=self._topic_info,
-            topic_name=lambda tid: (info.name if (info := topics.registry.by_id(tid)) is not None else None))
+                initialize_retry_interval_ms=config.get("group.share.initialize.retry.interval.ms")))
         self.loaded = False
         self._listeners: list[MemberRemovedListener] = []
         self._kick = asyncio.Event()
         self._init_tasks: dict[str, set[asyncio.Task]] = {}  # group id -> InitializeShareGroupState in flight
-        self.enabled = bool(config.get("group.share.enable"))
+        self.share_enabled = bool(config.get("group.share.enable"))
+
+    @property
+    def share(self) -> ShareGroupCoordinator:
+        """The share-group part of the coordinator (replaced with the rest after a reload)."""
+        return self.coordinator.share
 
     def _topic_info(self, name: str) -> tuple[UUID, int] | None:
         info = self._broker.topics.registry.get(name)
@@ -89,35 +98,34 @@ class ShareGroupsRuntime:
         total = sum(self._replay_partition(p) for p in range(self.log.num_partitions))
         self.coordinator.loaded(self._clock())
         self.loaded = True
-        log.info("share groups loaded", partitions=self.log.num_partitions, records=total,
-                 groups=len(self.coordinator.groups), seconds=round(time.monotonic() - started, 3))
-        self._broker.spawn(self._expiry_loop(), "share-group-session-expiry")
+        log.info("groups loaded", partitions=self.log.num_partitions, records=total,
+                 share_groups=len(self.share.groups), skipped_records=self.coordinator.skipped_records,
+                 seconds=round(time.monotonic() - started, 3))
+        self._broker.spawn(self._expiry_loop(), "group-coordinator-timers")
 
     def _replay_partition(self, partition: int) -> int:
-        def apply(key: bytes, value: bytes | None) -> None:
-            # Other group types' records (offsets, classic/consumer groups) are not ours yet: skipped.
-            self.coordinator.replay(key, value)
-        return self.log.replay(partition, apply)
+        return self.log.replay(partition, self.coordinator.replay)
 
     def _reload(self) -> None:
         """After a failed append memory is ahead of the log: rebuild the coordinator from the log."""
-        log.warning("reloading share groups from the log after a failed append")
-        old = self.coordinator
-        fresh = ShareGroupCoordinator(old.config, topic_info=old._topic_info, topic_name=old._topic_name_lookup,
-                                      assignor=old.assignor)
+        log.warning("reloading the group coordinator from the log after a failed append")
+        fresh = self.coordinator.fresh()
         self.coordinator = fresh
         for p in range(self.log.num_partitions):
             self._replay_partition(p)
         fresh.loaded(self._clock())
 
     # --- writing -----------------------------------------------------------------------------------------------
-    async def _write(self, records: Sequence[rec.Record], group_ids: Iterable[str] = ()) -> bool:
+    async def write(self, records: Sequence[Record], group_ids: Iterable[str] = ()) -> bool:
         """Append `records` (one batch per group partition) and wait until durable; also waits for earlier
-        appends of `group_ids`' partitions. False if the records could not be written."""
+        appends of `group_ids`' partitions. False if the records could not be written (the coordinator has then
+        been rebuilt from the log)."""
+        return await self._write(records, group_ids)
+
+    async def _write(self, records: Sequence[Record], group_ids: Iterable[str] = ()) -> bool:
         by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
         for r in records:
-            gid = rec.decode(r.key, r.value).key.group_id
-            by_partition.setdefault(self.partition_for(gid), []).append((r.key, r.value))
+            by_partition.setdefault(self.partition_for(group_id_of(r.key)), []).append((r.key, r.value))
         partitions = set(by_partition) | {self.partition_for(g) for g in group_ids}
         futures = []
         try:
@@ -130,19 +138,19 @@ class ShareGroupsRuntime:
             for fut in futures:
                 await fut
         except Exception:  # noqa: BLE001 - answered with an error, never raised into a connection
-            log.exception("share group records not durable")
+            log.exception("group coordinator records not durable")
             return False
         return True
 
     # --- requests ----------------------------------------------------------------------------------------------
-    async def heartbeat(self, request: Mapping[str, Any], client_id: str = "", client_host: str = "") -> dict:
+    async def share_heartbeat(self, request: Mapping[str, Any], client_id: str = "", client_host: str = "") -> dict:
         """Serve a ShareGroupHeartbeat request; the response is sent only after its records are durable."""
         if not self.loaded:
             return {"error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)}
-        if not self.enabled:
+        if not self.share_enabled:
             return {"error_code": int(ErrorCode.UNSUPPORTED_VERSION),
                     "error_message": "Share groups are disabled (group.share.enable=false)."}
-        res = self.coordinator.heartbeat(request, self._clock(), client_id=client_id, client_host=client_host)
+        res = self.share.heartbeat(request, self._clock(), client_id=client_id, client_host=client_host)
         gid = request["group_id"]
         if not await self._write(res.records, [gid] if gid else []):
             return {"error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
@@ -161,7 +169,7 @@ class ShareGroupsRuntime:
         first and assigns on the next heartbeat; the result is the same, only sooner)."""
         gid = request["group_id"]
         await asyncio.wait(list(self._init_tasks.get(gid, ())), timeout=INIT_WAIT_S)
-        follow = self.coordinator.heartbeat(
+        follow = self.share.heartbeat(
             {"group_id": gid, "member_id": request["member_id"], "member_epoch": response["member_epoch"],
              "rack_id": None, "subscribed_topic_names": None},
             self._clock(), client_id=client_id, client_host=client_host)
@@ -175,11 +183,11 @@ class ShareGroupsRuntime:
             merged["assignment"] = response.get("assignment")
         return merged
 
-    async def describe(self, group_ids: Sequence[str]) -> list[dict[str, Any]]:
+    async def share_describe(self, group_ids: Sequence[str]) -> list[dict[str, Any]]:
         if not self.loaded:
             return [{"group_id": g, "error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)} for g in group_ids]
         await self.log.barrier(self.partition_for(g) for g in group_ids if g)
-        return self.coordinator.describe(group_ids)
+        return self.share.describe(group_ids)
 
     def _after(self, res: CoordinatorResult) -> None:
         """Durable now: tell listeners about removed members and start share-partition initialization."""
@@ -207,7 +215,7 @@ class ShareGroupsRuntime:
     async def _initialize(self, init: InitializeRequest) -> None:
         """InitializeShareGroupState in-process; the partitions become assignable once this is durable."""
         store = getattr(self._broker, "share_state", None)
-        records: list[rec.Record] = []
+        records: list[Record] = []
         for tid, partitions in sorted(init.topics.items(), key=lambda kv: str(kv[0])):
             ok, failed = [], []
             for p in sorted(partitions):
@@ -227,21 +235,21 @@ class ShareGroupsRuntime:
                     log.warning("share-partition not initialized", group=init.group_id, topic_id=str(tid),
                                 partition=p, error=code.name)
             # Both calls emit (and apply) records immediately, so they are computed after the awaits above.
-            records += self.coordinator.initialized(init.group_id, tid, ok)
-            records += self.coordinator.initialize_failed(init.group_id, tid, failed)
+            records += self.share.initialized(init.group_id, tid, ok)
+            records += self.share.initialize_failed(init.group_id, tid, failed)
         if records:
             await self._write(records)
 
     # --- topic deletion ----------------------------------------------------------------------------------------
     async def topics_deleted(self, topic_ids: Iterable[UUID]) -> None:
-        records = self.coordinator.topics_deleted(topic_ids)
+        records = self.share.topics_deleted(topic_ids)
         if records:
             await self._write(records)
 
     # --- session expiry ----------------------------------------------------------------------------------------
     async def _expiry_loop(self) -> None:
         while True:
-            deadline = self.coordinator.next_deadline()
+            deadline = self.share.next_deadline()
             wait_s = 3600.0 if deadline is None else max(0.0, (deadline - self._clock()) / 1000)
             self._kick.clear()
             if wait_s > 0:
@@ -253,18 +261,20 @@ class ShareGroupsRuntime:
             try:
                 await self.expire_now()
             except Exception:  # noqa: BLE001 - the timer must keep running
-                log.exception("share group session expiry failed")
+                log.exception("group coordinator timers failed")
                 await asyncio.sleep(1)
 
     async def expire_now(self) -> None:
-        res = self.coordinator.expire_sessions(self._clock())
+        res = self.share.expire_sessions(self._clock())
         if (res.records or res.removed_members) and await self._write(res.records):
             self._after(res)
 
 
-def build(broker: Any) -> ShareGroupsRuntime:
-    """Create component `share_groups` (call while building components) and follow topic deletions."""
-    runtime = broker.add_component("share_groups", ShareGroupsRuntime(broker))
+def build(broker: Any) -> GroupCoordinatorRuntime:
+    """Create component `group_coordinator` (call while building components) and follow topic deletions.
+    `broker.share_groups` names the same object for the share-group code (not a second component)."""
+    runtime = broker.add_component("group_coordinator", GroupCoordinatorRuntime(broker))
+    broker.share_groups = runtime
     broker.topics.on_delete(
-        lambda info: broker.spawn(runtime.topics_deleted([info.topic_id]), "share-groups-delete-topic"))
+        lambda info: broker.spawn(runtime.topics_deleted([info.topic_id]), "group-coordinator-delete-topic"))
     return runtime

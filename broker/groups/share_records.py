@@ -25,6 +25,7 @@ from protocol.coordinator_records import (
 )
 from protocol.errors import DecodeError
 
+from .records import Record
 from .share_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     Assignment,
@@ -47,14 +48,6 @@ RECORD_NAMES = (MEMBER_METADATA, GROUP_METADATA, TARGET_ASSIGNMENT_METADATA, TAR
 # The record type is the key schema's apiKey (10..15 for share groups).
 RECORD_TYPES: dict[int, str] = {record_type_of(n): n for n in RECORD_NAMES}
 TYPE_OF: dict[str, int] = {n: t for t, n in RECORD_TYPES.items()}
-
-
-@dataclass(frozen=True)
-class Record:
-    """One `__consumer_offsets` record: key bytes and value bytes (None = tombstone)."""
-
-    key: bytes
-    value: bytes | None
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "topic_admin": ("topics",),
     "configs": ("configs",),
     "producer_ids": ("producer_ids",),
-    "share_groups": ("share_groups",),
+    "share_groups": ("group_coordinator",),
     "share_state": ("share_state",),
     "share_fetch": ("topics", "replicas", "share_partitions"),
 }

@@ -1,4 +1,4 @@
-"""ShareGroupHeartbeat (76) and ShareGroupDescribe (77): thin wrappers over `broker.share_groups`."""
+"""ShareGroupHeartbeat (76) and ShareGroupDescribe (77): thin wrappers over the group coordinator."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ def client_host(peer: str) -> str:
 
 
 async def handle_heartbeat(ctx, req) -> dict[str, Any]:
-    response = await ctx.broker.share_groups.heartbeat(req, ctx.client_id or "", client_host(ctx.connection.peer))
+    response = await ctx.broker.group_coordinator.share_heartbeat(req, ctx.client_id or "", client_host(ctx.connection.peer))
     return {"throttle_time_ms": 0, **response}
 
 
 async def handle_describe(ctx, req) -> dict[str, Any]:
-    groups = await ctx.broker.share_groups.describe(list(req.group_ids))
+    groups = await ctx.broker.group_coordinator.share_describe(list(req.group_ids))
     return {"throttle_time_ms": 0, "groups": groups}
 
 
