@@ -152,6 +152,8 @@ class Router:
                 return None
             body = result if isinstance(result, bytes | bytearray | memoryview) else \
                 response_codec(header.api_key, version).encode(result)
+        except CloseConnection:
+            raise  # the handler's answer (Produce acks=0 with an error): it logged why, nothing failed
         except Exception as err:  # noqa: BLE001 - a handler failure must not escape the connection
             metrics.errors += 1
             ctx.log.error("request handler failed", exc_info=err)

@@ -208,3 +208,21 @@ async def test_metrics_rendering():
     text = render_metrics(router)
     assert 'shoal_requests_total{api="ApiVersions"} 1' in text
     assert 'shoal_request_latency_seconds_bucket{api="ApiVersions",le="+Inf"} 1' in text
+
+
+async def test_handler_close_connection_is_the_answer_not_a_failure():
+    """A handler raising CloseConnection (Produce acks=0 with an error) closes the connection: no ERROR line with a
+    traceback and no handler-failure count."""
+    import structlog.testing
+
+    router = make_router()
+
+    async def close(ctx, req):
+        raise CloseConnection("acks=0 produce failed")
+
+    router.register(METADATA, close)
+    with structlog.testing.capture_logs() as logs, pytest.raises(CloseConnection):
+        await router.handle(request(METADATA, 9, 1), ConnectionInfo())
+    assert [entry for entry in logs if entry["log_level"] in ("error", "critical")] == []
+    assert router.metrics[METADATA].errors == 0
+    assert router.metrics[METADATA].requests == 1
