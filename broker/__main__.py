@@ -37,6 +37,7 @@ async def serve(args: argparse.Namespace) -> int:
         return 2
     broker = Broker(config, port_file=args.port_file)
     loop = asyncio.get_running_loop()
+    broker_logging.install_asyncio_handler(loop)
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)

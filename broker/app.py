@@ -20,7 +20,8 @@ import structlog
 
 from broker import handlers
 from broker.config import BrokerConfig, Listener, ensure_meta_properties
-from broker.router import Router
+from broker.connection_quotas import ConnectionQuotas
+from broker.router import LARGE_RESPONSE_APIS, Router
 from broker.server import Server
 
 log = structlog.get_logger(__name__)
@@ -54,7 +55,10 @@ class Broker:
         self.components: dict[str, Any] = {}
         self.router = Router(self)
         self.server = Server(self.router.handle, max_request_bytes=config.get("socket.request.max.bytes"),
-                             max_inflight=config.get("queued.max.requests"))
+                             max_inflight=config.get("queued.max.requests"),
+                             max_unsent_bytes=config.get("connections.max.unsent.bytes"),
+                             idle_ms=config.get("connections.max.idle.ms"), quotas=ConnectionQuotas(config.get),
+                             serial_api_keys=LARGE_RESPONSE_APIS)
         self._tasks: set[asyncio.Task] = set()  # running background tasks; finished ones drop out
         self._stopped = asyncio.Event()
         self._stopping = False

@@ -128,6 +128,25 @@ def parse_listeners(value: str | list[str]) -> list[Listener]:
     return out
 
 
+def parse_ip_overrides(text: str) -> dict[str, int]:
+    """`host:count,host:count` (max.connections.per.ip.overrides); the count follows the last colon, so IPv6
+    literals work."""
+    out: dict[str, int] = {}
+    for item in _parse_list(text or ""):
+        host, sep, count = item.rpartition(":")
+        host = host.strip().strip("[]")
+        if not sep or not host:
+            raise ValueError(f"{item!r} is not host:count")
+        try:
+            limit = int(count)
+        except ValueError:
+            raise ValueError(f"{item!r}: {count!r} is not a number") from None
+        if limit < 0:
+            raise ValueError(f"{item!r}: the count must be at least 0")
+        out[host] = limit
+    return out
+
+
 def _check_listeners(value: list[str]) -> None:
     for listener in parse_listeners(value):
         if listener.name != "PLAINTEXT":
@@ -180,6 +199,21 @@ _DEFS = [
               doc="Largest request frame accepted; a larger size prefix closes the connection."),
     ConfigDef("queued.max.requests", "int", 100, at_least(1),
               doc="Requests in flight per connection before the broker stops reading from it."),
+    ConfigDef("connections.max.unsent.bytes", "long", 1_048_576, at_least(0),
+              doc="Response bytes a connection may have waiting to be sent (in its socket write buffer, or "
+                  "finished behind an earlier response) before the broker stops dispatching its requests and "
+                  "reading from it. Kafka has no such setting: it serves one request per connection at a time."),
+    ConfigDef("connections.max.idle.ms", "long", 600_000, at_least(-1),
+              doc="Close connections that received and sent nothing for this long, including ones stuck in the "
+                  "middle of a request; -1 never."),
+    ConfigDef("max.connections", "int", INT_MAX, at_least(0), dynamic=True,
+              doc="Connections the broker holds at once; when reached, new connections wait to be accepted "
+                  "until one closes."),
+    ConfigDef("max.connections.per.ip", "int", INT_MAX, at_least(0), dynamic=True,
+              doc="Connections from one address; a new connection over the limit is closed at once."),
+    ConfigDef("max.connections.per.ip.overrides", "string", "", parse_ip_overrides, dynamic=True,
+              doc="Per-address or host name limits overriding max.connections.per.ip, e.g. "
+                  "'hostName:100,127.0.0.1:200'."),
     ConfigDef("message.max.bytes", "int", 1_048_588, at_least(0), dynamic=True),
     # Logs.
     ConfigDef("log.dirs", "list", None, doc="Data directories (the first one is used); overrides log.dir."),
@@ -459,6 +493,8 @@ class BrokerConfig:
             extra = {a.name for a in parse_listeners(raw("advertised.listeners"))} - listeners
             if extra:
                 raise ConfigError(f"advertised.listeners names {sorted(extra)} not found in listeners")
+        if raw("max.connections.per.ip") == 0 and not parse_ip_overrides(raw("max.connections.per.ip.overrides")):
+            raise ConfigError("max.connections.per.ip can be 0 only when max.connections.per.ip.overrides is set")
         for prefix in ("group.share", "group.consumer"):
             if raw(f"{prefix}.heartbeat.interval.ms") >= raw(f"{prefix}.session.timeout.ms"):
                 raise ConfigError(f"{prefix}.heartbeat.interval.ms must be smaller than {prefix}.session.timeout.ms")

@@ -50,3 +50,15 @@ def configure(level: str | None = None, fmt: str | None = None, stream: TextIO |
         logger_factory=structlog.PrintLoggerFactory(stream),
         cache_logger_on_first_use=True,
     )
+
+
+def install_asyncio_handler(loop) -> None:
+    """Route what asyncio reports itself (an exception nobody retrieved, a failing callback) through structlog:
+    one JSON line with a structured traceback instead of plain-text tracebacks in the log."""
+    logger = structlog.get_logger("asyncio")
+
+    def handle(_loop, context: dict) -> None:
+        fields = {key: repr(value)[:300] for key, value in context.items() if key not in ("message", "exception")}
+        logger.error(context.get("message") or "asyncio error", exc_info=context.get("exception"), **fields)
+
+    loop.set_exception_handler(handle)

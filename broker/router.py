@@ -26,6 +26,9 @@ from protocol.framing import decode_request_header, encode_response, response_he
 log = structlog.get_logger(__name__)
 
 API_VERSIONS = 18
+# APIs whose responses can be large (up to the request's MaxBytes): a connection runs one of them at a time, as
+# real clients send them (one fetch per broker connection), so a client that never reads holds one response.
+LARGE_RESPONSE_APIS = frozenset({1, 78})  # Fetch, ShareFetch
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]
 
 

@@ -1,31 +1,47 @@
 """TCP listeners and connections: manual framing on `asyncio.Protocol`, pipelined in-order responses.
 
-Each complete frame becomes a task running `router.handle`; its future joins the connection's ordered queue,
+Each request frame becomes a task running `router.handle`; its future joins the connection's ordered queue,
 and responses are written as soon as they and every earlier one are done, so handlers run concurrently while
 clients see Kafka's per-connection ordering. A request with no response (Produce acks=0) still holds its
-place in the queue. Reading pauses when `queued.max.requests` are in flight or the transport's write buffer is
-above its high-water mark. A bad size prefix, malformed header or any router-level failure closes only that
+place in the queue. A bad size prefix, malformed header or any router-level failure closes only that
 connection.
+
+Memory per connection is bounded. Received frames stay in the connection's buffer until they may be
+dispatched: while fewer than `queued.max.requests` are in flight, while the response bytes not yet sent (the
+transport's write buffer plus finished responses waiting behind an earlier one) stay under
+`connections.max.unsent.bytes`, and, for the APIs whose responses can be large (Fetch, ShareFetch), while no
+other such request of the connection is in flight, as real clients never pipeline them. Frames are dispatched
+one per loop iteration, so a handler that finishes at once has its response counted before the next request
+starts. Reading pauses while a whole frame waits in the buffer or the write buffer is above its high-water
+mark, so a client that never reads its responses holds at most about one response and one request.
+
+Accepting follows Kafka's connection quotas (`broker.connection_quotas`), and connections that receive and
+send nothing for `connections.max.idle.ms` are dropped (also those stuck in the middle of a frame, or closing
+towards a client that reads nothing).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import socket
 import struct
-from collections import deque
-from collections.abc import Callable
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import structlog
 
+from broker.connection_quotas import ConnectionQuotas, normalize_ip
 from broker.context import ConnectionInfo
 from broker.router import CloseConnection
 
 log = structlog.get_logger(__name__)
 
 _SIZE = struct.Struct(">i")
+_API_KEY = struct.Struct(">h")
 Dispatch = Callable[[Any, ConnectionInfo], Any]  # coroutine function: (frame, connection) -> bytes | None
 
 
@@ -36,19 +52,31 @@ def _address(sockname: Any) -> str:
     return str(sockname)
 
 
+def _size(response: Any) -> int:
+    return sum(len(r) for r in response) if isinstance(response, list) else len(response)
+
+
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, server: Server, listener: str) -> None:
+    def __init__(self, server: Server, listener: str, peer_ip: str | None = None) -> None:
         self._server = server
         self._dispatch = server.dispatch
         self._max_frame = server.max_request_bytes
         self._max_inflight = server.max_inflight
-        self._buf = bytearray()
-        self._pending: deque[asyncio.Future] = deque()
+        self._max_unsent = server.max_unsent_bytes
+        self._serial_apis = server.serial_api_keys
+        self.peer_ip = peer_ip  # counted in the server's connection quotas until the connection is lost
+        self._buf = bytearray()  # received, not yet dispatched: whole frames and at most one partial frame
+        self._pending: deque[asyncio.Future] = deque()  # dispatched requests, answered in this order
+        self._held = 0  # bytes of finished responses not yet handed to the transport
+        self._serial_inflight = 0  # in-flight requests of the large-response APIs
+        self._pump_handle: asyncio.Handle | None = None
         self._transport: asyncio.Transport | None = None
         self._closing = False
         self._read_paused = False
         self._write_paused = False
         self._close_after_flush = False
+        self.last_active = time.monotonic()
+        self.write_buffer_seen = 0  # write buffer size at the idle sweep (a draining buffer is activity)
         self.info = ConnectionInfo(listener=listener)
 
     # --- transport callbacks -------------------------------------------------------------------------------
@@ -60,16 +88,20 @@ class KafkaConnection(asyncio.Protocol):
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._server.connections.add(self)
+        # pause_writing() above the bound; resume_writing() once the client has read most of it.
+        self._transport.set_write_buffer_limits(high=self._max_unsent, low=self._max_unsent // 4)
+        self._server.connection_opened(self)
         log.debug("connection opened", conn=self.info.id, peer=self.info.peer)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
-        self._server.connections.discard(self)
+        self._cancel_pump()
+        self._server.connection_closed(self)
         for fut in self._pending:
-            fut.cancel()
+            fut.cancel()  # finished ones are unaffected; their own _on_done retrieved their outcome
         self._pending.clear()
         self._buf = bytearray()
+        self._held = 0
         log.debug("connection closed", conn=self.info.id, peer=self.info.peer, error=str(exc) if exc else None)
         for listener in list(self._server.close_listeners):
             try:
@@ -83,105 +115,152 @@ class KafkaConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
-        self._update_reading()
+        if self._closing:
+            return
+        self._server.touch(self)
+        self._pump()
 
     def data_received(self, data: bytes) -> None:
         if self._closing:
             return
-        if self._buf:
-            self._buf += data
-            source: bytes | bytearray = self._buf
-        else:
-            source = data  # common case: parse straight from the received bytes (immutable, so views are safe)
-        view = memoryview(source)
-        end = len(source)
-        pos = 0
-        frames = []
-        handed_over = False
-        while end - pos >= 4:
-            (size,) = _SIZE.unpack_from(source, pos)
-            if size < 0 or size > self._max_frame:
-                view.release()
-                self._bad_frame_size(size)
-                return
-            if end - pos - 4 < size:
-                break
-            if source is self._buf and pos == 0 and size + 4 == end:
-                # The buffer holds exactly one frame (typical for large requests): hand it over, no copy.
-                frames.append(view[4:])
-                handed_over = True
-                pos = end
-                break
-            if source is self._buf:
-                frames.append(bytes(view[pos + 4:pos + 4 + size]))
-            else:
-                frames.append(view[pos + 4:pos + 4 + size])
-            pos += 4 + size
-        if handed_over:
-            self._buf = bytearray()
-        elif source is self._buf:
-            view.release()
-            if pos:
-                del self._buf[:pos]
-        elif pos < end:
-            self._buf += view[pos:]
-        for frame in frames:
-            self._submit(frame)
+        self._server.touch(self)
+        if not self._buf and self._pump_handle is None and len(data) >= 6:
+            # Common case: exactly one whole request; dispatch straight from the received bytes (immutable, so
+            # views are safe), no copy.
+            (size,) = _SIZE.unpack_from(data, 0)
+            if size + 4 == len(data) and 0 <= size <= self._max_frame:
+                api_key = _API_KEY.unpack_from(data, 4)[0]
+                if self._may_dispatch(api_key):
+                    self._submit(memoryview(data)[4:], api_key)
+                    self._update_reading()
+                    return
+        self._buf += data
+        self._pump()
 
     def eof_received(self) -> bool | None:
-        # The client half-closed: still answer what is in flight, then close.
-        if not self._pending:
+        # The client half-closed: still answer what is in flight or buffered, then close.
+        if not self._pending and not self._whole_frame_buffered():
             return None
         self._close_after_flush = True
         return True
 
-    # --- requests ------------------------------------------------------------------------------------------
-    def _submit(self, frame: bytes | memoryview) -> None:
+    # --- dispatching ---------------------------------------------------------------------------------------
+    def _unsent(self) -> int:
+        transport = self._transport
+        return self._held + (transport.get_write_buffer_size() if transport is not None else 0)
+
+    def _may_dispatch(self, api_key: int) -> bool:
+        if len(self._pending) >= self._max_inflight or self._write_paused:
+            return False
+        if self._held and self._unsent() >= self._max_unsent:
+            return False
+        return not (self._serial_inflight and api_key in self._serial_apis)
+
+    def _whole_frame_buffered(self) -> bool:
+        buf = self._buf
+        return len(buf) >= 4 and len(buf) - 4 >= _SIZE.unpack_from(buf, 0)[0]
+
+    def _pump(self) -> None:
+        """Dispatch the first buffered frame if the bounds allow, and come back next loop iteration for more."""
+        self._pump_handle = None
         if self._closing:
             return
-        task = asyncio.ensure_future(self._dispatch(frame, self.info))
-        self._pending.append(task)
-        task.add_done_callback(self._on_done)
+        buf = self._buf
+        if len(buf) >= 4:
+            (size,) = _SIZE.unpack_from(buf, 0)
+            if size < 0 or size > self._max_frame:
+                self._bad_frame_size(size)
+                return
+            if len(buf) - 4 >= size and size >= 2:
+                api_key = _API_KEY.unpack_from(buf, 4)[0]
+                if self._may_dispatch(api_key):
+                    if len(buf) == size + 4:
+                        frame: bytes | memoryview = memoryview(buf)[4:]  # the whole buffer: hand it over
+                        self._buf = bytearray()
+                    else:
+                        frame = bytes(memoryview(buf)[4:4 + size])
+                        del buf[:4 + size]
+                    self._submit(frame, api_key)
+                    if self._whole_frame_buffered():
+                        self._pump_handle = asyncio.get_running_loop().call_soon(self._pump)
+            elif len(buf) - 4 >= size:
+                self._submit(bytes(memoryview(buf)[4:4 + size]), -1)  # too short for a header: the router says so
+                del buf[:4 + size]
         self._update_reading()
 
-    def _on_done(self, _fut: asyncio.Future) -> None:
+    def _cancel_pump(self) -> None:
+        if self._pump_handle is not None:
+            self._pump_handle.cancel()
+            self._pump_handle = None
+
+    def _submit(self, frame: bytes | memoryview, api_key: int) -> None:
+        serial = api_key in self._serial_apis
+        if serial:
+            self._serial_inflight += 1
+        task = asyncio.ensure_future(self._run(frame, serial))
+        self._pending.append(task)
+        task.add_done_callback(self._on_done)
+
+    async def _run(self, frame: bytes | memoryview, serial: bool) -> Any:
+        try:
+            response = await self._dispatch(frame, self.info)
+        finally:
+            if serial:
+                self._serial_inflight -= 1
+        if response is not None and not self._closing:
+            self._held += _size(response)  # counted as unsent until written (see _may_dispatch)
+        return response
+
+    def _on_done(self, fut: asyncio.Future) -> None:
+        # Every task's outcome is retrieved here, so asyncio never reports an exception as never retrieved.
+        failure = None if fut.cancelled() else fut.exception()
+        if self._closing:
+            if failure is not None and not isinstance(failure, CloseConnection):
+                log.warning("request failed after its connection closed", conn=self.info.id, peer=self.info.peer,
+                            error=repr(failure))
+            return
         pending = self._pending
         transport = self._transport
         out: list = []
         while pending and pending[0].done():
-            fut = pending.popleft()
-            if fut.cancelled() or self._closing or transport is None:
+            head = pending.popleft()
+            if head.cancelled():
                 continue
-            err = fut.exception()
+            err = head.exception()
             if err is not None:
                 if not isinstance(err, CloseConnection):
                     log.error("request failed outside its handler, closing connection", conn=self.info.id,
                               peer=self.info.peer, exc_info=err)
-                if out:
+                if out and transport is not None:
                     transport.writelines(out)
                 self.close()
                 return
-            response = fut.result()
+            response = head.result()
             if response is None:
                 continue
+            self._held -= _size(response)
             if isinstance(response, list):
                 out.extend(response)
             else:
                 out.append(response)
-        if out and transport is not None and not self._closing:
+        if out and transport is not None:
             if len(out) == 1:
                 transport.write(out[0])
             else:
                 transport.writelines(out)
-        self._update_reading()
-        if not pending and self._close_after_flush:
+            self._server.touch(self)
+        if self._close_after_flush and not pending and not self._whole_frame_buffered():
             self.close()
+        elif self._pump_handle is None and self._buf:
+            self._pump()
+        else:
+            self._update_reading()
 
     def _update_reading(self) -> None:
         transport = self._transport
         if transport is None or self._closing:
             return
-        should_pause = self._write_paused or len(self._pending) >= self._max_inflight
+        should_pause = self._write_paused or self._whole_frame_buffered()
         if should_pause and not self._read_paused:
             self._read_paused = True
             transport.pause_reading()
@@ -194,14 +273,23 @@ class KafkaConnection(asyncio.Protocol):
                     max_size=self._max_frame)
         self.close()
 
+    # --- closing -------------------------------------------------------------------------------------------
+    def write_buffer_size(self) -> int:
+        transport = self._transport
+        return transport.get_write_buffer_size() if transport is not None else 0
+
     def close(self) -> None:
+        """Close after the responses already written are flushed (the idle sweep aborts a stuck flush)."""
         self._closing = True
+        self._cancel_pump()
         self._buf = bytearray()
         if self._transport is not None:
             self._transport.close()
 
     def abort(self) -> None:
         self._closing = True
+        self._cancel_pump()
+        self._buf = bytearray()
         if self._transport is not None:
             self._transport.abort()
 
@@ -210,37 +298,147 @@ class Server:
     """All listeners of the broker; `start()` binds them, `close()` stops accepting and drops connections."""
 
     def __init__(self, dispatch: Dispatch, *, max_request_bytes: int = 104_857_600, max_inflight: int = 100,
-                 backlog: int = 1024) -> None:
+                 max_unsent_bytes: int = 1_048_576, idle_ms: int = 600_000, backlog: int = 1024,
+                 quotas: ConnectionQuotas | None = None, serial_api_keys: Iterable[int] = ()) -> None:
         self.dispatch = dispatch
         self.max_request_bytes = max_request_bytes
         self.max_inflight = max_inflight
+        self.max_unsent_bytes = max_unsent_bytes
+        self.idle_ms = idle_ms
         self.backlog = backlog
-        self.connections: set[KafkaConnection] = set()
+        self.quotas = quotas or ConnectionQuotas()
+        self.serial_api_keys = frozenset(serial_api_keys)
+        # Open connections, least recently active first (the idle sweep walks from the front).
+        self.connections: OrderedDict[KafkaConnection, None] = OrderedDict()
         # fn(ConnectionInfo) after a connection closed (share sessions are tied to their connection).
         self.close_listeners: list[Callable[[ConnectionInfo], None]] = []
-        self._servers: list[asyncio.AbstractServer] = []
+        self._sockets: list[socket.socket] = []
+        self._tasks: list[asyncio.Task] = []
         self.bound: list[tuple[str, str, int]] = []  # (listener name, host, port) after start()
 
+    # --- listening -----------------------------------------------------------------------------------------
     async def start(self, listeners: list[Any]) -> list[tuple[str, str, int]]:
         loop = asyncio.get_running_loop()
+        await self.quotas.refresh()
         for listener in listeners:
-            host = listener.host or None  # empty host = all interfaces
-            srv = await loop.create_server(lambda name=listener.name: KafkaConnection(self, name), host,
-                                           listener.port, backlog=self.backlog, reuse_address=True)
-            self._servers.append(srv)
-            port = srv.sockets[0].getsockname()[1]
+            socks = await self._bind(listener.host, listener.port)
+            port = socks[0].getsockname()[1]
+            for sock in socks:
+                self._sockets.append(sock)
+                self._tasks.append(loop.create_task(self._accept_loop(sock, listener.name),
+                                                    name=f"accept {listener.name}"))
             self.bound.append((listener.name, listener.host, port))
             log.info("listening", host=listener.host or "0.0.0.0", port=port, listener=listener.name)
+        if self.idle_ms >= 0:
+            self._tasks.append(loop.create_task(self._expire_idle(), name="idle connections"))
         return self.bound
 
+    async def _bind(self, host: str, port: int) -> list[socket.socket]:
+        """Listening sockets for host (empty = every interface, as asyncio's create_server binds them)."""
+        loop = asyncio.get_running_loop()
+        infos = await loop.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        socks: list[socket.socket] = []
+        try:
+            for family, kind, proto, _, address in dict.fromkeys(infos):
+                sock = socket.socket(family, kind, proto)
+                socks.append(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                if port == 0 and len(socks) > 1:  # every address of an ephemeral listener on one port
+                    address = (address[0], socks[0].getsockname()[1], *address[2:])
+                sock.bind(address)
+                sock.listen(self.backlog)
+                sock.setblocking(False)
+        except OSError:
+            for sock in socks:
+                sock.close()
+            raise
+        return socks
+
+    async def _accept_loop(self, lsock: socket.socket, listener: str) -> None:
+        loop = asyncio.get_running_loop()
+        quotas = self.quotas
+        while True:
+            if quotas.at_capacity():
+                log.info("max.connections reached: new connections wait until one closes", listener=listener,
+                         connections=quotas.total, max_connections=quotas.max_connections())
+                await quotas.wait_for_slot()
+            try:
+                sock, address = await loop.sock_accept(lsock)
+            except OSError as err:  # EMFILE, ENFILE, ENOBUFS...: keep serving the open connections, retry soon
+                log.warning("cannot accept a connection", listener=listener, error=str(err))
+                await asyncio.sleep(0.1)
+                continue
+            await quotas.refresh()
+            ip = normalize_ip(address[0]) if isinstance(address, tuple) else str(address)
+            if not quotas.try_acquire(ip):
+                log.info("connection rejected: too many connections from its address", listener=listener,
+                         peer=_address(address), limit=quotas.limit_for(ip))
+                sock.close()
+                continue
+            try:
+                await loop.connect_accepted_socket(functools.partial(KafkaConnection, self, listener, ip), sock)
+            except Exception as err:  # noqa: BLE001 - the peer may be gone already; the listener stays up
+                quotas.release(ip)
+                sock.close()
+                log.info("accepted connection failed", listener=listener, peer=_address(address), error=str(err))
+
+    # --- connection bookkeeping ----------------------------------------------------------------------------
+    def connection_opened(self, conn: KafkaConnection) -> None:
+        self.connections[conn] = None
+
+    def connection_closed(self, conn: KafkaConnection) -> None:
+        if self.connections.pop(conn, False) is not False and conn.peer_ip is not None:
+            self.quotas.release(conn.peer_ip)
+            conn.peer_ip = None
+
+    def touch(self, conn: KafkaConnection) -> None:
+        """Bytes moved on this connection: it is the most recently active."""
+        conn.last_active = time.monotonic()
+        with contextlib.suppress(KeyError):
+            self.connections.move_to_end(conn)
+
+    async def _expire_idle(self) -> None:
+        idle_s = self.idle_ms / 1000
+        interval = min(max(idle_s / 4, 0.05), 30.0)
+        while True:
+            await asyncio.sleep(interval)
+            self.expire_idle(time.monotonic() - idle_s)
+
+    def expire_idle(self, deadline: float) -> int:
+        """Drop connections inactive since before `deadline` (monotonic seconds); returns how many."""
+        dropped = 0
+        for conn in list(self.connections):
+            if conn.last_active > deadline:
+                break  # least recently active first: the rest are younger
+            size = conn.write_buffer_size()
+            if size and size != conn.write_buffer_seen:
+                conn.write_buffer_seen = size  # a slow reader is draining a large response: that is activity
+                self.touch(conn)
+                continue
+            log.info("closing idle connection", conn=conn.info.id, peer=conn.info.peer, idle_ms=self.idle_ms,
+                     unsent_bytes=size)
+            # Abort: a graceful close would wait for a client that reads nothing.
+            conn.abort()
+            self.connection_closed(conn)
+            dropped += 1
+        return dropped
+
     async def close(self, grace_s: float = 2.0) -> None:
-        for srv in self._servers:
-            srv.close()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+        for sock in self._sockets:
+            sock.close()
+        self._sockets.clear()
         for conn in list(self.connections):
             conn.close()
-        for srv in self._servers:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(srv.wait_closed(), grace_s)
+        deadline = time.monotonic() + grace_s
+        while self.connections and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
         for conn in list(self.connections):
             conn.abort()
-        self._servers.clear()

@@ -1,0 +1,102 @@
+"""Kafka's connection quotas: `max.connections` and `max.connections.per.ip` (+ `.overrides`).
+
+As in Kafka's acceptor: a new connection from an address already holding its limit is closed at once, and
+when the broker holds `max.connections` the accept loop waits until a connection closes (new clients queue in
+the listen backlog meanwhile). Limits are read from the config at each accept, so dynamic changes apply to new
+connections. Host names in the overrides are resolved when the setting changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from broker.config import INT_MAX, parse_ip_overrides
+
+log = structlog.get_logger(__name__)
+
+_DEFAULTS = {"max.connections": INT_MAX, "max.connections.per.ip": INT_MAX, "max.connections.per.ip.overrides": ""}
+
+
+def normalize_ip(address: str) -> str:
+    """One spelling per address (`::1`, `127.0.0.1`), so overrides and peers compare equal."""
+    try:
+        return ipaddress.ip_address(address.split("%", 1)[0]).compressed
+    except ValueError:
+        return address
+
+
+class ConnectionQuotas:
+    def __init__(self, setting: Callable[[str], Any] | None = None) -> None:
+        self._setting = setting or _DEFAULTS.__getitem__
+        self.total = 0
+        self.per_ip: Counter[str] = Counter()
+        self._overrides_text: str | None = None
+        self._overrides: dict[str, int] = {}
+        self._slot_freed: asyncio.Event | None = None
+
+    # --- limits --------------------------------------------------------------------------------------------
+    def max_connections(self) -> int:
+        return self._setting("max.connections")
+
+    def limit_for(self, ip: str) -> int:
+        return self._overrides.get(ip, self._setting("max.connections.per.ip"))
+
+    async def refresh(self) -> None:
+        """Re-read the overrides when their text changed, resolving host names off the event loop."""
+        text = self._setting("max.connections.per.ip.overrides") or ""
+        if text == self._overrides_text:
+            return
+        self._overrides_text = text
+        resolved: dict[str, int] = {}
+        loop = asyncio.get_running_loop()
+        for host, limit in parse_ip_overrides(text).items():
+            try:
+                resolved[ipaddress.ip_address(host).compressed] = limit
+                continue
+            except ValueError:
+                pass
+            try:
+                infos = await loop.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+            except OSError as err:
+                log.warning("cannot resolve a max.connections.per.ip.overrides host", host=host, error=str(err))
+                continue
+            for info in infos:
+                resolved[normalize_ip(info[4][0])] = limit
+        self._overrides = resolved
+
+    # --- accounting ----------------------------------------------------------------------------------------
+    def try_acquire(self, ip: str) -> bool:
+        """Count a new connection from `ip`, or False when its address is at its limit (close it)."""
+        if self.per_ip[ip] >= self.limit_for(ip):
+            return False
+        self.per_ip[ip] += 1
+        self.total += 1
+        return True
+
+    def release(self, ip: str) -> None:
+        count = self.per_ip[ip] - 1
+        if count > 0:
+            self.per_ip[ip] = count
+        else:
+            del self.per_ip[ip]
+        self.total -= 1
+        if self._slot_freed is not None:
+            self._slot_freed.set()
+
+    def at_capacity(self) -> bool:
+        return self.total >= self.max_connections()
+
+    async def wait_for_slot(self) -> None:
+        """Return when the broker holds fewer than max.connections connections."""
+        while self.at_capacity():
+            if self._slot_freed is None:
+                self._slot_freed = asyncio.Event()
+            self._slot_freed.clear()
+            await self._slot_freed.wait()

@@ -1,0 +1,276 @@
+"""The server in-process with a fake dispatch: per-connection bounds, task outcomes, idle expiry, quotas."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import struct
+
+import pytest
+
+from broker.connection_quotas import ConnectionQuotas
+from broker.router import CloseConnection
+from broker.server import Server
+
+FETCH, PRODUCE = 1, 0
+
+
+class Listener:
+    name = "PLAINTEXT"
+    host = "127.0.0.1"
+    port = 0
+
+
+def frame(api_key: int, correlation_id: int, pad: int = 0) -> bytes:
+    body = struct.pack(">hhi", api_key, 0, correlation_id) + b"\x00" * pad
+    return struct.pack(">i", len(body)) + body
+
+
+def response(correlation_id: int, size: int) -> bytes:
+    return struct.pack(">ii", size + 4, correlation_id) + b"\x00" * size
+
+
+async def until(condition, timeout: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.01)
+
+
+async def start(server: Server) -> int:
+    ((_, _, port),) = await server.start([Listener()])
+    return port
+
+
+async def read_responses(reader: asyncio.StreamReader, n: int) -> list[int]:
+    out = []
+    for _ in range(n):
+        size, corr = struct.unpack(">ii", await asyncio.wait_for(reader.readexactly(8), 10))
+        await asyncio.wait_for(reader.readexactly(size - 4), 10)
+        out.append(corr)
+    return out
+
+
+async def test_never_reading_client_holds_about_one_response():
+    """50 pipelined large-response requests from a client that reads nothing: the server dispatches only while
+    the unsent bytes are under the bound; once the client reads, every answer comes, in order."""
+    big = 4 << 20
+    dispatched = []
+
+    async def dispatch(frame, conn):
+        (corr,) = struct.unpack_from(">i", frame, 4)
+        dispatched.append(corr)
+        return response(corr, big)
+
+    server = Server(dispatch, max_inflight=100, max_unsent_bytes=1 << 20, serial_api_keys={FETCH})
+    port = await start(server)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 16)
+    writer.transport.pause_reading()  # the client reads nothing
+    writer.write(b"".join(frame(FETCH, i) for i in range(50)))
+    await until(lambda: dispatched)
+    for _ in range(50):
+        await asyncio.sleep(0)
+    await asyncio.sleep(0.2)
+    conn = next(iter(server.connections))
+    assert len(dispatched) <= 2, dispatched
+    assert conn._held + conn.write_buffer_size() <= (1 << 20) + 2 * big
+    writer.transport.resume_reading()
+    assert await read_responses(reader, 50) == list(range(50))
+    writer.close()
+    await server.close()
+
+
+async def test_small_requests_still_run_concurrently():
+    """Requests of other APIs are dispatched without waiting for earlier ones to finish (pipelining)."""
+    started = []
+    release = asyncio.Event()
+
+    async def dispatch(frame, conn):
+        (corr,) = struct.unpack_from(">i", frame, 4)
+        started.append(corr)
+        await release.wait()
+        return response(corr, 10)
+
+    server = Server(dispatch, max_inflight=8, serial_api_keys={FETCH})
+    port = await start(server)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"".join(frame(PRODUCE, i) for i in range(20)))
+    await until(lambda: len(started) == 8)  # queued.max.requests in flight, the rest wait in the buffer
+    await asyncio.sleep(0.05)
+    assert len(started) == 8
+    release.set()
+    assert await read_responses(reader, 20) == list(range(20))
+    writer.close()
+    await server.close()
+
+
+async def test_large_response_apis_run_one_at_a_time_per_connection():
+    running = []
+    peak = []
+    release = asyncio.Event()
+
+    async def dispatch(frame, conn):
+        (corr,) = struct.unpack_from(">i", frame, 4)
+        running.append(corr)
+        peak.append(len(running))
+        await release.wait()
+        running.remove(corr)
+        return response(corr, 10)
+
+    server = Server(dispatch, serial_api_keys={FETCH})
+    port = await start(server)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"".join(frame(FETCH, i) for i in range(5)))
+    await until(lambda: running)
+    await asyncio.sleep(0.05)
+    assert running == [0]
+    release.set()
+    assert await read_responses(reader, 5) == list(range(5))
+    assert max(peak) == 1
+    writer.close()
+    await server.close()
+
+
+async def test_every_failed_task_is_retrieved():
+    """Pipelined malformed frames: each task fails with CloseConnection; none is left for asyncio's 'Task
+    exception was never retrieved' report (a plain-text traceback in the log)."""
+    reported = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+
+    async def dispatch(frame, conn):
+        await asyncio.sleep(0)
+        raise CloseConnection("malformed")
+
+    server = Server(dispatch)
+    port = await start(server)
+    for _ in range(5):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"".join(frame(PRODUCE, i) for i in range(30)))
+        assert await asyncio.wait_for(reader.read(), 10) == b""
+        writer.close()
+    await until(lambda: not server.connections)
+    for _ in range(5):
+        await asyncio.sleep(0.01)
+        gc.collect()
+    await server.close()
+    loop.set_exception_handler(None)
+    assert [c.get("message") for c in reported] == []
+
+
+async def test_idle_connections_are_closed():
+    async def dispatch(frame, conn):
+        return response(struct.unpack_from(">i", frame, 4)[0], 0)
+
+    server = Server(dispatch, idle_ms=300)
+    port = await start(server)
+    r1, w1 = await asyncio.open_connection("127.0.0.1", port)  # sends nothing
+    r2, w2 = await asyncio.open_connection("127.0.0.1", port)
+    w2.write(frame(PRODUCE, 1, pad=100)[:50])  # stuck in the middle of a frame
+    r3, w3 = await asyncio.open_connection("127.0.0.1", port)
+    answered = []
+
+    async def keep_busy() -> None:  # a connection in use is not idle
+        for i in range(1000):
+            w3.write(frame(PRODUCE, i))
+            answered.extend(await read_responses(r3, 1))
+            await asyncio.sleep(0.03)
+
+    busy = asyncio.ensure_future(keep_busy())
+    assert await asyncio.wait_for(r1.read(), 10) == b""
+    assert await asyncio.wait_for(r2.read(), 10) == b""
+    assert not busy.done()
+    busy.cancel()
+    assert answered == list(range(len(answered)))
+    await until(lambda: not server.connections)  # now idle too
+    for w in (w1, w2, w3):
+        w.close()
+    await server.close()
+
+
+async def test_idle_expiry_aborts_a_client_that_reads_nothing():
+    """A client that stops reading holds its write buffer until the idle sweep drops it (a graceful close would
+    wait for it for ever)."""
+    async def dispatch(frame, conn):
+        return response(struct.unpack_from(">i", frame, 4)[0], 8 << 20)
+
+    server = Server(dispatch, idle_ms=300, serial_api_keys={FETCH})
+    port = await start(server)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 16)
+    writer.transport.pause_reading()
+    writer.write(frame(FETCH, 1))
+    await until(lambda: server.connections and next(iter(server.connections)).write_buffer_size() > 0)
+    await until(lambda: not server.connections)
+    writer.close()
+    await server.close()
+
+
+def test_expire_idle_keeps_recently_active_connections():
+    server = Server(lambda frame, conn: None, idle_ms=1000)
+
+    class Conn:
+        def __init__(self, last_active: float) -> None:
+            self.last_active = last_active
+            self.write_buffer_seen = 0
+            self.aborted = False
+            self.peer_ip = None
+            self.info = type("I", (), {"id": 1, "peer": "x"})()
+
+        def write_buffer_size(self) -> int:
+            return 0
+
+        def abort(self) -> None:
+            self.aborted = True
+
+    old, young = Conn(10.0), Conn(20.0)
+    server.connections[old] = None
+    server.connections[young] = None
+    assert server.expire_idle(15.0) == 1
+    assert old.aborted and not young.aborted
+    assert list(server.connections) == [young]
+
+
+async def test_max_connections_per_ip_closes_new_connections_at_accept():
+    async def dispatch(frame, conn):
+        return response(struct.unpack_from(">i", frame, 4)[0], 0)
+
+    settings = {"max.connections": 100, "max.connections.per.ip": 2, "max.connections.per.ip.overrides": ""}
+    server = Server(dispatch, quotas=ConnectionQuotas(settings.__getitem__))
+    port = await start(server)
+    kept = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]
+    await until(lambda: len(server.connections) == 2)
+    r3, w3 = await asyncio.open_connection("127.0.0.1", port)
+    assert await asyncio.wait_for(r3.read(), 10) == b""  # closed at accept
+    w3.close()
+    # An override for the address raises its limit.
+    settings["max.connections.per.ip.overrides"] = "localhost:3"
+    r4, w4 = await asyncio.open_connection("127.0.0.1", port)
+    w4.write(frame(PRODUCE, 4))
+    assert await read_responses(r4, 1) == [4]
+    for _, w in [*kept, (r4, w4)]:
+        w.close()
+    await until(lambda: not server.connections)
+    assert server.quotas.total == 0 and not server.quotas.per_ip
+    await server.close()
+
+
+async def test_max_connections_makes_new_connections_wait():
+    async def dispatch(frame, conn):
+        return response(struct.unpack_from(">i", frame, 4)[0], 0)
+
+    settings = {"max.connections": 2, "max.connections.per.ip": 100, "max.connections.per.ip.overrides": ""}
+    server = Server(dispatch, quotas=ConnectionQuotas(settings.__getitem__))
+    port = await start(server)
+    first = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]
+    await until(lambda: len(server.connections) == 2)
+    r3, w3 = await asyncio.open_connection("127.0.0.1", port)  # the kernel queues it; the broker waits
+    w3.write(frame(PRODUCE, 3))
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(r3.readexactly(8), 0.3)
+    assert len(server.connections) == 2
+    first[0][1].close()  # a slot frees: the waiting connection is accepted and served
+    assert await read_responses(r3, 1) == [3]
+    for _, w in (first[1], (r3, w3)):
+        w.close()
+    await until(lambda: not server.connections)
+    await server.close()
