@@ -25,6 +25,7 @@ from protocol.primitives import (
     UUID,
     KArray,
     KNullableStruct,
+    Prim,
     Reader,
     bytes_prim,
     check_consumed,
@@ -251,10 +252,13 @@ class _Builder:
             flexible = v in f.flexible_versions
         nullable = f.nullable(v)
         if f.is_array:
-            return KArray(self.element(f, flexible), compact=flexible, nullable=nullable)
+            element = self.element(f, flexible)
+            return KArray(element, compact=flexible, nullable=nullable, min_element=min_size(element))
         if f.struct is not None:
             k = self.struct(f.struct)
             return KNullableStruct(k) if nullable else k
+        if f.type == "string" and f.name == "ErrorMessage" and self.message.type == "response":
+            return string_prim(flexible, nullable, message=True)
         return self.scalar(f.type, flexible, nullable)
 
     def element(self, f: Field, flexible: bool) -> Construct:
@@ -275,6 +279,19 @@ class _Builder:
         if t in ("bytes", "records"):
             return bytes_prim(flexible, nullable)
         raise ValueError(f"unsupported type {t!r}")
+
+
+def min_size(construct: Construct) -> int:
+    """Bytes of the shortest encoding of one value of `construct` (array counts are checked against it)."""
+    if isinstance(construct, KStruct):
+        return sum(min_size(sub) for _, sub, _ in construct.regular) + (1 if construct.flexible else 0)
+    if isinstance(construct, KArray):
+        return 1 if construct.compact else 4
+    if isinstance(construct, KNullableStruct):
+        return 1
+    if isinstance(construct, Prim):
+        return construct.min_size
+    return construct.sizeof()  # fixed-size numbers
 
 
 def build_construct(message: Message, version: int) -> KStruct:

@@ -136,9 +136,7 @@ def read_nullable_string(r: BinaryIO) -> str | None:
         raise DecodeError("truncated string length")
     n = _I16.unpack(b)[0]
     if n < 0:
-        if n == -1:
-            return None
-        raise DecodeError(f"invalid string length {n}")
+        return None  # any negative length is null, as in Kafka's readers
     return _decode_str(read_exact(r, n))
 
 
@@ -149,8 +147,15 @@ def read_string(r: BinaryIO) -> str:
     return s
 
 
+def read_compact_length(r: BinaryIO) -> int:
+    """A compact length (unsigned varint N+1) as Kafka's readers see it: the varint is a 32-bit Java int, so
+    values of 2^31 and more are negative, and any negative length means null."""
+    v = read_uvarint_io(r) & 0xFFFFFFFF
+    return (v - (1 << 32) if v >= 1 << 31 else v) - 1
+
+
 def read_compact_nullable_string(r: BinaryIO) -> str | None:
-    n = read_uvarint_io(r) - 1
+    n = read_compact_length(r)
     if n < 0:
         return None
     if n > MAX_STRING:
@@ -170,6 +175,45 @@ def _encode_str(v: str) -> bytes:
     if len(data) > MAX_STRING:
         raise EncodeError(f"string of {len(data)} bytes is too long")
     return data
+
+
+def _encode_message(v: str) -> bytes:
+    """An informational message (a response's ErrorMessage, which may quote a client's 32 767-byte name) cut to
+    the string limit, so the response carries its error code instead of failing to encode."""
+    data = v.encode("utf-8")
+    if len(data) > MAX_STRING:
+        data = data[:MAX_STRING - 3].decode("utf-8", "ignore").encode("utf-8") + b"..."
+    return data
+
+
+def write_nullable_message(w: BinaryIO, v: str | None) -> None:
+    if v is None:
+        w.write(b"\xff\xff")
+        return
+    data = _encode_message(v)
+    w.write(_I16.pack(len(data)))
+    w.write(data)
+
+
+def write_message(w: BinaryIO, v: str) -> None:
+    if v is None:
+        raise EncodeError("null given for a non-nullable string field")
+    write_nullable_message(w, v)
+
+
+def write_compact_nullable_message(w: BinaryIO, v: str | None) -> None:
+    if v is None:
+        w.write(b"\x00")
+        return
+    data = _encode_message(v)
+    w.write(write_uvarint(len(data) + 1))
+    w.write(data)
+
+
+def write_compact_message(w: BinaryIO, v: str) -> None:
+    if v is None:
+        raise EncodeError("null given for a non-nullable string field")
+    write_compact_nullable_message(w, v)
 
 
 def write_nullable_string(w: BinaryIO, v: str | None) -> None:
@@ -210,9 +254,7 @@ def read_nullable_bytes(r: BinaryIO) -> bytes | None:
         raise DecodeError("truncated bytes length")
     n = _I32.unpack(b)[0]
     if n < 0:
-        if n == -1:
-            return None
-        raise DecodeError(f"invalid bytes length {n}")
+        return None  # any negative length is null, as in Kafka's readers
     return read_exact(r, n)
 
 
@@ -224,7 +266,7 @@ def read_bytes(r: BinaryIO) -> bytes:
 
 
 def read_compact_nullable_bytes(r: BinaryIO) -> bytes | None:
-    n = read_uvarint_io(r) - 1
+    n = read_compact_length(r)
     if n < 0:
         return None
     return read_exact(r, n)
@@ -275,22 +317,22 @@ def write_compact_bytes(w: BinaryIO, v: bytes | memoryview) -> None:
 
 # --- array lengths -----------------------------------------------------------------------------
 
-def read_array_len(r: Reader) -> int:
-    """int32 count, -1 for null; a count above the bytes left is malformed (as in Kafka)."""
+def read_array_len(r: Reader, min_element: int = 1) -> int:
+    """int32 count; negative for null (as Kafka's readers). A count whose elements cannot fit in the bytes left
+    is malformed before anything is allocated (Kafka checks one byte per element; `min_element` is the smallest
+    encoding of one element, at least 1)."""
     b = r.read(4)
     if len(b) != 4:
         raise DecodeError("truncated array length")
     n = _I32.unpack(b)[0]
-    if n < -1:
-        raise DecodeError(f"invalid array length {n}")
-    if n > r.end - r.tell():
+    if n > 0 and n * min_element > r.end - r.tell():
         raise DecodeError(f"array of {n} elements but only {r.end - r.tell()} bytes left")
     return n
 
 
-def read_compact_array_len(r: Reader) -> int:
-    n = read_uvarint_io(r) - 1
-    if n > r.end - r.tell():
+def read_compact_array_len(r: Reader, min_element: int = 1) -> int:
+    n = read_compact_length(r)
+    if n > 0 and n * min_element > r.end - r.tell():
         raise DecodeError(f"array of {n} elements but only {r.end - r.tell()} bytes left")
     return n
 
@@ -336,17 +378,21 @@ _EXPORTS = (
     "read_compact_bytes", "read_compact_nullable_bytes", "write_bytes", "write_nullable_bytes",
     "write_compact_bytes", "write_compact_nullable_bytes", "read_array_len", "read_compact_array_len",
     "write_array_len", "write_compact_array_len", "write_tagged", "skip_tagged", "check_consumed",
+    "read_compact_length", "write_message", "write_nullable_message", "write_compact_message",
+    "write_compact_nullable_message",
 )
 _IMPORT = f"from protocol.primitives import {', '.join(_EXPORTS)}"
 
 
 class Prim(Construct):
-    """A primitive encoded by a reader/writer pair from this module, by name."""
+    """A primitive encoded by a reader/writer pair from this module, by name; `min_size` is its shortest
+    encoding (for array count checks)."""
 
-    def __init__(self, reader: str, writer: str) -> None:
+    def __init__(self, reader: str, writer: str, min_size: int = 1) -> None:
         super().__init__()
         self.reader = reader
         self.writer = writer
+        self.min_size = min_size
         self._read = globals()[reader]
         self._write = globals()[writer]
 
@@ -366,31 +412,34 @@ class Prim(Construct):
         return f"({self.writer}(io, obj), obj)[1]"
 
 
-def string_prim(compact: bool, nullable: bool) -> Prim:
-    name = ("compact_" if compact else "") + ("nullable_" if nullable else "") + "string"
-    return Prim("read_" + name, "write_" + name)
+def string_prim(compact: bool, nullable: bool, message: bool = False) -> Prim:
+    """message=True: written by the write_*message functions (cut to the string limit, never failing)."""
+    prefix = ("compact_" if compact else "") + ("nullable_" if nullable else "")
+    return Prim(f"read_{prefix}string", f"write_{prefix}{'message' if message else 'string'}", 1 if compact else 2)
 
 
 def bytes_prim(compact: bool, nullable: bool) -> Prim:
     name = ("compact_" if compact else "") + ("nullable_" if nullable else "") + "bytes"
-    return Prim("read_" + name, "write_" + name)
+    return Prim("read_" + name, "write_" + name, 1 if compact else 4)
 
 
-BOOL = Prim("read_bool", "write_bool")
-UUID = Prim("read_uuid", "write_uuid")
+BOOL = Prim("read_bool", "write_bool", 1)
+UUID = Prim("read_uuid", "write_uuid", 16)
 
 
 class KArray(Construct):
     """Kafka array: int32 count (or compact unsigned varint count+1); -1/0 means null."""
 
-    def __init__(self, subcon: Construct, compact: bool, nullable: bool) -> None:
+    def __init__(self, subcon: Construct, compact: bool, nullable: bool, min_element: int = 1) -> None:
         super().__init__()
         self.subcon = subcon
         self.compact = compact
         self.nullable = nullable
+        self.min_element = max(1, min_element)
 
     def _parse(self, stream: Any, context: Any, path: Any) -> Any:
-        n = read_compact_array_len(stream) if self.compact else read_array_len(stream)
+        length = read_compact_array_len if self.compact else read_array_len
+        n = length(stream, self.min_element)
         if n < 0:
             if not self.nullable:
                 raise DecodeError("null in a non-nullable array field")
@@ -415,7 +464,7 @@ class KArray(Construct):
         null = "return None" if self.nullable else 'raise DecodeError("null in a non-nullable array field")'
         code.append(f"""
             def {fname}(io, this):
-                n = {length}(io)
+                n = {length}(io, {self.min_element})
                 if n < 0:
                     {null}
                 return [{self.subcon._compileparse(code)} for _ in range(n)]
