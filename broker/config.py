@@ -280,7 +280,6 @@ _DEFS = [
     ConfigDef("group.share.min.session.timeout.ms", "int", 45_000, at_least(1)),
     ConfigDef("group.share.max.session.timeout.ms", "int", 60_000, at_least(1)),
     ConfigDef("group.share.max.size", "int", 200, between(10, 1000)),
-    ConfigDef("group.share.max.groups", "int", 10, between(1, 100)),
     ConfigDef("group.share.max.share.sessions", "int", 2000, at_least(1)),
     ConfigDef("group.share.initialize.retry.interval.ms", "int", 30_000, at_least(1)),
     ConfigDef("group.share.assignors", "list", ["simple"]),

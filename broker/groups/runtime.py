@@ -66,7 +66,6 @@ class GroupCoordinatorRuntime:
                 session_timeout_ms=config.get("group.share.session.timeout.ms"),
                 heartbeat_interval_ms=config.get("group.share.heartbeat.interval.ms"),
                 max_size=config.get("group.share.max.size"),
-                max_groups=config.get("group.share.max.groups"),
                 initialize_retry_interval_ms=config.get("group.share.initialize.retry.interval.ms")))
         self.loaded = False
         self._listeners: list[MemberRemovedListener] = []

@@ -168,9 +168,6 @@ class ShareGroupCoordinator:
         if group is None:
             if epoch != JOIN_GROUP_MEMBER_EPOCH:
                 raise _Error(ErrorCode.GROUP_ID_NOT_FOUND, f"Share group {gid} not found.")
-            if len(self.groups) >= cfg.max_groups:
-                raise _Error(ErrorCode.GROUP_MAX_SIZE_REACHED,
-                             f"The share group limit of {cfg.max_groups} groups has been reached.")
             group = ShareGroup(gid)  # materialized by replaying its first record below
         if len(group.members) >= cfg.max_size and mid not in group.members:
             raise _Error(ErrorCode.GROUP_MAX_SIZE_REACHED,

@@ -305,3 +305,19 @@ def test_first_heartbeat_waits_for_initialization_and_carries_the_assignment(bro
         # The member's next heartbeat with the epoch it was given is accepted and changes nothing.
         again = heartbeat(c, "g8", "m1", r.member_epoch)
         assert (again.error_code, again.member_epoch, again.assignment) == (0, r.member_epoch, None)
+
+
+def test_emptied_share_groups_do_not_block_new_ones_after_restart(broker):
+    """Regression: emptied share groups counted toward group.share.max.groups (10) for ever, so the 11th group
+    id got GROUP_MAX_SIZE_REACHED even after a restart. Kafka has no such cap."""
+    create_topic(broker.bootstrap, "sg-many", partitions=1)
+    with RawClient(broker.port) as c:
+        for i in range(11):
+            resp = heartbeat(c, f"many-{i}", "m", 0, ["sg-many"])
+            assert resp.error_code == 0, (i, resp)
+            assert heartbeat(c, f"many-{i}", "m", -1).error_code == 0
+    broker.restart()
+    with RawClient(broker.port) as c:
+        resp = heartbeat(c, "many-11", "m", 0, ["sg-many"])
+        assert resp.error_code == 0, resp
+        assert describe(c, "many-0").groups[0].group_state == "Empty"  # kept, as Kafka keeps share groups

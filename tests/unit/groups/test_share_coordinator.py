@@ -193,17 +193,29 @@ def test_session_timeout() -> None:
     assert hb(svc, "g", "a", epochs["a"], now=46_000).response["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
 
 
-def test_group_max_size_and_max_groups() -> None:
+def test_group_max_size() -> None:
     topics = Topics()
     topics.create("t", 1)
-    svc = make(topics, max_size=2, max_groups=2)
+    svc = make(topics, max_size=2)
     assert hb(svc, "g", "a", 0, ["t"]).response["error_code"] == 0
     assert hb(svc, "g", "b", 0, ["t"]).response["error_code"] == 0
     res = hb(svc, "g", "c", 0, ["t"])
     assert res.response["error_code"] == ErrorCode.GROUP_MAX_SIZE_REACHED and res.records == []
     assert hb(svc, "g", "a", 0, ["t"]).response["error_code"] == 0  # existing members may rejoin
-    assert hb(svc, "g2", "a", 0, ["t"]).response["error_code"] == 0
-    assert hb(svc, "g3", "a", 0, ["t"]).response["error_code"] == ErrorCode.GROUP_MAX_SIZE_REACHED
+
+
+def test_no_cap_on_the_number_of_share_groups() -> None:
+    """Kafka has no group.share.max.groups any more: the 11th (and 50th) group joins, and groups emptied by
+    their members leaving are kept (Kafka retains share groups until they are deleted)."""
+    topics = Topics()
+    topics.create("t", 1)
+    svc = make(topics)
+    for i in range(50):
+        res = hb(svc, f"g{i}", "a", 0, ["t"])
+        assert res.response["error_code"] == 0, (i, res.response)
+        assert hb(svc, f"g{i}", "a", -1).response["error_code"] == 0
+    assert len(svc.groups) == 50 and all(g.state.value == "Empty" for g in svc.groups.values())
+    assert hb(svc, "another", "a", 0, ["t"]).response["error_code"] == 0
 
 
 def test_invalid_requests() -> None:
