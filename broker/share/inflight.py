@@ -109,6 +109,7 @@ class ShareInFlight:
         self._start_dirty = False
         self._full_dirty = False
         self.archived_total = 0  # records ever archived (monotonic, for metrics)
+        self.expired_total = 0  # records whose acquisition lock expired (monotonic, for metrics)
         self.ops = 0  # pieces visited or split: the scaling tests count this, not time
 
     # ------------------------------------------------------------------ construction from durable state
@@ -352,6 +353,7 @@ class ShareInFlight:
                 released += p.size
                 self._release(p)
         if released:
+            self.expired_total += released
             self._advance_start()
         return released
 

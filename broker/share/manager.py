@@ -26,6 +26,7 @@ log = structlog.get_logger(__name__)
 
 PartitionKey = tuple[str, uuid.UUID, int]  # (group, topic id, partition)
 UNINITIALIZED = -1
+EXPIRY_RETRY_S = 0.5  # pause after a failed lock-expiry round before the next one
 
 
 class ShareError(Exception):
@@ -43,6 +44,9 @@ class SharePartition:
     # Writes of one partition go out in order: each waits for the previous (a later delta never lands first).
     last_write: asyncio.Future | None = None
     waiters: set[asyncio.Event] = field(default_factory=set)
+    # Dropped from the manager (topic deleted, or memory discarded after a failed state write): a fetch that
+    # still holds it acquires nothing from it.
+    dead: bool = False
 
 
 @dataclass(slots=True)
@@ -219,6 +223,8 @@ class SharePartitionManager:
         except ShareError:
             return None
         inflight = sp.inflight
+        if sp.dead:
+            return None
         if inflight.start_offset < plog.log_start_offset:
             inflight.advance_log_start(plog.log_start_offset)
         now = self.now_ms()
@@ -395,24 +401,56 @@ class SharePartitionManager:
 
     # --- lock expiry -------------------------------------------------------------------------------------------
     async def _expiry_loop(self) -> None:
+        """Release expired locks at the earliest deadline; one failed round is logged and the loop goes on (a
+        dead loop would leave every later lock held for ever)."""
         while True:
-            now = self.now_ms()
-            deadlines = [d for sp in self._partitions.values() if (d := sp.inflight.next_deadline()) is not None]
-            wait_s = max(0.0, (min(deadlines) - now) / 1000) if deadlines else 3600.0
-            self._timer_kick.clear()
             try:
-                await asyncio.wait_for(self._timer_kick.wait(), min(wait_s, 3600.0))
-                continue  # new locks: recompute the earliest deadline
-            except TimeoutError:
-                pass
-            now = self.now_ms()
-            for sp in list(self._partitions.values()):
+                await self._expiry_round()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - the timer must keep running
+                log.exception("share lock expiry round failed")
+                await asyncio.sleep(EXPIRY_RETRY_S)
+
+    async def _expiry_round(self) -> None:
+        now = self.now_ms()
+        deadlines = [d for sp in self._partitions.values() if (d := sp.inflight.next_deadline()) is not None]
+        wait_s = max(0.0, (min(deadlines) - now) / 1000) if deadlines else 3600.0
+        self._timer_kick.clear()
+        try:
+            await asyncio.wait_for(self._timer_kick.wait(), min(wait_s, 3600.0))
+            return  # new locks: recompute the earliest deadline
+        except TimeoutError:
+            pass
+        now = self.now_ms()
+        failed: Exception | None = None
+        for sp in list(self._partitions.values()):
+            try:
                 deadline = sp.inflight.next_deadline()
                 if deadline is not None and deadline <= now and sp.inflight.expire_locks(now):
                     self._wake(sp)
                     await self.persist(sp)
+            except Exception as err:  # noqa: BLE001 - one partition must not hold up the others
+                failed = err
+        if failed is not None:
+            raise failed
+
+    # --- topic deletion ----------------------------------------------------------------------------------------
+    def forget_topic(self, topic_id: uuid.UUID) -> int:
+        """A topic was deleted: drop its share-partitions from memory (their durable state is deleted by the
+        share coordinator); parked fetches on them wake up and find the topic gone. Returns how many."""
+        gone = [key for key in self._partitions if key[1] == topic_id]
+        for key in gone:
+            sp = self._partitions.pop(key)
+            sp.dead = True
+            self._wake(sp)
+        if gone:
+            log.info("share-partitions of a deleted topic dropped", topic_id=str(topic_id), partitions=len(gone))
+        return len(gone)
 
 
 def build(broker: Any) -> SharePartitionManager:
     """Create the share-partition manager as component `share_partitions` (call while building components)."""
-    return broker.add_component("share_partitions", SharePartitionManager(broker))
+    manager = broker.add_component("share_partitions", SharePartitionManager(broker))
+    broker.topics.on_delete(lambda info: manager.forget_topic(info.topic_id))
+    return manager

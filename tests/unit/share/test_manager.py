@@ -112,3 +112,76 @@ def test_loaded_state_resumes_after_a_restart(tmp_path):
         assert [(r.first_offset, r.last_offset) for r in got.ranges] == [(2, 4)]
 
     asyncio.run(run())
+
+
+class FakeClock:
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_lock_expiry_loop_survives_a_failed_round(tmp_path):
+    """Regression: one exception in the lock-expiry loop ended it for good, so no lock expired any more."""
+    async def run():
+        clock = FakeClock()
+        mgr, plog = make(tmp_path, MemoryState())
+        mgr._clock = clock
+        plog.append(build_batch([Record(value=b"x")] * 5))
+        sp = await mgr.partition("g", TOPIC_ID, 0)
+        assert mgr.acquire(sp, "m", 5, 1 << 20, min_one=True) is not None
+        real = sp.inflight.expire_locks
+        calls = []
+
+        def flaky(now_ms):
+            calls.append(now_ms)
+            if len(calls) == 1:
+                raise RuntimeError("boom")
+            return real(now_ms)
+
+        sp.inflight.expire_locks = flaky
+        loop_task = asyncio.get_running_loop().create_task(mgr._expiry_loop())
+        try:
+            clock.now += 31  # past the 30 s lock
+            mgr._timer_kick.set()
+            deadline = asyncio.get_running_loop().time() + 5
+            while sp.inflight.acquired_count and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.02)
+                mgr._timer_kick.set()
+            assert len(calls) >= 2 and sp.inflight.acquired_count == 0 and sp.inflight.available_count == 5
+            assert not loop_task.done()
+        finally:
+            loop_task.cancel()
+
+    asyncio.run(run())
+
+
+def test_share_partitions_of_a_deleted_topic_are_dropped(tmp_path):
+    async def run():
+        mgr, plog = make(tmp_path, MemoryState())
+        plog.append(build_batch([Record(value=b"x")] * 2))
+        sp = await mgr.partition("g", TOPIC_ID, 0)
+        other = await mgr.partition("h", TOPIC_ID, 0)
+        assert mgr.forget_topic(uuid.uuid4()) == 0
+        assert mgr.forget_topic(TOPIC_ID) == 2
+        assert mgr._partitions == {} and sp.dead and other.dead
+        assert mgr.acquire(sp, "m", 5, 1 << 20, min_one=True) is None  # a fetch still holding it gets nothing
+
+    asyncio.run(run())
+
+
+def test_build_follows_topic_deletion(tmp_path):
+    from broker.share.manager import build
+
+    listeners = []
+    components = {}
+    broker = SimpleNamespace(
+        config=SimpleNamespace(get=CONFIG.__getitem__),
+        topics=SimpleNamespace(on_delete=listeners.append),
+        add_component=lambda name, c: components.setdefault(name, c))
+    mgr = build(broker)
+    mgr._partitions[("g", TOPIC_ID, 0)] = SimpleNamespace(dead=False, waiters=set())
+    for fn in listeners:
+        fn(SimpleNamespace(topic_id=TOPIC_ID, name="t"))
+    assert mgr._partitions == {}
