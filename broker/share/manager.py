@@ -12,12 +12,14 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 
+from broker.log.partition_log import OffsetOutOfRangeError
 from broker.share.inflight import ShareInFlight, StateBatch, StateDelta
 from broker.share.sessions import ShareSessionCache
 from protocol.errors import ErrorCode
@@ -27,6 +29,8 @@ log = structlog.get_logger(__name__)
 PartitionKey = tuple[str, uuid.UUID, int]  # (group, topic id, partition)
 UNINITIALIZED = -1
 EXPIRY_RETRY_S = 0.5  # pause after a failed lock-expiry round before the next one
+# Acquired ranges closer than this (estimated bytes between them) are served from one log read.
+COALESCE_GAP_BYTES = 8192
 
 
 class ShareError(Exception):
@@ -47,6 +51,59 @@ class SharePartition:
     # Dropped from the manager (topic deleted, or memory discarded after a failed state write): a fetch that
     # still holds it acquires nothing from it.
     dead: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Span:
+    """A log batch seen while acquiring: base offset, last offset, size in bytes."""
+
+    base: int
+    last: int
+    size: int
+
+
+def _spans_bytes(spans: Sequence[_Span], first: int, last: int) -> int | None:
+    """Bytes of the batches holding offsets first..last if `spans` (batches just scanned, consecutive in the
+    file) cover them, else None."""
+    i = next((k for k, sp in enumerate(spans) if sp.base <= first <= sp.last), None)
+    if i is None:
+        return None
+    total = 0
+    for span in spans[i:]:
+        total += span.size
+        if span.last >= last:
+            return total
+    return None
+
+
+class _BatchCursor:
+    """Walks whole batches of a log forward from the offsets asked for, keeping the unused rest of each read
+    so that a following range in the same region needs no second read."""
+
+    def __init__(self, plog: Any) -> None:
+        self._plog = plog
+        self._pending: deque[tuple[Any, memoryview]] = deque()
+
+    def batch_at(self, offset: int, want_bytes: int) -> tuple[Any, memoryview] | None:
+        """The batch a log read at `offset` would start with (header, bytes), reading `want_bytes` if the
+        buffered batches do not reach it."""
+        from protocol.records import iter_batches
+
+        pending = self._pending
+        while pending and pending[0][0].last_offset < offset:
+            pending.popleft()  # a batch between acquired ranges: not served
+        if not pending:
+            try:
+                data = memoryview(self._plog.read(offset, max(1, want_bytes), min_one_batch=True).data)
+            except OffsetOutOfRangeError:  # retention moved the log start: nothing left to serve
+                return None
+            pending.extend((h, data[at:at + h.size]) for at, h in iter_batches(data))
+            while pending and pending[0][0].last_offset < offset:
+                pending.popleft()
+        return pending[0] if pending else None
+
+    def take(self) -> tuple[Any, memoryview]:
+        return self._pending.popleft()
 
 
 @dataclass(slots=True)
@@ -228,12 +285,13 @@ class SharePartitionManager:
         if inflight.start_offset < plog.log_start_offset:
             inflight.advance_log_start(plog.log_start_offset)
         now = self.now_ms()
-        batches = self._new_batches(inflight, plog, max_records, max_bytes, min_one, strict)
+        spans: list[_Span] = []
+        batches = self._new_batches(inflight, plog, max_records, max_bytes, min_one, strict, spans)
         ranges = inflight.acquire(member, batches, max_records, now)
         if not ranges:
             return None
         self._timer_kick.set()
-        return Acquired(ranges, self._read_ranges(plog, ranges, max_bytes))
+        return Acquired(ranges, self._read_ranges(plog, ranges, spans))
 
     def available_bytes(self, sp: SharePartition, enough: int) -> int:
         """Bytes acquirable now, counted up to `enough` (MinBytes); released records count as enough."""
@@ -256,9 +314,10 @@ class SharePartitionManager:
         return total
 
     def _new_batches(self, inflight: ShareInFlight, plog: Any, max_records: int, max_bytes: int,
-                     min_one: bool, strict: bool) -> list[tuple[int, int]]:
+                     min_one: bool, strict: bool, spans: list[_Span]) -> list[tuple[int, int]]:
         """Batch boundaries from SPEO: whole data batches up to the record and byte budgets. Control batches
-        (transaction markers) at SPEO are archived as gaps; a later one ends the list (archived next time)."""
+        (transaction markers) at SPEO are archived as gaps; a later one ends the list (archived next time).
+        The batches' file spans are appended to `spans` so that serving them needs no second header scan."""
         room = min(max_records, inflight.max_in_flight_records - inflight.in_flight_count)
         if room <= 0 or inflight.end_offset >= plog.log_end_offset:
             return []
@@ -277,6 +336,7 @@ class SharePartitionManager:
                 break
             if not out and not min_one and header.size > max_bytes:
                 break
+            spans.append(_Span(first, last, header.size))
             first = max(first, inflight.end_offset)
             records += last - first + 1
             size += header.size
@@ -288,28 +348,41 @@ class SharePartitionManager:
                 break
         return out
 
-    @staticmethod
-    def _read_ranges(plog: Any, ranges: Sequence, max_bytes: int) -> bytes:
-        """The whole batches overlapping the acquired ranges, each once, in offset order; nothing else (a
-        log read returns following batches too: they are cut off so unacquired records are not shipped)."""
-        from protocol.records import iter_batches
+    @classmethod
+    def _read_ranges(cls, plog: Any, ranges: Sequence, spans: Sequence[_Span] = ()) -> bytes:
+        """The whole batches overlapping the acquired ranges, each once, in offset order, and nothing else.
 
+        Reads ask for about the bytes served, not for MaxBytes per range (that read megabytes to serve
+        kilobytes): exactly the batches' bytes when this acquisition scanned them (new records), else the log's
+        average bytes per offset times the offsets wanted (re-delivered records). Ranges separated by small gaps
+        share one read, since every log read costs an index interval of look-ahead anyway.
+        """
+        ordered = sorted(ranges, key=lambda r: r.first_offset)
+        if not ordered:
+            return b""
+        offsets = plog.log_end_offset - plog.log_start_offset
+        per_offset = max(1.0, plog.size_bytes / offsets) if offsets > 0 else 1024.0
+        # window_end[i]: last offset of the run of ranges from i whose gaps are cheaper to read through.
+        window_end = [r.last_offset for r in ordered]
+        for i in range(len(ordered) - 2, -1, -1):
+            gap = ordered[i + 1].first_offset - ordered[i].last_offset - 1
+            if gap * per_offset <= COALESCE_GAP_BYTES:
+                window_end[i] = window_end[i + 1]
+        cursor = _BatchCursor(plog)
         chunks: list[memoryview] = []
         covered = -1  # last offset already served
-        for r in sorted(ranges, key=lambda r: r.first_offset):
+        for i, r in enumerate(ordered):
             pos = max(r.first_offset, covered + 1)
             while pos <= r.last_offset:
-                # Released records may be re-served beyond max_bytes: they are bounded by max records.
-                data = memoryview(plog.read(pos, max(max_bytes, 1), min_one_batch=True).data)
-                cut = 0
-                for at, header in iter_batches(data):
-                    if header.base_offset > r.last_offset:
-                        break
-                    cut = at + header.size
-                    covered = header.last_offset
-                if cut == 0:
-                    break
-                chunks.append(data[:cut])
+                want = _spans_bytes(spans, pos, window_end[i])
+                if want is None:
+                    want = int(per_offset * (window_end[i] - pos + 1))
+                got = cursor.batch_at(pos, want)
+                if got is None or got[0].base_offset > r.last_offset:
+                    break  # nothing more in the log, or pos..last is a gap (compaction): the client acks a gap
+                header, view = cursor.take()
+                chunks.append(view)
+                covered = header.last_offset
                 pos = covered + 1
         return b"".join(chunks)
 

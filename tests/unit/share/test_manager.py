@@ -185,3 +185,53 @@ def test_build_follows_topic_deletion(tmp_path):
     for fn in listeners:
         fn(SimpleNamespace(topic_id=TOPIC_ID, name="t"))
     assert mgr._partitions == {}
+
+
+def test_serving_acquired_records_reads_only_what_is_sent(tmp_path, monkeypatch):
+    """Regression: each acquired range was read with the request's MaxBytes (tens of MB read to serve 100 KB).
+    Reads now ask for exactly the bytes of the batches served; header scans and index slack stay bounded."""
+    from broker.log import segment
+
+    async def run():
+        mgr, plog = make(tmp_path, MemoryState())
+        for i in range(200):
+            plog.append(build_batch([Record(value=bytes([i % 256]) * 100) for _ in range(5)]))  # ~560 B each
+        sp = await mgr.partition("g", TOPIC_ID, 0)
+        read = []
+        real = segment._pread_exact
+        monkeypatch.setattr(segment, "_pread_exact", lambda fd, size, pos: read.append(size) or real(fd, size, pos))
+        first = mgr.acquire(sp, "m", 2000, 50 << 20, min_one=True)
+        assert sum(r.last_offset - r.first_offset + 1 for r in first.ranges) == 1000
+        assert sum(read) < 3 * len(first.records), (sum(read), len(first.records))  # header scan + one read
+        # Release every other batch: 100 separate ranges to serve again.
+        acks = [(b * 5, b * 5 + 4, [ACK_RELEASE if b % 2 else ACK_ACCEPT]) for b in range(200)]
+        assert await mgr.acknowledge(sp, "m", acks) == 0
+        read.clear()
+        again = mgr.acquire(sp, "n", 2000, 50 << 20, min_one=True)
+        served = len(again.records)
+        assert len(again.ranges) == 100 and served == plog.size_bytes // 2
+        assert sum(read) < 3 * served, (sum(read), served)  # was 100 reads of the rest of the segment (~10 MB)
+
+    asyncio.run(run())
+
+
+def test_far_apart_redelivered_ranges_are_read_one_by_one(tmp_path, monkeypatch):
+    from broker.log import segment
+
+    async def run():
+        mgr, plog = make(tmp_path, MemoryState())
+        for i in range(300):
+            plog.append(build_batch([Record(value=bytes([i % 256]) * 1000)]))  # ~1 KB, one record each
+        sp = await mgr.partition("g", TOPIC_ID, 0)
+        mgr.acquire(sp, "m", 300, 50 << 20, min_one=True)
+        acks = [(b, b, [ACK_RELEASE if b % 100 == 0 else ACK_ACCEPT]) for b in range(300)]
+        assert await mgr.acknowledge(sp, "m", acks) == 0
+        read = []
+        real = segment._pread_exact
+        monkeypatch.setattr(segment, "_pread_exact", lambda fd, size, pos: read.append(size) or real(fd, size, pos))
+        again = mgr.acquire(sp, "n", 300, 50 << 20, min_one=True)
+        assert [(r.first_offset, r.last_offset) for r in again.ranges] == [(0, 0), (100, 100), (200, 200)]
+        assert [h.base_offset for _, h in iter_batches(again.records)] == [0, 100, 200]
+        assert sum(read) < 3 * 16 * 1024, sum(read)  # three small reads, not the ~100 KB between them
+
+    asyncio.run(run())
