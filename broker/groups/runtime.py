@@ -188,6 +188,10 @@ class GroupCoordinatorRuntime:
         await self.log.barrier(self.partition_for(g) for g in group_ids if g)
         return self.share.describe(group_ids)
 
+    def member_assignment(self, group_id: str, member_id: str) -> dict[UUID, frozenset[int]] | None:
+        """The member's current assignment; None if it is not a member of share group `group_id`."""
+        return self.coordinator.member_assignment(group_id, member_id)
+
     def _after(self, res: CoordinatorResult) -> None:
         """Durable now: tell listeners about removed members and start share-partition initialization."""
         for removed in res.removed_members:

@@ -474,6 +474,13 @@ class ShareGroupCoordinator:
         """(group id, state) of every share group, for ListGroups."""
         return [(gid, g.state.value) for gid, g in sorted(self.groups.items())]
 
+    def member_assignment(self, group_id: str, member_id: str) -> dict[UUID, frozenset[int]] | None:
+        """The partitions the member currently holds, or None if it is not a member of share group
+        `group_id` (the share-partition leader serves only members, and only what they are assigned)."""
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        return None if member is None else dict(member.assigned_partitions)
+
     def is_share_group(self, group_id: str) -> bool:
         """For the classic/consumer coordinators: is this group id taken by a share group?"""
         return group_id in self.groups

@@ -49,6 +49,29 @@ async def _acknowledge(ctx, group: str, member: str, topic_id: uuid.UUID, part, 
     return code, None
 
 
+def _membership(ctx, group: str, member: str) -> tuple[bool, dict | None]:
+    """(is a member, its assignment) from the group coordinator; (True, None) when there is none to ask."""
+    groups = getattr(ctx.broker, "share_groups", None)
+    if groups is None or not getattr(groups, "loaded", False) or not hasattr(groups, "member_assignment"):
+        return True, None
+    assignment = groups.member_assignment(group, member)
+    return assignment is not None, assignment
+
+
+def _not_a_member(group: str, member: str) -> dict:
+    # Kafka drops the share sessions of members that leave the group or expire; a ShareFetch from one is then
+    # answered SHARE_SESSION_NOT_FOUND. A session is opened only for a member of the group, so the same
+    # answer goes to a member id the group coordinator does not know (clients re-join and retry).
+    return _top_error(ErrorCode.SHARE_SESSION_NOT_FOUND, f"Member {member} is not a member of share group {group}.")
+
+
+async def _acknowledge_all(ctx, group: str, member: str, parts: list[tuple[uuid.UUID, Any]], version: int
+                           ) -> list[tuple[ErrorCode, str | None]]:
+    """Acknowledge several partitions together: their state writes go out concurrently (one group commit)
+    instead of one fsync after another."""
+    return list(await asyncio.gather(*(_acknowledge(ctx, group, member, tid, p, version) for tid, p in parts)))
+
+
 def _node_endpoints(ctx) -> list[dict]:
     node = ctx.broker.node
     return [{"node_id": node.node_id, "host": node.host, "port": node.port, "rack": node.rack}]
@@ -69,6 +92,8 @@ async def handle_share_fetch(ctx, req) -> dict:
     forget = [(t.topic_id, p) for t in req.forgotten_topics_data for p in t.partitions]
     acks = {(t.topic_id, p.partition_index): p for t in req.topics for p in t.partitions
             if p.acknowledgement_batches}
+    if epoch == 0 and not _membership(ctx, group, member)[0]:
+        return _not_a_member(group, member)
     # A final request (-1) lists partitions only to acknowledge them: they join no session.
     add = [] if epoch == FINAL_EPOCH else requested
     outcome = mgr.sessions.begin(group, member, epoch, add, forget, bool(acks))
@@ -90,8 +115,8 @@ async def handle_share_fetch(ctx, req) -> dict:
                            "current_leader": _leader(ctx), "records": b"", "acquired_records": []}
         return results[tp]
 
-    for tp, part in acks.items():
-        code, message = await _acknowledge(ctx, group, member, tp[0], part, version)
+    outcomes = await _acknowledge_all(ctx, group, member, [(tp[0], part) for tp, part in acks.items()], version)
+    for tp, (code, message) in zip(acks, outcomes, strict=True):
         e = entry(tp)
         e["acknowledge_error_code"], e["acknowledge_error_message"] = int(code), message
 
@@ -132,16 +157,23 @@ async def _fetch(ctx, req, group: str, member: str, tps: list[tuple[uuid.UUID, i
     min_bytes = max(req.min_bytes, 1)
     while True:
         left = deadline - loop.time()
+        # Only partitions assigned to the member are served (looked up each round: a rebalance may move them);
+        # the others stay in the session and are served again once assigned.
+        member_of, assignment = _membership(ctx, group, member)
+        if not member_of:
+            return
+        serving = partitions if assignment is None else [
+            sp for sp in partitions if sp.key[2] in assignment.get(sp.key[1], ())]
         # MinBytes: wait without acquiring (acquired records would sit locked) until enough is there.
-        short = left > 0 and sum(mgr.available_bytes(sp, min_bytes) for sp in partitions) < min_bytes
+        short = left > 0 and sum(mgr.available_bytes(sp, min_bytes) for sp in serving) < min_bytes
         if short and await mgr.wait(partitions, left):
             continue
         total_bytes = 0
         remaining_records = max_records
         remaining_bytes = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
         # Rotate the starting partition so one busy partition does not starve the others.
-        order = partitions[start:] + partitions[:start]
-        start = (start + 1) % len(partitions)
+        order = serving[start % len(serving):] + serving[:start % len(serving)] if serving else []
+        start += 1
         for sp in order:
             if remaining_records <= 0 or remaining_bytes <= 0:
                 break
@@ -174,11 +206,13 @@ async def handle_share_acknowledge(ctx, req) -> dict:
         return _top_error(outcome.error, outcome.message)
     if epoch == FINAL_EPOCH:
         mgr.session_closed(group, member)
+    pairs = [(t.topic_id, p) for t in req.topics for p in t.partitions]
+    outcomes = iter(await _acknowledge_all(ctx, group, member, pairs, version))
     responses = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            code, message = await _acknowledge(ctx, group, member, t.topic_id, p, version)
+            code, message = next(outcomes)
             parts.append({"partition_index": p.partition_index, "error_code": int(code), "error_message": message,
                           "current_leader": _leader(ctx)})
         responses.append({"topic_id": t.topic_id, "partitions": parts})

@@ -25,9 +25,25 @@ def batch(n: int, tag: str = "v") -> bytes:
     return build_batch([Record(value=f"{tag}{i}".encode()) for i in range(n)])
 
 
+# topic id -> (name, partitions) of the topics made by setup(): fetch() joins members to the group first.
+TOPICS: dict[uuid.UUID, tuple[str, int]] = {}
+
+
+def ensure_member(client: RawClient, group: str, member: str, tid: uuid.UUID) -> None:
+    """Only members of the group may open a share session: join (a re-join is harmless) and wait until the
+    topic's partitions are assigned."""
+    from tests.integration.test_share_groups_raw import join_until_assigned
+
+    if tid in TOPICS:
+        name, partitions = TOPICS[tid]
+        join_until_assigned(client, group, member, name, partitions)
+
+
 def fetch(client: RawClient, group: str, member: str, epoch: int, tid: uuid.UUID, partitions=(0,), *, acks=None,
-          max_wait_ms: int = 0, max_records: int = 500, version: int = 1, forget=()):
+          max_wait_ms: int = 0, max_records: int = 500, version: int = 1, forget=(), join: bool = True):
     acks = acks or {}
+    if epoch == 0 and join:
+        ensure_member(client, group, member, tid)
     body = {"group_id": group, "member_id": member, "share_session_epoch": epoch, "max_wait_ms": max_wait_ms,
             "min_bytes": 1, "max_bytes": 1 << 20, "max_records": max_records, "batch_size": max_records,
             "topics": [{"topic_id": tid, "partitions": [
@@ -62,7 +78,9 @@ def acquired(resp, p: int = 0) -> list[tuple[int, int, int]]:
 def setup(broker, name: str, partitions: int = 1) -> tuple[RawClient, uuid.UUID]:
     create_topic(broker.bootstrap, name, partitions)
     client = RawClient(broker.port)
-    return client, topic_id(client, name)
+    tid = topic_id(client, name)
+    TOPICS[tid] = (name, partitions)
+    return client, tid
 
 
 def test_session_errors_and_latest_start(broker):
@@ -97,6 +115,7 @@ def test_session_errors_and_latest_start(broker):
         resp = acknowledge(client, "g", "m1", 3, tid, {0: [(5, 7, ACCEPT)]})
         assert resp.error_code == 0 and part(resp).error_code == 0
         # Unknown topic id: per-partition UNKNOWN_TOPIC_ID.
+        ensure_member(client, "g", "m3", tid)
         resp = fetch(client, "g", "m3", 0, uuid.uuid4())
         assert part(resp).error_code == ErrorCode.UNKNOWN_TOPIC_ID
         resp = acknowledge(client, "g", "m1", 4, uuid.uuid4(), {0: [(0, 0, ACCEPT)]})
@@ -288,3 +307,43 @@ def test_reopened_session_keeps_the_members_records(broker):
         assert fetch(client, "g", "m1", 0, tid).error_code == 0  # re-open (e.g. after an epoch error)
         resp = fetch(client, "g", "m1", 1, tid, acks={0: [(0, 2, ACCEPT)]})
         assert part(resp).acknowledge_error_code == 0
+
+
+def test_only_members_open_sessions_and_only_assigned_partitions_are_served(broker):
+    """Regression: ShareFetch served any member id, member of the group or not, from any partition."""
+    from tests.integration.test_share_groups_raw import heartbeat, join_until_assigned
+
+    client, tid = setup(broker, "sf-members", partitions=2)
+    with client:
+        # Not a member (unknown group, then unknown member of a known group): no session.
+        resp = fetch(client, "nobody", "m1", 0, tid, partitions=(0, 1), join=False)
+        assert resp.error_code == ErrorCode.SHARE_SESSION_NOT_FOUND and resp.responses == []
+        epoch_a, got_a = join_until_assigned(client, "g", "a", "sf-members", 2)
+        assert got_a == {tid: [0, 1]}
+        resp = fetch(client, "g", "stranger", 0, tid, partitions=(0, 1), join=False)
+        assert resp.error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+        # A second member: the two partitions are split between a and b.
+        heartbeat(client, "g", "b", 0, ["sf-members"])
+        end = time.monotonic() + 10
+        mine: dict[str, set[int]] = {}
+        while time.monotonic() < end:
+            d = client.call(77, 1, {"group_ids": ["g"], "include_authorized_operations": False}).groups[0]
+            mine = {m.member_id: {p for t in m.assignment.topic_partitions for p in t.partitions} for m in d.members}
+            if len(mine) == 2 and all(len(ps) == 1 for ps in mine.values()):
+                break
+            for m in d.members:
+                heartbeat(client, "g", m.member_id, m.member_epoch)
+            time.sleep(0.05)
+        assert sorted(len(ps) for ps in mine.values()) == [1, 1], mine
+        [pa], [pb] = mine["a"], mine["b"]
+        # Both open sessions on both partitions (share.auto.offset.reset=latest: records come after this).
+        assert fetch(client, "g", "b", 0, tid, partitions=(0, 1), join=False).error_code == 0
+        assert fetch(client, "g", "a", 0, tid, partitions=(0, 1), join=False).error_code == 0
+        for p in (0, 1):
+            produce(client, "sf-members", batch(3, f"p{p}-"), partition=p)
+        # b asks for both partitions: only its own is served; a then gets the other one.
+        resp = fetch(client, "g", "b", 1, tid, partitions=(0, 1))
+        assert resp.error_code == 0
+        assert acquired(resp, pb) == [(0, 2, 1)] and acquired(resp, pa) == []
+        resp = fetch(client, "g", "a", 1, tid, partitions=(0, 1))
+        assert acquired(resp, pa) == [(0, 2, 1)] and acquired(resp, pb) == []
