@@ -49,8 +49,9 @@ class SharePartition:
     last_write: asyncio.Future | None = None
     waiters: set[asyncio.Event] = field(default_factory=set)
     # Dropped from the manager (topic deleted, or memory discarded after a failed state write): a fetch that
-    # still holds it acquires nothing from it.
+    # still holds it acquires nothing from it, and changes to it are answered with `failure`.
     dead: bool = False
+    failure: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,7 +213,9 @@ class SharePartitionManager:
             inflight.reset_start(self._start_offset(group, plog))
             sp = SharePartition(key, topic, inflight)
         # Persist the resolved SPSO at once: a restart must not resolve share.auto.offset.reset again.
-        await self.persist(sp)
+        code = await self.persist(sp)
+        if code != ErrorCode.NONE:
+            raise ShareError(code, "The share-partition state could not be written.")
         log.info("share-partition loaded", group=group, topic=topic, partition=partition,
                  start_offset=inflight.start_offset, end_offset=inflight.end_offset)
         return sp
@@ -238,7 +241,13 @@ class SharePartitionManager:
 
     # --- persistence -------------------------------------------------------------------------------------------
     async def persist(self, sp: SharePartition) -> ErrorCode:
-        """Write what changed in `sp` (if anything) through the share coordinator; durable on return."""
+        """Write what changed in `sp` (if anything) through the share coordinator; durable on return.
+
+        A failed write discards `sp` (see `_discard`): its memory is ahead of the durable state, and so is every
+        change queued behind it, so those are not written either and answer the same error."""
+        if sp.dead:
+            sp.inflight.take_dirty()
+            return sp.failure
         delta = sp.inflight.take_dirty()
         if delta is None:
             if sp.last_write is not None:
@@ -252,6 +261,8 @@ class SharePartitionManager:
     async def _write_after(self, prev: asyncio.Future | None, sp: SharePartition, delta: StateDelta) -> ErrorCode:
         if prev is not None:
             await asyncio.wait([prev])
+        if sp.dead:
+            return sp.failure  # an earlier write failed: this delta builds on state that was never durable
         store = getattr(self._broker, "share_state", None)
         if store is None:
             return ErrorCode.NONE
@@ -261,14 +272,28 @@ class SharePartitionManager:
                        for b in delta.state_batches]
             result = await store.write_state(group, topic_id, partition, delta.state_epoch, -1,
                                              delta.start_offset, batches)
+            code = getattr(result, "error_code", ErrorCode.NONE)
+            code = ErrorCode.NONE if code in (None, 0) else ErrorCode(code)
         except Exception:  # noqa: BLE001 - the client gets an error code, the broker carries on
             log.exception("share state write failed", group=group, topic=sp.topic, partition=partition)
-            return ErrorCode.UNKNOWN_SERVER_ERROR
-        code = getattr(result, "error_code", ErrorCode.NONE)
-        if code not in (ErrorCode.NONE, None, 0):
-            log.warning("share state write refused", group=group, topic=sp.topic, partition=partition, code=code)
-            return ErrorCode(code)
-        return ErrorCode.NONE
+            code = ErrorCode.UNKNOWN_SERVER_ERROR
+        if code != ErrorCode.NONE:
+            log.warning("share state write refused", group=group, topic=sp.topic, partition=partition, code=code.name)
+            self._discard(sp, code)
+        return code
+
+    def _discard(self, sp: SharePartition, code: ErrorCode) -> None:
+        """Roll the share-partition back to its durable state: drop the in-memory copy, which the next use
+        reloads from the share coordinator (as Kafka drops a fenced SharePartition). Acknowledgements that were
+        not written are answered with the error and their records are delivered again; acquisitions in
+        flight are lost with the memory, so those records come back too (at-least-once holds)."""
+        sp.dead = True
+        sp.failure = code
+        if self._partitions.get(sp.key) is sp:
+            del self._partitions[sp.key]
+        self._wake(sp)
+        log.warning("share-partition state rolled back to the durable state after a failed write",
+                    group=sp.key[0], topic=sp.topic, partition=sp.key[2], error=code.name)
 
     # --- acquire -----------------------------------------------------------------------------------------------
     def acquire(self, sp: SharePartition, member: str, max_records: int, max_bytes: int, *, min_one: bool,
@@ -516,6 +541,7 @@ class SharePartitionManager:
         for key in gone:
             sp = self._partitions.pop(key)
             sp.dead = True
+            sp.failure = ErrorCode.UNKNOWN_TOPIC_ID
             self._wake(sp)
         if gone:
             log.info("share-partitions of a deleted topic dropped", topic_id=str(topic_id), partitions=len(gone))

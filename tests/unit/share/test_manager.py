@@ -235,3 +235,40 @@ def test_far_apart_redelivered_ranges_are_read_one_by_one(tmp_path, monkeypatch)
         assert sum(read) < 3 * 16 * 1024, sum(read)  # three small reads, not the ~100 KB between them
 
     asyncio.run(run())
+
+
+def test_failed_state_write_rolls_memory_back_to_the_durable_state(tmp_path):
+    """Regression: an acknowledgement whose state write failed stayed applied in memory (SPSO moved on, the
+    records were never delivered again) although the share coordinator never stored it."""
+    from protocol.errors import ErrorCode
+
+    class FailingState(MemoryState):
+        fail = False
+
+        async def write_state(self, group, topic_id, partition, state_epoch, leader_epoch, start_offset, batches):
+            if self.fail:
+                self.fail = False
+                return SimpleNamespace(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            return await super().write_state(group, topic_id, partition, state_epoch, leader_epoch, start_offset,
+                                             batches)
+
+    async def run():
+        store = FailingState()
+        mgr, plog = make(tmp_path, store)
+        plog.append(build_batch([Record(value=b"x")] * 5))
+        sp = await mgr.partition("g", TOPIC_ID, 0)
+        assert [(r.first_offset, r.last_offset) for r in mgr.acquire(sp, "m", 5, 1 << 20, min_one=True).ranges] \
+            == [(0, 4)]
+        store.fail = True
+        assert await mgr.acknowledge(sp, "m", [(0, 4, [ACK_ACCEPT])]) == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert store.state[("g", TOPIC_ID, 0)].start_offset == 0  # nothing durable moved
+        # Memory follows the durable state: SPSO 0, the records are delivered again.
+        fresh = await mgr.partition("g", TOPIC_ID, 0)
+        assert fresh.inflight.start_offset == 0
+        again = mgr.acquire(fresh, "n", 5, 1 << 20, min_one=True)
+        assert [(r.first_offset, r.last_offset) for r in again.ranges] == [(0, 4)]
+        # The old copy answers the error instead of pretending to persist.
+        assert mgr.acquire(sp, "m", 5, 1 << 20, min_one=True) is None
+        assert await mgr.acknowledge(sp, "m", [(0, 4, [ACK_ACCEPT])]) != ErrorCode.NONE
+
+    asyncio.run(run())
