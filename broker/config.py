@@ -255,6 +255,7 @@ _DEFS = [
     ConfigDef("share.coordinator.state.topic.segment.bytes", "int", 104_857_600, at_least(1)),
     ConfigDef("share.coordinator.snapshot.update.records.per.snapshot", "int", 500, between(0, 500)),
     ConfigDef("share.coordinator.write.timeout.ms", "int", 5000, at_least(1)),
+    ConfigDef("share.coordinator.state.topic.prune.interval.ms", "long", 300_000, at_least(1)),
     # Groups.
     ConfigDef("group.coordinator.rebalance.protocols", "list", ["classic", "consumer", "share"],
               one_of("classic", "consumer", "share", "streams")),

@@ -40,9 +40,10 @@ class CoordinatorLog:
         info = self._broker.topics.registry.get(self.topic)
         return info.num_partitions if info is not None else 0
 
-    def replay(self, partition: int, apply: Callable[[bytes, bytes | None], Any]) -> int:
-        """Feed every record of `partition` to `apply(key, value)`, in offset order; returns the count.
-        Keyless records and control batches are skipped (Kafka's coordinator loader does the same)."""
+    def replay(self, partition: int, apply: Callable[..., Any], *, with_offsets: bool = False) -> int:
+        """Feed every record of `partition` to `apply(key, value)` (`apply(key, value, offset)` with
+        `with_offsets`), in offset order; returns the count. Keyless records and control batches are skipped
+        (Kafka's coordinator loader does the same)."""
         plog = self._broker.topics.log(self.topic, partition)
         offset, end, count = plog.log_start_offset, plog.log_end_offset, 0
         while offset < end:
@@ -58,15 +59,23 @@ class CoordinatorLog:
                 for record in rec.iter_records(view):
                     if record.offset < plog.log_start_offset or record.key is None:
                         continue
-                    apply(record.key, record.value)
+                    if with_offsets:
+                        apply(record.key, record.value, record.offset)
+                    else:
+                        apply(record.key, record.value)
                     count += 1
         return count
 
     def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> asyncio.Future:
         """Append `records` now (one batch) and return a future done when they are durable. Raises
         AppendFailed if the append is refused."""
+        return self.append_at(partition, records)[1]
+
+    def append_at(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]
+                  ) -> tuple[int, asyncio.Future]:
+        """As `append`, also returning the offset of the first record (-1 when there are none)."""
         if not records:
-            return self.barrier_future(partition)
+            return -1, self.barrier_future(partition)
         info = self._broker.topics.registry.get(self.topic)
         batch = rec.build_batch([rec.Record(key=bytes(k), value=None if v is None else bytes(v)) for k, v in records])
         result, plog = self._broker.replicas.append(info, partition, batch, allow_internal=True)
@@ -77,7 +86,10 @@ class CoordinatorLog:
         fut = asyncio.ensure_future(self._broker.replicas.make_durable([plog]))
         self._pending[partition] = fut
         fut.add_done_callback(lambda f, p=partition: self._done(p, f))
-        return fut
+        return result.base_offset, fut
+
+    def partition_log(self, partition: int) -> Any:
+        return self._broker.topics.log(self.topic, partition)
 
     def _done(self, partition: int, fut: asyncio.Future) -> None:
         if self._pending.get(partition) is fut:

@@ -23,6 +23,7 @@ loaded or unloaded are served (a single node owns them all).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -356,6 +357,18 @@ class ShareCoordinator:
         if key not in self._entries:
             return OpResult(ErrorCode.NONE)
         return OpResult(ErrorCode.NONE, self._emit_tombstones(key))
+
+    def resnapshot(self, key: SharePartitionKey) -> list[Record]:
+        """A fresh ShareSnapshot of the key's current state (same state, newer record), so that the records
+        before it can be pruned (Kafka's cold-partition snapshots). Nothing for a key without state or of a
+        partition being loaded or not owned."""
+        e = self._entries.get(key)
+        p = self.partition_for(key)
+        if e is None or p in self._loading or p in self._unloaded:
+            return []
+        s = e.state
+        return [self._emit_snapshot(key, dataclasses.replace(
+            s, snapshot_epoch=s.snapshot_epoch + 1, write_timestamp=self._clock()))]
 
     def delete_topics(self, topic_ids: Iterable[UUID]) -> list[Record]:
         """Tombstone the state of every share-partition of deleted topics (Kafka's maybeCleanupShareState, run

@@ -13,10 +13,18 @@ In-process API (all async, durable before return):
     delete_state(group, topic_id, partition) -> OpResult
     has_state(group, topic_id, partition) -> bool  (sync)
     read_state_summary(group, topic_id, partition) -> (ErrorCode, Summary | None, message)
+
+Pruning: records before the oldest latest-snapshot of the live share-partitions of a state-topic partition are
+redundant (offsets.SnapshotOffsets); a prune round (every `share.coordinator.state.topic.prune.interval.ms`,
+and sooner once a partition has taken PRUNE_AFTER_RECORDS records) first re-snapshots share-partitions whose
+snapshot predates the previous round, then moves the log start offset up to that point once everything before
+it is durable. Start-up replay therefore reads about the records of the last two rounds, not the whole history.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -30,11 +38,15 @@ from protocol.errors import ErrorCode
 from .config import ShareCoordinatorConfig
 from .coordinator import OpResult, ReadResult, ShareCoordinator, Summary
 from .keys import SharePartitionKey
-from .records import Record
+from .offsets import SnapshotOffsets
+from .records import Record, decode
 
 log = structlog.get_logger(__name__)
 
 TOPIC = "__share_group_state"
+# A state-topic partition that took this many records since its last prune round is pruned without waiting
+# for the interval: start-up replay stays bounded however busy the share groups are.
+PRUNE_AFTER_RECORDS = 20_000
 
 
 class ShareStateRuntime:
@@ -52,6 +64,11 @@ class ShareStateRuntime:
             clock=lambda: int(time.time() * 1000),
             partition_exists=self._partition_exists)
         self.loaded = False
+        self.offsets = SnapshotOffsets()
+        self._round_end: dict[int, int] = {}  # partition -> log end offset when its last prune round began
+        self._prune_kick = asyncio.Event()
+        self._prune_interval_s = config.get("share.coordinator.state.topic.prune.interval.ms") / 1000
+        self.last_load_records = 0  # records replayed by the last start-up (metrics, tests)
 
     def _partition_exists(self, topic_id: UUID, partition: int) -> bool:
         info = self._broker.topics.registry.by_id(topic_id)
@@ -64,13 +81,23 @@ class ShareStateRuntime:
         for p in range(self.log.num_partitions):
             total += self._load(p)
         self.loaded = True
+        self.last_load_records = total
         log.info("share coordinator loaded", partitions=self.log.num_partitions, records=total,
                  keys=len(self.coordinator.keys()), seconds=round(time.monotonic() - started, 3))
+        spawn = getattr(self._broker, "spawn", None)
+        if spawn is not None:
+            spawn(self._prune_loop(), "share-state-prune")
 
     def _load(self, partition: int) -> int:
         self.coordinator.load_begin(partition)
+        self.offsets.reset(partition)
+
+        def apply(key: bytes, value: bytes | None, offset: int) -> None:
+            self.coordinator.replay(key, value)
+            self.offsets.record(partition, offset, key, value)
+
         try:
-            return self.log.replay(partition, self.coordinator.replay)
+            return self.log.replay(partition, apply, with_offsets=True)
         finally:
             self.coordinator.load_complete(partition)
 
@@ -84,12 +111,18 @@ class ShareStateRuntime:
         partitions = {self.coordinator.partition_for(k) for k in keys} | set(by_partition)
         futures = []
         for p in sorted(partitions):
+            batch = by_partition.get(p, ())
             try:
-                futures.append(self.log.append(p, by_partition.get(p, ())))
+                base, fut = self.log.append_at(p, batch)
             except AppendFailed:
                 # Memory is ahead of the log: rebuild this partition from what the log really holds.
                 self._load(p)
                 return ErrorCode.UNKNOWN_SERVER_ERROR
+            futures.append(fut)
+            for i, (key, value) in enumerate(batch):
+                self.offsets.record(p, base + i, key, value)
+            if self.offsets.appended_since_prune.get(p, 0) >= PRUNE_AFTER_RECORDS:
+                self._prune_kick.set()
         try:
             for fut in futures:
                 await fut
@@ -136,6 +169,53 @@ class ShareStateRuntime:
         records = self.coordinator.delete_topics(topic_ids)
         if records:
             await self._commit(records, ())
+
+    # --- pruning -----------------------------------------------------------------------------------------------
+    async def _prune_loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._prune_kick.wait(), self._prune_interval_s)
+            self._prune_kick.clear()
+            try:
+                await self.prune()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - a failed round must not stop pruning for good
+                log.exception("share state prune round failed")
+
+    async def prune(self, partitions: Iterable[int] | None = None) -> dict[int, int]:
+        """One prune round; returns the new log start offset of each partition that moved."""
+        moved: dict[int, int] = {}
+        for p in range(self.log.num_partitions) if partitions is None else partitions:
+            start = await self._prune_partition(p)
+            if start is not None:
+                moved[p] = start
+        return moved
+
+    async def _prune_partition(self, p: int) -> int | None:
+        if p in self._round_end and not self.offsets.appended_since_prune.get(p, 0):
+            return None  # nothing written since the last round
+        plog = self.log.partition_log(p)
+        round_end = plog.log_end_offset
+        # Share-partitions whose latest snapshot predates the previous round hold the prune point back:
+        # write them a fresh snapshot of the same state first.
+        records: list[Record] = []
+        for key in self.offsets.behind(p, self._round_end.get(p, 0)):
+            decoded = decode(key, None)
+            if decoded is not None:
+                records += self.coordinator.resnapshot(decoded.key)
+        self._round_end[p] = round_end
+        if records and await self._commit(records, ()) != ErrorCode.NONE:
+            return None
+        target = self.offsets.redundant_before(p)
+        await self.log.barrier([p])  # everything before the target (the snapshots it keeps) is durable
+        self.offsets.pruned(p)
+        if target <= plog.log_start_offset:
+            return None
+        start = plog.delete_records_before(min(target, plog.log_end_offset))
+        log.info("share state pruned", partition=p, log_start_offset=start, resnapshots=len(records),
+                 live_keys=self.offsets.live_keys(p))
+        return start
 
     # --- wire API ----------------------------------------------------------------------------------------------
     async def serve(self, operation: str, request: Mapping[str, Any], version: int) -> dict[str, Any]:
