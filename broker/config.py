@@ -273,7 +273,11 @@ _DEFS = [
     ConfigDef("group.share.min.record.lock.duration.ms", "int", 15_000, between(1000, 30_000)),
     ConfigDef("group.share.max.record.lock.duration.ms", "int", 60_000, between(30_000, 3_600_000)),
     ConfigDef("group.share.delivery.count.limit", "int", 5, between(2, 10)),
+    ConfigDef("group.share.min.delivery.count.limit", "int", 2, between(2, 10)),
+    ConfigDef("group.share.max.delivery.count.limit", "int", 10, between(2, 10)),
     ConfigDef("group.share.partition.max.record.locks", "int", 2000, between(100, 10_000)),
+    ConfigDef("group.share.min.partition.max.record.locks", "int", 100, between(100, 10_000)),
+    ConfigDef("group.share.max.partition.max.record.locks", "int", 4000, between(100, 10_000)),
     ConfigDef("group.share.heartbeat.interval.ms", "int", 5000, at_least(1)),
     ConfigDef("group.share.min.heartbeat.interval.ms", "int", 5000, at_least(1)),
     ConfigDef("group.share.max.heartbeat.interval.ms", "int", 15_000, at_least(1)),
@@ -498,7 +502,8 @@ class BrokerConfig:
         for prefix in ("group.share", "group.consumer"):
             if raw(f"{prefix}.heartbeat.interval.ms") >= raw(f"{prefix}.session.timeout.ms"):
                 raise ConfigError(f"{prefix}.heartbeat.interval.ms must be smaller than {prefix}.session.timeout.ms")
-        for key in ("record.lock.duration.ms", "session.timeout.ms", "heartbeat.interval.ms"):
+        for key in ("record.lock.duration.ms", "session.timeout.ms", "heartbeat.interval.ms", "delivery.count.limit",
+                    "partition.max.record.locks"):
             lo, value, hi = (raw(f"group.share.min.{key}"), raw(f"group.share.{key}"), raw(f"group.share.max.{key}"))
             if not lo <= value <= hi:
                 raise ConfigError(f"group.share.{key}={value} must be between group.share.min.{key}={lo} "

@@ -6,12 +6,17 @@ take effect, so they survive restarts.
 
 from __future__ import annotations
 
+import structlog
+
 from broker.cluster import group_config as gc
 from broker.cluster import topic_config as tc
 from broker.cluster.topics import BROKER_RESOURCE, CONFIG_RECORD, GROUP_RESOURCE, TOPIC_RESOURCE, TopicInfo
 from protocol.errors import ErrorCode
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+GROUP_CACHE_SIZE = 10_000  # effective group configs kept; the cache starts over beyond that
+
+log = structlog.get_logger(__name__)
 
 
 class ConfigChangeError(Exception):
@@ -48,11 +53,14 @@ class ConfigService:
     def __init__(self, config, topics) -> None:
         self._config = config  # broker.config.BrokerConfig
         self._topics = topics  # broker.cluster.manager.TopicManager
+        # group id -> effective group configs; read on every share fetch, cleared when any config changes.
+        self._group_cache: dict[str, dict[str, str]] = {}
 
     def load(self) -> None:
         """Re-apply the dynamic broker settings found in the journal."""
         for name, value in self._topics.registry.broker_configs.items():
             self._config.set_dynamic(name, value)
+        self._group_cache.clear()
 
     # --- describe ----------------------------------------------------------------------------------------------
     def describe(self, resource_type: int, name: str, keys, *, include_synonyms: bool,
@@ -154,6 +162,7 @@ class ConfigService:
         ])
         for key, value in changes.items():
             self._config.set_dynamic(key, value)
+        self._group_cache.clear()  # group configs default to broker settings
         self._topics.reconfigure_all()
 
     def _alter_group(self, group_id: str, ops, validate_only: bool) -> None:
@@ -173,17 +182,40 @@ class ConfigService:
                 changes[key] = gc.validate(key, value or "")
             except ValueError as err:
                 raise ConfigChangeError(ErrorCode.INVALID_CONFIG, str(err)) from None
+        overrides = dict(self._topics.registry.group_configs.get(group_id, {}))
+        for key, value in changes.items():
+            if value is None:
+                overrides.pop(key, None)
+            else:
+                overrides[key] = value
+        try:
+            gc.validate_overrides({k: v for k, v in changes.items() if v is not None}, overrides, self._config.get)
+        except ValueError as err:
+            raise ConfigChangeError(ErrorCode.INVALID_CONFIG, str(err)) from None
         if validate_only or not changes:
             return
         self._topics.commit_records([
             (CONFIG_RECORD, {"resource_type": GROUP_RESOURCE, "resource_name": group_id, "name": k, "value": v})
             for k, v in changes.items()
         ])
+        self._group_cache.pop(group_id, None)
 
     def group_config(self, group_id: str) -> dict[str, str]:
         """Effective group configs of `group_id` (its overrides over broker settings over defaults)."""
-        overrides = self._topics.registry.group_configs.get(group_id, {})
-        return {n: gc.effective(n, overrides, self._config.broker_value).value or "" for n in gc.GROUP_CONFIGS}
+        cached = self._group_cache.get(group_id)
+        if cached is None:
+            overrides = self._topics.registry.group_configs.get(group_id, {})
+            cached = {n: gc.effective(n, overrides, self._config.broker_value).value or "" for n in gc.GROUP_CONFIGS}
+            for name in overrides.keys() & gc.GROUP_CONFIGS.keys():
+                value = gc.clamped(name, cached[name], self._config.get)
+                if value != cached[name]:
+                    log.warning("group config outside the broker's bounds: capped", group=group_id, config=name,
+                                value=cached[name], effective=value)
+                    cached[name] = value
+            if len(self._group_cache) >= GROUP_CACHE_SIZE:
+                self._group_cache.clear()
+            self._group_cache[group_id] = cached
+        return cached
 
     def _check_broker_name(self, name: str) -> ConfigChangeError | None:
         if name in ("", str(self._config.node_id)):

@@ -67,6 +67,7 @@ class GroupCoordinatorRuntime:
                 heartbeat_interval_ms=config.get("group.share.heartbeat.interval.ms"),
                 max_size=config.get("group.share.max.size"),
                 initialize_retry_interval_ms=config.get("group.share.initialize.retry.interval.ms")))
+        self.share.group_timing = self._group_timing
         self.loaded = False
         self._listeners: list[MemberRemovedListener] = []
         self._kick = asyncio.Event()
@@ -77,6 +78,15 @@ class GroupCoordinatorRuntime:
     def share(self) -> ShareGroupCoordinator:
         """The share-group part of the coordinator (replaced with the rest after a reload)."""
         return self.coordinator.share
+
+    def _group_timing(self, group_id: str) -> tuple[int, int]:
+        """share.session.timeout.ms and share.heartbeat.interval.ms of the group (override or broker value)."""
+        configs = getattr(self._broker, "configs", None)
+        cfg = configs.group_config(group_id) if configs is not None and hasattr(configs, "group_config") else {}
+        default = self.share.config
+        session = cfg.get("share.session.timeout.ms") or default.session_timeout_ms
+        interval = cfg.get("share.heartbeat.interval.ms") or default.heartbeat_interval_ms
+        return int(session), int(interval)
 
     def _topic_info(self, name: str) -> tuple[UUID, int] | None:
         info = self._broker.topics.registry.get(name)
@@ -109,6 +119,7 @@ class GroupCoordinatorRuntime:
         """After a failed append memory is ahead of the log: rebuild the coordinator from the log."""
         log.warning("reloading the group coordinator from the log after a failed append")
         fresh = self.coordinator.fresh()
+        fresh.share.group_timing = self._group_timing
         self.coordinator = fresh
         for p in range(self.log.num_partitions):
             self._replay_partition(p)
@@ -190,7 +201,7 @@ class GroupCoordinatorRuntime:
 
     def member_assignment(self, group_id: str, member_id: str) -> dict[UUID, frozenset[int]] | None:
         """The member's current assignment; None if it is not a member of share group `group_id`."""
-        return self.coordinator.member_assignment(group_id, member_id)
+        return self.share.member_assignment(group_id, member_id)
 
     def _after(self, res: CoordinatorResult) -> None:
         """Durable now: tell listeners about removed members and start share-partition initialization."""

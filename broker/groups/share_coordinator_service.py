@@ -47,6 +47,9 @@ from .share_group import (
 TopicInfoLookup = Callable[[str], "tuple[UUID, int] | None"]
 # group id -> "classic" | "consumer" | "streams" | "share" | None (unknown to the other coordinators)
 GroupTypeLookup = Callable[[str], "str | None"]
+# group id -> (session timeout ms, heartbeat interval ms) from its group configs (share.session.timeout.ms,
+# share.heartbeat.interval.ms), read on every heartbeat so that a change applies to the running group.
+GroupTimingLookup = Callable[[str], "tuple[int, int]"]
 
 
 @dataclass(frozen=True)
@@ -104,8 +107,10 @@ class ShareGroupCoordinator:
         group_type_of: GroupTypeLookup | None = None,
         topic_name: Callable[[UUID], str | None] | None = None,
         assignor: SimpleShareAssignor | None = None,
+        group_timing: GroupTimingLookup | None = None,
     ) -> None:
         self.config = config or ShareGroupConfig()
+        self.group_timing = group_timing
         self._topic_info = topic_info
         self._group_type_of = group_type_of or (lambda _gid: None)
         self._topic_name_lookup = topic_name
@@ -217,10 +222,11 @@ class ShareGroupCoordinator:
                 self._emit(res, rec.current_assignment(gid, reconciled))
             member = group.members[mid]
 
-        self._deadlines[(gid, mid)] = now + cfg.session_timeout_ms
+        session_timeout_ms, heartbeat_interval_ms = self._timing(gid)
+        self._deadlines[(gid, mid)] = now + session_timeout_ms
         response: dict[str, Any] = {
             "error_code": 0, "member_id": mid, "member_epoch": member.member_epoch,
-            "heartbeat_interval_ms": cfg.heartbeat_interval_ms, "assignment": None}
+            "heartbeat_interval_ms": heartbeat_interval_ms, "assignment": None}
         # Assignment only when joining, on a full request (it carries the subscription) or when it changed.
         if epoch == JOIN_GROUP_MEMBER_EPOCH or names is not None or before != member.assigned_partitions:
             response["assignment"] = _response_assignment(member.assigned_partitions)
@@ -430,7 +436,7 @@ class ShareGroupCoordinator:
         until they time out, as in Kafka (onLoaded schedules their session timeouts)."""
         for gid, group in self.groups.items():
             for mid in group.members:
-                self._deadlines.setdefault((gid, mid), now_ms + self.config.session_timeout_ms)
+                self._deadlines.setdefault((gid, mid), now_ms + self._timing(gid)[0])
 
     # ------------------------------------------------------------------------------------ describe, list
 
@@ -504,6 +510,11 @@ class ShareGroupCoordinator:
         # Apply through the decoder: the exact bytes we hand out are what changes our state.
         rec.apply(self.groups, rec.decode(record.key, record.value))
         res.records.append(record)
+
+    def _timing(self, gid: str) -> tuple[int, int]:
+        if self.group_timing is not None:
+            return self.group_timing(gid)
+        return self.config.session_timeout_ms, self.config.heartbeat_interval_ms
 
     def _lookup(self, name: str) -> tuple[UUID, int] | None:
         info = self._topic_info(name)

@@ -41,6 +41,9 @@ async def _acknowledge(ctx, group: str, member: str, topic_id: uuid.UUID, part, 
     batches = _ack_batches(part.acknowledgement_batches, version)
     if batches is None:
         return ErrorCode.INVALID_REQUEST, "Invalid acknowledge type"
+    if any(ACK_RENEW in types for _, _, types in batches) and not mgr.renew_enabled(group):
+        return ErrorCode.INVALID_RECORD_STATE, "Renew acknowledgements are disabled for the group " \
+            "(share.renew.acknowledge.enable=false)."
     try:
         sp = await mgr.partition(group, topic_id, part.partition_index)
     except ShareError as err:

@@ -145,9 +145,28 @@ class SharePartitionManager:
             server.close_listeners.append(self.on_connection_closed)
 
     # --- configuration -----------------------------------------------------------------------------------------
+    def _group_int(self, group: str, name: str, broker_key: str) -> int:
+        value = self.group_configs(group).get(name)
+        return int(value) if value else self._broker.config.get(broker_key)
+
     def lock_duration_ms(self, group: str) -> int:
-        value = self.group_configs(group).get("share.record.lock.duration.ms")
-        return int(value) if value else self._broker.config.get("group.share.record.lock.duration.ms")
+        return self._group_int(group, "share.record.lock.duration.ms", "group.share.record.lock.duration.ms")
+
+    def renew_enabled(self, group: str) -> bool:
+        return (self.group_configs(group).get("share.renew.acknowledge.enable") or "true").lower() == "true"
+
+    def read_committed(self, group: str) -> bool:
+        return self.group_configs(group).get("share.isolation.level") == "read_committed"
+
+    def _configure(self, sp: SharePartition) -> None:
+        """Apply the group's current configs to the share-partition: a change (IncrementalAlterConfigs on the
+        GROUP resource) takes effect on the next acquisition or acknowledgement, not at the next load."""
+        group, inflight = sp.key[0], sp.inflight
+        inflight.lock_duration_ms = self.lock_duration_ms(group)
+        inflight.delivery_count_limit = self._group_int(group, "share.delivery.count.limit",
+                                                        "group.share.delivery.count.limit")
+        inflight.max_in_flight_records = self._group_int(group, "share.partition.max.record.locks",
+                                                         "group.share.partition.max.record.locks")
 
     def _start_offset(self, group: str, plog: Any) -> int:
         reset = self.group_configs(group).get("share.auto.offset.reset") or "latest"
@@ -196,10 +215,11 @@ class SharePartitionManager:
 
     async def _load(self, key: PartitionKey, topic: str, plog: Any) -> SharePartition:
         group, topic_id, partition = key
-        config = self._broker.config
         params = dict(
-            max_in_flight_records=config.get("group.share.partition.max.record.locks"),
-            delivery_count_limit=config.get("group.share.delivery.count.limit"),
+            max_in_flight_records=self._group_int(group, "share.partition.max.record.locks",
+                                                  "group.share.partition.max.record.locks"),
+            delivery_count_limit=self._group_int(group, "share.delivery.count.limit",
+                                                 "group.share.delivery.count.limit"),
             lock_duration_ms=self.lock_duration_ms(group),
         )
         state_epoch, start, batches = await self._read_state(key)
@@ -307,11 +327,15 @@ class SharePartitionManager:
         inflight = sp.inflight
         if sp.dead:
             return None
+        self._configure(sp)
         if inflight.start_offset < plog.log_start_offset:
             inflight.advance_log_start(plog.log_start_offset)
         now = self.now_ms()
         spans: list[_Span] = []
-        batches = self._new_batches(inflight, plog, max_records, max_bytes, min_one, strict, spans)
+        # read_committed stops at the last stable offset; this broker takes no transactional writes, so that is
+        # the high watermark and both isolation levels serve the same records.
+        end = plog.high_watermark if self.read_committed(sp.key[0]) else plog.log_end_offset
+        batches = self._new_batches(inflight, plog, max_records, max_bytes, min_one, strict, spans, end)
         ranges = inflight.acquire(member, batches, max_records, now)
         if not ranges:
             return None
@@ -339,12 +363,12 @@ class SharePartitionManager:
         return total
 
     def _new_batches(self, inflight: ShareInFlight, plog: Any, max_records: int, max_bytes: int,
-                     min_one: bool, strict: bool, spans: list[_Span]) -> list[tuple[int, int]]:
+                     min_one: bool, strict: bool, spans: list[_Span], end: int) -> list[tuple[int, int]]:
         """Batch boundaries from SPEO: whole data batches up to the record and byte budgets. Control batches
         (transaction markers) at SPEO are archived as gaps; a later one ends the list (archived next time).
         The batches' file spans are appended to `spans` so that serving them needs no second header scan."""
         room = min(max_records, inflight.max_in_flight_records - inflight.in_flight_count)
-        if room <= 0 or inflight.end_offset >= plog.log_end_offset:
+        if room <= 0 or inflight.end_offset >= end:
             return []
         out: list[tuple[int, int]] = []
         records = size = 0
@@ -352,6 +376,8 @@ class SharePartitionManager:
             first, last = header.base_offset, header.last_offset
             if last < inflight.end_offset:
                 continue
+            if last >= end:
+                break
             if header.is_control:
                 if out:
                     break
@@ -414,6 +440,7 @@ class SharePartitionManager:
     # --- acknowledge / release ---------------------------------------------------------------------------------
     async def acknowledge(self, sp: SharePartition, member: str, batches: Sequence[tuple[int, int, Sequence[int]]]
                           ) -> ErrorCode:
+        self._configure(sp)
         codes = sp.inflight.acknowledge(member, batches, self.now_ms())
         error = next((ErrorCode(c) for c in codes if c), ErrorCode.NONE)
         written = await self.persist(sp)  # also when refused: nothing changed, but earlier writes must land

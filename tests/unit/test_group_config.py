@@ -17,3 +17,64 @@ def test_auto_offset_reset_values():
     assert validate("share.auto.offset.reset", "by_duration:P2D") == "by_duration:P2D"
     with pytest.raises(ValueError):
         validate("share.auto.offset.reset", "by_duration:")
+
+
+BROKER = {"group.share.min.session.timeout.ms": 45000, "group.share.max.session.timeout.ms": 60000,
+          "group.share.session.timeout.ms": 45000, "group.share.min.heartbeat.interval.ms": 5000,
+          "group.share.max.heartbeat.interval.ms": 15000, "group.share.heartbeat.interval.ms": 5000,
+          "group.share.min.record.lock.duration.ms": 15000, "group.share.max.record.lock.duration.ms": 60000,
+          "group.share.min.delivery.count.limit": 2, "group.share.max.delivery.count.limit": 10,
+          "group.share.min.partition.max.record.locks": 100, "group.share.max.partition.max.record.locks": 4000,
+          "group.consumer.session.timeout.ms": 45000, "group.consumer.heartbeat.interval.ms": 5000}
+
+
+def check(changes: dict[str, str], overrides: dict[str, str] | None = None) -> None:
+    from broker.cluster.group_config import validate_overrides
+
+    merged = {**(overrides or {}), **changes}
+    validate_overrides(changes, merged, BROKER.__getitem__)
+
+
+def test_share_configs_within_the_brokers_bounds_with_kafkas_messages():
+    check({"share.delivery.count.limit": "10", "share.partition.max.record.locks": "100",
+           "share.record.lock.duration.ms": "15000", "share.heartbeat.interval.ms": "15000"})
+    cases = {
+        "share.delivery.count.limit": ("11", "share.delivery.count.limit must be in the range 2 to 10 inclusive."),
+        "share.partition.max.record.locks": (
+            "4001", "share.partition.max.record.locks must be in the range 100 to 4000 inclusive."),
+        "share.record.lock.duration.ms": (
+            "14999", "share.record.lock.duration.ms must be in the range 15000 to 60000 inclusive."),
+        "share.session.timeout.ms": ("60001", "share.session.timeout.ms must be in the range 45000 to 60000 inclusive."),
+        "share.heartbeat.interval.ms": ("4999", "share.heartbeat.interval.ms must be in the range 5000 to 15000 inclusive."),
+    }
+    for name, (value, message) in cases.items():
+        with pytest.raises(ValueError) as err:
+            check({name: value})
+        assert str(err.value) == message
+
+
+def test_session_timeout_must_exceed_heartbeat_interval_with_broker_values_for_the_missing_one():
+    broker = dict(BROKER)
+    broker["group.share.min.session.timeout.ms"] = 1000
+    from broker.cluster.group_config import validate_overrides
+
+    with pytest.raises(ValueError, match="^share.session.timeout.ms must be greater than share.heartbeat.interval.ms$"):
+        validate_overrides({"share.session.timeout.ms": "5000"}, {"share.session.timeout.ms": "5000"},
+                           broker.__getitem__)  # the broker's heartbeat interval is 5000
+    validate_overrides({"share.session.timeout.ms": "5001"}, {"share.session.timeout.ms": "5001"}, broker.__getitem__)
+
+
+def test_syntax_of_the_kafka_4_3_and_4_4_group_configs():
+    assert validate("share.renew.acknowledge.enable", "FALSE") == "false"
+    assert validate("errors.deadletterqueue.copy.record.enable", "true") == "true"
+    assert validate("errors.deadletterqueue.topic.name", "dlq.orders") == "dlq.orders"
+    assert validate("share.isolation.level", "read_committed") == "read_committed"
+    bad = [("share.renew.acknowledge.enable", "yes", "Expected value to be either true or false"),
+           ("share.delivery.count.limit", "five", "Not a number of type INT"),
+           ("errors.deadletterqueue.topic.name", "__consumer_offsets", "DLQ topic name must not start with '__'"),
+           ("share.isolation.level", "serializable", "value must be one of")]
+    for name, value, message in bad:
+        with pytest.raises(ValueError, match=message):
+            validate(name, value)
+    with pytest.raises(ValueError, match="^Unknown group config name: share.nope$"):
+        validate("share.nope", "1")

@@ -66,7 +66,8 @@ def test_state_topic_is_pruned_and_replay_stays_bounded(tmp_path, monkeypatch):
             await write_acks(broker, tid, keys=20, writes=2_000, start=20_000)
             await broker.share_state.prune()  # second round: the cold key got a fresh snapshot, then pruned
             assert plog.log_start_offset > 20_000, plog.log_start_offset
-            before = {k: broker.share_state.coordinator.state(k) for k in broker.share_state.coordinator.keys()}
+            coordinator = broker.share_state.coordinator
+            before = {k: coordinator.state(k) for k in list(coordinator.keys())}
         finally:
             await broker.stop()
         broker = await start(tmp_path)
@@ -74,7 +75,7 @@ def test_state_topic_is_pruned_and_replay_stays_bounded(tmp_path, monkeypatch):
             runtime = broker.share_state
             # Replay read what the last rounds left: snapshots plus at most a snapshot interval of updates per key.
             assert runtime.last_load_records < 21 * (50 + 1) + 2_000, runtime.last_load_records
-            after = {k: runtime.coordinator.state(k) for k in runtime.coordinator.keys()}
+            after = {k: runtime.coordinator.state(k) for k in list(runtime.coordinator.keys())}
             assert after.keys() == before.keys()
             for k, s in before.items():
                 a = after[k]
