@@ -92,8 +92,13 @@ class Broker:
                                           PartitionLog(data_dir / METADATA_LOG_DIR, strict_recovery=True))
         flusher = self.add_component(
             "flusher", GroupCommitFlusher(flush_interval_ms=config.get("log.flush.interval.ms")))
-        topics = self.add_component("topics", TopicManager(config, logs, MetadataJournal(metadata_log), self.node_id))
+        journal = MetadataJournal(metadata_log)
+        topics = self.add_component("topics", TopicManager(config, logs, journal, self.node_id))
         await asyncio.to_thread(topics.load)
+        from broker.security.manager import SecurityManager
+
+        security = self.add_component("security", SecurityManager(config, journal))
+        await asyncio.to_thread(security.load)
         await topics.ensure_internal_topics({
             "__consumer_offsets": config.get("offsets.topic.num.partitions"),
             "__share_group_state": config.get("share.coordinator.state.topic.num.partitions"),

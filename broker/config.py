@@ -148,9 +148,57 @@ def parse_ip_overrides(text: str) -> dict[str, int]:
 
 
 def _check_listeners(value: list[str]) -> None:
-    for listener in parse_listeners(value):
-        if listener.name != "PLAINTEXT":
-            raise ValueError(f"listener {listener.name}: only PLAINTEXT listeners are supported")
+    parse_listeners(value)  # each name must map to a security protocol: checked with the map (_check_relations)
+
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def parse_protocol_map(value: list[str]) -> dict[str, str]:
+    """`listener.security.protocol.map`: NAME:PROTOCOL pairs, names upper-cased as listener names are."""
+    out: dict[str, str] = {}
+    for item in value:
+        name, sep, protocol = item.partition(":")
+        name, protocol = name.strip().upper(), protocol.strip().upper()
+        if not sep or not name:
+            raise ValueError(f"{item!r} is not LISTENER_NAME:SECURITY_PROTOCOL")
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ValueError(f"unknown security protocol {protocol!r} (one of {', '.join(SECURITY_PROTOCOLS)})")
+        out[name] = protocol
+    return out
+
+
+def _check_protocol_map(value: list[str]) -> None:
+    parse_protocol_map(value)
+
+
+# SASL mechanisms this broker serves (Kafka also has GSSAPI and OAUTHBEARER).
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+# Properties that may also be set per listener as `listener.name.<listener>.<key>` (Kafka's listener prefix);
+# `listener.name.<listener>.<mechanism>.sasl.jaas.config` carries a mechanism as well.
+LISTENER_KEYS = frozenset({
+    "sasl.enabled.mechanisms", "connections.max.reauth.ms", "ssl.keystore.type", "ssl.keystore.location",
+    "ssl.keystore.password", "ssl.key.password", "ssl.keystore.certificate.chain", "ssl.keystore.key",
+    "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates",
+    "ssl.client.auth", "ssl.enabled.protocols", "ssl.protocol", "ssl.cipher.suites", "ssl.principal.mapping.rules",
+    "sasl.jaas.config",
+})
+_LISTENER_KEY = re.compile(r"^listener\.name\.(?P<listener>[a-z0-9_]+)\.(?:(?P<mechanism>[a-z0-9-]+)\.)?"
+                           r"(?P<key>sasl\.jaas\.config|[a-z0-9.]+)$")
+
+
+def split_listener_key(key: str) -> tuple[str, str | None, str] | None:
+    """`listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config` -> ("SASL_SSL", "SCRAM-SHA-256", "sasl.jaas.config");
+    None when the key is not a listener-prefixed property this broker knows."""
+    match = _LISTENER_KEY.match(key)
+    if match is None:
+        return None
+    mechanism, base = match["mechanism"], match["key"]
+    if mechanism is not None and base != "sasl.jaas.config":
+        base, mechanism = f"{mechanism}.{base}", None  # the greedy split took part of a dotted key
+    if base not in LISTENER_KEYS:
+        return None
+    return match["listener"].upper(), mechanism.upper() if mechanism else None, base
 
 
 # --- the table -------------------------------------------------------------------------------------------------
@@ -194,7 +242,9 @@ _DEFS = [
               doc="Listeners to bind, NAME://host:port (port 0 = ephemeral)."),
     ConfigDef("advertised.listeners", "list", None, _check_listeners,
               doc="Listeners handed to clients in Metadata; defaults to listeners (with the bound port)."),
-    ConfigDef("listener.security.protocol.map", "string", "PLAINTEXT:PLAINTEXT"),
+    ConfigDef("listener.security.protocol.map", "list",
+              ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"],
+              _check_protocol_map, doc="Security protocol of each listener name, NAME:PROTOCOL."),
     ConfigDef("socket.request.max.bytes", "int", 104_857_600, at_least(1),
               doc="Largest request frame accepted; a larger size prefix closes the connection."),
     ConfigDef("queued.max.requests", "int", 100, at_least(1),
@@ -288,6 +338,42 @@ _DEFS = [
     ConfigDef("group.share.max.share.sessions", "int", 2000, at_least(1)),
     ConfigDef("group.share.initialize.retry.interval.ms", "int", 30_000, at_least(1)),
     ConfigDef("group.share.assignors", "list", ["simple"]),
+    # Security (see broker.security): SASL, TLS, authorizer. Any of LISTENER_KEYS may be set per listener.
+    ConfigDef("sasl.enabled.mechanisms", "list", list(SASL_MECHANISMS), one_of(*SASL_MECHANISMS),
+              doc="SASL mechanisms served on SASL listeners (Kafka: GSSAPI, which Shoal does not serve)."),
+    ConfigDef("sasl.jaas.config", "password", None,
+              doc="JAAS entry; PlainLoginModule user_NAME=\"password\" options are the PLAIN users. Set it per "
+                  "listener and mechanism: listener.name.NAME.plain.sasl.jaas.config."),
+    ConfigDef("sasl.server.max.receive.size", "int", 524_288, at_least(1),
+              doc="Largest frame read from a SASL client before it has authenticated."),
+    ConfigDef("connections.max.reauth.ms", "long", 0, at_least(0),
+              doc="SASL session lifetime; a client must re-authenticate before it ends (0: sessions never end)."),
+    ConfigDef("connection.failed.authentication.delay.ms", "int", 100, at_least(0),
+              doc="Delay before the answer to a failed authentication is sent and the connection closed."),
+    ConfigDef("ssl.keystore.type", "string", "PEM", one_of("PEM"),
+              doc="Only PEM (Kafka's default is JKS, which Python's ssl module cannot read)."),
+    ConfigDef("ssl.keystore.location", "string", None, doc="PEM file with the private key and certificate chain."),
+    ConfigDef("ssl.keystore.password", "password", None),
+    ConfigDef("ssl.key.password", "password", None, doc="Password of an encrypted PEM private key."),
+    ConfigDef("ssl.keystore.certificate.chain", "password", None, doc="PEM certificate chain, inline."),
+    ConfigDef("ssl.keystore.key", "password", None, doc="PEM private key, inline."),
+    ConfigDef("ssl.truststore.type", "string", "PEM", one_of("PEM")),
+    ConfigDef("ssl.truststore.location", "string", None, doc="PEM file of the CAs trusted for client certificates."),
+    ConfigDef("ssl.truststore.password", "password", None),
+    ConfigDef("ssl.truststore.certificates", "password", None, doc="PEM CA certificates, inline."),
+    ConfigDef("ssl.client.auth", "string", "none", one_of("none", "requested", "required")),
+    ConfigDef("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"], one_of("TLSv1.2", "TLSv1.3")),
+    ConfigDef("ssl.protocol", "string", "TLSv1.3", one_of("TLSv1.2", "TLSv1.3", "TLS")),
+    ConfigDef("ssl.cipher.suites", "list", [], doc="OpenSSL cipher names for TLS 1.2 (empty: OpenSSL's defaults)."),
+    ConfigDef("ssl.principal.mapping.rules", "string", "DEFAULT", one_of("DEFAULT"),
+              doc="Only DEFAULT: the principal of a TLS client is User:<its certificate's subject DN>."),
+    ConfigDef("authorizer.class.name", "string", "",
+              one_of("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                     "kafka.security.authorizer.AclAuthorizer"),
+              doc="Empty: no authorization. Kafka's StandardAuthorizer (or AclAuthorizer) name: ACLs are enforced."),
+    ConfigDef("super.users", "string", "", doc="Principals allowed everything, separated by ';' (User:admin;User:x)."),
+    ConfigDef("allow.everyone.if.no.acl.found", "bool", False,
+              doc="Whether a resource that no ACL names is open to everyone."),
 ]
 BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
 
@@ -328,10 +414,16 @@ class BrokerConfig:
     def __init__(self, props: Mapping[str, str] | None = None, *, dynamic: Mapping[str, str] | None = None) -> None:
         self._static: dict[str, Any] = {}
         self.unknown: dict[str, str] = {}
+        # Listener-prefixed values: (LISTENER, MECHANISM or None, key) -> typed value.
+        self._per_listener: dict[tuple[str, str | None, str], Any] = {}
         for key, text in (props or {}).items():
             definition = BROKER_CONFIGS.get(key)
             if definition is None:
-                self.unknown[key] = str(text)
+                prefixed = split_listener_key(key)
+                if prefixed is not None:
+                    self._per_listener[prefixed] = BROKER_CONFIGS[prefixed[2]].parse(str(text))
+                else:
+                    self.unknown[key] = str(text)
                 continue
             self._static[key] = definition.parse(str(text))
         self._dynamic: dict[str, Any] = {}
@@ -392,6 +484,24 @@ class BrokerConfig:
     @property
     def node_id(self) -> int:
         return self._values["node.id"]
+
+    def listener_value(self, listener: str, key: str, mechanism: str | None = None) -> Any:
+        """A listener's value of a LISTENER_KEYS property: `listener.name.<listener>[.<mechanism>].<key>`, else
+        the broker-wide value."""
+        for candidate in ((listener.upper(), mechanism.upper() if mechanism else None, key),
+                          (listener.upper(), None, key)):
+            if candidate in self._per_listener:
+                return self._per_listener[candidate]
+        if key == "sasl.jaas.config":
+            return None  # as Kafka: a broker's JAAS entry is per listener and mechanism
+        return self._values[key]
+
+    def security_protocol(self, listener: str) -> str:
+        return self.protocol_map[listener.upper()]
+
+    @property
+    def protocol_map(self) -> dict[str, str]:
+        return parse_protocol_map(self._values["listener.security.protocol.map"])
 
     # --- dynamic changes ---------------------------------------------------------------------------------------
     def validate_dynamic(self, name: str, text: str | None) -> Any:
@@ -493,6 +603,17 @@ class BrokerConfig:
     def _check_relations(self) -> None:
         raw = self._raw
         listeners = {listener.name for listener in parse_listeners(raw("listeners"))}
+        protocols = parse_protocol_map(raw("listener.security.protocol.map"))
+        for name in sorted(listeners):
+            if name not in protocols:
+                raise ConfigError(f"No security protocol defined for listener {name} "
+                                  "(listener.security.protocol.map)")
+            if protocols[name] in ("SSL", "SASL_SSL"):
+                def value(key: str, name: str = name) -> Any:
+                    return self._per_listener.get((name, None, key), raw(key))
+                if not value("ssl.keystore.location") and not value("ssl.keystore.certificate.chain"):
+                    raise ConfigError(f"listener {name} ({protocols[name]}) needs ssl.keystore.location or "
+                                      "ssl.keystore.certificate.chain")
         if raw("advertised.listeners") is not None:
             extra = {a.name for a in parse_listeners(raw("advertised.listeners"))} - listeners
             if extra:

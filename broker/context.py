@@ -26,6 +26,8 @@ class ConnectionInfo:
     opened_at: float = field(default_factory=time.time)
     client_software_name: str | None = None
     client_software_version: str | None = None
+    host: str = "?"  # the client's address without the port (ACL host matching)
+    principal: str = "User:ANONYMOUS"  # Kafka's principal string once authenticated (SASL, TLS client auth)
 
 
 class RequestContext:
@@ -63,6 +65,12 @@ class RequestContext:
     @property
     def client_id(self) -> str | None:
         return self.header.client_id
+
+    def authorize(self, operation, resource_type, name: str) -> bool:
+        """May this connection's principal do `operation` (broker.security.acl.AclOperation) on the resource?
+        Always true when no authorizer is configured."""
+        security = getattr(self.broker, "security", None)
+        return security is None or security.authorize(self.connection, operation, resource_type, name)
 
     @property
     def log(self) -> Any:

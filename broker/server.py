@@ -82,7 +82,10 @@ class KafkaConnection(asyncio.Protocol):
     # --- transport callbacks -------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
-        self.info.peer = _address(transport.get_extra_info("peername"))
+        peername = transport.get_extra_info("peername")
+        self.info.peer = _address(peername)
+        if isinstance(peername, tuple) and peername:
+            self.info.host = str(peername[0])
         self.info.local = _address(transport.get_extra_info("sockname"))
         sock = transport.get_extra_info("socket")
         if sock is not None:

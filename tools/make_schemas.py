@@ -59,6 +59,14 @@ SERVED: dict[str, tuple[int, int] | None] = {
     "DeleteGroups": None,
     "DescribeTopicPartitions": None,
     "ListConfigResources": None,
+    # Security (SASL, SCRAM credentials, ACLs): the spec's full range.
+    "SaslHandshake": None,
+    "SaslAuthenticate": None,
+    "DescribeUserScramCredentials": None,
+    "AlterUserScramCredentials": None,
+    "CreateAcls": None,
+    "DescribeAcls": None,
+    "DeleteAcls": None,
 }
 
 # Header schemas: request header v0 only served ControlledShutdown v0, which Kafka 4 removed.
@@ -112,6 +120,57 @@ OWN_RECORDS: list[dict[str, Any]] = [
         "validVersions": "0",
         "flexibleVersions": "0+",
         "fields": [{"name": "TopicId", "type": "uuid", "versions": "0+"}],
+    },
+    {
+        "apiKey": 11,
+        "type": "metadata",
+        "name": "UserScramCredentialRecord",
+        "validVersions": "0",
+        "flexibleVersions": "0+",
+        "fields": [
+            {"name": "Name", "type": "string", "versions": "0+"},
+            {"name": "Mechanism", "type": "int8", "versions": "0+"},
+            {"name": "Salt", "type": "bytes", "versions": "0+"},
+            {"name": "StoredKey", "type": "bytes", "versions": "0+"},
+            {"name": "ServerKey", "type": "bytes", "versions": "0+"},
+            {"name": "Iterations", "type": "int32", "versions": "0+"},
+        ],
+    },
+    {
+        "apiKey": 18,
+        "type": "metadata",
+        "name": "AccessControlEntryRecord",
+        "validVersions": "0",
+        "flexibleVersions": "0+",
+        "fields": [
+            {"name": "Id", "type": "uuid", "versions": "0+"},
+            {"name": "ResourceType", "type": "int8", "versions": "0+"},
+            {"name": "ResourceName", "type": "string", "versions": "0+"},
+            {"name": "PatternType", "type": "int8", "versions": "0+"},
+            {"name": "Principal", "type": "string", "versions": "0+"},
+            {"name": "Host", "type": "string", "versions": "0+"},
+            {"name": "Operation", "type": "int8", "versions": "0+"},
+            {"name": "PermissionType", "type": "int8", "versions": "0+"},
+        ],
+    },
+    {
+        "apiKey": 19,
+        "type": "metadata",
+        "name": "RemoveAccessControlEntryRecord",
+        "validVersions": "0",
+        "flexibleVersions": "0+",
+        "fields": [{"name": "Id", "type": "uuid", "versions": "0+"}],
+    },
+    {
+        "apiKey": 22,
+        "type": "metadata",
+        "name": "RemoveUserScramCredentialRecord",
+        "validVersions": "0",
+        "flexibleVersions": "0+",
+        "fields": [
+            {"name": "Name", "type": "string", "versions": "0+"},
+            {"name": "Mechanism", "type": "int8", "versions": "0+"},
+        ],
     },
     {
         "apiKey": 15,

@@ -28,6 +28,9 @@ MODULES: dict[str, tuple[str, ...]] = {
     "share_groups": ("group_coordinator",),
     "share_state": ("share_state",),
     "share_fetch": ("topics", "replicas", "share_partitions"),
+    "sasl": (),
+    "scram_admin": ("security",),
+    "acls": ("security",),
 }
 
 

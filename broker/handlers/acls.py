@@ -1,0 +1,121 @@
+"""DescribeAcls (29), CreateAcls (30) and DeleteAcls (31) over the ACLs in the metadata journal.
+
+As Kafka: DESCRIBE (DescribeAcls) or ALTER (CreateAcls, DeleteAcls) on the CLUSTER resource, SECURITY_DISABLED
+when no authorizer is configured, and a request carrying an UNKNOWN code (0 or a code Kafka does not define) is
+malformed: the connection is closed, as Kafka fails to parse it.
+"""
+
+from __future__ import annotations
+
+from broker.router import CloseConnection
+from broker.security.acl import (
+    CLUSTER_NAME,
+    AclBinding,
+    AclBindingFilter,
+    AclError,
+    AclOperation,
+    PatternType,
+    PermissionType,
+    ResourceType,
+)
+from protocol.errors import ErrorCode
+
+DESCRIBE_ACLS = 29
+CREATE_ACLS = 30
+DELETE_ACLS = 31
+CLUSTER_AUTHORIZATION_FAILED = "Cluster authorization failed."
+NO_AUTHORIZER = "No Authorizer is configured."
+
+
+def _codes(resource_type: int, pattern_type: int, operation: int, permission: int, item) -> tuple:
+    codes = (ResourceType.of(resource_type), PatternType.of(pattern_type), AclOperation.of(operation),
+             PermissionType.of(permission))
+    if any(code == 0 for code in codes):
+        raise CloseConnection(f"request contains UNKNOWN elements: {dict(item)}")
+    return codes
+
+
+def _filter(item) -> AclBindingFilter:
+    rtype, pattern, op, perm = _codes(item.resource_type_filter, item.pattern_type_filter, item.operation,
+                                      item.permission_type, item)
+    return AclBindingFilter(rtype, item.resource_name_filter, pattern, item.principal_filter, item.host_filter, op,
+                            perm)
+
+
+def _acl_fields(acl: AclBinding) -> dict:
+    return {"principal": acl.principal, "host": acl.host, "operation": int(acl.operation),
+            "permission_type": int(acl.permission)}
+
+
+async def handle_describe_acls(ctx, req) -> dict:
+    flt = _filter(req)
+    security = ctx.broker.security
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return {"error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                "error_message": CLUSTER_AUTHORIZATION_FAILED}
+    if not security.enforcing:
+        return {"error_code": int(ErrorCode.SECURITY_DISABLED),
+                "error_message": "No Authorizer is configured on the broker"}
+    resources: dict[tuple[int, str, int], list[dict]] = {}
+    for acl in security.acls.acls(flt):
+        key = (int(acl.resource_type), acl.name, int(acl.pattern_type))
+        resources.setdefault(key, []).append(_acl_fields(acl))
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "resources": [
+        {"resource_type": t, "resource_name": n, "pattern_type": p, "acls": acls}
+        for (t, n, p), acls in resources.items()]}
+
+
+async def handle_create_acls(ctx, req) -> dict:
+    bindings = []
+    for c in req.creations:
+        rtype, pattern, op, perm = _codes(c.resource_type, c.resource_pattern_type, c.operation, c.permission_type, c)
+        bindings.append(AclBinding(rtype, c.resource_name, pattern, c.principal, c.host, op, perm))
+    security = ctx.broker.security
+    failure = _refusal(ctx, security)
+    if failure is not None:
+        return {"throttle_time_ms": 0, "results": [failure] * len(bindings)}
+    try:
+        records, results = security.acls.create(bindings)
+    except AclError as err:
+        return {"throttle_time_ms": 0, "results": [_error(ErrorCode.INVALID_REQUEST, str(err))] * len(bindings)}
+    security.commit(records)
+    if records:
+        ctx.log.info("ACLs created", count=len(records))
+    return {"throttle_time_ms": 0, "results": [_error(r.error, r.message) for r in results]}
+
+
+async def handle_delete_acls(ctx, req) -> dict:
+    filters = [_filter(f) for f in req.filters]
+    security = ctx.broker.security
+    failure = _refusal(ctx, security)
+    if failure is not None:
+        return {"throttle_time_ms": 0, "filter_results": [failure] * len(filters)}
+    try:
+        records, results = security.acls.delete(filters)
+    except AclError as err:
+        failed = _error(ErrorCode.INVALID_REQUEST, str(err))
+        return {"throttle_time_ms": 0, "filter_results": [failed] * len(filters)}
+    security.commit(records)
+    if records:
+        ctx.log.info("ACLs deleted", count=len(records))
+    return {"throttle_time_ms": 0, "filter_results": [
+        {**_error(r.error, r.message), "matching_acls": [
+            {"error_code": 0, "error_message": None, "resource_type": int(acl.resource_type),
+             "resource_name": acl.name, "pattern_type": int(acl.pattern_type), **_acl_fields(acl)}
+            for acl in r.deleted]}
+        for r in results]}
+
+
+def _refusal(ctx, security) -> dict | None:
+    if not ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED)
+    if not security.enforcing:
+        return _error(ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
+    return None
+
+
+def _error(code: ErrorCode, message: str | None) -> dict:
+    return {"error_code": int(code), "error_message": message}
+
+
+HANDLERS = {DESCRIBE_ACLS: handle_describe_acls, CREATE_ACLS: handle_create_acls, DELETE_ACLS: handle_delete_acls}

@@ -1,0 +1,26 @@
+"""SaslHandshake (17) and SaslAuthenticate (36) outside an authentication exchange.
+
+On a SASL listener the connection's authenticator (broker.security.sasl) answers these while the client
+authenticates or re-authenticates; what reaches the router is a handshake on a listener without SASL or after
+authentication, which Kafka answers with ILLEGAL_SASL_STATE.
+"""
+
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
+
+
+async def handle_handshake(ctx, req) -> dict:
+    return {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE), "mechanisms": []}
+
+
+async def handle_authenticate(ctx, req) -> dict:
+    return {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE),
+            "error_message": "SaslAuthenticate request received after successful authentication",
+            "auth_bytes": b"", "session_lifetime_ms": 0}
+
+
+HANDLERS = {SASL_HANDSHAKE: handle_handshake, SASL_AUTHENTICATE: handle_authenticate}

@@ -1,0 +1,101 @@
+"""The `security` component: SCRAM credentials and ACLs (kept in the metadata journal), the authorizer decision
+for a connection, and the SASL settings of each listener.
+
+Credentials and ACLs change only by records: `commit(records)` appends them to the metadata journal (fsynced)
+and then applies them, and `load()` applies the journal's records on start. ACLs are kept even while no
+authorizer is configured (`authorizer.class.name` empty: every request is allowed and the ACL APIs answer
+SECURITY_DISABLED), so turning the authorizer on later finds them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from broker.config import ConfigError
+from broker.security.acl import AclOperation, ResourceType
+from broker.security.authorizer import (
+    ACCESS_CONTROL_ENTRY_RECORD,
+    REMOVE_ACCESS_CONTROL_ENTRY_RECORD,
+    Authorizer,
+    parse_super_users,
+)
+from broker.security.credentials import (
+    REMOVE_USER_SCRAM_CREDENTIAL_RECORD,
+    USER_SCRAM_CREDENTIAL_RECORD,
+    ScramCredentialStore,
+)
+from broker.security.jaas import JaasError, plain_users
+from broker.security.plain import PlainServer
+from broker.security.scram import MECHANISMS, ScramServer
+
+log = structlog.get_logger(__name__)
+
+_CREDENTIAL_RECORDS = (USER_SCRAM_CREDENTIAL_RECORD, REMOVE_USER_SCRAM_CREDENTIAL_RECORD)
+_ACL_RECORDS = (ACCESS_CONTROL_ENTRY_RECORD, REMOVE_ACCESS_CONTROL_ENTRY_RECORD)
+
+
+class SecurityManager:
+    def __init__(self, config, journal) -> None:
+        self.config = config
+        self._journal = journal
+        self.credentials = ScramCredentialStore()
+        self.enforcing = bool(config.get("authorizer.class.name"))
+        self.acls = Authorizer(super_users=parse_super_users(config.get("super.users")),
+                               allow_everyone_if_no_acl_found=config.get("allow.everyone.if.no.acl.found"))
+        self._plain_users: dict[str, dict[str, str]] = {}
+        for listener in config.listeners:
+            if config.security_protocol(listener.name).startswith("SASL_") and \
+                    "PLAIN" in self.sasl_mechanisms(listener.name):
+                try:
+                    self._plain_users[listener.name] = plain_users(
+                        config.listener_value(listener.name, "sasl.jaas.config", "PLAIN"))
+                except JaasError as err:
+                    raise ConfigError(f"listener {listener.name}: PLAIN sasl.jaas.config: {err}") from None
+
+    # --- state -----------------------------------------------------------------------------------------------
+    def load(self) -> None:
+        for record_type, value in self._journal.replay():
+            self._apply(record_type, value)
+        log.info("security state loaded", scram_credentials=len(self.credentials), acls=len(self.acls),
+                 authorizer=self.enforcing)
+
+    def commit(self, records: list[tuple[int, dict]]) -> None:
+        if not records:
+            return
+        self._journal.append(records)
+        for record_type, value in records:
+            self._apply(record_type, value)
+
+    def _apply(self, record_type: int, value: Any) -> None:
+        if record_type in _CREDENTIAL_RECORDS:
+            self.credentials.apply(record_type, value)
+        elif record_type in _ACL_RECORDS:
+            self.acls.apply(record_type, value)
+
+    # --- authorization ---------------------------------------------------------------------------------------
+    def authorize(self, connection, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+        if not self.enforcing:
+            return True
+        allowed = self.acls.authorize(connection.principal, connection.host, operation, resource_type, name)
+        if not allowed:
+            log.info("authorization denied", principal=connection.principal, host=connection.host,
+                     operation=operation.name, resource_type=resource_type.name, resource=name)
+        return allowed
+
+    def authorize_by_resource_type(self, connection, operation: AclOperation, resource_type: ResourceType) -> bool:
+        if not self.enforcing:
+            return True
+        return self.acls.authorize_by_resource_type(connection.principal, connection.host, operation, resource_type)
+
+    # --- SASL ------------------------------------------------------------------------------------------------
+    def sasl_mechanisms(self, listener: str) -> list[str]:
+        return list(self.config.listener_value(listener, "sasl.enabled.mechanisms"))
+
+    def sasl_server(self, listener: str, mechanism: str):
+        """A fresh server-side exchange for one authentication."""
+        if mechanism == "PLAIN":
+            return PlainServer(self._plain_users.get(listener, {}))
+        scram = MECHANISMS[mechanism]
+        return ScramServer(scram, lambda user: self.credentials.lookup(scram, user))
