@@ -51,7 +51,8 @@ class Broker:
         self.port_file = Path(port_file) if port_file is not None else None
         self.node_id = config.node_id
         self.cluster_id: str = ""
-        self.node: Node | None = None
+        self.node: Node | None = None  # as advertised on the first advertised listener
+        self.nodes: dict[str, Node] = {}  # listener name -> this broker as advertised on that listener
         self.components: dict[str, Any] = {}
         self.router = Router(self)
         self.server = Server(self.router.handle, max_request_bytes=config.get("socket.request.max.bytes"),
@@ -129,26 +130,33 @@ class Broker:
             if start is not None and inspect.iscoroutinefunction(start):
                 await start()
         # Node must exist before handlers register (they check for it) and before any request arrives.
-        advertised = self.config.advertised_listeners[0]
-        self.node = Node(self.node_id, advertised_host(advertised.host), advertised.port,
-                         self.config.get("broker.rack"))
+        rack = self.config.get("broker.rack")
+        self.nodes = {a.name: Node(self.node_id, advertised_host(a.host), a.port, rack)
+                      for a in self.config.advertised_listeners}
+        self.node = self.nodes[self.config.advertised_listeners[0].name]
         registered = handlers.register_all(self.router, self)
         log.info("handlers registered", modules=registered, apis=len(self.router.registrations()))
+        security = self.components.get("security")
+        if security is not None:
+            self.server.listener_security = security.listener_security(self.router.version_range)
         bound = await self.server.start(self.config.listeners)
         self._fix_advertised_port(bound)
         if self.port_file is not None:
+            # First line: the port of the first advertised listener; then one "NAME PORT" line per listener.
+            lines = [str(self.node.port)] + [f"{name} {port}" for name, _, port in bound]
             tmp = self.port_file.with_name(self.port_file.name + ".tmp")
-            tmp.write_text(f"{self.node.port}\n")
+            tmp.write_text("\n".join(lines) + "\n")
             tmp.replace(self.port_file)
         self._start_background()
         log.info("broker started", advertised=f"{self.node.host}:{self.node.port}")
 
     def _fix_advertised_port(self, bound: list[tuple[str, str, int]]) -> None:
         """Port 0 listeners bind an ephemeral port; advertise the port actually bound."""
-        advertised: Listener = self.config.advertised_listeners[0]
-        if advertised.port == 0:
-            by_name = {name: port for name, _, port in bound}
-            self.node.port = by_name.get(advertised.name, bound[0][2])
+        by_name = {name: port for name, _, port in bound}
+        advertised: Listener
+        for advertised in self.config.advertised_listeners:
+            if advertised.port == 0:
+                self.nodes[advertised.name].port = by_name.get(advertised.name, bound[0][2])
 
     def _start_background(self) -> None:
         logs = self.components.get("logs")

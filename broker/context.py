@@ -66,6 +66,13 @@ class RequestContext:
     def client_id(self) -> str | None:
         return self.header.client_id
 
+    @property
+    def node(self) -> Any:
+        """This broker as seen through the listener of the request's connection (Kafka answers Metadata,
+        FindCoordinator and DescribeCluster with the endpoints of the listener the client used)."""
+        nodes = getattr(self.broker, "nodes", None)
+        return (nodes or {}).get(self.connection.listener) or self.broker.node
+
     def authorize(self, operation, resource_type, name: str) -> bool:
         """May this connection's principal do `operation` (broker.security.acl.AclOperation) on the resource?
         Always true when no authorizer is configured."""

@@ -33,7 +33,11 @@ Handler = Callable[[RequestContext, Any], Awaitable[Any]]
 
 
 class CloseConnection(Exception):
-    """The connection must be closed (after the responses queued before this request)."""
+    """The connection must be closed (after the responses queued before this request, and `response` if given)."""
+
+    def __init__(self, message: str = "", response: bytes | None = None) -> None:
+        super().__init__(message)
+        self.response = response
 
 
 @dataclass(frozen=True)

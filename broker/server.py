@@ -26,10 +26,12 @@ import asyncio
 import contextlib
 import functools
 import socket
+import ssl
 import struct
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -56,9 +58,30 @@ def _size(response: Any) -> int:
     return sum(len(r) for r in response) if isinstance(response, list) else len(response)
 
 
+@dataclass
+class ListenerSecurity:
+    """How one listener secures its connections (built by broker.security.manager)."""
+
+    protocol: str = "PLAINTEXT"
+    ssl_context: ssl.SSLContext | None = None
+    # SASL listeners: a new per-connection authenticator (broker.security.sasl.SaslAuthenticator).
+    authenticator: Callable[[ConnectionInfo], Any] | None = None
+    # TLS listeners without SASL: the principal of a verified client certificate (getpeercert() dict).
+    certificate_principal: Callable[[Any], str] | None = None
+    failed_authentication_delay_s: float = 0.1
+    max_unauthenticated_frame: int = 524_288  # sasl.server.max.receive.size
+    ssl_handshake_timeout_s: float = 10.0
+
+
+_PLAINTEXT = ListenerSecurity()
+
+
 class KafkaConnection(asyncio.Protocol):
     def __init__(self, server: Server, listener: str, peer_ip: str | None = None) -> None:
         self._server = server
+        self._security = server.listener_security.get(listener, _PLAINTEXT)
+        self._sasl: Any = None  # the SASL authenticator on SASL listeners
+        self._auth_failed = False  # a failed authentication: nothing more is read, the connection closes
         self._dispatch = server.dispatch
         self._max_frame = server.max_request_bytes
         self._max_inflight = server.max_inflight
@@ -93,6 +116,11 @@ class KafkaConnection(asyncio.Protocol):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         # pause_writing() above the bound; resume_writing() once the client has read most of it.
         self._transport.set_write_buffer_limits(high=self._max_unsent, low=self._max_unsent // 4)
+        security = self._security
+        if security.certificate_principal is not None:  # the TLS handshake is done when connection_made runs
+            self.info.principal = security.certificate_principal(transport.get_extra_info("peercert"))
+        if security.authenticator is not None:
+            self._sasl = security.authenticator(self.info)
         self._server.connection_opened(self)
         log.debug("connection opened", conn=self.info.id, peer=self.info.peer)
 
@@ -131,7 +159,7 @@ class KafkaConnection(asyncio.Protocol):
             # Common case: exactly one whole request; dispatch straight from the received bytes (immutable, so
             # views are safe), no copy.
             (size,) = _SIZE.unpack_from(data, 0)
-            if size + 4 == len(data) and 0 <= size <= self._max_frame:
+            if size + 4 == len(data) and 0 <= size <= self._frame_limit():
                 api_key = _API_KEY.unpack_from(data, 4)[0]
                 if self._may_dispatch(api_key):
                     self._submit(memoryview(data)[4:], api_key)
@@ -171,8 +199,9 @@ class KafkaConnection(asyncio.Protocol):
         buf = self._buf
         if len(buf) >= 4:
             (size,) = _SIZE.unpack_from(buf, 0)
-            if size < 0 or size > self._max_frame:
-                self._bad_frame_size(size)
+            limit = self._frame_limit()
+            if size < 0 or size > limit:
+                self._bad_frame_size(size, limit)
                 return
             if len(buf) - 4 >= size and size >= 2:
                 api_key = _API_KEY.unpack_from(buf, 4)[0]
@@ -196,13 +225,46 @@ class KafkaConnection(asyncio.Protocol):
             self._pump_handle.cancel()
             self._pump_handle = None
 
+    def _frame_limit(self) -> int:
+        sasl = self._sasl
+        if sasl is None or sasl.authenticated:
+            return self._max_frame
+        return min(self._max_frame, self._security.max_unauthenticated_frame)
+
     def _submit(self, frame: bytes | memoryview, api_key: int) -> None:
+        if self._auth_failed:
+            return
+        if self._sasl is not None:
+            step = self._sasl.receive(frame)
+            if step is not None and not step.dispatch:
+                self._sasl_step(step)
+                return
         serial = api_key in self._serial_apis
         if serial:
             self._serial_inflight += 1
         task = asyncio.ensure_future(self._run(frame, serial))
         self._pending.append(task)
         task.add_done_callback(self._on_done)
+
+    def _sasl_step(self, step) -> None:
+        """Queue an authenticator's answer in request order; a failed authentication stops reading, and its
+        answer goes out after the failed-authentication delay, then the connection closes (as Kafka)."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._pending.append(fut)
+        fut.add_done_callback(self._on_done)
+        if self._sasl.authenticated:
+            self.info.principal = self._sasl.principal
+        if step.close:
+            fut.set_exception(CloseConnection("SASL state"))
+        elif step.fail:
+            self._auth_failed = True
+            self._buf = bytearray()
+            loop.call_later(self._security.failed_authentication_delay_s, _fail, fut, step.response)
+        else:
+            if step.response is not None:
+                self._held += len(step.response)
+            fut.set_result(step.response)
 
     async def _run(self, frame: bytes | memoryview, serial: bool) -> Any:
         try:
@@ -234,6 +296,8 @@ class KafkaConnection(asyncio.Protocol):
                 if not isinstance(err, CloseConnection):
                     log.error("request failed outside its handler, closing connection", conn=self.info.id,
                               peer=self.info.peer, exc_info=err)
+                elif err.response is not None:
+                    out.append(err.response)  # the last answer before closing (a failed authentication)
                 if out and transport is not None:
                     transport.writelines(out)
                 self.close()
@@ -263,7 +327,7 @@ class KafkaConnection(asyncio.Protocol):
         transport = self._transport
         if transport is None or self._closing:
             return
-        should_pause = self._write_paused or self._whole_frame_buffered()
+        should_pause = self._write_paused or self._whole_frame_buffered() or self._auth_failed
         if should_pause and not self._read_paused:
             self._read_paused = True
             transport.pause_reading()
@@ -271,9 +335,9 @@ class KafkaConnection(asyncio.Protocol):
             self._read_paused = False
             transport.resume_reading()
 
-    def _bad_frame_size(self, size: int) -> None:
+    def _bad_frame_size(self, size: int, max_size: int) -> None:
         log.warning("invalid request size, closing connection", conn=self.info.id, peer=self.info.peer, size=size,
-                    max_size=self._max_frame)
+                    max_size=max_size, authenticated=self._sasl is None or self._sasl.authenticated)
         self.close()
 
     # --- closing -------------------------------------------------------------------------------------------
@@ -297,6 +361,11 @@ class KafkaConnection(asyncio.Protocol):
             self._transport.abort()
 
 
+def _fail(fut: asyncio.Future, response: bytes | None) -> None:
+    if not fut.done():  # the connection may have closed during the delay
+        fut.set_exception(CloseConnection("SASL authentication failed", response=response))
+
+
 class Server:
     """All listeners of the broker; `start()` binds them, `close()` stops accepting and drops connections."""
 
@@ -311,6 +380,8 @@ class Server:
         self.backlog = backlog
         self.quotas = quotas or ConnectionQuotas()
         self.serial_api_keys = frozenset(serial_api_keys)
+        self.listener_security: dict[str, ListenerSecurity] = {}  # listener name -> security (PLAINTEXT if absent)
+        self._handshakes: set[asyncio.Task] = set()  # TLS connections being set up
         # Open connections, least recently active first (the idle sweep walks from the front).
         self.connections: OrderedDict[KafkaConnection, None] = OrderedDict()
         # fn(ConnectionInfo) after a connection closed (share sessions are tied to their connection).
@@ -331,7 +402,8 @@ class Server:
                 self._tasks.append(loop.create_task(self._accept_loop(sock, listener.name),
                                                     name=f"accept {listener.name}"))
             self.bound.append((listener.name, listener.host, port))
-            log.info("listening", host=listener.host or "0.0.0.0", port=port, listener=listener.name)
+            log.info("listening", host=listener.host or "0.0.0.0", port=port, listener=listener.name,
+                     security_protocol=self.listener_security.get(listener.name, _PLAINTEXT).protocol)
         if self.idle_ms >= 0:
             self._tasks.append(loop.create_task(self._expire_idle(), name="idle connections"))
         return self.bound
@@ -380,12 +452,28 @@ class Server:
                          peer=_address(address), limit=quotas.limit_for(ip))
                 sock.close()
                 continue
-            try:
-                await loop.connect_accepted_socket(functools.partial(KafkaConnection, self, listener, ip), sock)
-            except Exception as err:  # noqa: BLE001 - the peer may be gone already; the listener stays up
-                quotas.release(ip)
-                sock.close()
-                log.info("accepted connection failed", listener=listener, peer=_address(address), error=str(err))
+            security = self.listener_security.get(listener, _PLAINTEXT)
+            if security.ssl_context is None:
+                await self._set_up(sock, address, listener, ip, None)
+            else:  # a TLS handshake takes round trips: it must not hold up the next accept
+                task = loop.create_task(self._set_up(sock, address, listener, ip, security))
+                self._handshakes.add(task)
+                task.add_done_callback(self._handshakes.discard)
+
+    async def _set_up(self, sock: socket.socket, address: Any, listener: str, ip: str,
+                      security: ListenerSecurity | None) -> None:
+        loop = asyncio.get_running_loop()
+        factory = functools.partial(KafkaConnection, self, listener, ip)
+        try:
+            if security is None:
+                await loop.connect_accepted_socket(factory, sock)
+            else:
+                await loop.connect_accepted_socket(factory, sock, ssl=security.ssl_context,
+                                                   ssl_handshake_timeout=security.ssl_handshake_timeout_s)
+        except Exception as err:  # noqa: BLE001 - the peer may be gone already; the listener stays up
+            self.quotas.release(ip)
+            sock.close()
+            log.info("accepted connection failed", listener=listener, peer=_address(address), error=str(err))
 
     # --- connection bookkeeping ----------------------------------------------------------------------------
     def connection_opened(self, conn: KafkaConnection) -> None:
@@ -429,7 +517,7 @@ class Server:
         return dropped
 
     async def close(self, grace_s: float = 2.0) -> None:
-        for task in self._tasks:
+        for task in [*self._tasks, *self._handshakes]:
             task.cancel()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -49,7 +49,7 @@ def coordinator_error(key_type: int, key: str, version: int) -> tuple[ErrorCode,
 
 
 async def handle_find_coordinator(ctx, req) -> dict:
-    node = ctx.broker.node
+    node = ctx.node
     version = ctx.api_version
     key_type = req.get("key_type", GROUP_KEY) if version >= 1 else GROUP_KEY
     if version < 4:
@@ -81,7 +81,7 @@ async def handle_find_coordinator(ctx, req) -> dict:
 
 
 async def handle_describe_cluster(ctx, req) -> dict:
-    node = ctx.broker.node
+    node = ctx.node
     endpoint_type = req.get("endpoint_type", BROKER_ENDPOINT) if ctx.api_version >= 1 else BROKER_ENDPOINT
     if endpoint_type != BROKER_ENDPOINT:
         # Controller endpoints are not exposed: this broker is combined-mode with no separate controller listener.

@@ -46,7 +46,7 @@ def error_entry(code: ErrorCode, name: str | None, topic_id: uuid.UUID = ZERO_UU
 async def handle_metadata(ctx, req) -> dict:
     broker = ctx.broker
     topics = broker.topics
-    node = broker.node
+    node = ctx.node  # the endpoint of the listener this client came in on
     version = ctx.api_version
     requested = req.topics
     # v0: an empty list means every topic; v1+: null means every topic and an empty list none.

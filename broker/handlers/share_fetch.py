@@ -76,7 +76,7 @@ async def _acknowledge_all(ctx, group: str, member: str, parts: list[tuple[uuid.
 
 
 def _node_endpoints(ctx) -> list[dict]:
-    node = ctx.broker.node
+    node = ctx.node
     return [{"node_id": node.node_id, "host": node.host, "port": node.port, "rack": node.rack}]
 
 

@@ -9,11 +9,13 @@ SECURITY_DISABLED), so turning the authorizer on later finds them.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import structlog
 
 from broker.config import ConfigError
+from broker.security import tls
 from broker.security.acl import AclOperation, ResourceType
 from broker.security.authorizer import (
     ACCESS_CONTROL_ENTRY_RECORD,
@@ -28,7 +30,9 @@ from broker.security.credentials import (
 )
 from broker.security.jaas import JaasError, plain_users
 from broker.security.plain import PlainServer
+from broker.security.sasl import SaslAuthenticator
 from broker.security.scram import MECHANISMS, ScramServer
+from broker.server import ListenerSecurity
 
 log = structlog.get_logger(__name__)
 
@@ -88,6 +92,35 @@ class SecurityManager:
         if not self.enforcing:
             return True
         return self.acls.authorize_by_resource_type(connection.principal, connection.host, operation, resource_type)
+
+    # --- listeners -------------------------------------------------------------------------------------------
+    def listener_security(self, version_range) -> dict[str, ListenerSecurity]:
+        """TLS contexts and SASL authenticators per listener (ConfigError when TLS material cannot be loaded).
+        `version_range(api_key)` is the router's: the authenticator checks handshake versions against it."""
+        config = self.config
+        out: dict[str, ListenerSecurity] = {}
+        delay_s = config.get("connection.failed.authentication.delay.ms") / 1000
+        max_receive = config.get("sasl.server.max.receive.size")
+        for listener in config.listeners:
+            name = listener.name
+            protocol = config.security_protocol(name)
+            context = None
+            if protocol in ("SSL", "SASL_SSL"):
+                context = tls.server_context(lambda key, name=name: config.listener_value(name, key), name)
+            authenticator = None
+            if protocol.startswith("SASL_"):
+                authenticator = functools.partial(
+                    self._new_authenticator, name, self.sasl_mechanisms(name), version_range,
+                    config.listener_value(name, "connections.max.reauth.ms"))
+            principal = tls.certificate_principal if protocol == "SSL" else None
+            out[name] = ListenerSecurity(protocol, context, authenticator, principal, delay_s, max_receive)
+        return out
+
+    def _new_authenticator(self, listener: str, mechanisms: list[str], version_range, reauth_ms: int,
+                           connection) -> SaslAuthenticator:
+        return SaslAuthenticator(listener=listener, mechanisms=mechanisms,
+                                 new_server=functools.partial(self.sasl_server, listener),
+                                 version_range=version_range, reauth_ms=reauth_ms, connection=connection)
 
     # --- SASL ------------------------------------------------------------------------------------------------
     def sasl_mechanisms(self, listener: str) -> list[str]:

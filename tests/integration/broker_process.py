@@ -38,6 +38,7 @@ class BrokerProcess:
         self.program = program
         self.cwd = cwd or REPO
         self.port: int | None = None
+        self.ports: dict[str, int] = {}
         self.proc: subprocess.Popen | None = None
         self.returncodes: list[int] = []
 
@@ -78,7 +79,10 @@ class BrokerProcess:
             except FileNotFoundError:
                 text = ""
             if text:
-                self.port = int(text)
+                first, *others = text.splitlines()
+                self.port = int(first)
+                # "NAME PORT" per listener (PLAINTEXT, SASL_SSL, ...), for brokers with several listeners.
+                self.ports = {name: int(port) for name, port in (line.split() for line in others)}
                 return self
             time.sleep(0.02)
         self.kill9()
