@@ -26,6 +26,7 @@ share-session requests, whose epochs must arrive in order); the heartbeat thread
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 import uuid
@@ -33,12 +34,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-import structlog
-
 from protocol.errors import ErrorCode
 from shoal_client.connection import BrokerConnection, ConnectionLost, parse_bootstrap
 
-log = structlog.get_logger("shoal_client")
+log = logging.getLogger("shoal_client")
 
 FIND_COORDINATOR, METADATA, LIST_OFFSETS = 10, 3, 2
 SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 78, 79
@@ -244,12 +243,12 @@ class ShareGroupMember:
                     again = self._heartbeat_once()
                     backoff = 0.1
                 except ConnectionLost as err:
-                    log.info("share group heartbeat failed; reconnecting", group=self.group_id, error=str(err))
+                    log.info("share group %s: heartbeat failed, reconnecting: %s", self.group_id, err)
                     self._drop_coordinator()
                     backoff = min(max(backoff * 2, 0.2), 2.0)
                     continue
                 except Exception as err:  # never let the thread die silently
-                    log.warning("share group heartbeat error", group=self.group_id, error=repr(err))
+                    log.warning("share group %s: heartbeat error: %r", self.group_id, err)
                     backoff = min(max(backoff * 2, 0.2), 2.0)
                     continue
             if self._fatal is not None:
@@ -277,7 +276,7 @@ class ShareGroupMember:
                                       for p in t.partitions})
             return False
         if code in _REJOIN:
-            log.info("share group member rejoins", group=self.group_id, error=ErrorCode(code).name)
+            log.info("share group %s: member rejoins after %s", self.group_id, ErrorCode(code).name)
             self.member_epoch = 0
             return True
         if code in _COORDINATOR_MOVED:
@@ -329,6 +328,8 @@ class ShareGroupMember:
             return conn
         if node not in self._nodes:
             self._refresh_metadata()
+        if node not in self._nodes:
+            raise ConnectionLost(f"broker {node} is not in the cluster metadata")
         host, port = self._nodes[node]
         conn = BrokerConnection(host, port, client_id=self.client_id, timeout_s=self.timeout_s)
         conn.version(SHARE_FETCH, 2)
@@ -349,14 +350,19 @@ class ShareGroupMember:
         raise ConnectionLost(f"no bootstrap server reachable: {last}")
 
     def _refresh_metadata(self) -> None:
-        conn = self._any_connection()
+        """Topics, partition leaders and brokers from Metadata; kept as they were if no broker answers."""
         try:
-            version = conn.version(METADATA, 10)
-            resp = conn.call(METADATA, version, {"topics": [{"name": t} for t in self.topics],
-                                                 "allow_auto_topic_creation": False})
-        finally:
-            if conn not in self._conns.values():
-                conn.close()
+            conn = self._any_connection()
+            try:
+                version = conn.version(METADATA, 10)
+                resp = conn.call(METADATA, version, {"topics": [{"name": t} for t in self.topics],
+                                                     "allow_auto_topic_creation": False})
+            finally:
+                if conn not in self._conns.values():
+                    conn.close()
+        except ConnectionLost as err:
+            log.info("share group %s: metadata refresh failed: %s", self.group_id, err)
+            return
         self._nodes = {b.node_id: (b.host, b.port) for b in resp.brokers}
         by_id, by_name = {}, {}
         for t in resp.topics:
@@ -482,6 +488,9 @@ class ShareGroupMember:
                 wait = max(0, int((deadline - time.monotonic()) * 1000)) if last and not result.acquired else 0
                 self._fetch_from(node, fetch, node_acks, forget, wait, max(remaining_records, 0),
                                  max(remaining_bytes, 1), result)
+        if result.session_lost and not result.acquired:
+            # A broker is unreachable: do not spin on reconnects, wait as a long poll would have.
+            self._stop.wait(max(0.0, min(deadline - time.monotonic(), 1.0)))
         return result
 
     def _fetch_from(self, node: int, fetch: list[TopicIdPartition], acks: dict[TopicIdPartition, AckRanges],
@@ -493,7 +502,7 @@ class ShareGroupMember:
                                     wait_ms, max_records, max_bytes)
             resp = session.conn.call(SHARE_FETCH, 2, body, timeout_s=self.timeout_s + wait_ms / 1000)
         except ConnectionLost as err:
-            log.info("share session lost", group=self.group_id, node=node, error=str(err))
+            log.info("share group %s: share session on node %s lost: %s", self.group_id, node, err)
             self._lose_session(node)
             result.ack_errors.update({tp: ErrorCode.SHARE_SESSION_NOT_FOUND for tp in acks})
             result.session_lost = True
