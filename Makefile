@@ -5,9 +5,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install deps kcat run test lint bench docker
+.PHONY: install deps kcat java run test lint bench docker
 
-install: deps kcat
+install: deps kcat java
 
 # The venv and the editable install; redone when pyproject.toml changes.
 deps: $(STAMP)
@@ -15,7 +15,7 @@ deps: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,spark]'
 	@touch $(STAMP)
 
 # kcat (Debian package, librdkafka 2.0.2) is part of the client matrix the tests run.
@@ -30,6 +30,21 @@ kcat:
 	  echo "error: could not install kcat (required in CI)" >&2; exit 1; \
 	else \
 	  echo "warning: could not install kcat; the kcat tests will fail (apt-get install kcat)" >&2; \
+	fi
+
+# A Java runtime for the Spark tests (PySpark starts a JVM). Debian's headless JRE when `java` is missing; with CI
+# set a failed install fails the target, on a dev box it only warns.
+java:
+	@if command -v java >/dev/null 2>&1 || [ -n "$${JAVA_HOME:-}" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	echo "installing a Java runtime with apt-get"; \
+	if $$SUDO apt-get update -qq && { $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless \
+	    || $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jre-headless; }; then \
+	  exit 0; \
+	elif [ -n "$${CI:-}" ]; then \
+	  echo "error: could not install a Java runtime (required in CI for the Spark tests)" >&2; exit 1; \
+	else \
+	  echo "warning: could not install Java; the Spark tests will fail (apt-get install openjdk-17-jre-headless)" >&2; \
 	fi
 
 # Broker on 127.0.0.1:9092, data in ./data (ARGS="--override key=value ..." to change settings).

@@ -59,7 +59,7 @@ def test_wheel_contents(installed: tuple[Path, Path]) -> None:
     wheel, _ = installed
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/", 1)[0] for n in names}
-    assert {"broker", "protocol"} <= tops
+    assert {"broker", "protocol", "shoal_client", "shoal_spark"} <= tops
     assert not tops & {"bench", "tests", "tools", "schemas"}, tops
     schemas = [n for n in names if n.startswith("protocol/schemas/")]
     assert any(n.endswith("/messages/ProduceRequest.json") for n in schemas)
@@ -71,10 +71,12 @@ def test_wheel_contents(installed: tuple[Path, Path]) -> None:
 def test_installed_package_is_used_and_complete(installed: tuple[Path, Path], tmp_path: Path) -> None:
     _, venv = installed
     py = str(venv / "bin" / "python")
-    code = ("import broker, protocol.schema as s; print(broker.__file__); "
-            "print(len(s.messages()), len(s.records()), s.records()['TopicRecord'].name)")
+    code = ("import broker, protocol.schema as s, shoal_spark; print(broker.__file__); "
+            "print(len(s.messages()), len(s.records()), s.records()['TopicRecord'].name); "
+            "print(shoal_spark.__file__, shoal_spark.ShareSource.name())")
     out = _run([py, "-c", code], cwd=tmp_path).splitlines()
     assert out[0].startswith(str(venv)), out  # the wheel's copy, not the checkout
+    assert out[2].startswith(str(venv)) and out[2].endswith(" shoal"), out
     messages, records, name = out[1].split()
     assert int(messages) > 0 and int(records) > 0 and name == "TopicRecord"
     _run([py, "-m", "pip", "check"], cwd=tmp_path)  # the wheel's declared dependencies are all satisfied

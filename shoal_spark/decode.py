@@ -1,0 +1,268 @@
+"""Raw Kafka record batches + acquired ranges -> one `pyarrow.RecordBatch` in the source's schema (executor side).
+
+Per batch: framing and CRC-32C are checked, control batches skipped, the payload decompressed (every codec, through
+protocol.compression). Records are then decoded column-wise with numpy:
+
+1. the only sequential step finds where each record starts (its length varint), in a tight Python loop;
+2. every further field (attributes, timestamp delta, offset delta, key, value, header count, headers) is decoded
+   for all records at once, varint by varint, as vectors of positions into one byte array;
+3. records outside the acquired ranges (a returned batch may hold records of other members or of a split
+   acquisition) are dropped before keys, values and headers are gathered into Arrow buffers.
+
+A record whose fields do not end exactly at its length is corrupt (CorruptRecordError).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from protocol import compression
+from protocol.records import (
+    ATTR_LOG_APPEND_TIME,
+    COMPRESSION_MASK,
+    COMPRESSION_NONE,
+    HEADER_SIZE,
+    CorruptRecordError,
+    batch_crc,
+    iter_batches,
+)
+from shoal_spark.schema import ARROW_SCHEMA
+
+_HEADERS_TYPE = ARROW_SCHEMA.field("headers").type
+
+_MAX_DECOMPRESSED = 1 << 30
+_PAD = 16  # zero bytes after the data so a vectorized varint read never indexes past the end
+Ranges = Sequence[tuple[int, int, int]]  # (first offset, last offset, delivery count)
+
+
+def _record_heads(buf: bytes, pos: int, count: int, heads: list[int]) -> int:
+    """Append the position of each of `count` records' length varint, walking from `pos`; return the position
+    after the last record. Unchecked (bytes past the data are zero padding): the caller checks the chain."""
+    append = heads.append
+    for _ in range(count):
+        append(pos)
+        b = buf[pos]
+        if b < 0x80:
+            pos += 1 + ((b >> 1) ^ -(b & 1))
+            continue
+        c = buf[pos + 1]
+        if c < 0x80:
+            v = (b & 0x7F) | (c << 7)
+            pos += 2 + ((v >> 1) ^ -(v & 1))
+            continue
+        v = (b & 0x7F) | ((c & 0x7F) << 7)
+        shift = 14
+        pos += 2
+        while True:
+            b = buf[pos]
+            pos += 1
+            v |= (b & 0x7F) << shift
+            if b < 0x80 or shift > 28:
+                break
+            shift += 7
+        pos += (v >> 1) ^ -(v & 1)
+    return pos
+
+
+def _varints(u: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Zigzag varints starting at every position of `pos`: (values, encoded lengths)."""
+    value = np.zeros(len(pos), dtype=np.uint64)
+    size = np.zeros(len(pos), dtype=np.int64)
+    idx = np.arange(len(pos))
+    for i in range(10):
+        b = u[pos[idx] + i].astype(np.uint64)
+        value[idx] |= (b & np.uint64(0x7F)) << np.uint64(7 * i)
+        size[idx] += 1
+        more = (b & np.uint64(0x80)) != 0
+        idx = idx[more]
+        if not len(idx):
+            break
+    else:
+        raise CorruptRecordError("varint longer than 10 bytes in a record")
+    signed = (value >> np.uint64(1)).astype(np.int64) ^ -(value & np.uint64(1)).astype(np.int64)
+    return signed, size
+
+
+def _gather(u: np.ndarray, start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenate u[start[i]:start[i]+length[i]] (length -1 = null, taken as 0): (data, int32 offsets)."""
+    lens = np.maximum(length, 0)
+    offsets = np.zeros(len(lens) + 1, dtype=np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    total = int(offsets[-1])
+    if total == 0:
+        return np.zeros(0, dtype=np.uint8), offsets.astype(np.int32)
+    if total >= 1 << 31:
+        raise CorruptRecordError("more than 2 GiB of keys, values or headers in one partition")
+    index = np.repeat(start - offsets[:-1], lens) + np.arange(total, dtype=np.int64)
+    return u[index], offsets.astype(np.int32)
+
+
+def _binary(u: np.ndarray, start: np.ndarray, length: np.ndarray, typ: pa.DataType) -> pa.Array:
+    data, offsets = _gather(u, start, length)
+    valid = length >= 0
+    nulls = int(len(valid) - np.count_nonzero(valid))
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+    return pa.Array.from_buffers(typ, len(length), [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)],
+                                 null_count=nulls)
+
+
+def _constant_string(text: str, n: int) -> pa.Array:
+    raw = text.encode()
+    offsets = np.arange(n + 1, dtype=np.int32) * len(raw)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)])
+
+
+def _check_batch(buf: bytes, pos: int, size: int, crc: int) -> None:
+    if batch_crc(buf, pos, size) != crc:
+        raise CorruptRecordError(f"record batch at position {pos} fails its CRC-32C check")
+
+
+def decode(topic: str, partition: int, records: bytes, ranges: Ranges) -> pa.RecordBatch:
+    """The acquired records of `records` (one partition's batches) as a RecordBatch of ARROW_SCHEMA."""
+    firsts = np.array([r[0] for r in ranges], dtype=np.int64)
+    lasts = np.array([r[1] for r in ranges], dtype=np.int64)
+    counts = np.array([r[2] for r in ranges], dtype=np.int32)
+    order = np.argsort(firsts)
+    firsts, lasts, counts = firsts[order], lasts[order], counts[order]
+
+    payloads: list[bytes | memoryview] = []
+    batch_of: list[int] = []  # per batch: number of records, to spread batch fields over records
+    base_offsets: list[int] = []
+    base_timestamps: list[int] = []
+    append_times: list[int] = []  # -1 for CreateTime batches
+    view = memoryview(records)
+    for pos, h in iter_batches(records):
+        size = h.batch_length + 12
+        if h.is_control or not len(firsts) or h.next_offset <= firsts[0] or h.base_offset > lasts[-1]:
+            continue
+        i = int(np.searchsorted(firsts, h.base_offset, side="right")) - 1
+        if (i < 0 or lasts[i] < h.base_offset) and (i + 1 >= len(firsts) or firsts[i + 1] > h.last_offset):
+            continue  # no acquired offset inside this batch
+        _check_batch(records, pos, size, h.crc)
+        raw = view[pos + HEADER_SIZE:pos + size]
+        codec = h.attributes & COMPRESSION_MASK
+        payload = raw if codec == COMPRESSION_NONE else bytes(compression.decompress(codec, raw, _MAX_DECOMPRESSED))
+        payloads.append(payload)
+        batch_of.append(h.records_count)
+        base_offsets.append(h.base_offset)
+        base_timestamps.append(h.base_timestamp)
+        append_times.append(h.max_timestamp if h.attributes & ATTR_LOG_APPEND_TIME else -1)
+    buf = b"".join(payloads) + bytes(_PAD)
+    heads: list[int] = []
+    batch_ends: list[int] = []
+    pos = 0
+    for payload, n in zip(payloads, batch_of, strict=True):
+        end = pos + len(payload)
+        if _record_heads(buf, pos, n, heads) != end:
+            raise CorruptRecordError("records do not fill their batch exactly")
+        batch_ends.append(end)
+        pos = end
+    u = np.frombuffer(buf, dtype=np.uint8)
+    head = np.array(heads, dtype=np.int64)
+    length, n0 = _varints(u, head)
+    start = head + n0
+    stop = start + length
+    # The chain: every record ends where the next one's length starts (or at its batch's end).
+    following = np.empty_like(head)
+    following[:-1] = head[1:]
+    last_of_batch = np.cumsum(np.array(batch_of, dtype=np.int64)) - 1
+    following[last_of_batch] = batch_ends
+    if (length < 0).any() or not np.array_equal(stop, following):
+        raise CorruptRecordError("record lengths do not match the batch")
+    per_record = np.array(batch_of, dtype=np.int64)
+    # attributes (1 byte), timestamp delta, offset delta
+    ts_delta, n1 = _varints(u, start + 1)
+    off_delta, n2 = _varints(u, start + 1 + n1)
+    offsets = np.repeat(np.array(base_offsets, dtype=np.int64), per_record) + off_delta
+    # Keep only acquired offsets; their delivery counts come from the ranges.
+    r = np.searchsorted(firsts, offsets, side="right") - 1
+    keep = (r >= 0) & (offsets <= lasts[np.maximum(r, 0)])
+    if not keep.all():
+        start, stop, ts_delta, n1, n2, offsets, r = (a[keep] for a in (start, stop, ts_delta, n1, n2, offsets, r))
+    delivery = counts[r] if len(r) else np.zeros(0, dtype=np.int32)
+    batch_index = np.repeat(np.arange(len(per_record)), per_record)[keep] if len(per_record) else np.zeros(0, int)
+    append = np.array(append_times, dtype=np.int64)[batch_index] if len(batch_index) else np.zeros(0, np.int64)
+    base_ts = np.array(base_timestamps, dtype=np.int64)[batch_index] if len(batch_index) else np.zeros(0, np.int64)
+    log_append = append >= 0
+    timestamps_ms = np.where(log_append, append, base_ts + ts_delta)
+
+    p = start + 1 + n1 + n2
+    key_len, n = _varints(u, p)
+    key_at = p + n
+    p = key_at + np.maximum(key_len, 0)
+    value_len, n = _varints(u, p)
+    value_at = p + n
+    p = value_at + np.maximum(value_len, 0)
+    header_count, n = _varints(u, p)
+    p = p + n
+    if (key_len < -1).any() or (value_len < -1).any() or (header_count < 0).any():
+        raise CorruptRecordError("negative length in a record")
+    headers = _headers(u, p, header_count, stop)
+    if not np.array_equal(headers[1], stop):
+        raise CorruptRecordError("record fields do not end at the record's length")
+
+    count = len(start)
+    arrays = [
+        _binary(u, key_at, key_len, pa.binary()),
+        _binary(u, value_at, value_len, pa.binary()),
+        _constant_string(topic, count),
+        pa.array(np.full(count, partition, dtype=np.int32)),
+        pa.array(offsets),
+        pa.array(timestamps_ms * 1000, type=pa.timestamp("us", tz="UTC")),
+        pa.array(log_append.astype(np.int32)),
+        headers[0],
+        pa.array(delivery.astype(np.int32)),
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
+def _headers(u: np.ndarray, pos: np.ndarray, count: np.ndarray, stop: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+    """The headers column and the position after each record's headers."""
+    n = len(count)
+    list_offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(count, out=list_offsets[1:])
+    total = int(list_offsets[-1])
+    struct_type = ARROW_SCHEMA.field("headers").type.value_type
+    if total == 0:
+        empty = pa.StructArray.from_arrays([pa.array([], pa.string()), pa.array([], pa.binary())],
+                                           fields=list(struct_type))
+        return pa.ListArray.from_arrays(pa.array(list_offsets.astype(np.int32)), empty, type=_HEADERS_TYPE), pos
+    if (count > (stop - pos)).any():
+        raise CorruptRecordError("header count larger than the record")
+    # Headers in record order: row j of the flat arrays is header h of record i.
+    key_at = np.zeros(total, dtype=np.int64)
+    key_len = np.zeros(total, dtype=np.int64)
+    value_at = np.zeros(total, dtype=np.int64)
+    value_len = np.zeros(total, dtype=np.int64)
+    p = pos.copy()
+    for h in range(int(count.max())):
+        rows = np.nonzero(count > h)[0]
+        at = p[rows]
+        klen, k = _varints(u, at)
+        if (klen < 0).any():
+            raise CorruptRecordError("negative header key length")
+        kat = at + k
+        at = kat + klen
+        vlen, k = _varints(u, at)
+        if (vlen < -1).any():
+            raise CorruptRecordError("negative header value length")
+        vat = at + k
+        p[rows] = vat + np.maximum(vlen, 0)
+        if (p[rows] > stop[rows]).any():
+            raise CorruptRecordError("header runs past the record")
+        flat = list_offsets[rows] + h
+        key_at[flat], key_len[flat], value_at[flat], value_len[flat] = kat, klen, vat, vlen
+    keys = _binary(u, key_at, key_len, pa.string())
+    try:
+        keys.validate(full=True)
+    except pa.ArrowInvalid:  # not UTF-8: decode with replacement characters, as the Java client's String does
+        data, offsets = _gather(u, key_at, key_len)
+        raw = data.tobytes()
+        keys = pa.array([raw[a:b].decode("utf-8", "replace") for a, b in zip(offsets[:-1], offsets[1:], strict=True)],
+                        pa.string())
+    values = _binary(u, value_at, value_len, pa.binary())
+    structs = pa.StructArray.from_arrays([keys, values], fields=list(struct_type))
+    return pa.ListArray.from_arrays(pa.array(list_offsets.astype(np.int32)), structs, type=_HEADERS_TYPE), p

@@ -1,0 +1,73 @@
+"""Acquired data travelling to executors: InputPartitions carrying raw record batches plus acquired ranges.
+
+`plan(chunks, min_partitions)` splits what one micro-batch acquired into InputPartitions: one per acquired
+topic-partition, big ones cut at record-batch boundaries until there are at least `min_partitions` (as Spark's
+Kafka source does with minPartitions). `read(partition)` runs on an executor and yields Arrow RecordBatches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from pyspark.sql.datasource import InputPartition
+
+from protocol.records import iter_batches
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Record batches of one topic-partition and the acquired (first, last, delivery count) ranges among them."""
+
+    topic: str
+    partition: int
+    records: bytes
+    ranges: tuple[tuple[int, int, int], ...]
+
+
+class ShoalInputPartition(InputPartition):
+    def __init__(self, index: int, chunks: Sequence[Chunk]) -> None:
+        super().__init__(index)
+        self.index = index
+        self.chunks = tuple(chunks)
+
+    def __repr__(self) -> str:
+        size = sum(len(c.records) for c in self.chunks)
+        return f"ShoalInputPartition({self.index}, {len(self.chunks)} chunks, {size} bytes)"
+
+
+def _split(chunk: Chunk, pieces: int) -> list[Chunk]:
+    """Cut a chunk at batch boundaries into up to `pieces` parts of similar size (each keeps all ranges:
+    the decoder only takes the acquired offsets that are inside its own batches)."""
+    bounds = [pos for pos, _ in iter_batches(chunk.records)] + [len(chunk.records)]
+    if pieces <= 1 or len(bounds) <= 2:
+        return [chunk]
+    target = len(chunk.records) / pieces
+    out: list[Chunk] = []
+    start = 0
+    for pos in bounds[1:]:
+        if pos - start >= target or pos == len(chunk.records):
+            out.append(Chunk(chunk.topic, chunk.partition, chunk.records[start:pos], chunk.ranges))
+            start = pos
+    return out
+
+
+def plan(chunks: Sequence[Chunk], min_partitions: int) -> list[ShoalInputPartition]:
+    parts = list(chunks)
+    while 0 < len(parts) < min_partitions:
+        biggest = max(range(len(parts)), key=lambda i: len(parts[i].records))
+        split = _split(parts[biggest], min_partitions - len(parts) + 1)
+        if len(split) == 1:
+            break  # nothing left to cut (single batches)
+        parts[biggest:biggest + 1] = split
+    return [ShoalInputPartition(i, [c]) for i, c in enumerate(parts)]
+
+
+def read(partition: ShoalInputPartition) -> Iterator:
+    """Executor side: decode the partition's chunks into pyarrow.RecordBatches of the source schema."""
+    from shoal_spark.decode import decode
+
+    for chunk in partition.chunks:
+        batch = decode(chunk.topic, chunk.partition, chunk.records, chunk.ranges)
+        if batch.num_rows:
+            yield batch

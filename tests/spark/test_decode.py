@@ -1,0 +1,123 @@
+"""shoal_spark.decode against the reference record decoder (protocol.records.iter_records)."""
+
+from __future__ import annotations
+
+import random
+
+import pyarrow as pa
+import pytest
+
+from protocol.records import (
+    COMPRESSION_GZIP,
+    COMPRESSION_LZ4,
+    COMPRESSION_NONE,
+    COMPRESSION_SNAPPY,
+    COMPRESSION_ZSTD,
+    CorruptRecordError,
+    Record,
+    build_batch,
+    iter_batch_views,
+    iter_records,
+)
+from shoal_spark.decode import decode
+from shoal_spark.schema import ARROW_SCHEMA, spark_schema
+
+CODECS = [COMPRESSION_NONE, COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD]
+
+
+def expected_rows(topic: str, partition: int, raw: bytes, ranges) -> list[dict]:
+    rows = []
+    for _, header, view in iter_batch_views(raw):
+        if header.is_control:
+            continue
+        for r in iter_records(view):
+            hit = [d for first, last, d in ranges if first <= r.offset <= last]
+            if hit:
+                rows.append({"key": r.key, "value": r.value, "topic": topic, "partition": partition,
+                             "offset": r.offset, "timestamp": r.timestamp * 1000,
+                             "timestampType": int(header.is_log_append_time),
+                             "headers": [{"key": k, "value": v} for k, v in r.headers], "deliveryCount": hit[0]})
+    return rows
+
+
+def actual_rows(batch: pa.RecordBatch) -> list[dict]:
+    rows = batch.to_pylist()
+    for row in rows:
+        row["timestamp"] = int(row["timestamp"].timestamp() * 1_000_000)
+    return rows
+
+
+def random_record(rng: random.Random) -> Record:
+    def blob(limit: int) -> bytes | None:
+        return None if rng.random() < 0.2 else rng.randbytes(rng.choice([0, 1, 5, 63, 64, 200, limit]))
+
+    headers = [(rng.choice(["h", "trace-id", "ü", ""]), blob(100)) for _ in range(rng.choice([0, 0, 1, 3]))]
+    return Record(key=blob(40), value=blob(3000), headers=headers,
+                  timestamp=None if rng.random() < 0.5 else 1_700_000_000_000 + rng.randrange(-10**6, 10**6))
+
+
+def random_log(rng: random.Random) -> tuple[bytes, int]:
+    raw = bytearray()
+    offset = rng.randrange(0, 10**6)
+    start = offset
+    for _ in range(rng.randrange(1, 6)):
+        n = rng.choice([1, 2, 17, 130, 300])
+        records = [random_record(rng) for _ in range(n)]
+        raw += build_batch(records, base_offset=offset, timestamp=1_700_000_000_000,
+                           compression=rng.choice(CODECS), log_append_time=rng.random() < 0.2)
+        offset += n + rng.choice([0, 0, 3])  # some gaps, as compaction leaves
+        if rng.random() < 0.2:
+            raw += build_batch([Record(key=b"\x00\x00\x00\x00", value=b"\x00\x00\x00\x00\x00\x00")],
+                               base_offset=offset, control=True, transactional=True)
+            offset += 1
+    return bytes(raw), offset - start
+
+
+def test_arrow_schema_is_what_pyspark_expects() -> None:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    assert to_arrow_schema(spark_schema(), timezone="UTC").equals(ARROW_SCHEMA)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_decode_matches_the_reference_decoder(seed: int) -> None:
+    rng = random.Random(seed)
+    raw, span = random_log(rng)
+    first = next(h.base_offset for _, h, _ in iter_batch_views(raw))
+    # Acquired ranges: everything, or a few pieces with their own delivery counts.
+    if rng.random() < 0.3:
+        ranges = [(first, first + span - 1, 1)]
+    else:
+        cuts = sorted(rng.sample(range(first, first + span), k=min(span, 6)))
+        ranges = [(a, b - 1, rng.randrange(1, 5)) for a, b in zip(cuts[::2], cuts[1::2], strict=False) if b > a]
+    batch = decode("events", 3, raw, ranges)
+    assert batch.schema.equals(ARROW_SCHEMA)
+    assert actual_rows(batch) == expected_rows("events", 3, raw, ranges)
+
+
+def test_nothing_acquired_gives_an_empty_batch() -> None:
+    raw = build_batch([Record(value=b"x")], base_offset=10)
+    batch = decode("t", 0, raw, [(20, 25, 1)])
+    assert batch.num_rows == 0 and batch.schema.equals(ARROW_SCHEMA)
+
+
+def test_corrupt_batches_are_refused() -> None:
+    raw = bytearray(build_batch([Record(value=b"hello")] * 3))
+    raw[-2] ^= 0xFF
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        decode("t", 0, bytes(raw), [(0, 2, 1)])
+
+
+def test_invalid_utf8_header_keys_are_replaced() -> None:
+    raw = build_batch([Record(value=b"v", headers=[("k", b"1")])])
+    good = decode("t", 0, raw, [(0, 0, 1)])
+    assert good.column("headers").to_pylist() == [[{"key": "k", "value": b"1"}]]
+    # Swap the key byte for an invalid UTF-8 byte and fix the CRC.
+    from protocol.records import _CRC_AT, batch_crc
+
+    patched = bytearray(raw)
+    at = patched.rfind(b"k")
+    patched[at] = 0xFF
+    patched[_CRC_AT:_CRC_AT + 4] = batch_crc(patched, 0, len(patched)).to_bytes(4, "big")
+    batch = decode("t", 0, bytes(patched), [(0, 0, 1)])
+    assert batch.column("headers").to_pylist() == [[{"key": "\ufffd", "value": b"1"}]]

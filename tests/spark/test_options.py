@@ -1,0 +1,62 @@
+"""Option parsing of the shoal source and how acquired data is cut into InputPartitions (no SparkSession)."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from protocol.records import Record, build_batch
+from shoal_spark.options import DEFAULT_MAX_BYTES_PER_TRIGGER, parse_options
+from shoal_spark.partitions import Chunk, plan
+
+REQUIRED = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "a, b,a", "group.id": "g"}
+
+
+def test_required_and_defaults() -> None:
+    o = parse_options(REQUIRED)
+    assert o.topics == ("a", "b") and o.group_id == "g" and o.max_records_per_trigger is None
+    assert o.max_bytes_per_trigger == DEFAULT_MAX_BYTES_PER_TRIGGER and o.min_partitions == 1
+    assert pickle.loads(pickle.dumps(o)) == o
+
+
+def test_names_are_case_insensitive_as_spark_hands_them_over() -> None:
+    o = parse_options({k.lower(): v for k, v in {**REQUIRED, "maxRecordsPerTrigger": "7"}.items()})
+    assert o.max_records_per_trigger == 7 and "maxRecordsPerTrigger" in o.given
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"subscribe": "a", "group.id": "g"}, "needs option\\(s\\) kafka.bootstrap.servers"),
+    ({**REQUIRED, "subscribe": " , "}, "at least one topic"),
+    ({**REQUIRED, "kafka.bootstrap.servers": "nohost"}, "not host:port"),
+    ({**REQUIRED, "maxRecordsPerTrigger": "0"}, "must be positive"),
+    ({**REQUIRED, "maxBytesPerTrigger": "lots"}, "must be an integer"),
+    ({**REQUIRED, "startingOffsets": "earliest"}, "unknown option\\(s\\) for the shoal source: startingOffsets"),
+    ({**REQUIRED, "mode": "steal"}, "must be one of peek, drain"),
+])
+def test_bad_options_say_what_is_wrong(options: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_options(options)
+
+
+def test_options_of_the_other_kind_of_read_are_refused() -> None:
+    with pytest.raises(ValueError, match="mode only apply to batch"):
+        parse_options({**REQUIRED, "mode": "drain"}).check_for("stream")
+    with pytest.raises(ValueError, match="maxRecordsPerTrigger only apply to streaming"):
+        parse_options({**REQUIRED, "maxRecordsPerTrigger": "5"}).check_for("batch")
+
+
+def _chunk(partition: int, batches: int) -> Chunk:
+    raw = b"".join(build_batch([Record(value=b"x" * 100)] * 10, base_offset=10 * i) for i in range(batches))
+    return Chunk("t", partition, raw, ((0, 10 * batches - 1, 1),))
+
+
+def test_plan_one_partition_per_chunk_and_min_partitions_cut_at_batch_boundaries() -> None:
+    assert [len(p.chunks) for p in plan([_chunk(0, 4), _chunk(1, 4)], 1)] == [1, 1]
+    parts = plan([_chunk(0, 8)], 4)
+    assert len(parts) == 4
+    assert b"".join(p.chunks[0].records for p in parts) == _chunk(0, 8).records
+    assert len(plan([_chunk(0, 1)], 4)) == 1  # a single batch cannot be cut
+    assert plan([], 3) == []
+    restored = pickle.loads(pickle.dumps(parts[0]))
+    assert restored.chunks == parts[0].chunks and restored.index == 0
