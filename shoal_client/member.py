@@ -397,6 +397,10 @@ class ShareGroupMember:
             self._sessions[node] = session
         if session.epoch == 0:
             resp = session.conn.call(SHARE_FETCH, 2, self._fetch_body(0, [], {}, [], 0, 0, 0))
+            if resp.error_code in _SESSION_GONE:
+                # The broker does not (or no longer, e.g. after a restart) count us as a member: heartbeat now.
+                self._wake.set()
+                raise ConnectionLost(f"share session refused: {ErrorCode(resp.error_code).name}")
             if resp.error_code != ErrorCode.NONE:
                 raise ShareGroupError(resp.error_code, resp.error_message)
             session.epoch = 1
