@@ -56,7 +56,7 @@ def make(tmp_path, store, partitions: int = 2):
 
 
 def ctx(broker, version: int = 1):
-    return SimpleNamespace(broker=broker, api_version=version, connection=SimpleNamespace(id=1))
+    return SimpleNamespace(broker=broker, node=broker.node, api_version=version, connection=SimpleNamespace(id=1))
 
 
 def request(api_key: int, body: dict, version: int = 1):
