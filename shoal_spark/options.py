@@ -78,6 +78,7 @@ _OPTIONS: dict[str, tuple[Callable[[str, str], object], bool, str]] = {
     "maxBytesPerTrigger": (_positive_int, False, "stream"),
     "lockRenewIntervalMs": (_positive_int, False, "stream"),
     "minPartitions": (_positive_int, False, "stream"),
+    "maxPartitions": (_positive_int, False, "stream"),
     "mode": (_mode, False, "batch"),
     "maxRecords": (_positive_int, False, "batch"),
     "numPartitions": (_positive_int, False, "batch"),
@@ -97,6 +98,7 @@ class SourceOptions:
     max_bytes_per_trigger: int = DEFAULT_MAX_BYTES_PER_TRIGGER
     lock_renew_interval_ms: int | None = None  # None: half the broker's acquisition lock timeout
     min_partitions: int = 1
+    max_partitions: int | None = None
     mode: str = "peek"
     max_records: int = DEFAULT_BATCH_MAX_RECORDS
     num_partitions: int = 1
@@ -114,7 +116,7 @@ _FIELDS = {
     "kafka.bootstrap.servers": "bootstrap_servers", "subscribe": "topics", "group.id": "group_id",
     "kafka.client.id": "client_id", "pollTimeoutMs": "poll_timeout_ms", "requestTimeoutMs": "request_timeout_ms",
     "maxRecordsPerTrigger": "max_records_per_trigger", "maxBytesPerTrigger": "max_bytes_per_trigger",
-    "lockRenewIntervalMs": "lock_renew_interval_ms", "minPartitions": "min_partitions", "mode": "mode",
+    "lockRenewIntervalMs": "lock_renew_interval_ms", "minPartitions": "min_partitions", "maxPartitions": "max_partitions", "mode": "mode",
     "maxRecords": "max_records", "numPartitions": "num_partitions",
 }
 
@@ -137,4 +139,7 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
     missing = [n for n, (_, required, _) in _OPTIONS.items() if required and n not in given]
     if missing:
         raise ValueError(f"the shoal source needs option(s) {', '.join(missing)}")
+    low, high = values.get("min_partitions", 1), values.get("max_partitions")
+    if high is not None and low > high:  # type: ignore[operator]
+        raise ValueError(f"option 'minPartitions' ({low}) must not exceed 'maxPartitions' ({high})")
     return SourceOptions(**values, given=frozenset(given))  # type: ignore[arg-type]

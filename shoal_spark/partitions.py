@@ -52,7 +52,10 @@ def _split(chunk: Chunk, pieces: int) -> list[Chunk]:
     return out
 
 
-def plan(chunks: Sequence[Chunk], min_partitions: int) -> list[ShoalInputPartition]:
+def plan(chunks: Sequence[Chunk], min_partitions: int, max_partitions: int | None = None
+         ) -> list[ShoalInputPartition]:
+    """One InputPartition per chunk, big chunks cut until there are `min_partitions`; with `max_partitions`,
+    chunks are then packed (largest first, into the lightest partition) so there are no more than that."""
     parts = list(chunks)
     while 0 < len(parts) < min_partitions:
         biggest = max(range(len(parts)), key=lambda i: len(parts[i].records))
@@ -60,7 +63,15 @@ def plan(chunks: Sequence[Chunk], min_partitions: int) -> list[ShoalInputPartiti
         if len(split) == 1:
             break  # nothing left to cut (single batches)
         parts[biggest:biggest + 1] = split
-    return [ShoalInputPartition(i, [c]) for i, c in enumerate(parts)]
+    if max_partitions is None or len(parts) <= max_partitions:
+        return [ShoalInputPartition(i, [c]) for i, c in enumerate(parts)]
+    bins: list[list[Chunk]] = [[] for _ in range(max_partitions)]
+    sizes = [0] * max_partitions
+    for chunk in sorted(parts, key=lambda c: len(c.records), reverse=True):
+        i = sizes.index(min(sizes))
+        bins[i].append(chunk)
+        sizes[i] += len(chunk.records)
+    return [ShoalInputPartition(i, b) for i, b in enumerate(bins)]
 
 
 def read(partition: ShoalInputPartition) -> Iterator:

@@ -231,7 +231,7 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                              "broker delivers its records again", seq)
                     continue
                 chunks += [parts.Chunk(a.topic, a.partition, a.records, tuple(a.ranges)) for a in held.acquired]
-        return parts.plan(chunks, self.options.min_partitions)
+        return parts.plan(chunks, self.options.min_partitions, self.options.max_partitions)
 
     def read(self, partition):
         return parts.read(partition)
