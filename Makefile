@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install deps kcat java run test lint bench docker
+.PHONY: install deps kcat java run test lint bench example docker
 
 install: deps kcat java
 
@@ -64,6 +64,10 @@ test: install
 bench: deps
 	@$(PY) -m pip install --quiet -e '.[test,bench]' || echo "warning: bench extras not installed; Shoal only" >&2
 	$(PY) -m bench $(ARGS)
+
+# A Spark streaming pipeline reading a share group: broker + producer + query (ARGS="--sink parquet --out DIR").
+example: install
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) examples/spark_pipeline.py $(ARGS)
 
 docker:
 	docker build -f docker/Dockerfile -t shoal:latest .

@@ -42,14 +42,15 @@ def stop(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
-def start_shoal(data_dir: Path) -> tuple[subprocess.Popen, int]:
+def start_shoal(data_dir: Path, overrides: dict[str, str] | None = None) -> tuple[subprocess.Popen, int]:
     port = free_port()
     log = open(data_dir / "shoal.log", "wb")  # noqa: SIM115 - closed with the process
+    extra = [arg for key, value in (overrides or {}).items() for arg in ("--override", f"{key}={value}")]
     proc = subprocess.Popen(
         [sys.executable, "-m", "broker",
          "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
          "--override", f"log.dirs={data_dir / 'data'}",
-         "--log-level", "warning"],
+         "--log-level", "warning", *extra],
         stdout=log, stderr=subprocess.STDOUT,
     )
     wait_for_port(port, proc)

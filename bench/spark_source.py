@@ -1,0 +1,226 @@
+"""Rows/s of the Spark share-group source, next to the share clients draining the same topic in the same run.
+
+    python -m bench.spark_source [--records 1000000] [--kib-records 200000] [--partitions 8]
+
+For 100 B and 1 KiB records: one Shoal broker with group.share.partition.max.record.locks=10000 (and its upper
+bound group.share.max.partition.max.record.locks raised to match), so a micro-batch may hold 10 000 records per
+partition; one topic; then each reader drains the whole topic with a share group of its own
+(share.auto.offset.reset=earliest):
+
+- `shoal_client` (ShareGroupMember): raw batches + ranges, ACCEPT riding on the next ShareFetch; once as is and
+  once also decoding every batch into Arrow in the same process (the work Spark executors do);
+- `confluent_kafka.ShareConsumer` (librdkafka), implicit acknowledgement, counting messages;
+- Spark: `readStream.format("shoal")` into the `noop` sink, local[2], trigger availableNow. Steady state = rows of
+  the batches after the first over their triggerExecution time; the query start (start() until the first batch
+  has finished) is reported apart.
+
+Every rate is timed from the first record on (joining the group is not counted). Results: a table and JSON under
+bench/results/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from confluent_kafka import Producer, ShareConsumer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
+
+from bench.servers import start_shoal, stop
+from shoal_client import ACCEPT, ShareGroupMember, acknowledgements
+
+BROKER = {"group.share.partition.max.record.locks": "10000", "group.share.max.partition.max.record.locks": "10000"}
+
+
+def setup(bootstrap: str, topic: str, partitions: int, records: int, size: int) -> float:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=partitions)])[topic].result(timeout=30)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 10, "batch.size": 1_000_000,
+                         "queue.buffering.max.messages": 1_000_000})
+    value = b"v" * size
+    start = time.perf_counter()
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(topic, value, partition=i % partitions)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    if producer.flush(300):
+        raise RuntimeError("produce did not finish")
+    return time.perf_counter() - start
+
+
+def new_group(bootstrap: str, name: str) -> str:
+    group = f"{name}-{uuid.uuid4().hex[:6]}"
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the result is in
+    admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+    return group
+
+
+def drain_ours(bootstrap: str, topic: str, records: int, decode_arrow: bool) -> float:
+    from shoal_spark.decode import decode
+
+    group = new_group(bootstrap, "bench-ours")
+    with ShareGroupMember(bootstrap, group, [topic]) as member:
+        member.wait_for_assignment(30)
+        seen = 0
+        acks: dict = {}
+        first = None
+        deadline = time.perf_counter() + 600
+        while seen < records:
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"shoal_client stalled at {seen}/{records}")
+            result = member.fetch(max_records=200_000, max_bytes=32 << 20, max_wait_ms=500, acknowledgements=acks)
+            if result.acquired and first is None:
+                first = time.perf_counter()
+            if decode_arrow:
+                seen += sum(decode(a.topic, a.partition, a.records, a.ranges).num_rows for a in result.acquired)
+            else:
+                seen += result.count
+            acks = acknowledgements(result.acquired, ACCEPT)
+        end = time.perf_counter()
+        member.acknowledge(acks)
+    return end - first
+
+
+def drain_confluent(bootstrap: str, topic: str, records: int) -> float:
+    group = new_group(bootstrap, "bench-librdkafka")
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                              "share.acknowledgement.mode": "implicit"})
+    consumer.subscribe([topic])
+    seen = 0
+    first = None
+    deadline = time.perf_counter() + 600
+    try:
+        while seen < records:
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"ShareConsumer stalled at {seen}/{records}")
+            got = sum(1 for m in consumer.poll(0.5) if m.error() is None)
+            if got and first is None:
+                first = time.perf_counter()
+            seen += got
+        return time.perf_counter() - first
+    finally:
+        consumer.close()
+
+
+def spark_session():
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from shoal_spark import ShareSource
+
+    spark = (SparkSession.builder.master("local[2]").appName("shoal-bench")
+             .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
+             .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(ShareSource)
+    return spark
+
+
+def drain_spark(spark, bootstrap: str, topic: str, records: int, work: Path) -> dict:
+    group = new_group(bootstrap, "bench-spark")
+    df = (spark.readStream.format("shoal").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+          .option("group.id", group).option("minPartitions", "2").option("maxPartitions", "2").load())
+    start = time.perf_counter()
+    q = (df.writeStream.format("noop").option("checkpointLocation", str(work / f"ck-{group}"))
+         .trigger(availableNow=True).start())
+    first_done = None
+    while q.isActive and first_done is None:
+        if any(p["numInputRows"] for p in q.recentProgress):
+            first_done = time.perf_counter()
+        time.sleep(0.05)
+    q.awaitTermination(900)
+    total = time.perf_counter() - start
+    if q.exception() is not None:
+        raise RuntimeError(f"query failed: {q.exception()}")
+    batches = [p for p in q.recentProgress if p["numInputRows"]]
+    rows = sum(p["numInputRows"] for p in batches)
+    if rows != records:
+        raise RuntimeError(f"the query read {rows} of {records} records")
+    steady = batches[1:]
+    steady_rows = sum(p["numInputRows"] for p in steady)
+    steady_s = sum(p["durationMs"]["triggerExecution"] for p in steady) / 1000
+    return {"query_start_s": round((first_done or time.perf_counter()) - start, 2),
+            "first_batch_rows": batches[0]["numInputRows"],
+            "steady_batches": len(steady), "steady_rows": steady_rows,
+            "steady_rows_s": round(steady_rows / steady_s) if steady_s else None,
+            "batch_rows": [p["numInputRows"] for p in batches],
+            "batch_ms": [p["durationMs"]["triggerExecution"] for p in batches],
+            "whole_query_rows_s": round(rows / total)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.spark_source")
+    parser.add_argument("--records", type=int, default=1_000_000, help="100 B records")
+    parser.add_argument("--kib-records", type=int, default=200_000, help="1 KiB records")
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--out", default="bench/results")
+    parser.add_argument("--skip", default="", help="comma-separated: ours,arrow,librdkafka,spark")
+    args = parser.parse_args(argv)
+    skip = set(filter(None, args.skip.split(",")))
+    results = []
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="shoal-bench-spark-") as tmp:
+        work = Path(tmp)
+        proc, port = start_shoal(work, BROKER)
+        bootstrap = f"127.0.0.1:{port}"
+        spark = None
+        try:
+            for size, records in ((100, args.records), (1024, args.kib_records)):
+                topic = f"spark-bench-{size}-{uuid.uuid4().hex[:6]}"
+                produce_s = setup(bootstrap, topic, args.partitions, records, size)
+                row: dict = {"record_bytes": size, "records": records, "partitions": args.partitions,
+                             "produce_rows_s": round(records / produce_s)}
+                if "ours" not in skip:
+                    row["shoal_client_rows_s"] = round(records / drain_ours(bootstrap, topic, records, False))
+                if "arrow" not in skip:
+                    row["shoal_client_arrow_rows_s"] = round(records / drain_ours(bootstrap, topic, records, True))
+                if "librdkafka" not in skip:
+                    row["share_consumer_rows_s"] = round(records / drain_confluent(bootstrap, topic, records))
+                if "spark" not in skip:
+                    spark = spark or spark_session()
+                    row["spark"] = drain_spark(spark, bootstrap, topic, records, work)
+                results.append(row)
+                print(json.dumps(row), flush=True)
+        finally:
+            if spark is not None:
+                spark.stop()
+            stop(proc)
+    print()
+    print(f"{'record':>7} {'records':>9} {'shoal_client':>13} {'+ Arrow':>9} {'ShareConsumer':>14} "
+          f"{'Spark steady':>13} {'Spark start':>12}")
+    for r in results:
+        s = r.get("spark", {})
+        print(f"{r['record_bytes']:>6}B {r['records']:>9} {r.get('shoal_client_rows_s', '-'):>13} "
+              f"{r.get('shoal_client_arrow_rows_s', '-'):>9} {r.get('share_consumer_rows_s', '-'):>14} "
+              f"{s.get('steady_rows_s', '-'):>13} {str(s.get('query_start_s', '-')) + ' s':>12}")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"spark-source-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    path.write_text(json.dumps({"machine": platform.platform(), "cpus": os.cpu_count(),
+                                "python": platform.python_version(), "broker": BROKER, "results": results},
+                               indent=2))
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
