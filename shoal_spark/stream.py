@@ -183,26 +183,32 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 wanted = [tp for tp in member.assignment() if tp not in self._exhausted]
                 if not wanted:
                     break
-            result = member.fetch(max_records=max_records - count, max_bytes=max_bytes - size, max_wait_ms=wait_ms,
+            want_records, want_bytes = max_records - count, max_bytes - size
+            result = member.fetch(max_records=want_records, max_bytes=want_bytes, max_wait_ms=wait_ms,
                                   acknowledgements=acks, partitions=wanted)
             if acks and result.ack_errors:
                 log.warning("shoal: acknowledgements failed for %s: their records will be delivered again",
                             result.ack_errors)
             acks = {}
-            fresh = self._bound_to_end(member, result.acquired)
+            fresh, released = self._bound_to_end(member, result.acquired)
             if not result.acquired:
                 break
             got += fresh
             count += sum(a.count for a in fresh)
             size += sum(len(a.records) for a in fresh)
+            if not released and result.count < want_records and result.bytes < want_bytes:
+                # The broker handed out all it could (no limit was reached): asking again at once finds nothing.
+                # (After an availableNow release, partitions changed: ask again.)
+                break
             wait_ms = 0  # more only if it is there already
         return got
 
-    def _bound_to_end(self, member: ShareGroupMember, acquired: list[Acquired]) -> list[Acquired]:
-        """availableNow: release what lies beyond the end offsets taken at the start, stop fetching there."""
+    def _bound_to_end(self, member: ShareGroupMember, acquired: list[Acquired]) -> tuple[list[Acquired], bool]:
+        """availableNow: release what lies beyond the end offsets taken at the start, stop fetching there.
+        Returns what is kept and whether anything was released."""
         ends = self._end_offsets
         if ends is None:
-            return acquired
+            return acquired, False
         keep: list[Acquired] = []
         release: dict[TopicIdPartition, list] = {}
         for a in acquired:
@@ -218,7 +224,7 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             errors = member.acknowledge(release)
             if errors:
                 log.warning("shoal: releasing records past the availableNow end failed for %s", errors)
-        return keep
+        return keep, bool(release)
 
     def partitions(self, start: dict, end: dict) -> list:
         chunks: list[parts.Chunk] = []
