@@ -66,7 +66,7 @@ def test_plan_packs_chunks_into_max_partitions_by_size() -> None:
     chunks = [_chunk(p, n) for p, n in enumerate([8, 1, 1, 4, 2])]
     parts = plan(chunks, 1, 2)
     assert len(parts) == 2
-    assert sorted((c.partition for p in parts for c in p.chunks)) == [0, 1, 2, 3, 4]
+    assert sorted(c.partition for p in parts for c in p.chunks) == [0, 1, 2, 3, 4]
     sizes = sorted(sum(len(c.records) for c in p.chunks) for p in parts)
     assert sizes[1] - sizes[0] <= len(_chunk(0, 1).records) * 2  # balanced by bytes
     with pytest.raises(ValueError, match="must not exceed 'maxPartitions'"):
