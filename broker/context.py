@@ -79,6 +79,20 @@ class RequestContext:
         security = getattr(self.broker, "security", None)
         return security is None or security.authorize(self.connection, operation, resource_type, name)
 
+    def authorize_by_resource_type(self, operation, resource_type) -> bool:
+        """Might the principal do `operation` on some resource of this type (Kafka's authorizeByResourceType)?"""
+        security = getattr(self.broker, "security", None)
+        return security is None or security.authorize_by_resource_type(self.connection, operation, resource_type)
+
+    def authorized_operations(self, resource_type, name: str) -> int:
+        """Kafka's authorized-operations bit field (bit n = AclOperation n) for describe responses."""
+        from broker.security.authorizer import supported_operations  # noqa: PLC0415 - keep context import-light
+
+        security = getattr(self.broker, "security", None)
+        ops = [op for op in supported_operations(resource_type)
+               if security is None or security.authorize(self.connection, op, resource_type, name, audit=False)]
+        return sum(1 << int(op) for op in ops)
+
     @property
     def log(self) -> Any:
         if self._log is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import uuid
 
+from broker.security.acl import AUTHORIZATION_ERRORS, CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode
 
 FIND_COORDINATOR = 10
@@ -48,12 +49,25 @@ def coordinator_error(key_type: int, key: str, version: int) -> tuple[ErrorCode,
     return ErrorCode.NONE, None
 
 
+def _find_error(ctx, key_type: int, key: str, version: int) -> tuple[ErrorCode, str | None]:
+    """Kafka's order: DESCRIBE on the group (transactional id) first, then CLUSTER_ACTION for share keys (which
+    only brokers look up), then the key itself."""
+    guard = {GROUP_KEY: (AclOperation.DESCRIBE, ResourceType.GROUP, key),
+             TRANSACTION_KEY: (AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key)}.get(key_type)
+    if key_type == SHARE_KEY and version >= 6:
+        guard = (AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+    if guard is not None and not ctx.authorize(*guard):
+        code, message = AUTHORIZATION_ERRORS[guard[1]]
+        return ErrorCode(code), message
+    return coordinator_error(key_type, key, version)
+
+
 async def handle_find_coordinator(ctx, req) -> dict:
     node = ctx.node
     version = ctx.api_version
     key_type = req.get("key_type", GROUP_KEY) if version >= 1 else GROUP_KEY
     if version < 4:
-        code, message = coordinator_error(key_type, req.key, version)
+        code, message = _find_error(ctx, key_type, req.key, version)
         ok = code == ErrorCode.NONE
         return {
             "throttle_time_ms": 0,
@@ -65,7 +79,7 @@ async def handle_find_coordinator(ctx, req) -> dict:
         }
     coordinators = []
     for key in req.coordinator_keys:
-        code, message = coordinator_error(key_type, key, version)
+        code, message = _find_error(ctx, key_type, key, version)
         ok = code == ErrorCode.NONE
         coordinators.append(
             {
@@ -103,8 +117,16 @@ async def handle_describe_cluster(ctx, req) -> dict:
         "brokers": [
             {"broker_id": node.node_id, "host": node.host, "port": node.port, "rack": node.rack, "is_fenced": False}
         ],
-        "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+        "cluster_authorized_operations": _cluster_operations(ctx, req),
     }
+
+
+def _cluster_operations(ctx, req) -> int:
+    if not req.get("include_cluster_authorized_operations"):
+        return NO_AUTHORIZED_OPERATIONS
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return 0
+    return ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
 
 
 HANDLERS = {FIND_COORDINATOR: handle_find_coordinator, DESCRIBE_CLUSTER: handle_describe_cluster}

@@ -1,24 +1,47 @@
-"""DescribeConfigs (32) and IncrementalAlterConfigs (44): thin wrappers over the config service."""
+"""DescribeConfigs (32) and IncrementalAlterConfigs (44): thin wrappers over the config service.
+
+Authorization as Kafka's ConfigHelper / ControllerApis: DESCRIBE_CONFIGS (ALTER_CONFIGS) on the topic, the group,
+or the cluster for broker resources; a refused resource gets its type's authorization error.
+"""
 
 from __future__ import annotations
 
+from broker.cluster.topics import BROKER_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE
+from broker.security.acl import AUTHORIZATION_ERRORS, CLUSTER_NAME, AclOperation, ResourceType
+
 DESCRIBE_CONFIGS = 32
 INCREMENTAL_ALTER_CONFIGS = 44
+# Config resource type -> the ACL resource that guards it (and names it).
+_GUARD = {TOPIC_RESOURCE: ResourceType.TOPIC, GROUP_RESOURCE: ResourceType.GROUP, BROKER_RESOURCE: ResourceType.CLUSTER}
+
+
+def _refused(ctx, operation: AclOperation, resource_type: int, name: str) -> tuple[int, str] | None:
+    """(error code, message) when the client may not do `operation` on this config resource."""
+    guard = _GUARD.get(resource_type)
+    if guard is None:
+        return None  # unknown resource types are answered by the config service
+    if ctx.authorize(operation, guard, CLUSTER_NAME if guard == ResourceType.CLUSTER else name):
+        return None
+    return AUTHORIZATION_ERRORS[guard]
 
 
 async def handle_describe_configs(ctx, req) -> dict:
     service = ctx.broker.configs
     version = ctx.api_version
-    results = [
-        service.describe(
+    results = []
+    for resource in req.resources:
+        refused = _refused(ctx, AclOperation.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name)
+        if refused is not None:
+            results.append({"error_code": refused[0], "error_message": refused[1], "configs": [],
+                            "resource_type": resource.resource_type, "resource_name": resource.resource_name})
+            continue
+        results.append(service.describe(
             resource.resource_type,
             resource.resource_name,
             resource.configuration_keys,
             include_synonyms=version >= 1 and req.include_synonyms,
             include_documentation=version >= 3 and req.include_documentation,
-        )
-        for resource in req.resources
-    ]
+        ))
     return {"throttle_time_ms": 0, "results": results}
 
 
@@ -26,6 +49,11 @@ async def handle_incremental_alter_configs(ctx, req) -> dict:
     service = ctx.broker.configs
     responses = []
     for resource in req.resources:
+        refused = _refused(ctx, AclOperation.ALTER_CONFIGS, resource.resource_type, resource.resource_name)
+        if refused is not None:
+            responses.append({"error_code": refused[0], "error_message": refused[1],
+                              "resource_type": resource.resource_type, "resource_name": resource.resource_name})
+            continue
         code, message = await service.alter(
             resource.resource_type,
             resource.resource_name,

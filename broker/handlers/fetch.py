@@ -10,6 +10,7 @@ import asyncio
 import uuid
 
 from broker.partitions import FetchResult
+from broker.security.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 
 FETCH = 1
@@ -24,7 +25,18 @@ def _resolve(topics, topic, version):
     return topics.registry.get(topic.topic), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
-def _collect(ctx, req) -> tuple[list[dict], int]:
+def _denied(ctx, req) -> set[str]:
+    """Topics the client may not READ (Kafka answers their partitions TOPIC_AUTHORIZATION_FAILED)."""
+    denied = set()
+    for topic in req.topics:
+        info, _ = _resolve(ctx.broker.topics, topic, ctx.api_version)
+        name = info.name if info is not None else topic.get("topic")
+        if name and not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, name):
+            denied.add(name)
+    return denied
+
+
+def _collect(ctx, req, denied: set[str]) -> tuple[list[dict], int]:
     """One pass over the requested partitions: build the response topics and count the bytes found."""
     broker = ctx.broker
     version = ctx.api_version
@@ -34,9 +46,12 @@ def _collect(ctx, req) -> tuple[list[dict], int]:
     responses = []
     for topic in req.topics:
         info, missing = _resolve(broker.topics, topic, version)
+        refused = (info.name if info is not None else topic.get("topic")) in denied
         partitions = []
         for part in topic.partitions:
-            if info is None:
+            if refused:
+                result = FetchResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            elif info is None:
                 result = FetchResult(missing)
             else:
                 limit = max(0, min(part.partition_max_bytes, remaining))
@@ -68,19 +83,20 @@ async def handle_fetch(ctx, req) -> dict:
     if version >= 7 and req.session_id != 0 and req.session_epoch not in (-1, 0):
         # We never hand out fetch sessions, so an incremental fetch refers to one we do not have.
         return {"error_code": int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND), "session_id": 0, "responses": []}
-    responses, total = _collect(ctx, req)
+    denied = _denied(ctx, req)
+    responses, total = _collect(ctx, req, denied)
     wait_ms = req.max_wait_ms
     if total < req.min_bytes and wait_ms > 0 and not _has_errors_only(responses):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_ms / 1000
-        keys = _watch_keys(ctx, req)
+        keys = _watch_keys(ctx, req, denied)
         while total < req.min_bytes:
             left = deadline - loop.time()
             if left <= 0 or not keys:
                 break
             if not await ctx.broker.replicas.wait_for_append(keys, left):
                 break
-            responses, total = _collect(ctx, req)
+            responses, total = _collect(ctx, req, denied)
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
 
 
@@ -90,11 +106,11 @@ def _has_errors_only(responses: list[dict]) -> bool:
     )
 
 
-def _watch_keys(ctx, req) -> list[tuple[str, int]]:
+def _watch_keys(ctx, req, denied: set[str]) -> list[tuple[str, int]]:
     keys = []
     for topic in req.topics:
         info, _ = _resolve(ctx.broker.topics, topic, ctx.api_version)
-        if info is not None:
+        if info is not None and info.name not in denied:
             keys.extend((info.name, p.partition) for p in topic.partitions)
     return keys
 

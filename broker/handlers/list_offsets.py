@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from broker.security.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 
 LIST_OFFSETS = 2
@@ -38,9 +39,12 @@ async def handle_list_offsets(ctx, req) -> dict:
     out = []
     for topic in req.topics:
         info = topics.registry.get(topic.name)
+        allowed = ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)
         partitions = []
         for part in topic.partitions:
-            if info is None or not 0 <= part.partition_index < info.num_partitions:
+            if not allowed:
+                code, ts, offset = ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1
+            elif info is None or not 0 <= part.partition_index < info.num_partitions:
                 code, ts, offset = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
             else:
                 code, ts, offset = lookup(topics.log(info.name, part.partition_index), part.timestamp, version)

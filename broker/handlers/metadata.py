@@ -5,7 +5,8 @@ from __future__ import annotations
 import uuid
 
 from broker.cluster.manager import MAX_RECORDS_PER_USER_OP
-from broker.cluster.topics import TopicError, TopicInfo, validate_topic_name
+from broker.cluster.topics import INTERNAL_TOPICS, TopicError, TopicInfo, validate_topic_name
+from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode
 
 METADATA = 3
@@ -39,8 +40,12 @@ def topic_entry(node_id: int, info: TopicInfo) -> dict:
     }
 
 
-def error_entry(code: ErrorCode, name: str | None, topic_id: uuid.UUID = ZERO_UUID) -> dict:
-    return {"error_code": int(code), "name": name, "topic_id": topic_id, "partitions": []}
+def error_entry(code: ErrorCode, name: str | None, topic_id: uuid.UUID = ZERO_UUID, internal: bool = False) -> dict:
+    return {"error_code": int(code), "name": name, "topic_id": topic_id, "is_internal": internal, "partitions": []}
+
+
+def _describable(ctx, name: str) -> bool:
+    return ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
 
 
 async def handle_metadata(ctx, req) -> dict:
@@ -55,7 +60,8 @@ async def handle_metadata(ctx, req) -> dict:
 
     entries: list[dict] = []
     if all_topics:
-        entries = [topic_entry(node.node_id, info) for info in topics.registry.all()]
+        # As Kafka: topics the client may not DESCRIBE are left out, not reported.
+        entries = [topic_entry(node.node_id, info) for info in topics.registry.all() if _describable(ctx, info.name)]
     else:
         # As Kafka, the requested names and ids are sets: a name or id asked for many times is answered once.
         names: dict[str, None] = {}
@@ -68,16 +74,40 @@ async def handle_metadata(ctx, req) -> dict:
                 names[name] = None
         for topic_id in ids:
             info = topics.registry.by_id(topic_id) if topic_id != ZERO_UUID else None
-            entries.append(error_entry(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id) if info is None
-                           else topic_entry(node.node_id, info))
+            if info is None:
+                entries.append(error_entry(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id))
+            elif not _describable(ctx, info.name):
+                # Topic ids are not secret (Kafka): the id is echoed, the name withheld.
+                entries.append(error_entry(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, topic_id))
+            else:
+                entries.append(topic_entry(node.node_id, info))
         missing = []
         for name in names:
+            if not _describable(ctx, name):
+                # Whether the topic exists is not disclosed.
+                entries.append(error_entry(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name))
+                continue
             info = topics.registry.get(name)
             if info is not None:
                 entries.append(topic_entry(node.node_id, info))
             else:
                 missing.append(name)
+        if missing and auto_create and not ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME):
+            creatable = [n for n in missing if ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, n)]
+            entries += [error_entry(ErrorCode.TOPIC_AUTHORIZATION_FAILED, n, internal=n in INTERNAL_TOPICS)
+                        for n in missing if n not in creatable]
+            missing = creatable
         entries += await _missing_topics(topics, node.node_id, missing, auto_create)
+    cluster_operations = NO_AUTHORIZED_OPERATIONS
+    if version >= 8:
+        if req.get("include_topic_authorized_operations"):
+            for entry in entries:
+                if entry["error_code"] == 0:
+                    entry["topic_authorized_operations"] = ctx.authorized_operations(ResourceType.TOPIC,
+                                                                                     entry["name"])
+        if version <= 10 and req.get("include_cluster_authorized_operations"):
+            cluster_operations = ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME) \
+                if ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME) else 0
 
     return {
         "throttle_time_ms": 0,
@@ -85,7 +115,7 @@ async def handle_metadata(ctx, req) -> dict:
         "cluster_id": broker.cluster_id,
         "controller_id": node.node_id,
         "topics": entries,
-        "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+        "cluster_authorized_operations": cluster_operations,
         "error_code": 0,
     }
 

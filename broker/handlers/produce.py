@@ -6,6 +6,7 @@ import uuid
 
 from broker.partitions import ProduceResult
 from broker.router import CloseConnection
+from broker.security.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 
 PRODUCE = 0
@@ -41,19 +42,27 @@ async def handle_produce(ctx, req) -> dict | None:
             )
         return {"responses": responses, "throttle_time_ms": 0}
     if req.transactional_id is not None:
-        error = ProduceResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                              error_message="Transactions are not supported by this broker yet")
+        message = "Transactions are not supported by this broker yet"
+        if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+            message = None
+        error = ProduceResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, error_message=message)
     else:
         error = None
+    denied = ProduceResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     for topic in req.topic_data:
         name = topic.get("name")
         info = broker.topics.registry.get(name) if name is not None else None
         if info is None and name is None:
             info = broker.topics.registry.by_id(topic.get("topic_id", ZERO_UUID))
+        # WRITE on the topic, checked before its existence so an unauthorized client learns nothing about it.
+        target = info.name if info is not None else name  # None: an unknown topic id, answered as unknown
+        allowed = error is not None or target is None or ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, target)
         partitions = []
         for part in topic.partition_data:
             if error is not None:
                 result = error
+            elif not allowed:
+                result = denied
             elif info is None:
                 result = ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             else:

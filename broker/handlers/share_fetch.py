@@ -10,6 +10,7 @@ import asyncio
 import uuid
 from typing import Any
 
+from broker.security.acl import AclOperation, ResourceType
 from broker.share.inflight import ACK_REJECT, ACK_RENEW
 from broker.share.manager import ShareError, SharePartition
 from broker.share.sessions import FINAL_EPOCH
@@ -75,6 +76,17 @@ async def _acknowledge_all(ctx, group: str, member: str, parts: list[tuple[uuid.
     return list(await asyncio.gather(*(_acknowledge(ctx, group, member, tid, p, version) for tid, p in parts)))
 
 
+def _unreadable(ctx, topic_ids) -> set[uuid.UUID]:
+    """Topics (by id) the client may not READ: share consumption needs READ on the topic and on the group."""
+    registry = ctx.broker.topics.registry
+    out = set()
+    for topic_id in set(topic_ids):
+        info = registry.by_id(topic_id)
+        if info is not None and not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, info.name):
+            out.add(topic_id)
+    return out
+
+
 def _node_endpoints(ctx) -> list[dict]:
     node = ctx.node
     return [{"node_id": node.node_id, "host": node.host, "port": node.port, "rack": node.rack}]
@@ -91,6 +103,8 @@ async def handle_share_fetch(ctx, req) -> dict:
     group, member, epoch = req.group_id, req.member_id, req.share_session_epoch
     if not group or not member:
         return _top_error(ErrorCode.INVALID_REQUEST, "GroupId and MemberId are required")
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group):
+        return _top_error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     requested = [(t.topic_id, p.partition_index) for t in req.topics for p in t.partitions]
     forget = [(t.topic_id, p) for t in req.forgotten_topics_data for p in t.partitions]
     acks = {(t.topic_id, p.partition_index): p for t in req.topics for p in t.partitions
@@ -118,6 +132,10 @@ async def handle_share_fetch(ctx, req) -> dict:
                            "current_leader": _leader(ctx), "records": b"", "acquired_records": []}
         return results[tp]
 
+    denied = _unreadable(ctx, [tid for tid, _ in requested] + [tid for tid, _ in session.partitions])
+    for tp in [tp for tp in acks if tp[0] in denied]:
+        del acks[tp]
+        entry(tp)["acknowledge_error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     outcomes = await _acknowledge_all(ctx, group, member, [(tp[0], part) for tp, part in acks.items()], version)
     for tp, (code, message) in zip(acks, outcomes, strict=True):
         e = entry(tp)
@@ -131,7 +149,10 @@ async def handle_share_fetch(ctx, req) -> dict:
 
     renew_only = version >= 2 and req.get("is_renew_ack", False)
     if epoch != FINAL_EPOCH and not renew_only:
-        await _fetch(ctx, req, group, member, list(session.partitions), entry)
+        for tp in session.partitions:
+            if tp[0] in denied:
+                entry(tp)["error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        await _fetch(ctx, req, group, member, [tp for tp in session.partitions if tp[0] not in denied], entry)
 
     responses: dict[uuid.UUID, list[dict]] = {}
     for (tid, _), e in results.items():
@@ -204,18 +225,21 @@ async def handle_share_acknowledge(ctx, req) -> dict:
     group, member, epoch = req.group_id, req.member_id, req.share_session_epoch
     if not group or not member:
         return _top_error(ErrorCode.INVALID_REQUEST, "GroupId and MemberId are required")
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group):
+        return _top_error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     outcome = mgr.sessions.acknowledge(group, member, epoch)
     if outcome.error != ErrorCode.NONE:
         return _top_error(outcome.error, outcome.message)
     if epoch == FINAL_EPOCH:
         mgr.session_closed(group, member)
-    pairs = [(t.topic_id, p) for t in req.topics for p in t.partitions]
+    denied = _unreadable(ctx, [t.topic_id for t in req.topics])
+    pairs = [(t.topic_id, p) for t in req.topics for p in t.partitions if t.topic_id not in denied]
     outcomes = iter(await _acknowledge_all(ctx, group, member, pairs, version))
     responses = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            code, message = next(outcomes)
+            code, message = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, None) if t.topic_id in denied else next(outcomes)
             parts.append({"partition_index": p.partition_index, "error_code": int(code), "error_message": message,
                           "current_leader": _leader(ctx)})
         responses.append({"topic_id": t.topic_id, "partitions": parts})

@@ -1,9 +1,15 @@
 """Initialize/Read/Write/Delete ShareGroupState and ReadShareGroupStateSummary (83-87), served by
-`broker.share_state` (records durable before the response)."""
+`broker.share_state` (records durable before the response).
+
+Inter-broker APIs: as Kafka, they need CLUSTER_ACTION on the cluster; otherwise every partition is answered
+CLUSTER_AUTHORIZATION_FAILED.
+"""
 
 from __future__ import annotations
 
 from typing import Any
+
+from broker.security.acl import AUTHORIZATION_ERRORS, CLUSTER_NAME, AclOperation, ResourceType
 
 OPERATIONS = {
     83: "initialize_share_group_state",
@@ -16,6 +22,11 @@ OPERATIONS = {
 
 def _handler(operation: str):
     async def handle(ctx, req) -> dict[str, Any]:
+        if not ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+            code, message = AUTHORIZATION_ERRORS[ResourceType.CLUSTER]
+            return {"results": [{"topic_id": topic.topic_id, "partitions": [
+                {"partition": p.partition, "error_code": code, "error_message": message} for p in topic.partitions]}
+                for topic in req.topics]}
         return await ctx.broker.share_state.serve(operation, req, ctx.api_version)
 
     handle.__name__ = f"handle_{operation}"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import uuid
 
 from broker.cluster.manager import MAX_RECORDS_PER_USER_OP, POLICY_VIOLATION_MESSAGE, TopicPlan
-from broker.cluster.topics import TopicError, TopicInfo
+from broker.cluster.topics import CLUSTER_METADATA_TOPIC, TopicError, TopicInfo
+from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode
 
 CREATE_TOPICS = 19
@@ -22,6 +23,8 @@ async def handle_create_topics(ctx, req) -> dict:
         seen[topic.name] = seen.get(topic.name, 0) + 1
     results = []
     plans: list[tuple[dict, TopicPlan]] = []
+    # As Kafka: CREATE on the cluster, else on each topic; DESCRIBE_CONFIGS on a topic to see its configs.
+    cluster_create = ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
     for topic in req.topics:
         result = {"name": topic.name, "topic_id": ZERO_UUID, "error_code": 0, "error_message": None,
                   "num_partitions": -1, "replication_factor": -1, "configs": None}
@@ -29,6 +32,9 @@ async def handle_create_topics(ctx, req) -> dict:
         try:
             if seen[topic.name] > 1:
                 raise TopicError(ErrorCode.INVALID_REQUEST, f"Create topics request from client has a duplicate topic {topic.name}.")
+            if topic.name != CLUSTER_METADATA_TOPIC and not cluster_create and \
+                    not ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, topic.name):
+                raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             plans.append((result, topics.plan_topic(
                 topic.name,
                 num_partitions=topic.num_partitions,
@@ -50,6 +56,9 @@ async def handle_create_topics(ctx, req) -> dict:
                 info = TopicInfo(plan.name, ZERO_UUID, plan.num_partitions, plan.configs)
             else:
                 info = await topics.create_planned(plan)
+            if not ctx.authorize(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, info.name):
+                result.update(topic_id=info.topic_id, topic_config_error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             result.update(
                 topic_id=info.topic_id,
                 num_partitions=info.num_partitions,
@@ -74,17 +83,39 @@ async def handle_delete_topics(ctx, req) -> dict:
         else [(name, ZERO_UUID) for name in req.topic_names]
     )
     results = []
+    # As Kafka: DELETE on the cluster, else DESCRIBE (to learn the topic exists) and DELETE on each topic.
+    cluster_delete = ctx.authorize(AclOperation.DELETE, ResourceType.CLUSTER, CLUSTER_NAME)
     for name, topic_id in wanted:
         result = {"name": name, "topic_id": topic_id, "error_code": 0, "error_message": None}
         try:
             if name is not None and topic_id != ZERO_UUID:
                 raise TopicError(ErrorCode.INVALID_REQUEST, "Give a topic name or a topic id, not both")
+            if not cluster_delete:
+                _check_deletable(ctx, topics, name, topic_id, result)
             info = await topics.delete_topic(name=name, topic_id=topic_id if name is None else None)
             result.update(name=info.name, topic_id=info.topic_id)
         except TopicError as err:
             result.update(error_code=int(err.code), error_message=err.message)
         results.append(result)
     return {"throttle_time_ms": 0, "responses": results}
+
+
+def _check_deletable(ctx, topics, name: str | None, topic_id: uuid.UUID, result: dict) -> None:
+    def may(operation: AclOperation, topic: str) -> bool:
+        return ctx.authorize(operation, ResourceType.TOPIC, topic)
+
+    denied = TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+    if name is not None:
+        if not may(AclOperation.DESCRIBE, name):
+            raise denied  # whether the topic exists is not disclosed
+        if topics.registry.get(name) is not None and not may(AclOperation.DELETE, name):
+            raise denied
+        return
+    info = topics.registry.by_id(topic_id)
+    if info is not None and not may(AclOperation.DELETE, info.name):
+        if may(AclOperation.DESCRIBE, info.name):
+            result["name"] = info.name
+        raise denied
 
 
 async def handle_create_partitions(ctx, req) -> dict:
@@ -94,6 +125,9 @@ async def handle_create_partitions(ctx, req) -> dict:
     for topic in req.topics:
         result = {"name": topic.name, "error_code": 0, "error_message": None}
         results.append(result)
+        if not ctx.authorize(AclOperation.ALTER, ResourceType.TOPIC, topic.name):
+            result.update(error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            continue
         try:
             _info, added = topics.plan_partitions(topic.name, topic.count, topic.assignments)
             planned.append((result, topic.name, topic.count, added))

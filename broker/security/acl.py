@@ -73,6 +73,15 @@ class PermissionType(_Coded):
     ALLOW = 3
 
 
+# Kafka's authorization error per resource type, with Errors' default message (sent where Kafka sends it).
+AUTHORIZATION_ERRORS = {
+    2: (29, "Topic authorization failed."),  # TOPIC: TOPIC_AUTHORIZATION_FAILED
+    3: (30, "Group authorization failed."),  # GROUP: GROUP_AUTHORIZATION_FAILED
+    4: (31, "Cluster authorization failed."),  # CLUSTER: CLUSTER_AUTHORIZATION_FAILED
+    5: (53, "Transactional Id authorization failed."),  # TRANSACTIONAL_ID
+}
+
+
 class AclError(ValueError):
     """An ACL or filter that Kafka refuses with INVALID_REQUEST; str(self) is Kafka's message."""
 

@@ -58,6 +58,26 @@ class Result:
     deleted: tuple[AclBinding, ...] = ()
 
 
+_SUPPORTED_OPERATIONS = {
+    ResourceType.TOPIC: (AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DESCRIBE,
+                         AclOperation.DELETE, AclOperation.ALTER, AclOperation.DESCRIBE_CONFIGS,
+                         AclOperation.ALTER_CONFIGS),
+    ResourceType.GROUP: (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE, AclOperation.DESCRIBE_CONFIGS,
+                         AclOperation.ALTER_CONFIGS),
+    ResourceType.CLUSTER: (AclOperation.CREATE, AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE_CONFIGS,
+                           AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER,
+                           AclOperation.DESCRIBE),
+    ResourceType.TRANSACTIONAL_ID: (AclOperation.DESCRIBE, AclOperation.WRITE, AclOperation.TWO_PHASE_COMMIT),
+    ResourceType.DELEGATION_TOKEN: (AclOperation.DESCRIBE,),
+    ResourceType.USER: (AclOperation.CREATE_TOKENS, AclOperation.DESCRIBE_TOKENS),
+}
+
+
+def supported_operations(resource_type: ResourceType) -> tuple[AclOperation, ...]:
+    """The operations that mean something for a resource type (Kafka's AclEntry.supportedOperations)."""
+    return _SUPPORTED_OPERATIONS[resource_type]
+
+
 def parse_super_users(value: str | None) -> frozenset[str]:
     """`super.users`: principals separated by semicolons (`User:admin;User:ops`)."""
     return frozenset(p.strip() for p in (value or "").split(";") if p.strip())

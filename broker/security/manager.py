@@ -79,11 +79,13 @@ class SecurityManager:
             self.acls.apply(record_type, value)
 
     # --- authorization ---------------------------------------------------------------------------------------
-    def authorize(self, connection, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+    def authorize(self, connection, operation: AclOperation, resource_type: ResourceType, name: str,
+                  audit: bool = True) -> bool:
+        """`audit=False` for questions that grant nothing (authorized-operations fields): denials are not logged."""
         if not self.enforcing:
             return True
         allowed = self.acls.authorize(connection.principal, connection.host, operation, resource_type, name)
-        if not allowed:
+        if not allowed and audit:
             log.info("authorization denied", principal=connection.principal, host=connection.host,
                      operation=operation.name, resource_type=resource_type.name, resource=name)
         return allowed

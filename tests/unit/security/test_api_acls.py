@@ -1,0 +1,32 @@
+"""No API is served without a line in the authorization table (broker.security.api_acls)."""
+
+from __future__ import annotations
+
+import importlib
+
+from broker import handlers
+from broker.security.api_acls import API_ACLS
+from protocol import schema
+
+
+def served_api_keys() -> dict[int, str]:
+    out = {}
+    for name in handlers.MODULES:
+        module = importlib.import_module(f"broker.handlers.{name}")
+        for api_key in module.HANDLERS:
+            out[api_key] = f"{name}: {schema.api_specs()[api_key].name}"
+    return out
+
+
+def test_every_served_api_has_an_authorization_entry() -> None:
+    missing = {k: v for k, v in served_api_keys().items() if k not in API_ACLS}
+    assert not missing, (
+        f"APIs without an entry in broker/security/api_acls.py: {missing}. Check Kafka's KafkaApis for the ACLs "
+        "the API needs, call ctx.authorize() in the handler as Kafka does, add the entry and a refused request in "
+        "tests/integration/test_authorization.py.")
+
+
+def test_entries_are_consistent() -> None:
+    for api_key, entry in API_ACLS.items():
+        assert bool(entry.checks) or entry.denied is None, api_key
+        assert entry.note, api_key
