@@ -19,6 +19,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="set a property, after the file (repeatable)")
     parser.add_argument("--port-file", metavar="PATH", help="write the bound port here once listening")
+    parser.add_argument("--add-scram", action="append", default=[], metavar="MECHANISM=[name=U,password=P]",
+                        help="create a SCRAM credential at start unless the user already has one for the mechanism "
+                             "(as kafka-storage format --add-scram; repeatable)")
     parser.add_argument("--log-level", choices=broker_logging.LEVELS, help="default: $SHOAL_LOG_LEVEL or info")
     parser.add_argument("--log-format", choices=("json", "console"), help="default: console on a TTY, else json")
     return parser.parse_args(argv)
@@ -28,6 +31,7 @@ async def serve(args: argparse.Namespace) -> int:
     from broker.app import Broker  # noqa: PLC0415 - after logging is configured
     from broker.cluster.journal import JournalError  # noqa: PLC0415
     from broker.log.segment import LogCorruptionError  # noqa: PLC0415
+    from broker.security.manager import parse_add_scram  # noqa: PLC0415
 
     log = structlog.get_logger("broker")
     try:
@@ -35,7 +39,12 @@ async def serve(args: argparse.Namespace) -> int:
     except ConfigError as err:
         log.error("invalid configuration", error=str(err))
         return 2
-    broker = Broker(config, port_file=args.port_file)
+    try:
+        scram = [parse_add_scram(text) for text in args.add_scram]
+    except ConfigError as err:
+        log.error("invalid --add-scram", error=str(err))
+        return 2
+    broker = Broker(config, port_file=args.port_file, add_scram=scram)
     loop = asyncio.get_running_loop()
     broker_logging.install_asyncio_handler(loop)
     stop = asyncio.Event()

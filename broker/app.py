@@ -46,9 +46,11 @@ def advertised_host(host: str) -> str:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, *, port_file: str | os.PathLike | None = None) -> None:
+    def __init__(self, config: BrokerConfig, *, port_file: str | os.PathLike | None = None,
+                 add_scram: list | None = None) -> None:
         self.config = config
         self.port_file = Path(port_file) if port_file is not None else None
+        self._add_scram = list(add_scram or ())  # (mechanism, user, password, iterations) to create at start
         self.node_id = config.node_id
         self.cluster_id: str = ""
         self.node: Node | None = None  # as advertised on the first advertised listener
@@ -100,6 +102,7 @@ class Broker:
 
         security = self.add_component("security", SecurityManager(config, journal))
         await asyncio.to_thread(security.load)
+        security.add_missing_scram(self._add_scram)
         await topics.ensure_internal_topics({
             "__consumer_offsets": config.get("offsets.topic.num.partitions"),
             "__share_group_state": config.get("share.coordinator.state.topic.num.partitions"),

@@ -10,6 +10,7 @@ SECURITY_DISABLED), so turning the authorizer on later finds them.
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 import structlog
@@ -31,13 +32,46 @@ from broker.security.credentials import (
 from broker.security.jaas import JaasError, plain_users
 from broker.security.plain import PlainServer
 from broker.security.sasl import SaslAuthenticator
-from broker.security.scram import MECHANISMS, ScramServer
+from broker.security.scram import MECHANISMS, ScramCredential, ScramServer
 from broker.server import ListenerSecurity
 
 log = structlog.get_logger(__name__)
 
 _CREDENTIAL_RECORDS = (USER_SCRAM_CREDENTIAL_RECORD, REMOVE_USER_SCRAM_CREDENTIAL_RECORD)
 _ACL_RECORDS = (ACCESS_CONTROL_ENTRY_RECORD, REMOVE_ACCESS_CONTROL_ENTRY_RECORD)
+
+
+_SCRAM_FIELD = re.compile(r'\s*(?P<key>[A-Za-z]+)=(?:"(?P<quoted>(?:[^"\\]|\\.)*)"|(?P<bare>[^,]*))\s*(?:,|$)')
+_ADD_SCRAM = re.compile(r"^(?P<mechanism>[A-Z0-9-]+)=\[(?P<body>.*)\]$", re.S)
+
+
+def parse_add_scram(text: str) -> tuple[str, str, str, int]:
+    """`SCRAM-SHA-256=[name=alice,password=alice-secret(,iterations=8192)]` (kafka-storage's --add-scram syntax;
+    quotes around values are allowed) -> (mechanism, user, password, iterations)."""
+    match = _ADD_SCRAM.match(text.strip())
+    if match is None or match["mechanism"] not in MECHANISMS:
+        raise ConfigError(f"{text!r} is not MECHANISM=[name=...,password=...] with mechanism "
+                          f"{' or '.join(MECHANISMS)}")
+    fields: dict[str, str] = {}
+    body = match["body"]
+    pos = 0
+    while pos < len(body):
+        item = _SCRAM_FIELD.match(body, pos)
+        if item is None:
+            raise ConfigError(f"cannot read {body[pos:]!r} in {text!r}: expected key=value")
+        value = item["quoted"]
+        fields[item["key"]] = re.sub(r'\\(.)', r"\1", value) if value is not None else item["bare"].strip()
+        pos = item.end()
+    mechanism = MECHANISMS[match["mechanism"]]
+    if not fields.get("name") or not fields.get("password"):
+        raise ConfigError(f"{text!r} needs name= and password=")
+    try:
+        iterations = int(fields.get("iterations", mechanism.min_iterations))
+    except ValueError:
+        raise ConfigError(f"iterations in {text!r} is not a number") from None
+    if not mechanism.min_iterations <= iterations <= mechanism.max_iterations:
+        raise ConfigError(f"iterations must be between {mechanism.min_iterations} and {mechanism.max_iterations}")
+    return mechanism.name, fields["name"], fields["password"], iterations
 
 
 class SecurityManager:
@@ -77,6 +111,21 @@ class SecurityManager:
             self.credentials.apply(record_type, value)
         elif record_type in _ACL_RECORDS:
             self.acls.apply(record_type, value)
+
+    def add_missing_scram(self, entries: list[tuple[str, str, str, int]]) -> None:
+        """Start-up credentials (--add-scram): created only for a user without one for that mechanism, so a
+        password changed later with AlterUserScramCredentials is not reset by the next start."""
+        records: list[tuple[int, dict]] = []
+        for mechanism, user, password, iterations in entries:
+            scram = MECHANISMS[mechanism]
+            if self.credentials.lookup(scram, user) is not None:
+                continue
+            credential = ScramCredential.from_password(scram, password, iterations)
+            records.append((USER_SCRAM_CREDENTIAL_RECORD, {
+                "name": user, "mechanism": scram.type, "salt": credential.salt, "stored_key": credential.stored_key,
+                "server_key": credential.server_key, "iterations": iterations}))
+            log.info("SCRAM credential created", user=user, mechanism=mechanism)
+        self.commit(records)
 
     # --- authorization ---------------------------------------------------------------------------------------
     def authorize(self, connection, operation: AclOperation, resource_type: ResourceType, name: str,

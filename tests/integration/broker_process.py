@@ -26,7 +26,8 @@ REPO = Path(__file__).resolve().parents[2]
 class BrokerProcess:
     def __init__(self, data_dir: Path, log_path: Path, *, overrides: dict[str, str] | None = None,
                  start_timeout: float = 30.0, python: str | None = None, program: list[str] | None = None,
-                 cwd: Path | None = None, max_open_files: int | None = None) -> None:
+                 cwd: Path | None = None, max_open_files: int | None = None,
+                 extra_args: list[str] | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.log_path = Path(log_path)
         self.port_file = self.data_dir.parent / f"{self.data_dir.name}.port"
@@ -37,6 +38,7 @@ class BrokerProcess:
         # What to run instead of `python -m broker` (e.g. an installed `shoal-broker` script) and where.
         self.program = program
         self.cwd = cwd or REPO
+        self.extra_args = list(extra_args or ())  # e.g. ["--add-scram", "SCRAM-SHA-512=[name=admin,password=x]"]
         self.port: int | None = None
         self.ports: dict[str, int] = {}
         self.proc: subprocess.Popen | None = None
@@ -56,6 +58,7 @@ class BrokerProcess:
         cmd += ["--port-file", str(self.port_file), "--log-format", "json"]
         for key, value in props.items():
             cmd += ["--override", f"{key}={value}"]
+        cmd += self.extra_args
         return cmd
 
     def start(self) -> BrokerProcess:

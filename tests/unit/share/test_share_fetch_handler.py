@@ -56,7 +56,9 @@ def make(tmp_path, store, partitions: int = 2):
 
 
 def ctx(broker, version: int = 1):
-    return SimpleNamespace(broker=broker, node=broker.node, api_version=version, connection=SimpleNamespace(id=1))
+    # No authorizer: every ACL check passes (RequestContext.authorize without a security component).
+    return SimpleNamespace(broker=broker, node=broker.node, api_version=version, connection=SimpleNamespace(id=1),
+                           authorize=lambda *_args: True)
 
 
 def request(api_key: int, body: dict, version: int = 1):
