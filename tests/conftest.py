@@ -20,8 +20,9 @@ def _python() -> str:
     return str(VENV_PYTHON) if VENV_PYTHON.exists() else sys.executable
 
 
-def _start(tmp: Path, overrides: dict[str, str] | None = None) -> BrokerProcess:
-    proc = BrokerProcess(tmp / "data", tmp / "broker.log", overrides=overrides, python=_python())
+def _start(tmp: Path, overrides: dict[str, str] | None = None, extra_args: list[str] | None = None) -> BrokerProcess:
+    proc = BrokerProcess(tmp / "data", tmp / "broker.log", overrides=overrides, python=_python(),
+                         extra_args=extra_args)
     return proc.start()
 
 
@@ -48,8 +49,8 @@ def broker_factory(tmp_path: Path):
     """Start brokers with extra overrides: `broker_factory({"num.partitions": "3"})`."""
     started: list[BrokerProcess] = []
 
-    def make(overrides: dict[str, str] | None = None) -> BrokerProcess:
-        proc = _start(tmp_path / f"b{len(started)}", overrides)
+    def make(overrides: dict[str, str] | None = None, extra_args: list[str] | None = None) -> BrokerProcess:
+        proc = _start(tmp_path / f"b{len(started)}", overrides, extra_args)
         started.append(proc)
         return proc
 

@@ -21,6 +21,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
+from tests.integration.raw_client import RawClient
 from tests.integration.tls_material import make_tls_files
 
 pytestmark = pytest.mark.integration
@@ -186,3 +187,37 @@ def test_metadata_hides_topics_without_describe(secured):
     for name in ("payments", "nope"):
         md = client.list_topics(topic=name, timeout=30).topics[name]
         assert md.error is not None and md.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_list_groups_shows_only_describable_groups(broker_factory, tmp_path):
+    """ListGroups: every group with DESCRIBE on the cluster, else only the groups the client may DESCRIBE."""
+    tls = make_tls_files(tmp_path / "tls")
+    broker = broker_factory({**SECURED, "super.users": "User:admin", "ssl.keystore.location": str(tls.broker_keystore)},
+                            ["--add-scram", "SCRAM-SHA-512=[name=admin,password=admin-secret]"])
+    with RawClient(broker.ports["PLAINTEXT"]) as raw:
+        served = {k.api_key: k.max_version for k in raw.call(18, 3, {"client_software_name": "t",
+                                                                    "client_software_version": "1"}).api_keys}
+    if 16 not in served:
+        pytest.skip("ListGroups is not served yet (consumer-group APIs, issue 9)")
+    admin_config = client_config(broker, tls, "admin")
+    admin_config["sasl.password"] = "admin-secret"
+    admin = AdminClient(admin_config)
+    for topic in admin.create_topics([NewTopic("lg", 1)]).values():
+        topic.result(timeout=30)
+    for group in ("visible", "hidden"):  # share groups, created by a member's first heartbeat
+        consumer = ShareConsumer({**admin_config, "group.id": group})
+        consumer.subscribe(["lg"])
+        consumer.poll(1.0)
+        consumer.close()
+
+    def listed() -> set[str]:
+        with RawClient(broker.ports["PLAINTEXT"]) as raw:  # User:ANONYMOUS
+            answer = raw.call(16, served[16], {"states_filter": [], "types_filter": []})
+        assert answer.error_code == 0
+        return {g.group_id for g in answer.groups}
+
+    assert listed() == set()
+    allow(admin, "ANONYMOUS", ResourceType.GROUP, "visible", AclOperation.DESCRIBE)
+    assert listed() == {"visible"}
+    allow(admin, "ANONYMOUS", ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE)
+    assert listed() == {"visible", "hidden"}

@@ -12,6 +12,7 @@ import pytest
 
 from broker.security.api_acls import API_ACLS
 from protocol import schema
+from protocol.codec import request_codec
 from tests.integration.raw_client import RawClient
 
 pytestmark = pytest.mark.integration
@@ -30,7 +31,8 @@ REQUESTS: dict[int, dict] = {
     3: {"topics": [{"name": "t"}], "allow_auto_topic_creation": True},
     8: {"group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "",
         "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 1}]}]},
-    9: {"group_id": "g", "topics": None, "groups": [{"group_id": "g", "topics": None}]},
+    9: {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [0]}],
+        "groups": [{"group_id": "g", "topics": [{"name": "t", "topic_id": TOPIC_ID, "partition_indexes": [0]}]}]},
     10: {"key": "g", "key_type": 0, "coordinator_keys": ["g"]},
     11: {"group_id": "g", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
          "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]},
@@ -91,6 +93,16 @@ def error_codes(value) -> set[int]:
         for item in value:
             found |= error_codes(item)
     return found
+
+
+@pytest.mark.parametrize("api_key", sorted(REQUESTS))
+def test_requests_fit_the_schema(api_key):
+    """Each request names only fields of its API (a misspelt field would silently take its default)."""
+    spec = schema.api_specs()[api_key]
+    fields = {f.key for f in schema.request_message(api_key).struct.fields}
+    assert set(REQUESTS[api_key]) <= fields, set(REQUESTS[api_key]) - fields
+    for version in range(spec.min_version, spec.max_version + 1):
+        request_codec(api_key, version).encode(REQUESTS[api_key])
 
 
 @pytest.fixture(scope="module")
