@@ -104,7 +104,7 @@ def _check_deletable(ctx, topics, name: str | None, topic_id: uuid.UUID, result:
     def may(operation: AclOperation, topic: str) -> bool:
         return ctx.authorize(operation, ResourceType.TOPIC, topic)
 
-    denied = TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+    denied = TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
     if name is not None:
         if not may(AclOperation.DESCRIBE, name):
             raise denied  # whether the topic exists is not disclosed

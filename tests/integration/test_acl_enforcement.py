@@ -13,6 +13,7 @@ from confluent_kafka.admin import (
     AclOperation,
     AclPermissionType,
     AdminClient,
+    ConfigResource,
     NewTopic,
     ResourcePatternType,
     ResourceType,
@@ -221,3 +222,30 @@ def test_list_groups_shows_only_describable_groups(broker_factory, tmp_path):
     assert listed() == {"visible"}
     allow(admin, "ANONYMOUS", ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE)
     assert listed() == {"visible", "hidden"}
+
+
+def test_topic_admin_with_prefixed_acls(secured):
+    broker, admin, tls = secured
+    alice = AdminClient(client_config(broker, tls, "alice"))
+    bindings = [AclBinding(ResourceType.TOPIC, "alice-", ResourcePatternType.PREFIXED, "User:alice", "*", op,
+                           AclPermissionType.ALLOW) for op in (AclOperation.CREATE, AclOperation.DESCRIBE)]
+    for future in admin.create_acls(bindings).values():
+        future.result(timeout=30)
+
+    def code_of(future) -> int | None:
+        try:
+            future.result(timeout=30)
+        except KafkaException as err:
+            return err.args[0].code()
+        return None
+
+    created = alice.create_topics([NewTopic("alice-1", 1), NewTopic("bob-1", 1)])
+    assert code_of(created["alice-1"]) is None
+    assert code_of(created["bob-1"]) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert code_of(alice.delete_topics(["alice-1"])["alice-1"]) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    resource = ConfigResource(ResourceType.TOPIC, "alice-1")
+    assert code_of(alice.describe_configs([resource])[resource]) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    allow(admin, "alice", ResourceType.TOPIC, "alice-1", AclOperation.DELETE, AclOperation.DESCRIBE_CONFIGS)
+    assert code_of(alice.describe_configs([resource])[resource]) is None
+    assert code_of(alice.delete_topics(["alice-1"])["alice-1"]) is None
+    assert "alice-1" not in admin.list_topics(timeout=30).topics

@@ -201,3 +201,48 @@ def test_librdkafka_reauthenticates_within_the_session_lifetime(broker_factory, 
     log = broker.log_path.read_text()
     assert log.count('"re-authenticated"') >= 2, "librdkafka should have re-authenticated"
     assert "SASL session expired" not in log
+
+
+def test_aiokafka_plain_and_scram_over_sasl_plaintext(broker_factory):
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka import TopicPartition as AioTopicPartition
+    from aiokafka.errors import KafkaConnectionError
+
+    broker = broker_factory({"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                             "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS})
+    add_scram_user(broker, "bob", "bob-pw")
+    bootstrap = f"127.0.0.1:{broker.ports['SASL_PLAINTEXT']}"
+
+    async def roundtrip(mechanism: str, user: str, password: str) -> list[bytes]:
+        auth = {"bootstrap_servers": bootstrap, "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mechanism,
+                "sasl_plain_username": user, "sasl_plain_password": password}
+        producer = AIOKafkaProducer(**auth)
+        await producer.start()
+        try:
+            await producer.send_and_wait("aio", mechanism.encode())
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(**auth, enable_auto_commit=False, auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            consumer.assign([AioTopicPartition("aio", 0)])
+            batches = await consumer.getmany(timeout_ms=10_000)
+        finally:
+            await consumer.stop()
+        return [m.value for ms in batches.values() for m in ms]
+
+    async def wrong_password() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, security_protocol="SASL_PLAINTEXT",
+                                    sasl_mechanism="PLAIN", sasl_plain_username="alice", sasl_plain_password="no")
+        try:
+            await producer.start()
+        finally:
+            await producer.stop()
+
+    assert asyncio.run(roundtrip("PLAIN", "alice", "alice-secret")) == [b"PLAIN"]
+    assert asyncio.run(roundtrip("SCRAM-SHA-256", "bob", "bob-pw")) == [b"PLAIN", b"SCRAM-SHA-256"]
+    with pytest.raises(KafkaConnectionError):
+        asyncio.run(wrong_password())
+    assert "Authentication failed: Invalid username or password" in broker.log_path.read_text()
