@@ -300,6 +300,8 @@ _DEFS = [
     ConfigDef("offsets.topic.replication.factor", "short", 1, at_least(1)),
     ConfigDef("offsets.topic.segment.bytes", "int", 104_857_600, at_least(1)),
     ConfigDef("offsets.retention.minutes", "int", 10_080, at_least(1)),
+    ConfigDef("offsets.retention.check.interval.ms", "long", 600_000, at_least(1)),
+    ConfigDef("offset.metadata.max.bytes", "int", 4096, at_least(0)),
     ConfigDef("share.coordinator.state.topic.num.partitions", "int", 50, at_least(1)),
     ConfigDef("share.coordinator.state.topic.replication.factor", "short", 1, at_least(1)),
     ConfigDef("share.coordinator.state.topic.segment.bytes", "int", 104_857_600, at_least(1)),

@@ -57,6 +57,7 @@ SERVED: dict[str, tuple[int, int] | None] = {
     "ListGroups": None,
     "DescribeGroups": None,
     "DeleteGroups": None,
+    "OffsetDelete": None,
     "DescribeTopicPartitions": None,
     "ListConfigResources": None,
     # Security (SASL, SCRAM credentials, ACLs): the spec's full range.
@@ -68,6 +69,10 @@ SERVED: dict[str, tuple[int, int] | None] = {
     "DescribeAcls": None,
     "DeleteAcls": None,
 }
+
+# Embedded "data" schemas: the consumer protocol's subscription and assignment inside JoinGroup/SyncGroup bytes
+# (the group coordinator reads subscribed topics and builds assignments for classic members of consumer groups).
+DATA: dict[str, tuple[int, int] | None] = {"ConsumerProtocolSubscription": None, "ConsumerProtocolAssignment": None}
 
 # Header schemas: request header v0 only served ControlledShutdown v0, which Kafka 4 removed.
 HEADERS: dict[str, tuple[int, int]] = {"RequestHeader": (1, 2), "ResponseHeader": (0, 1)}
@@ -345,6 +350,9 @@ def main(argv: list[str] | None = None) -> int:
             spec = load_spec(args.spec / "message" / f"{api}{kind}.json")
             write(messages / f"{api}{kind}.json", convert(spec, served))
             count += 1
+    for name, served in DATA.items():
+        write(messages / f"{name}.json", convert(load_spec(args.spec / "message" / f"{name}.json"), served))
+        count += 1
     for name, served in HEADERS.items():
         write(messages / f"{name}.json", convert(load_spec(args.spec / "message" / f"{name}.json"), served))
         count += 1

@@ -30,8 +30,10 @@ from broker.coordinator_log import AppendFailed, CoordinatorLog
 from broker.sharestate.keys import java_abs, java_string_hash
 from protocol.errors import ErrorCode
 
-from .coordinator import GroupCoordinator
+from .classic import ClassicConfig
+from .coordinator import GroupCoordinator, GroupCoordinatorConfig, OffsetsConfig
 from .records import Record, group_id_of
+from .result import GroupResult
 from .share_config import ShareGroupConfig
 from .share_coordinator_service import CoordinatorResult, InitializeRequest, ShareGroupCoordinator
 
@@ -60,16 +62,16 @@ class GroupCoordinatorRuntime:
         config = broker.config
         topics = broker.topics
         self.coordinator = GroupCoordinator(
+            coordinator_config(config),
             topic_info=self._topic_info,
             topic_name=lambda tid: (info.name if (info := topics.registry.by_id(tid)) is not None else None),
-            share_config=ShareGroupConfig(
-                session_timeout_ms=config.get("group.share.session.timeout.ms"),
-                heartbeat_interval_ms=config.get("group.share.heartbeat.interval.ms"),
-                max_size=config.get("group.share.max.size"),
-                initialize_retry_interval_ms=config.get("group.share.initialize.retry.interval.ms")))
+            any_topic=self._any_topic)
         self.share.group_timing = self._group_timing
+        # Parked JoinGroup/SyncGroup responses -> the answer they get if the coordinator must be rebuilt.
+        self._waiters: dict[asyncio.Future, dict[str, Any]] = {}
         self.loaded = False
         self._listeners: list[MemberRemovedListener] = []
+        self._deleted_listeners: list[Callable[[str], Any]] = []
         self._kick = asyncio.Event()
         self._init_tasks: dict[str, set[asyncio.Task]] = {}  # group id -> InitializeShareGroupState in flight
         self.share_enabled = bool(config.get("group.share.enable"))
@@ -94,9 +96,17 @@ class GroupCoordinatorRuntime:
             return None
         return info.topic_id, info.num_partitions
 
+    def _any_topic(self, name: str) -> tuple[UUID, int] | None:
+        info = self._broker.topics.registry.get(name)
+        return None if info is None else (info.topic_id, info.num_partitions)
+
     def add_member_removed_listener(self, fn: MemberRemovedListener) -> None:
         """`fn(group_id, member_id)` after a member left or was expired (durably); exceptions are logged."""
         self._listeners.append(fn)
+
+    def add_group_deleted_listener(self, fn: Callable[[str], Any]) -> None:
+        """`fn(group_id)` after DeleteGroups deleted a group (durably); exceptions are logged."""
+        self._deleted_listeners.append(fn)
 
     def partition_for(self, group_id: str) -> int:
         return group_partition(group_id, self.log.num_partitions)
@@ -104,13 +114,17 @@ class GroupCoordinatorRuntime:
     # --- lifecycle ---------------------------------------------------------------------------------------------
     async def start(self) -> None:
         started = time.monotonic()
+        self.coordinator.begin_load(self._clock())
         total = sum(self._replay_partition(p) for p in range(self.log.num_partitions))
-        self.coordinator.loaded(self._clock())
+        after_load = self.coordinator.loaded(self._clock())
         self.loaded = True
         log.info("groups loaded", partitions=self.log.num_partitions, records=total,
-                 share_groups=len(self.share.groups), skipped_records=self.coordinator.skipped_records,
-                 seconds=round(time.monotonic() - started, 3))
+                 classic_groups=len(self.coordinator.classic.groups), share_groups=len(self.share.groups),
+                 groups_with_offsets=len(self.coordinator.offsets.offsets),
+                 skipped_records=self.coordinator.skipped_records, seconds=round(time.monotonic() - started, 3))
         self._broker.spawn(self._expiry_loop(), "group-coordinator-timers")
+        if not after_load.empty:
+            self._broker.spawn(self._run(after_load), "group-coordinator-after-load")
 
     def _replay_partition(self, partition: int) -> int:
         return self.log.replay(partition, self.coordinator.replay)
@@ -121,9 +135,15 @@ class GroupCoordinatorRuntime:
         fresh = self.coordinator.fresh()
         fresh.share.group_timing = self._group_timing
         self.coordinator = fresh
+        fresh.begin_load(self._clock())
         for p in range(self.log.num_partitions):
             self._replay_partition(p)
         fresh.loaded(self._clock())
+        # Parked JoinGroup/SyncGroup requests belonged to the state just dropped: members rejoin.
+        waiters, self._waiters = self._waiters, {}
+        for fut, response in waiters.items():
+            if not fut.done():
+                fut.set_result(response)
 
     # --- writing -----------------------------------------------------------------------------------------------
     async def write(self, records: Sequence[Record], group_ids: Iterable[str] = ()) -> bool:
@@ -254,16 +274,167 @@ class GroupCoordinatorRuntime:
         if records:
             await self._write(records)
 
+    # --- results of the sans-IO coordinator ---------------------------------------------------------------------
+    def waiter(self, fallback: dict[str, Any]) -> asyncio.Future:
+        """A future for a parked response; `fallback` answers it if the coordinator is rebuilt meanwhile."""
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters[fut] = fallback
+        fut.add_done_callback(lambda f: self._waiters.pop(f, None))
+        return fut
+
+    async def _run(self, res: GroupResult, group_ids: Iterable[str] = ()) -> bool:
+        """Write the result's records (waiting for earlier writes of `group_ids` too), then release its parked
+        responses and run its after-write steps (whose own results are run the same way)."""
+        gids = [g for g in group_ids if g]
+        ok = True
+        if res.records or gids:
+            ok = await self._write(res.records, gids)
+        self._kick.set()  # timers may have been scheduled or cancelled: recompute the earliest deadline
+        for waiter, response in res.completions:
+            if ok:
+                _complete(waiter, response)
+            else:
+                _complete(waiter, self._waiters.get(waiter) or response)
+        for step in res.after_write:
+            follow = step(ok)
+            if follow is not None and not follow.empty:
+                await self._run(follow)
+        return ok
+
+    async def _serve(self, res: GroupResult, group_id: str, error: dict[str, Any]) -> dict[str, Any]:
+        """Run a result and return its response, or `error` if its records could not be written."""
+        ok = await self._run(res, [group_id])
+        return (res.response or {}) if ok else error
+
+    # --- classic groups ----------------------------------------------------------------------------------------
+    async def join_group(self, req: Mapping[str, Any], version: int, client_id: str, client_host: str
+                         ) -> dict[str, Any]:
+        fallback = {**_JOIN_ERROR, "member_id": req["member_id"]}
+        if not self.loaded:
+            return {**fallback, "error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)}
+        fut = self.waiter(fallback)
+        res = self.coordinator.join_group(req, version, self._clock(), fut, client_id=client_id,
+                                          client_host=client_host)
+        await self._run(res, [req["group_id"]])
+        return await fut
+
+    async def sync_group(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        if not self.loaded:
+            return {**_SYNC_ERROR, "error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)}
+        fut = self.waiter(dict(_SYNC_ERROR))
+        res = self.coordinator.sync_group(req, self._clock(), fut)
+        await self._run(res, [req["group_id"]])
+        return await fut
+
+    async def heartbeat(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        if not self.loaded:
+            return {"error_code": 0}  # Kafka answers heartbeats blindly while the group is loading
+        res = self.coordinator.heartbeat(req, self._clock())
+        return await self._serve(res, req["group_id"], {"error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE)})
+
+    async def leave_group(self, group_id: str, members: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        if not self.loaded:
+            return {"error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), "members": []}
+        res = self.coordinator.leave_group(group_id, members, self._clock())
+        return await self._serve(res, group_id, {"error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                                                 "members": []})
+
+    # --- offsets -----------------------------------------------------------------------------------------------
+    async def commit_offsets(self, req: Mapping[str, Any], version: int) -> dict[str, Any]:
+        if not self.loaded:
+            return _commit_error(req, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        res = self.coordinator.commit_offsets(req, version, self._clock())
+        return await self._serve(res, req["group_id"], _commit_error(req, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+
+    async def fetch_offsets(self, groups: Sequence[Mapping[str, Any]], version: int, require_stable: bool
+                            ) -> list[dict[str, Any]]:
+        """One answer per requested group (group_id, member_id, member_epoch, topics or None)."""
+        if not self.loaded:
+            return [{"group_id": g["group_id"], "topics": [], "error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)}
+                    for g in groups]
+        # Offsets whose records are still being written are not answered before they are durable.
+        await self.log.barrier(self.partition_for(g["group_id"]) for g in groups)
+        return [self.coordinator.fetch_offsets(g["group_id"], g["topics"], version, g.get("member_id"),
+                                               g.get("member_epoch", -1)) for g in groups]
+
+    async def delete_offsets(self, group_id: str, topics: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        if not self.loaded:
+            return {"error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), "topics": []}
+        res = self.coordinator.delete_offsets(group_id, topics)
+        return await self._serve(res, group_id, {"error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                                                 "topics": []})
+
+    # --- administration ----------------------------------------------------------------------------------------
+    async def list_groups(self, states: Iterable[str], types: Iterable[str]) -> tuple[int, list[dict[str, Any]]]:
+        if not self.loaded:
+            return int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), []
+        await self.log.barrier(range(self.log.num_partitions))
+        return 0, self.coordinator.list_groups(states, types)
+
+    async def describe_groups(self, group_ids: Sequence[str], version: int) -> list[dict[str, Any]]:
+        if not self.loaded:
+            return [{"group_id": g, "error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), "group_state": "",
+                     "protocol_type": "", "protocol_data": "", "members": []} for g in group_ids]
+        await self.log.barrier(self.partition_for(g) for g in group_ids)
+        return self.coordinator.describe_groups(group_ids, version)
+
+    async def delete_groups(self, group_ids: Sequence[str]) -> dict[str, int]:
+        """group id -> error code. A share group's share-partition state is deleted first (through the share
+        coordinator), then the group's tombstones are written."""
+        if not self.loaded:
+            return dict.fromkeys(group_ids, int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
+        plan = self.coordinator.plan_delete_groups(group_ids)
+        results = dict(plan.results)
+        deletable = []
+        for gid in plan.deletable:
+            code = await self._delete_share_state(gid, plan.share_partitions.get(gid, {}))
+            if code == ErrorCode.NONE:
+                deletable.append(gid)
+            else:
+                results[gid] = int(code)
+        if deletable:
+            res = self.coordinator.delete_groups(deletable)
+            ok = await self._run(res, deletable)
+            for gid, code in (res.response or {}).get("results", {}).items():
+                results[gid] = code if ok else int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+                if ok and code == 0:
+                    for fn in list(self._deleted_listeners):
+                        try:
+                            fn(gid)
+                        except Exception:  # noqa: BLE001 - one listener must not stop the others
+                            log.exception("group-deleted listener failed", group=gid)
+        return results
+
+    async def _delete_share_state(self, group_id: str, partitions: Mapping[UUID, frozenset[int]]) -> ErrorCode:
+        store = getattr(self._broker, "share_state", None)
+        if not partitions or store is None:
+            return ErrorCode.NONE
+        for tid, parts in partitions.items():
+            for p in sorted(parts):
+                if not store.has_state(group_id, tid, p):
+                    continue
+                try:
+                    result = await store.delete_state(group_id, tid, p)
+                except Exception:  # noqa: BLE001 - answered with an error code
+                    log.exception("share state delete failed", group=group_id, partition=p)
+                    return ErrorCode.UNKNOWN_SERVER_ERROR
+                code = ErrorCode(result.error_code)
+                if code not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                    return code
+        return ErrorCode.NONE
+
     # --- topic deletion ----------------------------------------------------------------------------------------
-    async def topics_deleted(self, topic_ids: Iterable[UUID]) -> None:
+    async def topics_deleted(self, topic_ids: Iterable[UUID], names: Iterable[str] = ()) -> None:
         records = self.share.topics_deleted(topic_ids)
         if records:
             await self._write(records)
+        for name in names:
+            await self._run(self.coordinator.topic_deleted(name))
 
     # --- session expiry ----------------------------------------------------------------------------------------
     async def _expiry_loop(self) -> None:
         while True:
-            deadline = self.share.next_deadline()
+            deadline = self.coordinator.next_deadline()
             wait_s = 3600.0 if deadline is None else max(0.0, (deadline - self._clock()) / 1000)
             self._kick.clear()
             if wait_s > 0:
@@ -279,9 +450,47 @@ class GroupCoordinatorRuntime:
                 await asyncio.sleep(1)
 
     async def expire_now(self) -> None:
-        res = self.share.expire_sessions(self._clock())
+        now = self._clock()
+        res = self.share.expire_sessions(now)
         if (res.records or res.removed_members) and await self._write(res.records):
             self._after(res)
+        await self._run(self.coordinator.tick(now))
+
+
+_JOIN_ERROR = {"error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "member_id": "", "generation_id": -1,
+               "protocol_type": None, "protocol_name": None, "leader": "", "skip_assignment": False, "members": []}
+_SYNC_ERROR = {"error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "assignment": b"", "protocol_type": None,
+               "protocol_name": None}
+
+
+def _complete(waiter: Any, response: dict[str, Any]) -> None:
+    if isinstance(waiter, asyncio.Future) and not waiter.done():
+        waiter.set_result(response)
+
+
+def _commit_error(req: Mapping[str, Any], code: ErrorCode) -> dict[str, Any]:
+    return {"topics": [{"name": t.get("name"), "topic_id": t.get("topic_id"), "partitions": [
+        {"partition_index": p["partition_index"], "error_code": int(code)} for p in t["partitions"]]}
+        for t in req["topics"]]}
+
+
+def coordinator_config(config: Any) -> GroupCoordinatorConfig:
+    """The group coordinator's settings from the broker config (Kafka's names)."""
+    return GroupCoordinatorConfig(
+        classic=ClassicConfig(
+            min_session_timeout_ms=config.get("group.min.session.timeout.ms"),
+            max_session_timeout_ms=config.get("group.max.session.timeout.ms"),
+            initial_rebalance_delay_ms=config.get("group.initial.rebalance.delay.ms"),
+            max_size=config.get("group.max.size")),
+        offsets=OffsetsConfig(
+            retention_ms=config.get("offsets.retention.minutes") * 60_000,
+            retention_check_interval_ms=config.get("offsets.retention.check.interval.ms"),
+            metadata_max_bytes=config.get("offset.metadata.max.bytes")),
+        share=ShareGroupConfig(
+            session_timeout_ms=config.get("group.share.session.timeout.ms"),
+            heartbeat_interval_ms=config.get("group.share.heartbeat.interval.ms"),
+            max_size=config.get("group.share.max.size"),
+            initialize_retry_interval_ms=config.get("group.share.initialize.retry.interval.ms")))
 
 
 def build(broker: Any) -> GroupCoordinatorRuntime:
@@ -289,6 +498,6 @@ def build(broker: Any) -> GroupCoordinatorRuntime:
     `broker.share_groups` names the same object for the share-group code (not a second component)."""
     runtime = broker.add_component("group_coordinator", GroupCoordinatorRuntime(broker))
     broker.share_groups = runtime
-    broker.topics.on_delete(
-        lambda info: broker.spawn(runtime.topics_deleted([info.topic_id]), "group-coordinator-delete-topic"))
+    broker.topics.on_delete(lambda info: broker.spawn(runtime.topics_deleted([info.topic_id], [info.name]),
+                                                      "group-coordinator-delete-topic"))
     return runtime

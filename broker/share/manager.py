@@ -139,6 +139,8 @@ class SharePartitionManager:
         groups = getattr(self._broker, "share_groups", None)
         if groups is not None and hasattr(groups, "add_member_removed_listener"):
             groups.add_member_removed_listener(self.on_member_removed)
+        if groups is not None and hasattr(groups, "add_group_deleted_listener"):
+            groups.add_group_deleted_listener(self.on_group_deleted)
         self._broker.spawn(self._expiry_loop(), "share-lock-expiry")
         server = getattr(self._broker, "server", None)
         if server is not None and hasattr(server, "close_listeners"):
@@ -481,6 +483,12 @@ class SharePartitionManager:
         self.sessions.remove_member(group_id, member_id)
         self.session_closed(group_id, member_id)
         self._release_soon(group_id, member_id)
+
+    def on_group_deleted(self, group_id: str) -> None:
+        """The group coordinator deleted the (empty) share group and its share state: forget the loaded
+        share-partitions, so a new group of the same name starts from fresh state."""
+        for key in [k for k in self._partitions if k[0] == group_id]:
+            del self._partitions[key]
 
     def _release_soon(self, group: str, member: str) -> None:
         if self._closed:

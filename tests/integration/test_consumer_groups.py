@@ -1,0 +1,204 @@
+"""Consumer groups with real clients over TCP: confluent-kafka (classic protocol), kafka-python, aiokafka, kcat,
+members joining and leaving mid-stream, commits, and a kill -9 of the broker in between."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from confluent_kafka import Producer
+
+from tests.integration.group_members import Member, check_delivery, wait_until
+from tests.integration.test_confluent_roundtrip import create_topic
+from tests.integration.test_kcat import kcat
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 6
+
+
+class BackgroundProducer(threading.Thread):
+    """Produces keyed records in small rounds until stopped; remembers every delivered (partition, offset)."""
+
+    def __init__(self, bootstrap: str, topic: str, prefix: str) -> None:
+        super().__init__(daemon=True)
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 2})
+        self.topic, self.prefix = topic, prefix
+        self.delivered: set[tuple[int, int]] = set()
+        self.failed: list[str] = []
+        self._halt = threading.Event()
+
+    def _done(self, err, msg) -> None:
+        if err is None:
+            self.delivered.add((msg.partition(), msg.offset()))
+        else:
+            self.failed.append(str(err))
+
+    def run(self) -> None:
+        i = 0
+        while not self._halt.is_set():
+            for _ in range(50):
+                self.producer.produce(self.topic, key=f"{self.prefix}-{i}".encode(), value=b"x" * 100,
+                                      on_delivery=self._done)
+                i += 1
+            self.producer.flush(30)
+            self._halt.wait(0.02)  # a steady stream, not a burst
+        self.producer.flush(30)
+
+    def stop(self) -> set[tuple[int, int]]:
+        self._halt.set()
+        self.join(60)
+        assert not self.failed, self.failed[:3]
+        return set(self.delivered)
+
+
+def produce_batch(bootstrap: str, topic: str, n: int, prefix: str) -> set[tuple[int, int]]:
+    p = BackgroundProducer(bootstrap, topic, prefix)
+    for i in range(n):
+        p.producer.produce(topic, key=f"{prefix}-{i}".encode(), value=b"y", on_delivery=p._done)
+    assert p.producer.flush(60) == 0
+    assert not p.failed
+    return set(p.delivered)
+
+
+def covered(members: list[Member]) -> bool:
+    owned = [p for m in members for p in m.assigned]
+    return sorted(owned) == list(range(PARTITIONS))
+
+
+def consumed_all(members: list[Member], wanted: set[tuple[int, int]]) -> bool:
+    seen = {rec for m in members for rec in list(m.consumed)}
+    return wanted <= seen
+
+
+def run_membership_scenario(broker, protocol: str, group: str, topic: str) -> tuple[int, int]:
+    """3 members on 6 partitions, a 4th joins and one leaves while records flow, everyone commits and leaves,
+    the broker is killed (kill -9) and restarted, new members resume from the committed offsets."""
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    producer = BackgroundProducer(broker.bootstrap, topic, "a")
+    producer.start()
+    members = [Member(f"m{i}", broker.bootstrap, group, topic, protocol) for i in range(3)]
+    everyone = list(members)
+    for m in members:
+        m.start()
+    wait_until(lambda: covered(members) and all(len(m.assigned) == 2 for m in members), 60, "3 members x 2")
+    wait_until(lambda: sum(m.count() for m in members) >= 300, 60, "records flowing")
+    joiner = Member("m3", broker.bootstrap, group, topic, protocol)
+    everyone.append(joiner)
+    joiner.start()
+    members.append(joiner)
+    wait_until(lambda: covered(members) and all(m.assigned for m in members), 60, "the 4th member assigned")
+    leaver = members.pop(0)
+    leaver.stop()
+    wait_until(lambda: covered(members), 60, "the leaver's partitions reassigned")
+    produced = producer.stop()
+    wait_until(lambda: consumed_all(members + [leaver], produced), 60, "every record consumed")
+    for m in members:
+        m.stop()
+    # The group is empty and its offsets are committed; a hard kill must not lose them.
+    broker.kill9()
+    broker.start()
+    more = produce_batch(broker.bootstrap, topic, 600, "b")
+    produced |= more
+    resumed = [Member(f"r{i}", broker.bootstrap, group, topic, protocol) for i in range(2)]
+    everyone += resumed
+    for m in resumed:
+        m.start()
+    wait_until(lambda: consumed_all(resumed, more), 60, "records produced after the restart")
+    for m in resumed:
+        m.stop()
+    errors = [e for m in everyone for e in m.errors]
+    records, duplicates = check_delivery(produced, everyone)
+    # Members after the restart start exactly at the committed offsets: nothing from before is read again.
+    before = produced - more
+    assert not {rec for m in resumed for rec in m.consumed} & before, errors[:5]
+    return records, duplicates
+
+
+def test_classic_group_members_join_leave_commit_and_survive_kill9(broker):
+    records, _ = run_membership_scenario(broker, "classic", "cg-classic", "cg-classic-topic")
+    assert records > 900
+
+
+def test_kafka_python_group_consumer_commits_and_resumes(broker):
+    from kafka import KafkaConsumer
+
+    create_topic(broker.bootstrap, "kp-group", 3)
+    first = produce_batch(broker.bootstrap, "kp-group", 300, "a")
+
+    def consume(expect: set[tuple[int, int]]) -> set[tuple[int, int]]:
+        consumer = KafkaConsumer("kp-group", bootstrap_servers=broker.bootstrap, group_id="kp",
+                                 auto_offset_reset="earliest", enable_auto_commit=False, consumer_timeout_ms=20_000)
+        seen: set[tuple[int, int]] = set()
+        for msg in consumer:
+            seen.add((msg.partition, msg.offset))
+            if seen >= expect:
+                break
+        consumer.commit()
+        consumer.close()
+        return seen
+
+    assert consume(first) == first
+    second = produce_batch(broker.bootstrap, "kp-group", 200, "b")
+    assert consume(second) == second  # resumed from the committed offsets
+
+
+def test_aiokafka_group_consumer_commits_and_resumes(broker):
+    from aiokafka import AIOKafkaConsumer
+
+    create_topic(broker.bootstrap, "aio-group", 3)
+    first = produce_batch(broker.bootstrap, "aio-group", 300, "a")
+
+    async def consume(expect: set[tuple[int, int]]) -> set[tuple[int, int]]:
+        consumer = AIOKafkaConsumer("aio-group", bootstrap_servers=broker.bootstrap, group_id="aio",
+                                    auto_offset_reset="earliest", enable_auto_commit=False)
+        await consumer.start()
+        seen: set[tuple[int, int]] = set()
+        try:
+            async with asyncio.timeout(30):
+                while not seen >= expect:
+                    batch = await consumer.getmany(timeout_ms=500)
+                    for msgs in batch.values():
+                        seen |= {(m.partition, m.offset) for m in msgs}
+            await consumer.commit()
+        finally:
+            await consumer.stop()
+        return seen
+
+    assert asyncio.run(consume(first)) == first
+    second = produce_batch(broker.bootstrap, "aio-group", 200, "b")
+    assert asyncio.run(consume(second)) == second
+
+
+def test_kcat_group_consumer(broker):
+    create_topic(broker.bootstrap, "kcat-group", 3)
+    produced = produce_batch(broker.bootstrap, "kcat-group", 150, "a")
+    args = ("-b", broker.bootstrap, "-X", "auto.offset.reset=earliest", "-G", "kcat-g", "kcat-group", "-e",
+            "-f", "%p:%o\n")
+    out = kcat(*args)
+    assert out.returncode == 0, out.stderr.decode()
+    got = {tuple(map(int, line.split(":"))) for line in out.stdout.decode().split()}
+    assert got == produced
+    assert b"rebalanced" in out.stderr
+    # kcat commits what it consumed when it leaves: the same group reads only what came after.
+    more = produce_batch(broker.bootstrap, "kcat-group", 30, "b")
+    out = kcat(*args)
+    assert out.returncode == 0, out.stderr.decode()
+    assert {tuple(map(int, line.split(":"))) for line in out.stdout.decode().split()} == more
+
+
+def test_committed_offsets_survive_kill9(broker):
+    from confluent_kafka import Consumer, TopicPartition
+
+    create_topic(broker.bootstrap, "durable-offsets", 2)
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "durable", "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition("durable-offsets", 0, 7), TopicPartition("durable-offsets", 1, 9)],
+             asynchronous=False)
+    c.close()
+    broker.kill9()
+    broker.start()
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "durable", "enable.auto.commit": False})
+    got = c.committed([TopicPartition("durable-offsets", 0), TopicPartition("durable-offsets", 1)], timeout=30)
+    c.close()
+    assert [tp.offset for tp in got] == [7, 9]

@@ -1,0 +1,136 @@
+"""Every version we advertise of the classic group, offset and group admin APIs, over the wire with our codecs."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.groups.consumer_protocol import encode_assignment
+from protocol.codec import message_codec
+from protocol.errors import ErrorCode
+from tests.integration.raw_client import RawClient
+from tests.integration.test_confluent_roundtrip import create_topic
+from tests.integration.test_protocol_semantics import topic_id
+
+pytestmark = pytest.mark.integration
+
+OFFSET_COMMIT, OFFSET_FETCH, JOIN, HEARTBEAT, LEAVE, SYNC = 8, 9, 11, 12, 13, 14
+DESCRIBE, LIST, DELETE, OFFSET_DELETE = 15, 16, 42, 47
+E = ErrorCode
+
+
+def subscription(*topics: str) -> bytes:
+    return b"\x00\x00" + message_codec("ConsumerProtocolSubscription", 0).encode({"topics": list(topics)})
+
+
+def join(c: RawClient, v: int, group: str, member: str = "", instance: str | None = None):
+    return c.call(JOIN, v, {"group_id": group, "session_timeout_ms": 10_000, "rebalance_timeout_ms": 10_000,
+                            "member_id": member, "group_instance_id": instance, "protocol_type": "consumer",
+                            "protocols": [{"name": "range", "metadata": subscription("raw")}], "reason": "test"})
+
+
+@pytest.mark.parametrize("version", range(10))
+def test_join_sync_heartbeat_commit_leave_in_every_version(broker_module, version):
+    group = f"raw-g{version}"
+    sync_v, hb_v, leave_v = min(version, 5), min(version, 4), min(version, 5)
+    with RawClient(broker_module.port) as c:
+        if version == 0:
+            create_topic(broker_module.bootstrap, "raw", 2)
+        first = join(c, version, group)
+        if version >= 4:
+            assert first.error_code == E.MEMBER_ID_REQUIRED and first.member_id
+            first = join(c, version, group, first.member_id)
+        assert first.error_code == 0, first
+        mid = first.member_id
+        assert first.generation_id == 1 and first.leader == mid and first.protocol_name == "range"
+        assert [m.member_id for m in first.members] == [mid]
+        if version >= 7:
+            assert first.protocol_type == "consumer"
+        mine = encode_assignment({"raw": [0, 1]})
+        synced = c.call(SYNC, sync_v, {"group_id": group, "generation_id": 1, "member_id": mid,
+                                       "group_instance_id": None, "protocol_type": "consumer",
+                                       "protocol_name": "range", "assignments": [{"member_id": mid,
+                                                                                  "assignment": mine}]})
+        assert synced.error_code == 0 and synced.assignment == mine
+        if sync_v >= 5:
+            assert (synced.protocol_type, synced.protocol_name) == ("consumer", "range")
+        hb = c.call(HEARTBEAT, hb_v, {"group_id": group, "generation_id": 1, "member_id": mid,
+                                      "group_instance_id": None})
+        assert hb.error_code == 0
+        stale = c.call(HEARTBEAT, hb_v, {"group_id": group, "generation_id": 0, "member_id": mid,
+                                         "group_instance_id": None})
+        assert stale.error_code == E.ILLEGAL_GENERATION
+        leave = {"group_id": group, "member_id": mid,
+                 "members": [{"member_id": mid, "group_instance_id": None, "reason": "done"}]}
+        left = c.call(LEAVE, leave_v, leave)
+        assert left.error_code == 0
+        if leave_v >= 3:
+            assert [(m.member_id, m.error_code) for m in left.members] == [(mid, 0)]
+        again = c.call(LEAVE, leave_v, leave)
+        assert (again.error_code if leave_v < 3 else again.members[0].error_code) == E.UNKNOWN_MEMBER_ID
+
+
+@pytest.mark.parametrize("version", range(2, 11))
+def test_offset_commit_and_fetch_in_every_version(broker_module, version):
+    group = f"raw-o{version}"
+    with RawClient(broker_module.port) as c:
+        create_topic(broker_module.bootstrap, f"raw-o{version}", 2)
+        tid = topic_id(c, f"raw-o{version}")
+        topic = {"name": f"raw-o{version}", "topic_id": tid, "partitions": [
+            {"partition_index": 0, "committed_offset": 42, "committed_leader_epoch": 0, "committed_metadata": "m"},
+            {"partition_index": 5, "committed_offset": 1, "committed_leader_epoch": 0, "committed_metadata": None}]}
+        committed = c.call(OFFSET_COMMIT, version, {"group_id": group, "generation_id_or_member_epoch": -1,
+                                                    "member_id": "", "group_instance_id": None,
+                                                    "retention_time_ms": -1, "topics": [topic]})
+        [t] = committed.topics
+        assert [(p.partition_index, p.error_code) for p in t.partitions] == [(0, 0), (5, E.UNKNOWN_TOPIC_OR_PARTITION)]
+        assert (t.topic_id == tid) if version >= 10 else (t.name == f"raw-o{version}")
+        for fetch_v in {min(version, 10), 1, 7, 8}:
+            if fetch_v < 8:
+                body = {"group_id": group, "topics": [{"name": f"raw-o{version}", "partition_indexes": [0, 1]}]}
+                got = c.call(OFFSET_FETCH, fetch_v, body)
+                parts = got.topics[0].partitions
+            else:
+                req_topic = {"name": f"raw-o{version}", "topic_id": tid, "partition_indexes": [0, 1]}
+                got = c.call(OFFSET_FETCH, fetch_v, {"groups": [{"group_id": group, "member_id": None,
+                                                                 "member_epoch": -1, "topics": [req_topic]},
+                                                                {"group_id": "nobody", "topics": None}],
+                                                     "require_stable": True})
+                assert [g.group_id for g in got.groups] == [group, "nobody"]
+                assert got.groups[1].topics == [] and got.groups[1].error_code == 0
+                parts = got.groups[0].topics[0].partitions
+            assert [(p.committed_offset, p.metadata) for p in parts] == [(42, "m"), (-1, "")]
+        every = c.call(OFFSET_FETCH, 7, {"group_id": group, "topics": None})
+        assert [(t.name, [p.partition_index for p in t.partitions]) for t in every.topics] == [
+            (f"raw-o{version}", [0])]
+
+
+def test_list_describe_delete_and_offset_delete_in_every_version(broker_module):
+    with RawClient(broker_module.port) as c:
+        create_topic(broker_module.bootstrap, "raw-admin", 1)
+        body = {"group_id": "raw-adm", "generation_id_or_member_epoch": -1, "member_id": "", "topics": [
+            {"name": "raw-admin", "partitions": [{"partition_index": 0, "committed_offset": 3,
+                                                  "committed_metadata": ""}]}]}
+        assert c.call(OFFSET_COMMIT, 8, body).topics[0].partitions[0].error_code == 0
+        for v in range(6):
+            listed = c.call(LIST, v, {"states_filter": ["empty"], "types_filter": ["classic"]})
+            assert listed.error_code == 0
+            entry = next(g for g in listed.groups if g.group_id == "raw-adm")
+            assert entry.protocol_type == ""
+            if v >= 4:
+                assert entry.group_state == "Empty"
+            if v >= 5:
+                assert entry.group_type == "classic"
+        for v in range(7):
+            described = c.call(DESCRIBE, v, {"groups": ["raw-adm", "raw-absent"],
+                                             "include_authorized_operations": True})
+            assert [(g.group_id, g.group_state) for g in described.groups] == [("raw-adm", "Empty"),
+                                                                               ("raw-absent", "Dead")]
+            assert described.groups[1].error_code == (E.GROUP_ID_NOT_FOUND if v >= 6 else 0)
+        gone = c.call(OFFSET_DELETE, 0, {"group_id": "raw-adm", "topics": [
+            {"name": "raw-admin", "partitions": [{"partition_index": 0}]}]})
+        assert gone.error_code == 0 and gone.topics[0].partitions[0].error_code == 0
+        for v in range(4):
+            deleted = c.call(DELETE, v, {"groups_names": [f"raw-del{v}"]})
+            assert deleted.results[0].error_code == E.GROUP_ID_NOT_FOUND
+        deleted = c.call(DELETE, 3, {"groups_names": ["raw-adm"]})
+        assert deleted.results[0].error_code == 0

@@ -1,0 +1,105 @@
+"""Harness for the sans-IO group coordinator: a topic table, deterministic member ids and request builders."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from typing import Any
+
+from broker.groups import consumer_protocol
+from broker.groups.classic import ClassicConfig
+from broker.groups.coordinator import GroupCoordinator, GroupCoordinatorConfig, OffsetsConfig
+from broker.groups.result import GroupResult
+from protocol.codec import message_codec
+
+
+class Topics:
+    def __init__(self) -> None:
+        self.by_name: dict[str, tuple[uuid.UUID, int]] = {}
+
+    def create(self, name: str, partitions: int) -> uuid.UUID:
+        tid = uuid.uuid5(uuid.NAMESPACE_OID, f"{name}-{len(self.by_name)}")
+        self.by_name[name] = (tid, partitions)
+        return tid
+
+    def get(self, name: str) -> tuple[uuid.UUID, int] | None:
+        return self.by_name.get(name)
+
+    def name_of(self, tid: uuid.UUID) -> str | None:
+        return next((n for n, (t, _) in self.by_name.items() if t == tid), None)
+
+
+def make(topics: Topics | None = None, **classic: Any) -> GroupCoordinator:
+    topics = topics or Topics()
+    offsets = classic.pop("offsets", OffsetsConfig())
+    counter = itertools.count()
+    return GroupCoordinator(
+        GroupCoordinatorConfig(classic=ClassicConfig(**classic), offsets=offsets),
+        topic_info=topics.get, topic_name=topics.name_of,
+        new_member_id=lambda client_id, instance_id: f"{instance_id or client_id}-{next(counter)}")
+
+
+def subscription(*topics: str) -> bytes:
+    body = message_codec("ConsumerProtocolSubscription", 0).encode({"topics": list(topics), "user_data": None})
+    return b"\x00\x00" + body
+
+
+def join_req(member: str = "", *, group: str = "g", session: int = 10_000, rebalance: int = 30_000,
+             instance: str | None = None, protocols: list[tuple[str, bytes]] | None = None,
+             protocol_type: str = "consumer") -> dict[str, Any]:
+    protocols = protocols if protocols is not None else [("range", subscription("t"))]
+    return {"group_id": group, "session_timeout_ms": session, "rebalance_timeout_ms": rebalance,
+            "member_id": member, "group_instance_id": instance, "protocol_type": protocol_type,
+            "protocols": [{"name": n, "metadata": m} for n, m in protocols], "reason": None}
+
+
+def sync_req(member: str, generation: int, assignments: dict[str, bytes] | None = None, *, group: str = "g",
+             instance: str | None = None) -> dict[str, Any]:
+    return {"group_id": group, "generation_id": generation, "member_id": member, "group_instance_id": instance,
+            "protocol_type": None, "protocol_name": None,
+            "assignments": [{"member_id": m, "assignment": a} for m, a in (assignments or {}).items()]}
+
+
+def hb_req(member: str, generation: int, *, group: str = "g", instance: str | None = None) -> dict[str, Any]:
+    return {"group_id": group, "generation_id": generation, "member_id": member, "group_instance_id": instance}
+
+
+def assignment(**topics: list[int]) -> bytes:
+    return consumer_protocol.encode_assignment(topics)
+
+
+class Waiters:
+    """Collect the parked responses a result releases (all results pass through `run`)."""
+
+    def __init__(self, gc: GroupCoordinator) -> None:
+        self.gc = gc
+        self.answers: dict[str, dict[str, Any]] = {}
+        self.records: list = []
+        self.counter = itertools.count()
+
+    def run(self, res: GroupResult, ok: bool = True) -> GroupResult:
+        self.records += res.records
+        for waiter, response in res.completions:
+            assert waiter not in self.answers, f"{waiter} answered twice"
+            self.answers[waiter] = response
+        for step in res.after_write:
+            follow = step(ok)
+            if follow is not None:
+                self.run(follow, ok)
+        return res
+
+    def new(self, prefix: str) -> str:
+        return f"{prefix}#{next(self.counter)}"
+
+    def join(self, req: dict[str, Any], now: int, version: int = 9, client_id: str = "c") -> str:
+        waiter = self.new("join")
+        self.run(self.gc.join_group(req, version, now, waiter, client_id=client_id, client_host="/127.0.0.1"))
+        return waiter
+
+    def sync(self, req: dict[str, Any], now: int) -> str:
+        waiter = self.new("sync")
+        self.run(self.gc.sync_group(req, now, waiter))
+        return waiter
+
+    def tick(self, now: int) -> GroupResult:
+        return self.run(self.gc.tick(now))
