@@ -349,8 +349,8 @@ class ShareGroupMember:
                 last = err
         raise ConnectionLost(f"no bootstrap server reachable: {last}")
 
-    def _refresh_metadata(self) -> None:
-        """Topics, partition leaders and brokers from Metadata; kept as they were if no broker answers."""
+    def _refresh_metadata(self) -> bool:
+        """Topics, partition leaders and brokers from Metadata; kept as they were (False) if no broker answers."""
         try:
             conn = self._any_connection()
             try:
@@ -362,7 +362,7 @@ class ShareGroupMember:
                     conn.close()
         except ConnectionLost as err:
             log.info("share group %s: metadata refresh failed: %s", self.group_id, err)
-            return
+            return False
         self._nodes = {b.node_id: (b.host, b.port) for b in resp.brokers}
         by_id, by_name = {}, {}
         for t in resp.topics:
@@ -372,6 +372,7 @@ class ShareGroupMember:
             by_id[t.topic_id] = topic
             by_name[t.name] = topic
         self._topics_by_id, self._topics_by_name = by_id, by_name
+        return True
 
     def _leader(self, tp: TopicIdPartition) -> int | None:
         topic = self._topics_by_id.get(tp.topic_id)
@@ -570,7 +571,8 @@ class ShareGroupMember:
     def end_offsets(self) -> dict[TopicIdPartition, int]:
         """Log end offset of every partition of the subscribed topics (ListOffsets, latest)."""
         with self._lock:
-            self._refresh_metadata()
+            if not self._refresh_metadata():
+                raise ConnectionLost("no broker answered the Metadata request")
             out: dict[TopicIdPartition, int] = {}
             by_node: dict[int, list[tuple[_Topic, int]]] = {}
             for topic in self._topics_by_name.values():

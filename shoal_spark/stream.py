@@ -38,7 +38,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from shoal_client import ACCEPT, RELEASE, RENEW, Acquired, ShareGroupMember, TopicIdPartition
+from shoal_client import ACCEPT, RELEASE, RENEW, Acquired, ConnectionLost, ShareGroupMember, TopicIdPartition
 from shoal_spark import partitions as parts
 from shoal_spark.options import SourceOptions
 
@@ -159,11 +159,19 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now = True
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        member = self._connect()
         seq = _seq(start)
+        try:
+            member = self._connect()
+            if self._available_now and self._end_offsets is None:
+                self._end_offsets = member.end_offsets()
+        except ConnectionLost as err:
+            if self._available_now:
+                raise  # "nothing new" would end the run as if the topics were drained
+            # The broker may come (back) later: no new data this trigger, try again at the next one.
+            log.warning("shoal: cannot reach the broker yet (%s); no new data this trigger", err)
+            time.sleep(self.options.poll_timeout_ms / 1000)
+            return {"seq": seq}
         acks = self._take_done(seq)
-        if self._available_now and self._end_offsets is None:
-            self._end_offsets = member.end_offsets()
         max_records = limit.max_rows if isinstance(limit, ReadMaxRows) else _UNBOUNDED_RECORDS
         acquired = self._acquire(member, acks, max_records, self.options.max_bytes_per_trigger)
         if not acquired:

@@ -261,6 +261,29 @@ def test_a_broker_restart_mid_stream_is_survived(spark, tmp_path):
         broker.stop()
 
 
+def test_a_query_started_while_the_broker_is_down_waits_for_it(spark, tmp_path):
+    broker = start_broker(tmp_path / "b", fixed_port=True)
+    try:
+        create_topic(broker.bootstrap, "late")
+        earliest(broker.bootstrap, "g")
+        broker.stop()
+        out = tmp_path / "out"
+        q = source(spark, broker.bootstrap, "late", "g").writeStream.foreachBatch(writer(out)).option(
+            "checkpointLocation", str(tmp_path / "ck")).trigger(processingTime="300 milliseconds").start()
+        try:
+            # A trigger finished without data (the source could not reach the broker) and the query lives on.
+            wait_until(lambda: not q.isActive or q.status["message"] == "Waiting for data to arrive", 120,
+                       "a trigger without data")
+            assert q.isActive, q.exception()
+            broker.start()
+            produce(broker.bootstrap, "late", 0, 200)
+            wait_until(lambda: written(out) == Counter(range(200)), 120, "the records")
+        finally:
+            q.stop()
+    finally:
+        broker.stop()
+
+
 def test_batch_reader_peek_releases_and_drain_accepts(spark, tmp_path):
     broker = start_broker(tmp_path / "b")
     try:
