@@ -96,7 +96,7 @@ class SourceOptions:
     request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS
     max_records_per_trigger: int | None = None
     max_bytes_per_trigger: int = DEFAULT_MAX_BYTES_PER_TRIGGER
-    lock_renew_interval_ms: int | None = None  # None: half the broker's acquisition lock timeout
+    lock_renew_interval_ms: int | None = None  # None: a third of the broker's acquisition lock timeout
     min_partitions: int = 1
     max_partitions: int | None = None
     mode: str = "peek"

@@ -14,7 +14,7 @@ which records a batch gets. Where PySpark 4.3 calls what, and why the protocol b
 - `read(partition)` (executor): decodes the raw record batches into Arrow.
 - `commit(end)` (runner): ACCEPTs held batches <= end again, idempotently (Spark calls it one batch late and never
   for the last batch; after a restart it may name a batch of the previous process, which is simply not held).
-- A keeper thread RENEWs the locks of held batches every lockRenewIntervalMs (default: half the broker's
+- A keeper thread RENEWs the locks of held batches every lockRenewIntervalMs (default: a third of the broker's
   acquisition lock timeout), so a micro-batch slower than the lock duration is not redelivered to another member.
 - `stop()` (runner, only reached through the SIGTERM handler or after an error): RELEASEs what is held, ends the
   share session and leaves the group.
@@ -135,7 +135,7 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _renew_interval_s(self, member: ShareGroupMember) -> float:
         if self.options.lock_renew_interval_ms is not None:
             return self.options.lock_renew_interval_ms / 1000
-        return (member.lock_timeout_ms or 30_000) / 2000
+        return (member.lock_timeout_ms or 30_000) / 3000
 
     def _take_done(self, upto: int) -> dict[TopicIdPartition, list]:
         """Remove and return (as ACCEPT acknowledgements) every held batch with seq <= upto."""

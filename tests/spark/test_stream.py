@@ -192,7 +192,7 @@ def test_stop_releases_held_records_to_another_member_at_once(spark, tmp_path):
 
 
 def test_a_batch_slower_than_the_lock_duration_is_not_redelivered(spark, tmp_path):
-    broker = start_broker(tmp_path / "b", {"group.share.record.lock.duration.ms": "1000",
+    broker = start_broker(tmp_path / "b", {"group.share.record.lock.duration.ms": "2000",
                                            "group.share.min.record.lock.duration.ms": "1000"})
     try:
         create_topic(broker.bootstrap, "slow")
@@ -218,9 +218,10 @@ def test_a_batch_slower_than_the_lock_duration_is_not_redelivered(spark, tmp_pat
             if batch_id == 0:
                 thread.start()
                 probing.wait(30)
-                time.sleep(4)  # four lock durations, while another member keeps asking for records
+                time.sleep(6)  # three lock durations, while another member keeps asking for records
 
-        df = source(spark, broker.bootstrap, "slow", "g", maxRecordsPerTrigger=500)
+        # Renewing every 0.5 s leaves 1.5 s of slack for a busy machine.
+        df = source(spark, broker.bootstrap, "slow", "g", maxRecordsPerTrigger=500, lockRenewIntervalMs=500)
         q = df.writeStream.foreachBatch(writer(tmp_path / "out", slow_first_batch)).option(
             "checkpointLocation", str(tmp_path / "ck")).start()
         try:
