@@ -97,7 +97,6 @@ class KafkaConnection(asyncio.Protocol):
         self._closing = False
         self._read_paused = False
         self._write_paused = False
-        self._close_after_flush = False
         self.last_active = time.monotonic()
         self.write_buffer_seen = 0  # write buffer size at the idle sweep (a draining buffer is activity)
         self.info = ConnectionInfo(listener=listener)
@@ -169,11 +168,9 @@ class KafkaConnection(asyncio.Protocol):
         self._pump()
 
     def eof_received(self) -> bool | None:
-        # The client half-closed: still answer what is in flight or buffered, then close.
-        if not self._pending and not self._whole_frame_buffered():
-            return None
-        self._close_after_flush = True
-        return True
+        # The client closed its side. As Kafka, close the connection: requests in flight are cancelled (their
+        # answers would be dropped anyway), so a long poll with a huge MaxWaitMs cannot outlive its client.
+        return None
 
     # --- dispatching ---------------------------------------------------------------------------------------
     def _unsent(self) -> int:
@@ -316,9 +313,7 @@ class KafkaConnection(asyncio.Protocol):
             else:
                 transport.writelines(out)
             self._server.touch(self)
-        if self._close_after_flush and not pending and not self._whole_frame_buffered():
-            self.close()
-        elif self._pump_handle is None and self._buf:
+        if self._pump_handle is None and self._buf:
             self._pump()
         else:
             self._update_reading()

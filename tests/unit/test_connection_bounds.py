@@ -274,3 +274,27 @@ async def test_max_connections_makes_new_connections_wait():
         w.close()
     await until(lambda: not server.connections)
     await server.close()
+
+
+async def test_client_eof_closes_the_connection_and_cancels_what_is_in_flight():
+    """As Kafka: end of stream closes the connection; a long poll in flight does not keep it (and its
+    descriptor) open."""
+    cancelled = asyncio.Event()
+
+    async def dispatch(frame, conn):
+        try:
+            await asyncio.sleep(3600)  # a Fetch with a huge MaxWaitMs
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    server = Server(dispatch, serial_api_keys={FETCH})
+    port = await start(server)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(frame(FETCH, 1))
+    await until(lambda: server.connections)
+    writer.write_eof()
+    await asyncio.wait_for(cancelled.wait(), 10)
+    await until(lambda: not server.connections)
+    writer.close()
+    await server.close()
