@@ -68,7 +68,8 @@ class CoordinatorLog:
 
     def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> asyncio.Future:
         """Append `records` now (one batch) and return a future done when they are durable. Raises
-        AppendFailed if the append is refused."""
+        AppendFailed if the append is refused. The future is the caller's own (a shield): a request cancelled
+        while awaiting it (its client went away) cannot cancel the durability wait other requests share."""
         return self.append_at(partition, records)[1]
 
     def append_at(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]
@@ -86,7 +87,7 @@ class CoordinatorLog:
         fut = asyncio.ensure_future(self._broker.replicas.make_durable([plog]))
         self._pending[partition] = fut
         fut.add_done_callback(lambda f, p=partition: self._done(p, f))
-        return result.base_offset, fut
+        return result.base_offset, asyncio.shield(fut)
 
     def partition_log(self, partition: int) -> Any:
         return self._broker.topics.log(self.topic, partition)
@@ -103,7 +104,7 @@ class CoordinatorLog:
             done = asyncio.get_running_loop().create_future()
             done.set_result(None)
             return done
-        return fut
+        return asyncio.shield(fut)
 
     async def write(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> None:
         """Append and wait until durable (or, without records, until earlier appends are durable)."""

@@ -1,0 +1,42 @@
+"""CoordinatorLog's durability futures are shared by every request waiting on a partition: one request being
+cancelled (its client went away) must not cancel them for the others."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+from broker.coordinator_log import CoordinatorLog
+from protocol.errors import ErrorCode
+
+
+class FakeReplicas:
+    def __init__(self) -> None:
+        self.flushed = asyncio.Event()
+
+    def append(self, info, partition, batch, allow_internal=False):
+        return SimpleNamespace(error=ErrorCode.NONE, error_message=None), object()
+
+    async def make_durable(self, logs) -> None:
+        await self.flushed.wait()
+
+
+async def test_a_cancelled_waiter_does_not_cancel_the_shared_durability_wait():
+    replicas = FakeReplicas()
+    broker = SimpleNamespace(replicas=replicas,
+                             topics=SimpleNamespace(registry=SimpleNamespace(get=lambda name: object())))
+    clog = CoordinatorLog(broker, "__share_group_state")
+    fut = clog.append(0, [(b"k", b"v")])
+
+    async def request_awaiting_append() -> None:
+        await fut  # as the coordinator runtimes wait for their records
+
+    doomed = asyncio.ensure_future(request_awaiting_append())
+    other = asyncio.ensure_future(clog.barrier([0]))
+    await asyncio.sleep(0.01)
+    doomed.cancel()  # its connection closed
+    await asyncio.sleep(0.01)
+    assert not other.done()
+    replicas.flushed.set()
+    await asyncio.wait_for(other, 5)  # the other request still gets "durable", not CancelledError
+    assert other.exception() is None
