@@ -1,11 +1,11 @@
-# Shoal: make install | run | test | lint | bench | docker
+# Shoal: make install | run | test | lint | bench | docker | fuzz
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install deps kcat java run test lint bench example docker
+.PHONY: install deps kcat java run test lint bench example docker fuzz
 
 install: deps kcat java
 
@@ -71,3 +71,11 @@ example: install
 
 docker:
 	docker build -f docker/Dockerfile -t shoal:latest .
+
+# Long fuzz campaign (tests/fuzz): FRAMES mutated real-client frames over CONNECTIONS connections against a fresh
+# broker; prints the figures and fails if the broker crashed, stopped serving or logged an error.
+FRAMES ?= 1000000
+SEED ?= 1
+CONNECTIONS ?= 32
+fuzz: deps
+	$(PY) -m tests.fuzz --frames $(FRAMES) --seed $(SEED) --connections $(CONNECTIONS)

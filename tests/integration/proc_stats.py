@@ -24,3 +24,15 @@ def peak_rss_mib(pid: int) -> float:
 
 def open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def open_sockets(pid: int) -> int:
+    """Descriptors of /proc/<pid>/fd that are sockets (listeners and connections)."""
+    count = 0
+    for name in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{name}").startswith("socket:"):
+                count += 1
+        except OSError:
+            continue
+    return count

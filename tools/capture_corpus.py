@@ -1,0 +1,309 @@
+"""Capture real clients' request frames against a real Shoal broker, as the fuzz corpus.
+
+Starts `python -m broker` on a free 127.0.0.1 port behind a recording TCP proxy (the broker advertises the
+proxy, so every connection of every client goes through it), drives confluent-kafka (AdminClient, idempotent and
+acks=0/1 Producers with each compression codec, Consumer, ShareConsumer with explicit acknowledgements) and
+kafka-python (admin, producer, consumer) and aiokafka (older non-flexible versions), adds seeds for served APIs
+no client sends, and writes the frames (size prefix excluded) to
+tests/fuzz/corpus.txt, one `client api_key api_version hex` line each, at most a few per (client, api, version).
+
+    python tools/capture_corpus.py [--out PATH] [--per-api 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import socket
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.integration.broker_process import BrokerProcess  # noqa: E402
+
+TOPIC, OTHER, SHARED = "cap-a", "cap-b", "cap-share"
+
+
+class RecordingProxy:
+    """Forwards client connections to the broker and records each client->broker frame under `self.label`."""
+
+    def __init__(self) -> None:
+        self.label = "?"
+        self.frames: list[tuple[str, bytes]] = []
+        self.broker_port = 0
+        self.port = 0
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        label = self.label
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.broker_port)
+        except OSError:
+            writer.close()
+            return
+
+        async def upstream() -> None:
+            with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+                while True:
+                    head = await reader.readexactly(4)
+                    frame = await reader.readexactly(int.from_bytes(head, "big", signed=True))
+                    self.frames.append((label, frame))
+                    up_writer.write(head + frame)
+                    await up_writer.drain()
+            up_writer.close()
+
+        async def downstream() -> None:
+            with contextlib.suppress(ConnectionError):
+                while data := await up_reader.read(65536):
+                    writer.write(data)
+                    await writer.drain()
+            writer.close()
+
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(upstream(), downstream(), return_exceptions=True)
+
+
+def drive_confluent(bootstrap: str) -> None:
+    from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer, TopicPartition
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewPartitions,
+        NewTopic,
+        OffsetSpec,
+        ResourceType,
+    )
+
+    common = {"bootstrap.servers": bootstrap, "client.id": "capture-confluent"}
+    admin = AdminClient(common)
+    for fut in admin.create_topics([NewTopic(TOPIC, 2, 1, config={"retention.ms": "86400000"}),
+                                    NewTopic(OTHER, 1, 1), NewTopic(SHARED, 2, 1)]).values():
+        with contextlib.suppress(Exception):
+            fut.result(20)
+    for fut in admin.describe_configs([ConfigResource(ResourceType.TOPIC, TOPIC),
+                                       ConfigResource(ResourceType.BROKER, "1")]).values():
+        with contextlib.suppress(Exception):
+            fut.result(20)
+    group = ConfigResource(ResourceType.GROUP, "cap-share-group", incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    topic = ConfigResource(ResourceType.TOPIC, TOPIC, incremental_configs=[
+        ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])
+    for fut in admin.incremental_alter_configs([group, topic]).values():
+        with contextlib.suppress(Exception):
+            fut.result(20)
+    for fut in admin.create_partitions([NewPartitions(OTHER, 2)]).values():
+        with contextlib.suppress(Exception):
+            fut.result(20)
+    admin.list_topics(timeout=10)
+    with contextlib.suppress(Exception):
+        admin.describe_cluster().result(10)
+    with contextlib.suppress(Exception):
+        for fut in admin.list_offsets({TopicPartition(TOPIC, 0): OffsetSpec.latest(),
+                                       TopicPartition(TOPIC, 1): OffsetSpec.earliest()}).values():
+            fut.result(10)
+
+    for i, extra in enumerate([{"enable.idempotence": True, "acks": "all"},
+                               {"acks": "1", "compression.type": "gzip"},
+                               {"acks": "1", "compression.type": "snappy"},
+                               {"acks": "1", "compression.type": "lz4"},
+                               {"acks": "all", "compression.type": "zstd"},
+                               {"acks": "0"}]):
+        p = Producer({**common, "linger.ms": 5, **extra})
+        for n in range(20):
+            p.produce(TOPIC if n % 2 else SHARED, key=f"k{n}".encode(), value=f"value {i} {n}".encode() * 3,
+                      headers=[("h", b"v")] if n % 3 == 0 else None)
+        p.flush(20)
+
+    c = Consumer({**common, "group.id": "cap-unused", "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(TOPIC, 0, 0), TopicPartition(TOPIC, 1, 0)])
+    end = time.monotonic() + 5
+    got = 0
+    while got < 40 and time.monotonic() < end:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            got += 1
+    c.close()
+
+    sc = ShareConsumer({**common, "group.id": "cap-share-group", "share.acknowledgement.mode": "explicit"})
+    sc.subscribe([SHARED])
+    kinds = [AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT]
+    end = time.monotonic() + 15
+    acked = 0
+    while acked < 30 and time.monotonic() < end:
+        for m in sc.poll(1.0):
+            if m.error() is None:
+                sc.acknowledge(m, kinds[acked % 3])
+                acked += 1
+        with contextlib.suppress(Exception):
+            sc.commit_sync()
+    sc.close()
+    for fut in admin.delete_topics([OTHER]).values():
+        with contextlib.suppress(Exception):
+            fut.result(20)
+
+
+def drive_kafka_python(bootstrap: str) -> None:
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="capture-kafka-python")
+    with contextlib.suppress(Exception):
+        admin.create_topics([NewTopic("cap-kp", 1, 1)])
+    with contextlib.suppress(Exception):
+        admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, TOPIC)])
+    with contextlib.suppress(Exception):
+        admin.list_topics()
+    p = KafkaProducer(bootstrap_servers=bootstrap, client_id="capture-kafka-python", acks="all",
+                      compression_type="gzip")
+    for n in range(10):
+        p.send("cap-kp", key=b"k", value=f"kafka-python {n}".encode(), headers=[("h", b"v")])
+    p.flush(10)
+    p.close(5)
+    c = KafkaConsumer(bootstrap_servers=bootstrap, client_id="capture-kafka-python", enable_auto_commit=False,
+                      auto_offset_reset="earliest", consumer_timeout_ms=3000)
+    c.assign([TopicPartition("cap-kp", 0)])
+    for _ in c:
+        pass
+    c.close()
+    with contextlib.suppress(Exception):
+        admin.delete_topics(["cap-kp"])
+    admin.close()
+
+
+def drive_aiokafka(bootstrap: str) -> None:
+    """aiokafka 0.14 speaks the older, non-flexible versions (Produce v8, Fetch v11, Metadata v5...)."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+    async def run() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, client_id="capture-aiokafka", acks="all",
+                                    compression_type="gzip", enable_idempotence=True)
+        await producer.start()
+        try:
+            for n in range(10):
+                await producer.send_and_wait(TOPIC, f"aiokafka {n}".encode(), key=b"k", partition=n % 2)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, client_id="capture-aiokafka",
+                                    enable_auto_commit=False, auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            consumer.assign([TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)])
+            await consumer.getmany(timeout_ms=2000)
+            await consumer.end_offsets([TopicPartition(TOPIC, 0)])
+        finally:
+            await consumer.stop()
+
+    asyncio.run(run())
+
+
+def synthetic_frames() -> list[tuple[str, bytes]]:
+    """Seeds for served APIs no client above sends (share-state RPCs, ShareGroupDescribe, DescribeCluster), encoded
+    with our codecs; topic ids are placeholders the fuzzer replaces with live ones."""
+    import uuid
+
+    from protocol.codec import request_codec
+    from protocol.framing import RequestHeader, encode_request
+
+    tid = uuid.UUID("0b7ad1d8-5b32-4c8e-9d36-6f2f0a3a8e11")
+    bodies = [
+        (60, 1, {"include_cluster_authorized_operations": True, "endpoint_type": 1}),
+        (77, 1, {"group_ids": ["cap-share-group", "nope"], "include_authorized_operations": True}),
+        (83, 0, {"group_id": "cap-share-group", "topics": [
+            {"topic_id": tid, "partitions": [{"partition": 0, "state_epoch": 1, "start_offset": 0}]}]}),
+        (84, 0, {"group_id": "cap-share-group", "topics": [
+            {"topic_id": tid, "partitions": [{"partition": 0, "leader_epoch": 0}]}]}),
+        (85, 1, {"group_id": "cap-share-group", "topics": [{"topic_id": tid, "partitions": [
+            {"partition": 0, "state_epoch": 1, "leader_epoch": 0, "start_offset": 0, "delivery_complete_count": 1,
+             "state_batches": [{"first_offset": 0, "last_offset": 3, "delivery_state": 2, "delivery_count": 1}]}]}]}),
+        (86, 0, {"group_id": "cap-share-group", "topics": [{"topic_id": tid, "partitions": [{"partition": 0}]}]}),
+        (87, 1, {"group_id": "cap-share-group", "topics": [
+            {"topic_id": tid, "partitions": [{"partition": 0, "leader_epoch": 0}]}]}),
+    ]
+    out = []
+    for n, (api_key, version, body) in enumerate(bodies):
+        frame = encode_request(RequestHeader(api_key, version, 100 + n, "capture-synthetic"),
+                               request_codec(api_key, version).encode(body))
+        out.append(("synthetic", frame[4:]))
+    return out
+
+
+async def capture(out: Path, per_api: int) -> int:
+    from protocol.framing import decode_request_header
+
+    proxy = RecordingProxy()
+    srv = await asyncio.start_server(proxy.handle, "127.0.0.1", 0)
+    proxy.port = srv.sockets[0].getsockname()[1]
+    with tempfile.TemporaryDirectory(prefix="shoal-capture-") as tmp:
+        # The port file holds the advertised (proxy) port, so the broker listens on a port chosen here.
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            proxy.broker_port = probe.getsockname()[1]
+        broker = BrokerProcess(Path(tmp) / "data", Path(tmp) / "broker.log", overrides={
+            "listeners": f"PLAINTEXT://127.0.0.1:{proxy.broker_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}"})
+        broker.start()
+        try:
+            for label, driver in (("confluent", drive_confluent), ("kafka-python", drive_kafka_python),
+                                  ("aiokafka", drive_aiokafka)):
+                proxy.label = label
+                done = threading.Event()
+                errors: list[BaseException] = []
+
+                def run(driver=driver, errors=errors, done=done) -> None:
+                    try:
+                        driver(f"127.0.0.1:{proxy.port}")
+                    except BaseException as err:  # keep what was captured; report it
+                        errors.append(err)
+                    finally:
+                        done.set()
+
+                threading.Thread(target=run, daemon=True).start()
+                while not done.is_set():
+                    await asyncio.sleep(0.05)
+                if errors:
+                    print(f"{label}: {errors[0]!r}", file=sys.stderr)
+        finally:
+            broker.stop()
+            srv.close()
+    kept: dict[tuple[str, int, int], list[bytes]] = {}
+    for label, frame in proxy.frames + synthetic_frames():
+        try:
+            header, _ = decode_request_header(frame)
+        except Exception:  # noqa: BLE001 - not a request we can file
+            continue
+        bucket = kept.setdefault((label, header.api_key, header.api_version), [])
+        if len(bucket) < per_api and frame not in bucket:
+            bucket.append(frame)
+    kept_frames = {frame for frames in kept.values() for frame in frames}
+    lines = []
+    for label, frame in proxy.frames + synthetic_frames():  # capture order: replayed, it recreates members
+        if frame in kept_frames:
+            kept_frames.discard(frame)
+            header, _ = decode_request_header(frame)
+            lines.append(f"{label} {header.api_key} {header.api_version} {frame.hex()}")
+    out.write_text("\n".join(lines) + "\n")
+    for (label, api, version), frames in sorted(kept.items()):
+        print(f"{label} api {api} v{version}: {len(frames)}", file=sys.stderr)
+    return len(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=ROOT / "tests" / "fuzz" / "corpus.txt")
+    ap.add_argument("--per-api", type=int, default=6, help="frames kept per (client, api, version)")
+    args = ap.parse_args(argv)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    n = asyncio.run(capture(args.out, args.per_api))
+    print(f"wrote {n} frames to {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
