@@ -4,7 +4,7 @@ Each request frame becomes a task running `router.handle`; its future joins the 
 and responses are written as soon as they and every earlier one are done, so handlers run concurrently while
 clients see Kafka's per-connection ordering. A request with no response (Produce acks=0) still holds its
 place in the queue. A bad size prefix, malformed header or any router-level failure closes only that
-connection.
+connection; so does the client's end of stream (as in Kafka; requests still in flight are cancelled).
 
 Memory per connection is bounded. Received frames stay in the connection's buffer until they may be
 dispatched: while fewer than `queued.max.requests` are in flight, while the response bytes not yet sent (the
