@@ -15,7 +15,7 @@ class FakeReplicas:
         self.flushed = asyncio.Event()
 
     def append(self, info, partition, batch, allow_internal=False):
-        return SimpleNamespace(error=ErrorCode.NONE, error_message=None), object()
+        return SimpleNamespace(error=ErrorCode.NONE, error_message=None, base_offset=0), object()
 
     async def make_durable(self, logs) -> None:
         await self.flushed.wait()
