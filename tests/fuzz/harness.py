@@ -79,7 +79,7 @@ class FuzzRun:
         with contextlib.suppress(asyncio.CancelledError):
             await campaign
         crashed = not broker.alive()
-        end_fds = None
+        end_fds = end_sockets = None
         if not crashed:
             # The campaign's connections are closed: once the broker has noticed (its sockets are back to what
             # they were), count what stays open (segment files in the file cache).
@@ -88,6 +88,7 @@ class FuzzRun:
                 await asyncio.sleep(0.1)
             self._sample(pid)
             end_fds = self.samples[-1][2]
+            end_sockets = open_sockets(pid)
         normal_ok = False if crashed else await asyncio.to_thread(_normal_client, broker.bootstrap)
         crashed = crashed or not broker.alive()
         rss = [s[1] for s in self.samples] or [start_rss]
@@ -99,7 +100,7 @@ class FuzzRun:
             "exit_code": broker.proc.returncode if broker.proc is not None and crashed else None,
             "rss_mib": {"start": round(start_rss), "peak": round(max(rss)), "end": round(rss[-1])},
             "fds": {"start": start_fds, "peak": max(fds), "end": end_fds, "limit": self.fd_limit,
-                    "sockets_at_end": open_sockets(pid) if not crashed else None, "sockets_at_start": start_sockets},
+                    "sockets_at_end": end_sockets, "sockets_at_start": start_sockets},
             "normal_client_ok": normal_ok,
             "log_problems": problems,
             "warnings": warnings,
