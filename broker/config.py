@@ -376,6 +376,9 @@ _DEFS = [
     ConfigDef("super.users", "string", "", doc="Principals allowed everything, separated by ';' (User:admin;User:x)."),
     ConfigDef("allow.everyone.if.no.acl.found", "bool", False,
               doc="Whether a resource that no ACL names is open to everyone."),
+    # KIP-1191 share-group dead-letter queues (cluster configs, dynamic as in Kafka).
+    ConfigDef("errors.deadletterqueue.auto.create.topics.enable", "bool", False, dynamic=True),
+    ConfigDef("errors.deadletterqueue.topic.name.prefix", "string", "dlq.", dynamic=True),
 ]
 BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
 

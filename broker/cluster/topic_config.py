@@ -92,6 +92,8 @@ _DEFS = [
     TopicConfigDef("compression.zstd.level", INT, "3", "compression.zstd.level", int_range(-131072, 22)),
     TopicConfigDef("delete.retention.ms", LONG, "86400000", "log.cleaner.delete.retention.ms",
                    int_range(0, LONG_MAX)),
+    # KIP-1191: a topic is a share group's dead-letter queue only if its owner allows it.
+    TopicConfigDef("errors.deadletterqueue.group.enable", BOOLEAN, "false", None, _bool),
     TopicConfigDef("file.delete.delay.ms", LONG, "60000", "log.segment.delete.delay.ms", int_range(0, LONG_MAX)),
     TopicConfigDef("flush.messages", LONG, str(LONG_MAX), "log.flush.interval.messages", int_range(1, LONG_MAX)),
     TopicConfigDef("flush.ms", LONG, str(LONG_MAX), "log.flush.interval.ms", int_range(0, LONG_MAX)),

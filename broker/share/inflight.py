@@ -76,6 +76,20 @@ class StateDelta:
 
 AckRange = tuple[int, int, Sequence[int]]
 
+# Why records were archived undelivered (KIP-1191: these go to the group's dead-letter queue).
+DEAD_REJECTED = "rejected"
+DEAD_DELIVERY_LIMIT = "delivery limit"
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """Records archived because the consumer rejected them or they reached the delivery count limit."""
+
+    first_offset: int
+    last_offset: int
+    delivery_count: int
+    reason: str
+
 
 class ShareInFlight:
     def __init__(
@@ -110,6 +124,7 @@ class ShareInFlight:
         self._full_dirty = False
         self.archived_total = 0  # records ever archived (monotonic, for metrics)
         self.expired_total = 0  # records whose acquisition lock expired (monotonic, for metrics)
+        self._dead: list[DeadLetter] = []
         self.ops = 0  # pieces visited or split: the scaling tests count this, not time
 
     # ------------------------------------------------------------------ construction from durable state
@@ -222,6 +237,7 @@ class ShareInFlight:
             heapq.heappop(self._avail)
             if p.count >= self.delivery_count_limit:
                 # Only possible after a load or a lowered limit: Kafka archives at release time.
+                self._dead.append(DeadLetter(p.first, p.last, p.count, DEAD_DELIVERY_LIMIT))
                 self._set_state(p, ARCHIVED)
                 self._dirty.add(p)
                 continue
@@ -326,6 +342,8 @@ class ShareInFlight:
         elif ack_type == ACK_RELEASE:
             self._release(p)
         else:  # REJECT, or GAP: the offset holds no record (compacted, control batch)
+            if ack_type == ACK_REJECT:
+                self._dead.append(DeadLetter(p.first, p.last, p.count, DEAD_REJECTED))
             self._set_state(p, ARCHIVED)
         self._dirty.add(p)
 
@@ -359,7 +377,11 @@ class ShareInFlight:
 
     def _release(self, p: Piece) -> None:
         # Kafka archives instead of making available once the delivery count reached the limit.
-        self._set_state(p, ARCHIVED if p.count >= self.delivery_count_limit else AVAILABLE)
+        if p.count >= self.delivery_count_limit:
+            self._dead.append(DeadLetter(p.first, p.last, p.count, DEAD_DELIVERY_LIMIT))
+            self._set_state(p, ARCHIVED)
+        else:
+            self._set_state(p, AVAILABLE)
         self._dirty.add(p)
         self.ops += 1
 
@@ -430,6 +452,11 @@ class ShareInFlight:
         for p in self._index:
             _append_batch(out, p, self._durable(p))
         return out
+
+    def take_dead_letters(self) -> list[DeadLetter]:
+        """Records archived as rejected or at the delivery limit since the last call (for the DLQ)."""
+        dead, self._dead = self._dead, []
+        return dead
 
     def take_dirty(self) -> StateDelta | None:
         """Changed batches since the last call (None if nothing changed). Write them before answering."""

@@ -20,7 +20,8 @@ from typing import Any
 import structlog
 
 from broker.log.partition_log import OffsetOutOfRangeError
-from broker.share.inflight import ShareInFlight, StateBatch, StateDelta
+from broker.share.dlq import DeadLetterQueue
+from broker.share.inflight import DeadLetter, ShareInFlight, StateBatch, StateDelta
 from broker.share.sessions import ShareSessionCache
 from protocol.errors import ErrorCode
 
@@ -130,6 +131,7 @@ class SharePartitionManager:
         # group id -> effective group configs (share.auto.offset.reset, share.record.lock.duration.ms, ...).
         self.group_configs: Callable[[str], dict[str, str]] = (
             configs.group_config if configs is not None and hasattr(configs, "group_config") else lambda g: {})
+        self.dlq = DeadLetterQueue(broker, self.group_configs)
 
     def now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -269,26 +271,41 @@ class SharePartitionManager:
         change queued behind it, so those are not written either and answer the same error."""
         if sp.dead:
             sp.inflight.take_dirty()
+            sp.inflight.take_dead_letters()
             return sp.failure
+        dead = sp.inflight.take_dead_letters()
         delta = sp.inflight.take_dirty()
-        if delta is None:
+        if delta is None and not dead:
             if sp.last_write is not None:
                 return await asyncio.shield(sp.last_write)  # an earlier change may still be in flight
             return ErrorCode.NONE
         prev = sp.last_write
-        fut = asyncio.ensure_future(self._write_after(prev, sp, delta))
+        fut = asyncio.ensure_future(self._write_after(prev, sp, delta, dead))
         sp.last_write = fut
         return await asyncio.shield(fut)
 
-    async def _write_after(self, prev: asyncio.Future | None, sp: SharePartition, delta: StateDelta) -> ErrorCode:
+    async def _write_after(self, prev: asyncio.Future | None, sp: SharePartition, delta: StateDelta | None,
+                           dead: list[DeadLetter]) -> ErrorCode:
         if prev is not None:
             await asyncio.wait([prev])
         if sp.dead:
             return sp.failure  # an earlier write failed: this delta builds on state that was never durable
-        store = getattr(self._broker, "share_state", None)
-        if store is None:
-            return ErrorCode.NONE
         group, topic_id, partition = sp.key
+        if dead:
+            # KIP-1191: the dead letters are durable in the group's DLQ before their archived state is written.
+            try:
+                plog = self.resolve(topic_id, partition)[1]
+            except ShareError:
+                plog = None
+            try:
+                await self.dlq.write(group, sp.topic, partition, dead, plog)
+            except Exception:  # noqa: BLE001 - DlqWriteError or worse: the change is not answered as done
+                log.exception("share group DLQ write failed", group=group, topic=sp.topic, partition=partition)
+                self._discard(sp, ErrorCode.KAFKA_STORAGE_ERROR)
+                return ErrorCode.KAFKA_STORAGE_ERROR
+        store = getattr(self._broker, "share_state", None)
+        if store is None or delta is None:
+            return ErrorCode.NONE
         try:
             batches = [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
                        for b in delta.state_batches]
