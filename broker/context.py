@@ -73,11 +73,12 @@ class RequestContext:
         nodes = getattr(self.broker, "nodes", None)
         return (nodes or {}).get(self.connection.listener) or self.broker.node
 
-    def authorize(self, operation, resource_type, name: str) -> bool:
+    def authorize(self, operation, resource_type, name: str, audit: bool = True) -> bool:
         """May this connection's principal do `operation` (broker.security.acl.AclOperation) on the resource?
-        Always true when no authorizer is configured."""
+        Always true when no authorizer is configured. `audit=False` when the answer only filters a listing (as
+        Kafka's logIfDenied=false): a denial is then not logged."""
         security = getattr(self.broker, "security", None)
-        return security is None or security.authorize(self.connection, operation, resource_type, name)
+        return security is None or security.authorize(self.connection, operation, resource_type, name, audit=audit)
 
     def authorize_by_resource_type(self, operation, resource_type) -> bool:
         """Might the principal do `operation` on some resource of this type (Kafka's authorizeByResourceType)?"""

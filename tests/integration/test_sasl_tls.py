@@ -246,3 +246,39 @@ def test_aiokafka_plain_and_scram_over_sasl_plaintext(broker_factory):
     with pytest.raises(KafkaConnectionError):
         asyncio.run(wrong_password())
     assert "Authentication failed: Invalid username or password" in broker.log_path.read_text()
+
+
+def test_ssl_client_certificate_principal_in_acls(broker_factory, tls):
+    """The principal of a TLS client is User:<subject DN in RFC 2253 form>, as Kafka's default principal builder."""
+    broker = broker_factory({"listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+                             "ssl.keystore.location": str(tls.broker_keystore), "ssl.truststore.location": str(tls.ca),
+                             "ssl.client.auth": "required",
+                             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                             "super.users": "User:ANONYMOUS"})
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        NewTopic,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    operator = AdminClient({"bootstrap.servers": f"127.0.0.1:{broker.ports['PLAINTEXT']}"})
+    operator.create_topics([NewTopic("mtls", 1)])["mtls"].result(timeout=30)
+    acl = AclBinding(ResourceType.TOPIC, "mtls", ResourcePatternType.LITERAL, "User:CN=alice,O=Shoal Tests", "*",
+                     AclOperation.WRITE, AclPermissionType.ALLOW)
+    operator.create_acls([acl])[acl].result(timeout=30)
+
+    def produce_as(name: str) -> list:
+        cert, key = tls.client(name)
+        producer = Producer({"bootstrap.servers": f"127.0.0.1:{broker.ports['SSL']}", "security.protocol": "SSL",
+                             "ssl.ca.location": str(tls.ca), "ssl.certificate.location": str(cert),
+                             "ssl.key.location": str(key), "message.timeout.ms": 10_000})
+        outcome: list = []
+        producer.produce("mtls", b"x", on_delivery=lambda err, _m: outcome.append(err and err.code()))
+        producer.flush(30)
+        return outcome
+
+    assert produce_as("alice") == [None]
+    assert produce_as("mallory") == [KafkaError.TOPIC_AUTHORIZATION_FAILED]

@@ -149,3 +149,29 @@ def test_cluster_authorization_for_security_admin(broker_factory):
         admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
             "u", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"pw")])["u"].result(timeout=30)
     assert err.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_acl_requests_with_unknown_codes_close_the_connection(broker_factory):
+    """Kafka cannot parse an ACL request holding an UNKNOWN (0) or undefined code: the connection is closed."""
+    from tests.integration.raw_client import RawClient
+
+    broker = broker_factory(AUTHORIZER)
+    creation = {"resource_type": 2, "resource_name": "t", "resource_pattern_type": 3, "principal": "User:x",
+                "host": "*", "operation": 3, "permission_type": 3}
+    with RawClient(broker.port) as raw:
+        assert raw.call(30, 3, {"creations": [creation]}).results[0].error_code == 0
+    for bad in ({"resource_type": 0}, {"operation": 99}, {"permission_type": 0}, {"resource_pattern_type": 0}):
+        with RawClient(broker.port) as raw, pytest.raises(ConnectionError):
+            raw.call(30, 3, {"creations": [{**creation, **bad}]})
+    with RawClient(broker.port) as raw, pytest.raises(ConnectionError):
+        raw.call(29, 3, {"resource_type_filter": 2, "pattern_type_filter": 0, "operation": 1, "permission_type": 1})
+    with RawClient(broker.port) as raw:  # the broker keeps serving
+        described = raw.call(29, 3, {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+                                     "principal_filter": None, "host_filter": None, "operation": 1,
+                                     "permission_type": 1})
+        assert [(r.resource_name, [a.principal for a in r.acls]) for r in described.resources] == [("t", ["User:x"])]
+        deleted = raw.call(31, 3, {"filters": [{"resource_type_filter": 2, "resource_name_filter": "t",
+                                                "pattern_type_filter": 3, "principal_filter": None,
+                                                "host_filter": None, "operation": 1, "permission_type": 1}]})
+        assert [(m.resource_name, m.operation, m.error_code) for m in deleted.filter_results[0].matching_acls] == \
+            [("t", 3, 0)]
