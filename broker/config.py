@@ -93,6 +93,11 @@ def one_of(*choices: str) -> Callable[[Any], None]:
     return check
 
 
+def fraction(value: Any) -> None:
+    if not 0.0 <= value <= 1.0:
+        raise ValueError("value must be between 0 and 1")
+
+
 # --- listeners -------------------------------------------------------------------------------------------------
 class Listener(NamedTuple):
     name: str
@@ -294,6 +299,27 @@ _DEFS = [
               one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"), dynamic=True),
     ConfigDef("min.insync.replicas", "int", 1, at_least(1), dynamic=True),
     ConfigDef("unclean.leader.election.enable", "bool", False, dynamic=True),
+    # Log cleaner (compaction of cleanup.policy=compact topics; Kafka's names and defaults).
+    ConfigDef("log.cleaner.enable", "bool", True,
+              doc="Run the log cleaner: compacted topics (__consumer_offsets included) grow without bound without it."),
+    ConfigDef("log.cleaner.threads", "int", 1, at_least(0), dynamic=True,
+              doc="Logs cleaned at once; each runs in a cleaner process of its own (started when first needed)."),
+    ConfigDef("log.cleaner.backoff.ms", "long", 15_000, at_least(0), dynamic=True,
+              doc="Pause between cleaner passes that found nothing to clean."),
+    ConfigDef("log.cleaner.min.cleanable.ratio", "double", 0.5, fraction, dynamic=True),
+    ConfigDef("log.cleaner.delete.retention.ms", "long", 86_400_000, at_least(0), dynamic=True),
+    ConfigDef("log.cleaner.min.compaction.lag.ms", "long", 0, at_least(0), dynamic=True),
+    ConfigDef("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, at_least(1), dynamic=True),
+    ConfigDef("log.cleaner.dedupe.buffer.size", "long", 134_217_728, at_least(1 << 20), dynamic=True,
+              doc="Memory for the key -> offset maps of all cleaner processes; bounds the keys one pass can map "
+                  "(about 120 bytes per key here, 24 in Kafka's hash table)."),
+    ConfigDef("log.cleaner.io.buffer.size", "int", 524_288, at_least(4096), dynamic=True,
+              doc="Bytes a cleaner reads and writes at a time."),
+    ConfigDef("log.cleaner.io.buffer.load.factor", "double", 0.9, fraction, dynamic=True),
+    ConfigDef("log.cleaner.io.max.bytes.per.second", "double", 1.7976931348623157e308, at_least(1), dynamic=True,
+              doc="Throttle on the bytes a cleaner reads plus writes per second."),
+    ConfigDef("producer.id.expiration.ms", "int", 86_400_000, at_least(1), dynamic=True,
+              doc="A producer silent this long is forgotten: the cleaner no longer keeps its last batch."),
     # Internal topics.
     ConfigDef("offsets.topic.num.partitions", "int", 4, at_least(1),
               doc="Partitions of __consumer_offsets (Kafka: 50; 4 here, see README)."),

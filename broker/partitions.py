@@ -30,6 +30,7 @@ class ProduceResult:
     log_append_time: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    record_errors: list[tuple[int, str]] = field(default_factory=list)  # (batch index, message)
 
 
 @dataclass(slots=True)
@@ -92,9 +93,14 @@ class ReplicaManager:
         if not records:
             return ProduceResult(ErrorCode.INVALID_RECORD, error_message="Produce request has no record batch"), None
         max_bytes = self._topics.int_config(info, "max.message.bytes")
+        # A compacted topic refuses records without a key (Kafka's LogValidator.validateKey).
+        require_keys = f"{info.name}-{partition}" if plog.config.compact else None
         try:
             # every record's framing too (decompressing if need be), as Kafka's LogValidator parses each record
-            headers = rec.validate_batches(records, check_records=True)
+            headers = rec.validate_batches(records, check_records=True, require_keys=require_keys)
+        except rec.KeylessRecordError as err:
+            return ProduceResult(err.error_code, error_message=str(err),
+                                 record_errors=[(i, err.record_message) for i in err.indexes]), None
         except rec.RecordError as err:
             return ProduceResult(err.error_code, error_message=str(err)), None
         if len(headers) != 1:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 Buffer = bytes | bytearray
+Keyless = list[int] | None  # when a list: receives the index (in the batch) of every record with a null key
 
 _HIGH = bytes(range(0x80, 0x100))  # varint continuation bytes
 _LOW = bytes(range(0x80))  # varint last bytes
@@ -38,6 +39,7 @@ class _Template(NamedTuple):
     exact: tuple[tuple[int, int], ...]  # (offset, byte) pairs
     high: tuple[int, ...]  # offsets holding continuation bytes
     low: tuple[int, ...]  # offsets holding the last byte of a delta varint
+    keyless: bool  # the key is null (so is every record matching the template: its key length byte is exact)
 
 
 def _varint(data: Buffer, p: int, limit: int) -> tuple[int, int]:
@@ -81,6 +83,7 @@ def _walk_one(data: Buffer, pos: int, end: int) -> tuple[int, _Template]:
     p += 1  # attributes (not interpreted, as in Kafka)
     p = _skip_varint(data, p, stop, high, low, start)  # timestamp delta
     p = _skip_varint(data, p, stop, high, low, start)  # offset delta
+    keyless = False
     for field in ("key", "value"):
         at = p
         size, p = _varint(data, p, stop)
@@ -89,6 +92,8 @@ def _walk_one(data: Buffer, pos: int, end: int) -> tuple[int, _Template]:
             raise FramingError(f"record {field} length {size} is invalid or runs past the record")
         if size > 0:
             p += size
+        elif size < 0 and field == "key":
+            keyless = True
     at = p
     count, p = _varint(data, p, stop)
     exact.extend((i - start, data[i]) for i in range(at, p))
@@ -110,7 +115,7 @@ def _walk_one(data: Buffer, pos: int, end: int) -> tuple[int, _Template]:
             p += size
     if p != stop:
         raise FramingError(f"record fields end {stop - p} bytes before the record's end")
-    return stop, _Template(stop - start, tuple(exact), tuple(high), tuple(low))
+    return stop, _Template(stop - start, tuple(exact), tuple(high), tuple(low), keyless)
 
 
 def _skip_long(data: Buffer, p: int, stop: int) -> int:
@@ -122,17 +127,25 @@ def _skip_long(data: Buffer, p: int, stop: int) -> int:
     return p + 1
 
 
-def _walk_plain(data: Buffer, pos: int, end: int, n: int) -> int:
+def _walk_slow(data: Buffer, pos: int, end: int, keyless: Keyless, index: int) -> int:
+    stop, template = _walk_one(data, pos, end)
+    if keyless is not None and template.keyless:
+        keyless.append(index)
+    return stop
+
+
+def _walk_plain(data: Buffer, pos: int, end: int, n: int, keyless: Keyless = None, first: int = 0) -> int:
     """The checks of `_walk_one` for `n` records without building templates (the path for records of varying
-    shapes): short varints are decoded inline, anything unusual goes to `_walk_one`. Returns the end."""
-    for _ in range(n):
+    shapes): short varints are decoded inline, anything unusual goes to `_walk_one`. Returns the end. `first`
+    is the batch index of the first of the `n` records (for `keyless`)."""
+    for i in range(first, first + n):
         b = data[pos]
         if b < 0x80:
             p = pos + 1
         else:
             c = data[pos + 1]
             if c >= 0x80:
-                pos = _walk_one(data, pos, end)[0]
+                pos = _walk_slow(data, pos, end, keyless, i)
                 continue
             b = (b & 0x7F) | (c << 7)
             p = pos + 2
@@ -153,10 +166,12 @@ def _walk_plain(data: Buffer, pos: int, end: int, n: int) -> int:
         b = data[p]  # key length: null (the common case) or 0..63 inline
         if b == 1:
             p += 1
+            if keyless is not None:
+                keyless.append(i)
         elif b < 0x80 and not b & 1:
             p += 1 + (b >> 1)
         else:
-            pos = _walk_one(data, pos, end)[0]
+            pos = _walk_slow(data, pos, end, keyless, i)
             continue
         b = data[p]  # value length: one or two bytes inline
         if b < 0x80:
@@ -164,7 +179,9 @@ def _walk_plain(data: Buffer, pos: int, end: int, n: int) -> int:
         else:
             c = data[p + 1]
             if c >= 0x80:
-                pos = _walk_one(data, pos, end)[0]
+                if keyless is not None and keyless and keyless[-1] == i:
+                    keyless.pop()  # counted above; the full walk counts it again
+                pos = _walk_slow(data, pos, end, keyless, i)
                 continue
             b = (b & 0x7F) | (c << 7)
             p += 2
@@ -174,7 +191,12 @@ def _walk_plain(data: Buffer, pos: int, end: int, n: int) -> int:
         else:
             p += b >> 1
         # no headers: done; otherwise the full walk
-        pos = stop if p == stop - 1 and data[p] == 0 else _walk_one(data, pos, end)[0]
+        if p == stop - 1 and data[p] == 0:
+            pos = stop
+        else:
+            if keyless is not None and keyless and keyless[-1] == i:
+                keyless.pop()  # counted above; the full walk counts it again
+            pos = _walk_slow(data, pos, end, keyless, i)
     return pos
 
 
@@ -200,17 +222,18 @@ def _run(data: Buffer, pos: int, m: int, t: _Template) -> int:
     return fit
 
 
-def check_records(data: Buffer, pos: int, end: int, count: int) -> None:
-    """Raise FramingError unless `data[pos:end]` is exactly `count` well-formed records."""
+def check_records(data: Buffer, pos: int, end: int, count: int, keyless: Keyless = None) -> None:
+    """Raise FramingError unless `data[pos:end]` is exactly `count` well-formed records. If `keyless` is a list,
+    the batch index of every record with a null key is appended to it (compacted topics refuse them)."""
     if count < 0 or count > (end - pos) // 7:  # a record takes at least 7 bytes
         raise FramingError(f"{count} records cannot fit in {end - pos} bytes")
     try:
-        _check(data, pos, end, count)
+        _check(data, pos, end, count, keyless)
     except IndexError:
         raise FramingError("a record runs past the end of the batch") from None
 
 
-def _check(data: Buffer, pos: int, end: int, count: int) -> None:
+def _check(data: Buffer, pos: int, end: int, count: int, keyless: Keyless) -> None:
     template: _Template | None = None
     run = _FIRST_RUN
     backoff = skip = 0
@@ -219,6 +242,8 @@ def _check(data: Buffer, pos: int, end: int, count: int) -> None:
         if template is not None and not skip:
             m = min(run, left, (end - pos) // template.size)
             fit = _run(data, pos, m, template) if m else 0
+            if fit and keyless is not None and template.keyless:
+                keyless.extend(range(count - left, count - left + fit))
             pos += fit * template.size
             left -= fit
             if fit == m and m:
@@ -235,11 +260,13 @@ def _check(data: Buffer, pos: int, end: int, count: int) -> None:
                 break
         elif skip:
             n = min(skip, left)
-            pos = _walk_plain(data, pos, end, n)
+            pos = _walk_plain(data, pos, end, n, keyless, count - left)
             left -= n
             skip = 0
             continue
         pos, template = _walk_one(data, pos, end)
+        if keyless is not None and template.keyless:
+            keyless.append(count - left)
         left -= 1
     if pos != end:
         raise FramingError(f"{end - pos} bytes left after the batch's {count} records")

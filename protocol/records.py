@@ -66,6 +66,7 @@ __all__ = [
     "CorruptRecordError",
     "HEADER_SIZE",
     "InvalidRecordError",
+    "KeylessRecordError",
     "MAX_DECOMPRESSED_BYTES",
     "RecordsTooLargeError",
     "Record",
@@ -146,6 +147,18 @@ class RecordsTooLargeError(RecordError):
     """A compressed batch whose records decompress past MAX_DECOMPRESSED_BYTES → MESSAGE_TOO_LARGE."""
 
     error_code = ErrorCode.MESSAGE_TOO_LARGE
+
+
+class KeylessRecordError(InvalidRecordError):
+    """Records without a key sent to a compacted topic (Kafka's LogValidator.validateKey) → INVALID_RECORD, with
+    the batch index of every such record (Produce's RecordErrors)."""
+
+    def __init__(self, indexes: list[int], where: str) -> None:
+        self.indexes = indexes
+        self.record_message = f"Compacted topic cannot accept message without key in topic partition {where}"
+        shown = ", ".join(f"RecordError(batchIndex={i}, message='{self.record_message}')" for i in indexes[:3])
+        super().__init__(f"One or more records have been rejected due to {len(indexes)} record errors in total, "
+                         f"and only showing the first three errors at most: [{shown}]")
 
 
 class UnsupportedCompressionError(RecordError):
@@ -247,13 +260,17 @@ def iter_batch_views(buf: Buffer, start: int = 0) -> Iterator[tuple[int, BatchHe
         yield pos, header, mv[pos:pos + header.batch_length + LOG_OVERHEAD]
 
 
-def validate_batches(buf: Buffer, *, allow_control: bool = False, check_records: bool = False) -> list[BatchHeader]:
+def validate_batches(buf: Buffer, *, allow_control: bool = False, check_records: bool = False,
+                     require_keys: str | None = None) -> list[BatchHeader]:
     """Check every batch of a produce payload: framing, magic, CRC-32C, counts. The buffer must hold whole batches.
 
     `check_records` (client produce): also check the framing of every record, decompressing compressed payloads.
+    `require_keys` (with `check_records`; a compacted topic, named `topic-partition` in the message): records
+    without a key raise KeylessRecordError once the whole payload is otherwise valid.
     Raises CorruptRecordError (CORRUPT_MESSAGE), InvalidRecordError (INVALID_RECORD) or RecordsTooLargeError
     (MESSAGE_TOO_LARGE). Control batches are refused unless `allow_control` (only the broker writes them).
     """
+    keyless: list[int] | None = [] if require_keys is not None and check_records else None
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
     data: bytes | bytearray | None = None  # the bytes the record check slices (a copy only for memoryviews)
     end = len(mv)
@@ -293,18 +310,21 @@ def validate_batches(buf: Buffer, *, allow_control: bool = False, check_records:
             if compression == COMPRESSION_NONE:
                 if data is None:
                     data = buf if isinstance(buf, bytes | bytearray) else bytes(mv)
-                _check_framing(data, pos + HEADER_SIZE, pos + size, header.records_count, pos)
+                _check_framing(data, pos + HEADER_SIZE, pos + size, header.records_count, pos, keyless)
             else:
                 payload, n = _decompress(mv[pos + HEADER_SIZE:pos + size], compression, scratch=True)
-                _check_framing(payload, 0, n, header.records_count, pos)
+                _check_framing(payload, 0, n, header.records_count, pos, keyless)
         headers.append(header)
         pos += size
+    if keyless:
+        raise KeylessRecordError(keyless, require_keys or "")
     return headers
 
 
-def _check_framing(data: bytes | bytearray, start: int, end: int, count: int, pos: int) -> None:
+def _check_framing(data: bytes | bytearray, start: int, end: int, count: int, pos: int,
+                   keyless: list[int] | None = None) -> None:
     try:
-        check_records(data, start, end, count)
+        check_records(data, start, end, count, keyless)
     except FramingError as err:
         raise InvalidRecordError(f"record batch at position {pos}: {err}") from None
 

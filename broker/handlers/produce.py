@@ -20,7 +20,7 @@ def _partition_response(index: int, result: ProduceResult) -> dict:
         "base_offset": result.base_offset,
         "log_append_time_ms": result.log_append_time,
         "log_start_offset": result.log_start_offset,
-        "record_errors": [],
+        "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in result.record_errors],
         "error_message": result.error_message,
     }
 

@@ -7,14 +7,20 @@ from dataclasses import dataclass, replace
 
 GIB = 1 << 30
 DAY_MS = 24 * 3600 * 1000
+LONG_MAX = 2**63 - 1
 
-# Kafka topic config name -> LogConfig field
+# Kafka topic config name -> LogConfig field (integers)
 TOPIC_NAMES = {
     "segment.bytes": "segment_bytes",
     "segment.ms": "segment_ms",
     "retention.ms": "retention_ms",
     "retention.bytes": "retention_bytes",
     "index.interval.bytes": "index_interval_bytes",
+    "segment.index.bytes": "segment_index_bytes",
+    "delete.retention.ms": "delete_retention_ms",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms",
+    "max.message.bytes": "max_message_bytes",
 }
 
 
@@ -25,18 +31,41 @@ class LogConfig:
     retention_ms: int = 7 * DAY_MS  # -1: no time limit
     retention_bytes: int = -1  # -1: no size limit
     index_interval_bytes: int = 4096
+    # cleanup.policy: "delete" trims by retention, "compact" keeps the latest record per key (the log cleaner)
+    compact: bool = False
+    delete: bool = True
+    segment_index_bytes: int = 10 * 1024 * 1024  # the cleaner groups segments up to this much index data
+    min_cleanable_ratio: float = 0.5  # min.cleanable.dirty.ratio
+    delete_retention_ms: int = DAY_MS  # how long tombstones stay readable once they have been cleaned
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    max_message_bytes: int = 1_048_588
+
+    @property
+    def max_segment_ms(self) -> int:
+        """How long a segment may stay active: segment.ms, or max.compaction.lag.ms if smaller on a compacted log
+        (as Kafka's LogConfig.maxSegmentMs), so its records become cleanable in time."""
+        if self.compact and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
 
     @classmethod
     def from_topic_config(cls, values: Mapping[str, object], base: LogConfig | None = None) -> LogConfig:
         """Take the log settings out of effective topic configs (Kafka names, text or int values)."""
         base = base or cls()
-        changes = {attr: int(values[name]) for name, attr in TOPIC_NAMES.items()  # type: ignore[arg-type]
-                   if values.get(name) is not None}
+        changes: dict[str, object] = {attr: int(values[name])  # type: ignore[arg-type]
+                                      for name, attr in TOPIC_NAMES.items() if values.get(name) is not None}
+        ratio = values.get("min.cleanable.dirty.ratio")
+        if ratio is not None:
+            changes["min_cleanable_ratio"] = float(ratio)  # type: ignore[arg-type]
         policy = values.get("cleanup.policy")
-        if policy is not None and "delete" not in str(policy).split(","):
-            # A compact-only topic (the internal topics) is never trimmed by time or size.
-            changes.update(retention_ms=-1, retention_bytes=-1)
-        return replace(base, **changes)
+        if policy is not None:
+            policies = {p.strip() for p in str(policy).split(",")}
+            changes.update(compact="compact" in policies, delete="delete" in policies)
+            if "delete" not in policies:
+                # A compact-only topic (the internal topics) is never trimmed by time or size.
+                changes.update(retention_ms=-1, retention_bytes=-1)
+        return replace(base, **changes)  # type: ignore[arg-type]
 
     @classmethod
     def coerce(cls, value: LogConfig | Mapping[str, object] | None, base: LogConfig | None = None) -> LogConfig:
@@ -45,4 +74,3 @@ class LogConfig:
         if isinstance(value, LogConfig):
             return value
         return cls.from_topic_config(value, base)
-

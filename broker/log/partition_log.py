@@ -239,7 +239,7 @@ class PartitionLog:
                 waited = max_ts - segment.first_batch_timestamp
             else:
                 waited = int(self._clock() * 1000) - segment.created_ms
-            roll = waited > cfg.segment_ms
+            roll = waited > cfg.max_segment_ms
         if roll:
             self.roll()
 
