@@ -111,6 +111,11 @@ class Broker:
         configs.load()
         replicas = self.add_component("replicas", ReplicaManager(topics, flusher))
         topics.on_delete(lambda info: replicas.forget_topic(info.name))
+        from broker.log.cleaner import LogCleaner
+
+        cleaner = self.add_component("log_cleaner", LogCleaner(
+            logs, config.get, producer_last_offsets=replicas.producer_last_offsets))
+        topics.on_delete(lambda info: cleaner.forget(info.name))
         allocator = ProducerIdAllocator(topics.registry.next_producer_id, topics.reserve_producer_ids)
         self.add_component("producer_ids", ProducerIdManager(allocator))
         from broker.groups.runtime import build as build_share_groups

@@ -186,6 +186,12 @@ class ReplicaManager:
             for waiter in parked:
                 waiter.event.set()
 
+    def producer_last_offsets(self, topic: str, partition: int, newer_than_ms: int) -> dict[int, int] | None:
+        """Last offset of each producer's last batch (see ProducerStateTable.last_offsets), or None when this
+        partition's producer state has not been loaded (the log cleaner then reads it from the batch headers)."""
+        table = self._producers.get((topic, partition))
+        return None if table is None else table.last_offsets(newer_than_ms)
+
     def forget_topic(self, topic: str) -> None:
         for key in [k for k in self._producers if k[0] == topic]:
             del self._producers[key]

@@ -67,6 +67,12 @@ class ProducerStateTable:
     def entry(self, producer_id: int) -> ProducerEntry | None:
         return self._producers.get(producer_id)
 
+    def last_offsets(self, newer_than_ms: int) -> dict[int, int]:
+        """Producer id -> last offset of its last batch, for producers whose last batch is newer than the given
+        time (the others count as expired: the log cleaner need not keep their last batch)."""
+        return {pid: entry.batches[-1].last_offset for pid, entry in self._producers.items()
+                if entry.batches and entry.batches[-1].timestamp > newer_than_ms}
+
     def check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int) -> SequenceCheck:
         if producer_id == NO_PRODUCER_ID or first_seq == NO_SEQUENCE:
             return APPEND  # not an idempotent batch

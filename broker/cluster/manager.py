@@ -127,8 +127,11 @@ class TopicManager:
     async def ensure_internal_topics(self, partitions: dict[str, int]) -> None:
         for name, count in partitions.items():
             if name not in self.registry:
+                configs = dict(INTERNAL_TOPIC_CONFIGS[name])
+                if name == "__consumer_offsets":  # as Kafka creates it: segments of offsets.topic.segment.bytes
+                    configs["segment.bytes"] = str(self._config.get("offsets.topic.segment.bytes"))
                 async with self._changes:
-                    await self._create(TopicPlan(name, count, INTERNAL_TOPIC_CONFIGS[name]))
+                    await self._create(TopicPlan(name, count, configs))
 
     def on_delete(self, callback) -> None:
         """Register `callback(info)` to run after a topic is deleted (caches keyed by topic)."""

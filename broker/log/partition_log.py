@@ -20,6 +20,7 @@ from pathlib import Path
 
 import structlog
 
+from broker.log import swap
 from broker.log.config import LogConfig
 from broker.log.files import SHARED, FileCache
 from broker.log.segment import BatchEntry, LogCorruptionError, Segment
@@ -89,6 +90,7 @@ class PartitionLog:
         self._bases: list[int] = []
         self._strict = strict_recovery
         self.files = files or SHARED
+        self.cleaning = False  # the log cleaner is working on it: retention waits (as Kafka's pauses)
         try:
             self._open_segments(log_start_offset)
         except BaseException:
@@ -101,6 +103,8 @@ class PartitionLog:
 
     # --- opening and recovery ----------------------------------------------------------------------------------
     def _open_segments(self, log_start_offset: int) -> None:
+        if not self._strict:  # the metadata journal is never cleaned
+            swap.complete_interrupted_swaps(self.directory, self.files)
         bases = []
         for path in self.directory.iterdir():
             if path.suffix == ".log" and path.stem.isdigit():
@@ -138,9 +142,7 @@ class PartitionLog:
         for path in self.directory.iterdir():
             if path.suffix in (".index", ".timeindex") and path.stem.isdigit() and int(path.stem) not in live:
                 path.unlink(missing_ok=True)
-        # empty non-active segments carry nothing; keep the list tidy
-        while len(self._segments) > 1 and self._segments[0].empty:
-            self._segments.pop(0).delete()
+        # An empty segment (one the cleaner emptied) stays: it holds the log start offset where it was.
         if not self._segments:
             self._segments.append(Segment(self.directory, max(0, log_start_offset), index_interval_bytes=interval,
                                           files=self.files))
@@ -275,7 +277,9 @@ class PartitionLog:
             segment = self._segments[i]
             if offset < segment.next_offset:
                 data, position, first = segment.read(offset, max_bytes, min_one_batch)
-                return ReadResult(data, first, segment.base_offset, position, hw, start)
+                if first >= 0:
+                    return ReadResult(data, first, segment.base_offset, position, hw, start)
+                # nothing at or after `offset` here: a compacted segment's tail (or all of it) was removed
             i += 1
         return ReadResult(b"", -1, -1, -1, hw, start)
 
@@ -339,6 +343,41 @@ class PartitionLog:
                         offset=header.base_offset, error=str(err))
             return []
 
+    # --- compaction --------------------------------------------------------------------------------------------
+    def install_cleaned(self, cleaned: Segment, olds: list[Segment]) -> bool:
+        """Serve `cleaned` in place of `olds` (consecutive segments of this log, the first with the same base
+        offset). False, changing nothing, if they are no longer all there (deleted by retention, log closed)."""
+        if self.closed or not olds or cleaned.base_offset != olds[0].base_offset:
+            return False
+        try:
+            i = next(n for n, s in enumerate(self._segments) if s is olds[0])
+        except StopIteration:
+            return False
+        if i + len(olds) >= len(self._segments) or any(
+                a is not b for a, b in zip(self._segments[i:i + len(olds)], olds, strict=True)):
+            return False  # gone, or would include the active segment
+        self._segments[i:i + len(olds)] = [cleaned]
+        self._bases = [s.base_offset for s in self._segments]
+        with self._lock:
+            for old in olds:
+                self._dirty.discard(old)
+            self._dir_dirty = True
+        return True
+
+    def roll_if_idle(self, now_ms: int) -> bool:
+        """Roll a non-empty active segment older than max segment time, without waiting for an append (so the
+        records of a quiet compacted topic become cleanable). True if it rolled."""
+        segment = self.active
+        if segment.empty:
+            return False
+        start = segment.first_batch_timestamp
+        if start is None or start < 0:
+            start = segment.created_ms
+        if now_ms - start <= self.config.max_segment_ms:
+            return False
+        self.roll()
+        return True
+
     # --- retention ---------------------------------------------------------------------------------------------
     def delete_records_before(self, offset: int) -> int:
         """Advance the log start offset to `offset` (DeleteRecords); whole segments below it are deleted.
@@ -348,7 +387,8 @@ class PartitionLog:
         if offset <= self.log_start_offset:
             return self.log_start_offset
         self.log_start_offset = offset
-        self._delete_segments_below_start()
+        if not self.cleaning:  # else the next retention pass deletes them
+            self._delete_segments_below_start()
         if self.on_log_start_offset_change is not None:
             self.on_log_start_offset_change(self)
         return self.log_start_offset
@@ -374,6 +414,8 @@ class PartitionLog:
         """Delete old segments by retention.ms and retention.bytes (never the active one). Returns how many."""
         if now_ms is None:
             now_ms = int(self._clock() * 1000)
+        if self.cleaning:
+            return 0  # next time: the cleaner is replacing segments of this log
         deleted = self._delete_segments_below_start()
         retention_ms = self.config.retention_ms
         if retention_ms >= 0:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from crc32c import crc32c
@@ -52,21 +52,24 @@ def _pread_exact(fd: int, size: int, position: int) -> bytes:
 
 class Segment:
     def __init__(self, directory: Path, base_offset: int, *, index_interval_bytes: int = 4096,
-                 files: FileCache | None = None) -> None:
+                 files: FileCache | None = None, suffix: str = "") -> None:
+        """Open (creating if missing) the segment's files. `suffix` names the files of a segment being cleaned
+        (`.cleaned`) or swapped in (`.swap`), as Kafka names them; see `change_suffix`."""
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.files = files or SHARED
+        self.suffix = suffix
         name = segment_name(base_offset)
-        self.log_path = directory / f"{name}.log"
+        self.log_path = directory / f"{name}.log{suffix}"
         self._path = str(self.log_path)
         fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)  # created if new; not kept open
         try:
             self.size = os.fstat(fd).st_size
         finally:
             os.close(fd)
-        self.offset_index = OffsetIndex(str(directory / f"{name}.index"), base_offset, self.files)
-        self.time_index = TimeIndex(str(directory / f"{name}.timeindex"), base_offset, self.files)
+        self.offset_index = OffsetIndex(str(directory / f"{name}.index{suffix}"), base_offset, self.files)
+        self.time_index = TimeIndex(str(directory / f"{name}.timeindex{suffix}"), base_offset, self.files)
         self.next_offset = base_offset  # last offset + 1; set by recover() / append
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1  # last offset of the batch holding max_timestamp (as Kafka)
@@ -89,11 +92,18 @@ class Segment:
         return [(self._path, LOG_FLAGS), (self.offset_index.path, INDEX_FLAGS), (self.time_index.path, INDEX_FLAGS)]
 
     def _pread(self, size: int, position: int) -> bytes:
-        fd = self.files.acquire(self._path, LOG_FLAGS)
+        path = self._path
+        try:
+            fd = self.files.acquire(path, LOG_FLAGS)
+        except FileNotFoundError:
+            if self._path == path:
+                raise
+            path = self._path  # renamed by change_suffix (in another thread) since we looked
+            fd = self.files.acquire(path, LOG_FLAGS)
         try:
             return _pread_exact(fd, size, position)
         finally:
-            self.files.release(self._path, fd)
+            self.files.release(path, fd)
 
     def _truncate_file(self, size: int) -> None:
         os.truncate(self._path, size)
@@ -358,6 +368,35 @@ class Segment:
             return int(os.stat(self._path).st_mtime * 1000)
         except FileNotFoundError:
             return self.created_ms
+
+    def change_suffix(self, suffix: str, after_log: Callable[[], None] | None = None) -> None:
+        """Rename the segment's files to end in `suffix` (the log file first, as Kafka), while readers may use it
+        from another thread: the log's descriptor stays pinned in the cache under its old name until the new name
+        is published, so a reader holding either name reads the same file. An index file that does not exist
+        (never written) is skipped."""
+        if suffix == self.suffix:
+            return
+        old = self._path
+        new = old[:len(old) - len(self.suffix)] + suffix
+        fd = self.files.acquire(old, LOG_FLAGS)
+        try:
+            os.rename(old, new)
+            self._path = new
+            self.log_path = Path(new)
+            self.files.forget(old)
+        finally:
+            self.files.release(old, fd)
+        if after_log is not None:
+            after_log()
+        for index in (self.offset_index, self.time_index):
+            target = index.path[:len(index.path) - len(self.suffix)] + suffix
+            try:
+                os.rename(index.path, target)
+            except FileNotFoundError:  # an empty index has no file: no stale one may stand in for it
+                Path(target).unlink(missing_ok=True)
+            self.files.forget(index.path)
+            index.path = target
+        self.suffix = suffix
 
     def close(self) -> None:
         if self.closed:

@@ -10,7 +10,8 @@ pytestmark = pytest.mark.integration
 
 
 def test_internal_topics_created_on_start(broker_factory):
-    broker = broker_factory({"offsets.topic.num.partitions": "3", "share.coordinator.state.topic.num.partitions": "5"})
+    broker = broker_factory({"offsets.topic.num.partitions": "3", "share.coordinator.state.topic.num.partitions": "5",
+                             "offsets.topic.segment.bytes": "1048576"})
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     topics = admin.list_topics(timeout=10).topics
     assert len(topics["__consumer_offsets"].partitions) == 3
@@ -18,6 +19,7 @@ def test_internal_topics_created_on_start(broker_factory):
     resource = ConfigResource(ResourceType.TOPIC, "__consumer_offsets")
     configs = admin.describe_configs([resource])[resource].result(timeout=30)
     assert configs["cleanup.policy"].value == "compact"
+    assert configs["segment.bytes"].value == "1048576"  # offsets.topic.segment.bytes, as Kafka creates it
     resource = ConfigResource(ResourceType.TOPIC, "__share_group_state")
     configs = admin.describe_configs([resource])[resource].result(timeout=30)
     assert (configs["cleanup.policy"].value, configs["retention.ms"].value) == ("delete", "-1")
