@@ -3,6 +3,10 @@
 JoinGroup (11), Heartbeat (12), LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16),
 DeleteGroups (42). Version differences (v0 rebalance timeout, single-member LeaveGroup before v3, ...) are
 settled here; the rules live in `broker.groups`.
+
+Authorization as Kafka's KafkaApis: READ on the group to join, sync, heartbeat or leave; DESCRIBE to describe it;
+DELETE to delete it; ListGroups lists every group for DESCRIBE on the cluster, else only the groups the client
+may DESCRIBE.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.handlers.share_groups import client_host
+from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode
 
 JOIN_GROUP = 11
@@ -21,8 +26,11 @@ LIST_GROUPS = 16
 DELETE_GROUPS = 42
 
 NO_AUTHORIZED_OPERATIONS = -2147483648
-# READ, DELETE, DESCRIBE: every operation on a GROUP resource (no authorizer, as Kafka reports it).
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+DENIED = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+
+
+def _may(ctx, operation: AclOperation, group_id: str, audit: bool = True) -> bool:
+    return ctx.authorize(operation, ResourceType.GROUP, group_id, audit=audit)
 
 _ERROR_MESSAGES = {
     ErrorCode.GROUP_ID_NOT_FOUND: "Group {} not found.",
@@ -31,6 +39,9 @@ _ERROR_MESSAGES = {
 
 
 async def handle_join_group(ctx, req) -> dict[str, Any]:
+    if not _may(ctx, AclOperation.READ, req.group_id):
+        return {"throttle_time_ms": 0, "error_code": DENIED, "generation_id": -1, "leader": "", "member_id": "",
+                "protocol_name": None if ctx.api_version >= 7 else "", "members": []}
     request = dict(req)
     if ctx.api_version == 0:
         request["rebalance_timeout_ms"] = req.session_timeout_ms  # v0 has one timeout for both
@@ -45,16 +56,22 @@ async def handle_join_group(ctx, req) -> dict[str, Any]:
 
 
 async def handle_sync_group(ctx, req) -> dict[str, Any]:
+    if not _may(ctx, AclOperation.READ, req.group_id):
+        return {"throttle_time_ms": 0, "error_code": DENIED, "assignment": b""}
     response = await ctx.broker.group_coordinator.sync_group(req)
     return {"throttle_time_ms": 0, **response}
 
 
 async def handle_heartbeat(ctx, req) -> dict[str, Any]:
+    if not _may(ctx, AclOperation.READ, req.group_id):
+        return {"throttle_time_ms": 0, "error_code": DENIED}
     response = await ctx.broker.group_coordinator.heartbeat(req)
     return {"throttle_time_ms": 0, **response}
 
 
 async def handle_leave_group(ctx, req) -> dict[str, Any]:
+    if not _may(ctx, AclOperation.READ, req.group_id):
+        return {"throttle_time_ms": 0, "error_code": DENIED, "members": []}
     if ctx.api_version < 3:
         members = [{"member_id": req.member_id, "group_instance_id": None, "reason": None}]
     else:
@@ -70,23 +87,31 @@ async def handle_leave_group(ctx, req) -> dict[str, Any]:
 async def handle_list_groups(ctx, req) -> dict[str, Any]:
     code, groups = await ctx.broker.group_coordinator.list_groups(req.get("states_filter") or (),
                                                                   req.get("types_filter") or ())
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, audit=False):
+        groups = [g for g in groups if _may(ctx, AclOperation.DESCRIBE, g["group_id"], audit=False)]
     return {"throttle_time_ms": 0, "error_code": code, "groups": groups}
 
 
 async def handle_describe_groups(ctx, req) -> dict[str, Any]:
-    groups = await ctx.broker.group_coordinator.describe_groups(list(req.groups), ctx.api_version)
-    operations = GROUP_OPERATIONS if req.get("include_authorized_operations") else NO_AUTHORIZED_OPERATIONS
+    allowed = [g for g in req.groups if _may(ctx, AclOperation.DESCRIBE, g)]
+    refused = [{"group_id": g, "error_code": DENIED, "group_state": "", "protocol_type": "", "protocol_data": "",
+                "members": [], "authorized_operations": NO_AUTHORIZED_OPERATIONS}
+               for g in req.groups if g not in allowed]
+    groups = await ctx.broker.group_coordinator.describe_groups(allowed, ctx.api_version) if allowed else []
     for g in groups:
-        g["authorized_operations"] = operations if g.get("error_code") == 0 else NO_AUTHORIZED_OPERATIONS
-    return {"throttle_time_ms": 0, "groups": groups}
+        g["authorized_operations"] = NO_AUTHORIZED_OPERATIONS
+        if g.get("error_code") == 0 and req.get("include_authorized_operations"):
+            g["authorized_operations"] = ctx.authorized_operations(ResourceType.GROUP, g["group_id"])
+    return {"throttle_time_ms": 0, "groups": refused + groups}
 
 
 async def handle_delete_groups(ctx, req) -> dict[str, Any]:
     names = list(req.groups_names)
-    results = await ctx.broker.group_coordinator.delete_groups(names)
+    allowed = [g for g in dict.fromkeys(names) if _may(ctx, AclOperation.DELETE, g)]
+    results = await ctx.broker.group_coordinator.delete_groups(allowed) if allowed else {}
     out = []
     for gid in dict.fromkeys(names):
-        code = results.get(gid, int(ErrorCode.GROUP_ID_NOT_FOUND))
+        code = results.get(gid, int(ErrorCode.GROUP_ID_NOT_FOUND)) if gid in allowed else DENIED
         message = _ERROR_MESSAGES.get(ErrorCode(code)) if code else None
         out.append({"group_id": gid, "error_code": code,
                     "error_message": message.format(gid) if message else None})

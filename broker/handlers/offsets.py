@@ -2,29 +2,98 @@
 
 OffsetFetch asks for one group before v8 and for several from v8 (each answered on its own); from v9 a member
 id and epoch come with each group, from v10 topics are named by id.
+
+Authorization as Kafka's KafkaApis: OffsetCommit needs READ on the group and on each topic; OffsetFetch DESCRIBE on
+the group, and its topics the client may not DESCRIBE are refused (named) or left out (all offsets asked for);
+OffsetDelete DELETE on the group and READ on each topic.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
+
+from broker.security.acl import AclOperation, ResourceType
+from protocol.errors import ErrorCode
 
 OFFSET_COMMIT = 8
 OFFSET_FETCH = 9
 OFFSET_DELETE = 47
 
 
+GROUP_DENIED = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+TOPIC_DENIED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+
+
+def _topic_name(ctx, topic) -> str | None:
+    """The topic's name, from its id where the request gives one (None: an unknown id)."""
+    topic_id = topic.get("topic_id")
+    if topic_id and topic_id != uuid.UUID(int=0):
+        info = ctx.broker.topics.registry.by_id(topic_id)
+        return info.name if info is not None else None
+    return topic.get("name")
+
+
+def _split(ctx, topics, operation: AclOperation) -> tuple[list, list]:
+    """(topics the client may `operation`, refused topics); unknown ids stay for the coordinator to answer."""
+    allowed, refused = [], []
+    for topic in topics:
+        name = _topic_name(ctx, topic)
+        (refused if name is not None and not ctx.authorize(operation, ResourceType.TOPIC, name) else allowed).append(
+            topic)
+    return allowed, refused
+
+
+def _refused_partitions(topics, code: int, key: str = "partitions", fetch: bool = False) -> list[dict]:
+    out = []
+    for topic in topics:
+        indexes = topic["partition_indexes"] if fetch else [p["partition_index"] for p in topic[key]]
+        partitions = [{"partition_index": i, "error_code": code} for i in indexes]
+        if fetch:
+            for p in partitions:
+                p.update(committed_offset=-1, committed_leader_epoch=-1, metadata="")
+        out.append({"name": topic.get("name"), "topic_id": topic.get("topic_id"), "partitions": partitions})
+    return out
+
+
 async def handle_offset_commit(ctx, req) -> dict[str, Any]:
-    response = await ctx.broker.group_coordinator.commit_offsets(req, ctx.api_version)
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return {"throttle_time_ms": 0, "topics": _refused_partitions(req.topics, GROUP_DENIED)}
+    allowed, refused = _split(ctx, req.topics, AclOperation.READ)
+    if refused:
+        req = {**req, "topics": allowed}
+    response = await ctx.broker.group_coordinator.commit_offsets(req, ctx.api_version) if allowed or not refused \
+        else {"topics": []}
+    response = dict(response)
+    response["topics"] = list(response.get("topics", [])) + _refused_partitions(refused, TOPIC_DENIED)
     return {"throttle_time_ms": 0, **response}
+
+
+async def _fetch_group(ctx, group: dict, version: int, require_stable: bool) -> dict[str, Any]:
+    """One group's OffsetFetch answer with Kafka's checks: DESCRIBE on the group, then on each topic."""
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group["group_id"]):
+        return {"group_id": group["group_id"], "topics": [], "error_code": GROUP_DENIED}
+    topics = group["topics"]
+    refused: list = []
+    if topics is not None:
+        topics, refused = _split(ctx, topics, AclOperation.DESCRIBE)
+    [answer] = await ctx.broker.group_coordinator.fetch_offsets([{**group, "topics": topics}], version,
+                                                                require_stable)
+    answer = dict(answer)
+    if group["topics"] is None:  # all offsets: topics the client may not see are left out
+        answer["topics"] = [t for t in answer.get("topics", [])
+                            if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t["name"], audit=False)]
+    elif refused:
+        answer["topics"] = list(answer.get("topics", [])) + _refused_partitions(refused, TOPIC_DENIED, fetch=True)
+    return answer
 
 
 async def handle_offset_fetch(ctx, req) -> dict[str, Any]:
     version = ctx.api_version
-    coordinator = ctx.broker.group_coordinator
     if version < 8:
         topics = None if req.topics is None else list(req.topics)
-        [group] = await coordinator.fetch_offsets([{"group_id": req.group_id, "topics": topics}], version,
-                                                  bool(req.get("require_stable")))
+        group = await _fetch_group(ctx, {"group_id": req.group_id, "topics": topics}, version,
+                                   bool(req.get("require_stable")))
         code = group["error_code"]
         out_topics = group["topics"]
         if version < 2 and code:
@@ -35,12 +104,17 @@ async def handle_offset_fetch(ctx, req) -> dict[str, Any]:
         return {"throttle_time_ms": 0, "topics": out_topics, "error_code": code}
     groups = [{"group_id": g.group_id, "member_id": g.get("member_id"), "member_epoch": g.get("member_epoch", -1),
                "topics": None if g.topics is None else list(g.topics)} for g in req.groups]
-    answers = await coordinator.fetch_offsets(groups, version, bool(req.get("require_stable")))
+    answers = [await _fetch_group(ctx, g, version, bool(req.get("require_stable"))) for g in groups]
     return {"throttle_time_ms": 0, "groups": answers}
 
 
 async def handle_offset_delete(ctx, req) -> dict[str, Any]:
-    response = await ctx.broker.group_coordinator.delete_offsets(req.group_id, list(req.topics))
+    if not ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, req.group_id):
+        return {"throttle_time_ms": 0, "error_code": GROUP_DENIED, "topics": []}
+    allowed, refused = _split(ctx, req.topics, AclOperation.READ)
+    response = dict(await ctx.broker.group_coordinator.delete_offsets(req.group_id, allowed)) if allowed or \
+        not refused else {"error_code": 0, "topics": []}
+    response["topics"] = list(response.get("topics", [])) + _refused_partitions(refused, TOPIC_DENIED)
     return {"throttle_time_ms": 0, **response}
 
 

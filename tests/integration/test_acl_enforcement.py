@@ -249,3 +249,69 @@ def test_topic_admin_with_prefixed_acls(secured):
     assert code_of(alice.describe_configs([resource])[resource]) is None
     assert code_of(alice.delete_topics(["alice-1"])["alice-1"]) is None
     assert "alice-1" not in admin.list_topics(timeout=30).topics
+
+
+def test_group_consumer_needs_read_on_group_and_topic(secured):
+    broker, admin, tls = secured
+    operator = {"bootstrap.servers": f"127.0.0.1:{broker.ports['PLAINTEXT']}"}
+    assert produce(operator, "orders", [b"1", b"2", b"3"]) == [None] * 3
+    bob = client_config(broker, tls, "bob")
+
+    def consume(group: str) -> tuple[list, list]:
+        consumer = Consumer({**bob, "group.id": group, "auto.offset.reset": "earliest",
+                             "enable.auto.commit": False})
+        consumer.subscribe(["orders"])
+        values, codes = [], []
+        deadline = time.monotonic() + 30
+        try:
+            while len(values) < 3 and not codes and time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is None:
+                    continue
+                if msg.error():
+                    codes.append(msg.error().code())
+                else:
+                    values.append(msg.value())
+            if len(values) == 3:
+                consumer.commit(asynchronous=False)
+        finally:
+            consumer.close()
+        return values, codes
+
+    values, codes = consume("readers")
+    assert values == [] and KafkaError.GROUP_AUTHORIZATION_FAILED in codes, codes
+    allow(admin, "bob", ResourceType.GROUP, "readers", AclOperation.READ)
+    values, codes = consume("readers")
+    assert values == [] and KafkaError.TOPIC_AUTHORIZATION_FAILED in codes, codes
+    allow(admin, "bob", ResourceType.TOPIC, "orders", AclOperation.READ)
+    values, codes = consume("readers")
+    assert values == [b"1", b"2", b"3"] and not codes, codes
+    committed = Consumer({**bob, "group.id": "readers"}).committed([TopicPartition("orders", 0)], timeout=30)
+    assert committed[0].offset == 3
+
+
+def test_offset_commit_and_fetch_refuse_topics_one_by_one(secured):
+    """OffsetCommit/OffsetFetch with the group allowed: each topic is checked on its own; the allowed one is
+    committed, the other answered TOPIC_AUTHORIZATION_FAILED."""
+    broker, admin, tls = secured
+    with RawClient(broker.ports["PLAINTEXT"]) as raw:
+        versions = {k.api_key: k.max_version for k in raw.call(18, 3, {"client_software_name": "t",
+                                                                     "client_software_version": "1"}).api_keys}
+    if 8 not in versions:
+        pytest.skip("OffsetCommit is not served yet")
+    # Alice may use group "mixed" and topic "orders", not "payments".
+    allow(admin, "alice", ResourceType.GROUP, "mixed", AclOperation.READ)
+    allow(admin, "alice", ResourceType.TOPIC, "orders", AclOperation.READ)
+    consumer = Consumer({**client_config(broker, tls, "alice"), "group.id": "mixed", "enable.auto.commit": False})
+    try:
+        with pytest.raises(KafkaException) as err:
+            consumer.commit(offsets=[TopicPartition("orders", 0, 1), TopicPartition("payments", 0, 1)],
+                            asynchronous=False)
+        assert err.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        committed = consumer.committed([TopicPartition("orders", 0), TopicPartition("payments", 0)], timeout=30)
+    finally:
+        consumer.close()
+    by_topic = {tp.topic: tp for tp in committed}
+    assert by_topic["orders"].offset == 1 and by_topic["orders"].error is None
+    assert by_topic["payments"].error is not None and \
+        by_topic["payments"].error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
