@@ -149,11 +149,12 @@ class OffsetMap:
         return key if len(key) < _HASHED_KEY else hashlib.md5(key, usedforsecurity=False).digest()
 
     def put(self, key: bytes, offset: int) -> None:
-        self._map[self.slot(key)] = offset
+        self._map[key if len(key) < _HASHED_KEY else hashlib.md5(key, usedforsecurity=False).digest()] = offset
         self.latest_offset = offset
 
     def get(self, key: bytes) -> int:
-        return self._map.get(self.slot(key), -1)
+        return self._map.get(key if len(key) < _HASHED_KEY else hashlib.md5(key, usedforsecurity=False).digest(),
+                             -1)
 
 
 # --- reading segments --------------------------------------------------------------------------------------------
@@ -243,28 +244,93 @@ def _varint(buf, p: int) -> tuple[int, int]:
 
 def _records(payload, count: int) -> Iterator[tuple[int, int, int, bytes | None, bool, int, int]]:
     """(attributes, timestamp delta, offset delta, key, has value, position after the timestamp delta, record end)
-    of each record; the framing was proven when the records were produced."""
+    of each record; the framing was proven when the records were produced. One-byte varints (most of them) are
+    decoded inline: this loop is most of the cleaner's time."""
     pos = 0
     end = len(payload)
+    varint = _varint
     try:
         for _ in range(count):
-            length, p = _varint(payload, pos)
+            b = payload[pos]
+            if b < 0x80:
+                length, p = (b >> 1) ^ -(b & 1), pos + 1
+            elif payload[pos + 1] < 0x80:
+                u = (b & 0x7F) | (payload[pos + 1] << 7)
+                length, p = (u >> 1) ^ -(u & 1), pos + 2
+            else:
+                length, p = varint(payload, pos)
             stop = p + length
             attributes = payload[p]
-            ts_delta, p = _varint(payload, p + 1)
+            b = payload[p + 1]
+            if b < 0x80:
+                ts_delta, p = (b >> 1) ^ -(b & 1), p + 2
+            else:
+                ts_delta, p = varint(payload, p + 1)
             rest = p
-            offset_delta, p = _varint(payload, p)
-            key_len, p = _varint(payload, p)
+            b = payload[p]
+            if b < 0x80:
+                offset_delta, p = (b >> 1) ^ -(b & 1), p + 1
+            else:
+                offset_delta, p = varint(payload, p)
+            b = payload[p]
+            if b < 0x80:
+                key_len, p = (b >> 1) ^ -(b & 1), p + 1
+            else:
+                key_len, p = varint(payload, p)
             if key_len >= 0:
                 key: bytes | None = bytes(payload[p:p + key_len])
                 p += key_len
             else:
                 key = None
-            value_len, p = _varint(payload, p)
+            b = payload[p]
+            if b < 0x80:
+                value_len, p = (b >> 1) ^ -(b & 1), p + 1
+            elif payload[p + 1] < 0x80:
+                u = (b & 0x7F) | (payload[p + 1] << 7)
+                value_len, p = (u >> 1) ^ -(u & 1), p + 2
+            else:
+                value_len, p = varint(payload, p)
             if stop > end or p + max(value_len, 0) > stop:
                 raise CorruptLogError("record runs past its batch")
             yield attributes, ts_delta, offset_delta, key, value_len >= 0, rest, stop
             pos = stop
+    except IndexError:
+        raise CorruptLogError("record runs past its batch") from None
+
+
+def _keys(payload, count: int) -> Iterator[tuple[int, bytes | None]]:
+    """(offset delta, key) of each record: what the key map needs."""
+    pos = 0
+    varint = _varint
+    try:
+        for _ in range(count):
+            b = payload[pos]
+            if b < 0x80:
+                length, p = (b >> 1) ^ -(b & 1), pos + 1
+            elif payload[pos + 1] < 0x80:
+                u = (b & 0x7F) | (payload[pos + 1] << 7)
+                length, p = (u >> 1) ^ -(u & 1), pos + 2
+            else:
+                length, p = varint(payload, pos)
+            stop = p + length
+            b = payload[p + 1]
+            p = p + 2 if b < 0x80 else varint(payload, p + 1)[1]
+            b = payload[p]
+            if b < 0x80:
+                offset_delta, p = (b >> 1) ^ -(b & 1), p + 1
+            else:
+                offset_delta, p = varint(payload, p)
+            b = payload[p]
+            if b < 0x80:
+                key_len, p = (b >> 1) ^ -(b & 1), p + 1
+            else:
+                key_len, p = varint(payload, p)
+            if key_len > stop - p:
+                raise CorruptLogError("record key runs past its record")
+            yield offset_delta, bytes(payload[p:p + key_len]) if key_len >= 0 else None
+            pos = stop
+        if pos != len(payload):
+            raise CorruptLogError("bytes left after the batch's records")
     except IndexError:
         raise CorruptLogError("record runs past its batch") from None
 
@@ -444,13 +510,15 @@ class CleaningSession:
                 continue
             if not header.attributes & rec.ATTR_CONTROL and header.records_count:
                 base = header.base_offset
-                for _a, _tsd, offset_delta, key, _v, _r, _s in _records(_payload(header, batch), header.records_count):
-                    stats.map_records += 1
+                entries, limit, put = offset_map._map, offset_map.max_entries, offset_map.put
+                for offset_delta, key in _keys(_payload(header, batch), header.records_count):
                     offset = base + offset_delta
                     if key is not None and offset >= first_dirty:
-                        if offset_map.full:
+                        if len(entries) >= limit:
+                            stats.map_records += offset_delta
                             return True
-                        offset_map.put(key, offset)
+                        put(key, offset)
+                stats.map_records += header.records_count
             if last > offset_map.latest_offset:
                 offset_map.latest_offset = last
         return False

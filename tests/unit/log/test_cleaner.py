@@ -389,3 +389,20 @@ def test_closing_stops_a_round_in_progress_and_leaves_nothing_behind(tmp_path: P
     assert cleaned is False and took < 5
     assert not [p for p in h.log.directory.iterdir() if p.name.endswith((".cleaned", ".swap"))]
     assert latest_view(records(h.log)) == expected
+
+
+def test_compact_delete_topics_are_also_trimmed_by_retention_but_not_while_cleaned(tmp_path: Path) -> None:
+    cfg = replace(compact_config(segment_bytes=600), delete=True, retention_ms=60_000)
+    h = Harness(tmp_path, cfg)
+    for i in range(40):
+        append(h.log, [(b"k%d" % (i % 4), b"%d" % i + b"-" * 40)], ts=START_MS - 120_000 if i < 20 else START_MS)
+    h.log.roll()
+    old_segments = [s for s in h.log.segments if 0 <= s.max_timestamp < START_MS - 60_000]
+    assert len(old_segments) >= 2
+    h.log.cleaning = True  # the cleaner is replacing segments: retention waits for the next pass
+    assert h.manager.apply_retention(START_MS) == 0
+    h.log.cleaning = False
+    assert h.manager.apply_retention(START_MS) == len(old_segments)
+    assert h.log.log_start_offset == 20
+    assert h.clean()
+    assert latest_view(records(h.log)) == {b"k%d" % k: b"%d" % (36 + k) + b"-" * 40 for k in range(4)}
