@@ -5,8 +5,8 @@
 1. Starts a broker process (127.0.0.1, ephemeral port, temporary data directory, `log.cleaner.backoff.ms=200`)
    and fills a compacted topic with `--mib` MiB of updates spread over `--keys` keys (confluent-kafka, lz4 off),
    with `min.cleanable.dirty.ratio=1.0` so nothing is cleaned yet.
-2. Measures produce latency (acks=all, one record in flight, 200 per second, another topic) for a few seconds
-   with the cleaner idle: the baseline.
+2. Measures produce latency (acks=all, one record in flight, 200 per second, another topic) for 5 seconds with
+   the cleaner idle, before the fill and again after the cleaning: the baselines.
 3. Sets `min.cleanable.dirty.ratio=0.01` (IncrementalAlterConfigs, live) and measures produce latency the same
    way while the cleaner works, until the broker logs the round ("log cleaned", with its bytes and seconds).
 4. Also cleans a copy of the same log in this process without a broker (`broker.log.clean`), the cleaner's raw
@@ -149,12 +149,12 @@ def main(argv: list[str] | None = None) -> int:
                       NewTopic("probe", 1)]
             for future in admin.create_topics(topics).values():
                 future.result(30)
+            result["latency_idle_before"] = summary(latencies(bootstrap, "probe", lambda: True, min_s=5))
             t0 = time.perf_counter()
             result["records"] = fill(bootstrap, "compacted", args.mib, args.keys, args.value_bytes)
             result["fill_s"] = round(time.perf_counter() - t0, 1)
             copy = Path(tmp) / "copy"
             shutil.copytree(data / "compacted-0", copy)  # nothing writes to it now; acks=all made it durable
-            result["latency_idle"] = summary(latencies(bootstrap, "probe", lambda: True, min_s=5))
             # the active segment rolls at the next pass (segment.ms) so the whole log is cleanable
             resource = ConfigResource(ResourceType.TOPIC, "compacted", incremental_configs=[
                 ConfigEntry("min.cleanable.dirty.ratio", "0.01", incremental_operation=AlterConfigOpType.SET),
@@ -164,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
             during = latencies(bootstrap, "probe", lambda: cleaned_line(log_path, "compacted") is not None,
                                min_s=0.5)
             result["latency_cleaning"] = summary(during)
+            result["latency_idle_after"] = summary(latencies(bootstrap, "probe", lambda: True, min_s=5))
             line = cleaned_line(log_path, "compacted")
             result["broker_round"] = {k: line[k] for k in ("bytes_read", "bytes_written", "records_read",
                                                           "records_retained", "seconds", "mb_per_s")}
