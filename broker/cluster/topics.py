@@ -86,6 +86,8 @@ class TopicRegistry:
         self.broker_configs: dict[str, str] = {}
         # Group config overrides (IncrementalAlterConfigs on the GROUP resource), group id -> name -> value.
         self.group_configs: dict[str, dict[str, str]] = {}
+        # Bumped by every applied record: lets caches keyed on topic metadata (regex subscriptions) see changes.
+        self.version = 0
 
     # --- queries -------------------------------------------------------------------------------------------
     def get(self, name: str) -> TopicInfo | None:
@@ -125,6 +127,7 @@ class TopicRegistry:
     # --- records ---------------------------------------------------------------------------------------------
     def apply(self, record_type: int, value) -> None:
         """Apply one metadata record (a decoded value Container or dict with snake_case keys)."""
+        self.version += 1
         if record_type == TOPIC_RECORD:
             info = TopicInfo(value["name"], value["topic_id"])
             self._by_name[info.name] = info

@@ -22,6 +22,7 @@ from . import classic_records, share_records
 from . import records as group_records
 from .classic import ClassicConfig, ClassicGroups
 from .classic_group import ClassicState
+from .consumer import ConsumerConfig, ConsumerGroups
 from .offsets import INVALID_OFFSET, NO_LEADER_EPOCH, OffsetAndMetadata, OffsetStore, commit_record
 from .offsets import tombstone as offset_tombstone
 from .records import Owner, Record
@@ -48,6 +49,7 @@ class OffsetsConfig:
 @dataclass(frozen=True)
 class GroupCoordinatorConfig:
     classic: ClassicConfig = field(default_factory=ClassicConfig)
+    consumer: ConsumerConfig = field(default_factory=ConsumerConfig)
     offsets: OffsetsConfig = field(default_factory=OffsetsConfig)
     share: ShareGroupConfig = field(default_factory=ShareGroupConfig)
 
@@ -65,16 +67,24 @@ class DeletePlan:
 class GroupCoordinator:
     def __init__(self, config: GroupCoordinatorConfig | None = None, *, topic_info: TopicInfoLookup,
                  topic_name: TopicNameLookup | None = None, any_topic: TopicInfoLookup | None = None,
-                 new_member_id: Callable[[str, str | None], str] | None = None) -> None:
+                 topic_names: Callable[[], Iterable[str]] = lambda: (), topics_version: Callable[[], int] = lambda: 0,
+                 new_member_id: Callable[[str, str | None], str] | None = None,
+                 consumer_member_id: Callable[[], str] | None = None) -> None:
         self.config = config or GroupCoordinatorConfig()
         self._topic_info = topic_info
         self._topic_name = topic_name or (lambda tid: None)
         self._any_topic = any_topic or topic_info
+        self._topic_names = topic_names
+        self._topics_version = topics_version
         self._new_member_id = new_member_id
+        self._consumer_member_id = consumer_member_id
         self.share = ShareGroupCoordinator(self.config.share, topic_info=topic_info, group_type_of=self.group_type_of,
                                            topic_name=topic_name)
         self.classic = ClassicGroups(self.config.classic, group_type_of=self.group_type_of,
                                      new_member_id=new_member_id)
+        extra = {} if consumer_member_id is None else {"member_id_factory": consumer_member_id}
+        self.consumer = ConsumerGroups(self.config.consumer, topic_info=topic_info, topic_names=topic_names,
+                                       topics_version=topics_version, **extra)
         self.offsets = OffsetStore()
         self.skipped_records = 0
         self._now = 0  # time of the replay in progress (simple groups created by offset records)
@@ -86,12 +96,11 @@ class GroupCoordinator:
         """"classic", "consumer" or "share" for a group that exists, else None."""
         if group_id in self.classic.groups:
             return "classic"
+        if group_id in self.consumer.groups:
+            return "consumer"
         if group_id in self.share.groups:
             return "share"
         return None
-
-    def all_group_ids(self) -> list[str]:
-        return sorted(set(self.classic.groups) | set(self.share.groups))
 
     # ----------------------------------------------------------------------------------------------- replay
 
@@ -108,6 +117,9 @@ class GroupCoordinator:
         if owner is Owner.CLASSIC:
             self.classic.replay(key, value, self._now)
             return True
+        if owner is Owner.CONSUMER:
+            self.consumer.replay(key, value)
+            return True
         if owner is Owner.SHARE:
             return self.share.replay(key, value)
         self.skipped_records += 1
@@ -118,13 +130,18 @@ class GroupCoordinator:
 
     def loaded(self, now_ms: int) -> GroupResult:
         self.share.loaded(now_ms)
+        self.consumer.loaded(now_ms)
         self._next_cleanup = now_ms + self.config.offsets.retention_check_interval_ms
         return self.classic.loaded(now_ms)
 
     def fresh(self) -> GroupCoordinator:
         """An empty coordinator with the same configuration (to rebuild state from the log)."""
-        return GroupCoordinator(self.config, topic_info=self._topic_info, topic_name=self._topic_name,
-                                any_topic=self._any_topic, new_member_id=self._new_member_id)
+        fresh = GroupCoordinator(self.config, topic_info=self._topic_info, topic_name=self._topic_name,
+                                 any_topic=self._any_topic, topic_names=self._topic_names,
+                                 topics_version=self._topics_version, new_member_id=self._new_member_id,
+                                 consumer_member_id=self._consumer_member_id)
+        fresh.consumer.group_timing = self.consumer.group_timing
+        return fresh
 
     def _apply(self, res: GroupResult, records: Iterable[Record]) -> None:
         """Emit records whose owner changes state by replay (offsets, share and consumer groups)."""
@@ -135,14 +152,15 @@ class GroupCoordinator:
     # ------------------------------------------------------------------------------------------------ timers
 
     def next_deadline(self) -> int | None:
-        deadlines = [d for d in (self.classic.next_deadline(), self.share.next_deadline(), self._next_cleanup)
-                     if d is not None]
+        deadlines = [d for d in (self.classic.next_deadline(), self.consumer.next_deadline(),
+                                 self.share.next_deadline(), self._next_cleanup) if d is not None]
         return min(deadlines, default=None)
 
     def tick(self, now: int) -> GroupResult:
         """Fire due timers of classic groups and the periodic cleanup (share sessions expire through
         `share.expire_sessions`, which the runtime calls for its member-removed listeners)."""
         res = self.classic.tick(now)
+        res.merge(self.consumer.tick(now))
         if self._next_cleanup is not None and now >= self._next_cleanup:
             self._next_cleanup = now + self.config.offsets.retention_check_interval_ms
             res.merge(self.cleanup(now))
@@ -162,6 +180,13 @@ class GroupCoordinator:
             if all_expired and group.is_empty():
                 res.records.append(classic_records.tombstone(gid))
                 self.classic.delete(gid)
+                deleted.append(gid)
+        for gid in sorted(self.consumer.groups):
+            records, all_expired = self.offsets.expire(gid, now, retention, lambda o: o.commit_timestamp_ms,
+                                                       lambda topic, g=gid: self.consumer.is_subscribed_to(g, topic))
+            self._apply(res, records)
+            if all_expired and not self.consumer.groups[gid].members:
+                self.consumer.delete(gid, res)
                 deleted.append(gid)
         if res.records:
             log.info("group metadata cleanup", tombstones=len(res.records), groups_deleted=deleted)
@@ -183,7 +208,16 @@ class GroupCoordinator:
 
     def join_group(self, req: Mapping[str, Any], version: int, now: int, waiter: Any, *, client_id: str = "",
                    client_host: str = "") -> GroupResult:
-        return self.classic.join(req, version, now, waiter, client_id=client_id, client_host=client_host)
+        res = GroupResult()
+        gid = req["group_id"]
+        if gid and gid in self.consumer.groups and not self.consumer.groups[gid].members:
+            # An empty consumer group becomes a classic group when a classic member joins (as Kafka does).
+            log.info("empty consumer group converted to a classic group", group=gid)
+            self._delete_consumer_group(gid, res)
+        return res.merge(self.classic.join(req, version, now, waiter, client_id=client_id, client_host=client_host))
+
+    def _delete_consumer_group(self, gid: str, res: GroupResult) -> None:
+        self.consumer.delete(gid, res)
 
     def sync_group(self, req: Mapping[str, Any], now: int, waiter: Any) -> GroupResult:
         if req["group_id"] and self.group_type_of(req["group_id"]) not in (None, "classic"):
@@ -205,6 +239,43 @@ class GroupCoordinator:
                  "error_code": int(ErrorCode.UNKNOWN_MEMBER_ID)} for m in members]})
         return self.classic.leave(gid, members, now)
 
+    # -------------------------------------------------------------------------------------- consumer groups
+
+    def consumer_group_heartbeat(self, req: Mapping[str, Any], version: int, now: int, *, client_id: str = "",
+                                 client_host: str = "") -> GroupResult:
+        gid = req["group_id"]
+        kind = self.group_type_of(gid) if gid else None
+        res = GroupResult()
+        if kind not in (None, "consumer"):
+            error = None
+            try:
+                self.consumer.prevalidate(req, version)
+            except GroupError as e:
+                error = e
+            if error is None and kind == "classic" and req["member_epoch"] == 0 \
+                    and self.classic.groups[gid].is_empty():
+                # An empty classic group gives way to the consumer group (Kafka's maybeDeleteEmptyClassicGroup).
+                log.info("empty classic group converted to a consumer group", group=gid)
+                res.records.append(classic_records.tombstone(gid))
+                self.classic.delete(gid)
+                return res.merge(self.consumer.heartbeat(req, version, now, client_id=client_id,
+                                                         client_host=client_host))
+            if error is None:
+                error = GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
+            res.response = {"error_code": int(error.code), "error_message": error.message, "member_id": None,
+                            "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
+            return res
+        return self.consumer.heartbeat(req, version, now, client_id=client_id, client_host=client_host)
+
+    def consumer_group_describe(self, group_ids: Sequence[str]) -> list[dict[str, Any]]:
+        out = []
+        for gid in group_ids:
+            if not gid:
+                out.append({"group_id": gid, "error_code": int(ErrorCode.INVALID_GROUP_ID)})
+            else:
+                out += self.consumer.describe([gid], self._topic_name, self.group_type_of)
+        return out
+
     # ---------------------------------------------------------------------------------------------- offsets
 
     def _validate_commit(self, gid: str, req: Mapping[str, Any], version: int, now: int) -> ErrorCode:
@@ -217,6 +288,9 @@ class GroupCoordinator:
         if kind == "share":
             return ErrorCode.GROUP_ID_NOT_FOUND
         try:
+            if kind == "consumer":
+                self.consumer.validate_member_epoch(gid, req["member_id"], generation, commit=True, version=version)
+                return ErrorCode.NONE
             self.classic.validate_offset_commit(self.classic.groups[gid], req["member_id"],
                                                 req.get("group_instance_id"), generation, now)
         except GroupError as e:
@@ -277,6 +351,11 @@ class GroupCoordinator:
         by_id = version >= 10
         out: list[dict[str, Any]] = []
         kind = self.group_type_of(gid)
+        if kind == "consumer" and version >= 9:
+            try:
+                self.consumer.validate_member_epoch(gid, member_id, member_epoch, commit=False, version=version)
+            except GroupError as e:
+                return {"group_id": gid, "topics": [], "error_code": int(e.code)}
         # Share groups have no committed offsets here (their start offsets are share state); absent groups
         # answer "no offset" without an error, as Kafka does.
         offsets = self.offsets.group_offsets(gid) if kind in ("classic", "consumer") else {}
@@ -324,19 +403,24 @@ class GroupCoordinator:
         if kind in (None, "share"):
             res.response = {"error_code": int(ErrorCode.GROUP_ID_NOT_FOUND), "topics": []}
             return res
-        group = self.classic.groups[gid]
-        if group.state is ClassicState.DEAD:
-            res.response = {"error_code": int(ErrorCode.GROUP_ID_NOT_FOUND), "topics": []}
-            return res
-        if not group.is_empty() and not group.uses_consumer_protocol():
-            res.response = {"error_code": int(ErrorCode.NON_EMPTY_GROUP), "topics": []}
-            return res
+        if kind == "consumer":
+            def is_subscribed(topic: str) -> bool:
+                return self.consumer.is_subscribed_to(gid, topic)
+        else:
+            group = self.classic.groups[gid]
+            if group.state is ClassicState.DEAD:
+                res.response = {"error_code": int(ErrorCode.GROUP_ID_NOT_FOUND), "topics": []}
+                return res
+            if not group.is_empty() and not group.uses_consumer_protocol():
+                res.response = {"error_code": int(ErrorCode.NON_EMPTY_GROUP), "topics": []}
+                return res
+            is_subscribed = group.is_subscribed_to
         records: list[Record] = []
         topics_out = []
         for topic in topics:
             name = topic["name"]
             exists = self._any_topic(name) is not None
-            subscribed = group.is_subscribed_to(name)
+            subscribed = is_subscribed(name)
             parts_out = []
             for p in topic["partitions"]:
                 index = p["partition_index"]
@@ -370,6 +454,9 @@ class GroupCoordinator:
         for gid, group in self.classic.groups.items():
             out.append({"group_id": gid, "protocol_type": group.protocol_type or "",
                         "group_state": group.state.value, "group_type": "classic"})
+        for gid, consumer_group in self.consumer.groups.items():
+            out.append({"group_id": gid, "protocol_type": "consumer", "group_state": consumer_group.state().value,
+                        "group_type": "consumer"})
         for gid, share_group in self.share.groups.items():
             out.append({"group_id": gid, "protocol_type": "share", "group_state": share_group.state.value,
                         "group_type": "share"})
@@ -414,6 +501,11 @@ class GroupCoordinator:
                     results[gid] = int(ErrorCode.NON_EMPTY_GROUP)
                 else:
                     deletable.append(gid)
+            elif kind == "consumer":
+                if self.consumer.groups[gid].members:
+                    results[gid] = int(ErrorCode.NON_EMPTY_GROUP)
+                else:
+                    deletable.append(gid)
             elif kind == "share":
                 group = self.share.groups[gid]
                 if group.members:
@@ -440,6 +532,8 @@ class GroupCoordinator:
             if kind == "classic":
                 res.records.append(classic_records.tombstone(gid))
                 self.classic.delete(gid)
+            elif kind == "consumer":
+                self._delete_consumer_group(gid, res)
             elif kind == "share":
                 self._apply(res, [share_records.state_partition_metadata_tombstone(gid),
                                   share_records.target_assignment_epoch_tombstone(gid),
@@ -451,6 +545,7 @@ class GroupCoordinator:
 
     def snapshot(self) -> dict[str, Any]:
         return {"share": self.share.snapshot(),
+                "consumer": {gid: g.snapshot() for gid, g in sorted(self.consumer.groups.items())},
                 "classic": {gid: {"state": g.state.value, "generation": g.generation_id,
                                   "protocol_type": g.protocol_type, "protocol": g.protocol_name,
                                   "leader": g.leader_id,

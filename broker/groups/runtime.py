@@ -31,6 +31,7 @@ from broker.sharestate.keys import java_abs, java_string_hash
 from protocol.errors import ErrorCode
 
 from .classic import ClassicConfig
+from .consumer import ConsumerConfig
 from .coordinator import GroupCoordinator, GroupCoordinatorConfig, OffsetsConfig
 from .records import Record, group_id_of
 from .result import GroupResult
@@ -65,8 +66,12 @@ class GroupCoordinatorRuntime:
             coordinator_config(config),
             topic_info=self._topic_info,
             topic_name=lambda tid: (info.name if (info := topics.registry.by_id(tid)) is not None else None),
-            any_topic=self._any_topic)
+            any_topic=self._any_topic,
+            topic_names=lambda: (info.name for info in topics.registry.all() if not info.internal),
+            topics_version=lambda: topics.registry.version)
         self.share.group_timing = self._group_timing
+        self.coordinator.consumer.group_timing = self._consumer_timing
+        self.consumer_enabled = "consumer" in config.get("group.coordinator.rebalance.protocols")
         # Parked JoinGroup/SyncGroup responses -> the answer they get if the coordinator must be rebuilt.
         self._waiters: dict[asyncio.Future, dict[str, Any]] = {}
         self.loaded = False
@@ -88,6 +93,15 @@ class GroupCoordinatorRuntime:
         default = self.share.config
         session = cfg.get("share.session.timeout.ms") or default.session_timeout_ms
         interval = cfg.get("share.heartbeat.interval.ms") or default.heartbeat_interval_ms
+        return int(session), int(interval)
+
+    def _consumer_timing(self, group_id: str) -> tuple[int, int]:
+        """consumer.session.timeout.ms and consumer.heartbeat.interval.ms of the group (override or broker)."""
+        configs = getattr(self._broker, "configs", None)
+        cfg = configs.group_config(group_id) if configs is not None and hasattr(configs, "group_config") else {}
+        default = self.coordinator.config.consumer
+        session = cfg.get("consumer.session.timeout.ms") or default.session_timeout_ms
+        interval = cfg.get("consumer.heartbeat.interval.ms") or default.heartbeat_interval_ms
         return int(session), int(interval)
 
     def _topic_info(self, name: str) -> tuple[UUID, int] | None:
@@ -134,6 +148,7 @@ class GroupCoordinatorRuntime:
         log.warning("reloading the group coordinator from the log after a failed append")
         fresh = self.coordinator.fresh()
         fresh.share.group_timing = self._group_timing
+        fresh.consumer.group_timing = self._consumer_timing
         self.coordinator = fresh
         fresh.begin_load(self._clock())
         for p in range(self.log.num_partitions):
@@ -339,6 +354,26 @@ class GroupCoordinatorRuntime:
         return await self._serve(res, group_id, {"error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
                                                  "members": []})
 
+    # --- consumer groups (KIP-848) -------------------------------------------------------------------------------
+    async def consumer_group_heartbeat(self, req: Mapping[str, Any], version: int, client_id: str,
+                                       client_host: str) -> dict[str, Any]:
+        if not self.loaded:
+            return {"error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), "member_epoch": 0}
+        if not self.consumer_enabled:
+            return {"error_code": int(ErrorCode.UNSUPPORTED_VERSION), "member_epoch": 0,
+                    "error_message": "The consumer group protocol is disabled (group.coordinator.rebalance.protocols)."}
+        res = self.coordinator.consumer_group_heartbeat(req, version, self._clock(), client_id=client_id,
+                                                        client_host=client_host)
+        return await self._serve(res, req["group_id"], {
+            "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "member_epoch": 0,
+            "error_message": "The group coordinator could not write the group's records."})
+
+    async def consumer_group_describe(self, group_ids: Sequence[str]) -> list[dict[str, Any]]:
+        if not self.loaded:
+            return [{"group_id": g, "error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)} for g in group_ids]
+        await self.log.barrier(self.partition_for(g) for g in group_ids if g)
+        return self.coordinator.consumer_group_describe(group_ids)
+
     # --- offsets -----------------------------------------------------------------------------------------------
     async def commit_offsets(self, req: Mapping[str, Any], version: int) -> dict[str, Any]:
         if not self.loaded:
@@ -477,6 +512,12 @@ def _commit_error(req: Mapping[str, Any], code: ErrorCode) -> dict[str, Any]:
 def coordinator_config(config: Any) -> GroupCoordinatorConfig:
     """The group coordinator's settings from the broker config (Kafka's names)."""
     return GroupCoordinatorConfig(
+        consumer=ConsumerConfig(
+            session_timeout_ms=config.get("group.consumer.session.timeout.ms"),
+            heartbeat_interval_ms=config.get("group.consumer.heartbeat.interval.ms"),
+            max_size=config.get("group.consumer.max.size"),
+            assignors=tuple(config.get("group.consumer.assignors")),
+            migration_policy=config.get("group.consumer.migration.policy")),
         classic=ClassicConfig(
             min_session_timeout_ms=config.get("group.min.session.timeout.ms"),
             max_session_timeout_ms=config.get("group.max.session.timeout.ms"),

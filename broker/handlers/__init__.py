@@ -27,6 +27,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "producer_ids": ("producer_ids",),
     "share_groups": ("group_coordinator",),
     "groups": ("group_coordinator",),
+    "consumer_groups": ("group_coordinator",),
     "offsets": ("group_coordinator",),
     "share_state": ("share_state",),
     "share_fetch": ("topics", "replicas", "share_partitions"),

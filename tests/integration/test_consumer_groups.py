@@ -1,5 +1,5 @@
-"""Consumer groups with real clients over TCP: confluent-kafka (classic protocol), kafka-python, aiokafka, kcat,
-members joining and leaving mid-stream, commits, and a kill -9 of the broker in between."""
+"""Consumer groups with real clients over TCP: confluent-kafka (classic and consumer protocols), kafka-python,
+aiokafka and kcat; members joining and leaving mid-stream, commits, and a kill -9 of the broker in between."""
 
 from __future__ import annotations
 
@@ -116,8 +116,9 @@ def run_membership_scenario(broker, protocol: str, group: str, topic: str) -> tu
     return records, duplicates
 
 
-def test_classic_group_members_join_leave_commit_and_survive_kill9(broker):
-    records, _ = run_membership_scenario(broker, "classic", "cg-classic", "cg-classic-topic")
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_group_members_join_leave_commit_and_survive_kill9(broker, protocol):
+    records, _ = run_membership_scenario(broker, protocol, f"cg-{protocol}", f"cg-{protocol}-topic")
     assert records > 900
 
 

@@ -134,3 +134,34 @@ def test_list_describe_delete_and_offset_delete_in_every_version(broker_module):
             assert deleted.results[0].error_code == E.GROUP_ID_NOT_FOUND
         deleted = c.call(DELETE, 3, {"groups_names": ["raw-adm"]})
         assert deleted.results[0].error_code == 0
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_consumer_group_heartbeat_and_describe_in_every_version(broker_module, version):
+    cg_hb, cg_describe = 68, 69
+    group = f"raw-cg{version}"
+    with RawClient(broker_module.port) as c:
+        create_topic(broker_module.bootstrap, f"raw-cg{version}", 3)
+        tid = topic_id(c, f"raw-cg{version}")
+        body = {"group_id": group, "member_id": "" if version == 0 else "member-one", "member_epoch": 0,
+                "rebalance_timeout_ms": 30_000, "subscribed_topic_names": [f"raw-cg{version}"],
+                "topic_partitions": []}
+        joined = c.call(cg_hb, version, body)
+        assert joined.error_code == 0 and joined.member_epoch == 1 and joined.member_id
+        assert [(t.topic_id, list(t.partitions)) for t in joined.assignment.topic_partitions] == [(tid, [0, 1, 2])]
+        beat = c.call(cg_hb, version, {"group_id": group, "member_id": joined.member_id, "member_epoch": 1})
+        assert beat.error_code == 0 and beat.assignment is None
+        for v in (0, 1):
+            described = c.call(cg_describe, v, {"group_ids": [group, "raw-cg-absent"],
+                                                "include_authorized_operations": False})
+            ok, absent = described.groups
+            assert (ok.group_state, ok.group_epoch, ok.assignment_epoch, ok.assignor_name) == (
+                "Stable", 1, 1, "uniform")
+            [m] = ok.members
+            assert m.member_id == joined.member_id and m.member_epoch == 1
+            assert [p for t in m.assignment.topic_partitions for p in t.partitions] == [0, 1, 2]
+            if v >= 1:
+                assert m.member_type == 1
+            assert absent.error_code == E.GROUP_ID_NOT_FOUND
+        left = c.call(cg_hb, version, {"group_id": group, "member_id": joined.member_id, "member_epoch": -1})
+        assert left.error_code == 0 and left.member_epoch == -1

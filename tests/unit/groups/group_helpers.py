@@ -16,11 +16,17 @@ from protocol.codec import message_codec
 class Topics:
     def __init__(self) -> None:
         self.by_name: dict[str, tuple[uuid.UUID, int]] = {}
+        self.version = 0
 
     def create(self, name: str, partitions: int) -> uuid.UUID:
         tid = uuid.uuid5(uuid.NAMESPACE_OID, f"{name}-{len(self.by_name)}")
         self.by_name[name] = (tid, partitions)
+        self.version += 1
         return tid
+
+    def delete(self, name: str) -> None:
+        del self.by_name[name]
+        self.version += 1
 
     def get(self, name: str) -> tuple[uuid.UUID, int] | None:
         return self.by_name.get(name)
@@ -35,7 +41,8 @@ def make(topics: Topics | None = None, **classic: Any) -> GroupCoordinator:
     counter = itertools.count()
     return GroupCoordinator(
         GroupCoordinatorConfig(classic=ClassicConfig(**classic), offsets=offsets),
-        topic_info=topics.get, topic_name=topics.name_of,
+        topic_info=topics.get, topic_name=topics.name_of, topic_names=lambda: list(topics.by_name),
+        topics_version=lambda: topics.version,
         new_member_id=lambda client_id, instance_id: f"{instance_id or client_id}-{next(counter)}")
 
 
@@ -103,3 +110,23 @@ class Waiters:
 
     def tick(self, now: int) -> GroupResult:
         return self.run(self.gc.tick(now))
+
+
+def cg_req(member: str, epoch: int, *, group: str = "g", topics: list[str] | None = None, regex: str | None = None,
+           owned: dict | None = None, instance: str | None = None, rebalance: int = -1,
+           assignor: str | None = None) -> dict[str, Any]:
+    """A decoded ConsumerGroupHeartbeat v1 request. `owned` maps topic id -> partitions (None: not reported)."""
+    if epoch == 0:
+        rebalance = 30_000 if rebalance == -1 else rebalance
+        owned = {} if owned is None else owned
+    return {"group_id": group, "member_id": member, "member_epoch": epoch, "instance_id": instance, "rack_id": None,
+            "rebalance_timeout_ms": rebalance, "subscribed_topic_names": topics, "subscribed_topic_regex": regex,
+            "server_assignor": assignor,
+            "topic_partitions": None if owned is None else [{"topic_id": t, "partitions": sorted(ps)}
+                                                           for t, ps in owned.items()]}
+
+
+def assigned(response: dict[str, Any]) -> dict | None:
+    if response.get("assignment") is None:
+        return None
+    return {tp["topic_id"]: set(tp["partitions"]) for tp in response["assignment"]["topic_partitions"]}

@@ -1,0 +1,656 @@
+"""Consumer groups (KIP-848): ConsumerGroupHeartbeat and ConsumerGroupDescribe, sans-IO, after Kafka's
+GroupMetadataManager and CurrentAssignmentBuilder.
+
+Every change is a ConsumerGroup* record emitted and applied by replay. A heartbeat:
+ 1. validates the request and finds (or creates, with epoch 0) the group and the member; a static member
+    rejoining with a new member id takes over its instance's assignment;
+ 2. updates the member; a new or changed subscription (topic names or a regular expression, resolved against
+    the topics that exist and re-resolved when topics change) or a change of the subscribed topics' metadata
+    bumps the group epoch;
+ 3. if the group epoch is ahead of the target assignment epoch, the server-side assignor (uniform or range)
+    computes a new target assignment;
+ 4. reconciles this member towards its target: partitions it must give up are revoked first (the member stays
+    in its epoch, UNREVOKED_PARTITIONS, until its heartbeat no longer reports them); partitions still held by
+    another member are given only once released (UNRELEASED_PARTITIONS); then it moves to the target epoch.
+Sessions expire after the session timeout; a member that does not revoke within its rebalance timeout is
+fenced. Time moves only through `tick(now)`.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import re
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+import structlog
+
+from protocol.errors import ErrorCode
+
+from . import consumer_records as rec
+from .consumer_assignors import ASSIGNORS
+from .consumer_group import (
+    JOIN_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    Assignment,
+    ConsumerGroup,
+    ConsumerGroupState,
+    ConsumerMember,
+    MemberState,
+    ResolvedRegex,
+)
+from .records import Record
+from .result import GroupError, GroupResult
+from .timers import Timers
+
+log = structlog.get_logger(__name__)
+
+INT_MAX = 2**31 - 1
+TopicInfoLookup = Callable[[str], "tuple[UUID, int] | None"]
+# group id -> (session timeout ms, heartbeat interval ms) from its group configs
+GroupTimingLookup = Callable[[str], "tuple[int, int]"]
+
+
+@dataclass(frozen=True)
+class ConsumerConfig:
+    session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
+    heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
+    max_size: int = INT_MAX  # group.consumer.max.size
+    assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors (the first is the default)
+    migration_policy: str = "bidirectional"  # group.consumer.migration.policy
+
+
+def new_member_id() -> str:
+    """A random member id as Kafka prints Uuids (URL-safe base64, no padding)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _tp_list(a: Assignment) -> list[dict[str, Any]]:
+    return [{"topic_id": t, "partitions": sorted(ps)} for t, ps in sorted(a.items(), key=lambda kv: str(kv[0]))
+            if ps]
+
+
+def _owned(topic_partitions: Iterable[Any] | None) -> dict[UUID, set[int]] | None:
+    if topic_partitions is None:
+        return None
+    out: dict[UUID, set[int]] = {}
+    for tp in topic_partitions:
+        out.setdefault(tp["topic_id"], set()).update(tp["partitions"])
+    return out
+
+
+def _is_subset(owned: dict[UUID, set[int]] | None, assigned: Assignment) -> bool:
+    if owned is None:
+        return False
+    return all(ps <= assigned.get(t, frozenset()) for t, ps in owned.items())
+
+
+def _owns_any(owned: dict[UUID, set[int]] | None, partitions: Assignment) -> bool:
+    if owned is None:
+        return True  # not reported: assume it still holds them
+    return any(ps & partitions.get(t, frozenset()) for t, ps in owned.items())
+
+
+def compile_regex(pattern: str) -> re.Pattern[str]:
+    """Kafka compiles with RE2/J; Python's `re` accepts the same syntax for the patterns clients send."""
+    try:
+        return re.compile(pattern)
+    except re.error as err:
+        raise GroupError(ErrorCode.INVALID_REGULAR_EXPRESSION,
+                         f"SubscribedTopicRegex `{pattern}` is not a valid regular expression: {err}.") from None
+
+
+class ConsumerGroups:
+    def __init__(self, config: ConsumerConfig | None = None, *, topic_info: TopicInfoLookup,
+                 topic_names: Callable[[], Iterable[str]] = lambda: (),
+                 topics_version: Callable[[], int] = lambda: 0,
+                 group_timing: GroupTimingLookup | None = None,
+                 member_id_factory: Callable[[], str] = new_member_id) -> None:
+        self.config = config or ConsumerConfig()
+        self._topic_info = topic_info
+        self._topic_names = topic_names
+        self._topics_version = topics_version
+        self.group_timing = group_timing
+        self._new_member_id = member_id_factory
+        self.groups: dict[str, ConsumerGroup] = {}
+        self.timers = Timers()
+        # Soft state: the topic metadata version each group's regular expressions were last resolved against.
+        self._regex_checked: dict[str, int] = {}
+        # ("rebalance", group, member) timer -> the member epoch whose revocation it waits for
+        self._rebalance_epoch: dict[tuple[str, str, str], int] = {}
+
+    # ------------------------------------------------------------------------------------------ helpers
+
+    def _timing(self, gid: str) -> tuple[int, int]:
+        if self.group_timing is not None:
+            return self.group_timing(gid)
+        return self.config.session_timeout_ms, self.config.heartbeat_interval_ms
+
+    def _emit(self, res: GroupResult, record: Record) -> None:
+        # The exact bytes handed out are what changes the state.
+        rec.apply(self.groups, rec.decode(record.key, record.value))
+        res.records.append(record)
+
+    def _topic_ids(self, names: Iterable[str]) -> dict[str, tuple[UUID, int]]:
+        return {n: info for n in names if (info := self._topic_info(n)) is not None}
+
+    def _metadata_hash(self, group: ConsumerGroup) -> int:
+        """Hash of the subscribed topics' (name, id, partition count): a change means a new assignment.
+        Kafka hashes more (racks) with its own function; the value is only ever compared."""
+        h = hashlib.blake2b(digest_size=8)
+        infos = self._topic_ids(group.subscribed_topic_names())
+        for name in sorted(infos):
+            tid, n = infos[name]
+            h.update(f"{name}\0{tid}\0{n}\n".encode())
+        return int.from_bytes(h.digest(), "big", signed=True) if infos else 0
+
+    # ========================================================================================= heartbeat
+
+    def heartbeat(self, req: Mapping[str, Any], version: int, now: int, *, client_id: str = "",
+                  client_host: str = "", group: ConsumerGroup | None = None) -> GroupResult:
+        """Serve a ConsumerGroupHeartbeat (v0/v1). `group` is given when the facade converted a classic group
+        into this new consumer group (its records are already in the result the facade builds)."""
+        res = GroupResult()
+        try:
+            self._validate(req, version)
+            if req["member_epoch"] in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                res.response = self._leave(req, now, res)
+            else:
+                res.response = self._heartbeat(req, now, client_id, client_host, res, group)
+        except GroupError as e:
+            assert not res.records, "validation must come before any record"
+            res.response = {"error_code": int(e.code), "error_message": e.message, "member_id": None,
+                            "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
+        return res
+
+    def prevalidate(self, req: Mapping[str, Any], version: int) -> None:
+        """The checks that do not depend on the group (request shape, assignor, regular expression)."""
+        self._validate(req, version)
+        if req.get("subscribed_topic_regex"):
+            compile_regex(req["subscribed_topic_regex"])
+
+    def _validate(self, req: Mapping[str, Any], version: int) -> None:
+        epoch = req["member_epoch"]
+        member_id_required = version >= 1 or epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH
+        if member_id_required and not req["member_id"].strip():
+            raise GroupError(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
+        if not req["group_id"].strip():
+            raise GroupError(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
+        for key, what in (("instance_id", "InstanceId"), ("rack_id", "RackId")):
+            if req.get(key) is not None and not req[key].strip():
+                raise GroupError(ErrorCode.INVALID_REQUEST, f"{what} can't be empty.")
+        if epoch == JOIN_GROUP_MEMBER_EPOCH:
+            if req["rebalance_timeout_ms"] == -1:
+                raise GroupError(ErrorCode.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request.")
+            if req["topic_partitions"] is None or req["topic_partitions"]:
+                raise GroupError(ErrorCode.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining.")
+            if not req["subscribed_topic_names"] and not req.get("subscribed_topic_regex"):
+                raise GroupError(ErrorCode.INVALID_REQUEST,
+                                 "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+        elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if req.get("instance_id") is None:
+                raise GroupError(ErrorCode.INVALID_REQUEST, "InstanceId can't be null.")
+        elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            raise GroupError(ErrorCode.INVALID_REQUEST, "MemberEpoch is invalid.")
+        assignor = req.get("server_assignor")
+        if assignor is not None and assignor not in self.config.assignors:
+            raise GroupError(ErrorCode.UNSUPPORTED_ASSIGNOR,
+                             f"ServerAssignor {assignor} is not supported. Supported assignors: "
+                             f"{', '.join(self.config.assignors)}.")
+
+    @staticmethod
+    def _check_epoch(member: ConsumerMember, epoch: int, owned: dict[UUID, set[int]] | None) -> None:
+        if epoch > member.member_epoch:
+            raise GroupError(ErrorCode.FENCED_MEMBER_EPOCH,
+                             f"The consumer group member has a greater member epoch ({epoch}) than the one known by "
+                             f"the group coordinator ({member.member_epoch}). The member must abandon all its "
+                             "partitions and rejoin.")
+        if epoch < member.member_epoch and (epoch != member.previous_member_epoch
+                                            or not _is_subset(owned, member.assigned_partitions)):
+            # The previous epoch is accepted when the answer that moved the member on may have been lost.
+            raise GroupError(ErrorCode.FENCED_MEMBER_EPOCH,
+                             f"The consumer group member has a smaller member epoch ({epoch}) than the one known "
+                             f"by the group coordinator ({member.member_epoch}). The member must abandon all its "
+                             "partitions and rejoin.")
+
+    def _heartbeat(self, req: Mapping[str, Any], now: int, client_id: str, client_host: str, res: GroupResult,
+                   converted: ConsumerGroup | None) -> dict[str, Any]:
+        gid, mid, epoch = req["group_id"], req["member_id"], req["member_epoch"]
+        instance_id = req.get("instance_id")
+        owned = _owned(req["topic_partitions"])
+        names = req["subscribed_topic_names"]
+        regex = req.get("subscribed_topic_regex")
+        group = converted or self.groups.get(gid)
+        if group is None:
+            if epoch != JOIN_GROUP_MEMBER_EPOCH:
+                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {gid} not found.")
+            group = ConsumerGroup(gid)  # materialized by replaying its first records
+        if len(group.members) >= self.config.max_size and (not mid or mid not in group.members):
+            raise GroupError(ErrorCode.GROUP_MAX_SIZE_REACHED,
+                             f"The consumer group has reached its maximum capacity of {self.config.max_size} members.")
+        if not mid:
+            mid = self._new_member_id()  # v0: the coordinator names the member
+
+        # 1. Find the member (validations only: nothing is emitted before every check has passed).
+        replaced: ConsumerMember | None = None
+        if instance_id is None:
+            member = group.members.get(mid)
+            if member is None:
+                if epoch != JOIN_GROUP_MEMBER_EPOCH:
+                    raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {mid} is not a member of group {gid}.")
+                member = ConsumerMember(mid)
+            else:
+                self._check_epoch(member, epoch, owned)
+        else:
+            existing = group.static_member(instance_id)
+            if epoch == JOIN_GROUP_MEMBER_EPOCH:
+                if existing is None:
+                    member = group.members.get(mid) or ConsumerMember(mid)
+                else:
+                    if not existing.uses_classic_protocol and existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                        raise GroupError(ErrorCode.UNRELEASED_INSTANCE_ID,
+                                         f"Static member {mid} with instance id {instance_id} cannot join the group "
+                                         f"because the instance id is owned by {existing.member_id} member.")
+                    replaced = existing
+                    member = dataclasses.replace(existing, member_id=mid, member_epoch=0, previous_member_epoch=0,
+                                                 partitions_pending_revocation={})
+            else:
+                if existing is None:
+                    raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+                if existing.member_id != mid:
+                    raise GroupError(ErrorCode.FENCED_INSTANCE_ID,
+                                     f"Static member {mid} with instance id {instance_id} was fenced by member "
+                                     f"{existing.member_id}.")
+                self._check_epoch(existing, epoch, owned)
+                member = existing
+        is_new = mid not in group.members and replaced is None
+        before = member
+        updated = dataclasses.replace(
+            member,
+            instance_id=instance_id if instance_id is not None else member.instance_id,
+            rack_id=req.get("rack_id") if req.get("rack_id") is not None else member.rack_id,
+            rebalance_timeout_ms=req["rebalance_timeout_ms"] if req["rebalance_timeout_ms"] != -1
+            else member.rebalance_timeout_ms,
+            server_assignor=req.get("server_assignor") if req.get("server_assignor") is not None
+            else member.server_assignor,
+            subscribed_topic_names=frozenset(names) if names is not None else member.subscribed_topic_names,
+            subscribed_topic_regex=(regex or None) if regex is not None else member.subscribed_topic_regex,
+            client_id=client_id, client_host=client_host, classic=None)
+        new_regex = updated.subscribed_topic_regex
+        if new_regex and new_regex != before.subscribed_topic_regex and new_regex not in group.resolved_regexes:
+            compile_regex(new_regex)
+
+        # ---- no errors from here on: emit and apply ----
+        if replaced is not None:
+            log.info("static member rejoins with a new member id", group=gid, instance_id=instance_id,
+                     old=replaced.member_id, new=mid)
+            target = group.target_assignment.get(replaced.member_id, {})
+            self._remove_member_records(gid, replaced.member_id, res)
+            self._emit(res, rec.member_subscription(gid, member))
+            self._emit(res, rec.target_assignment(gid, mid, target))
+            self._emit(res, rec.current_assignment(gid, member))
+            self.timers.cancel(("session", gid, replaced.member_id))
+            self.timers.cancel(("rebalance", gid, replaced.member_id))
+        elif is_new:
+            log.info("member joins the consumer group", group=gid, member=mid)
+        subscription_changed = False
+        if is_new or not updated.same_metadata(before):
+            self._emit(res, rec.member_subscription(gid, updated))
+            subscription_changed = (updated.subscribed_topic_names != before.subscribed_topic_names
+                                    or updated.subscribed_topic_regex != before.subscribed_topic_regex)
+        group = self.groups[gid]
+        bump = updated.subscribed_topic_names != before.subscribed_topic_names
+        bump |= self._update_regexes(group, before.subscribed_topic_regex if not is_new else None,
+                                     updated.subscribed_topic_regex, now, res)
+        metadata_hash = self._metadata_hash(group)
+        if bump or metadata_hash != group.metadata_hash:
+            self._emit(res, rec.group_epoch(gid, group.group_epoch + 1, metadata_hash))
+
+        # 2. Target assignment.
+        if group.group_epoch > group.assignment_epoch:
+            self._update_target_assignment(group, now, res)
+
+        # 3. Reconcile this member towards its target.
+        member = group.members[mid]
+        reconciled = self._reconcile(group, member, owned, subscription_changed)
+        if reconciled != member:
+            self._emit(res, rec.current_assignment(gid, reconciled))
+        member = group.members[mid]
+        self._schedule(group, member, now)
+
+        session_ms, interval_ms = self._timing(gid)
+        response: dict[str, Any] = {"error_code": 0, "error_message": None, "member_id": mid,
+                                    "member_epoch": member.member_epoch, "heartbeat_interval_ms": interval_ms,
+                                    "assignment": None}
+        full = epoch == JOIN_GROUP_MEMBER_EPOCH or (
+            req["rebalance_timeout_ms"] != -1 and (names is not None or regex is not None) and owned is not None)
+        if full or member.assigned_partitions != before.assigned_partitions or replaced is not None:
+            response["assignment"] = {"topic_partitions": _tp_list(member.assigned_partitions)}
+        return response
+
+    def _schedule(self, group: ConsumerGroup, member: ConsumerMember, now: int) -> None:
+        session_ms, _ = self._timing(group.group_id)
+        self.timers.schedule(("session", group.group_id, member.member_id), now + session_ms)
+        key = ("rebalance", group.group_id, member.member_id)
+        if member.state == MemberState.UNREVOKED_PARTITIONS:
+            if key not in self.timers:
+                self.timers.schedule(key, now + max(member.rebalance_timeout_ms, 0))
+                self._rebalance_epoch[key] = member.member_epoch
+        else:
+            self.timers.cancel(key)
+            self._rebalance_epoch.pop(key, None)
+
+    # ----------------------------------------------------------------------------------------- regexes
+
+    def _resolve(self, patterns: Iterable[str]) -> dict[str, frozenset[str]]:
+        names = [n for n in self._topic_names() if self._topic_info(n) is not None]
+        out = {}
+        for pattern in patterns:
+            try:
+                compiled = re.compile(pattern)
+            except re.error:
+                log.error("cannot compile a stored regular expression, ignoring it", regex=pattern)
+                out[pattern] = frozenset()
+                continue
+            out[pattern] = frozenset(n for n in names if compiled.fullmatch(n))
+        return out
+
+    def _update_regexes(self, group: ConsumerGroup, old: str | None, new: str | None, now: int,
+                        res: GroupResult) -> bool:
+        """Resolve a member's new regular expression, drop one nobody uses any more, and re-resolve the group's
+        expressions when the topics changed since they were last resolved. True if the group must rebalance."""
+        gid = group.group_id
+        bump = False
+        used = group.subscribed_regexes()
+        if old and old != new and not used.get(old) and old in group.resolved_regexes:
+            self._emit(res, rec.regex_tombstone(gid, old))
+        version = self._topics_version()
+        stale = self._regex_checked.get(gid) != version
+        todo = set(used) if stale else ({new} if new and new not in group.resolved_regexes else set())
+        if new and new != old and new in group.resolved_regexes:
+            bump = True  # the member now subscribes to topics that are already known
+        if todo:
+            for pattern, topics in sorted(self._resolve(todo).items()):
+                previous = group.resolved_regexes.get(pattern)
+                if previous is None or previous.topics != topics:
+                    self._emit(res, rec.regex(gid, pattern, ResolvedRegex(topics, version, now)))
+                    bump = True
+            self._regex_checked[gid] = version
+        return bump
+
+    # ---------------------------------------------------------------------------------------- assignment
+
+    def _preferred_assignor(self, group: ConsumerGroup) -> str:
+        votes = Counter(m.server_assignor for m in group.members.values()
+                        if m.server_assignor in self.config.assignors)
+        if not votes:
+            return self.config.assignors[0]
+        return max(votes, key=lambda a: (votes[a], -self.config.assignors.index(a)))
+
+    def _update_target_assignment(self, group: ConsumerGroup, now: int, res: GroupResult) -> None:
+        gid = group.group_id
+        name = self._preferred_assignor(group)
+        infos = self._topic_ids(group.subscribed_topic_names())
+        subscriptions = {mid: {infos[t][0] for t in group.member_topics(m) if t in infos}
+                         for mid, m in group.members.items()}
+        partitions = {tid: n for tid, n in infos.values()}
+        target = ASSIGNORS[name].assign(subscriptions, partitions, group.target_assignment,
+                                        {mid: m.instance_id for mid, m in group.members.items()})
+        for mid in sorted(target):
+            new = {t: ps for t, ps in target[mid].items() if ps}
+            if group.target_assignment.get(mid) != new:
+                self._emit(res, rec.target_assignment(gid, mid, new))
+        self._emit(res, rec.target_assignment_epoch(gid, group.group_epoch, now))
+        log.info("computed a new target assignment", group=gid, epoch=group.group_epoch, assignor=name,
+                 members=len(target))
+
+    def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: dict[UUID, set[int]] | None,
+                   subscription_changed: bool) -> ConsumerMember:
+        """Kafka's CurrentAssignmentBuilder: one step of the member towards its target assignment."""
+        target_epoch = group.assignment_epoch
+        if member.reconciled_to(target_epoch) and not subscription_changed:
+            return member
+        subscribed = {info[0] for info in self._topic_ids(group.member_topics(member)).values()}
+        if member.state == MemberState.STABLE:
+            if member.member_epoch != target_epoch:
+                return self._next(group, member, owned, subscribed)
+            if subscription_changed:
+                return self._drop_unsubscribed(member, owned, subscribed)
+            return member
+        if member.state == MemberState.UNREVOKED_PARTITIONS:
+            if _owns_any(owned, member.partitions_pending_revocation):
+                return self._drop_unsubscribed(member, owned, subscribed) if subscription_changed else member
+            return self._next(group, member, owned, subscribed)
+        if member.state == MemberState.UNRELEASED_PARTITIONS:
+            return self._next(group, member, owned, subscribed)
+        # Unknown state (a newer coordinator wrote it): the member must start over without partitions.
+        if owned is None or owned:
+            raise GroupError(ErrorCode.FENCED_MEMBER_EPOCH, "The consumer group member is in a unknown state. "
+                             "The member must abandon all its partitions and rejoin.")
+        return self._next(group, member, owned, subscribed)
+
+    def _drop_unsubscribed(self, member: ConsumerMember, owned: dict[UUID, set[int]] | None,
+                           subscribed: set[UUID]) -> ConsumerMember:
+        """Revoke at once the partitions of topics the member no longer subscribes to."""
+        gone = {t: ps for t, ps in member.assigned_partitions.items() if t not in subscribed}
+        if not gone:
+            return member
+        assigned = {t: ps for t, ps in member.assigned_partitions.items() if t in subscribed}
+        revoking = dict(member.partitions_pending_revocation)
+        for t, ps in gone.items():
+            revoking[t] = revoking.get(t, frozenset()) | ps
+        if _owns_any(owned, revoking):
+            return dataclasses.replace(member, state=MemberState.UNREVOKED_PARTITIONS, assigned_partitions=assigned,
+                                       partitions_pending_revocation=revoking)
+        return dataclasses.replace(member, assigned_partitions=assigned)
+
+    def _next(self, group: ConsumerGroup, member: ConsumerMember, owned: dict[UUID, set[int]] | None,
+              subscribed: set[UUID]) -> ConsumerMember:
+        target_epoch = group.assignment_epoch
+        target = group.target_assignment.get(member.member_id, {})
+        holders = group.partition_owner_epochs()
+        unreleased = False
+        assigned: dict[UUID, frozenset[int]] = {}
+        revoking: dict[UUID, frozenset[int]] = {}
+        pending: dict[UUID, frozenset[int]] = {}
+        for tid in set(target) | set(member.assigned_partitions):
+            want = target.get(tid, frozenset()) if tid in subscribed else frozenset()
+            have = member.assigned_partitions.get(tid, frozenset())
+            keep = have & want
+            give_up = have - keep
+            mine_revoking = member.partitions_pending_revocation.get(tid, frozenset())
+            to_add = set()
+            for p in want - keep:
+                holder = holders.get((tid, p))
+                if holder is not None and p not in mine_revoking:
+                    unreleased = True  # another member still holds it
+                else:
+                    to_add.add(p)
+            if keep:
+                assigned[tid] = keep
+            if give_up:
+                revoking[tid] = give_up
+            if to_add:
+                pending[tid] = frozenset(to_add)
+        if revoking and _owns_any(owned, revoking):
+            # Revocation first: the member keeps its epoch until its heartbeat no longer reports them.
+            return dataclasses.replace(member.with_epoch(member.member_epoch), state=MemberState.UNREVOKED_PARTITIONS,
+                                       assigned_partitions=assigned, partitions_pending_revocation=revoking)
+        for tid, ps in pending.items():
+            assigned[tid] = assigned.get(tid, frozenset()) | ps
+        moved = member.with_epoch(target_epoch)
+        return dataclasses.replace(
+            moved, state=MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE,
+            assigned_partitions=assigned, partitions_pending_revocation={})
+
+    # ============================================================================================== leave
+
+    def _leave(self, req: Mapping[str, Any], now: int, res: GroupResult) -> dict[str, Any]:
+        gid, mid, epoch = req["group_id"], req["member_id"], req["member_epoch"]
+        instance_id = req.get("instance_id")
+        group = self.groups.get(gid)
+        if group is None:
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {gid} not found.")
+        if instance_id is None:
+            member = group.members.get(mid)
+            if member is None:
+                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {mid} is not a member of group {gid}.")
+        else:
+            member = group.static_member(instance_id)
+            if member is None:
+                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+            if member.member_id != mid:
+                raise GroupError(ErrorCode.FENCED_INSTANCE_ID,
+                                 f"Static member {mid} with instance id {instance_id} was fenced by member "
+                                 f"{member.member_id}.")
+            if epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                # A temporary leave: the instance keeps its assignment for the session timeout.
+                log.info("static member temporarily left the consumer group", group=gid, member=mid,
+                         instance_id=instance_id)
+                leaving = dataclasses.replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+                                              partitions_pending_revocation={})
+                self._emit(res, rec.current_assignment(gid, leaving))
+                self.timers.cancel(("rebalance", gid, mid))
+                return {"error_code": 0, "error_message": None, "member_id": mid,
+                        "member_epoch": LEAVE_GROUP_STATIC_MEMBER_EPOCH, "heartbeat_interval_ms": 0,
+                        "assignment": None}
+        log.info("member left the consumer group", group=gid, member=mid)
+        self.fence(group, member.member_id, res)
+        return {"error_code": 0, "error_message": None, "member_id": mid, "member_epoch": epoch,
+                "heartbeat_interval_ms": 0, "assignment": None}
+
+    def _remove_member_records(self, gid: str, mid: str, res: GroupResult) -> None:
+        # The order matters: replay checks that a member is gone from the assignments before it goes.
+        self._emit(res, rec.current_assignment_tombstone(gid, mid))
+        self._emit(res, rec.target_assignment_tombstone(gid, mid))
+        self._emit(res, rec.member_subscription_tombstone(gid, mid))
+
+    def fence(self, group: ConsumerGroup, mid: str, res: GroupResult) -> None:
+        """Remove a member (leave, session or rebalance timeout) and bump the group epoch; the remaining members
+        get the new assignment on their next heartbeat."""
+        gid = group.group_id
+        member = group.members[mid]
+        self._remove_member_records(gid, mid, res)
+        pattern = member.subscribed_topic_regex
+        if pattern and not group.subscribed_regexes().get(pattern) and pattern in group.resolved_regexes:
+            self._emit(res, rec.regex_tombstone(gid, pattern))
+        self._emit(res, rec.group_epoch(gid, group.group_epoch + 1, self._metadata_hash(group)))
+        self.timers.cancel(("session", gid, mid))
+        self.timers.cancel(("rebalance", gid, mid))
+
+    # ============================================================================================= timers
+
+    def next_deadline(self) -> int | None:
+        return self.timers.next_deadline()
+
+    def tick(self, now: int) -> GroupResult:
+        res = GroupResult()
+        while (key := self.timers.pop_one_expired(now)) is not None:
+            kind, gid, mid = key
+            group = self.groups.get(gid)
+            if group is None or mid not in group.members:
+                continue
+            if kind == "session":
+                log.info("consumer group member session expired", group=gid, member=mid)
+                self.fence(group, mid, res)
+            elif kind == "rebalance":
+                expected = self._rebalance_epoch.pop(key, None)
+                member = group.members[mid]
+                if member.state == MemberState.UNREVOKED_PARTITIONS and member.member_epoch == expected:
+                    log.info("consumer group member did not revoke its partitions in time", group=gid, member=mid)
+                    self.fence(group, mid, res)
+        return res
+
+    def loaded(self, now: int) -> None:
+        """After replay: members must heartbeat within their session, revocations within their timeout."""
+        for gid, group in self.groups.items():
+            session_ms, _ = self._timing(gid)
+            for mid, member in group.members.items():
+                self.timers.schedule(("session", gid, mid), now + session_ms)
+                if member.state == MemberState.UNREVOKED_PARTITIONS:
+                    key = ("rebalance", gid, mid)
+                    self.timers.schedule(key, now + max(member.rebalance_timeout_ms, 0))
+                    self._rebalance_epoch[key] = member.member_epoch
+
+    # ======================================================================================= admin, replay
+
+    def describe(self, group_ids: Iterable[str], topic_name: Callable[[UUID], str | None],
+                 group_type_of: Callable[[str], str | None]) -> list[dict[str, Any]]:
+        out = []
+        for gid in group_ids:
+            group = self.groups.get(gid)
+            if group is None:
+                kind = group_type_of(gid)
+                out.append({"group_id": gid, "error_code": int(ErrorCode.GROUP_ID_NOT_FOUND),
+                            "error_message": f"Group {gid} not found." if kind is None
+                            else f"Group {gid} is not a consumer group."})
+                continue
+
+            def assignment(a: Assignment) -> dict[str, Any]:
+                return {"topic_partitions": [{"topic_id": t, "topic_name": topic_name(t) or "",
+                                              "partitions": sorted(ps)}
+                                             for t, ps in sorted(a.items(), key=lambda kv: str(kv[0])) if ps]}
+
+            out.append({
+                "error_code": 0, "error_message": None, "group_id": gid, "group_state": group.state().value,
+                "group_epoch": group.group_epoch, "assignment_epoch": group.assignment_epoch,
+                "assignor_name": self._preferred_assignor(group),
+                "members": [{
+                    "member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
+                    "member_epoch": m.member_epoch, "client_id": m.client_id, "client_host": m.client_host,
+                    "subscribed_topic_names": sorted(m.subscribed_topic_names),
+                    "subscribed_topic_regex": m.subscribed_topic_regex,
+                    "assignment": assignment(m.assigned_partitions),
+                    "target_assignment": assignment(group.target_assignment.get(m.member_id, {})),
+                    "member_type": 0 if m.uses_classic_protocol else 1,
+                } for _, m in sorted(group.members.items())]})
+        return out
+
+    def tombstones(self, gid: str) -> list[Record]:
+        """Records deleting an empty group (DeleteGroups, expiry, conversion to a classic group)."""
+        group = self.groups[gid]
+        out = [rec.regex_tombstone(gid, r) for r in sorted(group.resolved_regexes)]
+        out += [rec.target_assignment_epoch_tombstone(gid), rec.group_epoch_tombstone(gid)]
+        return out
+
+    def delete(self, gid: str, res: GroupResult) -> None:
+        for record in self.tombstones(gid):
+            self._emit(res, record)
+        self._regex_checked.pop(gid, None)
+
+    def replay(self, key: bytes | memoryview, value: bytes | memoryview | None) -> None:
+        rec.apply(self.groups, rec.decode(key, value))
+
+    def is_subscribed_to(self, gid: str, topic: str) -> bool:
+        group = self.groups.get(gid)
+        return group is not None and topic in group.subscribed_topic_names()
+
+    def validate_member_epoch(self, gid: str, mid: str | None, epoch: int, *, commit: bool, version: int) -> None:
+        """Kafka's ConsumerGroup.validateOffsetCommit / validateOffsetFetch; raises GroupError."""
+        group = self.groups[gid]
+        if epoch < 0 and (not group.members if commit else mid is None):
+            return  # the admin client, or a consumer without group management, on an empty group
+        member = group.members.get(mid or "")
+        if member is None:
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {mid} is not a member of group {gid}.")
+        if commit and not member.uses_classic_protocol and version < 9:
+            raise GroupError(ErrorCode.UNSUPPORTED_VERSION, "OffsetCommit version 9 or above must be used by "
+                             "members using the modern group protocol")
+        if epoch != member.member_epoch:
+            if member.uses_classic_protocol:
+                raise GroupError(ErrorCode.ILLEGAL_GENERATION,
+                                 f"The received generation id {epoch} does not match the expected generation id "
+                                 f"{member.member_epoch}.")
+            raise GroupError(ErrorCode.STALE_MEMBER_EPOCH,
+                             f"The received member epoch {epoch} does not match the expected member epoch "
+                             f"{member.member_epoch}.")
+
+    def state_of(self, gid: str) -> ConsumerGroupState:
+        return self.groups[gid].state()

@@ -1,0 +1,171 @@
+"""Consumer group state (KIP-848): the group, its members, target assignment and resolved regular expressions.
+
+Plain values changed only by replaying ConsumerGroup* records (`consumer_records.apply`), so what the
+coordinator builds while serving heartbeats and what it rebuilds from `__consumer_offsets` are the same.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from dataclasses import dataclass, field
+from enum import Enum, IntEnum
+from typing import Any
+from uuid import UUID
+
+# topic id -> partitions
+Assignment = dict[UUID, frozenset[int]]
+
+LEAVE_GROUP_MEMBER_EPOCH = -1
+LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
+JOIN_GROUP_MEMBER_EPOCH = 0
+
+
+class ConsumerGroupState(Enum):
+    EMPTY = "Empty"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+class MemberState(IntEnum):
+    """Kafka's MemberState byte (ConsumerGroupCurrentMemberAssignmentValue.State)."""
+
+    STABLE = 0
+    UNREVOKED_PARTITIONS = 1
+    UNRELEASED_PARTITIONS = 2
+    UNKNOWN = 127
+
+
+@dataclass(frozen=True)
+class ClassicMemberMetadata:
+    """A member that speaks the classic protocol (JoinGroup/SyncGroup) inside a consumer group."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True)
+class ConsumerMember:
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: frozenset[str] = frozenset()
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    rebalance_timeout_ms: int = -1
+    classic: ClassicMemberMetadata | None = None
+    member_epoch: int = 0
+    previous_member_epoch: int = 0
+    state: int = MemberState.STABLE
+    assigned_partitions: Assignment = field(default_factory=dict)
+    partitions_pending_revocation: Assignment = field(default_factory=dict)
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
+
+    def same_metadata(self, other: ConsumerMember) -> bool:
+        """Equal in what ConsumerGroupMemberMetadataValue persists."""
+        return (self.instance_id, self.rack_id, self.client_id, self.client_host, self.subscribed_topic_names,
+                self.subscribed_topic_regex, self.server_assignor, self.rebalance_timeout_ms, self.classic) == (
+            other.instance_id, other.rack_id, other.client_id, other.client_host, other.subscribed_topic_names,
+            other.subscribed_topic_regex, other.server_assignor, other.rebalance_timeout_ms, other.classic)
+
+    def with_epoch(self, epoch: int) -> ConsumerMember:
+        return dataclasses.replace(self, previous_member_epoch=self.member_epoch, member_epoch=epoch)
+
+    def reconciled_to(self, epoch: int) -> bool:
+        return self.state == MemberState.STABLE and self.member_epoch == epoch
+
+
+@dataclass(frozen=True)
+class ResolvedRegex:
+    topics: frozenset[str]
+    version: int
+    timestamp_ms: int
+
+
+@dataclass
+class ConsumerGroup:
+    group_id: str
+    group_epoch: int = 0
+    metadata_hash: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ConsumerMember] = field(default_factory=dict)
+    target_assignment: dict[str, Assignment] = field(default_factory=dict)
+    resolved_regexes: dict[str, ResolvedRegex] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------------------------------ queries
+
+    def state(self) -> ConsumerGroupState:
+        if not self.members:
+            return ConsumerGroupState.EMPTY
+        if self.group_epoch > self.assignment_epoch:
+            return ConsumerGroupState.ASSIGNING
+        if any(not m.reconciled_to(self.assignment_epoch) for m in self.members.values()
+               if m.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+            return ConsumerGroupState.RECONCILING
+        return ConsumerGroupState.STABLE
+
+    def static_member(self, instance_id: str | None) -> ConsumerMember | None:
+        if instance_id is None:
+            return None
+        return next((m for m in self.members.values() if m.instance_id == instance_id), None)
+
+    def subscribed_regexes(self) -> Counter[str]:
+        return Counter(m.subscribed_topic_regex for m in self.members.values() if m.subscribed_topic_regex)
+
+    def subscribed_topic_names(self) -> set[str]:
+        """Every topic a member subscribes to, by name or through a resolved regular expression."""
+        names: set[str] = set()
+        for m in self.members.values():
+            names |= m.subscribed_topic_names
+            if m.subscribed_topic_regex and (r := self.resolved_regexes.get(m.subscribed_topic_regex)):
+                names |= r.topics
+        return names
+
+    def member_topics(self, member: ConsumerMember) -> frozenset[str]:
+        """Topic names the member subscribes to (names plus its resolved regular expression)."""
+        names = member.subscribed_topic_names
+        if member.subscribed_topic_regex and (r := self.resolved_regexes.get(member.subscribed_topic_regex)):
+            names = names | r.topics
+        return names
+
+    def partition_owner_epochs(self) -> dict[tuple[UUID, int], int]:
+        """(topic id, partition) -> epoch of the member holding it (assigned or pending revocation)."""
+        out: dict[tuple[UUID, int], int] = {}
+        for m in self.members.values():
+            for a in (m.assigned_partitions, m.partitions_pending_revocation):
+                for t, ps in a.items():
+                    for p in ps:
+                        out[(t, p)] = m.member_epoch
+        return out
+
+    def uses_classic_only(self, without: str | None = None) -> bool:
+        """All members other than `without` speak the classic protocol (and there is at least one)."""
+        others = [m for mid, m in self.members.items() if mid != without]
+        return bool(others) and all(m.uses_classic_protocol for m in others)
+
+    def snapshot(self) -> dict[str, Any]:
+        def assignment(a: Assignment) -> dict[str, list[int]]:
+            return {str(t): sorted(ps) for t, ps in sorted(a.items(), key=lambda kv: str(kv[0])) if ps}
+
+        return {
+            "group_epoch": self.group_epoch, "metadata_hash": self.metadata_hash,
+            "assignment_epoch": self.assignment_epoch,
+            "members": {mid: {
+                "instance_id": m.instance_id, "rack_id": m.rack_id, "client_id": m.client_id,
+                "client_host": m.client_host, "topics": sorted(m.subscribed_topic_names),
+                "regex": m.subscribed_topic_regex, "assignor": m.server_assignor,
+                "rebalance_timeout_ms": m.rebalance_timeout_ms, "classic": m.classic,
+                "epoch": m.member_epoch, "previous_epoch": m.previous_member_epoch, "state": int(m.state),
+                "assigned": assignment(m.assigned_partitions),
+                "revoking": assignment(m.partitions_pending_revocation)}
+                for mid, m in sorted(self.members.items())},
+            "target_assignment": {mid: assignment(a) for mid, a in sorted(self.target_assignment.items())},
+            "regexes": {r: (sorted(v.topics), v.version, v.timestamp_ms) for r, v in sorted(self.resolved_regexes.items())},
+        }
