@@ -100,10 +100,8 @@ def test_random_members_never_share_a_partition_and_cooperative_members_converge
 
     for op, i, dt in steps:
         m = f"m{i}"
-        if op == "join" and m not in epochs:
-            beat(m)
-        elif op == "beat" and m in epochs:
-            beat(m)
+        if (op == "join") == (m not in epochs) and op in ("join", "beat"):
+            beat(m)  # a new member joins, a member heartbeats
         elif op == "beat-stale" and m in epochs:
             beat(m, report=False)
         elif op == "leave" and m in epochs:
