@@ -1,27 +1,55 @@
-"""ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69): thin wrappers over the group coordinator."""
+"""ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69): thin wrappers over the group coordinator.
+
+Authorization as Kafka (KIP-848): READ on the group and DESCRIBE on every subscribed topic name to heartbeat;
+DESCRIBE on the group to describe it, and a group whose assignments name a topic the client may not DESCRIBE is
+answered TOPIC_AUTHORIZATION_FAILED without members.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from broker.handlers.groups import GROUP_OPERATIONS, NO_AUTHORIZED_OPERATIONS
+from broker.handlers.groups import NO_AUTHORIZED_OPERATIONS
 from broker.handlers.share_groups import client_host
+from broker.security.acl import AclOperation, ResourceType
+from protocol.errors import ErrorCode
 
 CONSUMER_GROUP_HEARTBEAT = 68
 CONSUMER_GROUP_DESCRIBE = 69
 
 
 async def handle_heartbeat(ctx, req) -> dict[str, Any]:
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED)}
+    denied = sorted(n for n in set(req.subscribed_topic_names or ())
+                    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, n))
+    if denied:
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                "error_message": f"The client is not authorized to describe topics: {', '.join(denied)}."}
     response = await ctx.broker.group_coordinator.consumer_group_heartbeat(
         req, ctx.api_version, ctx.client_id or "", client_host(ctx.connection.peer))
     return {"throttle_time_ms": 0, **response}
 
 
 async def handle_describe(ctx, req) -> dict[str, Any]:
-    groups = await ctx.broker.group_coordinator.consumer_group_describe(list(req.group_ids))
-    operations = GROUP_OPERATIONS if req.include_authorized_operations else NO_AUTHORIZED_OPERATIONS
-    for g in groups:
-        g["authorized_operations"] = operations if g.get("error_code") == 0 else NO_AUTHORIZED_OPERATIONS
+    allowed = [g for g in req.group_ids if ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, g)]
+    described = iter(await ctx.broker.group_coordinator.consumer_group_describe(allowed) if allowed else [])
+    groups = []
+    for gid in req.group_ids:
+        if gid not in allowed:
+            groups.append({"group_id": gid, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED)})
+            continue
+        g = next(described)
+        topics = {tp["topic_name"] for m in g.get("members") or () for key in ("assignment", "target_assignment")
+                  for tp in (m.get(key) or {}).get("topic_partitions") or () if tp.get("topic_name")}
+        if any(not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name) for name in topics):
+            g = {"group_id": gid, "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                 "error_message": "The group has described topic(s) that the client is not authorized to describe.",
+                 "members": []}
+        g["authorized_operations"] = (ctx.authorized_operations(ResourceType.GROUP, gid)
+                                      if req.include_authorized_operations and g.get("error_code") == 0
+                                      else NO_AUTHORIZED_OPERATIONS)
+        groups.append(g)
     return {"throttle_time_ms": 0, "groups": groups}
 
 
