@@ -463,6 +463,12 @@ class LogCleaner:
             log.error("log cannot be cleaned; skipping it until restart", topic=topic, partition=partition,
                       error=str(err))
             return False
+        except Exception:  # noqa: BLE001 - as Kafka, an unexpected failure makes the log uncleanable, not the cleaner
+            self._uncleanable.add(todo.key)
+            log.exception("log cleaning failed; skipping the log until restart", topic=topic, partition=partition)
+            with contextlib.suppress(OSError):
+                await asyncio.to_thread(swap.abandon_cleaned, directory, current)
+            return False
         finally:
             await worker.end()
         self.checkpoints[todo.key] = plan.end_offset

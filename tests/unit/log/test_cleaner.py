@@ -14,6 +14,7 @@ from cleaner_helpers import START_MS, Harness, append, compact_config, latest_vi
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from broker.log.clean import CleaningSession
 from broker.log.cleaner import CLEANER_CHECKPOINT, LogCleaner, ProcessWorker, cleanable_range
 from broker.log.log_manager import read_checkpoint
 from protocol import records as rec
@@ -406,3 +407,27 @@ def test_compact_delete_topics_are_also_trimmed_by_retention_but_not_while_clean
     assert h.log.log_start_offset == 20
     assert h.clean()
     assert latest_view(records(h.log)) == {b"k%d" % k: b"%d" % (36 + k) + b"-" * 40 for k in range(4)}
+
+
+def test_an_unexpected_failure_makes_the_log_uncleanable_not_the_cleaner(tmp_path: Path, monkeypatch) -> None:
+    h = Harness(tmp_path)
+    for i in range(20):
+        append(h.log, [(b"k", b"%d" % i)])
+    h.log.roll()
+
+    def broken(self, index):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(CleaningSession, "clean_group", broken)
+
+    async def run() -> tuple[bool, bool]:
+        cleaner = h.new_cleaner()
+        first = await cleaner.clean_once()
+        second = await cleaner.clean_once()  # the log is skipped now
+        await cleaner.close()
+        return first, second
+
+    assert asyncio.run(run()) == (False, False)
+    assert len(records(h.log)) == 20 and not h.log.cleaning
+    monkeypatch.undo()
+    assert h.clean()  # after a restart (a new cleaner) it is tried again
