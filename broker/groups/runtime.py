@@ -37,6 +37,7 @@ from .records import Record, group_id_of
 from .result import GroupResult
 from .share_config import ShareGroupConfig
 from .share_coordinator_service import CoordinatorResult, InitializeRequest, ShareGroupCoordinator
+from .share_offsets import AdminError
 
 log = structlog.get_logger(__name__)
 
@@ -77,6 +78,7 @@ class GroupCoordinatorRuntime:
         self.loaded = False
         self._listeners: list[MemberRemovedListener] = []
         self._deleted_listeners: list[Callable[[str], Any]] = []
+        self._reset_listeners: list[Callable[[str, Mapping[UUID, Iterable[int]]], Any]] = []
         self._kick = asyncio.Event()
         self._init_tasks: dict[str, set[asyncio.Task]] = {}  # group id -> InitializeShareGroupState in flight
         self.share_enabled = bool(config.get("group.share.enable"))
@@ -458,6 +460,174 @@ class GroupCoordinatorRuntime:
                     return code
         return ErrorCode.NONE
 
+    # --- share-group offsets (DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets) -------
+    def add_share_state_reset_listener(self, fn: Callable[[str, Mapping[UUID, Iterable[int]]], Any]) -> None:
+        """`fn(group_id, {topic_id: partitions})` after AlterShareGroupOffsets or DeleteShareGroupOffsets
+        replaced or deleted those share-partitions' durable state: the share-partition leader drops its copy."""
+        self._reset_listeners.append(fn)
+
+    def _state_reset(self, group_id: str, partitions: Mapping[UUID, Iterable[int]]) -> None:
+        for fn in list(self._reset_listeners):
+            try:
+                fn(group_id, partitions)
+            except Exception:  # noqa: BLE001 - one listener must not stop the others
+                log.exception("share-state-reset listener failed", group=group_id)
+
+    def _share_admin_refusal(self) -> tuple[ErrorCode, str] | None:
+        if not self.loaded:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, _MESSAGES[ErrorCode.COORDINATOR_LOAD_IN_PROGRESS]
+        if not self.share_enabled:
+            return ErrorCode.UNSUPPORTED_VERSION, "Share groups are disabled (group.share.enable=false)."
+        return None
+
+    async def describe_share_offsets(self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]] | None
+                                     ) -> dict[str, Any]:
+        """One DescribeShareGroupOffsets group (v1 shape: lag per KIP-1226). `topics` None asks for every
+        share-partition with state. As in Kafka, named topics are answered without checking the group (no
+        state reads as start offset -1), unknown topics with a zero topic id, and a share-partition the share
+        coordinator cannot summarize as "no offset" rather than as an error."""
+        refusal = self._share_admin_refusal()
+        if refusal is not None:
+            return {"group_id": group_id, "topics": [], "error_code": int(refusal[0]), "error_message": refusal[1]}
+        if not group_id:
+            return {"group_id": group_id, "topics": [], "error_code": int(ErrorCode.INVALID_GROUP_ID),
+                    "error_message": _MESSAGES[ErrorCode.INVALID_GROUP_ID]}
+        await self.log.barrier([self.partition_for(group_id)])
+        wanted: list[tuple[str, UUID, Sequence[int]]] = []
+        missing: list[dict[str, Any]] = []
+        if topics is None:
+            try:
+                found = self.share.initialized_share_partitions(group_id)
+            except AdminError as e:
+                return {"group_id": group_id, "topics": [], "error_code": int(e.code), "error_message": e.message}
+            for tid, (_name, parts) in sorted(found.items(), key=lambda kv: kv[1][0]):
+                info = self._broker.topics.registry.by_id(tid)
+                if info is not None:
+                    wanted.append((info.name, tid, sorted(parts)))
+        else:
+            for name, parts in topics:
+                info = self._any_topic(name)
+                if info is None:
+                    missing.append({"topic_name": name, "topic_id": UUID(int=0), "partitions": [
+                        {"partition_index": p, "start_offset": -1, "leader_epoch": 0, "lag": -1, "error_code": 0,
+                         "error_message": None} for p in parts]})
+                else:
+                    wanted.append((name, info[0], list(parts)))
+        out = []
+        store = getattr(self._broker, "share_state", None)
+        for name, tid, parts in wanted:
+            out.append({"topic_name": name, "topic_id": tid,
+                        "partitions": [await self._describe_partition(store, group_id, name, tid, p) for p in parts]})
+        return {"group_id": group_id, "topics": out + missing, "error_code": 0, "error_message": None}
+
+    async def _describe_partition(self, store: Any, group_id: str, name: str, tid: UUID, partition: int
+                                  ) -> dict[str, Any]:
+        none = {"partition_index": partition, "start_offset": -1, "leader_epoch": 0, "lag": -1, "error_code": 0,
+                "error_message": None}
+        if store is None:
+            return none
+        code, summary, _message = await store.read_state_summary(group_id, tid, partition)
+        if code != ErrorCode.NONE or summary is None:
+            return none
+        entry = {**none, "start_offset": summary.start_offset, "leader_epoch": summary.leader_epoch}
+        if summary.start_offset >= 0 and summary.delivery_complete_count >= 0:
+            # KIP-1226: records not yet delivered to completion = end offset - start offset - completed above it.
+            try:
+                end = self._broker.topics.log(name, partition).high_watermark
+            except Exception as err:  # noqa: BLE001 - the partition went away meanwhile: answered as an error
+                return {**entry, "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), "error_message": str(err)}
+            entry["lag"] = max(0, end - summary.start_offset - summary.delivery_complete_count)
+        return entry
+
+    async def alter_share_offsets(self, group_id: str, topics: Sequence[tuple[str, Sequence[tuple[int, int]]]]
+                                  ) -> dict[str, Any]:
+        """AlterShareGroupOffsets (empty share groups only): bump the group epoch, then re-initialize each
+        share-partition through the share coordinator with the requested start offset. The response is
+        {error_code, error_message, responses}."""
+        refusal = self._share_admin_refusal()
+        if refusal is not None:
+            return {"error_code": int(refusal[0]), "error_message": refusal[1], "responses": []}
+        if not group_id:
+            return {"error_code": int(ErrorCode.INVALID_GROUP_ID),
+                    "error_message": _MESSAGES[ErrorCode.INVALID_GROUP_ID], "responses": []}
+        await self.log.barrier([self.partition_for(group_id)])
+        try:
+            plan = self.share.alter_offsets(group_id, topics)
+        except AdminError as e:
+            return {"error_code": int(e.code), "error_message": e.message, "responses": []}
+        if not plan.start_offsets:
+            return {"error_code": 0, "error_message": None, "responses": plan.topics}
+        if not await self._write(plan.records, [group_id]):
+            return {"error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                    "error_message": "The group coordinator could not write the group's records.", "responses": []}
+        store = getattr(self._broker, "share_state", None)
+        errors: dict[tuple[UUID, int], tuple[ErrorCode, str | None]] = {}
+        records: list[Record] = []
+        for tid, offsets in plan.start_offsets.items():
+            ok, failed = [], []
+            for p, start in sorted(offsets.items()):
+                code, message = ErrorCode.UNKNOWN_SERVER_ERROR, "The share coordinator is not available."
+                if store is not None:
+                    try:
+                        result = await store.initialize(group_id, tid, p, plan.state_epoch, start)
+                        code, message = ErrorCode(result.error_code), result.error_message
+                    except Exception:  # noqa: BLE001 - answered as the partition's error
+                        log.exception("share state initialize failed", group=group_id, partition=p)
+                (ok if code == ErrorCode.NONE else failed).append(p)
+                if code != ErrorCode.NONE:
+                    errors[(tid, p)] = (code, message or _MESSAGES.get(code))
+            records += self.share.initialized(group_id, tid, ok)
+            records += self.share.initialize_failed(group_id, tid, failed)
+        written = await self._write(records, [group_id])
+        self._state_reset(group_id, {tid: list(o) for tid, o in plan.start_offsets.items()})
+        if not written:
+            return {"error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                    "error_message": "The group coordinator could not write the group's records.", "responses": []}
+        for topic in plan.topics:
+            for part in topic["partitions"]:
+                error = errors.get((topic["topic_id"], part["partition_index"]))
+                if error is not None and part["error_code"] == 0:
+                    part["error_code"], part["error_message"] = int(error[0]), error[1]
+        log.info("share group offsets altered", group=group_id, partitions=sum(map(len, plan.start_offsets.values())),
+                 failed=len(errors))
+        return {"error_code": 0, "error_message": None, "responses": plan.topics}
+
+    async def delete_share_offsets(self, group_id: str, topic_names: Sequence[str]) -> dict[str, Any]:
+        """DeleteShareGroupOffsets (empty share groups only): the topics move to Deleting, their state is
+        deleted through the share coordinator, then they leave Deleting. {error_code, error_message,
+        responses}."""
+        refusal = self._share_admin_refusal()
+        if refusal is not None:
+            return {"error_code": int(refusal[0]), "error_message": refusal[1], "responses": []}
+        if not group_id:
+            return {"error_code": int(ErrorCode.INVALID_GROUP_ID),
+                    "error_message": _MESSAGES[ErrorCode.INVALID_GROUP_ID], "responses": []}
+        await self.log.barrier([self.partition_for(group_id)])
+        try:
+            plan = self.share.delete_offsets(group_id, topic_names)
+        except AdminError as e:
+            return {"error_code": int(e.code), "error_message": e.message, "responses": []}
+        if plan.records and not await self._write(plan.records, [group_id]):
+            return {"error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                    "error_message": "The group coordinator could not write the group's records.", "responses": []}
+        store = getattr(self._broker, "share_state", None)
+        done: dict[UUID, str] = {}
+        failed: list[dict[str, Any]] = []
+        for tid, (name, parts) in plan.delete.items():
+            code = await self._delete_share_state(group_id, {tid: parts}) if store is not None else ErrorCode.NONE
+            if code == ErrorCode.NONE:
+                done[tid] = name
+            else:
+                failed.append({"topic_name": name, "topic_id": tid, "error_code": int(code),
+                               "error_message": _MESSAGES.get(code)})
+        self._state_reset(group_id, {tid: parts for tid, (_, parts) in plan.delete.items()})
+        topics, records = self.share.delete_offsets_done(group_id, done)
+        if records and not await self._write(records, [group_id]):
+            return {"error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                    "error_message": "The group coordinator could not write the group's records.", "responses": []}
+        log.info("share group offsets deleted", group=group_id, topics=sorted(done.values()), failed=len(failed))
+        return {"error_code": 0, "error_message": None, "responses": topics + failed + plan.refused}
+
     # --- topic deletion ----------------------------------------------------------------------------------------
     async def topics_deleted(self, topic_ids: Iterable[UUID], names: Iterable[str] = ()) -> None:
         records = self.share.topics_deleted(topic_ids)
@@ -491,6 +661,18 @@ class GroupCoordinatorRuntime:
             self._after(res)
         await self._run(self.coordinator.tick(now))
 
+
+# Kafka's Errors messages for the group-level errors of the share-group offsets APIs.
+_MESSAGES = {
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: "The coordinator is loading and hence can't process requests.",
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
+    ErrorCode.INVALID_GROUP_ID: "The configured groupId is invalid.",
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
+    ErrorCode.UNKNOWN_SERVER_ERROR: "The server experienced an unexpected error when processing the request.",
+    ErrorCode.KAFKA_STORAGE_ERROR: "Disk error when trying to access log file on the disk.",
+    ErrorCode.FENCED_STATE_EPOCH: "The share coordinator rejected the request because the share-group state "
+                                  "epoch did not match.",
+}
 
 _JOIN_ERROR = {"error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "member_id": "", "generation_id": -1,
                "protocol_type": None, "protocol_name": None, "leader": "", "skip_assignment": False, "members": []}

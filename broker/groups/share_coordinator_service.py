@@ -42,6 +42,7 @@ from .share_group import (
     StatePartitionMetadata,
     TopicPartitions,
 )
+from .share_offsets import ShareOffsetsAdmin
 
 # name -> (topic id, partition count), or None if the topic does not exist
 TopicInfoLookup = Callable[[str], "tuple[UUID, int] | None"]
@@ -98,7 +99,7 @@ def _response_assignment(a: Assignment) -> dict[str, Any]:
                                  for t, ps in sorted(a.items(), key=lambda kv: str(kv[0])) if ps]}
 
 
-class ShareGroupCoordinator:
+class ShareGroupCoordinator(ShareOffsetsAdmin):
     def __init__(
         self,
         config: ShareGroupConfig | None = None,
@@ -510,6 +511,12 @@ class ShareGroupCoordinator:
         # Apply through the decoder: the exact bytes we hand out are what changes our state.
         rec.apply(self.groups, rec.decode(record.key, record.value))
         res.records.append(record)
+
+    def _new_result(self) -> CoordinatorResult:
+        return CoordinatorResult(None)
+
+    def _group_type(self, gid: str) -> str | None:
+        return self._group_type_of(gid)
 
     def _timing(self, gid: str) -> tuple[int, int]:
         if self.group_timing is not None:

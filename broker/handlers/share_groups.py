@@ -1,19 +1,30 @@
-"""ShareGroupHeartbeat (76) and ShareGroupDescribe (77): thin wrappers over the group coordinator.
+"""ShareGroupHeartbeat (76), ShareGroupDescribe (77), DescribeShareGroupOffsets (90), AlterShareGroupOffsets (91)
+and DeleteShareGroupOffsets (92): thin wrappers over the group coordinator.
 
-Authorization as Kafka (KIP-932): READ on the group to heartbeat, and DESCRIBE on every subscribed topic;
-DESCRIBE on the group to describe it, and a group whose assignment names a topic the client may not DESCRIBE is
-answered TOPIC_AUTHORIZATION_FAILED without members.
+Authorization as Kafka's KafkaApis (KIP-932): READ on the group to heartbeat, and DESCRIBE on every subscribed
+topic; DESCRIBE on the group to describe it, and a group whose assignment names a topic the client may not
+DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED without members. Offsets: DESCRIBE group + DESCRIBE topics to
+describe them (topics not DESCRIBE-able are refused, or left out of an all-topics answer), READ group + READ
+topics to alter them, DELETE group + READ topics to delete them.
 """
 
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
-from broker.security.acl import AclOperation, ResourceType
+from broker.security.acl import AUTHORIZATION_ERRORS, AclOperation, ResourceType
 from protocol.errors import ErrorCode
 
 SHARE_GROUP_HEARTBEAT = 76
 SHARE_GROUP_DESCRIBE = 77
+DESCRIBE_SHARE_GROUP_OFFSETS = 90
+ALTER_SHARE_GROUP_OFFSETS = 91
+DELETE_SHARE_GROUP_OFFSETS = 92
+
+GROUP_DENIED = AUTHORIZATION_ERRORS[ResourceType.GROUP]
+TOPIC_DENIED = AUTHORIZATION_ERRORS[ResourceType.TOPIC]
+ZERO_UUID = UUID(int=0)
 
 
 def client_host(peer: str) -> str:
@@ -55,4 +66,69 @@ def _assigned(member) -> list:
     return list(assignment.get("topic_partitions") or ())
 
 
-HANDLERS = {SHARE_GROUP_HEARTBEAT: handle_heartbeat, SHARE_GROUP_DESCRIBE: handle_describe}
+async def handle_describe_offsets(ctx, req) -> dict[str, Any]:
+    coordinator = ctx.broker.group_coordinator
+    groups = []
+    for group in req.groups:
+        gid = group.group_id
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, gid):
+            groups.append({"group_id": gid, "topics": [], "error_code": GROUP_DENIED[0],
+                           "error_message": GROUP_DENIED[1]})
+            continue
+        if group.topics is None:
+            answer = await coordinator.describe_share_offsets(gid, None)
+            # Topics the client may not describe are left out of an all-topics answer.
+            answer["topics"] = [t for t in answer["topics"]
+                                if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t["topic_name"], audit=False)]
+            groups.append(answer)
+            continue
+        allowed = [(t.topic_name, list(t.partitions)) for t in group.topics
+                   if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t.topic_name)]
+        refused = [{"topic_name": t.topic_name, "topic_id": ZERO_UUID, "partitions": [
+            {"partition_index": p, "start_offset": -1, "leader_epoch": 0, "lag": -1, "error_code": TOPIC_DENIED[0],
+             "error_message": TOPIC_DENIED[1]} for p in t.partitions]}
+            for t in group.topics if t.topic_name not in {name for name, _ in allowed}]
+        answer = await coordinator.describe_share_offsets(gid, allowed) if allowed else {
+            "group_id": gid, "topics": [], "error_code": 0, "error_message": None}
+        answer["topics"] = answer["topics"] + refused
+        groups.append(answer)
+    return {"throttle_time_ms": 0, "groups": groups}
+
+
+async def handle_alter_offsets(ctx, req) -> dict[str, Any]:
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return {"throttle_time_ms": 0, "error_code": GROUP_DENIED[0], "error_message": GROUP_DENIED[1],
+                "responses": []}
+    allowed, refused = [], []
+    for topic in req.topics:
+        if ctx.authorize(AclOperation.READ, ResourceType.TOPIC, topic.topic_name):
+            allowed.append((topic.topic_name, [(p.partition_index, p.start_offset) for p in topic.partitions]))
+        else:
+            refused.append({"topic_name": topic.topic_name, "topic_id": ZERO_UUID, "partitions": [
+                {"partition_index": p.partition_index, "error_code": TOPIC_DENIED[0], "error_message": TOPIC_DENIED[1]}
+                for p in topic.partitions]})
+    answer = await ctx.broker.group_coordinator.alter_share_offsets(req.group_id, allowed) if allowed else {
+        "error_code": 0, "error_message": None, "responses": []}
+    return {"throttle_time_ms": 0, **answer, "responses": answer["responses"] + refused}
+
+
+async def handle_delete_offsets(ctx, req) -> dict[str, Any]:
+    if not ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, req.group_id):
+        return {"throttle_time_ms": 0, "error_code": GROUP_DENIED[0], "error_message": GROUP_DENIED[1],
+                "responses": []}
+    names = list(dict.fromkeys(t.topic_name for t in req.topics))
+    allowed = [n for n in names if ctx.authorize(AclOperation.READ, ResourceType.TOPIC, n)]
+    refused = [{"topic_name": n, "topic_id": ZERO_UUID, "error_code": TOPIC_DENIED[0], "error_message": TOPIC_DENIED[1]}
+               for n in names if n not in allowed]
+    answer = await ctx.broker.group_coordinator.delete_share_offsets(req.group_id, allowed) if allowed else {
+        "error_code": 0, "error_message": None, "responses": []}
+    return {"throttle_time_ms": 0, **answer, "responses": answer["responses"] + refused}
+
+
+HANDLERS = {
+    SHARE_GROUP_HEARTBEAT: handle_heartbeat,
+    SHARE_GROUP_DESCRIBE: handle_describe,
+    DESCRIBE_SHARE_GROUP_OFFSETS: handle_describe_offsets,
+    ALTER_SHARE_GROUP_OFFSETS: handle_alter_offsets,
+    DELETE_SHARE_GROUP_OFFSETS: handle_delete_offsets,
+}

@@ -72,6 +72,8 @@ class StateDelta:
     start_offset: int
     state_batches: list[StateBatch]
     full: bool = False
+    # Records above the start offset already acknowledged or archived (KIP-1226: lag = end - start - this).
+    delivery_complete_count: int = -1
 
 
 AckRange = tuple[int, int, Sequence[int]]
@@ -469,7 +471,8 @@ class ShareInFlight:
             for p in sorted(self._dirty, key=lambda p: p.first):
                 if p.alive:
                     _append_batch(batches, p, self._durable(p))
-        delta = StateDelta(self.state_epoch, self._start, batches, self._full_dirty)
+        delta = StateDelta(self.state_epoch, self._start, batches, self._full_dirty,
+                           self.acknowledged_count + self.archived_count)
         self._dirty.clear()
         self._start_dirty = self._full_dirty = False
         return delta

@@ -143,6 +143,8 @@ class SharePartitionManager:
             groups.add_member_removed_listener(self.on_member_removed)
         if groups is not None and hasattr(groups, "add_group_deleted_listener"):
             groups.add_group_deleted_listener(self.on_group_deleted)
+        if groups is not None and hasattr(groups, "add_share_state_reset_listener"):
+            groups.add_share_state_reset_listener(self.on_share_state_reset)
         self._broker.spawn(self._expiry_loop(), "share-lock-expiry")
         server = getattr(self._broker, "server", None)
         if server is not None and hasattr(server, "close_listeners"):
@@ -310,7 +312,8 @@ class SharePartitionManager:
             batches = [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
                        for b in delta.state_batches]
             result = await store.write_state(group, topic_id, partition, delta.state_epoch, -1,
-                                             delta.start_offset, batches)
+                                             delta.start_offset, batches,
+                                             delivery_complete_count=delta.delivery_complete_count)
             code = getattr(result, "error_code", ErrorCode.NONE)
             code = ErrorCode.NONE if code in (None, 0) else ErrorCode(code)
         except Exception:  # noqa: BLE001 - the client gets an error code, the broker carries on
@@ -506,6 +509,17 @@ class SharePartitionManager:
         share-partitions, so a new group of the same name starts from fresh state."""
         for key in [k for k in self._partitions if k[0] == group_id]:
             del self._partitions[key]
+
+    def on_share_state_reset(self, group_id: str, partitions: dict) -> None:
+        """AlterShareGroupOffsets / DeleteShareGroupOffsets replaced or deleted these share-partitions' durable
+        state (the group is empty): drop the loaded copies, the next fetch loads the new state."""
+        for tid, parts in partitions.items():
+            for p in parts:
+                sp = self._partitions.pop((group_id, tid, p), None)
+                if sp is not None:
+                    sp.dead = True
+                    sp.failure = ErrorCode.FENCED_STATE_EPOCH
+                    self._wake(sp)
 
     def _release_soon(self, group: str, member: str) -> None:
         if self._closed:

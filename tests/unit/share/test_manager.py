@@ -32,7 +32,8 @@ class MemoryState:
             state_epoch=state_epoch, start_offset=start_offset, state_batches=[])
         return SimpleNamespace(error_code=0)
 
-    async def write_state(self, group, topic_id, partition, state_epoch, leader_epoch, start_offset, batches):
+    async def write_state(self, group, topic_id, partition, state_epoch, leader_epoch, start_offset, batches,
+                          delivery_complete_count=-1):
         self.writes.append((start_offset, list(batches)))
         s = self.state[(group, topic_id, partition)]
         s.start_offset = start_offset
@@ -245,7 +246,8 @@ def test_failed_state_write_rolls_memory_back_to_the_durable_state(tmp_path):
     class FailingState(MemoryState):
         fail = False
 
-        async def write_state(self, group, topic_id, partition, state_epoch, leader_epoch, start_offset, batches):
+        async def write_state(self, group, topic_id, partition, state_epoch, leader_epoch, start_offset, batches,
+                          delivery_complete_count=-1):
             if self.fail:
                 self.fail = False
                 return SimpleNamespace(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -281,7 +283,7 @@ def test_dead_letters_are_written_before_the_archived_state_and_a_failed_dlq_wri
     order: list[str] = []
 
     class OrderedState(MemoryState):
-        async def write_state(self, *args):
+        async def write_state(self, *args, **kwargs):
             order.append("state")
             return await super().write_state(*args)
 

@@ -34,7 +34,8 @@ class GatedState:
             state_epoch=state_epoch, start_offset=start_offset, state_batches=[])
         return SimpleNamespace(error_code=0)
 
-    async def write_state(self, group, topic_id, partition, state_epoch, leader_epoch, start_offset, batches):
+    async def write_state(self, group, topic_id, partition, state_epoch, leader_epoch, start_offset, batches,
+                          delivery_complete_count=-1):
         if self.gating:
             self.started.append(partition)
             await self.gate.wait()
