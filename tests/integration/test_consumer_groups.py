@@ -7,11 +7,13 @@ import asyncio
 import threading
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import ConsumerGroupTopicPartitions, Producer
+from confluent_kafka.admin import AdminClient
 
 from tests.integration.group_members import Member, check_delivery, wait_until
 from tests.integration.test_confluent_roundtrip import create_topic
 from tests.integration.test_kcat import kcat
+from tests.integration.test_share_client import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -72,19 +74,41 @@ def consumed_all(members: list[Member], wanted: set[tuple[int, int]]) -> bool:
     return wanted <= seen
 
 
-def run_membership_scenario(broker, protocol: str, group: str, topic: str) -> tuple[int, int]:
+def assignor_of(broker, group: str) -> str:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    return admin.describe_consumer_groups([group])[group].result(timeout=30).partition_assignor
+
+
+def committed_offsets(broker, group: str, topic: str) -> dict[int, int]:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    listed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(timeout=30)
+    return {tp.partition: tp.offset for tp in listed.topic_partitions if tp.topic == topic}
+
+
+def restart(broker, how: str) -> None:
+    if how == "kill9":
+        broker.kill9()
+    else:
+        assert broker.stop() == 0  # SIGTERM: a clean shutdown
+    broker.start()
+
+
+def run_membership_scenario(broker, protocol: str, group: str, topic: str, *, extra: dict | None = None,
+                            how: str = "kill9") -> tuple[int, int]:
     """3 members on 6 partitions, a 4th joins and one leaves while records flow, everyone commits and leaves,
-    the broker is killed (kill -9) and restarted, new members resume from the committed offsets."""
+    the broker is stopped (SIGTERM or kill -9) and restarted, new members resume from the committed offsets."""
     create_topic(broker.bootstrap, topic, PARTITIONS)
     producer = BackgroundProducer(broker.bootstrap, topic, "a")
     producer.start()
-    members = [Member(f"m{i}", broker.bootstrap, group, topic, protocol) for i in range(3)]
+    members = [Member(f"m{i}", broker.bootstrap, group, topic, protocol, extra=extra) for i in range(3)]
     everyone = list(members)
     for m in members:
         m.start()
     wait_until(lambda: covered(members) and all(len(m.assigned) == 2 for m in members), 60, "3 members x 2")
+    assert assignor_of(broker, group) == (extra or {}).get("partition.assignment.strategy",
+                                                           (extra or {}).get("group.remote.assignor"))
     wait_until(lambda: sum(m.count() for m in members) >= 300, 60, "records flowing")
-    joiner = Member("m3", broker.bootstrap, group, topic, protocol)
+    joiner = Member("m3", broker.bootstrap, group, topic, protocol, extra=extra)
     everyone.append(joiner)
     joiner.start()
     members.append(joiner)
@@ -96,12 +120,11 @@ def run_membership_scenario(broker, protocol: str, group: str, topic: str) -> tu
     wait_until(lambda: consumed_all(members + [leaver], produced), 60, "every record consumed")
     for m in members:
         m.stop()
-    # The group is empty and its offsets are committed; a hard kill must not lose them.
-    broker.kill9()
-    broker.start()
+    # The group is empty and its offsets are committed; neither a clean stop nor a hard kill may lose them.
+    restart(broker, how)
     more = produce_batch(broker.bootstrap, topic, 600, "b")
     produced |= more
-    resumed = [Member(f"r{i}", broker.bootstrap, group, topic, protocol) for i in range(2)]
+    resumed = [Member(f"r{i}", broker.bootstrap, group, topic, protocol, extra=extra) for i in range(2)]
     everyone += resumed
     for m in resumed:
         m.start()
@@ -116,10 +139,59 @@ def run_membership_scenario(broker, protocol: str, group: str, topic: str) -> tu
     return records, duplicates
 
 
-@pytest.mark.parametrize("protocol", ["classic", "consumer"])
-def test_group_members_join_leave_commit_and_survive_kill9(broker, protocol):
-    records, _ = run_membership_scenario(broker, protocol, f"cg-{protocol}", f"cg-{protocol}-topic")
+# Client-side assignors of the classic protocol (eager and cooperative) and the broker's assignors of the
+# consumer protocol, each with a clean stop or a hard kill of the broker between the two runs.
+SCENARIOS = [
+    pytest.param("classic", {"partition.assignment.strategy": "range"}, "kill9", id="classic-range-kill9"),
+    pytest.param("classic", {"partition.assignment.strategy": "roundrobin"}, "sigterm",
+                 id="classic-roundrobin-sigterm"),
+    pytest.param("classic", {"partition.assignment.strategy": "cooperative-sticky"}, "kill9",
+                 id="classic-cooperative-kill9"),
+    pytest.param("classic", {"partition.assignment.strategy": "cooperative-sticky"}, "sigterm",
+                 id="classic-cooperative-sigterm"),
+    pytest.param("consumer", {"group.remote.assignor": "uniform"}, "sigterm", id="consumer-uniform-sigterm"),
+    pytest.param("consumer", {"group.remote.assignor": "range"}, "kill9", id="consumer-range-kill9"),
+]
+
+
+@pytest.mark.parametrize(("protocol", "extra", "how"), SCENARIOS)
+def test_group_members_join_leave_commit_and_survive_restart(broker, protocol, extra, how):
+    records, _ = run_membership_scenario(broker, protocol, "cg", "cg-topic", extra=extra, how=how)
     assert records > 900
+
+
+@pytest.mark.parametrize("how", ["kill9", "sigterm"])
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_live_members_ride_through_a_broker_restart(broker_factory, protocol, how):
+    """The broker goes down under 3 consuming members that commit as they go; they reconnect to the restarted
+    broker and carry on: nothing is lost, and records are read twice only if their commit had not been
+    accepted before the restart."""
+    # A fixed port: the members reconnect to the address they know.
+    broker = broker_factory({"listeners": f"PLAINTEXT://127.0.0.1:{free_port()}"})
+    topic, group = "live-topic", f"live-{protocol}"
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    first = produce_batch(broker.bootstrap, topic, 1200, "a")
+    # A long session timeout: the members' sessions must outlive the restart (Kafka's coordinator also
+    # restarts every member's session timer when it loads the group).
+    extra = {"session.timeout.ms": 45_000} if protocol == "classic" else {}
+    members = [Member(f"m{i}", broker.bootstrap, group, topic, protocol, commit_every=10, extra=extra)
+               for i in range(3)]
+    for m in members:
+        m.start()
+    try:
+        wait_until(lambda: covered(members), 60, "3 members assigned")
+        wait_until(lambda: sum(m.count() for m in members) >= 200, 60, "records flowing")
+        restart(broker, how)
+        second = produce_batch(broker.bootstrap, topic, 600, "b")
+        wait_until(lambda: consumed_all(members, first | second), 90, "every record consumed after the restart")
+    finally:
+        for m in members:
+            m.stop()
+    records, _ = check_delivery(first | second, members)
+    assert records == 1800
+    # The members committed everything they read before leaving.
+    ends = {p: 1 + max(o for q, o in first | second if q == p) for p in range(PARTITIONS)}
+    assert committed_offsets(broker, group, topic) == ends
 
 
 def test_kafka_python_group_consumer_commits_and_resumes(broker):

@@ -117,3 +117,99 @@ def _share_state(broker, group: str) -> str | None:
     with RawClient(broker.port) as c:
         listed = c.call(16, 5, {"states_filter": [], "types_filter": ["share"]})
     return next((g.group_state for g in listed.groups if g.group_id == group), None)
+
+
+def test_admin_client_on_consumer_protocol_and_classic_groups_side_by_side(broker):
+    """A KIP-848 consumer group and a classic group, live at the same time: listed with state and type filters,
+    described (ConsumerGroupDescribe for the one, DescribeGroups for the other), protected while they have members,
+    then their offsets altered and deleted, and the groups deleted."""
+    from confluent_kafka import ConsumerGroupType
+
+    create_topic(broker.bootstrap, "adm2", 4)
+    produced = produce_batch(broker.bootstrap, "adm2", 200, "a")
+    counts = {p: sum(1 for q, _ in produced if q == p) for p in range(4)}
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    new = [Member(f"new-{i}", broker.bootstrap, "g-consumer", "adm2", "consumer") for i in range(2)]
+    old = Member("old-0", broker.bootstrap, "g-classic", "adm2", "classic")
+    members = [*new, old]
+    for m in members:
+        m.start()
+    try:
+        def committed(ms: list[Member]) -> dict[int, int]:
+            return {p: o for m in ms for p, o in m.committed().items()}
+
+        wait_until(lambda: committed(new) == counts and committed([old]) == counts
+                   and sorted(p for m in new for p in m.assigned) == [0, 1, 2, 3]
+                   and all(len(m.assigned) == 2 for m in new), 60, "both groups consumed and committed everything")
+
+        def listed(**filters) -> dict[str, tuple]:
+            result = admin.list_consumer_groups(**filters).result(timeout=30)
+            assert not result.errors
+            return {g.group_id: (g.type, g.state) for g in result.valid}
+
+        consumer_type, classic_type = ConsumerGroupType.CONSUMER, ConsumerGroupType.CLASSIC
+        stable = ConsumerGroupState.STABLE
+        assert listed() == {"g-consumer": (consumer_type, stable), "g-classic": (classic_type, stable)}
+        assert listed(types={consumer_type}) == {"g-consumer": (consumer_type, stable)}
+        assert listed(types={classic_type}) == {"g-classic": (classic_type, stable)}
+        assert listed(states={ConsumerGroupState.EMPTY}) == {}
+        assert listed(states={stable}, types={consumer_type}) == {"g-consumer": (consumer_type, stable)}
+
+        described = admin.describe_consumer_groups(["g-consumer", "g-classic"], include_authorized_operations=True)
+        cg = described["g-consumer"].result(timeout=30)
+        assert cg.type == consumer_type and cg.state == stable and cg.partition_assignor == "uniform"
+        assert not cg.is_simple_consumer_group
+        assert {m.client_id for m in cg.members} == {"new-0", "new-1"}
+        for m in cg.members:
+            mine = sorted(tp.partition for tp in m.assignment.topic_partitions)
+            assert len(mine) == 2 and {tp.topic for tp in m.assignment.topic_partitions} == {"adm2"}
+            assert sorted(tp.partition for tp in m.target_assignment.topic_partitions) == mine
+            assert m.host.endswith("127.0.0.1")
+        assert sorted(p for m in cg.members for p in (tp.partition for tp in m.assignment.topic_partitions)) == \
+            [0, 1, 2, 3]
+        assert cg.authorized_operations  # no authorizer: every group operation
+        classic = described["g-classic"].result(timeout=30)
+        assert classic.type == classic_type and classic.state == stable and classic.partition_assignor == "range"
+        assert [m.client_id for m in classic.members] == ["old-0"]
+
+        # Groups with members are not deleted; their offsets are changed only by members.
+        for gid in ("g-consumer", "g-classic"):
+            with pytest.raises(KafkaException) as err:
+                admin.delete_consumer_groups([gid])[gid].result(timeout=30)
+            assert err.value.args[0].name() == "NON_EMPTY_GROUP"
+            refused = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
+                gid, [TopicPartition("adm2", 0, 1)])])[gid].result(timeout=30)
+            assert [tp.error.name() for tp in refused.topic_partitions] == ["UNKNOWN_MEMBER_ID"]
+            assert offsets_of(admin, gid) == {("adm2", p): n for p, n in counts.items()}
+        from kafka import TopicPartition as KTP
+        from kafka.admin import KafkaAdminClient
+        from kafka.errors import GroupSubscribedToTopicError
+        kadmin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        try:
+            refused = kadmin.delete_group_offsets("g-consumer", [KTP("adm2", 1)])
+            assert list(refused.values()) == [GroupSubscribedToTopicError]
+        finally:
+            kadmin.close()
+    finally:
+        for m in members:
+            m.stop()
+
+    assert listed(states={ConsumerGroupState.EMPTY}) == {"g-consumer": (consumer_type, ConsumerGroupState.EMPTY),
+                                                         "g-classic": (classic_type, ConsumerGroupState.EMPTY)}
+    empty = admin.describe_consumer_groups(["g-consumer"])["g-consumer"].result(timeout=30)
+    assert empty.type == consumer_type and empty.state == ConsumerGroupState.EMPTY and empty.members == []
+    admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
+        "g-consumer", [TopicPartition("adm2", 0, 1)])])["g-consumer"].result(timeout=30)
+    assert offsets_of(admin, "g-consumer")[("adm2", 0)] == 1
+    kadmin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        deleted = kadmin.delete_group_offsets("g-consumer", [KTP("adm2", 1)])
+        assert [e.errno for e in deleted.values()] == [0]
+    finally:
+        kadmin.close()
+    assert set(offsets_of(admin, "g-consumer")) == {("adm2", 0), ("adm2", 2), ("adm2", 3)}
+    results = admin.delete_consumer_groups(["g-consumer", "g-classic"])
+    for gid in ("g-consumer", "g-classic"):
+        results[gid].result(timeout=30)
+    assert listed() == {}
+    assert offsets_of(admin, "g-consumer") == {}
