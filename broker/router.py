@@ -8,16 +8,17 @@ ApiVersions), malformed header or body, or a handler failure with no error field
 
 from __future__ import annotations
 
-import bisect
 import inspect
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
+from prometheus_client import CollectorRegistry
 
 from broker.context import ConnectionInfo, RequestContext
+from broker.metrics.requests import ApiMetrics, RequestMetrics
 from protocol import schema
 from protocol.codec import request_codec, response_codec
 from protocol.errors import DecodeError, ErrorCode
@@ -49,27 +50,12 @@ class Registration:
     max_version: int
 
 
-# Latency histogram bucket upper bounds in seconds (Prometheus-style, cumulative when exported).
-LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
-                   2.5, 5.0, 10.0, float("inf"))
-
-
-@dataclass
-class ApiMetrics:
-    requests: int = 0
-    errors: int = 0  # handler failures answered with UNKNOWN_SERVER_ERROR or a closed connection
-    latency_sum: float = 0.0
-    buckets: list[int] = field(default_factory=lambda: [0] * len(LATENCY_BUCKETS))
-
-    def observe(self, seconds: float) -> None:
-        self.latency_sum += seconds
-        self.buckets[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
-
-
 class Router:
-    def __init__(self, broker: Any = None) -> None:
+    def __init__(self, broker: Any = None, registry: CollectorRegistry | None = None) -> None:
         self.broker = broker
         self._routes: dict[int, Registration] = {}
+        # Per-API metrics in the broker's registry (a private one when none is given: tests, benchmarks).
+        self.request_metrics = RequestMetrics(registry if registry is not None else CollectorRegistry())
         self.metrics: dict[int, ApiMetrics] = {}
         self._api_versions_fallback: bytes | None = None
 
@@ -90,7 +76,7 @@ class Router:
         if api_key in self._routes:
             raise ValueError(f"{spec.name} is already registered")
         self._routes[api_key] = Registration(api_key, spec.name, handler, lo, hi)
-        self.metrics.setdefault(api_key, ApiMetrics())
+        self.metrics.setdefault(api_key, self.request_metrics.for_api(api_key, spec.name))
         self._api_versions_fallback = None
 
     def registrations(self) -> list[Registration]:
@@ -151,24 +137,28 @@ class Router:
             log.debug("trailing bytes after request body ignored", conn=connection.id, api=reg.name,
                       api_version=version, correlation_id=header.correlation_id, trailing=len(frame) - end)
         metrics = self.metrics[header.api_key]
-        metrics.requests += 1
+        metrics.requests.inc()
         ctx = RequestContext(header, self.broker, self, connection, received)
         try:
             result = await reg.handler(ctx, request)
             if result is None:
                 return None
-            body = result if isinstance(result, bytes | bytearray | memoryview) else \
-                response_codec(header.api_key, version).encode(result)
+            if type(result) is dict:
+                metrics.count_response_errors(result, version)
+                body = response_codec(header.api_key, version).encode(result)
+            else:
+                body = result if isinstance(result, bytes | bytearray | memoryview) else \
+                    response_codec(header.api_key, version).encode(result)
         except CloseConnection:
             raise  # the handler's answer (Produce acks=0 with an error): it logged why, nothing failed
         except Exception as err:  # noqa: BLE001 - a handler failure must not escape the connection
-            metrics.errors += 1
+            metrics.error(ErrorCode.UNKNOWN_SERVER_ERROR)
             ctx.log.error("request handler failed", exc_info=err)
             body = self.error_body(header.api_key, version)
             if body is None:
                 raise CloseConnection(f"{reg.name} handler failed: {err!r}") from None
         finally:
-            metrics.observe((time.monotonic_ns() - received) / 1e9)
+            metrics.latency.observe((time.monotonic_ns() - received) / 1e9)
         return encode_response(header.correlation_id, response_header_version(header.api_key, version), body)
 
     # --- error bodies --------------------------------------------------------------------------------------
@@ -192,24 +182,3 @@ class Router:
             log.exception("cannot build error response", api_key=api_key, api_version=version)
             return None
 
-
-def render_metrics(router: Router) -> str:
-    """Per-API counters and latency histograms in the Prometheus text format (for a future /metrics)."""
-    lines = [
-        "# TYPE shoal_requests_total counter",
-        "# TYPE shoal_request_errors_total counter",
-        "# TYPE shoal_request_latency_seconds histogram",
-    ]
-    for api_key in sorted(router.metrics):
-        m = router.metrics[api_key]
-        label = f'api="{router.api_name(api_key)}"'
-        lines.append(f"shoal_requests_total{{{label}}} {m.requests}")
-        lines.append(f"shoal_request_errors_total{{{label}}} {m.errors}")
-        cumulative = 0
-        for bound, count in zip(LATENCY_BUCKETS, m.buckets, strict=True):
-            cumulative += count
-            le = "+Inf" if bound == float("inf") else repr(bound)
-            lines.append(f'shoal_request_latency_seconds_bucket{{{label},le="{le}"}} {cumulative}')
-        lines.append(f"shoal_request_latency_seconds_sum{{{label}}} {m.latency_sum}")
-        lines.append(f"shoal_request_latency_seconds_count{{{label}}} {cumulative}")
-    return "\n".join(lines) + "\n"

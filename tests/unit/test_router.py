@@ -12,7 +12,11 @@ from protocol.codec import request_codec, response_codec
 from protocol.errors import ErrorCode
 from protocol.framing import RequestHeader, encode_request
 
-METADATA, API_VERSIONS, FIND_COORDINATOR = 3, 18, 10
+PRODUCE, METADATA, API_VERSIONS, FIND_COORDINATOR = 0, 3, 18, 10
+
+
+def sample(router: Router, name: str, **labels: str) -> float | None:
+    return router.request_metrics.registry.get_sample_value(name, labels)
 
 
 def request(api_key: int, version: int, correlation_id: int, body: dict | None = None) -> bytes:
@@ -130,8 +134,8 @@ async def test_handler_exception_becomes_error_response_or_close():
     assert response_codec(FIND_COORDINATOR, 2).decode(payload).error_code == ErrorCode.UNKNOWN_SERVER_ERROR
     with pytest.raises(CloseConnection):
         await router.handle(request(FIND_COORDINATOR, 4, 5, {"coordinator_keys": ["g"]}), ConnectionInfo())
-    assert router.metrics[FIND_COORDINATOR].errors == 2
-    assert router.metrics[FIND_COORDINATOR].requests == 2
+    assert sample(router, "shoal_request_errors_total", api="FindCoordinator", error="UNKNOWN_SERVER_ERROR") == 2
+    assert sample(router, "shoal_requests_total", api="FindCoordinator") == 2
 
 
 async def test_trailing_bytes_are_ignored_like_kafka():
@@ -200,14 +204,54 @@ async def test_server_writes_responses_in_request_order():
     await server.close()
 
 
-async def test_metrics_rendering():
-    from broker.router import render_metrics
+async def test_metrics_in_prometheus_text():
+    from prometheus_client import generate_latest
 
     router = make_router()
     await router.handle(request(API_VERSIONS, 0, 1), ConnectionInfo())
-    text = render_metrics(router)
-    assert 'shoal_requests_total{api="ApiVersions"} 1' in text
-    assert 'shoal_request_latency_seconds_bucket{api="ApiVersions",le="+Inf"} 1' in text
+    text = generate_latest(router.request_metrics.registry).decode()
+    assert 'shoal_requests_total{api="ApiVersions"} 1.0' in text
+    assert 'shoal_request_latency_seconds_bucket{api="ApiVersions",le="+Inf"} 1.0' in text
+    assert 'shoal_request_latency_seconds_count{api="ApiVersions"} 1.0' in text
+
+
+async def test_error_codes_in_responses_are_counted_per_api_and_error():
+    """Every non-zero error_code in the answer counts, nested ones included (Kafka's ErrorsPerSec)."""
+    router = make_router()
+
+    async def produce(ctx, req):
+        parts = [{"index": i, "error_code": 3 if i < 2 else (6 if i == 2 else 0)} for i in range(4)]
+        return {"responses": [{"name": "t", "partition_responses": parts}]}
+
+    router.register(PRODUCE, produce)
+    frame = request(PRODUCE, 9, 3, {"acks": 1, "timeout_ms": 1000, "topic_data": []})
+    await router.handle(frame, ConnectionInfo())
+    await router.handle(frame, ConnectionInfo())
+    assert sample(router, "shoal_request_errors_total", api="Produce", error="UNKNOWN_TOPIC_OR_PARTITION") == 4
+    assert sample(router, "shoal_request_errors_total", api="Produce", error="NOT_LEADER_OR_FOLLOWER") == 2
+    assert sample(router, "shoal_request_errors_total", api="Produce", error="NONE") is None
+    assert sample(router, "shoal_requests_total", api="Produce") == 2
+
+
+def test_response_errors_follow_the_schema():
+    from broker.metrics.requests import error_plan, response_errors
+
+    body = {"topics": [{"error_code": 0, "name": "a", "partitions": [
+        {"error_code": 0, "replica_nodes": [1]}, {"error_code": 5, "replica_nodes": [1]}]},
+        {"error_code": 3, "name": "b", "partitions": []}], "brokers": [{"node_id": 1}]}
+    assert sorted(response_errors(body, METADATA, 12)) == [3, 5]
+    # Fields named ...ErrorCode count too (CreateTopics' TopicConfigErrorCode).
+    created = {"topics": [{"name": "t", "error_code": 36, "topic_config_error_code": 29}]}
+    assert sorted(response_errors(created, 19, 7)) == [29, 36]
+    # ApiVersions: only the top-level code; the key array is never walked.
+    plan = error_plan(API_VERSIONS, 3)
+    assert plan.keys == ("error_code",) and plan.children == ()
+    assert response_errors({"responses": [], "error_code": 0}, PRODUCE, 9) == []
+
+
+def test_routers_do_not_share_a_registry():
+    a, b = make_router(), make_router()
+    assert a.request_metrics.registry is not b.request_metrics.registry
 
 
 async def test_handler_close_connection_is_the_answer_not_a_failure():
@@ -224,5 +268,5 @@ async def test_handler_close_connection_is_the_answer_not_a_failure():
     with structlog.testing.capture_logs() as logs, pytest.raises(CloseConnection):
         await router.handle(request(METADATA, 9, 1), ConnectionInfo())
     assert [entry for entry in logs if entry["log_level"] in ("error", "critical")] == []
-    assert router.metrics[METADATA].errors == 0
-    assert router.metrics[METADATA].requests == 1
+    assert sample(router, "shoal_request_errors_total", api="Metadata", error="UNKNOWN_SERVER_ERROR") is None
+    assert sample(router, "shoal_requests_total", api="Metadata") == 1
