@@ -126,6 +126,9 @@ class Broker:
         from broker.share.manager import build as build_share_partitions
 
         build_share_partitions(self)
+        from broker.metrics.service import build as build_metrics
+
+        build_metrics(self)
 
     # --- lifecycle -----------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -150,8 +153,12 @@ class Broker:
         bound = await self.server.start(self.config.listeners)
         self._fix_advertised_port(bound)
         if self.port_file is not None:
-            # First line: the port of the first advertised listener; then one "NAME PORT" line per listener.
+            # First line: the port of the first advertised listener; then one "NAME PORT" line per listener, and
+            # "prometheus PORT" when the metrics endpoint is on.
             lines = [str(self.node.port)] + [f"{name} {port}" for name, _, port in bound]
+            metrics = self.components.get("metrics")
+            if metrics is not None and metrics.port is not None:
+                lines.append(f"prometheus {metrics.port}")  # lower case: never a listener name
             tmp = self.port_file.with_name(self.port_file.name + ".tmp")
             tmp.write_text("\n".join(lines) + "\n")
             tmp.replace(self.port_file)

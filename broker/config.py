@@ -133,6 +133,19 @@ def parse_listeners(value: str | list[str]) -> list[Listener]:
     return out
 
 
+_HOST_PORT = re.compile(r"^(?P<host>\[[0-9a-fA-F:.]+\]|[^:/\[\]]*):(?P<port>\d+)$")
+
+
+def parse_host_port(text: str) -> tuple[str, int] | None:
+    """`host:port` (`[v6]:port`; an empty host means all interfaces), or None for an empty value."""
+    if not text.strip():
+        return None
+    match = _HOST_PORT.match(text.strip())
+    if match is None or int(match["port"]) > 65535:
+        raise ValueError(f"{text!r} is not host:port")
+    return match["host"].strip("[]"), int(match["port"])
+
+
 def parse_ip_overrides(text: str) -> dict[str, int]:
     """`host:count,host:count` (max.connections.per.ip.overrides); the count follows the last colon, so IPv6
     literals work."""
@@ -270,6 +283,13 @@ _DEFS = [
               doc="Per-address or host name limits overriding max.connections.per.ip, e.g. "
                   "'hostName:100,127.0.0.1:200'."),
     ConfigDef("message.max.bytes", "int", 1_048_588, at_least(0), dynamic=True),
+    # Observability (Shoal's own; Kafka exports JMX).
+    ConfigDef("metrics.prometheus.listener", "string", "", parse_host_port,
+              doc="host:port serving Prometheus metrics over HTTP (GET /metrics); empty: no endpoint. Port 0 "
+                  "binds an ephemeral port (written to --port-file as 'prometheus PORT')."),
+    ConfigDef("shoal.loop.lag.warn.ms", "long", 200, at_least(1),
+              doc="An event-loop wake-up later than this is logged (a callback held the loop) and counted in "
+                  "shoal_event_loop_stalls_total."),
     # Logs.
     ConfigDef("log.dirs", "list", None, doc="Data directories (the first one is used); overrides log.dir."),
     ConfigDef("log.dir", "string", "./data", doc="Data directory when log.dirs is not set."),

@@ -124,6 +124,8 @@ class ShareInFlight:
         self._dirty: set[Piece] = set()
         self._start_dirty = False
         self._full_dirty = False
+        self.acquired_total = 0  # record acquisitions (deliveries) ever (monotonic, for metrics)
+        self.acknowledged_total = 0  # records ever accepted (monotonic, for metrics)
         self.archived_total = 0  # records ever archived (monotonic, for metrics)
         self.expired_total = 0  # records whose acquisition lock expired (monotonic, for metrics)
         self._dead: list[DeadLetter] = []
@@ -279,6 +281,7 @@ class ShareInFlight:
             return None
         p = Piece(first, last, ACQUIRED, count=1, owner=member_id, deadline=deadline)
         self._add(p)
+        self.acquired_total += p.size
         self._end = last + 1
         if self.persist_acquisitions:
             self._dirty.add(p)
@@ -510,6 +513,7 @@ class ShareInFlight:
         p.deadline = deadline if state == ACQUIRED else 0
         p.version += 1
         if state == ACQUIRED:
+            self.acquired_total += size
             self._own(p)
             self._push_expiry(p)
         elif state == AVAILABLE:
@@ -517,6 +521,8 @@ class ShareInFlight:
             self._push_avail(p)
         elif state == ARCHIVED:
             self.archived_total += size
+        elif state == ACKNOWLEDGED:
+            self.acknowledged_total += size
 
     def _split(self, p: Piece, at: int) -> Piece:
         """Cut p before offset `at`; the right part is a new piece with the same state."""

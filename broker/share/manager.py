@@ -196,6 +196,10 @@ class SharePartitionManager:
             raise ShareError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return info, topics.log(info.name, partition)
 
+    def loaded_partitions(self) -> list[SharePartition]:
+        """The share-partitions in memory now (metrics)."""
+        return list(self._partitions.values())
+
     async def partition(self, group: str, topic_id: uuid.UUID, partition: int) -> SharePartition:
         key = (group, topic_id, partition)
         sp = self._partitions.get(key)

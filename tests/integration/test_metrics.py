@@ -1,0 +1,176 @@
+"""The Prometheus endpoint scraped over HTTP after a known workload with real clients (confluent-kafka), and the
+endpoint off by default (no port opened)."""
+
+from __future__ import annotations
+
+import os
+import time
+import urllib.request
+
+import pytest
+from confluent_kafka import AcknowledgeType, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.integration.test_confluent_roundtrip import create_topic, produce_all
+from tests.integration.test_share_consumer import consumer, earliest, messages
+
+pytestmark = pytest.mark.integration
+
+# A lock far longer than the test: no record is redelivered by a lock expiry, so the counts are exact.
+LONG_LOCKS = {"group.share.record.lock.duration.ms": "600000", "group.share.max.record.lock.duration.ms": "3600000"}
+ON = {"metrics.prometheus.listener": "127.0.0.1:0", **LONG_LOCKS}
+
+Samples = dict[tuple[str, frozenset], float]
+
+
+def scrape(port: int) -> Samples:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/plain")
+        text = response.read().decode()
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def value(samples: Samples, name: str, **labels: str) -> float | None:
+    return samples.get((name, frozenset(labels.items())))
+
+
+def listening_sockets(pid: int) -> int:
+    """TCP sockets in LISTEN state owned by the process."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            next(f)
+            for line in f:
+                fields = line.split()
+                if fields[3] == "0A" and fields[9] in inodes:
+                    count += 1
+    return count
+
+
+def test_metrics_off_by_default_opens_no_port(broker):
+    assert "prometheus" not in broker.ports
+    assert listening_sockets(broker.pid) == 1  # the PLAINTEXT listener only
+
+
+def test_scrape_after_a_known_workload(broker_factory):
+    broker = broker_factory(ON)
+    port = broker.ports["prometheus"]
+    assert listening_sockets(broker.pid) == 2
+    topic, group, n = "m-topic", "m-group", 200
+    create_topic(broker.bootstrap, topic, 1)
+    earliest(broker, group)
+    delivered = produce_all(broker.bootstrap, topic, [f"v{i}".encode() for i in range(n)], **{"batch.size": 2000})
+    assert len(delivered) == n
+
+    # One share consumer: accept offsets < 150, reject 150-169, leave 170-199 acquired and unacknowledged.
+    c = consumer(broker, group, topic, "explicit")
+    try:
+        got: dict[int, int] = {}
+        end = time.monotonic() + 60
+        while len(got) < n and time.monotonic() < end:
+            for m in messages(c):
+                got[m.offset()] = m.delivery_count()
+                if m.offset() < 170:
+                    c.acknowledge(m, AcknowledgeType.ACCEPT if m.offset() < 150 else AcknowledgeType.REJECT)
+            c.commit_sync()
+        assert sorted(got) == list(range(n))
+        assert set(got.values()) == {1}
+
+        # An admin call that fails: the topic exists (CreateTopics answers TOPIC_ALREADY_EXISTS).
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        with pytest.raises(KafkaException):
+            admin.create_topics([NewTopic(topic, num_partitions=1)])[topic].result(timeout=30)
+
+        labels = {"group": group, "topic": topic, "partition": "0"}
+        deadline = time.monotonic() + 30
+        while True:  # the commit's acknowledgements and the loop watchdog's first samples may trail a little
+            s = scrape(port)
+            ready = (value(s, "shoal_share_partition_acknowledged_records_total", **labels) == 150
+                     and value(s, "shoal_share_partition_archived_records_total", **labels) == 20
+                     and (value(s, "shoal_event_loop_lag_seconds_count") or 0) > 0)
+            if ready or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+    finally:
+        c.close()
+
+    # Per API: requests, errors, latency.
+    assert value(s, "shoal_requests_total", api="Produce") >= 1
+    assert value(s, "shoal_requests_total", api="CreateTopics") >= 2
+    assert value(s, "shoal_requests_total", api="ShareFetch") >= 1
+    assert value(s, "shoal_requests_total", api="ShareGroupHeartbeat") >= 1
+    assert value(s, "shoal_requests_total", api="IncrementalAlterConfigs") >= 1
+    assert value(s, "shoal_request_errors_total", api="CreateTopics", error="TOPIC_ALREADY_EXISTS") == 1
+    assert value(s, "shoal_request_errors_total", api="Produce", error="UNKNOWN_SERVER_ERROR") is None
+    for api in ("Produce", "ShareFetch", "CreateTopics"):
+        count = value(s, "shoal_request_latency_seconds_count", api=api)
+        # Counted when the response is ready: at most the requests received, and every one but in-flight ones.
+        assert 1 <= count <= value(s, "shoal_requests_total", api=api)
+        assert value(s, "shoal_request_latency_seconds_bucket", api=api, le="+Inf") == count
+        assert value(s, "shoal_request_latency_seconds_sum", api=api) > 0
+
+    # Per partition log.
+    part = {"topic": topic, "partition": "0"}
+    assert value(s, "shoal_log_end_offset", **part) == n
+    assert value(s, "shoal_log_start_offset", **part) == 0
+    assert value(s, "shoal_log_size_bytes", **part) > n
+    assert value(s, "shoal_log_segments", **part) == 1
+
+    # The share-partition: 150 accepted, 20 archived, 30 still acquired, nothing expired.
+    assert value(s, "shoal_share_partition_acquisitions_total", **labels) == n
+    assert value(s, "shoal_share_partition_acknowledged_records_total", **labels) == 150
+    assert value(s, "shoal_share_partition_archived_records_total", **labels) == 20
+    assert value(s, "shoal_share_partition_lock_expiries_total", **labels) == 0
+    assert value(s, "shoal_share_partition_start_offset", **labels) == 170
+    assert value(s, "shoal_share_partition_in_flight_records", **labels) == 30
+    assert value(s, "shoal_share_partition_acquired_records", **labels) == 30
+    assert value(s, "shoal_share_partition_available_records", **labels) == 0
+    assert value(s, "shoal_share_partition_lag", **labels) == 30
+
+    # The share group had one member while the consumer was open.
+    assert value(s, "shoal_group_members", group=group, type="share") == 1
+    assert value(s, "shoal_group_rebalances_total", group=group, type="share") >= 1
+    assert value(s, "shoal_groups", type="share", state="Stable") >= 1
+
+    # The event-loop watchdog runs.
+    assert value(s, "shoal_event_loop_lag_seconds_count") > 0
+    assert value(s, "shoal_event_loop_stalls_total") is not None
+
+    # After the consumer left: no member, its 30 records released (available again, not counted as expiries).
+    deadline = time.monotonic() + 30
+    while True:
+        s = scrape(port)
+        if value(s, "shoal_group_members", group=group, type="share") == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert value(s, "shoal_group_members", group=group, type="share") == 0
+    assert value(s, "shoal_share_partition_acquired_records", **labels) == 0
+    assert value(s, "shoal_share_partition_available_records", **labels) == 30
+    assert value(s, "shoal_share_partition_lock_expiries_total", **labels) == 0
+
+
+def test_endpoint_answers_errors_and_openmetrics(broker_factory):
+    broker = broker_factory({"metrics.prometheus.listener": "127.0.0.1:0"})
+    port = broker.ports["prometheus"]
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics",
+                                     headers={"Accept": "application/openmetrics-text; version=1.0.0"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.headers["Content-Type"].startswith("application/openmetrics-text")
+        assert response.read().decode().rstrip().endswith("# EOF")
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/nothing", timeout=30)
+    assert err.value.code == 404
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/metrics", data=b"x"), timeout=30)
+    assert err.value.code == 405

@@ -1,0 +1,210 @@
+"""Metrics: the scrape-time collectors on real components, the loop-lag watchdog, the HTTP endpoint in process,
+and one registry per broker."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from types import SimpleNamespace
+
+import structlog.testing
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from broker.groups.classic_group import ClassicGroup, ClassicMember, ClassicState
+from broker.groups.consumer_group import ConsumerGroup, ConsumerMember
+from broker.groups.share_group import ShareGroup, ShareMember
+from broker.log import LogManager
+from broker.metrics.collectors import GroupCollector, LogCollector, SharePartitionCollector
+from broker.metrics.http import MetricsEndpoint
+from broker.metrics.loop_lag import LoopLagWatchdog
+from broker.share.inflight import ACK_ACCEPT, ACK_REJECT, ShareInFlight
+from broker.share.manager import SharePartition
+from tests.unit.log.log_helpers import batch
+
+
+def registry_with(*collectors) -> CollectorRegistry:
+    registry = CollectorRegistry()
+    for collector in collectors:
+        registry.register(collector)
+    return registry
+
+
+def get(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
+    return registry.get_sample_value(name, labels)
+
+
+def test_log_collector_reads_every_partition_log(tmp_path):
+    logs = LogManager(tmp_path)
+    logs.start()
+    try:
+        a = logs.get_or_create("orders", 0)
+        logs.get_or_create("orders", 1)
+        a.append(batch(3))
+        a.append(batch(2))
+        a.delete_records_before(1)
+        broker = SimpleNamespace(logs=logs)
+        registry = registry_with(LogCollector(broker))
+        assert get(registry, "shoal_log_end_offset", topic="orders", partition="0") == 5
+        assert get(registry, "shoal_log_start_offset", topic="orders", partition="0") == 1
+        assert get(registry, "shoal_log_size_bytes", topic="orders", partition="0") == a.size_bytes > 0
+        assert get(registry, "shoal_log_segments", topic="orders", partition="0") == 1
+        assert get(registry, "shoal_log_end_offset", topic="orders", partition="1") == 0
+        a.append(batch(1))  # read at scrape time: a later scrape sees the new end
+        assert get(registry, "shoal_log_end_offset", topic="orders", partition="0") == 6
+    finally:
+        logs.close()
+
+
+def test_collectors_export_nothing_without_their_component():
+    registry = registry_with(LogCollector(SimpleNamespace()), SharePartitionCollector(SimpleNamespace()),
+                             GroupCollector(SimpleNamespace()))
+    families = list(registry.collect())
+    assert families and all(not f.samples for f in families)
+
+
+def test_share_partition_collector_follows_acquire_ack_and_expiry():
+    inflight = ShareInFlight(0, lock_duration_ms=1000)
+    acquired = inflight.acquire("m1", [(0, 9), (10, 19)], 20, now_ms=0)
+    assert [(r.first_offset, r.last_offset) for r in acquired] == [(0, 19)]
+    assert inflight.acknowledge("m1", [(0, 4, [ACK_ACCEPT]), (5, 6, [ACK_REJECT])], now_ms=10) == [0, 0]
+    sp = SharePartition(("g", uuid.uuid4(), 0), "t", inflight)
+    plog = SimpleNamespace(high_watermark=25)
+    broker = SimpleNamespace(share_partitions=SimpleNamespace(loaded_partitions=lambda: [sp]),
+                             logs=SimpleNamespace(find=lambda topic, partition: plog))
+    registry = registry_with(SharePartitionCollector(broker))
+    labels = {"group": "g", "topic": "t", "partition": "0"}
+    assert get(registry, "shoal_share_partition_acquisitions_total", **labels) == 20
+    assert get(registry, "shoal_share_partition_acknowledged_records_total", **labels) == 5
+    assert get(registry, "shoal_share_partition_archived_records_total", **labels) == 2
+    assert get(registry, "shoal_share_partition_start_offset", **labels) == 7
+    assert get(registry, "shoal_share_partition_in_flight_records", **labels) == 13
+    assert get(registry, "shoal_share_partition_acquired_records", **labels) == 13
+    assert get(registry, "shoal_share_partition_lag", **labels) == 25 - 7
+    assert get(registry, "shoal_share_partition_lock_expiries_total", **labels) == 0
+
+    assert inflight.expire_locks(now_ms=5000) == 13  # the rest's locks expire: available again
+    assert get(registry, "shoal_share_partition_lock_expiries_total", **labels) == 13
+    assert get(registry, "shoal_share_partition_acquired_records", **labels) == 0
+    assert get(registry, "shoal_share_partition_available_records", **labels) == 13
+    inflight.acquire("m2", [], 3, now_ms=6000)  # redelivery counts as acquisitions too
+    assert get(registry, "shoal_share_partition_acquisitions_total", **labels) == 23
+    assert inflight.acknowledge("m2", [(7, 9, [ACK_ACCEPT])], now_ms=6001) == [0]
+    assert get(registry, "shoal_share_partition_lag", **labels) == 25 - 10  # accepted prefix moved SPSO on
+
+
+def test_group_collector_counts_members_and_rebalances_of_every_type():
+    classic = ClassicGroup("c", 0, state=ClassicState.STABLE, generation_id=4)
+    for mid in ("a", "b"):
+        classic.members[mid] = ClassicMember(mid, None, "client", "/127.0.0.1", 1000, 1000, "consumer", [])
+    consumer = ConsumerGroup("k", group_epoch=7, assignment_epoch=7,
+                             members={"x": ConsumerMember("x", member_epoch=7)})
+    share = ShareGroup("s", group_epoch=3, members={m: ShareMember(m, member_epoch=3) for m in ("p", "q", "r")})
+    empty_share = ShareGroup("s2", group_epoch=2)
+    coordinator = SimpleNamespace(classic=SimpleNamespace(groups={"c": classic}),
+                                  consumer=SimpleNamespace(groups={"k": consumer}),
+                                  share=SimpleNamespace(groups={"s": share, "s2": empty_share}))
+    registry = registry_with(GroupCollector(SimpleNamespace(group_coordinator=SimpleNamespace(coordinator=coordinator))))
+    assert get(registry, "shoal_group_members", group="c", type="classic") == 2
+    assert get(registry, "shoal_group_members", group="k", type="consumer") == 1
+    assert get(registry, "shoal_group_members", group="s", type="share") == 3
+    assert get(registry, "shoal_group_members", group="s2", type="share") == 0
+    assert get(registry, "shoal_group_rebalances_total", group="c", type="classic") == 4
+    assert get(registry, "shoal_group_rebalances_total", group="k", type="consumer") == 7
+    assert get(registry, "shoal_group_rebalances_total", group="s", type="share") == 3
+    assert get(registry, "shoal_groups", type="share", state="Stable") == 1
+    assert get(registry, "shoal_groups", type="share", state="Empty") == 1
+    assert get(registry, "shoal_groups", type="classic", state="Stable") == 1
+    assert get(registry, "shoal_groups", type="consumer", state=consumer.state().value) == 1
+
+
+def test_family_names_are_unique_in_the_exposition():
+    """A gauge and a counter sharing a base name would be two families of one name (invalid exposition)."""
+    registry = registry_with(LogCollector(SimpleNamespace()), SharePartitionCollector(SimpleNamespace()),
+                             GroupCollector(SimpleNamespace()))
+    LoopLagWatchdog(registry, warn_s=0.1)
+    text = generate_latest(registry).decode()
+    names = [family.name for family in text_string_to_metric_families(text)]
+    assert len(names) == len(set(names)), sorted(names)
+
+
+def test_watchdog_observe_counts_and_rate_limits_warnings():
+    now = [100.0]
+    registry = CollectorRegistry()
+    dog = LoopLagWatchdog(registry, warn_s=0.2, warn_every_s=10, clock=lambda: now[0])
+    with structlog.testing.capture_logs() as logs:
+        dog.observe(0.001)
+        dog.observe(0.25)  # warning
+        now[0] += 1
+        dog.observe(0.5)  # within 10 s of the warning: debug only
+        now[0] += 20
+        dog.observe(0.3)  # warning again, reporting the one it hid
+    warnings = [e for e in logs if e["log_level"] == "warning"]
+    assert [w["lag_ms"] for w in warnings] == [250.0, 300.0]
+    assert warnings[1]["stalls_since_last_warning"] == 1
+    assert warnings[1]["worst_since_last_warning_ms"] == 500.0
+    assert [e["lag_ms"] for e in logs if e["log_level"] == "debug"] == [500.0]
+    assert registry.get_sample_value("shoal_event_loop_stalls_total") == 3
+    assert registry.get_sample_value("shoal_event_loop_lag_seconds_count") == 4
+    assert dog.worst_s == 0.5
+
+
+async def test_watchdog_sees_a_blocked_loop():
+    registry = CollectorRegistry()
+    dog = LoopLagWatchdog(registry, warn_s=0.1, interval_s=0.01)
+    task = asyncio.get_running_loop().create_task(dog.run())
+    try:
+        deadline = time.monotonic() + 30
+        while (registry.get_sample_value("shoal_event_loop_lag_seconds_count") or 0) < 3:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        with structlog.testing.capture_logs() as logs:
+            time.sleep(0.4)  # hold the loop, as a blocking call would
+            deadline = time.monotonic() + 30
+            while not registry.get_sample_value("shoal_event_loop_stalls_total"):
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.01)
+        assert dog.worst_s >= 0.1
+        assert any(e["log_level"] == "warning" and e["lag_ms"] >= 100 for e in logs)
+        # The stall lands in a bucket at or above the threshold.
+        assert registry.get_sample_value("shoal_event_loop_lag_seconds_bucket", {"le": "0.1"}) < \
+            registry.get_sample_value("shoal_event_loop_lag_seconds_count")
+    finally:
+        task.cancel()
+
+
+async def test_endpoint_serves_the_registry_over_http():
+    registry = CollectorRegistry()
+    dog = LoopLagWatchdog(registry, warn_s=0.1)
+    dog.observe(0.002)
+    endpoint = MetricsEndpoint(registry, "127.0.0.1", 0)
+    port = await endpoint.start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept-Encoding: identity\r\n\r\n")
+        await writer.drain()
+        response = await asyncio.wait_for(reader.read(), 30)
+        writer.close()
+        head, _, body = response.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 OK")
+        assert b"Content-Length: %d" % len(body) in head
+        assert b"shoal_event_loop_lag_seconds_count 1.0" in body
+    finally:
+        await endpoint.close()
+
+
+def test_two_brokers_in_one_process_have_their_own_registries(tmp_path):
+    """Same metric names in both (prometheus-client's global registry would refuse the second), none global."""
+    from prometheus_client import REGISTRY
+
+    from broker.app import Broker
+    from broker.config import BrokerConfig
+    from broker.metrics.service import build
+
+    brokers = [Broker(BrokerConfig({"log.dirs": str(tmp_path / name)})) for name in "ab"]
+    services = [build(b) for b in brokers]
+    assert services[0].registry is not services[1].registry
+    assert all(s.registry is b.router.request_metrics.registry for s, b in zip(services, brokers, strict=True))
+    assert all(s.endpoint is None and s.port is None for s in services)  # off by default
+    assert REGISTRY.get_sample_value("shoal_event_loop_stalls_total") is None
