@@ -1,53 +1,81 @@
 """Scrape-time collectors: they read the broker's components when Prometheus asks, so nothing is updated on the
-request path. Each looks its component up on the broker at collect time (a broker built without it, or before
-it exists, exports nothing for it). Collect runs on the event loop (see http.py).
+request path. Each looks its component up on the broker at read time (a broker built without it, or before it
+exists, exports nothing for it).
+
+Reading and building are split: `read()` copies the numbers into plain tuples and must run on the event loop (the
+only thread that mutates the components); `build(rows)` makes the metric families (about 1 us per sample) and may
+run anywhere. The endpoint reads every collector on the loop, puts the rows in `SNAPSHOTS` and lets the registry
+collect and encode in a worker thread (contextvars follow `asyncio.to_thread`); `collect()` outside a scrape
+(tests, `get_sample_value`) reads live, on the caller's thread.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from contextvars import ContextVar
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+# id(collector) -> rows read on the event loop, for the scrape in progress.
+SNAPSHOTS: ContextVar[dict[int, Any] | None] = ContextVar("shoal_metrics_snapshots", default=None)
 
 PARTITION = ["topic", "partition"]
 SHARE_PARTITION = ["group", "topic", "partition"]
 GROUP = ["group", "type"]
 
 
-class LogCollector:
+class LoopStateCollector:
+    def read(self) -> Any:
+        raise NotImplementedError
+
+    def build(self, rows: Any) -> Iterable[Metric]:
+        raise NotImplementedError
+
+    def describe(self) -> Iterable[Metric]:
+        return self.build(self.empty_rows())
+
+    def empty_rows(self) -> Any:
+        return []
+
+    def collect(self) -> Iterable[Metric]:
+        snapshots = SNAPSHOTS.get()
+        if snapshots is None:
+            return self.build(self.read())
+        rows = snapshots.get(id(self))
+        # Inside a threaded scrape without rows read on the loop: export nothing rather than read live state here.
+        return self.build(rows if rows is not None else self.empty_rows())
+
+
+class LogCollector(LoopStateCollector):
     """Per partition log (internal topics included): size, start and end offsets, segments (Kafka's kafka.log Log
     metrics Size, LogStartOffset, LogEndOffset, NumLogSegments)."""
 
     def __init__(self, broker: Any) -> None:
         self._broker = broker
 
-    @staticmethod
-    def _families() -> tuple[GaugeMetricFamily, ...]:
-        return (
+    def read(self) -> list[tuple]:
+        logs = getattr(self._broker, "logs", None)
+        if logs is None:
+            return []
+        return [(topic, partition, plog.size_bytes, plog.log_start_offset, plog.log_end_offset, len(plog.segments))
+                for (topic, partition), plog in logs.logs()]
+
+    def build(self, rows: list[tuple]) -> Iterator[Metric]:
+        families = (
             GaugeMetricFamily("shoal_log_size_bytes", "Bytes in the partition's log segments.", labels=PARTITION),
             GaugeMetricFamily("shoal_log_start_offset", "First offset of the partition's log.", labels=PARTITION),
             GaugeMetricFamily("shoal_log_end_offset", "Offset the partition's next record gets.", labels=PARTITION),
             GaugeMetricFamily("shoal_log_segments", "Segments of the partition's log.", labels=PARTITION),
         )
-
-    def describe(self) -> tuple[Metric, ...]:
-        return self._families()
-
-    def collect(self) -> Iterator[Metric]:
-        size, start, end, segments = families = self._families()
-        logs = getattr(self._broker, "logs", None)
-        if logs is not None:
-            for (topic, partition), plog in logs.logs():
-                labels = [topic, str(partition)]
-                size.add_metric(labels, plog.size_bytes)
-                start.add_metric(labels, plog.log_start_offset)
-                end.add_metric(labels, plog.log_end_offset)
-                segments.add_metric(labels, len(plog.segments))
+        for topic, partition, *values in rows:
+            labels = [topic, str(partition)]
+            for family, value in zip(families, values, strict=True):
+                family.add_metric(labels, value)
         yield from families
 
 
-class SharePartitionCollector:
+class SharePartitionCollector(LoopStateCollector):
     """Per share-partition loaded on this broker (group, topic, partition): the in-flight window and its states,
     the lag (KIP-1226: high watermark - start offset - records delivered-complete in the window), and counters
     since the share-partition was loaded: records acquired, acknowledged (accepted), archived and lock expiries."""
@@ -55,15 +83,30 @@ class SharePartitionCollector:
     def __init__(self, broker: Any) -> None:
         self._broker = broker
 
-    @staticmethod
-    def _families() -> tuple[Metric, ...]:
+    def read(self) -> list[tuple]:
+        manager = getattr(self._broker, "share_partitions", None)
+        if manager is None:
+            return []
+        logs = getattr(self._broker, "logs", None)
+        rows = []
+        for sp in manager.loaded_partitions():
+            f = sp.inflight
+            plog = logs.find(sp.topic, sp.key[2]) if logs is not None else None
+            lag = None if plog is None else max(
+                0, plog.high_watermark - f.start_offset - f.acknowledged_count - f.archived_count)
+            rows.append((sp.key[0], sp.topic, sp.key[2], f.start_offset, f.in_flight_count, f.acquired_count,
+                         f.available_count, lag, f.acquired_total, f.acknowledged_total, f.archived_total,
+                         f.expired_total))
+        return rows
+
+    def build(self, rows: list[tuple]) -> Iterator[Metric]:
         def gauge(name: str, doc: str) -> GaugeMetricFamily:
             return GaugeMetricFamily(f"shoal_share_partition_{name}", doc, labels=SHARE_PARTITION)
 
         def counter(name: str, doc: str) -> CounterMetricFamily:
             return CounterMetricFamily(f"shoal_share_partition_{name}", doc, labels=SHARE_PARTITION)
 
-        return (
+        families = (
             gauge("start_offset", "Share-partition start offset (SPSO)."),
             gauge("in_flight_records", "Offsets between the start offset and the end offset (SPEO)."),
             gauge("acquired_records", "Records acquired by a consumer now (locked)."),
@@ -77,36 +120,15 @@ class SharePartitionCollector:
             counter("lock_expiries", "Acquired records whose acquisition lock expired since the share-partition "
                                      "loaded."),
         )
-
-    def describe(self) -> tuple[Metric, ...]:
-        return self._families()
-
-    def collect(self) -> Iterator[Metric]:
-        families = self._families()
-        (start, in_flight, acquired, available, lag, acquired_total, acknowledged_total, archived_total,
-         expiries) = families
-        manager = getattr(self._broker, "share_partitions", None)
-        logs = getattr(self._broker, "logs", None)
-        if manager is not None:
-            for sp in manager.loaded_partitions():
-                inflight = sp.inflight
-                labels = [sp.key[0], sp.topic, str(sp.key[2])]
-                start.add_metric(labels, inflight.start_offset)
-                in_flight.add_metric(labels, inflight.in_flight_count)
-                acquired.add_metric(labels, inflight.acquired_count)
-                available.add_metric(labels, inflight.available_count)
-                plog = logs.find(sp.topic, sp.key[2]) if logs is not None else None
-                if plog is not None:
-                    done = inflight.acknowledged_count + inflight.archived_count
-                    lag.add_metric(labels, max(0, plog.high_watermark - inflight.start_offset - done))
-                acquired_total.add_metric(labels, inflight.acquired_total)
-                acknowledged_total.add_metric(labels, inflight.acknowledged_total)
-                archived_total.add_metric(labels, inflight.archived_total)
-                expiries.add_metric(labels, inflight.expired_total)
+        for group, topic, partition, *values in rows:
+            labels = [group, topic, str(partition)]
+            for family, value in zip(families, values, strict=True):
+                if value is not None:  # no lag without the partition's log (topic being deleted)
+                    family.add_metric(labels, value)
         yield from families
 
 
-class GroupCollector:
+class GroupCollector(LoopStateCollector):
     """Per group (classic, consumer and share): members, and rebalances: the classic generation or the
     consumer/share group epoch, which moves once per rebalance and survives restarts (it is replayed from
     __consumer_offsets); plus groups per type and state."""
@@ -114,36 +136,30 @@ class GroupCollector:
     def __init__(self, broker: Any) -> None:
         self._broker = broker
 
-    @staticmethod
-    def _families() -> tuple[Metric, ...]:
-        return (
-            GaugeMetricFamily("shoal_group_members", "Members of the group.", labels=GROUP),
-            CounterMetricFamily("shoal_group_rebalances", "Rebalances of the group since it was created (classic: "
-                                "generation id; consumer and share: group epoch).", labels=GROUP),
-            GaugeMetricFamily("shoal_groups", "Groups by type and state.", labels=["type", "state"]),
-        )
+    def read(self) -> list[tuple]:
+        coordinator = getattr(getattr(self._broker, "group_coordinator", None), "coordinator", None)
+        if coordinator is None:
+            return []
+        rows = [(gid, "classic", len(g.members), g.generation_id, g.state.value)
+                for gid, g in coordinator.classic.groups.items()]
+        rows += [(gid, "consumer", len(g.members), g.group_epoch, g.state().value)
+                 for gid, g in coordinator.consumer.groups.items()]
+        rows += [(gid, "share", len(g.members), g.group_epoch, g.state.value)
+                 for gid, g in coordinator.share.groups.items()]
+        return rows
 
-    def describe(self) -> tuple[Metric, ...]:
-        return self._families()
-
-    def collect(self) -> Iterator[Metric]:
-        families = members, rebalances, groups = self._families()
-        runtime = getattr(self._broker, "group_coordinator", None)
-        coordinator = getattr(runtime, "coordinator", None)
-        if coordinator is not None:
-            states: dict[tuple[str, str], int] = {}
-            kinds = (
-                ("classic", coordinator.classic.groups, lambda g: g.generation_id, lambda g: g.state.value),
-                ("consumer", coordinator.consumer.groups, lambda g: g.group_epoch, lambda g: g.state().value),
-                ("share", coordinator.share.groups, lambda g: g.group_epoch, lambda g: g.state.value),
-            )
-            for kind, by_id, epoch, state in kinds:
-                for gid, group in list(by_id.items()):
-                    labels = [gid, kind]
-                    members.add_metric(labels, len(group.members))
-                    rebalances.add_metric(labels, epoch(group))
-                    key = (kind, state(group))
-                    states[key] = states.get(key, 0) + 1
-            for (kind, state_name), count in sorted(states.items()):
-                groups.add_metric([kind, state_name], count)
-        yield from families
+    def build(self, rows: list[tuple]) -> Iterator[Metric]:
+        members = GaugeMetricFamily("shoal_group_members", "Members of the group.", labels=GROUP)
+        rebalances = CounterMetricFamily("shoal_group_rebalances", "Rebalances of the group since it was created "
+                                         "(classic: generation id; consumer and share: group epoch).", labels=GROUP)
+        groups = GaugeMetricFamily("shoal_groups", "Groups by type and state.", labels=["type", "state"])
+        states: dict[tuple[str, str], int] = {}
+        for gid, kind, count, epoch, state in rows:
+            members.add_metric([gid, kind], count)
+            rebalances.add_metric([gid, kind], epoch)
+            states[(kind, state)] = states.get((kind, state), 0) + 1
+        for (kind, state), count in sorted(states.items()):
+            groups.add_metric([kind, state], count)
+        yield members
+        yield rebalances
+        yield groups

@@ -143,6 +143,10 @@ def test_scrape_after_a_known_workload(broker_factory):
     assert value(s, "shoal_group_rebalances_total", group=group, type="share") >= 1
     assert value(s, "shoal_groups", type="share", state="Stable") >= 1
 
+    # The process: memory and descriptors (prometheus-client's process collector, in this broker's registry).
+    assert value(s, "process_resident_memory_bytes") > 0
+    assert value(s, "process_open_fds") > 0
+
     # The event-loop watchdog runs.
     assert value(s, "shoal_event_loop_lag_seconds_count") > 0
     assert value(s, "shoal_event_loop_stalls_total") is not None
@@ -174,3 +178,50 @@ def test_endpoint_answers_errors_and_openmetrics(broker_factory):
     with pytest.raises(urllib.error.HTTPError) as err:
         urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/metrics", data=b"x"), timeout=30)
     assert err.value.code == 405
+
+
+def test_group_members_and_rebalances_of_classic_and_consumer_groups(broker_factory):
+    from confluent_kafka import Consumer
+
+    broker = broker_factory(ON)
+    port = broker.ports["prometheus"]
+    create_topic(broker.bootstrap, "m-groups", 2)
+    produce_all(broker.bootstrap, "m-groups", [b"x"] * 10, partition=None)
+    consumers = {kind: Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"g-{kind}",
+                                 "group.protocol": kind, "auto.offset.reset": "earliest"})
+                 for kind in ("classic", "consumer")}
+    try:
+        for c in consumers.values():
+            c.subscribe(["m-groups"])
+        for kind, c in consumers.items():  # a record read: the member joined and got an assignment
+            end = time.monotonic() + 60
+            while time.monotonic() < end:
+                m = c.poll(0.5)
+                if m is not None and m.error() is None:
+                    break
+            else:
+                raise AssertionError(f"{kind} consumer read nothing")
+        deadline = time.monotonic() + 30
+        while True:  # a consumer-group member is Stable once a heartbeat acknowledged its assignment
+            s = scrape(port)
+            if all(value(s, "shoal_groups", type=kind, state="Stable") == 1 for kind in consumers) \
+                    or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        for kind in consumers:
+            assert value(s, "shoal_group_members", group=f"g-{kind}", type=kind) == 1
+            assert value(s, "shoal_group_rebalances_total", group=f"g-{kind}", type=kind) >= 1
+            assert value(s, "shoal_groups", type=kind, state="Stable") == 1
+        assert value(s, "shoal_requests_total", api="JoinGroup") >= 1
+        assert value(s, "shoal_requests_total", api="ConsumerGroupHeartbeat") >= 1
+    finally:
+        for c in consumers.values():
+            c.close()
+    deadline = time.monotonic() + 30
+    while True:  # both left: no member
+        s = scrape(port)
+        members = [value(s, "shoal_group_members", group=f"g-{kind}", type=kind) for kind in consumers]
+        if members == [0, 0] or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert members == [0, 0]

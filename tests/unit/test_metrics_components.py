@@ -4,19 +4,27 @@ and one registry per broker."""
 from __future__ import annotations
 
 import asyncio
+import gzip
+import threading
 import time
 import uuid
 from types import SimpleNamespace
 
 import structlog.testing
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker.groups.classic_group import ClassicGroup, ClassicMember, ClassicState
 from broker.groups.consumer_group import ConsumerGroup, ConsumerMember
 from broker.groups.share_group import ShareGroup, ShareMember
 from broker.log import LogManager
-from broker.metrics.collectors import GroupCollector, LogCollector, SharePartitionCollector
+from broker.metrics.collectors import (
+    GroupCollector,
+    LogCollector,
+    LoopStateCollector,
+    SharePartitionCollector,
+)
 from broker.metrics.http import MetricsEndpoint
 from broker.metrics.loop_lag import LoopLagWatchdog
 from broker.share.inflight import ACK_ACCEPT, ACK_REJECT, ShareInFlight
@@ -192,6 +200,35 @@ async def test_endpoint_serves_the_registry_over_http():
         assert b"shoal_event_loop_lag_seconds_count 1.0" in body
     finally:
         await endpoint.close()
+
+
+async def test_scrape_reads_state_on_the_loop_and_builds_in_a_thread():
+    """Components are read on the event loop (the only thread that mutates them); families are built elsewhere."""
+    seen: dict[str, int] = {}
+
+    class Probe(LoopStateCollector):
+        def read(self):
+            seen["read"] = threading.get_ident()
+            return [7]
+
+        def build(self, rows):
+            seen["build"] = threading.get_ident()
+            family = GaugeMetricFamily("probe", "probe")
+            for value in rows:
+                family.add_metric([], value)
+            yield family
+
+    registry = CollectorRegistry()
+    probe = Probe()
+    registry.register(probe)
+    endpoint = MetricsEndpoint(registry, "127.0.0.1", 0, loop_collectors=[probe])
+    body, headers = await endpoint.render()
+    assert b"probe 7.0" in body
+    assert seen["read"] == threading.get_ident()
+    assert seen["build"] != threading.get_ident()
+    body, headers = await endpoint.render(accept_encoding="gzip")
+    assert ("Content-Encoding", "gzip") in headers
+    assert b"probe 7.0" in gzip.decompress(body)
 
 
 def test_two_brokers_in_one_process_have_their_own_registries(tmp_path):
