@@ -109,17 +109,28 @@ def response_errors(body: dict, api_key: int, version: int) -> list[int]:
 
 
 def _walk(obj: dict, plan: ErrorPlan, out: list[int]) -> None:
-    for key in plan.keys:
+    keys, children = plan
+    for key in keys:
         code = obj.get(key)
         if code:
-            out.append(int(code))
-    for key, is_array, sub in plan.children:
+            out.append(code)
+    for key, is_array, sub in children:
         value = obj.get(key)
         if not value:
             continue
-        if is_array:
+        if not is_array:
+            if type(value) is dict:
+                _walk(value, sub, out)
+            continue
+        sub_keys, sub_children = sub
+        if sub_children:
             for item in value:
                 if type(item) is dict:
                     _walk(item, sub, out)
-        elif type(value) is dict:
-            _walk(value, sub, out)
+        else:  # the common leaf: partitions with an error code each, read inline (no call per element)
+            for item in value:
+                if type(item) is dict:
+                    for sub_key in sub_keys:
+                        code = item.get(sub_key)
+                        if code:
+                            out.append(code)
