@@ -163,3 +163,42 @@ class GroupCollector(LoopStateCollector):
         yield members
         yield rebalances
         yield groups
+
+
+class ServerCollector(LoopStateCollector):
+    """Open connections per listener, share sessions, and per share group the records written to its dead-letter
+    queue and the archived ones that got no DLQ copy (KIP-1191)."""
+
+    def __init__(self, broker: Any) -> None:
+        self._broker = broker
+
+    def empty_rows(self) -> Any:
+        return {}, 0, {}, {}
+
+    def read(self) -> Any:
+        per_listener: dict[str, int] = {}
+        server = getattr(self._broker, "server", None)
+        for conn in list(getattr(server, "connections", ())):
+            per_listener[conn.info.listener] = per_listener.get(conn.info.listener, 0) + 1
+        manager = getattr(self._broker, "share_partitions", None)
+        if manager is None:
+            return per_listener, 0, {}, {}
+        return per_listener, len(manager.sessions), dict(manager.dlq.written), dict(manager.dlq.skipped)
+
+    def build(self, rows: Any) -> Iterator[Metric]:
+        per_listener, sessions, written, skipped = rows
+        connections = GaugeMetricFamily("shoal_connections", "Open client connections.", labels=["listener"])
+        for listener, count in sorted(per_listener.items()):
+            connections.add_metric([listener], count)
+        yield connections
+        yield GaugeMetricFamily("shoal_share_sessions", "Share sessions open (KIP-932).", value=sessions)
+        dlq = CounterMetricFamily("shoal_share_dlq_records", "Records written to the group's dead-letter queue.",
+                                  labels=["group"])
+        for group, count in sorted(written.items()):
+            dlq.add_metric([group], count)
+        yield dlq
+        lost = CounterMetricFamily("shoal_share_dlq_skipped_records", "Records archived for the dead-letter queue "
+                                   "that could not be written to it (no usable DLQ topic).", labels=["group"])
+        for group, count in sorted(skipped.items()):
+            lost.add_metric([group], count)
+        yield lost

@@ -12,7 +12,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
 
 from broker.config import parse_host_port
-from broker.metrics.collectors import GroupCollector, LogCollector, SharePartitionCollector
+from broker.metrics.collectors import GroupCollector, LogCollector, ServerCollector, SharePartitionCollector
 from broker.metrics.http import MetricsEndpoint
 from broker.metrics.loop_lag import LoopLagWatchdog
 
@@ -21,7 +21,8 @@ class MetricsService:
     def __init__(self, broker: Any, registry: CollectorRegistry) -> None:
         self._broker = broker
         self.registry = registry
-        self.collectors = (LogCollector(broker), SharePartitionCollector(broker), GroupCollector(broker))
+        self.collectors = (LogCollector(broker), SharePartitionCollector(broker), GroupCollector(broker),
+                           ServerCollector(broker))
         for collector in self.collectors:
             registry.register(collector)
         # process_*: RSS, CPU seconds, open file descriptors (read from /proc at scrape time); python_info.

@@ -13,13 +13,15 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.test_confluent_roundtrip import create_topic, produce_all
+from tests.integration.test_group_configs import _alter
 from tests.integration.test_share_consumer import consumer, earliest, messages
 
 pytestmark = pytest.mark.integration
 
 # A lock far longer than the test: no record is redelivered by a lock expiry, so the counts are exact.
 LONG_LOCKS = {"group.share.record.lock.duration.ms": "600000", "group.share.max.record.lock.duration.ms": "3600000"}
-ON = {"metrics.prometheus.listener": "127.0.0.1:0", **LONG_LOCKS}
+ON = {"metrics.prometheus.listener": "127.0.0.1:0", "errors.deadletterqueue.auto.create.topics.enable": "true",
+      **LONG_LOCKS}
 
 Samples = dict[tuple[str, frozenset], float]
 
@@ -70,6 +72,8 @@ def test_scrape_after_a_known_workload(broker_factory):
     topic, group, n = "m-topic", "m-group", 200
     create_topic(broker.bootstrap, topic, 1)
     earliest(broker, group)
+    _alter(AdminClient({"bootstrap.servers": broker.bootstrap}), group, "errors.deadletterqueue.topic.name",
+           "dlq.m-topic")
     delivered = produce_all(broker.bootstrap, topic, [f"v{i}".encode() for i in range(n)], **{"batch.size": 2000})
     assert len(delivered) == n
 
@@ -142,6 +146,13 @@ def test_scrape_after_a_known_workload(broker_factory):
     assert value(s, "shoal_group_members", group=group, type="share") == 1
     assert value(s, "shoal_group_rebalances_total", group=group, type="share") >= 1
     assert value(s, "shoal_groups", type="share", state="Stable") >= 1
+
+    # Connections and share sessions while the consumer was open; the 20 rejected records in the group's DLQ.
+    assert value(s, "shoal_connections", listener="PLAINTEXT") >= 1
+    assert value(s, "shoal_share_sessions") >= 1
+    assert value(s, "shoal_share_dlq_records_total", group=group) == 20
+    assert value(s, "shoal_share_dlq_skipped_records_total", group=group) is None
+    assert value(s, "shoal_log_end_offset", topic="dlq.m-topic", partition="0") == 20
 
     # The process: memory and descriptors (prometheus-client's process collector, in this broker's registry).
     assert value(s, "process_resident_memory_bytes") > 0

@@ -23,6 +23,7 @@ from broker.metrics.collectors import (
     GroupCollector,
     LogCollector,
     LoopStateCollector,
+    ServerCollector,
     SharePartitionCollector,
 )
 from broker.metrics.http import MetricsEndpoint
@@ -70,6 +71,8 @@ def test_collectors_export_nothing_without_their_component():
                              GroupCollector(SimpleNamespace()))
     families = list(registry.collect())
     assert families and all(not f.samples for f in families)
+    sessions = registry_with(ServerCollector(SimpleNamespace())).get_sample_value("shoal_share_sessions")
+    assert sessions == 0
 
 
 def test_share_partition_collector_follows_acquire_ack_and_expiry():
@@ -127,10 +130,24 @@ def test_group_collector_counts_members_and_rebalances_of_every_type():
     assert get(registry, "shoal_groups", type="consumer", state=consumer.state().value) == 1
 
 
+def test_server_collector_counts_connections_sessions_and_dlq_records():
+    def conn(listener):
+        return SimpleNamespace(info=SimpleNamespace(listener=listener))
+
+    server = SimpleNamespace(connections=[conn("PLAINTEXT"), conn("PLAINTEXT"), conn("SASL_SSL")])
+    manager = SimpleNamespace(sessions=[1, 2, 3], dlq=SimpleNamespace(written={"g": 4}, skipped={"h": 1}))
+    registry = registry_with(ServerCollector(SimpleNamespace(server=server, share_partitions=manager)))
+    assert get(registry, "shoal_connections", listener="PLAINTEXT") == 2
+    assert get(registry, "shoal_connections", listener="SASL_SSL") == 1
+    assert get(registry, "shoal_share_sessions") == 3
+    assert get(registry, "shoal_share_dlq_records_total", group="g") == 4
+    assert get(registry, "shoal_share_dlq_skipped_records_total", group="h") == 1
+
+
 def test_family_names_are_unique_in_the_exposition():
     """A gauge and a counter sharing a base name would be two families of one name (invalid exposition)."""
     registry = registry_with(LogCollector(SimpleNamespace()), SharePartitionCollector(SimpleNamespace()),
-                             GroupCollector(SimpleNamespace()))
+                             GroupCollector(SimpleNamespace()), ServerCollector(SimpleNamespace()))
     LoopLagWatchdog(registry, warn_s=0.1)
     text = generate_latest(registry).decode()
     names = [family.name for family in text_string_to_metric_families(text)]
