@@ -12,13 +12,18 @@ from __future__ import annotations
 import contextlib
 import itertools
 import socket
+import ssl
 import struct
+from typing import TYPE_CHECKING
 
 from construct import Container
 
 from protocol.codec import request_codec, response_codec
 from protocol.framing import RequestHeader, decode_response_header, encode_request, response_header_version
 from protocol.schema import api_specs
+
+if TYPE_CHECKING:
+    from shoal_client.security import ClientSecurity
 
 API_VERSIONS = 18
 _SIZE = struct.Struct(">i")
@@ -50,7 +55,9 @@ def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
 
 
 class BrokerConnection:
-    def __init__(self, host: str, port: int, *, client_id: str, timeout_s: float = 30.0) -> None:
+    def __init__(self, host: str, port: int, *, client_id: str, timeout_s: float = 30.0,
+                 security: ClientSecurity | None = None) -> None:
+        """`security` (shoal_client.security): TLS and/or SASL before anything else is sent."""
         self.host, self.port = host, port
         self.client_id = client_id
         self.timeout_s = timeout_s
@@ -61,6 +68,16 @@ class BrokerConnection:
         except OSError as err:
             raise ConnectionLost(f"cannot connect to {host}:{port}: {err}") from err
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if security is not None:
+            try:
+                self._sock = security.wrap(self._sock, host)
+                security.authenticate(self.call)
+            except (OSError, ssl.SSLError) as err:
+                self.close()
+                raise ConnectionLost(f"cannot connect securely to {host}:{port}: {err}") from err
+            except Exception:
+                self.close()
+                raise
         self._negotiate()
 
     @property
