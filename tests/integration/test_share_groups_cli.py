@@ -23,12 +23,21 @@ from tests.integration.tls_material import make_tls_files
 pytestmark = pytest.mark.integration
 
 SCRIPT = Path(sys.executable).parent / "shoal-share-groups"
+REPO = Path(__file__).resolve().parents[2]
 FAST = {"group.share.min.heartbeat.interval.ms": "50", "group.share.heartbeat.interval.ms": "100",
         "group.share.min.session.timeout.ms": "2000", "group.share.session.timeout.ms": "3000"}
 
 
-def cli(broker, *args: str, bootstrap: str | None = None) -> subprocess.CompletedProcess:
+@pytest.fixture(scope="module", autouse=True)
+def installed_script():
+    if not SCRIPT.exists():
+        # A venv installed before the console script was declared: install the checkout as `make install` does.
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "-e", str(REPO)],
+                       check=True, timeout=600)
     assert SCRIPT.exists(), f"{SCRIPT} is not installed (make install)"
+
+
+def cli(broker, *args: str, bootstrap: str | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([str(SCRIPT), "--bootstrap-server", bootstrap or broker.bootstrap, *args],
                           capture_output=True, text=True, timeout=120)
 
