@@ -252,3 +252,22 @@ def test_command_config_sasl_ssl_scram(broker_factory, tmp_path):
     # Without the config the TLS listener does not answer this client.
     r = cli(broker, "--list", "--timeout", "3000", bootstrap=bootstrap)
     assert r.returncode == 1, r
+
+
+def test_command_config_sasl_plaintext_plain(broker_factory, tmp_path):
+    from tests.integration.test_sasl_tls import PLAIN_JAAS
+
+    broker = broker_factory({"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",
+                             "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS})
+    good = tmp_path / "plain.properties"
+    # librdkafka's property names work too.
+    good.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username=alice\n"
+                    "sasl.password=alice-secret\nclient.id=ops-tool\n")
+    r = cli(broker, "--command-config", str(good), "--list")
+    assert r.returncode == 0 and r.stdout.split() == [], r
+    bad = tmp_path / "bad.properties"
+    bad.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=GSSAPI\n")
+    r = cli(broker, "--command-config", str(bad), "--list")
+    assert r.returncode == 1 and "Invalid --command-config: SASL mechanism GSSAPI is not supported" in r.stderr, r
+    r = cli(broker, "--command-config", str(tmp_path / "missing.properties"), "--list")
+    assert r.returncode == 1 and "Invalid --command-config" in r.stderr, r
