@@ -140,12 +140,17 @@ def check_args(a: argparse.Namespace) -> None:
             raise UsageError("Option [reset-offsets] takes the option: [execute] or [dry-run]")
         if not a.group:
             raise UsageError("Option [reset-offsets] takes the option: [group]")
-        scenarios = [n for n in ("to_datetime", "to_earliest", "to_latest") if getattr(a, n) not in (None, False)]
-        if len(scenarios) != 1:
-            raise UsageError("Option [reset-offsets] takes one of these options: [to-datetime], [to-earliest], "
-                             "[to-latest]")
+        if not a.topic and not a.all_topics:
+            raise UsageError("Option [reset-offsets] requires one of these options: [all-topics] or [topic]")
         if a.topic and a.all_topics:
             raise UsageError("Option [reset-offsets] takes either [topic] or [all-topics], not both.")
+        scenarios = [n for n in ("to_datetime", "to_earliest", "to_latest") if getattr(a, n) not in (None, False)]
+        if not scenarios:
+            raise UsageError("Option '[reset-offsets]' requires one of the following scenarios: "
+                             "[[to-datetime], [to-earliest], [to-latest]]")
+        if len(scenarios) > 1:
+            names = [f"[{n.replace('_', '-')}]" for n in scenarios]
+            raise UsageError(f"Option \"{names[0]}\" can't be used with option \"{names[1]}\"")
         if len(a.group) > 1:
             raise UsageError("Option [reset-offsets] supports one share group at a time")
     elif a.dry_run or a.execute or a.to_datetime or a.to_earliest or a.to_latest or a.all_topics:

@@ -517,6 +517,11 @@ class GroupCoordinator:
                     if md is not None:
                         for tid, tp in list(md.initialized.items()) + list(md.initializing.items()):
                             parts[tid] = parts.get(tid, frozenset()) | tp.partitions
+                        # A DeleteShareGroupOffsets that did not finish: its topics' state goes too (as Kafka).
+                        for tid, name in md.deleting.items():
+                            info = self._any_topic(name)
+                            if info is not None and info[0] == tid:
+                                parts[tid] = parts.get(tid, frozenset()) | frozenset(range(info[1]))
                     share_partitions[gid] = parts
         return DeletePlan(results, deletable, share_partitions)
 

@@ -215,8 +215,15 @@ def test_usage_errors_help_and_version(broker):
     for args, message in [
         (["--list", "--describe"], "Command must include exactly one action"),
         (["--describe"], "Option [describe] takes one of these options: [all-groups], [group]"),
-        (["--reset-offsets", "--group", "g", "--to-earliest"], "takes the option: [execute] or [dry-run]"),
-        (["--reset-offsets", "--group", "g", "--execute"], "takes one of these options: [to-datetime]"),
+        (["--reset-offsets", "--group", "g", "--to-earliest", "--all-topics"],
+         "takes the option: [execute] or [dry-run]"),
+        (["--reset-offsets", "--group", "g", "--execute", "--all-topics"],
+         "Option '[reset-offsets]' requires one of the following scenarios: [[to-datetime], [to-earliest], "
+         "[to-latest]]"),
+        (["--reset-offsets", "--group", "g", "--execute", "--to-earliest"],
+         "Option [reset-offsets] requires one of these options: [all-topics] or [topic]"),
+        (["--reset-offsets", "--group", "g", "--execute", "--all-topics", "--to-earliest", "--to-latest"],
+         'Option "[to-earliest]" can\'t be used with option "[to-latest]"'),
         (["--delete-offsets", "--group", "g"], "Option [delete-offsets] takes the following options: [group], [topic]"),
         (["--delete", "--group", "g", "--topic", "t"], "Option [delete] does not take the option: [topic]"),
         (["--list", "--bogus"], "unrecognized arguments: --bogus"),

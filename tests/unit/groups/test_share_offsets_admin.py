@@ -108,3 +108,17 @@ def test_empty_share_groups_never_expire() -> None:
     res = groups.cleanup(far)
     assert res.records == [] and "g" in groups.share.groups
     assert [g["group_id"] for g in groups.list_groups(types=["share"])] == ["g"]
+
+
+def test_delete_groups_plan_includes_an_unfinished_offsets_deletion() -> None:
+    topics = Topics()
+    groups = GroupCoordinator(topic_info=topics.get)
+    tid = joined_and_left(groups.share, topics)
+    other = topics.create("u", 3)
+    plan = groups.share.alter_offsets("g", [("u", [(1, 0)])])
+    groups.share.initialized("g", other, [1])
+    assert plan.start_offsets == {other: {1: 0}}
+    groups.share.delete_offsets("g", ["t"])  # state deletion interrupted: "t" stays in Deleting
+    delete = groups.plan_delete_groups(["g"])
+    assert delete.deletable == ["g"]
+    assert delete.share_partitions["g"] == {tid: frozenset({0, 1}), other: frozenset({1})}
