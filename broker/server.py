@@ -12,8 +12,10 @@ transport's write buffer plus finished responses waiting behind an earlier one) 
 `connections.max.unsent.bytes`, and, for the APIs whose responses can be large (Fetch, ShareFetch), while no
 other such request of the connection is in flight, as real clients never pipeline them. Frames are dispatched
 one per loop iteration, so a handler that finishes at once has its response counted before the next request
-starts. Reading pauses while a whole frame waits in the buffer or the write buffer is above its high-water
-mark, so a client that never reads its responses holds at most about one response and one request.
+starts. Reading pauses while the write buffer is above its high-water mark, so a client that never reads its
+responses holds at most about one response and one request, and while more than 64 KiB of whole frames wait in
+the buffer: below that the connection keeps reading behind a request that waits (a long poll), so the client's
+end of stream, its next small requests and its activity are still seen.
 
 Accepting follows Kafka's connection quotas (`broker.connection_quotas`), and connections that receive and
 send nothing for `connections.max.idle.ms` are dropped (also those stuck in the middle of a frame, or closing
@@ -43,6 +45,9 @@ from broker.router import CloseConnection
 log = structlog.get_logger(__name__)
 
 _SIZE = struct.Struct(">i")
+# Bytes read on behind a request that may not be dispatched yet (a second Fetch behind a waiting long poll):
+# enough for a client's next small requests and its end of stream to be seen, bounded per connection.
+READ_AHEAD_BYTES = 64 * 1024
 _API_KEY = struct.Struct(">h")
 Dispatch = Callable[[Any, ConnectionInfo], Any]  # coroutine function: (frame, connection) -> bytes | None
 
@@ -322,7 +327,8 @@ class KafkaConnection(asyncio.Protocol):
         transport = self._transport
         if transport is None or self._closing:
             return
-        should_pause = self._write_paused or self._whole_frame_buffered() or self._auth_failed
+        should_pause = (self._write_paused or self._auth_failed
+                        or (len(self._buf) >= READ_AHEAD_BYTES and self._whole_frame_buffered()))
         if should_pause and not self._read_paused:
             self._read_paused = True
             transport.pause_reading()

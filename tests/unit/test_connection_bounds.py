@@ -298,3 +298,60 @@ async def test_client_eof_closes_the_connection_and_cancels_what_is_in_flight():
     await until(lambda: not server.connections)
     writer.close()
     await server.close()
+
+
+async def test_reading_goes_on_behind_a_waiting_long_poll():
+    """A Fetch waits (a long poll) and the client's next Fetch waits behind it in the buffer: the server keeps
+    reading the small requests that follow, so it sees the client's end of stream (and its activity) while the
+    long poll is in flight, instead of holding a gone client's socket until the poll ends."""
+    cancelled = asyncio.Event()
+    started = []
+
+    async def dispatch(frame, conn):
+        (corr,) = struct.unpack_from(">i", frame, 4)
+        started.append(corr)
+        try:
+            await asyncio.sleep(3600)  # a Fetch with a huge MaxWaitMs
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    server = Server(dispatch, serial_api_keys={FETCH})
+    port = await start(server)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(frame(FETCH, 1) + frame(FETCH, 2))
+    await until(lambda: started == [1])
+    conn = next(iter(server.connections))
+    writer.write(b"".join(frame(PRODUCE, 10 + i, pad=100) for i in range(20)))
+    await until(lambda: len(conn._buf) >= 20 * 110)  # read although whole frames wait in the buffer
+    writer.write_eof()
+    await asyncio.wait_for(cancelled.wait(), 10)
+    await until(lambda: not server.connections)
+    assert started == [1]
+    writer.close()
+    await server.close()
+
+
+async def test_reading_pauses_when_much_waits_behind_a_long_poll():
+    """What the server reads behind a waiting request stays bounded (about 64 KiB and one read)."""
+    release = asyncio.Event()
+
+    async def dispatch(frame, conn):
+        (corr,) = struct.unpack_from(">i", frame, 4)
+        await release.wait()
+        return response(corr, 10)
+
+    server = Server(dispatch, serial_api_keys={FETCH})
+    port = await start(server)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    n = 400
+    writer.write(frame(FETCH, 0) + b"".join(frame(FETCH, i, pad=4000) for i in range(1, n)))
+    await until(lambda: server.connections and len(next(iter(server.connections))._buf) >= 64 << 10)
+    conn = next(iter(server.connections))
+    await asyncio.sleep(0.2)
+    assert conn._read_paused
+    assert len(conn._buf) <= (64 << 10) + (1 << 20)  # the bound plus one read
+    release.set()
+    assert await read_responses(reader, n) == list(range(n))
+    writer.close()
+    await server.close()
