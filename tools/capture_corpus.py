@@ -2,8 +2,10 @@
 
 Starts `python -m broker` on a free 127.0.0.1 port behind a recording TCP proxy (the broker advertises the
 proxy, so every connection of every client goes through it), drives confluent-kafka (AdminClient, idempotent and
-acks=0/1 Producers with each compression codec, Consumer, ShareConsumer with explicit acknowledgements) and
-kafka-python (admin, producer, consumer) and aiokafka (older non-flexible versions), adds seeds for served APIs
+acks=0/1 Producers with each compression codec, Consumer, ShareConsumer with explicit acknowledgements, group
+consumers of the classic and the KIP-848 protocol, group admin), kafka-python (admin, producer, consumer, group
+consumer) and aiokafka (older non-flexible versions), SASL clients on a SASL_PLAINTEXT listener (SCRAM credentials
+altered and described, confluent SCRAM-SHA-256 and SCRAM-SHA-512, kafka-python PLAIN), adds seeds for served APIs
 no client sends, and writes the frames (size prefix excluded) to
 tests/fuzz/corpus.txt, one `client api_key api_version hex` line each, at most a few per (client, api, version).
 
@@ -28,6 +30,9 @@ sys.path.insert(0, str(ROOT))
 from tests.integration.broker_process import BrokerProcess  # noqa: E402
 
 TOPIC, OTHER, SHARED = "cap-a", "cap-b", "cap-share"
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+              'password="admin-secret" user_admin="admin-secret";')
+SCRAM_USER, SCRAM_PASSWORD = "cap-scram", "cap-scram-secret"
 
 
 class RecordingProxy:
@@ -203,6 +208,123 @@ def drive_aiokafka(bootstrap: str) -> None:
     asyncio.run(run())
 
 
+def _poll_group(consumer, wanted: int, seconds: float) -> int:
+    """Poll a subscribed consumer until it read `wanted` records or the time is up (joining takes a while)."""
+    got = 0
+    end = time.monotonic() + seconds
+    while got < wanted and time.monotonic() < end:
+        m = consumer.poll(0.5)
+        if m is not None and m.error() is None:
+            got += 1
+    return got
+
+
+def drive_confluent_groups(bootstrap: str) -> None:
+    """Subscribed consumers of both group protocols: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup
+    (classic), ConsumerGroupHeartbeat (KIP-848), OffsetCommit, OffsetFetch; then the group admin requests."""
+    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    common = {"bootstrap.servers": bootstrap, "client.id": "capture-confluent", "auto.offset.reset": "earliest",
+              "enable.auto.commit": False}
+    for group, protocol, extra in (("cap-classic", "classic", {"session.timeout.ms": 6000,
+                                                                "heartbeat.interval.ms": 300}),
+                                   ("cap-848", "consumer", {})):
+        c = Consumer({**common, "group.id": group, "group.protocol": protocol, **extra})
+        c.subscribe([TOPIC])
+        _poll_group(c, 10, 20)
+        with contextlib.suppress(Exception):
+            c.commit(asynchronous=False)
+        with contextlib.suppress(Exception):
+            c.commit(offsets=[TopicPartition(TOPIC, 0, 3), TopicPartition(TOPIC, 1, 2)], asynchronous=False)
+        with contextlib.suppress(Exception):
+            c.committed([TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)], timeout=10)
+        time.sleep(1.0)  # a few heartbeats
+        c.close()
+    admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "capture-confluent"})
+    with contextlib.suppress(Exception):
+        admin.list_consumer_groups().result(10)
+    with contextlib.suppress(Exception):
+        for fut in admin.describe_consumer_groups(["cap-classic", "cap-848"]).values():
+            fut.result(10)
+    with contextlib.suppress(Exception):
+        for fut in admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("cap-classic")]).values():
+            fut.result(10)
+    with contextlib.suppress(Exception):
+        for fut in admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
+                "cap-classic", [TopicPartition(TOPIC, 0, 1)])]).values():
+            fut.result(10)
+
+
+def drive_kafka_python_group(bootstrap: str) -> None:
+    """kafka-python's classic group consumer (its own JoinGroup/SyncGroup/Heartbeat/OffsetCommit versions), on a
+    topic of its own (it cannot read the snappy batches of the confluent producers)."""
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="capture-kafka-python")
+    with contextlib.suppress(Exception):
+        admin.create_topics([NewTopic("cap-kp-group", 2, 1)])
+    p = KafkaProducer(bootstrap_servers=bootstrap, client_id="capture-kafka-python", acks="all")
+    for n in range(10):
+        p.send("cap-kp-group", value=f"kafka-python group {n}".encode())
+    p.flush(10)
+    p.close(5)
+    c = KafkaConsumer("cap-kp-group", bootstrap_servers=bootstrap, client_id="capture-kafka-python",
+                      group_id="cap-kp-group", enable_auto_commit=False, auto_offset_reset="earliest",
+                      consumer_timeout_ms=4000, heartbeat_interval_ms=300, session_timeout_ms=6000)
+    for n, _ in enumerate(c, 1):
+        if n == 5:
+            c.commit()
+    with contextlib.suppress(Exception):
+        c.commit()
+    c.close()
+    with contextlib.suppress(Exception):
+        admin.delete_topics(["cap-kp-group"])
+    admin.close()
+
+
+def drive_sasl(bootstrap: str, sasl_bootstrap: str) -> None:
+    """SCRAM credentials through the admin API (plaintext listener), then clients authenticating on the SASL
+    listener: SaslHandshake and SaslAuthenticate frames of confluent (SCRAM) and kafka-python (PLAIN)."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
+    from kafka import KafkaProducer
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "capture-confluent"})
+    # One request per mechanism: Kafka's controller refuses two changes of one user in a request.
+    for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512):
+        upsert = UserScramCredentialUpsertion(SCRAM_USER, ScramCredentialInfo(mechanism, 4096),
+                                              SCRAM_PASSWORD.encode())
+        with contextlib.suppress(Exception):
+            admin.alter_user_scram_credentials([upsert])[SCRAM_USER].result(20)
+    with contextlib.suppress(Exception):
+        admin.describe_user_scram_credentials([SCRAM_USER, "nobody"]).result(10)
+    for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+        p = Producer({"bootstrap.servers": sasl_bootstrap, "client.id": "capture-confluent", "acks": "all",
+                      "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
+                      "sasl.username": SCRAM_USER, "sasl.password": SCRAM_PASSWORD})
+        for n in range(3):
+            p.produce(TOPIC, f"sasl {mechanism} {n}".encode())
+        p.flush(20)
+    kp = KafkaProducer(bootstrap_servers=sasl_bootstrap, client_id="capture-kafka-python", acks="all",
+                       security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN", sasl_plain_username="admin",
+                       sasl_plain_password="admin-secret")
+    for n in range(3):
+        kp.send(TOPIC, f"sasl plain {n}".encode())
+    kp.flush(10)
+    kp.close(5)
+    with contextlib.suppress(Exception):
+        admin.alter_user_scram_credentials([UserScramCredentialDeletion(
+            SCRAM_USER, ScramMechanism.SCRAM_SHA_512)])[SCRAM_USER].result(10)
+
+
 def synthetic_frames() -> list[tuple[str, bytes]]:
     """Seeds for served APIs no client above sends (share-state RPCs, ShareGroupDescribe, DescribeCluster), encoded
     with our codecs; topic ids are placeholders the fuzzer replaces with live ones."""
@@ -240,25 +362,40 @@ async def capture(out: Path, per_api: int) -> int:
     proxy = RecordingProxy()
     srv = await asyncio.start_server(proxy.handle, "127.0.0.1", 0)
     proxy.port = srv.sockets[0].getsockname()[1]
+    sasl_proxy = RecordingProxy()  # in front of the SASL_PLAINTEXT listener; its frames are labelled "sasl"
+    sasl_proxy.label = "sasl"
+    sasl_proxy.frames = proxy.frames
+    sasl_srv = await asyncio.start_server(sasl_proxy.handle, "127.0.0.1", 0)
+    sasl_proxy.port = sasl_srv.sockets[0].getsockname()[1]
     with tempfile.TemporaryDirectory(prefix="shoal-capture-") as tmp:
-        # The port file holds the advertised (proxy) port, so the broker listens on a port chosen here.
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            proxy.broker_port = probe.getsockname()[1]
+        # The port file holds the advertised (proxy) port, so the broker listens on ports chosen here.
+        for p in (proxy, sasl_proxy):
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                p.broker_port = probe.getsockname()[1]
         broker = BrokerProcess(Path(tmp) / "data", Path(tmp) / "broker.log", overrides={
-            "listeners": f"PLAINTEXT://127.0.0.1:{proxy.broker_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}"})
+            "listeners": f"PLAINTEXT://127.0.0.1:{proxy.broker_port},"
+                         f"SASL_PLAINTEXT://127.0.0.1:{sasl_proxy.broker_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port},"
+                                    f"SASL_PLAINTEXT://127.0.0.1:{sasl_proxy.port}",
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS})
         broker.start()
+        bootstrap, sasl_bootstrap = f"127.0.0.1:{proxy.port}", f"127.0.0.1:{sasl_proxy.port}"
         try:
-            for label, driver in (("confluent", drive_confluent), ("kafka-python", drive_kafka_python),
-                                  ("aiokafka", drive_aiokafka)):
+            for label, driver in (("confluent", drive_confluent), ("confluent", drive_confluent_groups),
+                                  ("kafka-python", drive_kafka_python), ("kafka-python", drive_kafka_python_group),
+                                  ("aiokafka", drive_aiokafka), ("confluent", drive_sasl)):
                 proxy.label = label
                 done = threading.Event()
                 errors: list[BaseException] = []
 
                 def run(driver=driver, errors=errors, done=done) -> None:
                     try:
-                        driver(f"127.0.0.1:{proxy.port}")
+                        if driver is drive_sasl:
+                            driver(bootstrap, sasl_bootstrap)
+                        else:
+                            driver(bootstrap)
                     except BaseException as err:  # keep what was captured; report it
                         errors.append(err)
                     finally:
@@ -268,10 +405,11 @@ async def capture(out: Path, per_api: int) -> int:
                 while not done.is_set():
                     await asyncio.sleep(0.05)
                 if errors:
-                    print(f"{label}: {errors[0]!r}", file=sys.stderr)
+                    print(f"{label} ({driver.__name__}): {errors[0]!r}", file=sys.stderr)
         finally:
             broker.stop()
             srv.close()
+            sasl_srv.close()
     kept: dict[tuple[str, int, int], list[bytes]] = {}
     for label, frame in proxy.frames + synthetic_frames():
         try:
@@ -279,8 +417,12 @@ async def capture(out: Path, per_api: int) -> int:
         except Exception:  # noqa: BLE001 - not a request we can file
             continue
         bucket = kept.setdefault((label, header.api_key, header.api_version), [])
-        if len(bucket) < per_api and frame not in bucket:
+        if frame in bucket:
+            continue
+        if len(bucket) < per_api:
             bucket.append(frame)
+        else:  # the first ones and the last one: a member's last heartbeat (its leave) matters too
+            bucket[-1] = frame
     kept_frames = {frame for frames in kept.values() for frame in frames}
     lines = []
     for label, frame in proxy.frames + synthetic_frames():  # capture order: replayed, it recreates members

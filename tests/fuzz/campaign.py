@@ -7,6 +7,10 @@ order); end of stream means the broker closed the connection (its answer to malf
 `probe_timeout` (a long-poll fetch, a frame whose size prefix promises more bytes) makes the worker give up the
 connection. A few frames get a lying size prefix (longer, shorter, negative, huge) to exercise framing.
 
+With a SASL listener, every eighth worker connects there and opens each connection with a captured
+authentication (ApiVersions, SaslHandshake, SaslAuthenticate of PLAIN or SCRAM), each frame mutated now and then,
+before its bursts: the authenticator's states and the requests after it are fuzzed too.
+
     corpus = load_corpus()
     stats = asyncio.run(run_campaign(port, corpus, frames=5000, connections=8, seed=1))
 """
@@ -29,7 +33,9 @@ from protocol.framing import RequestHeader, decode_request_header, encode_reques
 from tests.fuzz.mutator import Mutator, _slots
 
 CORPUS = Path(__file__).with_name("corpus.txt")
-API_VERSIONS, METADATA = 18, 3
+API_VERSIONS, METADATA, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 3, 17, 36
+SASL_CLIENT = "sasl"  # the corpus label of frames captured on the SASL listener
+SASL_EVERY = 8  # one worker in SASL_EVERY fuzzes the SASL listener
 _SIZE = struct.Struct(">i")
 
 
@@ -72,6 +78,24 @@ class _Budget:
         n = min(n, self.left)
         self.left -= n
         return n
+
+
+def sasl_openings(corpus: list[tuple[str, bytes]]) -> list[list[bytes]]:
+    """The captured authentications of the SASL listener: each SaslHandshake with the SaslAuthenticate frames that
+    followed it, after an ApiVersions request (as clients open)."""
+    openings: list[list[bytes]] = []
+    versions: bytes | None = None
+    for client, frame in corpus:
+        if client != SASL_CLIENT or len(frame) < 2:
+            continue
+        api_key = struct.unpack_from(">h", frame)[0]
+        if api_key == API_VERSIONS:
+            versions = frame
+        elif api_key == SASL_HANDSHAKE:
+            openings.append([versions, frame] if versions is not None else [frame])
+        elif api_key == SASL_AUTHENTICATE and openings:
+            openings[-1].append(frame)
+    return openings
 
 
 def with_live_topic_ids(frames: list[bytes], live_ids: list[uuid.UUID]) -> list[bytes]:
@@ -130,7 +154,9 @@ async def _answered(event: asyncio.Event, read_task: asyncio.Future, timeout: fl
 
 
 async def _worker(port: int, mutator: Mutator, budget: _Budget, stats: Stats, probe_timeout: float,
-                  worker_id: int) -> None:
+                  worker_id: int, openings: list[list[bytes]] | None = None) -> None:
+    """Bursts of mutated frames over connection after connection until the budget is spent; with `openings`
+    (a SASL listener), each connection first sends one of them, a frame mutated now and then."""
     rng = mutator.rng
     probe_ids = iter(range(-1_000_000 * (worker_id + 1), -1_000_000 * worker_id))
     while budget.left > 0:
@@ -146,14 +172,20 @@ async def _worker(port: int, mutator: Mutator, budget: _Budget, stats: Stats, pr
         probes: dict[int, asyncio.Event] = {}
         read_task = asyncio.ensure_future(_reader(reader, stats, probes))
         try:
-            for _ in range(rng.randint(1, 8)):
-                n = budget.take(rng.randint(1, 16))
+            for burst in range(rng.randint(1, 8) + (1 if openings else 0)):
+                if openings and burst == 0:
+                    frames = [f if rng.random() < 0.8 else mutator.mutate(f) for f in rng.choice(openings)]
+                    frames = frames[:budget.take(len(frames))]
+                    n = len(frames)
+                else:
+                    n = budget.take(rng.randint(1, 16))
+                    # Well-formed frames first and at most one byte-level mutant last: the broker closes the
+                    # connection at a malformed frame, and frames after it would never be read.
+                    frames = [mutator.wellformed() for _ in range(n - 1)]
+                    if n:
+                        frames.append(mutator.malformed() if rng.random() < 0.6 else mutator.wellformed())
                 if n == 0:
                     break
-                # Well-formed frames first and at most one byte-level mutant last: the broker closes the
-                # connection at a malformed frame, and frames after it would never be read.
-                frames = [mutator.wellformed() for _ in range(n - 1)]
-                frames.append(mutator.malformed() if rng.random() < 0.6 else mutator.wellformed())
                 stats.frames += n
                 wire = [_SIZE.pack(len(f)) + f for f in frames]
                 lying = rng.random() < 0.02
@@ -233,11 +265,15 @@ async def prepare(port: int, corpus: list[tuple[str, bytes]]) -> list[bytes]:
 
 
 async def run_campaign(port: int, frames: list[bytes], *, count: int, connections: int, seed: int,
-                       probe_timeout: float = 1.0, stats: Stats | None = None) -> Stats:
+                       probe_timeout: float = 1.0, stats: Stats | None = None, sasl_port: int | None = None,
+                       openings: list[list[bytes]] | None = None) -> Stats:
     stats = stats or Stats()
     budget = _Budget(count)
-    workers = [_worker(port, Mutator(seed * 1000 + i, frames), budget, stats, probe_timeout, i)
-               for i in range(connections)]
+    workers = []
+    for i in range(connections):
+        sasl = sasl_port is not None and bool(openings) and i % SASL_EVERY == SASL_EVERY - 1
+        workers.append(_worker(sasl_port if sasl else port, Mutator(seed * 1000 + i, frames), budget, stats,
+                               probe_timeout, i, openings if sasl else None))
     try:
         await asyncio.gather(*workers)
     finally:

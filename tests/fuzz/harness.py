@@ -16,11 +16,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.fuzz.campaign import Stats, load_corpus, prepare, run_campaign
+from tests.fuzz.campaign import Stats, load_corpus, prepare, run_campaign, sasl_openings
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.proc_stats import open_fds, open_sockets, rss_mib
 
 FD_LIMIT = 1024  # the broker's soft RLIMIT_NOFILE during a campaign
+
+# A PLAINTEXT listener and a SASL_PLAINTEXT one (PLAIN users from JAAS, SCRAM users from the replayed corpus's
+# AlterUserScramCredentials), so the campaign fuzzes authentication too.
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+              'password="admin-secret" user_admin="admin-secret";')
+LISTENERS = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+             "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+             "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS}
 
 # The broker's own lines in its log that are not JSON (BrokerProcess writes a "--- start:" line per start).
 _OWN_PREFIXES = ("--- start:",)
@@ -30,7 +38,8 @@ class FuzzRun:
     def __init__(self, tmp: Path, *, python: str | None = None, overrides: dict[str, str] | None = None) -> None:
         self.tmp = tmp
         self.log_path = tmp / "broker.log"
-        self.broker = BrokerProcess(tmp / "data", self.log_path, overrides=overrides, python=python)
+        self.broker = BrokerProcess(tmp / "data", self.log_path, overrides={**LISTENERS, **(overrides or {})},
+                                    python=python)
         self.samples: list[tuple[float, float, int]] = []  # (time, rss MiB, fds)
         self.fd_limit = FD_LIMIT
 
@@ -59,11 +68,14 @@ class FuzzRun:
     async def _run(self, frames: int, connections: int, seed: int, progress: Callable[[str], None]) -> dict:
         broker = self.broker
         pid = broker.pid
-        corpus_frames = await prepare(broker.port, load_corpus())
+        corpus = load_corpus()
+        corpus_frames = await prepare(broker.port, corpus)
         start_rss, start_fds, start_sockets = rss_mib(pid), open_fds(pid), open_sockets(pid)
         stats = Stats()
         campaign = asyncio.ensure_future(run_campaign(broker.port, corpus_frames, count=frames,
-                                                      connections=connections, seed=seed, stats=stats))
+                                                      connections=connections, seed=seed, stats=stats,
+                                                      sasl_port=broker.ports.get("SASL_PLAINTEXT"),
+                                                      openings=sasl_openings(corpus)))
         last_report = time.monotonic()
         while not campaign.done():
             await asyncio.wait({campaign}, timeout=0.25)
