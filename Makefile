@@ -87,3 +87,12 @@ CYCLES ?= 50
 RATE ?= 2000
 crash-campaign: deps
 	$(PY) -m tests.campaigns.crash --cycles $(CYCLES) --rate $(RATE) --seed $(SEED)
+
+# Connection campaign (tests/campaigns/connections.py): CONNS raw connections held open together and a share group
+# of MEMBERS members (10 confluent ShareConsumers, the rest shoal_client members) accepting RECORDS records;
+# prints the figures (broker RSS, descriptors, sockets) and fails if a record is not accepted exactly once.
+CONNS ?= 1000
+MEMBERS ?= 100
+RECORDS ?= 100000
+conn-campaign: deps
+	$(PY) -m tests.campaigns.connections --connections $(CONNS) --members $(MEMBERS) --records $(RECORDS)
