@@ -153,7 +153,8 @@ class KafkaConnection(asyncio.Protocol):
         if self._closing:
             return
         self._server.touch(self)
-        self._pump()
+        if self._pump_handle is None:
+            self._pump()
 
     def data_received(self, data: bytes) -> None:
         if self._closing:
@@ -170,7 +171,10 @@ class KafkaConnection(asyncio.Protocol):
                     self._update_reading()
                     return
         self._buf += data
-        self._pump()
+        if self._pump_handle is None:
+            self._pump()
+        else:  # a pump is already due this iteration: one frame per iteration, one chain of pumps
+            self._update_reading()
 
     def eof_received(self) -> bool | None:
         # The client closed its side. As Kafka, close the connection: requests in flight are cancelled (their
