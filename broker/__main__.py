@@ -56,9 +56,13 @@ async def serve(args: argparse.Namespace) -> int:
         log.error("broker failed to start", error=str(err))
         await broker.stop()
         return 1
-    await stop.wait()
+    stopping = asyncio.ensure_future(stop.wait())
+    failed = asyncio.ensure_future(broker.failed.wait())
+    await asyncio.wait({stopping, failed}, return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    failed.cancel()
     await broker.stop()
-    return 0
+    return 1 if broker.failed.is_set() else 0
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -11,6 +11,7 @@ import contextlib
 import inspect
 import os
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +66,9 @@ class Broker:
         self._tasks: set[asyncio.Task] = set()  # running background tasks; finished ones drop out
         self._stopped = asyncio.Event()
         self._stopping = False
+        self.failed = asyncio.Event()  # set when the broker must stop on its own (its log directory failed)
+        self.failure_reason: str | None = None
+        self._stop_task: asyncio.Task | None = None
 
     # --- components ----------------------------------------------------------------------------------------
     def add_component(self, name: str, component: Any) -> Any:
@@ -81,18 +85,24 @@ class Broker:
         from broker.cluster.journal import MetadataJournal
         from broker.cluster.manager import TopicManager
         from broker.log import GroupCommitFlusher, LogManager, PartitionLog
+        from broker.log.dir_failure import LogDirFailureChannel
         from broker.log.log_manager import METADATA_LOG_DIR
         from broker.partitions import ReplicaManager
         from broker.producer_state import ProducerIdAllocator, ProducerIdManager
 
         config = self.config
         data_dir = config.data_dir
-        logs = self.add_component("logs", LogManager(data_dir, config.log_config({})))
+        # One log directory holds the partitions, the internal topics and the journal: one failure channel.
+        failures = self.log_dir_failures = LogDirFailureChannel(str(data_dir))
+        loop = asyncio.get_running_loop()
+        failures.add_listener(lambda reason: loop.call_soon_threadsafe(self._log_dir_failed, reason))
+        logs = self.add_component("logs", LogManager(data_dir, config.log_config({}), failures=failures))
         await asyncio.to_thread(logs.start)  # opening and recovering partition logs is blocking work
         # The journal is a log of its own, never visible as a topic (LogManager skips its directory). Its recovery
         # truncates only a torn tail: anything else stops start-up (JournalError/LogCorruptionError).
         metadata_log = self.add_component("metadata_log",
-                                          PartitionLog(data_dir / METADATA_LOG_DIR, strict_recovery=True))
+                                          PartitionLog(data_dir / METADATA_LOG_DIR, strict_recovery=True,
+                                                       failures=failures))
         flusher = self.add_component(
             "flusher", GroupCommitFlusher(flush_interval_ms=config.get("log.flush.interval.ms")))
         journal = MetadataJournal(metadata_log)
@@ -201,6 +211,26 @@ class Broker:
                     await result
             except Exception:  # noqa: BLE001 - a failed round must not stop the timer
                 log.exception("periodic task failed", task=what)
+
+    def _log_dir_failed(self, reason: str) -> None:
+        """The only log directory is offline: stop, as Kafka's broker does when no log directory is left (it
+        halts). Nothing is served from memory that no longer matches the disk; a restart recovers from disk."""
+        if self.failed.is_set():
+            return
+        self.failure_reason = reason
+        log.error("shutting down the broker because its only log directory has failed",
+                  data_dir=str(self.config.data_dir), reason=reason)
+        self.failed.set()
+        if not self._stopping:
+            self._stop_task = asyncio.get_running_loop().create_task(self._stop_after_failure(),
+                                                                     name="stop-after-log-dir-failure")
+
+    async def _stop_after_failure(self, grace_s: float = 5.0) -> None:
+        # Requests in flight (produce waiting on the failed flush) are answered first: with the error.
+        deadline = time.monotonic() + grace_s
+        while self.server.answering and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        await self.stop()
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()

@@ -92,6 +92,12 @@ class CoordinatorLog:
     def partition_log(self, partition: int) -> Any:
         return self._broker.topics.log(self.topic, partition)
 
+    def offline(self, partition: int) -> bool:
+        """The partition's log directory failed: its log can no longer be read (the broker is stopping), so a
+        coordinator cannot reload from it and must answer errors instead."""
+        failures = getattr(self.partition_log(partition), "failures", None)
+        return failures is not None and failures.offline
+
     def _done(self, partition: int, fut: asyncio.Future) -> None:
         if self._pending.get(partition) is fut:
             del self._pending[partition]

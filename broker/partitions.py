@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from broker.cluster.topics import TopicInfo
+from broker.log.dir_failure import STORAGE_ERROR_MESSAGE, KafkaStorageError
 from broker.producer_state import BatchMetadata, ProducerStateTable
 from protocol import records as rec
 from protocol.errors import ErrorCode
@@ -48,6 +49,10 @@ class _Waiter:
 
     keys: frozenset[tuple[str, int]]
     event: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+def storage_error() -> ProduceResult:
+    return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=STORAGE_ERROR_MESSAGE)
 
 
 class ReplicaManager:
@@ -90,6 +95,8 @@ class ReplicaManager:
         if not 0 <= partition < info.num_partitions:
             return ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None
         plog = self._topics.log(info.name, partition)
+        if plog.failures.offline:
+            return storage_error(), None
         if not records:
             return ProduceResult(ErrorCode.INVALID_RECORD, error_message="Produce request has no record batch"), None
         max_bytes = self._topics.int_config(info, "max.message.bytes")
@@ -128,7 +135,13 @@ class ReplicaManager:
         append_time = None
         if self._topics.str_config(info, "message.timestamp.type") == LOG_APPEND_TIME:
             append_time = int(self._clock() * 1000)
-        appended = plog.append(records, log_append_time=append_time, headers=headers)  # validated above
+        try:
+            appended = plog.append(records, log_append_time=append_time, headers=headers)  # validated above
+        except (OSError, KafkaStorageError) as err:
+            # Undone (a full disk) or the directory went offline: nothing of this batch is in the log, and the
+            # producer state is untouched, so the producer's retry is accepted once space returns.
+            log.warning("produce append failed", topic=info.name, partition=partition, error=repr(err))
+            return storage_error(), None
         table.record(
             header.producer_id,
             header.producer_epoch,
@@ -148,18 +161,40 @@ class ReplicaManager:
         if unique:
             await asyncio.gather(*(self._flusher.sync(plog) for plog in unique.values()))
 
+    async def not_durable(self, logs: Iterable[object]) -> set[int]:
+        """As make_durable, but returns the ids of the logs whose flush failed instead of raising."""
+        unique = {id(plog): plog for plog in logs if plog is not None}
+        if not unique:
+            return set()
+        results = await asyncio.gather(*(self._flusher.sync(plog) for plog in unique.values()),
+                                       return_exceptions=True)
+        failed = set()
+        for key, result in zip(unique, results, strict=True):
+            if isinstance(result, BaseException):
+                if not isinstance(result, Exception):
+                    raise result  # cancelled: the request is going away
+                log.error("produce not durable", error=repr(result))
+                failed.add(key)
+        return failed
+
     # --- fetch -----------------------------------------------------------------------------------------------
     def read(self, info: TopicInfo, partition: int, offset: int, max_bytes: int, *, min_one: bool) -> FetchResult:
         if not 0 <= partition < info.num_partitions:
             return FetchResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         plog = self._topics.log(info.name, partition)
+        if plog.failures.offline:
+            return FetchResult(ErrorCode.KAFKA_STORAGE_ERROR)
         hw = plog.high_watermark
         start = plog.log_start_offset
         if offset < start or offset > hw:
             return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, hw, hw, start)
         data = b""
         if offset < hw:
-            data = plog.read(offset, max_bytes, min_one_batch=min_one).data
+            try:
+                data = plog.read(offset, max_bytes, min_one_batch=min_one).data
+            except (OSError, KafkaStorageError) as err:
+                log.error("fetch read failed", topic=info.name, partition=partition, error=repr(err))
+                return FetchResult(ErrorCode.KAFKA_STORAGE_ERROR)
         return FetchResult(ErrorCode.NONE, hw, hw, start, data)
 
     async def wait_for_append(self, keys: Iterable[tuple[str, int]], timeout_s: float) -> bool:

@@ -502,6 +502,11 @@ class Server:
             await asyncio.sleep(interval)
             self.expire_idle(time.monotonic() - idle_s)
 
+    @property
+    def answering(self) -> bool:
+        """Some connection has a request not yet answered."""
+        return any(conn._pending for conn in self.connections)  # noqa: SLF001 - same module
+
     def expire_idle(self, deadline: float) -> int:
         """Drop connections inactive since before `deadline` (monotonic seconds); returns how many."""
         dropped = 0

@@ -29,6 +29,7 @@ from broker.cluster.topics import (
     TopicInfo,
     TopicRegistry,
 )
+from broker.log.dir_failure import KafkaStorageError
 from protocol.errors import ErrorCode
 
 log = structlog.get_logger(__name__)
@@ -345,8 +346,15 @@ class TopicManager:
                                              "next_producer_id": next_unreserved})])
 
     def commit_records(self, entries: list[tuple[int, dict]], *, batch: bytes | None = None) -> None:
-        """Journal `entries` (fsynced; `batch` is their encoding if already made) and apply them."""
-        self._journal.append_batch(self._journal.encode(entries) if batch is None else batch)
+        """Journal `entries` (fsynced; `batch` is their encoding if already made) and apply them. Raises
+        TopicError(KAFKA_STORAGE_ERROR), nothing applied, if the journal cannot be written (a failed write is
+        undone; a failed fsync takes the log directory offline)."""
+        try:
+            self._journal.append_batch(self._journal.encode(entries) if batch is None else batch)
+        except (OSError, KafkaStorageError) as err:
+            log.error("metadata journal write failed; change not applied", records=len(entries), error=repr(err))
+            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"The metadata change could not be written: {err}") \
+                from None
         for record_type, value in entries:
             self.registry.apply(record_type, value)
 

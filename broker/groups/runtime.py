@@ -179,7 +179,10 @@ class GroupCoordinatorRuntime:
             for p in sorted(partitions):
                 futures.append(self.log.append(p, by_partition.get(p, ())))
         except AppendFailed:
-            self._reload()
+            if any(self.log.offline(p) for p in partitions):
+                log.error("group coordinator log directory offline; not reloading (the broker is stopping)")
+            else:
+                self._reload()
             return False
         try:
             for fut in futures:

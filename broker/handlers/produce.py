@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from broker.partitions import ProduceResult
+from broker.partitions import ProduceResult, storage_error
 from broker.router import CloseConnection
 from broker.security.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode
@@ -68,11 +68,16 @@ async def handle_produce(ctx, req) -> dict | None:
             else:
                 result, plog = broker.replicas.append(info, part.index, part.records)
                 if result.error == ErrorCode.NONE:
-                    written.append(plog)
+                    written.append((len(partitions), partitions, plog))
             partitions.append(_partition_response(part.index, result))
         responses.append({"name": name, "topic_id": topic.get("topic_id", ZERO_UUID), "partition_responses": partitions})
     if acks == -1:
-        await broker.replicas.make_durable(written)
+        # A partition whose flush failed is answered KAFKA_STORAGE_ERROR, never success (its log directory is
+        # offline: nothing appended before the failure is confirmed by a later flush).
+        failed = await broker.replicas.not_durable(plog for _i, _parts, plog in written)
+        for i, parts, plog in written:
+            if id(plog) in failed:
+                parts[i] = _partition_response(parts[i]["index"], storage_error())
     if acks == 0:
         failed = [p for t in responses for p in t["partition_responses"] if p["error_code"]]
         if failed:

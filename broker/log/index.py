@@ -73,17 +73,32 @@ class _IndexFile:
         # The file is created by its first entry: most segments of most partitions never need one, and creating
         # files is what makes creating thousands of partitions slow.
         fd = self.files.acquire(self.path, INDEX_FLAGS | os.O_CREAT)
+        start = at
         try:
             while data:
                 n = os.pwrite(fd, data, at)
                 data = data[n:]
                 at += n
+        except OSError:
+            if at > start:  # a partial entry (disk full) must not stay behind the entries we know
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, start)
+            raise
         finally:
             self.files.release(self.path, fd)
 
     def _truncate(self) -> None:
         with contextlib.suppress(FileNotFoundError):  # never written: nothing to cut
             os.truncate(self.path, self.file_bytes)
+
+    def rollback(self, count: int) -> None:
+        """Keep the first `count` entries, in memory and in the file (undoing a failed append). Raises OSError."""
+        self._drop_after(count)
+        with contextlib.suppress(FileNotFoundError):
+            os.truncate(self.path, self.file_bytes)
+
+    def _drop_after(self, count: int) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
 
     def close(self) -> None:
         self.files.forget(self.path)
@@ -118,6 +133,10 @@ class OffsetIndex(_IndexFile):
         self._write(_OFFSET_ENTRY.pack(rel, position), self.file_bytes)
         self.rel.append(rel)
         self.pos.append(position)
+
+    def _drop_after(self, count: int) -> None:
+        del self.rel[count:]
+        del self.pos[count:]
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """(offset, position) of the last entry with offset <= `offset`; (base offset, 0) when there is none."""
@@ -184,6 +203,10 @@ class TimeIndex(_IndexFile):
         self._write(_TIME_ENTRY.pack(timestamp, rel), self.file_bytes)
         self.ts.append(timestamp)
         self.rel.append(rel)
+
+    def _drop_after(self, count: int) -> None:
+        del self.ts[count:]
+        del self.rel[count:]
 
     def lookup_before(self, timestamp: int) -> int | None:
         """Offset of the last entry with a timestamp < `timestamp`: every batch up to and including the batch

@@ -19,6 +19,7 @@ from pathlib import Path
 import structlog
 
 from broker.log.config import LogConfig
+from broker.log.dir_failure import LogDirFailureChannel
 from broker.log.files import SHARED, FileCache
 from broker.log.partition_log import PartitionLog
 
@@ -87,8 +88,9 @@ def write_checkpoint(path: Path, entries: Mapping[tuple[str, int], int]) -> None
 class LogManager:
     def __init__(self, log_dir: Path | str, defaults: LogConfig | Mapping[str, object] | None = None, *,
                  clock: Callable[[], float] = time.time, leader_epoch: int | None = None,
-                 files: FileCache | None = None) -> None:
+                 files: FileCache | None = None, failures: LogDirFailureChannel | None = None) -> None:
         self.log_dir = Path(log_dir)
+        self.failures = failures or LogDirFailureChannel(str(self.log_dir))
         self.files = files or SHARED
         self.defaults = LogConfig.coerce(defaults)
         self._clock = clock
@@ -151,13 +153,25 @@ class LogManager:
     def _open(self, path: Path, config: LogConfig, log_start_offset: int) -> PartitionLog:
         return PartitionLog(path, config, log_start_offset=log_start_offset, clock=self._clock,
                             leader_epoch=self._leader_epoch, on_log_start_offset_change=self._start_moved,
-                            files=self.files)
+                            files=self.files, failures=self.failures)
 
     def close(self) -> None:
-        self.write_log_start_checkpoint()
+        """Checkpoint, then flush and close every log; one log failing (a full disk) does not stop the others
+        from being flushed. Raises the first error at the end."""
+        errors: list[Exception] = []
+        if not self.failures.offline:  # nothing more is written to an offline directory
+            try:
+                self.write_log_start_checkpoint()
+            except OSError as err:
+                errors.append(err)
         for plog in self._logs.values():
-            plog.close()
+            try:
+                plog.close()
+            except Exception as err:  # noqa: BLE001 - raised below, after the other logs are closed
+                errors.append(err)
         self._logs.clear()
+        if errors:
+            raise errors[0]
 
     # --- lookups and changes -----------------------------------------------------------------------------------
     def dir_for(self, topic: str, partition: int) -> Path:

@@ -22,12 +22,12 @@ import structlog
 
 from broker.log import swap
 from broker.log.config import LogConfig
+from broker.log.dir_failure import KafkaStorageError, LogDirFailureChannel, is_transient
 from broker.log.files import SHARED, FileCache
-from broker.log.segment import BatchEntry, LogCorruptionError, Segment
+from broker.log.segment import BatchEntry, LogCorruptionError, RollbackFailedError, Segment
 from protocol import records as rec
 
 log = structlog.get_logger(__name__)
-
 
 
 class OffsetOutOfRangeError(Exception):
@@ -68,11 +68,14 @@ class PartitionLog:
         on_log_start_offset_change: Callable[[PartitionLog], None] | None = None,
         strict_recovery: bool = False,
         files: FileCache | None = None,
+        failures: LogDirFailureChannel | None = None,
     ) -> None:
         """Open (recovering) or create the log in `directory`. `log_start_offset` is the checkpointed value.
 
         `strict_recovery` (the metadata journal): recovery truncates only a torn tail of the last segment; any
-        other invalid data raises LogCorruptionError and nothing is truncated or deleted."""
+        other invalid data raises LogCorruptionError and nothing is truncated or deleted. `failures` is the log
+        directory's failure channel (shared by every log in it): once it is offline, append, read and flush
+        raise KafkaStorageError."""
         self.directory = Path(directory)
         self.config = LogConfig.coerce(config)
         self._clock = clock
@@ -91,6 +94,7 @@ class PartitionLog:
         self._strict = strict_recovery
         self.files = files or SHARED
         self.cleaning = False  # the log cleaner is working on it: retention waits (as Kafka's pauses)
+        self.failures = failures or LogDirFailureChannel(str(self.directory))
         try:
             self._open_segments(log_start_offset)
         except BaseException:
@@ -194,6 +198,7 @@ class PartitionLog:
         """
         if self.closed:
             raise ValueError("log is closed")
+        self.failures.check()
         buf = bytearray(batches)
         if headers is None:
             headers = rec.validate_batches(buf, allow_control=True)
@@ -220,9 +225,17 @@ class PartitionLog:
             pos += size
         if pos != len(buf):
             raise rec.CorruptRecordError("headers do not match the appended bytes")
-        self._maybe_roll(len(buf), offset - 1, max_ts)
-        segment = self.active
-        segment.append(buf, entries)
+        try:
+            self._maybe_roll(len(buf), offset - 1, max_ts)
+            segment = self.active
+            segment.append(buf, entries)
+        except OSError as err:
+            if isinstance(err, RollbackFailedError) or not is_transient(err):
+                self.failures.fail(f"append to {self.directory} failed", err)
+                raise KafkaStorageError(f"append to {self.directory} failed: {err!r}") from err
+            # undone by Segment.append: the log is as it was and later appends may succeed
+            log.warning("append failed and was undone", dir=str(self.directory), error=repr(err))
+            raise
         with self._lock:
             self._dirty.add(segment)
             if self._dir_new:
@@ -267,7 +280,9 @@ class PartitionLog:
 
     def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> ReadResult:
         """Whole batches from the batch holding `offset`, up to `max_bytes` (more for a single first batch if
-        `min_one_batch`, KIP-74), from one segment. Raises OffsetOutOfRangeError outside [start, end]."""
+        `min_one_batch`, KIP-74), from one segment. Raises OffsetOutOfRangeError outside [start, end], and
+        KafkaStorageError once the log directory is offline."""
+        self.failures.check()
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}]")
@@ -384,6 +399,7 @@ class PartitionLog:
         Returns the new log start offset."""
         if offset > self.log_end_offset or offset < 0:
             raise OffsetOutOfRangeError(f"offset {offset} is outside [0, {self.log_end_offset}]")
+        self.failures.check()
         if offset <= self.log_start_offset:
             return self.log_start_offset
         self.log_start_offset = offset
@@ -414,8 +430,8 @@ class PartitionLog:
         """Delete old segments by retention.ms and retention.bytes (never the active one). Returns how many."""
         if now_ms is None:
             now_ms = int(self._clock() * 1000)
-        if self.cleaning:
-            return 0  # next time: the cleaner is replacing segments of this log
+        if self.cleaning or self.failures.offline:
+            return 0  # next time: the cleaner is replacing segments of this log (or never: offline)
         deleted = self._delete_segments_below_start()
         retention_ms = self.config.retention_ms
         if retention_ms >= 0:
@@ -459,11 +475,18 @@ class PartitionLog:
 
     def flush(self) -> None:
         """fsync the segments written since the last flush (and the directory after creates/deletes).
-        Safe to call from a worker thread; returns at once when nothing is dirty."""
+        Safe to call from a worker thread; returns at once when nothing is dirty.
+
+        A failed fsync is never retried: Linux may have dropped the pages it could not write while still serving
+        them from the cache, so a later fsync could "succeed" without them. The log directory goes offline and
+        every segment is cut back to what the last successful flush covered (a restart then recovers from bytes
+        that really are on disk); KafkaStorageError is raised to everyone waiting on this flush."""
+        self.failures.check()
         with self._lock:
             if not self._dirty and not self._dir_dirty:
                 return
             segments = list(self._dirty)
+            sizes = [(segment, segment.size) for segment in segments]  # what this flush will cover
             dir_dirty = self._dir_dirty
             self._dirty.clear()
             self._dir_dirty = False
@@ -489,12 +512,25 @@ class PartitionLog:
                 os.fsync(fd)
             if dir_fd >= 0:
                 os.fsync(dir_fd)
-        except OSError:
-            with self._lock:
-                self._requeue_locked(segments, dir_dirty)
-            raise
+        except OSError as err:
+            self.failures.fail(f"fsync in {self.directory} failed", err)
+            self._discard_unflushed()
+            raise KafkaStorageError(f"fsync in {self.directory} failed: {err!r}") from err
         finally:
             self._unpin(pinned, dir_fd)
+        for segment, size in sizes:
+            segment.durable_size = max(segment.durable_size, size)
+
+    def _discard_unflushed(self) -> None:
+        """Cut every segment back to its durable size (best effort: the directory is offline already)."""
+        for segment in list(self._segments):
+            try:
+                if os.stat(segment.log_path).st_size > segment.durable_size:
+                    os.truncate(segment.log_path, segment.durable_size)
+                    log.warning("unflushed bytes discarded after a failed fsync", segment=str(segment.log_path),
+                                durable_size=segment.durable_size)
+            except OSError as err:
+                log.error("cannot discard unflushed bytes", segment=str(segment.log_path), error=repr(err))
 
     def _unpin(self, pinned: list[tuple[str, int]], dir_fd: int) -> None:
         for path, fd in pinned:
@@ -509,9 +545,15 @@ class PartitionLog:
     def close(self) -> None:
         if self.closed:
             return
-        self.active.seal()
-        self.flush()
-        self._close_segments()
+        try:
+            if not self.failures.offline:  # an offline log is left as the failure left it
+                try:
+                    self.active.seal()
+                except OSError as err:  # a full disk: the time index lacks its last entry (an optimisation)
+                    log.warning("cannot seal the active segment", dir=str(self.directory), error=repr(err))
+                self.flush()
+        finally:
+            self._close_segments()
 
     def _close_segments(self) -> None:
         # under the lock, so a flush running in a worker thread sees either the open segments or none

@@ -31,6 +31,10 @@ class LogCorruptionError(Exception):
     """Recovery found invalid bytes that are not a torn tail, in a log that must not be truncated past them."""
 
 
+class RollbackFailedError(OSError):
+    """A failed append could not be undone: the segment's files no longer match what the log knows."""
+
+
 def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
@@ -75,6 +79,9 @@ class Segment:
         self.offset_of_max_timestamp = -1  # last offset of the batch holding max_timestamp (as Kafka)
         self.first_batch_timestamp: int | None = None  # for time-based rolling
         self.created_ms = int(time.time() * 1000)
+        # Bytes known to be on disk: what was there at open, then what the last successful flush covered. After a
+        # failed fsync the file is cut back to it (see PartitionLog.flush).
+        self.durable_size = self.size
         self._bytes_since_index = 0
         self.batch_count = 0  # batches tracked since open (all of them for a new or recovered-from-start segment)
         self._tracked_bytes = 0
@@ -113,23 +120,43 @@ class Segment:
         return last_offset - self.base_offset <= _MAX_REL_OFFSET
 
     def append(self, data: bytes | bytearray | memoryview, batches: list[BatchEntry]) -> None:
-        """Append whole batches (already offset-patched) and index them."""
+        """Append whole batches (already offset-patched) and index them.
+
+        All or nothing: if writing the batches or their index entries fails (a full disk), the files are cut back
+        to where they were and the in-memory state restored before the OSError is raised, so no partial batch can
+        later be read or recovered as valid. If that undo fails too, RollbackFailedError is raised (the segment's
+        state is then unknown: its directory must go offline)."""
         position = self.size
+        saved = self._tracking_state()
         view = memoryview(data)
         written = 0
         fd = self.files.acquire(self._path, LOG_FLAGS)
         try:
             while written < len(view):
                 written += os.write(fd, view[written:])
-        except BaseException:
-            if written:
+            for rel, size, last_offset, max_ts in batches:
+                self._track(position + rel, size, last_offset, max_ts)
+        except BaseException as err:
+            try:
                 os.ftruncate(fd, position)
+                self._restore(saved)
+            except OSError as undo:
+                raise RollbackFailedError(f"{self.log_path}: cannot undo a failed append ({undo!r})") from err
             raise
         finally:
             self.files.release(self._path, fd)
-        for rel, size, last_offset, max_ts in batches:
-            self._track(position + rel, size, last_offset, max_ts)
         self.size = position + written
+
+    def _tracking_state(self) -> tuple:
+        return (self.next_offset, self.max_timestamp, self.offset_of_max_timestamp, self.first_batch_timestamp,
+                self._bytes_since_index, self.batch_count, self._tracked_bytes, len(self.offset_index),
+                len(self.time_index))
+
+    def _restore(self, saved: tuple) -> None:
+        (self.next_offset, self.max_timestamp, self.offset_of_max_timestamp, self.first_batch_timestamp,
+         self._bytes_since_index, self.batch_count, self._tracked_bytes, offsets, times) = saved
+        self.offset_index.rollback(offsets)
+        self.time_index.rollback(times)
 
     def _track(self, position: int, size: int, last_offset: int, max_timestamp: int) -> None:
         if self.first_batch_timestamp is None:
@@ -301,6 +328,7 @@ class Segment:
         if valid_end < size:
             self._truncate_file(valid_end)
             self.size = valid_end
+        self.durable_size = self.size
         return size - valid_end
 
     def _torn_tail(self, pos: int, size: int) -> bool:

@@ -115,8 +115,10 @@ class ShareStateRuntime:
             try:
                 base, fut = self.log.append_at(p, batch)
             except AppendFailed:
-                # Memory is ahead of the log: rebuild this partition from what the log really holds.
-                self._load(p)
+                # Memory is ahead of the log: rebuild this partition from what the log really holds (unless the
+                # log directory is offline: then nothing can be read and the broker is stopping).
+                if not self.log.offline(p):
+                    self._load(p)
                 return ErrorCode.UNKNOWN_SERVER_ERROR
             futures.append(fut)
             for i, (key, value) in enumerate(batch):
