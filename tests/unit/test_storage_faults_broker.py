@@ -218,3 +218,33 @@ def test_full_disk_fails_a_share_state_write_and_the_share_coordinator_reloads(t
             await asyncio.wait_for(broker.stop(), 30)
 
     asyncio.run(run())
+
+
+def test_a_failed_journal_fsync_fails_the_change_unapplied_and_stops_the_broker(tmp_path, monkeypatch):
+    async def run() -> None:
+        broker = await start(tmp_path)
+        try:
+            def failing_fsync(fd):
+                if "__cluster_metadata-0" in _path(fd):
+                    raise OSError(errno.EIO, os.strerror(errno.EIO))
+                return REAL_FSYNC(fd)
+
+            monkeypatch.setattr(os, "fsync", failing_fsync)
+            with pytest.raises(TopicError) as raised:
+                await broker.topics.create_topic("t", num_partitions=1, replication_factor=-1, assignments=[],
+                                                 configs={}, validate_only=False)
+            heal(monkeypatch)
+            assert raised.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+            assert broker.topics.registry.get("t") is None  # memory is not ahead of the journal
+            await asyncio.wait_for(broker.failed.wait(), 10)
+            await asyncio.wait_for(broker.wait_stopped(), 30)
+        finally:
+            heal(monkeypatch)
+            await asyncio.wait_for(broker.stop(), 30)
+        broker = await start(tmp_path)  # the unconfirmed record was cut off: the journal replays cleanly
+        try:
+            assert broker.topics.registry.get("t") is None
+        finally:
+            await asyncio.wait_for(broker.stop(), 30)
+
+    asyncio.run(run())
