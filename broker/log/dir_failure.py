@@ -6,8 +6,8 @@ reads again, so nothing written before the failure can later be confirmed by a f
 (after a failed fsync Linux may have dropped the dirty pages while still serving them from the cache). The broker
 listens and stops, as Kafka's broker does when its only log directory fails.
 
-A full disk on append is not such an error (nor is running out of descriptors): the append is undone (the file truncated back to the last whole
-batch, the indexes with it) and only that append fails (see Segment.append).
+A full disk on append is not such an error (nor is running out of descriptors): the append is undone (the file
+truncated back to the last whole batch, the indexes with it) and only that append fails (see Segment.append).
 
 `fail` may be called from a flush thread; listeners run in that thread (the broker hops to its loop).
 """
