@@ -8,8 +8,11 @@ confluent-kafka (librdkafka) Consumers in threads (librdkafka releases the GIL i
  * rebalance on leave: 5 members consume a steady stream on 10 partitions; one closes (LeaveGroup / leave
    heartbeat); seconds until the remaining members own all partitions, and until each of the leaver's
    partitions has delivered a record to another member;
- * throughput: N 1 KiB records on 4 partitions read by one Consumer with assign() (no group), then by groups of
-   1 and 4 members of each protocol; records/s from the first record to the last.
+ * rebalance on join: 4 members consume a steady stream on 10 partitions; a 5th subscribes; seconds until every
+   member owns partitions and together they own all, and until the joiner has received a record;
+ * throughput: N 1 KiB records on 4 partitions read by one Consumer with assign() (no group), records/s from the
+   first record to the last; then by groups of 1 and 4 members of each protocol, formed first (at the end of
+   the topic) and then rewound together, records/s from the rewind to the last record.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import time
 import uuid
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.servers import running_servers
@@ -49,10 +52,15 @@ def produce(bootstrap: str, topic: str, partitions: int, records: int, value: by
 
 
 class Member(threading.Thread):
-    def __init__(self, bootstrap: str, group: str, topic: str, protocol: str, batch: int = 1) -> None:
+    """A group consumer in a thread. With a `gate`, it starts at the end of its partitions and, once the gate
+    opens, seeks them to the beginning: a throughput run then starts with the group already formed."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, protocol: str, batch: int = 1,
+                 gate: threading.Event | None = None) -> None:
         super().__init__(daemon=True)
         conf = {"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": protocol,
-                "auto.offset.reset": "earliest", "enable.auto.commit": False}
+                "auto.offset.reset": "earliest" if gate is None else "latest", "enable.auto.commit": False}
+        self.gate, self.rewound = gate, False
         if protocol == "classic":
             conf["heartbeat.interval.ms"] = 1000
         self.consumer = Consumer(conf)
@@ -74,6 +82,10 @@ class Member(threading.Thread):
         self.consumer.subscribe([self.topic], on_assign=self._assign, on_revoke=self._revoke,
                                 on_lost=self._revoke)
         while not self.stop_flag.is_set():
+            if self.gate is not None and self.gate.is_set() and not self.rewound:
+                for p in sorted(self.assigned):
+                    self.consumer.seek(TopicPartition(self.topic, p, OFFSET_BEGINNING))
+                self.rewound = True
             for msg in self.consumer.consume(self.batch, 0.1):
                 if msg.error() is not None:
                     continue
@@ -114,30 +126,44 @@ def formation(bootstrap: str, protocol: str, members: int = 10) -> float:
     return done - start
 
 
-def rebalance_on_leave(bootstrap: str, protocol: str, members: int = 5, partitions: int = 10) -> tuple[float, float]:
-    topic = f"leave-{protocol}-{uuid.uuid4().hex[:6]}"
-    create_topic(bootstrap, topic, partitions)
-    group = f"leave-{uuid.uuid4().hex[:6]}"
-    stop = threading.Event()
+class Stream:
+    """A steady trickle on every partition, so that moved partitions have new records to deliver."""
 
-    def stream() -> None:  # a steady trickle so that every partition has new records after the leave
-        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1})
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
+        self.stop_flag = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 1})
         i = 0
-        while not stop.is_set():
-            producer.produce(topic, b"s", partition=i % partitions)
+        while not self.stop_flag.is_set():
+            producer.produce(self.topic, b"s", partition=i % self.partitions)
             i += 1
             producer.poll(0)
             time.sleep(0.001)
         producer.flush(30)
 
-    streamer = threading.Thread(target=stream, daemon=True)
-    streamer.start()
+    def stop(self) -> None:
+        self.stop_flag.set()
+        self.thread.join(30)
+
+
+def _stable(threads: list[Member], partitions: int) -> bool:
+    return sorted(p for t in threads for p in t.assigned) == list(range(partitions)) and all(t.assigned for t in threads)
+
+
+def rebalance_on_leave(bootstrap: str, protocol: str, members: int = 5, partitions: int = 10) -> tuple[float, float]:
+    topic = f"leave-{protocol}-{uuid.uuid4().hex[:6]}"
+    create_topic(bootstrap, topic, partitions)
+    group = f"leave-{uuid.uuid4().hex[:6]}"
+    stream = Stream(bootstrap, topic, partitions)
     threads = [Member(bootstrap, group, topic, protocol) for _ in range(members)]
     for t in threads:
         t.start()
     try:
-        wait(lambda: sorted(p for t in threads for p in t.assigned) == list(range(partitions))
-             and all(t.assigned for t in threads), 120, "a stable group")
+        wait(lambda: _stable(threads, partitions), 120, "a stable group")
         leaver, rest = threads[0], threads[1:]
         moved = set(leaver.assigned)
         for t in rest:
@@ -150,12 +176,37 @@ def rebalance_on_leave(bootstrap: str, protocol: str, members: int = 5, partitio
                                          if at > start}, 120, "records of the leaver's partitions consumed again")
         return owned - start, flowing - start
     finally:
-        stop.set()
+        stream.stop()
         for t in threads:
             t.stop_flag.set()
         for t in threads:
             t.join(30)
-        streamer.join(30)
+
+
+def rebalance_on_join(bootstrap: str, protocol: str, members: int = 4, partitions: int = 10) -> tuple[float, float]:
+    topic = f"join-{protocol}-{uuid.uuid4().hex[:6]}"
+    create_topic(bootstrap, topic, partitions)
+    group = f"join-{uuid.uuid4().hex[:6]}"
+    stream = Stream(bootstrap, topic, partitions)
+    threads = [Member(bootstrap, group, topic, protocol) for _ in range(members)]
+    for t in threads:
+        t.start()
+    joiner = Member(bootstrap, group, topic, protocol)
+    try:
+        wait(lambda: _stable(threads, partitions), 120, "a stable group")
+        start = time.perf_counter()
+        joiner.start()
+        everyone = [*threads, joiner]
+        owned = wait(lambda: _stable(everyone, partitions), 120, "the joiner's partitions assigned")
+        flowing = wait(lambda: joiner.first_at is not None, 120, "the joiner's first record")
+        return owned - start, flowing - start
+    finally:
+        stream.stop()
+        for t in [*threads, joiner]:
+            t.stop_flag.set()
+        for t in [*threads, joiner]:
+            if t.is_alive():
+                t.join(30)
 
 
 def assigned_fetch(bootstrap: str, topic: str, partitions: int, records: int) -> float:
@@ -176,14 +227,22 @@ def assigned_fetch(bootstrap: str, topic: str, partitions: int, records: int) ->
     return time.perf_counter() - first
 
 
-def group_consume(bootstrap: str, topic: str, protocol: str, members: int, records: int) -> float:
+def group_consume(bootstrap: str, topic: str, protocol: str, members: int, records: int,
+                  partitions: int) -> float:
+    """Members form the group at the end of the topic; then all rewind at once and read it: the time from
+    the rewind to the last record, with no rebalance inside it."""
     group = f"tp-{uuid.uuid4().hex[:6]}"
-    threads = [Member(bootstrap, group, topic, protocol, batch=10_000) for _ in range(members)]
+    gate = threading.Event()
+    threads = [Member(bootstrap, group, topic, protocol, batch=10_000, gate=gate) for _ in range(members)]
     for t in threads:
         t.start()
     try:
+        wait(lambda: _stable(threads, partitions), 120, "a stable group")
+        first = time.perf_counter()
+        gate.set()
         end = wait(lambda: sum(t.count for t in threads) >= records, 180, "group consume")
-        first = min(t.first_at for t in threads if t.first_at is not None)
+        if sum(t.count for t in threads) != records or not all(t.rewound for t in threads):
+            raise RuntimeError("the group read records twice or missed its rewind")
     finally:
         for t in threads:
             t.stop_flag.set()
@@ -211,6 +270,12 @@ def main(argv: list[str] | None = None) -> int:
                          "partitions_reassigned_s": round(owned, 3), "records_flowing_s": round(flowing, 3)})
             print(f"leave           {protocol:8} 5 -> 4 members: partitions reassigned after {owned:.2f} s, "
                   f"their records flowing after {flowing:.2f} s", flush=True)
+        for protocol in PROTOCOLS:
+            owned, flowing = rebalance_on_join(bootstrap, protocol)
+            rows.append({"bench": "rebalance on join", "protocol": protocol, "members": 5,
+                         "partitions_assigned_s": round(owned, 3), "joiner_first_record_s": round(flowing, 3)})
+            print(f"join            {protocol:8} 4 -> 5 members: every member assigned after {owned:.2f} s, "
+                  f"the joiner's first record after {flowing:.2f} s", flush=True)
         topic = f"tp-{uuid.uuid4().hex[:6]}"
         create_topic(bootstrap, topic, 4)
         produce(bootstrap, topic, 4, args.records)
@@ -218,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({"bench": "throughput", "mode": "assigned fetch", "members": 1, "seconds": seconds})
         for protocol in PROTOCOLS:
             for members in (1, 4):
-                seconds = group_consume(bootstrap, topic, protocol, members, args.records)
+                seconds = group_consume(bootstrap, topic, protocol, members, args.records, 4)
                 rows.append({"bench": "throughput", "mode": f"group ({protocol})", "members": members,
                              "seconds": seconds})
     for row in rows:
