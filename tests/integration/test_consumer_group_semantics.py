@@ -220,3 +220,39 @@ def test_group_id_of_a_share_group_is_refused_to_consumers(broker):
         assert [(g.group_id, g.group_type, g.group_state) for g in listed] == [("typed-g", "share", "Stable")]
     finally:
         share.close()
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_static_member_restart_keeps_its_partitions_without_a_rebalance(broker, protocol):
+    """A member with `group.instance.id` closes (no LeaveGroup for classic, a temporary leave for KIP-848) and a
+    new process with the same instance id comes back within the session timeout: it gets the same partitions
+    and the other member is not rebalanced."""
+    create_topic(broker.bootstrap, "static", 4)
+    group = f"static-{protocol}"
+
+    def member(name: str, instance: str) -> Member:
+        extra = {"group.instance.id": instance, **({"session.timeout.ms": 30_000} if protocol == "classic" else {})}
+        return Member(name, broker.bootstrap, group, "static", protocol, extra=extra)
+
+    first, other = member("first", "inst-0"), member("other", "inst-1")
+    for m in (first, other):
+        m.start()
+    again = member("again", "inst-0")
+    try:
+        wait_until(lambda: len(first.assigned) == 2 and len(other.assigned) == 2, 60, "2 members x 2")
+        held, rounds = set(first.assigned), other.assignments
+        first.stop()
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        described = admin.describe_consumer_groups([group])[group].result(timeout=30)
+        # The instance keeps its place (and its partitions) while it is away.
+        assert {m.group_instance_id for m in described.members} == {"inst-0", "inst-1"}
+        again.start()
+        wait_until(lambda: again.assigned == held, 60, "the restarted instance's partitions")
+        produce_batch(broker.bootstrap, "static", 40, "a")
+        wait_until(lambda: again.count() + other.count() >= 40, 60, "records after the restart")
+        assert other.assignments == rounds and len(other.assigned) == 2  # never rebalanced
+        assert not [e for m in (first, other, again) for e in m.errors]
+    finally:
+        for m in (other, again):
+            if m.is_alive():
+                m.stop()
