@@ -261,7 +261,7 @@ class GroupCoordinator:
                 return res.merge(self.consumer.heartbeat(req, version, now, client_id=client_id,
                                                          client_host=client_host))
             if error is None:
-                error = GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group")
+                error = GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
             res.response = {"error_code": int(error.code), "error_message": error.message, "member_id": None,
                             "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
             return res
