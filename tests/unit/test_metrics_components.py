@@ -219,6 +219,28 @@ async def test_endpoint_serves_the_registry_over_http():
         await endpoint.close()
 
 
+async def test_endpoint_refuses_garbage_and_survives_it():
+    endpoint = MetricsEndpoint(CollectorRegistry(), "127.0.0.1", 0)
+    port = await endpoint.start()
+    try:
+        async def exchange(data: bytes) -> bytes:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            try:
+                writer.write(data)
+                await writer.drain()
+                return await asyncio.wait_for(reader.read(), 30)
+            except ConnectionResetError:  # closed with our bytes unread: the kernel may reset instead
+                return b""
+            finally:
+                writer.close()
+
+        assert (await exchange(b"HELLO\r\n\r\n")).startswith(b"HTTP/1.1 400 ")
+        assert await exchange(b"GET /metrics HTTP/1.1\r\nX: " + b"x" * 20_000 + b"\r\n\r\n") == b""  # closed
+        assert (await exchange(b"GET /metrics HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 200 OK")
+    finally:
+        await endpoint.close()
+
+
 async def test_scrape_reads_state_on_the_loop_and_builds_in_a_thread():
     """Components are read on the event loop (the only thread that mutates them); families are built elsewhere."""
     seen: dict[str, int] = {}
