@@ -135,12 +135,39 @@ def spark_session():
     return spark
 
 
-def drain_spark(spark, bootstrap: str, topic: str, records: int, work: Path, max_bytes: int) -> dict:
+def tree_cpu_s(root: int) -> float:
+    """user+sys CPU seconds of `root` and its live descendants (Linux /proc; the JVM, the source runner and
+    the Python workers are all below the bench process, the broker too)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    stats: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+        stats[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        total += stats.get(pid, 0.0)
+        todo += children.get(pid, [])
+    return total
+
+
+def drain_spark(spark, bootstrap: str, topic: str, records: int, work: Path, max_bytes: int,
+                broker_pid: int) -> dict:
     group = new_group(bootstrap, "bench-spark")
     df = (spark.readStream.format("shoal").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
           .option("group.id", group).option("minPartitions", "2").option("maxPartitions", "2")
           .option("maxBytesPerTrigger", str(max_bytes)).load())
     start = time.perf_counter()
+    cpu_start = tree_cpu_s(os.getpid())
+    broker_cpu_start = tree_cpu_s(broker_pid)
     q = (df.writeStream.format("noop").option("checkpointLocation", str(work / f"ck-{group}"))
          .trigger(availableNow=True).start())
     first_done = None
@@ -150,6 +177,8 @@ def drain_spark(spark, bootstrap: str, topic: str, records: int, work: Path, max
         time.sleep(0.05)
     q.awaitTermination(900)
     total = time.perf_counter() - start
+    broker_cpu = tree_cpu_s(broker_pid) - broker_cpu_start
+    cpu = tree_cpu_s(os.getpid()) - cpu_start - broker_cpu  # the broker is a child of this process too
     if q.exception() is not None:
         raise RuntimeError(f"query failed: {q.exception()}")
     batches = [p for p in q.recentProgress if p["numInputRows"]]
@@ -159,13 +188,20 @@ def drain_spark(spark, bootstrap: str, topic: str, records: int, work: Path, max
     steady = batches[2:-1] if len(batches) > 3 else batches[1:]  # warm-up batches and the remainder left out
     steady_rows = sum(p["numInputRows"] for p in steady)
     steady_s = sum(p["durationMs"]["triggerExecution"] for p in steady) / 1000
+    phases = sorted({k for p in steady for k in p["durationMs"]} - {"triggerExecution"})
     return {"query_start_s": round((first_done or time.perf_counter()) - start, 2),
             "first_batch_rows": batches[0]["numInputRows"],
             "steady_batches": len(steady), "steady_rows": steady_rows,
             "steady_rows_s": round(steady_rows / steady_s) if steady_s else None,
             "batch_rows": [p["numInputRows"] for p in batches],
             "batch_ms": [p["durationMs"]["triggerExecution"] for p in batches],
-            "whole_query_rows_s": round(rows / total)}
+            "whole_query_rows_s": round(rows / total), "load_average": os.getloadavg(),
+            # Where a steady batch's time goes (ms per batch, averaged), and CPU of the whole query (all of
+            # Spark's processes, without the broker; includes the query start) per million rows.
+            "steady_phase_ms": {k: round(sum(p["durationMs"].get(k, 0) for p in steady) / len(steady))
+                                for k in phases} if steady else {},
+            "cpu_s_per_m_rows": round(cpu / rows * 1e6, 2),
+            "broker_cpu_s_per_m_rows": round(broker_cpu / rows * 1e6, 2)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -203,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
                     row["share_consumer_rows_s"] = round(records / drain_confluent(bootstrap, topic, records))
                 if "spark" not in skip:
                     spark = spark or spark_session()
-                    row["spark"] = drain_spark(spark, bootstrap, topic, records, work, args.max_bytes_per_trigger)
+                    row["spark"] = drain_spark(spark, bootstrap, topic, records, work, args.max_bytes_per_trigger,
+                                               proc.pid)
                 results.append(row)
                 print(json.dumps(row), flush=True)
         finally:

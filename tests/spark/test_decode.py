@@ -121,3 +121,36 @@ def test_invalid_utf8_header_keys_are_replaced() -> None:
     patched[_CRC_AT:_CRC_AT + 4] = batch_crc(patched, 0, len(patched)).to_bytes(4, "big")
     batch = decode("t", 0, bytes(patched), [(0, 0, 1)])
     assert batch.column("headers").to_pylist() == [[{"key": "\ufffd", "value": b"1"}]]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_runs_of_equal_records_match_the_reference_decoder(seed: int) -> None:
+    # Runs of same-size records take the decoder's speculative path (positions guessed, then checked); runs
+    # are broken by records of other sizes at random places, lengths span 1- to 3-byte varints.
+    rng = random.Random(1000 + seed)
+    raw = bytearray()
+    offset = 0
+    for _ in range(rng.randrange(1, 4)):
+        records: list[Record] = []
+        while len(records) < 400:
+            size = rng.choice([0, 10, 55, 100, 1000, 20000])
+            record = Record(key=rng.choice([None, b"k" * rng.randrange(0, 9)]), value=rng.randbytes(size),
+                            headers=rng.choice([[], [("h", b"x")]]))
+            records += [record] * rng.choice([1, 3, 63, 64, 65, 200])
+        raw += build_batch(records, base_offset=offset, timestamp=1_700_000_000_000,
+                           compression=rng.choice([COMPRESSION_NONE, COMPRESSION_LZ4]))
+        offset += len(records)
+    ranges = [(0, offset - 1, 1)] if seed % 2 else [(5, offset // 2, 2), (offset // 2 + 7, offset - 3, 1)]
+    batch = decode("t", 1, bytes(raw), ranges)
+    assert actual_rows(batch) == expected_rows("t", 1, bytes(raw), ranges)
+
+
+def test_a_record_count_beyond_the_records_is_refused() -> None:
+    from protocol.records import _CRC_AT, batch_crc
+
+    raw = bytearray(build_batch([Record(value=b"v" * 100)] * 200))
+    count_at = 57  # records count: the last int32 of the batch header
+    raw[count_at:count_at + 4] = (10_000).to_bytes(4, "big")
+    raw[_CRC_AT:_CRC_AT + 4] = batch_crc(raw, 0, len(raw)).to_bytes(4, "big")
+    with pytest.raises(CorruptRecordError, match="fill their batch"):
+        decode("t", 0, bytes(raw), [(0, 199, 1)])
