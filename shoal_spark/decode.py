@@ -69,7 +69,8 @@ def _walk(buf: bytes, pos: int, count: int, heads: list[int]) -> int:
 
 
 _SPECULATE_MIN = 64  # records a run of equal sizes must reach before speculation is worth a numpy pass
-_SLOW_STEP = 512  # records walked one by one after a failed speculation, before trying again
+_SLOW_STEP = 256  # records walked one by one after a failed speculation before trying again (doubles on
+# each failure in a row, so records of varied sizes cost little more than the plain walk)
 
 
 def _record_heads(buf: bytes, u: np.ndarray, pos: int, count: int, end: int, out: list[np.ndarray]) -> int:
@@ -81,6 +82,7 @@ def _record_heads(buf: bytes, u: np.ndarray, pos: int, count: int, end: int, out
     values and keys) are found at numpy speed instead: from the size of the record at `pos`, guess that the
     following ones have the same size and check, for all of them at once, that each guessed position holds
     exactly that length varint; the run ends at the first that does not, and the walk goes on from there."""
+    slow_step = _SLOW_STEP
     while count > 0:
         b = buf[pos]
         if b < 0x80 and count >= _SPECULATE_MIN:
@@ -96,6 +98,10 @@ def _record_heads(buf: bytes, u: np.ndarray, pos: int, count: int, end: int, out
         size = len(encoded) + length
         if encoded and size > 0:
             n = min(count, (end - pos) // size)
+            if n > _SPECULATE_MIN:  # a cheap look at the first few before checking all of them
+                probe = pos + size * np.arange(_SPECULATE_MIN, dtype=np.int64)
+                if not (u[probe] == encoded[0]).all():
+                    n = _SPECULATE_MIN
             at = pos + size * np.arange(n, dtype=np.int64)
             same = u[at] == encoded[0]
             if len(encoded) == 2:
@@ -105,16 +111,40 @@ def _record_heads(buf: bytes, u: np.ndarray, pos: int, count: int, end: int, out
                 out.append(at[:run])
                 pos += run * size
                 count -= run
+                slow_step = _SLOW_STEP
                 continue
+            slow_step = min(slow_step * 2, 1 << 16)
         step: list[int] = []
-        pos = _walk(buf, pos, min(count, _SLOW_STEP), step)
+        pos = _walk(buf, pos, min(count, slow_step), step)
         count -= len(step)
         out.append(np.array(step, dtype=np.int64))
     return pos
 
 
 def _varints(u: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Zigzag varints starting at every position of `pos`: (values, encoded lengths)."""
+    """Zigzag varints starting at every position of `pos`: (values, encoded lengths).
+
+    One- and two-byte varints (nearly all of them in records: lengths, deltas, counts) are read for all
+    positions at once from two gathers; only the positions whose varint is longer take the general path."""
+    b0 = u[pos].astype(np.int64)
+    size = np.ones(len(pos), dtype=np.int64)
+    raw = b0 & 0x7F
+    longer = b0 >= 0x80
+    if longer.any():
+        b1 = u[pos + 1].astype(np.int64)
+        raw |= np.where(longer, (b1 & 0x7F) << 7, 0)
+        size += longer
+        rest = np.flatnonzero(longer & (b1 >= 0x80))
+    else:
+        rest = ()
+    signed = (raw >> 1) ^ -(raw & 1)
+    if len(rest):
+        signed[rest], size[rest] = _long_varints(u, pos[rest])
+    return signed, size
+
+
+def _long_varints(u: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`_varints` for varints of any length (up to 10 bytes), byte by byte."""
     value = np.zeros(len(pos), dtype=np.uint64)
     size = np.zeros(len(pos), dtype=np.int64)
     idx = np.arange(len(pos))

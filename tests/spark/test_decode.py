@@ -154,3 +154,21 @@ def test_a_record_count_beyond_the_records_is_refused() -> None:
     raw[_CRC_AT:_CRC_AT + 4] = batch_crc(raw, 0, len(raw)).to_bytes(4, "big")
     with pytest.raises(CorruptRecordError, match="fill their batch"):
         decode("t", 0, bytes(raw), [(0, 199, 1)])
+
+
+def test_varints_of_every_length() -> None:
+    import numpy as np
+
+    from protocol.records import _write_varint
+    from shoal_spark.decode import _varints
+
+    values = [0, -1, 1, 63, -64, 64, 8191, -8192, 8192, 2**20, -(2**31), 2**31 - 1, 2**62, -(2**63), 2**63 - 1]
+    buf = bytearray()
+    positions = []
+    for v in values:
+        positions.append(len(buf))
+        _write_varint(buf, v)
+    buf += bytes(16)
+    got, sizes = _varints(np.frombuffer(bytes(buf), dtype=np.uint8), np.array(positions, dtype=np.int64))
+    assert got.tolist() == values
+    assert (np.array(positions[1:] + [len(buf) - 16]) - positions).tolist() == sizes.tolist()
