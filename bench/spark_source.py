@@ -13,7 +13,12 @@ partition; one topic; then each reader drains the whole topic with a share group
 - Spark: `readStream.format("shoal")` (minPartitions=maxPartitions=2: one task per core) into the `noop` sink,
   local[2], trigger availableNow. Steady state = rows of the batches after the first two (Python workers and
   the JIT warm up) and before the last (the remainder) over their triggerExecution time; the query start (start()
-  until the first batch has finished) is reported apart.
+  until the first batch has finished) is reported apart. The query runs `--spark-runs` times (2) in one session,
+  each with a new group, and the last run is reported (the JVM's JIT keeps compiling Spark's code for the first
+  minutes, up to a third of the JVM's CPU during a first 2-million-record run). Each run also reports the
+  average milliseconds per phase of a steady batch (latestOffset = acquisition in the source's runner, addBatch =
+  executors) and user+sys CPU seconds per million rows of Spark's processes (JVM, runner, Python workers) and of
+  the broker, over the whole query.
 
 Every rate is timed from the first record on (joining the group is not counted). Results: a table and JSON under
 bench/results/.
@@ -210,6 +215,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kib-records", type=int, default=300_000, help="1 KiB records")
     parser.add_argument("--partitions", type=int, default=32)
     parser.add_argument("--max-bytes-per-trigger", type=int, default=64 << 20, help="the source option")
+    parser.add_argument("--spark-runs", type=int, default=2,
+                        help="Spark queries per record size, one after the other in one session (each a new share "
+                             "group draining the whole topic); the last is reported: the JVM compiles Spark's code "
+                             "paths for minutes, so the first run is still warming up")
     parser.add_argument("--out", default="bench/results")
     parser.add_argument("--skip", default="", help="comma-separated: ours,arrow,librdkafka,spark")
     args = parser.parse_args(argv)
@@ -239,8 +248,10 @@ def main(argv: list[str] | None = None) -> int:
                     row["share_consumer_rows_s"] = round(records / drain_confluent(bootstrap, topic, records))
                 if "spark" not in skip:
                     spark = spark or spark_session()
-                    row["spark"] = drain_spark(spark, bootstrap, topic, records, work, args.max_bytes_per_trigger,
-                                               proc.pid)
+                    runs = [drain_spark(spark, bootstrap, topic, records, work, args.max_bytes_per_trigger, proc.pid)
+                            for _ in range(args.spark_runs)]
+                    row["spark"] = runs[-1]
+                    row["spark_earlier_runs"] = runs[:-1]
                 results.append(row)
                 print(json.dumps(row), flush=True)
         finally:
