@@ -30,6 +30,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 async def serve(args: argparse.Namespace) -> int:
     from broker.app import Broker  # noqa: PLC0415 - after logging is configured
     from broker.cluster.journal import JournalError  # noqa: PLC0415
+    from broker.cluster.topics import TopicError  # noqa: PLC0415
+    from broker.log.dir_failure import KafkaStorageError  # noqa: PLC0415
     from broker.log.segment import LogCorruptionError  # noqa: PLC0415
     from broker.security.manager import parse_add_scram  # noqa: PLC0415
 
@@ -52,7 +54,8 @@ async def serve(args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         await broker.start()
-    except (ConfigError, OSError, JournalError, LogCorruptionError) as err:
+    except (ConfigError, OSError, JournalError, LogCorruptionError, TopicError, KafkaStorageError) as err:
+        # TopicError: creating an internal topic failed (a full disk); KafkaStorageError: the log dir failed
         log.error("broker failed to start", error=str(err))
         await broker.stop()
         return 1

@@ -1,15 +1,17 @@
-"""A real full disk: the broker's log directory on a 20 MiB tmpfs that a filler file fills up.
+"""A real full disk, two ways: the broker's log directory on a 20 MiB tmpfs that a filler file fills up (needs
+root to mount; skipped where `mount` is refused), and a file-size limit (RLIMIT_FSIZE, SIGXFSZ ignored) in the
+broker process, under which writes past the limit fail with EFBIG; raising the limit (prlimit) is space returning.
 
 While the disk is full a confluent-kafka producer gets KAFKA_STORAGE_ERROR and the broker keeps running; every
 acknowledged record stays readable with contiguous offsets (a failed append leaves no partial batch and takes no
-offset); once the filler is removed appends succeed again; after a restart every acknowledged record is read back.
-Mounting a tmpfs needs root (CAP_SYS_ADMIN); the test is skipped where `mount` is refused.
+offset); once space is back appends succeed again; after a restart every acknowledged record is read back.
 """
 
 from __future__ import annotations
 
 import errno
-import os
+import resource
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -82,9 +84,55 @@ def read_all(bootstrap: str) -> tuple[list[tuple[int, bytes]], int]:
         consumer.close()
 
 
-def test_full_disk_answers_storage_error_and_recovers(small_disk: Path, tmp_path: Path):
-    proc = BrokerProcess(small_disk / "data", tmp_path / "broker.log", python=_python(), overrides={
-        "offsets.topic.num.partitions": "1", "share.coordinator.state.topic.num.partitions": "1"})
+class LimitedBroker(BrokerProcess):
+    """A broker process whose files may not grow past `fsize` bytes (writes past it fail with EFBIG)."""
+
+    fsize: int | None = None
+
+    def _limits(self):
+        fsize = self.fsize
+        if fsize is None:
+            return None
+
+        def apply() -> None:  # in the child between fork and exec; both survive exec
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, resource.RLIM_INFINITY))
+
+        return apply
+
+
+OVERRIDES = {"offsets.topic.num.partitions": "1", "share.coordinator.state.topic.num.partitions": "1"}
+
+
+def test_full_tmpfs_answers_storage_error_and_recovers(small_disk: Path, tmp_path: Path):
+    proc = LimitedBroker(small_disk / "data", tmp_path / "broker.log", python=_python(), overrides=OVERRIDES)
+    filler = small_disk / "filler"
+
+    def disk_full() -> None:
+        fill(filler)
+
+    def space_back() -> None:
+        filler.unlink()
+
+    try:
+        run_scenario(proc, disk_full, space_back)
+    finally:
+        filler.unlink(missing_ok=True)
+
+
+def test_file_size_limit_answers_storage_error_and_recovers(tmp_path: Path):
+    proc = LimitedBroker(tmp_path / "data", tmp_path / "broker.log", python=_python(),
+                         overrides={**OVERRIDES, "log.segment.bytes": str(64 << 20)})
+    proc.fsize = 1 << 20  # the partition's one segment stops growing at 1 MiB
+
+    def space_back() -> None:
+        resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        proc.fsize = None  # and none after the restart
+
+    run_scenario(proc, lambda: None, space_back, before=100, during=600)
+
+
+def run_scenario(proc: LimitedBroker, disk_full, space_back, *, before: int = 100, during: int = 200) -> None:
     proc.start()
     try:
         create_topic(proc.bootstrap, TOPIC)
@@ -102,19 +150,18 @@ def test_full_disk_answers_storage_error_and_recovers(small_disk: Path, tmp_path
                 acked.append(value)
             return err
 
-        for _ in range(100):
+        for _ in range(before):
             assert send() is None
-        filler = small_disk / "filler"
-        fill(filler)
-        # Appends may still land in the last partly used page of the segment; the disk is full soon after.
-        errors = [err for err in (send() for _ in range(200)) if err is not None]
+        disk_full()
+        # Appends may still fit (the last partly used page, the room left under the limit); then the disk is full.
+        errors = [err for err in (send() for _ in range(during)) if err is not None]
         assert errors, "the disk never filled up"
         assert {e.code() for e in errors} == {KafkaError.KAFKA_STORAGE_ERROR}, errors
-        assert proc.proc.poll() is None  # a full disk does not stop the broker
-        filler.unlink()  # space is back
+        assert proc.alive()  # a full disk does not stop the broker
+        space_back()
         for _ in range(100):
             assert send() is None
-        assert proc.proc.poll() is None
+        assert proc.alive()
 
         records, high = read_all(proc.bootstrap)
         # offsets are contiguous (a failed append took none) and hold exactly the acknowledged records
@@ -128,6 +175,3 @@ def test_full_disk_answers_storage_error_and_recovers(small_disk: Path, tmp_path
         assert [v for _, v in records] == acked
     finally:
         proc.stop()
-        filler = small_disk / "filler"
-        if filler.exists():
-            os.unlink(filler)
