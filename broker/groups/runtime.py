@@ -180,7 +180,7 @@ class GroupCoordinatorRuntime:
                 futures.append(self.log.append(p, by_partition.get(p, ())))
         except AppendFailed:
             if any(self.log.offline(p) for p in partitions):
-                log.error("group coordinator log directory offline; not reloading (the broker is stopping)")
+                self._unload()
             else:
                 self._reload()
             return False
@@ -189,8 +189,23 @@ class GroupCoordinatorRuntime:
                 await fut
         except Exception:  # noqa: BLE001 - answered with an error, never raised into a connection
             log.exception("group coordinator records not durable")
+            if any(self.log.offline(p) for p in partitions):
+                self._unload()
             return False
         return True
+
+    def _unload(self) -> None:
+        """The log directory is offline: memory may be ahead of the disk and cannot be rebuilt from it. Stop
+        answering from it (COORDINATOR_LOAD_IN_PROGRESS), as Kafka's coordinator resigns the partitions of a
+        failed log directory; the broker is stopping and a restart replays what is on disk."""
+        if not self.loaded:
+            return
+        log.error("group coordinator unloaded: its log directory is offline")
+        self.loaded = False
+        waiters, self._waiters = self._waiters, {}
+        for fut, response in waiters.items():
+            if not fut.done():
+                fut.set_result(response)
 
     # --- requests ----------------------------------------------------------------------------------------------
     async def share_heartbeat(self, request: Mapping[str, Any], client_id: str = "", client_host: str = "") -> dict:

@@ -109,6 +109,9 @@ class ShareStateRuntime:
         for r in records:
             by_partition.setdefault(r.partition, []).append((r.key, r.value))
         partitions = {self.coordinator.partition_for(k) for k in keys} | set(by_partition)
+        if any(self.log.offline(p) for p in partitions):
+            # Memory may be ahead of a log that can no longer be read or written: answer nothing from it.
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
         futures = []
         for p in sorted(partitions):
             batch = by_partition.get(p, ())

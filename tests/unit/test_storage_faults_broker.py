@@ -248,3 +248,44 @@ def test_a_failed_journal_fsync_fails_the_change_unapplied_and_stops_the_broker(
             await asyncio.wait_for(broker.stop(), 30)
 
     asyncio.run(run())
+
+
+def test_coordinators_stop_answering_from_memory_after_a_failed_fsync(tmp_path, monkeypatch):
+    """After a failed fsync of their log the coordinators cannot reload (the directory is offline): they answer
+    errors instead of state that may be ahead of the disk, until the broker has stopped."""
+    async def run() -> None:
+        broker = await start(tmp_path)
+        try:
+            info = await broker.topics.create_topic("t", num_partitions=1, replication_factor=-1, assignments=[],
+                                                    configs={}, validate_only=False)
+            state = broker.share_state
+            assert (await state.initialize("g", info.topic_id, 0, 0, 0)).error_code == 0
+            ok = await broker.group_coordinator.commit_offsets(commit_req(5), 8)
+            assert ok["topics"][0]["partitions"][0]["error_code"] == 0
+
+            def failing_fsync(fd):
+                if "__consumer_offsets-0" in _path(fd):
+                    raise OSError(errno.EIO, os.strerror(errno.EIO))
+                return REAL_FSYNC(fd)
+
+            monkeypatch.setattr(os, "fsync", failing_fsync)
+            failed = await broker.group_coordinator.commit_offsets(commit_req(9), 8)
+            heal(monkeypatch)
+            assert failed["topics"][0]["partitions"][0]["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE
+            assert broker.failed.is_set()
+            [group] = await broker.group_coordinator.fetch_offsets(
+                [{"group_id": "g", "topics": [{"name": "t", "partition_indexes": [0]}]}], 8, False)
+            assert group["error_code"] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS  # not the 9 that never stuck
+            read = await state.read_state("g", info.topic_id, 0)
+            assert read.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+            await asyncio.wait_for(broker.wait_stopped(), 30)
+        finally:
+            heal(monkeypatch)
+            await asyncio.wait_for(broker.stop(), 30)
+        broker = await start(tmp_path)
+        try:
+            assert await committed(broker) == 5
+        finally:
+            await asyncio.wait_for(broker.stop(), 30)
+
+    asyncio.run(run())
