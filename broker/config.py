@@ -679,6 +679,18 @@ class BrokerConfig:
                 raise ConfigError(f"advertised.listeners names {sorted(extra)} not found in listeners")
         if raw("max.connections.per.ip") == 0 and not parse_ip_overrides(raw("max.connections.per.ip.overrides")):
             raise ConfigError("max.connections.per.ip can be 0 only when max.connections.per.ip.overrides is set")
+        # Kafka's validateNewGroupCoordinatorConfigs: the consumer group timings within their bounds.
+        for key in ("heartbeat.interval.ms", "session.timeout.ms"):
+            lo, value, hi = (raw(f"group.consumer.min.{key}"), raw(f"group.consumer.{key}"),
+                             raw(f"group.consumer.max.{key}"))
+            for ok, message in ((hi >= lo, f"group.consumer.max.{key} must be greater than or equals to "
+                                           f"group.consumer.min.{key}"),
+                                (value >= lo, f"group.consumer.{key} must be greater than or equals to "
+                                              f"group.consumer.min.{key}"),
+                                (value <= hi, f"group.consumer.{key} must be less than or equals to "
+                                              f"group.consumer.max.{key}")):
+                if not ok:
+                    raise ConfigError(message)
         for prefix in ("group.share", "group.consumer"):
             if raw(f"{prefix}.heartbeat.interval.ms") >= raw(f"{prefix}.session.timeout.ms"):
                 raise ConfigError(f"{prefix}.heartbeat.interval.ms must be smaller than {prefix}.session.timeout.ms")

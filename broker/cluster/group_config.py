@@ -76,16 +76,19 @@ class GroupConfigDef:
     default: str
     broker_key: str | None
     check: Callable[[str], None]
-    # Broker configs holding the allowed range ("group.share.min.x", "group.share.max.x"), as Kafka's
-    # GroupConfig.validateIntRange checks them.
+    # Broker configs holding the allowed range ("group.share.min.x", "group.share.max.x", and the same for
+    # group.consumer), as Kafka's GroupConfig.validateIntRange checks them.
     bounds: tuple[str, str] | None = None
 
 
 _SHARE = "group.share"
+_CONSUMER = "group.consumer"
 _DEFS = [
-    GroupConfigDef("consumer.session.timeout.ms", INT, "45000", "group.consumer.session.timeout.ms", _at_least(1)),
-    GroupConfigDef("consumer.heartbeat.interval.ms", INT, "5000", "group.consumer.heartbeat.interval.ms",
-                   _at_least(1)),
+    GroupConfigDef("consumer.session.timeout.ms", INT, "45000", f"{_CONSUMER}.session.timeout.ms", _at_least(1),
+                   (f"{_CONSUMER}.min.session.timeout.ms", f"{_CONSUMER}.max.session.timeout.ms")),
+    GroupConfigDef("consumer.heartbeat.interval.ms", INT, "5000", f"{_CONSUMER}.heartbeat.interval.ms",
+                   _at_least(1),
+                   (f"{_CONSUMER}.min.heartbeat.interval.ms", f"{_CONSUMER}.max.heartbeat.interval.ms")),
     GroupConfigDef("share.session.timeout.ms", INT, "45000", f"{_SHARE}.session.timeout.ms", _at_least(1),
                    (f"{_SHARE}.min.session.timeout.ms", f"{_SHARE}.max.session.timeout.ms")),
     GroupConfigDef("share.heartbeat.interval.ms", INT, "5000", f"{_SHARE}.heartbeat.interval.ms",

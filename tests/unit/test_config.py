@@ -92,6 +92,29 @@ def test_invalid_values(props):
         BrokerConfig(props)
 
 
+def test_consumer_group_timings_within_their_bounds_with_kafkas_messages():
+    BrokerConfig({"group.consumer.session.timeout.ms": "6000", "group.consumer.min.session.timeout.ms": "6000",
+                  "group.consumer.heartbeat.interval.ms": "1000", "group.consumer.min.heartbeat.interval.ms": "1000"})
+    cases = [
+        ({"group.consumer.session.timeout.ms": "10000"},
+         "group.consumer.session.timeout.ms must be greater than or equals to group.consumer.min.session.timeout.ms"),
+        ({"group.consumer.session.timeout.ms": "70000"},
+         "group.consumer.session.timeout.ms must be less than or equals to group.consumer.max.session.timeout.ms"),
+        ({"group.consumer.max.session.timeout.ms": "40000", "group.consumer.session.timeout.ms": "40000"},
+         "group.consumer.max.session.timeout.ms must be greater than or equals to "
+         "group.consumer.min.session.timeout.ms"),
+        ({"group.consumer.heartbeat.interval.ms": "1000"},
+         "group.consumer.heartbeat.interval.ms must be greater than or equals to "
+         "group.consumer.min.heartbeat.interval.ms"),
+        ({"group.consumer.heartbeat.interval.ms": "20000"},
+         "group.consumer.heartbeat.interval.ms must be less than or equals to group.consumer.max.heartbeat.interval.ms"),
+    ]
+    for props, message in cases:
+        with pytest.raises(ConfigError) as err:
+            BrokerConfig(props)
+        assert str(err.value) == message, props
+
+
 def test_listener_parsing():
     assert parse_listeners("PLAINTEXT://:9092") == [Listener("PLAINTEXT", "", 9092)]
     assert parse_listeners("PLAINTEXT://[::1]:0") == [Listener("PLAINTEXT", "::1", 0)]

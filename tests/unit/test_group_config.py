@@ -25,7 +25,9 @@ BROKER = {"group.share.min.session.timeout.ms": 45000, "group.share.max.session.
           "group.share.min.record.lock.duration.ms": 15000, "group.share.max.record.lock.duration.ms": 60000,
           "group.share.min.delivery.count.limit": 2, "group.share.max.delivery.count.limit": 10,
           "group.share.min.partition.max.record.locks": 100, "group.share.max.partition.max.record.locks": 4000,
-          "group.consumer.session.timeout.ms": 45000, "group.consumer.heartbeat.interval.ms": 5000}
+          "group.consumer.session.timeout.ms": 45000, "group.consumer.heartbeat.interval.ms": 5000,
+          "group.consumer.min.session.timeout.ms": 45000, "group.consumer.max.session.timeout.ms": 60000,
+          "group.consumer.min.heartbeat.interval.ms": 5000, "group.consumer.max.heartbeat.interval.ms": 15000}
 
 
 def check(changes: dict[str, str], overrides: dict[str, str] | None = None) -> None:
@@ -51,6 +53,23 @@ def test_share_configs_within_the_brokers_bounds_with_kafkas_messages():
         with pytest.raises(ValueError) as err:
             check({name: value})
         assert str(err.value) == message
+
+
+def test_consumer_configs_within_the_brokers_bounds_with_kafkas_messages():
+    from broker.cluster.group_config import clamped
+
+    check({"consumer.session.timeout.ms": "60000", "consumer.heartbeat.interval.ms": "15000"})
+    cases = {
+        "consumer.session.timeout.ms": ("6000", "consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive."),
+        "consumer.heartbeat.interval.ms": (
+            "15001", "consumer.heartbeat.interval.ms must be in the range 5000 to 15000 inclusive."),
+    }
+    for name, (value, message) in cases.items():
+        with pytest.raises(ValueError) as err:
+            check({name: value})
+        assert str(err.value) == message
+    # An override set before the broker's bounds narrowed is capped to them (Kafka's GroupConfig clamping).
+    assert clamped("consumer.session.timeout.ms", "90000", BROKER.__getitem__) == "60000"
 
 
 def test_session_timeout_must_exceed_heartbeat_interval_with_broker_values_for_the_missing_one():
