@@ -51,6 +51,7 @@ from broker.log.clean import (
     SegmentSpec,
     Stats,
 )
+from broker.log.dir_failure import is_transient
 from broker.log.log_manager import LogManager, read_checkpoint, write_checkpoint
 from broker.log.partition_log import PartitionLog
 from broker.log.segment import Segment
@@ -396,7 +397,8 @@ class LogCleaner:
     def candidates(self, now_ms: int) -> list[LogToClean]:
         out = []
         for key, plog in self._logs.logs():
-            if not plog.config.compact or plog.closed or key in self._in_progress or key in self._uncleanable:
+            if (not plog.config.compact or plog.closed or plog.failures.offline or key in self._in_progress
+                    or key in self._uncleanable):
                 continue
             todo = cleanable_range(key, plog, self.checkpoints.get(key), now_ms)
             if todo.total_bytes <= 0:
@@ -463,9 +465,13 @@ class LogCleaner:
             log.error("log cannot be cleaned; skipping it until restart", topic=topic, partition=partition,
                       error=str(err))
             return False
-        except Exception:  # noqa: BLE001 - as Kafka, an unexpected failure makes the log uncleanable, not the cleaner
+        except Exception as err:  # noqa: BLE001 - as Kafka, an unexpected failure makes the log uncleanable
             self._uncleanable.add(todo.key)
             log.exception("log cleaning failed; skipping the log until restart", topic=topic, partition=partition)
+            if isinstance(err, OSError) and not is_transient(err):
+                # A failed rename, delete or fsync of the swap leaves the directory in a state only recovery
+                # knows how to finish: take it offline, as Kafka's cleaner does on an IOException.
+                plog.failures.fail(f"log cleaning of {directory} failed", err)
             with contextlib.suppress(OSError):
                 await asyncio.to_thread(swap.abandon_cleaned, directory, current)
             return False

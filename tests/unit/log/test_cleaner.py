@@ -14,8 +14,10 @@ from cleaner_helpers import START_MS, Harness, append, compact_config, latest_vi
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from broker.log import swap
 from broker.log.clean import CleaningSession
 from broker.log.cleaner import CLEANER_CHECKPOINT, LogCleaner, ProcessWorker, cleanable_range
+from broker.log.dir_failure import KafkaStorageError
 from broker.log.log_manager import read_checkpoint
 from protocol import records as rec
 
@@ -431,3 +433,23 @@ def test_an_unexpected_failure_makes_the_log_uncleanable_not_the_cleaner(tmp_pat
     assert len(records(h.log)) == 20 and not h.log.cleaning
     monkeypatch.undo()
     assert h.clean()  # after a restart (a new cleaner) it is tried again
+
+
+def test_a_failed_swap_takes_the_log_directory_offline(tmp_path: Path, monkeypatch) -> None:
+    """As Kafka's cleaner on an IOException: once the swap has started, a failed rename/delete/fsync leaves the
+    directory in a state only recovery can finish, so the directory goes offline (a full disk does not: see
+    test_an_unexpected_failure_makes_the_log_uncleanable_not_the_cleaner)."""
+    h = Harness(tmp_path)
+    for i in range(20):
+        append(h.log, [(b"k", b"%d" % i)])
+    h.log.roll()
+
+    def broken(*_args):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(swap, "finish_swap", broken)
+    assert not h.clean()
+    monkeypatch.undo()
+    assert h.log.failures.offline
+    with pytest.raises(KafkaStorageError):
+        append(h.log, [(b"k", b"after")])
