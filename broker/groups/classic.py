@@ -54,6 +54,18 @@ def _sync_error(code: ErrorCode) -> dict[str, Any]:
     return {"error_code": int(code), "assignment": b"", "protocol_type": None, "protocol_name": None}
 
 
+MAX_STRING_BYTES = 0x7FFF  # Kafka's string fields (compact ones too) hold at most Short.MAX_VALUE bytes
+
+
+def new_classic_member_id(client_id: str, instance_id: str | None) -> str:
+    """Kafka's `<group.instance.id or client.id>-<UUID>`. The prefix is cut (on a character boundary) so the id
+    still fits a string field: a 32 767-byte client or instance id would otherwise make an id that no JoinGroup or
+    DescribeGroups response can carry, and the group could not be described any more."""
+    suffix = f"-{uuid.uuid4()}"
+    prefix = (instance_id or client_id).encode()[:MAX_STRING_BYTES - len(suffix)].decode("utf-8", "ignore")
+    return prefix + suffix
+
+
 def _protocols(request: Mapping[str, Any]) -> Protocols:
     return tuple((p["name"], bytes(p["metadata"])) for p in request["protocols"])
 
@@ -63,7 +75,7 @@ class ClassicGroups:
                  new_member_id: Callable[[str, str | None], str] | None = None) -> None:
         self.config = config or ClassicConfig()
         self._group_type_of = group_type_of or (lambda gid: "classic" if gid in self.groups else None)
-        self._new_member_id = new_member_id or (lambda client_id, instance_id: f"{instance_id or client_id}-{uuid.uuid4()}")
+        self._new_member_id = new_member_id or new_classic_member_id
         self.groups: dict[str, ClassicGroup] = {}
         self.timers = Timers()
         # ("join", group) timer of an initial rebalance -> (delay, remaining) of Kafka's delayed initial join
