@@ -1,0 +1,53 @@
+"""Regression tests for what the long fuzz campaign (`make fuzz FRAMES=1000000`) found, each as the smallest
+request sequence that showed it."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fuzz.harness import scan_log
+from tests.integration.raw_client import RawClient
+from tests.integration.test_groups_raw import DESCRIBE, join
+
+pytestmark = pytest.mark.integration
+
+LONGEST = 0x7FFF  # bytes in a Kafka string
+
+
+def test_member_ids_of_longest_client_and_instance_ids_still_encode(broker):
+    """Kafka names a classic member `<group.instance.id or client.id>-<UUID>`: with a 32 767-byte id that name
+    no longer fits a string, so the JoinGroup answer failed to encode and so did every later DescribeGroups of
+    the group (the fuzzer: 1 835 'EncodeError; api DescribeGroups' errors in a million frames)."""
+    with RawClient(broker.port, "x" * LONGEST) as dynamic, RawClient(broker.port) as static:
+        first = join(dynamic, 5, "long-ids")
+        assert first.error_code == 79  # MEMBER_ID_REQUIRED, with the member id to use
+        assert first.member_id.startswith("x" * 1000) and len(first.member_id.encode()) <= LONGEST
+        assert join(dynamic, 5, "long-ids", first.member_id).error_code == 0
+        joined = join(static, 5, "long-ids-static", instance="é" * (LONGEST // 2))
+        assert joined.error_code == 0 and len(joined.member_id.encode()) <= LONGEST
+        assert joined.member_id.startswith("é" * 100)
+        described = static.call(DESCRIBE, 5, {"groups": ["long-ids", "long-ids-static"],
+                                              "include_authorized_operations": False})
+    assert [(g.error_code, len(g.members)) for g in described.groups] == [(0, 1), (0, 1)]
+    assert [g.members[0].member_id for g in described.groups] == [first.member_id, joined.member_id]
+    assert scan_log(broker.log_path)[0] == []
+
+
+def test_a_group_too_large_for_one_record_is_refused_without_an_error_log(broker):
+    """A member whose protocol metadata alone exceeds the coordinator's max.message.bytes: the group's record
+    cannot be written. The member gets an error answer, the coordinator keeps serving, and (as Kafka's
+    coordinators answer MESSAGE_TOO_LARGE) the broker logs no error for what a client did."""
+    huge = [{"name": "range", "metadata": b"\x00" * (1100 * 1024)}]
+    with RawClient(broker.port) as c:
+        body = {"group_id": "too-large", "session_timeout_ms": 10_000, "rebalance_timeout_ms": 10_000,
+                "member_id": "", "group_instance_id": None, "protocol_type": "consumer", "protocols": huge}
+        joined = c.call(11, 3, body)
+        if joined.error_code == 0:
+            synced = c.call(14, 3, {"group_id": "too-large", "generation_id": joined.generation_id,
+                                    "member_id": joined.member_id, "group_instance_id": None,
+                                    "assignments": [{"member_id": joined.member_id, "assignment": b"a"}]})
+            assert synced.error_code != 0
+        assert join(c, 5, "fine-after").error_code == 79  # the coordinator still serves
+    problems, warnings = scan_log(broker.log_path)
+    assert problems == []
+    assert warnings.get("coordinator records not appended") == 1
