@@ -234,7 +234,15 @@ class SharePartitionManager:
         )
         state_epoch, start, batches = await self._read_state(key)
         if start != UNINITIALIZED:
-            inflight = ShareInFlight.load(start, batches, state_epoch=state_epoch, **params)
+            try:
+                inflight = ShareInFlight.load(start, batches, state_epoch=state_epoch, **params)
+            except ValueError as err:
+                # WriteShareGroupState takes any batches (as Kafka's share coordinator does): a state whose
+                # batches overlap or hold an unknown delivery state fails this partition, not the request.
+                log.warning("share-partition state unreadable", group=group, topic=topic, partition=partition,
+                            error=str(err))
+                raise ShareError(ErrorCode.UNKNOWN_SERVER_ERROR, f"The share-partition state is invalid: {err}") \
+                    from None
             # The log may have moved on (retention) while nobody was fetching.
             inflight.advance_log_start(plog.log_start_offset)
             sp = SharePartition(key, topic, inflight)

@@ -51,3 +51,43 @@ def test_a_group_too_large_for_one_record_is_refused_without_an_error_log(broker
     problems, warnings = scan_log(broker.log_path)
     assert problems == []
     assert warnings.get("coordinator records not appended") == 1
+
+
+def test_a_share_state_with_unknown_delivery_states_fails_its_partition_not_the_request(broker):
+    """WriteShareGroupState accepts any batches, as Kafka's share coordinator does; a ShareFetch that then loads
+    the share-partition found an unknown delivery state and failed as a whole with a ValueError (the fuzzer:
+    'ValueError; api ShareFetch'). Now that partition answers an error, the other partitions are served, and
+    nothing is logged as an error."""
+    from shoal_client import ShareGroupMember
+    from tests.integration.test_confluent_roundtrip import create_topic, produce_all
+    from tests.integration.test_protocol_semantics import topic_id
+
+    create_topic(broker.bootstrap, "bad-state", 2)
+    produce_all(broker.bootstrap, "bad-state", [b"p0"] * 3, partition=0)
+    produce_all(broker.bootstrap, "bad-state", [b"p1"] * 3, partition=1)
+    with RawClient(broker.port) as c:
+        tid = topic_id(c, "bad-state")
+        for p, start in ((0, 0), (1, 0)):
+            init = c.call(83, 0, {"group_id": "g-bad", "topics": [{"topic_id": tid, "partitions": [
+                {"partition": p, "state_epoch": 1, "start_offset": start}]}]})
+            assert init.results[0].partitions[0].error_code == 0
+        wrote = c.call(85, 1, {"group_id": "g-bad", "topics": [{"topic_id": tid, "partitions": [
+            {"partition": 0, "state_epoch": 1, "leader_epoch": 0, "start_offset": 0, "delivery_complete_count": 0,
+             "state_batches": [{"first_offset": 0, "last_offset": 2, "delivery_state": 7,
+                                "delivery_count": 1}]}]}]})
+        assert wrote.results[0].partitions[0].error_code == 0
+    member = ShareGroupMember(broker.bootstrap, "g-bad", ["bad-state"]).start()
+    try:
+        got: set[tuple[int, int]] = set()
+        for _ in range(20):
+            result = member.fetch(max_records=100, max_bytes=1 << 20, max_wait_ms=200)
+            got |= {(a.partition, o) for a in result.acquired for f, last, _ in a.ranges
+                    for o in range(f, last + 1)}
+            if got:
+                break
+    finally:
+        member.close()
+    assert got == {(1, 0), (1, 1), (1, 2)}  # partition 1 served; partition 0 refused
+    problems, warnings = scan_log(broker.log_path)
+    assert problems == []
+    assert warnings.get("share-partition state unreadable", 0) >= 1
