@@ -1,18 +1,24 @@
 """Acquired data travelling to executors: InputPartitions carrying raw record batches plus acquired ranges.
 
-`plan(chunks, min_partitions)` splits what one micro-batch acquired into InputPartitions: one per acquired
-topic-partition, big ones cut at record-batch boundaries until there are at least `min_partitions` (as Spark's
-Kafka source does with minPartitions). `read(partition)` runs on an executor and yields Arrow RecordBatches.
+`plan(chunks, min_partitions, max_partitions)` splits what one micro-batch acquired into InputPartitions: one per
+acquired topic-partition, big ones cut at record-batch boundaries until there are at least `min_partitions` (as
+Spark's Kafka source does with minPartitions), then packed into `max_partitions` at most. Without maxPartitions
+the bound is one partition per DEFAULT_BYTES_PER_PARTITION acquired (`default_max_partitions`): a task costs tens
+of ms of fixed work in the JVM and the Python worker whatever it carries, so a task per small topic-partition
+share made many-partition topics slow. `read(partition)` runs on an executor and yields Arrow RecordBatches.
 """
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql.datasource import InputPartition
 
 from protocol.records import iter_batches
+
+DEFAULT_BYTES_PER_PARTITION = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,13 @@ def _split(chunk: Chunk, pieces: int) -> list[Chunk]:
     return out
 
 
+def default_max_partitions(chunks: Sequence[Chunk], min_partitions: int) -> int:
+    """The bound on partitions when maxPartitions is not set: one per DEFAULT_BYTES_PER_PARTITION of record
+    batches (rounded up), at least one and at least `min_partitions`."""
+    size = sum(len(c.records) for c in chunks)
+    return max(1, min_partitions, -(-size // DEFAULT_BYTES_PER_PARTITION))
+
+
 def plan(chunks: Sequence[Chunk], min_partitions: int, max_partitions: int | None = None
          ) -> list[ShoalInputPartition]:
     """One InputPartition per chunk, big chunks cut until there are `min_partitions`; with `max_partitions`,
@@ -74,10 +87,26 @@ def plan(chunks: Sequence[Chunk], min_partitions: int, max_partitions: int | Non
     return [ShoalInputPartition(i, b) for i, b in enumerate(bins)]
 
 
+_heap_frozen = False
+
+
+def _freeze_worker_heap() -> None:
+    """PySpark's reused Python worker runs a full `gc.collect()` after every task, and a full collection walks
+    every object the worker holds (pyspark, pyarrow, numpy, our modules: tens of thousands), tens of ms a task,
+    which made small tasks cost more than decoding them. `gc.freeze()` (once per worker, after the imports) moves
+    what exists to the permanent generation that collections skip; objects are still freed by reference
+    counting, and everything created later is collected as before."""
+    global _heap_frozen
+    if not _heap_frozen:
+        gc.freeze()
+        _heap_frozen = True
+
+
 def read(partition: ShoalInputPartition) -> Iterator:
     """Executor side: decode the partition's chunks into pyarrow.RecordBatches of the source schema."""
     from shoal_spark.decode import decode
 
+    _freeze_worker_heap()
     for chunk in partition.chunks:
         batch = decode(chunk.topic, chunk.partition, chunk.records, chunk.ranges)
         if batch.num_rows:

@@ -245,7 +245,9 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                              "broker delivers its records again", seq)
                     continue
                 chunks += [parts.Chunk(a.topic, a.partition, a.records, tuple(a.ranges)) for a in held.acquired]
-        return parts.plan(chunks, self.options.min_partitions, self.options.max_partitions)
+        o = self.options
+        max_partitions = o.max_partitions or parts.default_max_partitions(chunks, o.min_partitions)
+        return parts.plan(chunks, o.min_partitions, max_partitions)
 
     def read(self, partition):
         return parts.read(partition)

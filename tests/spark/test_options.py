@@ -47,7 +47,8 @@ def test_options_of_the_other_kind_of_read_are_refused() -> None:
 
 
 def _chunk(partition: int, batches: int) -> Chunk:
-    raw = b"".join(build_batch([Record(value=b"x" * 100)] * 10, base_offset=10 * i) for i in range(batches))
+    raw = b"".join(build_batch([Record(value=b"x" * 100)] * 10, base_offset=10 * i, timestamp=1_700_000_000_000)
+                   for i in range(batches))
     return Chunk("t", partition, raw, ((0, 10 * batches - 1, 1),))
 
 
@@ -71,3 +72,35 @@ def test_plan_packs_chunks_into_max_partitions_by_size() -> None:
     assert sizes[1] - sizes[0] <= len(_chunk(0, 1).records) * 2  # balanced by bytes
     with pytest.raises(ValueError, match="must not exceed 'maxPartitions'"):
         parse_options({**REQUIRED, "minPartitions": "3", "maxPartitions": "2"})
+
+
+def test_without_max_partitions_a_partition_carries_about_8_mib() -> None:
+    from shoal_spark.partitions import DEFAULT_BYTES_PER_PARTITION, default_max_partitions
+
+    small = [_chunk(p, 2) for p in range(32)]  # 32 topic-partitions, a few KB each: one task
+    assert default_max_partitions(small, 1) == 1
+    assert len(plan(small, 1, default_max_partitions(small, 1))) == 1
+    assert default_max_partitions(small, 3) == 3  # minPartitions still wins
+    big = [Chunk("t", p, b"\0" * (DEFAULT_BYTES_PER_PARTITION // 2 + 1), ((0, 0, 1),)) for p in range(5)]
+    assert default_max_partitions(big, 1) == 3  # 2.5 x 8 MiB, rounded up
+    assert default_max_partitions([], 1) == 1
+
+
+def test_reading_a_partition_freezes_the_worker_heap_once() -> None:
+    # PySpark's reused worker runs gc.collect() after every task; a frozen heap keeps that cheap.
+    import subprocess
+    import sys
+
+    code = (
+        "import gc\n"
+        "from protocol.records import Record, build_batch\n"
+        "from shoal_spark.partitions import Chunk, ShoalInputPartition, read\n"
+        "raw = build_batch([Record(value=b'v')] * 3)\n"
+        "assert gc.get_freeze_count() == 0\n"
+        "rows = sum(b.num_rows for b in read(ShoalInputPartition(0, [Chunk('t', 0, raw, ((0, 2, 1),))])))\n"
+        "frozen = gc.get_freeze_count()\n"
+        "assert rows == 3 and frozen > 1000, (rows, frozen)\n"
+        "list(read(ShoalInputPartition(1, [Chunk('t', 0, raw, ((0, 2, 1),))])))\n"
+        "assert gc.get_freeze_count() == frozen  # once per worker\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
