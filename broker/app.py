@@ -112,14 +112,15 @@ class Broker:
 
         security = self.add_component("security", SecurityManager(config, journal))
         await asyncio.to_thread(security.load)
-        security.add_missing_scram(self._add_scram)
+        await security.add_missing_scram(self._add_scram)
         await topics.ensure_internal_topics({
             "__consumer_offsets": config.get("offsets.topic.num.partitions"),
             "__share_group_state": config.get("share.coordinator.state.topic.num.partitions"),
         })
         configs = self.add_component("configs", ConfigService(config, topics))
         configs.load()
-        replicas = self.add_component("replicas", ReplicaManager(topics, flusher))
+        replicas = self.add_component("replicas", ReplicaManager(
+            topics, flusher, producer_expiration_ms=lambda: config.get("producer.id.expiration.ms")))
         topics.on_delete(lambda info: replicas.forget_topic(info.name))
         from broker.log.cleaner import LogCleaner
 
@@ -127,7 +128,8 @@ class Broker:
             logs, config.get, producer_last_offsets=replicas.producer_last_offsets))
         topics.on_delete(lambda info: cleaner.forget(info.name))
         allocator = ProducerIdAllocator(topics.registry.next_producer_id, topics.reserve_producer_ids)
-        self.add_component("producer_ids", ProducerIdManager(allocator))
+        self.add_component("producer_ids", ProducerIdManager(
+            allocator, transactional_id_expiration_ms=lambda: config.get("transactional.id.expiration.ms")))
         from broker.groups.runtime import build as build_share_groups
         from broker.sharestate.runtime import build as build_share_state
 
@@ -189,6 +191,16 @@ class Broker:
         if retention is not None:
             interval = self.config.get("log.retention.check.interval.ms") / 1000
             self.spawn(self._every(interval, retention, "retention"), "retention")
+        replicas = self.components.get("replicas")
+        if replicas is not None:
+            interval = self.config.get("producer.id.expiration.check.interval.ms") / 1000
+            self.spawn(self._every(interval, replicas.expire_producers, "producer id expiration"),
+                       "producer-id-expiration")
+        producer_ids = self.components.get("producer_ids")
+        if producer_ids is not None:
+            interval = self.config.get("transaction.remove.expired.transaction.cleanup.interval.ms") / 1000
+            self.spawn(self._every(interval, producer_ids.remove_expired_transactional_ids,
+                                   "transactional id expiration"), "transactional-id-expiration")
 
     def spawn(self, coro, name: str) -> asyncio.Task:
         """Run a background task for the life of the broker; it is cancelled on stop and failures are logged."""

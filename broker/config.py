@@ -339,7 +339,14 @@ _DEFS = [
     ConfigDef("log.cleaner.io.max.bytes.per.second", "double", 1.7976931348623157e308, at_least(1), dynamic=True,
               doc="Throttle on the bytes a cleaner reads plus writes per second."),
     ConfigDef("producer.id.expiration.ms", "int", 86_400_000, at_least(1), dynamic=True,
-              doc="A producer silent this long is forgotten: the cleaner no longer keeps its last batch."),
+              doc="A producer silent this long is forgotten: its idempotence state is dropped (its next batch is "
+                  "accepted at any sequence, as Kafka) and the cleaner no longer keeps its last batch."),
+    ConfigDef("producer.id.expiration.check.interval.ms", "int", 600_000, at_least(1),
+              doc="How often expired producer ids are removed."),
+    ConfigDef("transactional.id.expiration.ms", "int", 604_800_000, at_least(1),
+              doc="A transactional id unused this long is forgotten (InitProducerId keeps them in memory)."),
+    ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3_600_000, at_least(1),
+              doc="How often expired transactional ids are removed."),
     # Internal topics.
     ConfigDef("offsets.topic.num.partitions", "int", 4, at_least(1),
               doc="Partitions of __consumer_offsets (Kafka: 50; 4 here, see README)."),

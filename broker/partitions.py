@@ -8,20 +8,21 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import structlog
 
 from broker.cluster.topics import TopicInfo
 from broker.log.dir_failure import STORAGE_ERROR_MESSAGE, KafkaStorageError
-from broker.producer_state import BatchMetadata, ProducerStateTable
+from broker.producer_state import APPEND, BatchMetadata, ProducerStateTable
 from protocol import records as rec
 from protocol.errors import ErrorCode
 
 log = structlog.get_logger(__name__)
 
 LOG_APPEND_TIME = "LogAppendTime"
+DEFAULT_PRODUCER_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
 
 
 @dataclass(slots=True)
@@ -56,36 +57,101 @@ def storage_error() -> ProduceResult:
 
 
 class ReplicaManager:
-    def __init__(self, topics, flusher, *, clock=time.time) -> None:
+    def __init__(self, topics, flusher, *, clock=time.time,
+                 producer_expiration_ms: Callable[[], int] = lambda: DEFAULT_PRODUCER_EXPIRATION_MS) -> None:
         self._topics = topics  # broker.cluster.manager.TopicManager
         self._flusher = flusher
         self._clock = clock
+        self._expiration_ms = producer_expiration_ms  # producer.id.expiration.ms (dynamic)
         self._producers: dict[tuple[str, int], ProducerStateTable] = {}
+        self._loading: dict[tuple[str, int], asyncio.Task[None]] = {}
+        # partition -> the turn of the last produce request that waited to append to it (see produce_turn)
+        self._turns: dict[tuple[str, int], asyncio.Future[None]] = {}
         self._waiters: dict[tuple[str, int], set[_Waiter]] = {}
 
-    # --- produce ---------------------------------------------------------------------------------------------
+    # --- producer state --------------------------------------------------------------------------------------
+    def _newer_than_ms(self) -> int:
+        return int(self._clock() * 1000) - int(self._expiration_ms())
+
     def producer_table(self, topic: str, partition: int) -> ProducerStateTable:
+        """The partition's producer state, rebuilt from its log's batch headers on first use (blocking: the
+        produce path loads it beforehand in a worker thread, see produce_turn; this is the fallback)."""
         key = (topic, partition)
         table = self._producers.get(key)
         if table is None:
             table = ProducerStateTable()
-            # Rebuild idempotence state from the batch headers already in the log (survives restarts).
-            plog = self._topics.log(topic, partition)
-            for header in plog.iter_batch_headers():
-                if header.producer_id >= 0 and header.base_sequence >= 0:
-                    table.record(
-                        header.producer_id,
-                        header.producer_epoch,
-                        BatchMetadata(
-                            header.base_sequence,
-                            header.base_sequence + header.last_offset_delta,
-                            header.base_offset,
-                            header.base_offset + header.last_offset_delta,
-                            header.max_timestamp,
-                        ),
-                    )
-            self._producers[key] = table
+            scan_producers(self._topics.log(topic, partition), table, newer_than_ms=self._newer_than_ms())
+            self._install(key, table)
         return table
+
+    def _install(self, key: tuple[str, int], table: ProducerStateTable) -> None:
+        table.remove_expired(int(self._clock() * 1000), int(self._expiration_ms()))
+        self._producers[key] = table
+
+    async def _load(self, key: tuple[str, int]) -> None:
+        """Rebuild a partition's producer state in a worker thread up to the log end offset seen now, then the
+        few batches appended meanwhile on the loop. Never raises: on failure the state stays unloaded and the
+        produce path's blocking fallback reports the error."""
+        try:
+            plog = self._topics.log(*key)
+            end = plog.log_end_offset
+            newer_than = self._newer_than_ms()
+            started = time.monotonic()
+            table = await asyncio.to_thread(_scan_in_thread, plog, newer_than, end)
+            if key in self._producers or self._topics.find_log(*key) is not plog:
+                return  # loaded by the fallback meanwhile, or the topic was deleted (and maybe recreated)
+            scan_producers(plog, table, newer_than_ms=newer_than, start=end)
+            self._install(key, table)
+            log.info("producer state loaded", topic=key[0], partition=key[1], producers=len(table),
+                     seconds=round(time.monotonic() - started, 3))
+        except Exception:  # noqa: BLE001 - logged; the fallback raises it to the request
+            log.exception("cannot load producer state", topic=key[0], partition=key[1])
+        finally:
+            self._loading.pop(key, None)
+
+    def produce_turn(self, keys: Iterable[tuple[str, int]]) -> ProduceTurn | None:
+        """Call on a produce request's arrival, before anything awaits. None: append now. Otherwise the request
+        must `await turn.wait()` (its partitions' producer state loads in worker threads), append, then
+        `turn.done()`. Requests that wait on a partition append to it in arrival order, so a client's pipelined
+        batches keep their sequence order."""
+        need = [k for k in keys if k not in self._producers or k in self._turns]
+        if not need:
+            return None
+        loop = asyncio.get_running_loop()
+        mine: asyncio.Future[None] = loop.create_future()
+        waits: list[asyncio.Future[None]] = []
+        for key in need:
+            before = self._turns.get(key)
+            if before is not None:
+                waits.append(before)  # it also waits for the load, if any
+            elif key not in self._producers:
+                task = self._loading.get(key)
+                if task is None:
+                    task = self._loading[key] = loop.create_task(self._load(key))
+                waits.append(task)
+            self._turns[key] = mine
+        return ProduceTurn(self, need, mine, waits)
+
+    def _end_turn(self, keys: list[tuple[str, int]], mine: asyncio.Future[None]) -> None:
+        if not mine.done():
+            mine.set_result(None)
+        for key in keys:
+            if self._turns.get(key) is mine:
+                del self._turns[key]
+
+    async def expire_producers(self) -> int:
+        """One producer.id.expiration.check.interval.ms pass over every partition's producer state."""
+        now_ms, expiration = int(self._clock() * 1000), int(self._expiration_ms())
+        removed = 0
+        for n, table in enumerate(list(self._producers.values())):
+            removed += table.remove_expired(now_ms, expiration)
+            if n % 1000 == 999:
+                await asyncio.sleep(0)  # thousands of partitions: let requests through
+        if removed:
+            log.info("expired producer ids removed", producers=removed)
+        return removed
+
+    # --- produce ---------------------------------------------------------------------------------------------
 
     def append(self, info: TopicInfo, partition: int, records: bytes | memoryview | None,
                *, allow_internal: bool = False) -> tuple[ProduceResult, object | None]:
@@ -122,9 +188,12 @@ class ReplicaManager:
             ), None
         if header.is_control:
             return ProduceResult(ErrorCode.INVALID_RECORD, error_message="Clients may not write control batches"), None
-        table = self.producer_table(info.name, partition)
+        idempotent = header.producer_id >= 0 and header.base_sequence >= 0
+        # only idempotent batches need the producer state (coordinators' and plain producers' batches do not)
+        table = self.producer_table(info.name, partition) if idempotent else None
         last_seq = header.base_sequence + header.last_offset_delta
-        check = table.check(header.producer_id, header.producer_epoch, header.base_sequence, last_seq)
+        check = table.check(header.producer_id, header.producer_epoch, header.base_sequence, last_seq) \
+            if table is not None else APPEND
         if check.error != ErrorCode.NONE:
             return ProduceResult(check.error, log_start_offset=plog.log_start_offset), None
         if check.duplicate_of is not None:
@@ -142,12 +211,14 @@ class ReplicaManager:
             # producer state is untouched, so the producer's retry is accepted once space returns.
             log.warning("produce append failed", topic=info.name, partition=partition, error=repr(err))
             return storage_error(), None
-        table.record(
-            header.producer_id,
-            header.producer_epoch,
-            BatchMetadata(header.base_sequence, last_seq, appended.base_offset, appended.last_offset,
-                          header.max_timestamp),
-        )
+        if table is not None:
+            # the batch's timestamp as stored (LogAppendTime patches it): what expiry measures from, as Kafka
+            table.record(
+                header.producer_id,
+                header.producer_epoch,
+                BatchMetadata(header.base_sequence, last_seq, appended.base_offset, appended.last_offset,
+                              header.max_timestamp if append_time is None else append_time),
+            )
         self._wake(info.name, partition)
         return ProduceResult(
             base_offset=appended.base_offset,
@@ -230,3 +301,87 @@ class ReplicaManager:
     def forget_topic(self, topic: str) -> None:
         for key in [k for k in self._producers if k[0] == topic]:
             del self._producers[key]
+
+
+@dataclass(slots=True)
+class ProduceTurn:
+    """A produce request's place in line for partitions whose producer state is loading (or that earlier
+    waiting requests will append to first)."""
+
+    replicas: ReplicaManager
+    keys: list[tuple[str, int]]
+    mine: asyncio.Future[None]
+    waits: list[asyncio.Future[None]]
+
+    async def wait(self) -> None:
+        if self.waits:
+            await asyncio.wait(self.waits)  # not gather: a cancelled waiter must not cancel a shared load
+
+    def done(self) -> None:
+        self.replicas._end_turn(self.keys, self.mine)
+
+
+def idempotent_keys(topic_data, registry) -> list[tuple[str, int]]:
+    """Partitions of a produce request whose first batch carries a producer id and sequence (cheap: one header
+    read each; the full validation comes later)."""
+    keys = []
+    for topic in topic_data:
+        name = topic.get("name")
+        if name is None:
+            info = registry.by_id(topic.get("topic_id"))
+            name = info.name if info is not None else None
+        if name is None or name not in registry:
+            continue
+        for part in topic.partition_data:
+            records = part.records
+            if records is not None and len(records) >= rec.HEADER_SIZE:
+                header = rec.read_header(records)
+                if header.producer_id >= 0 and header.base_sequence >= 0:
+                    keys.append((name, part.index))
+    return keys
+
+
+def scan_producers(plog, table: ProducerStateTable, *, newer_than_ms: int, start: int | None = None,
+                   end: int | None = None) -> None:
+    """Record the idempotent batches of `plog` in [start, end) (default: the whole log) into `table`. Segments
+    whose newest batch is not newer than `newer_than_ms` are skipped: every producer there would be expired
+    (producer.id.expiration.ms), so the scan reads about a day of data, not the whole log.
+
+    May run in a worker thread while the loop appends, rolls or deletes segments: a segment closed (deleted by
+    retention, replaced by the cleaner) under it raises SegmentGone."""
+    start = plog.log_start_offset if start is None else start
+    for segment in plog.segments:  # a copy
+        if segment.next_offset <= start or segment.max_timestamp <= newer_than_ms:
+            continue
+        if end is not None and segment.base_offset >= end:
+            break
+        try:
+            for _pos, h in segment.iter_headers(0):
+                last = h.base_offset + h.last_offset_delta
+                if last < start:
+                    continue
+                if end is not None and h.base_offset >= end:
+                    return
+                if h.producer_id >= 0 and h.base_sequence >= 0:
+                    table.record(h.producer_id, h.producer_epoch,
+                                 BatchMetadata(h.base_sequence, h.base_sequence + h.last_offset_delta,
+                                               h.base_offset, last, h.max_timestamp))
+        except (OSError, ValueError):
+            if segment.closed:
+                raise SegmentGone from None
+            raise
+
+
+class SegmentGone(Exception):
+    """A segment was deleted or replaced while a worker thread read it."""
+
+
+def _scan_in_thread(plog, newer_than_ms: int, end: int) -> ProducerStateTable:
+    for _attempt in range(10):
+        table = ProducerStateTable()
+        try:
+            scan_producers(plog, table, newer_than_ms=newer_than_ms, end=end)
+            return table
+        except SegmentGone:
+            continue  # the segment list changed under us: start again from the current one
+    raise RuntimeError(f"{plog.directory}: segments kept changing while loading producer state")

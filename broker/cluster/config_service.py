@@ -6,6 +6,8 @@ take effect, so they survive restarts.
 
 from __future__ import annotations
 
+import asyncio
+
 import structlog
 
 from broker.cluster import group_config as gc
@@ -55,6 +57,7 @@ class ConfigService:
         self._topics = topics  # broker.cluster.manager.TopicManager
         # group id -> effective group configs; read on every share fetch, cleared when any config changes.
         self._group_cache: dict[str, dict[str, str]] = {}
+        self._changes = asyncio.Lock()
 
     def load(self) -> None:
         """Re-apply the dynamic broker settings found in the journal."""
@@ -97,19 +100,22 @@ class ConfigService:
             keys = [key for key, _, _ in ops]
             if len(set(keys)) != len(keys):
                 raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
-            if resource_type == TOPIC_RESOURCE:
-                self._alter_topic(name, ops, validate_only)
-            elif resource_type == BROKER_RESOURCE:
-                self._alter_broker(name, ops, validate_only)
-            elif resource_type == GROUP_RESOURCE:
-                self._alter_group(name, ops, validate_only)
-            else:
+            if resource_type not in (TOPIC_RESOURCE, BROKER_RESOURCE, GROUP_RESOURCE):
                 raise ConfigChangeError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
+            # one change at a time: a change computed from the current values (APPEND, SUBTRACT, group bounds)
+            # must not interleave with another one waiting for its journal fsync
+            async with self._changes:
+                if resource_type == TOPIC_RESOURCE:
+                    await self._alter_topic(name, ops, validate_only)
+                elif resource_type == BROKER_RESOURCE:
+                    await self._alter_broker(name, ops, validate_only)
+                else:
+                    await self._alter_group(name, ops, validate_only)
         except ConfigChangeError as err:
             return err.code, err.message
         return ErrorCode.NONE, None
 
-    def _alter_topic(self, name: str, ops, validate_only: bool) -> None:
+    async def _alter_topic(self, name: str, ops, validate_only: bool) -> None:
         info: TopicInfo | None = self._topics.registry.get(name)
         if info is None:
             raise ConfigChangeError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
@@ -135,9 +141,9 @@ class ConfigService:
             except ValueError as err:
                 raise ConfigChangeError(ErrorCode.INVALID_CONFIG, str(err)) from None
         if not validate_only and changes:
-            self._topics.set_topic_configs(info, changes)
+            await self._topics.set_topic_configs(info, changes)
 
-    def _alter_broker(self, name: str, ops, validate_only: bool) -> None:
+    async def _alter_broker(self, name: str, ops, validate_only: bool) -> None:
         error = self._check_broker_name(name)
         if error is not None:
             raise error
@@ -156,16 +162,19 @@ class ConfigService:
             changes[key] = value
         if validate_only or not changes:
             return
-        self._topics.commit_records([
+
+        def apply() -> None:
+            for key, value in changes.items():
+                self._config.set_dynamic(key, value)
+            self._group_cache.clear()  # group configs default to broker settings
+            self._topics.reconfigure_all()
+
+        await self._topics.commit_records([
             (CONFIG_RECORD, {"resource_type": BROKER_RESOURCE, "resource_name": "", "name": k, "value": v})
             for k, v in changes.items()
-        ])
-        for key, value in changes.items():
-            self._config.set_dynamic(key, value)
-        self._group_cache.clear()  # group configs default to broker settings
-        self._topics.reconfigure_all()
+        ], then=apply)
 
-    def _alter_group(self, group_id: str, ops, validate_only: bool) -> None:
+    async def _alter_group(self, group_id: str, ops, validate_only: bool) -> None:
         if not group_id:
             raise ConfigChangeError(ErrorCode.INVALID_GROUP_ID, "Empty group id")
         changes: dict[str, str | None] = {}
@@ -194,11 +203,10 @@ class ConfigService:
             raise ConfigChangeError(ErrorCode.INVALID_CONFIG, str(err)) from None
         if validate_only or not changes:
             return
-        self._topics.commit_records([
+        await self._topics.commit_records([
             (CONFIG_RECORD, {"resource_type": GROUP_RESOURCE, "resource_name": group_id, "name": k, "value": v})
             for k, v in changes.items()
-        ])
-        self._group_cache.pop(group_id, None)
+        ], then=lambda: self._group_cache.pop(group_id, None))
 
     def group_config(self, group_id: str) -> dict[str, str]:
         """Effective group configs of `group_id` (its overrides over broker settings over defaults)."""

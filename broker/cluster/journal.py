@@ -8,7 +8,8 @@ own partition directory and is never visible as a topic.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import asyncio
+from collections.abc import Callable, Iterator, Mapping
 
 from protocol import records as rec
 from protocol.codec import record_codec
@@ -59,9 +60,36 @@ def _decode_batch(header: rec.BatchHeader, batch: memoryview) -> list[tuple[int,
     return [decode_entry(r.value) for r in rec.decode_records(batch)]
 
 
+def _retrieved(task: asyncio.Future) -> None:
+    # a caller that went away does not read its commit's outcome; it is raised to callers that wait
+    if not task.cancelled():
+        task.exception()
+
+
 class MetadataJournal:
     def __init__(self, plog) -> None:
         self._log = plog
+        self._writes: asyncio.Lock | None = None  # made on first use, on the serving loop
+
+    async def commit(self, entries: list[tuple[int, Mapping]], apply: Callable[[], None], *,
+                     batch: bytes | None = None) -> None:
+        """Append `entries` (`batch`, their encoding, if already made) and fsync them in a worker thread, then
+        call `apply()` on the event loop. Commits go out one at a time in call order, so the journal's order is
+        the order changes are applied in, and a change is applied (and its request answered) only after its
+        fsync. A cancelled caller does not stop its commit halfway: the write and `apply()` still run."""
+        if self._writes is None:
+            self._writes = asyncio.Lock()
+        if batch is None:
+            batch = self.encode(entries)
+        task = asyncio.ensure_future(self._commit(batch, apply))
+        task.add_done_callback(_retrieved)
+        await asyncio.shield(task)
+
+    async def _commit(self, batch: bytes, apply: Callable[[], None]) -> None:
+        assert self._writes is not None
+        async with self._writes:
+            await asyncio.to_thread(self.append_batch, batch)
+            apply()
 
     def replay(self) -> Iterator[tuple[int, object]]:
         """Every entry in order. Raises JournalError (naming the offset and directory) on anything unreadable."""
@@ -94,6 +122,7 @@ class MetadataJournal:
         return rec.build_batch([rec.Record(key=None, value=encode_entry(t, v)) for t, v in entries])
 
     def append_batch(self, batch: bytes) -> None:
-        """Append a batch made by `encode` and fsync it (event loop)."""
+        """Append a batch made by `encode` and fsync it. Blocking: `commit` runs it in a worker thread (one at a
+        time); start-up code that runs before serving may call it directly."""
         self._log.append(batch, log_append_time=None)
         self._log.flush()

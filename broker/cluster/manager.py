@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import structlog
@@ -106,7 +107,7 @@ class TopicManager:
         if info is not None:
             log.error("removing client topic with the reserved name of the metadata log", topic=info.name,
                       topic_id=str(info.topic_id))
-            self.commit_records([(REMOVE_TOPIC_RECORD, {"topic_id": info.topic_id})])
+            self._commit_now([(REMOVE_TOPIC_RECORD, {"topic_id": info.topic_id})])
 
     def _handle_orphans(self) -> None:
         """Partition directories the journal does not account for. Those of topics the journal removed (a crash
@@ -145,6 +146,10 @@ class TopicManager:
 
     def log(self, topic: str, partition: int):
         return self._logs.get(topic, partition)
+
+    def find_log(self, topic: str, partition: int):
+        """The partition's log, or None (never created, or deleted)."""
+        return self._logs.find(topic, partition)
 
     def log_config(self, info: TopicInfo):
         return self._config.log_config(info.configs)
@@ -254,11 +259,15 @@ class TopicManager:
             raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot create the partition logs: {err}") from None
         try:
             batch = await asyncio.to_thread(self._journal.encode, entries)  # thousands of records for big changes
-            self.commit_records(entries, batch=batch)
         except BaseException:
             await asyncio.to_thread(self._logs.discard, opened)
             raise
-        self._logs.register(opened)
+        try:
+            # the logs become visible with the records, in the same loop step: never a topic without its logs
+            await self.commit_records(entries, batch=batch, then=lambda: self._logs.register(opened))
+        except Exception:  # not a cancellation: a cancelled caller's commit still completes (and registers)
+            await asyncio.to_thread(self._logs.discard, opened)
+            raise
 
     async def delete_topic(self, *, name: str | None, topic_id: uuid.UUID | None) -> TopicInfo:
         async with self._changes:
@@ -270,11 +279,15 @@ class TopicManager:
                 raise TopicError(ErrorCode.INVALID_REQUEST, f"Topic {info.name} is internal and cannot be deleted.")
             if not self._config.get("delete.topic.enable"):
                 raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
-            self.commit_records([(REMOVE_TOPIC_RECORD, {"topic_id": info.topic_id})])
-            detached = [plog for p in range(info.num_partitions)
-                        if (plog := self._logs.detach(info.name, p)) is not None]
-            for callback in self._on_delete:
-                callback(info)
+            detached = []
+
+            def forget() -> None:  # in the loop step that applies the removal
+                detached.extend(plog for p in range(info.num_partitions)
+                                if (plog := self._logs.detach(info.name, p)) is not None)
+                for callback in self._on_delete:
+                    callback(info)
+
+            await self.commit_records([(REMOVE_TOPIC_RECORD, {"topic_id": info.topic_id})], then=forget)
             await asyncio.to_thread(_delete_all, detached)  # directory removal off the event loop
             log.info("topic deleted", topic=info.name, topic_id=str(info.topic_id))
             return info
@@ -320,13 +333,12 @@ class TopicManager:
                 [(PARTITION_RECORD, {"partition_id": p, "topic_id": info.topic_id}) for p in range(old, count)])
             log.info("partitions added", topic=name, partitions=count, added=count - old)
 
-    def set_topic_configs(self, info: TopicInfo, changes: dict[str, str | None]) -> None:
+    async def set_topic_configs(self, info: TopicInfo, changes: dict[str, str | None]) -> None:
         """Apply already-validated overrides (None removes one) and reconfigure the partition logs."""
-        self.commit_records([
+        await self.commit_records([
             (CONFIG_RECORD, {"resource_type": TOPIC_RESOURCE, "resource_name": info.name, "name": k, "value": v})
             for k, v in changes.items()
-        ])
-        self._reconfigure(info)
+        ], then=lambda: self._reconfigure(info))
 
     def reconfigure_all(self) -> None:
         """Broker-level defaults changed: every partition log picks up its new effective settings."""
@@ -341,20 +353,34 @@ class TopicManager:
     def validate_topic_configs(self, configs: dict[str, str | None]) -> dict[str, str]:
         return self._validate_topic_configs(configs)
 
-    def reserve_producer_ids(self, next_unreserved: int) -> None:
-        self.commit_records([(PRODUCER_IDS_RECORD, {"broker_id": self._node_id, "broker_epoch": 0,
-                                             "next_producer_id": next_unreserved})])
+    async def reserve_producer_ids(self, next_unreserved: int) -> None:
+        await self.commit_records([(PRODUCER_IDS_RECORD, {"broker_id": self._node_id, "broker_epoch": 0,
+                                                   "next_producer_id": next_unreserved})])
 
-    def commit_records(self, entries: list[tuple[int, dict]], *, batch: bytes | None = None) -> None:
-        """Journal `entries` (fsynced; `batch` is their encoding if already made) and apply them. Raises
-        TopicError(KAFKA_STORAGE_ERROR), nothing applied, if the journal cannot be written (a failed write is
-        undone; a failed fsync takes the log directory offline)."""
+    async def commit_records(self, entries: list[tuple[int, dict]], *, batch: bytes | None = None,
+                             then: Callable[[], None] | None = None) -> None:
+        """Journal `entries` (`batch` is their encoding if already made), fsynced in a worker thread, then apply
+        them and call `then()` in the same loop step (see MetadataJournal.commit: in call order, each after its
+        fsync). Raises TopicError(KAFKA_STORAGE_ERROR), nothing applied, if the journal cannot be written (a
+        failed write is undone; a failed fsync takes the log directory offline)."""
+        def apply() -> None:
+            self._apply(entries)
+            if then is not None:
+                then()
+
         try:
-            self._journal.append_batch(self._journal.encode(entries) if batch is None else batch)
+            await self._journal.commit(entries, apply, batch=batch)
         except (OSError, KafkaStorageError) as err:
             log.error("metadata journal write failed; change not applied", records=len(entries), error=repr(err))
             raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"The metadata change could not be written: {err}") \
                 from None
+
+    def _commit_now(self, entries: list[tuple[int, dict]]) -> None:
+        """As commit_records, blocking: only for start-up work that runs in a worker thread before serving."""
+        self._journal.append_batch(self._journal.encode(entries))
+        self._apply(entries)
+
+    def _apply(self, entries: list[tuple[int, dict]]) -> None:
         for record_type, value in entries:
             self.registry.apply(record_type, value)
 

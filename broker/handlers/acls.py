@@ -74,11 +74,12 @@ async def handle_create_acls(ctx, req) -> dict:
     failure = _refusal(ctx, security)
     if failure is not None:
         return {"throttle_time_ms": 0, "results": [failure] * len(bindings)}
-    try:
-        records, results = security.acls.create(bindings)
-    except AclError as err:
-        return {"throttle_time_ms": 0, "results": [_error(ErrorCode.INVALID_REQUEST, str(err))] * len(bindings)}
-    security.commit(records)
+    async with security.changes:
+        try:
+            records, results = security.acls.create(bindings)
+        except AclError as err:
+            return {"throttle_time_ms": 0, "results": [_error(ErrorCode.INVALID_REQUEST, str(err))] * len(bindings)}
+        await security.commit(records)
     if records:
         ctx.log.info("ACLs created", count=len(records))
     return {"throttle_time_ms": 0, "results": [_error(r.error, r.message) for r in results]}
@@ -90,12 +91,13 @@ async def handle_delete_acls(ctx, req) -> dict:
     failure = _refusal(ctx, security)
     if failure is not None:
         return {"throttle_time_ms": 0, "filter_results": [failure] * len(filters)}
-    try:
-        records, results = security.acls.delete(filters)
-    except AclError as err:
-        failed = _error(ErrorCode.INVALID_REQUEST, str(err))
-        return {"throttle_time_ms": 0, "filter_results": [failed] * len(filters)}
-    security.commit(records)
+    async with security.changes:
+        try:
+            records, results = security.acls.delete(filters)
+        except AclError as err:
+            failed = _error(ErrorCode.INVALID_REQUEST, str(err))
+            return {"throttle_time_ms": 0, "filter_results": [failed] * len(filters)}
+        await security.commit(records)
     if records:
         ctx.log.info("ACLs deleted", count=len(records))
     return {"throttle_time_ms": 0, "filter_results": [

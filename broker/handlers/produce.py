@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from broker.partitions import ProduceResult, storage_error
+from broker.partitions import ProduceResult, idempotent_keys, storage_error
 from broker.router import CloseConnection
 from broker.security.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode
@@ -28,8 +28,7 @@ def _partition_response(index: int, result: ProduceResult) -> dict:
 async def handle_produce(ctx, req) -> dict | None:
     broker = ctx.broker
     acks = req.acks
-    responses = []
-    written = []
+    responses: list = []
     if acks not in (-1, 0, 1):
         error = ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS)
         for topic in req.topic_data:
@@ -48,6 +47,44 @@ async def handle_produce(ctx, req) -> dict | None:
         error = ProduceResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, error_message=message)
     else:
         error = None
+    # Idempotent batches need their partitions' producer state; the first produce after a start loads it from
+    # the log in worker threads, and requests arriving meanwhile queue behind this one (in arrival order).
+    # (Only partitions this principal may write: the real, audited check is in _append_all.)
+    turn = None
+    if error is None:
+        keys = [k for k in idempotent_keys(req.topic_data, broker.topics.registry)
+                if ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, k[0], audit=False)]
+        turn = broker.replicas.produce_turn(keys)
+    try:
+        if turn is not None:
+            await turn.wait()
+        responses, written = _append_all(ctx, req, error)
+    finally:
+        if turn is not None:
+            turn.done()
+    if acks == -1:
+        # A partition whose flush failed is answered KAFKA_STORAGE_ERROR, never success (its log directory is
+        # offline: nothing appended before the failure is confirmed by a later flush).
+        failed = await broker.replicas.not_durable(plog for _i, _parts, plog in written)
+        for i, parts, plog in written:
+            if id(plog) in failed:
+                parts[i] = _partition_response(parts[i]["index"], storage_error())
+    if acks == 0:
+        failed = [p for t in responses for p in t["partition_responses"] if p["error_code"]]
+        if failed:
+            # The client reads no response for acks=0, so, as Kafka does, closing the connection is the only
+            # way to tell it something went wrong (it then refreshes metadata and retries).
+            ctx.log.info("acks=0 produce failed, closing connection", errors=sorted({p["error_code"] for p in failed}))
+            raise CloseConnection("acks=0 produce failed")
+        return None  # acks=0: the client expects no response at all
+    return {"responses": responses, "throttle_time_ms": 0}
+
+
+def _append_all(ctx, req, error: ProduceResult | None) -> tuple[list, list]:
+    """Authorize and append every partition's batch (no await: one loop step)."""
+    broker = ctx.broker
+    responses: list = []
+    written: list = []
     denied = ProduceResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     for topic in req.topic_data:
         name = topic.get("name")
@@ -71,22 +108,7 @@ async def handle_produce(ctx, req) -> dict | None:
                     written.append((len(partitions), partitions, plog))
             partitions.append(_partition_response(part.index, result))
         responses.append({"name": name, "topic_id": topic.get("topic_id", ZERO_UUID), "partition_responses": partitions})
-    if acks == -1:
-        # A partition whose flush failed is answered KAFKA_STORAGE_ERROR, never success (its log directory is
-        # offline: nothing appended before the failure is confirmed by a later flush).
-        failed = await broker.replicas.not_durable(plog for _i, _parts, plog in written)
-        for i, parts, plog in written:
-            if id(plog) in failed:
-                parts[i] = _partition_response(parts[i]["index"], storage_error())
-    if acks == 0:
-        failed = [p for t in responses for p in t["partition_responses"] if p["error_code"]]
-        if failed:
-            # The client reads no response for acks=0, so, as Kafka does, closing the connection is the only
-            # way to tell it something went wrong (it then refreshes metadata and retries).
-            ctx.log.info("acks=0 produce failed, closing connection", errors=sorted({p["error_code"] for p in failed}))
-            raise CloseConnection("acks=0 produce failed")
-        return None  # acks=0: the client expects no response at all
-    return {"responses": responses, "throttle_time_ms": 0}
+    return responses, written
 
 
 HANDLERS = {PRODUCE: handle_produce}

@@ -27,7 +27,7 @@ async def handle_init_producer_id(ctx, req) -> dict:
         return _refused(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     current_id = req.get("producer_id", -1) if version >= 3 else -1
     current_epoch = req.get("producer_epoch", -1) if version >= 3 else -1
-    code, pid, epoch = producers.init_producer(req.transactional_id, current_id, current_epoch)
+    code, pid, epoch = await producers.init_producer(req.transactional_id, current_id, current_epoch)
     return {"throttle_time_ms": 0, "error_code": int(code), "producer_id": pid, "producer_epoch": epoch}
 
 

@@ -35,8 +35,9 @@ async def handle_alter(ctx, req) -> dict:
         return {"results": [{"user": u, "error_code": code, "error_message": CLUSTER_AUTHORIZATION_FAILED}
                             for u in users]}
     security = ctx.broker.security
-    records, results = security.credentials.alter(list(req.deletions), list(req.upsertions))
-    security.commit(records)
+    async with security.changes:
+        records, results = security.credentials.alter(list(req.deletions), list(req.upsertions))
+        await security.commit(records)
     if records:
         ctx.log.info("SCRAM credentials altered", users=sorted({r.user for r in results if not r.error}))
     return {"throttle_time_ms": 0, "results": [

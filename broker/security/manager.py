@@ -9,6 +9,7 @@ SECURITY_DISABLED), so turning the authorizer on later finds them.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import re
 from typing import Any
@@ -83,6 +84,9 @@ class SecurityManager:
         self.acls = Authorizer(super_users=parse_super_users(config.get("super.users")),
                                allow_everyone_if_no_acl_found=config.get("allow.everyone.if.no.acl.found"))
         self._plain_users: dict[str, dict[str, str]] = {}
+        # held from computing records against the current credentials/ACLs until they are applied, so two
+        # changes waiting for their journal fsync never decide from the same stale state
+        self.changes = asyncio.Lock()
         for listener in config.listeners:
             if config.security_protocol(listener.name).startswith("SASL_") and \
                     "PLAIN" in self.sasl_mechanisms(listener.name):
@@ -99,12 +103,17 @@ class SecurityManager:
         log.info("security state loaded", scram_credentials=len(self.credentials), acls=len(self.acls),
                  authorizer=self.enforcing)
 
-    def commit(self, records: list[tuple[int, dict]]) -> None:
+    async def commit(self, records: list[tuple[int, dict]]) -> None:
+        """Journal `records` (fsynced in a worker thread), then apply them. Callers that compute records from the
+        current state hold `changes` from the computation to here."""
         if not records:
             return
-        self._journal.append(records)
-        for record_type, value in records:
-            self._apply(record_type, value)
+
+        def apply() -> None:
+            for record_type, value in records:
+                self._apply(record_type, value)
+
+        await self._journal.commit(records, apply)
 
     def _apply(self, record_type: int, value: Any) -> None:
         if record_type in _CREDENTIAL_RECORDS:
@@ -112,7 +121,7 @@ class SecurityManager:
         elif record_type in _ACL_RECORDS:
             self.acls.apply(record_type, value)
 
-    def add_missing_scram(self, entries: list[tuple[str, str, str, int]]) -> None:
+    async def add_missing_scram(self, entries: list[tuple[str, str, str, int]]) -> None:
         """Start-up credentials (--add-scram): created only for a user without one for that mechanism, so a
         password changed later with AlterUserScramCredentials is not reset by the next start."""
         records: list[tuple[int, dict]] = []
@@ -125,7 +134,7 @@ class SecurityManager:
                 "name": user, "mechanism": scram.type, "salt": credential.salt, "stored_key": credential.stored_key,
                 "server_key": credential.server_key, "iterations": iterations}))
             log.info("SCRAM credential created", user=user, mechanism=mechanism)
-        self.commit(records)
+        await self.commit(records)
 
     # --- authorization ---------------------------------------------------------------------------------------
     def authorize(self, connection, operation: AclOperation, resource_type: ResourceType, name: str,

@@ -1,3 +1,5 @@
+import asyncio
+
 from broker.producer_state import (
     INT32_MAX,
     BatchMetadata,
@@ -18,10 +20,15 @@ def test_non_idempotent_batches_always_append():
     assert table.check(-1, -1, -1, -1).duplicate_of is None
 
 
-def test_new_producer_must_start_at_zero():
+def test_a_producer_without_state_starts_at_any_sequence():
+    # Kafka (KIP-360): an unknown producer (new, expired, or whose batches were all deleted) is accepted at any
+    # sequence; the next batch must follow it.
     table = ProducerStateTable()
     assert table.check(7, 0, 0, 4).error == ErrorCode.NONE
-    assert table.check(7, 0, 5, 9).error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert table.check(7, 0, 5, 9).error == ErrorCode.NONE
+    table.record(7, 0, _batch(5, 9, 100))
+    assert table.check(7, 0, 11, 12).error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert table.check(7, 0, 10, 12).error == ErrorCode.NONE
 
 
 def test_in_sequence_duplicate_and_gap():
@@ -66,10 +73,61 @@ def test_sequence_wraps_at_int32_max():
 
 def test_allocator_persists_each_block_before_use():
     persisted: list[int] = []
-    alloc = ProducerIdAllocator(0, persisted.append)
-    ids = [alloc.allocate() for _ in range(ProducerIdAllocator.BLOCK_SIZE + 1)]
-    assert ids == list(range(ProducerIdAllocator.BLOCK_SIZE + 1))
-    assert persisted == [ProducerIdAllocator.BLOCK_SIZE, 2 * ProducerIdAllocator.BLOCK_SIZE]
-    # After a restart the allocator resumes past everything that could have been handed out.
-    resumed = ProducerIdAllocator(persisted[-1], persisted.append)
-    assert resumed.allocate() == 2 * ProducerIdAllocator.BLOCK_SIZE
+
+    async def persist(block_end: int) -> None:
+        persisted.append(block_end)
+
+    async def run() -> None:
+        alloc = ProducerIdAllocator(0, persist)
+        ids = [await alloc.allocate() for _ in range(ProducerIdAllocator.BLOCK_SIZE + 1)]
+        assert ids == list(range(ProducerIdAllocator.BLOCK_SIZE + 1))
+        assert persisted == [ProducerIdAllocator.BLOCK_SIZE, 2 * ProducerIdAllocator.BLOCK_SIZE]
+        # After a restart the allocator resumes past everything that could have been handed out.
+        resumed = ProducerIdAllocator(persisted[-1], persist)
+        assert await resumed.allocate() == 2 * ProducerIdAllocator.BLOCK_SIZE
+
+    asyncio.run(run())
+
+
+def test_allocations_during_a_block_reservation_wait_for_it_and_share_it():
+    persisted: list[int] = []
+    release = None
+
+    async def slow_persist(block_end: int) -> None:
+        await release.wait()  # the journal fsync, in a worker thread: the loop serves meanwhile
+        persisted.append(block_end)
+
+    async def run() -> None:
+        nonlocal release
+        release = asyncio.Event()
+        alloc = ProducerIdAllocator(0, slow_persist)
+        waiting = [asyncio.ensure_future(alloc.allocate()) for _ in range(3)]
+        await asyncio.sleep(0)
+        assert not any(w.done() for w in waiting) and persisted == []  # no id before its block is durable
+        release.set()
+        assert sorted(await asyncio.gather(*waiting)) == [0, 1, 2]
+        assert persisted == [ProducerIdAllocator.BLOCK_SIZE]  # one reservation for all three
+
+    asyncio.run(run())
+
+
+def test_a_failed_reservation_hands_out_nothing_and_the_next_call_retries():
+    calls: list[int] = []
+
+    async def failing_then_ok(block_end: int) -> None:
+        calls.append(block_end)
+        if len(calls) == 1:
+            raise OSError("fsync failed")
+
+    async def run() -> None:
+        alloc = ProducerIdAllocator(0, failing_then_ok)
+        try:
+            await alloc.allocate()
+        except OSError:
+            pass
+        else:
+            raise AssertionError("the failed reservation handed out an id")
+        assert await alloc.allocate() == 0
+        assert calls == [ProducerIdAllocator.BLOCK_SIZE, ProducerIdAllocator.BLOCK_SIZE]
+
+    asyncio.run(run())

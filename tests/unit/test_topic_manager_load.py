@@ -60,8 +60,8 @@ def test_a_journaled_cluster_metadata_topic_is_dropped_without_touching_the_jour
     topics, logs, journal_log = _open(data)
     # what older versions allowed: a client topic named __cluster_metadata (its partition 0 is the journal)
     tid = uuid.uuid4()
-    topics.commit_records([(TOPIC_RECORD, {"name": "__cluster_metadata", "topic_id": tid}),
-                           (PARTITION_RECORD, {"partition_id": 0, "topic_id": tid})])
+    asyncio.run(topics.commit_records([(TOPIC_RECORD, {"name": "__cluster_metadata", "topic_id": tid}),
+                                       (PARTITION_RECORD, {"partition_id": 0, "topic_id": tid})]))
     end = journal_log.log_end_offset
     _close(logs, journal_log)
 
