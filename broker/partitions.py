@@ -327,17 +327,15 @@ def idempotent_keys(topic_data, registry) -> list[tuple[str, int]]:
     keys = []
     for topic in topic_data:
         name = topic.get("name")
-        if name is None:
-            info = registry.by_id(topic.get("topic_id"))
-            name = info.name if info is not None else None
-        if name is None or name not in registry:
+        info = registry.get(name) if name is not None else registry.by_id(topic.get("topic_id"))
+        if info is None:
             continue
         for part in topic.partition_data:
             records = part.records
-            if records is not None and len(records) >= rec.HEADER_SIZE:
+            if 0 <= part.index < info.num_partitions and records is not None and len(records) >= rec.HEADER_SIZE:
                 header = rec.read_header(records)
                 if header.producer_id >= 0 and header.base_sequence >= 0:
-                    keys.append((name, part.index))
+                    keys.append((info.name, part.index))
     return keys
 
 

@@ -177,3 +177,23 @@ def test_transactional_ids_kept_by_init_producer_id_expire() -> None:
         assert await manager.init_producer("a", -1, -1) == (ErrorCode.NONE, 2, 0)
 
     asyncio.run(scenario())
+
+
+def test_only_existing_partitions_with_idempotent_batches_wait_for_producer_state(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from broker.partitions import idempotent_keys
+
+    clock = Clock(10_000_000)
+    node = _node_with_topic(tmp_path, clock)
+    idem = rec.build_batch([rec.Record(key=None, value=b"x")], producer_id=3, producer_epoch=0, base_sequence=0)
+    plain = rec.build_batch([rec.Record(key=None, value=b"x")])
+
+    def topic(name, *parts):
+        fields = {"name": name, "partition_data": [SimpleNamespace(index=i, records=r) for i, r in parts]}
+        return SimpleNamespace(get=fields.get, **fields)  # as decoded requests: attributes and get()
+
+    data = [topic("t", (0, idem), (1, idem), (-1, idem)), topic("t", (0, plain)), topic("missing", (0, idem)),
+            topic("t", (0, b"short"))]
+    assert idempotent_keys(data, node.topics.registry) == [("t", 0)]
+    node.close()
