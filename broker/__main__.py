@@ -64,6 +64,8 @@ async def serve(args: argparse.Namespace) -> int:
     await asyncio.wait({stopping, failed}, return_when=asyncio.FIRST_COMPLETED)
     stopping.cancel()
     failed.cancel()
+    if broker.failed.is_set() and not stop.is_set():
+        await broker.wait_stopped()  # it stops itself once the requests in flight have their (error) answers
     await broker.stop()
     return 1 if broker.failed.is_set() else 0
 

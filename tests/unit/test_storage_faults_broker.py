@@ -289,3 +289,40 @@ def test_coordinators_stop_answering_from_memory_after_a_failed_fsync(tmp_path, 
             await asyncio.wait_for(broker.stop(), 30)
 
     asyncio.run(run())
+
+
+def test_the_broker_process_exits_1_after_its_log_directory_failed(tmp_path, monkeypatch):
+    """`python -m broker`'s serve(): a failed fsync stops it on its own, with exit code 1 (not waiting for a
+    signal), after answering the produce that waited on the flush."""
+    from broker.__main__ import parse_args, serve
+
+    port_file = tmp_path / "port"
+    args = parse_args(["--port-file", str(port_file), "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+                       "--override", f"log.dirs={tmp_path / 'data'}",
+                       "--override", "offsets.topic.num.partitions=1",
+                       "--override", "share.coordinator.state.topic.num.partitions=1",
+                       "--override", "auto.create.topics.enable=true"])
+
+    async def run() -> tuple[int, list]:
+        server = asyncio.ensure_future(serve(args))
+        for _ in range(1000):  # until the port file is written (serve writes it once listening)
+            if port_file.exists() and port_file.read_text().strip():
+                break
+            assert not server.done(), server
+            await asyncio.sleep(0.01)
+        bootstrap = f"127.0.0.1:{port_file.read_text().splitlines()[0]}"
+        assert await asyncio.to_thread(produce, bootstrap, "t", [b"ok"]) == [None]
+
+        def failing_fsync(fd):
+            if "/t-0" in _path(fd):
+                raise OSError(errno.EIO, os.strerror(errno.EIO))
+            return REAL_FSYNC(fd)
+
+        monkeypatch.setattr(os, "fsync", failing_fsync)
+        second = await asyncio.to_thread(produce, bootstrap, "t", [b"lost"])
+        heal(monkeypatch)
+        return await asyncio.wait_for(server, 30), second
+
+    code, second = asyncio.run(run())
+    assert code == 1
+    assert second[0] is not None and second[0].code() == KafkaError.KAFKA_STORAGE_ERROR
