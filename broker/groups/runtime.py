@@ -507,9 +507,6 @@ class GroupCoordinatorRuntime:
         refusal = self._share_admin_refusal()
         if refusal is not None:
             return {"group_id": group_id, "topics": [], "error_code": int(refusal[0]), "error_message": refusal[1]}
-        if not group_id:
-            return {"group_id": group_id, "topics": [], "error_code": int(ErrorCode.INVALID_GROUP_ID),
-                    "error_message": _MESSAGES[ErrorCode.INVALID_GROUP_ID]}
         await self.log.barrier([self.partition_for(group_id)])
         wanted: list[tuple[str, UUID, Sequence[int]]] = []
         missing: list[dict[str, Any]] = []

@@ -124,8 +124,9 @@ def test_describe_offsets_start_offset_and_lag(broker_factory):
             assert offsets(describe_offsets(c, "g-desc", {"so-desc": [1]})) == {("so-desc", 1): (0, 8)}
         finally:
             m.close()
-        # Empty group id.
-        assert describe_offsets(c, "").error_code == ErrorCode.INVALID_GROUP_ID
+        # An empty group id is no share group (as Kafka's coordinator answers it).
+        assert describe_offsets(c, "").error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        assert offsets(describe_offsets(c, "", {"so-desc": [0]})) == {("so-desc", 0): (-1, -1)}
 
 
 def test_alter_offsets_only_on_empty_groups_and_members_resume_there(broker_factory):
@@ -234,6 +235,16 @@ def test_delete_groups_deletes_share_state_first_and_list_filters_share(broker_f
             assert [(g.group_id, g.group_type, g.group_state) for g in listed.groups] == [("g-dg", "share", "Stable")]
             assert [g.group_id for g in c.call(LIST_GROUPS, 5, {"states_filter": [],
                                                                 "types_filter": ["classic"]}).groups] == []
+            # A real admin client's ListGroups with the type filter (kafka-python; confluent-kafka 2.16 has no
+            # share group type).
+            from kafka.admin import KafkaAdminClient
+
+            kadmin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+            try:
+                assert [g["group_id"] for g in kadmin.list_groups(types_filter=["share"])] == ["g-dg"]
+                assert kadmin.list_groups(states_filter=["Stable"], types_filter=["consumer"]) == []
+            finally:
+                kadmin.close()
             r = c.call(DELETE_GROUPS, 2, {"groups_names": ["g-dg"]})
             assert [(x.group_id, x.error_code) for x in r.results] == [("g-dg", ErrorCode.NON_EMPTY_GROUP)]
         finally:
