@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 UNKNOWN_TOPIC_MESSAGE = "This server does not host this topic-partition."
 NON_EMPTY_MESSAGE = "The group is not empty."
 NO_OFFSETS_TO_DELETE = "There is no offset information to delete."
+NEGATIVE_START_OFFSET = "The start offset must not be negative."
 
 
 class AdminError(Exception):
@@ -137,6 +138,10 @@ class ShareOffsetsAdmin:
                 if info is None or not 0 <= index < info[1]:
                     parts_out.append({"partition_index": index, "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                                       "error_message": UNKNOWN_TOPIC_MESSAGE})
+                elif start < 0:
+                    # A share-partition's start offset is a real offset (-1 would mean "not initialized").
+                    parts_out.append({"partition_index": index, "error_code": int(ErrorCode.INVALID_REQUEST),
+                                      "error_message": NEGATIVE_START_OFFSET})
                 else:
                     parts_out.append({"partition_index": index, "error_code": 0, "error_message": None})
                     offsets.setdefault(info[0], {})[index] = start

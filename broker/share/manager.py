@@ -233,7 +233,9 @@ class SharePartitionManager:
             lock_duration_ms=self.lock_duration_ms(group),
         )
         state_epoch, start, batches = await self._read_state(key)
-        if start != UNINITIALIZED:
+        # Any negative start offset is "not initialized" (-1 is the only one a well-behaved writer stores, but the
+        # inter-broker InitializeShareGroupState/WriteShareGroupState APIs accept others): resolve it as such.
+        if start >= 0:
             try:
                 inflight = ShareInFlight.load(start, batches, state_epoch=state_epoch, **params)
             except ValueError as err:

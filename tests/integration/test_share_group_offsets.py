@@ -257,3 +257,26 @@ def test_delete_groups_deletes_share_state_first_and_list_filters_share(broker_f
         assert summary.results[0].partitions[0].start_offset == -1
         assert describe_offsets(c, "g-dg").error_code == ErrorCode.GROUP_ID_NOT_FOUND
         assert list(c.call(LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["share"]}).groups) == []
+
+
+def test_negative_start_offsets_are_refused_or_read_as_uninitialized(broker_factory):
+    """Regression (found by the fuzzer): a negative start offset in the share state made every ShareFetch of the
+    share-partition fail with UNKNOWN_SERVER_ERROR (ValueError in the leader). AlterShareGroupOffsets refuses it;
+    state written with one through the inter-broker API is read as "not initialized"."""
+    broker = broker_factory(FAST)
+    setup(broker, "so-neg", "g-neg", [3])
+    with RawClient(broker.port) as c:
+        r = alter(c, "g-neg", {"so-neg": {0: -5}})
+        assert r.error_code == 0
+        assert [(p.error_code, p.error_message) for t in r.responses for p in t.partitions] == [
+            (ErrorCode.INVALID_REQUEST, "The start offset must not be negative.")]
+        init = c.call(83, 0, {"group_id": "g-neg", "topics": [{"topic_id": topic_id(c, "so-neg"), "partitions": [
+            {"partition": 0, "state_epoch": 5, "start_offset": -7}]}]})
+        assert init.results[0].partitions[0].error_code == 0
+    m = member(broker, "g-neg", "so-neg")
+    try:
+        # share.auto.offset.reset=earliest resolves it: every record.
+        assert acquire(m, 3) == {0: [(0, 2)]}
+    finally:
+        m.close()
+    assert "request handler failed" not in broker.tail(100_000)
