@@ -75,7 +75,8 @@ class OwnershipSampler(threading.Thread):
         super().__init__(daemon=True)
         self.members = members
         self.overlaps: list[tuple[int, list[str]]] = []
-        self.emptied: set[str] = set()  # members seen with nothing after their first assignment
+        self.emptied: set[str] = set()  # members seen with nothing after having owned partitions
+        self._owned_some: set[str] = set()
         self._halt = threading.Event()
 
     def run(self) -> None:
@@ -83,8 +84,10 @@ class OwnershipSampler(threading.Thread):
             owners: dict[int, list[str]] = {}
             for m in list(self.members):
                 with m._lock:
-                    owned, started = set(m.assigned), m.assignments > 0
-                if started and not owned and m.is_alive() and not m._halt.is_set():
+                    owned = set(m.assigned)
+                if owned:
+                    self._owned_some.add(m.name)
+                elif m.name in self._owned_some and m.is_alive() and not m._halt.is_set():
                     self.emptied.add(m.name)
                 for p in owned:
                     owners.setdefault(p, []).append(m.name)
