@@ -4,6 +4,7 @@ a crashed member removed at its session timeout, and group ids that belong to an
 
 from __future__ import annotations
 
+import select
 import subprocess
 import sys
 import threading
@@ -171,7 +172,8 @@ def test_session_timeout_removes_a_crashed_member(broker_factory, protocol):
     crasher = subprocess.Popen([sys.executable, "-c", CRASHING_MEMBER, broker.bootstrap, group, topic, protocol],
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
-        assert crasher.stdout.readline().strip() == "assigned"
+        ready, _, _ = select.select([crasher.stdout], [], [], 60)  # never block without a deadline
+        assert ready and crasher.stdout.readline().strip() == "assigned", "the second member never got partitions"
         wait_until(lambda: len(survivor.assigned) == 2, 60, "the partitions shared by two members")
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
 
