@@ -217,6 +217,78 @@ def test_kafka_python_group_consumer_commits_and_resumes(broker):
     assert consume(second) == second  # resumed from the committed offsets
 
 
+@pytest.mark.parametrize("assignor", ["range", "sticky"])
+def test_kafka_python_members_rebalance_on_join_and_leave(broker, assignor):
+    """Three kafka-python group consumers (its own client-side assignors, eager rebalances): a member joins and
+    one leaves while records arrive; everything is consumed and nothing committed is read again."""
+    from kafka import KafkaConsumer
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+    from kafka.errors import CommitFailedError
+
+    strategy = {"range": RangePartitionAssignor, "sticky": StickyPartitionAssignor}[assignor]
+    create_topic(broker.bootstrap, "kp-many", 4)
+    seen: dict[tuple[int, int], list[str]] = {}
+    owned: dict[str, set[int]] = {}
+    uncommitted: set[tuple[int, int]] = set()
+    lock = threading.Lock()
+
+    def run(name: str, halt: threading.Event) -> None:
+        consumer = KafkaConsumer("kp-many", bootstrap_servers=broker.bootstrap, group_id=f"kp-{assignor}",
+                                 auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=10_000,
+                                 heartbeat_interval_ms=500, partition_assignment_strategy=[strategy])
+        try:
+            while not halt.is_set():
+                batch = consumer.poll(200)
+                read = [(m.partition, m.offset) for msgs in batch.values() for m in msgs]
+                with lock:
+                    for rec in read:
+                        seen.setdefault(rec, []).append(name)
+                    owned[name] = {tp.partition for tp in consumer.assignment()}
+                if read:
+                    try:
+                        consumer.commit()
+                    except CommitFailedError:  # refused by a rebalance: these may be read again
+                        uncommitted.update(read)
+        finally:
+            consumer.close()
+            with lock:
+                owned.pop(name, None)
+
+    halts = {name: threading.Event() for name in ("k0", "k1", "k2")}
+    threads = {name: threading.Thread(target=run, args=(name, halt), daemon=True) for name, halt in halts.items()}
+
+    def all_owned(names: set[str]) -> bool:
+        with lock:
+            return set(owned) == names and sorted(p for n in names for p in owned[n]) == [0, 1, 2, 3] \
+                and all(owned[n] for n in names)
+
+    produced = produce_batch(broker.bootstrap, "kp-many", 200, "a")
+    try:
+        threads["k0"].start()
+        threads["k1"].start()
+        wait_until(lambda: all_owned({"k0", "k1"}), 60, "two members")
+        threads["k2"].start()
+        wait_until(lambda: all_owned({"k0", "k1", "k2"}), 60, "the third member")
+        produced |= produce_batch(broker.bootstrap, "kp-many", 200, "b")
+        halts["k0"].set()
+        threads["k0"].join(30)
+        wait_until(lambda: all_owned({"k1", "k2"}), 60, "the leaver's partitions moved")
+        produced |= produce_batch(broker.bootstrap, "kp-many", 200, "c")
+        wait_until(lambda: set(seen) >= produced, 60, "every record")
+    finally:
+        for name, halt in halts.items():
+            halt.set()
+            if threads[name].is_alive() or threads[name].ident is not None:
+                threads[name].join(30)
+    assert set(seen) == produced
+    # Batches are committed before the next poll and revocations happen inside poll: only a batch whose commit
+    # a rebalance refused may be read twice.
+    again = [rec for rec, readers in seen.items() if len(readers) > 1 and rec not in uncommitted]
+    assert not again, again[:5]
+    assert {n for readers in seen.values() for n in readers} >= {"k1", "k2"}
+
+
 def test_aiokafka_group_consumer_commits_and_resumes(broker):
     from aiokafka import AIOKafkaConsumer
 
