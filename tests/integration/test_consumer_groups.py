@@ -316,6 +316,79 @@ def test_aiokafka_group_consumer_commits_and_resumes(broker):
     assert asyncio.run(consume(second)) == second
 
 
+def test_aiokafka_members_rebalance_on_join_and_leave(broker):
+    """Three aiokafka group consumers (round-robin, client-side): a member joins and one leaves while records
+    arrive; every record consumed, none read twice unless a rebalance refused its commit."""
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    from aiokafka.errors import CommitFailedError
+
+    create_topic(broker.bootstrap, "aio-many", 4)
+    seen: dict[tuple[int, int], list[str]] = {}
+    owned: dict[str, set[int]] = {}
+    uncommitted: set[tuple[int, int]] = set()
+
+    async def member(name: str, halt: asyncio.Event) -> None:
+        consumer = AIOKafkaConsumer("aio-many", bootstrap_servers=broker.bootstrap, group_id="aio-many",
+                                    auto_offset_reset="earliest", enable_auto_commit=False,
+                                    session_timeout_ms=10_000, heartbeat_interval_ms=500,
+                                    partition_assignment_strategy=(RoundRobinPartitionAssignor,))
+        await consumer.start()
+        try:
+            while not halt.is_set():
+                batch = await consumer.getmany(timeout_ms=200)
+                read = [(m.partition, m.offset) for msgs in batch.values() for m in msgs]
+                for rec in read:
+                    seen.setdefault(rec, []).append(name)
+                owned[name] = {tp.partition for tp in consumer.assignment()}
+                if read:
+                    try:
+                        await consumer.commit()
+                    except CommitFailedError:
+                        uncommitted.update(read)
+        finally:
+            await consumer.stop()
+            owned.pop(name, None)
+
+    def all_owned(names: set[str]) -> bool:
+        return set(owned) == names and sorted(p for n in names for p in owned[n]) == [0, 1, 2, 3] \
+            and all(owned[n] for n in names)
+
+    async def until(condition, what: str) -> None:
+        try:
+            async with asyncio.timeout(60):
+                while not condition():
+                    await asyncio.sleep(0.05)
+        except TimeoutError:
+            raise AssertionError(f"timed out waiting for {what}") from None
+
+    async def scenario() -> set[tuple[int, int]]:
+        produced = await asyncio.to_thread(produce_batch, broker.bootstrap, "aio-many", 200, "a")
+        halts = {name: asyncio.Event() for name in ("a0", "a1", "a2")}
+        tasks = {name: asyncio.create_task(member(name, halts[name])) for name in ("a0", "a1")}
+        try:
+            await until(lambda: all_owned({"a0", "a1"}), "two members")
+            tasks["a2"] = asyncio.create_task(member("a2", halts["a2"]))
+            await until(lambda: all_owned({"a0", "a1", "a2"}), "the third member")
+            produced |= await asyncio.to_thread(produce_batch, broker.bootstrap, "aio-many", 200, "b")
+            halts["a0"].set()
+            await tasks["a0"]
+            await until(lambda: all_owned({"a1", "a2"}), "the leaver's partitions moved")
+            produced |= await asyncio.to_thread(produce_batch, broker.bootstrap, "aio-many", 200, "c")
+            await until(lambda: set(seen) >= produced, "every record")
+        finally:
+            for halt in halts.values():
+                halt.set()
+            await asyncio.gather(*tasks.values())
+        return produced
+
+    produced = asyncio.run(scenario())
+    assert set(seen) == produced
+    again = [rec for rec, readers in seen.items() if len(readers) > 1 and rec not in uncommitted]
+    assert not again, again[:5]
+    assert {n for readers in seen.values() for n in readers} >= {"a1", "a2"}
+
+
 def test_kcat_group_consumer(broker):
     create_topic(broker.bootstrap, "kcat-group", 3)
     produced = produce_batch(broker.bootstrap, "kcat-group", 150, "a")
