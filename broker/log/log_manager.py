@@ -4,12 +4,20 @@ Partition directories are named `<topic>-<partition>`. Log start offsets moved b
 `log-start-offset-checkpoint` file (format: version line `0`, entry count, then `topic partition offset` lines),
 rewritten atomically when one changes. Offsets moved by retention need no checkpoint: they equal the first
 segment's base offset, which is what a log opens with anyway.
+
+On a serving event loop neither of the slow file operations runs on the loop: the checkpoint (two fsyncs) is
+written in a worker thread, moves that happen meanwhile coalesced into the next write (Kafka writes it
+periodically); a segment dropped by retention or DeleteRecords is renamed `.deleted` on the loop (so a crash
+cannot bring it back: opening a log removes such files) and unlinked in a worker thread, as Kafka deletes
+segments asynchronously.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -22,6 +30,7 @@ from broker.log.config import LogConfig
 from broker.log.dir_failure import LogDirFailureChannel
 from broker.log.files import SHARED, FileCache
 from broker.log.partition_log import PartitionLog
+from broker.log.segment import Segment
 
 log = structlog.get_logger(__name__)
 
@@ -98,6 +107,13 @@ class LogManager:
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._checkpoint_path = self.log_dir / LOG_START_CHECKPOINT
         self._checkpointed = read_checkpoint(self._checkpoint_path)
+        self._checkpoint_lock = threading.Lock()  # one writer of the file at a time (loop's thread or a worker)
+        self._checkpoint_taken = 0  # generation of the last entries taken for a write
+        self._checkpoint_written = 0  # generation last written: an older snapshot never overwrites a newer one
+        self._checkpoint_wanted = False
+        self._checkpoint_task: asyncio.Task | None = None
+        self._doomed: list[str] = []  # paths of dropped segments, renamed .deleted, to unlink in a worker thread
+        self._unlink_task: asyncio.Task | None = None
         self.started = False
 
     # --- lifecycle ---------------------------------------------------------------------------------------------
@@ -153,7 +169,7 @@ class LogManager:
     def _open(self, path: Path, config: LogConfig, log_start_offset: int) -> PartitionLog:
         return PartitionLog(path, config, log_start_offset=log_start_offset, clock=self._clock,
                             leader_epoch=self._leader_epoch, on_log_start_offset_change=self._start_moved,
-                            files=self.files, failures=self.failures)
+                            delete_segment=self._delete_segment, files=self.files, failures=self.failures)
 
     def close(self) -> None:
         """Checkpoint, then flush and close every log; one log failing (a full disk) does not stop the others
@@ -245,11 +261,76 @@ class LogManager:
             plog.flush()
 
     def write_log_start_checkpoint(self) -> None:
-        if not self.log_dir.exists():
-            return
-        entries = {key: plog.log_start_offset for key, plog in self._logs.items()
-                   if plog.log_start_offset > plog.segments[0].base_offset}
-        write_checkpoint(self._checkpoint_path, entries)
+        """Write the checkpoint now (blocking: close, tools, tests)."""
+        if self.log_dir.exists():
+            self._write_checkpoint(*self._checkpoint_entries())
+
+    def _checkpoint_entries(self) -> tuple[int, dict[tuple[str, int], int]]:
+        self._checkpoint_taken += 1
+        return self._checkpoint_taken, {key: plog.log_start_offset for key, plog in self._logs.items()
+                                        if plog.log_start_offset > plog.segments[0].base_offset}
+
+    def _write_checkpoint(self, generation: int, entries: Mapping[tuple[str, int], int]) -> None:
+        with self._checkpoint_lock:
+            if generation > self._checkpoint_written:
+                write_checkpoint(self._checkpoint_path, entries)
+                self._checkpoint_written = generation
 
     def _start_moved(self, _plog: PartitionLog) -> None:
-        self.write_log_start_checkpoint()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (tools, tests): write it now
+            self.write_log_start_checkpoint()
+            return
+        self._checkpoint_wanted = True
+        if self._checkpoint_task is None or self._checkpoint_task.done():
+            self._checkpoint_task = loop.create_task(self._write_checkpoints(), name="log-start-checkpoint")
+
+    async def _write_checkpoints(self) -> None:
+        while self._checkpoint_wanted and not self.failures.offline and self.log_dir.exists():
+            self._checkpoint_wanted = False
+            generation, entries = self._checkpoint_entries()  # on the loop: the logs are the loop's
+            try:
+                await asyncio.to_thread(self._write_checkpoint, generation, entries)
+            except OSError as err:
+                log.error("cannot write the log start offset checkpoint", path=str(self._checkpoint_path),
+                          error=repr(err))
+                return
+
+    def _delete_segment(self, segment: Segment) -> None:
+        """PartitionLog's hook for a dropped (closed) segment: see the module docstring."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            segment.delete()
+            return
+        segment.close()
+        for path in (str(segment.log_path), segment.offset_index.path, segment.time_index.path):
+            try:
+                os.rename(path, path + ".deleted")
+            except FileNotFoundError:
+                continue  # an index never written
+            self._doomed.append(path + ".deleted")
+        if self._unlink_task is None or self._unlink_task.done():
+            self._unlink_task = asyncio.get_running_loop().create_task(self._unlink_doomed(), name="segment-delete")
+
+    async def _unlink_doomed(self) -> None:
+        while self._doomed:
+            paths, self._doomed = self._doomed, []
+            await asyncio.to_thread(_unlink_all, paths)
+
+    async def wait_deletions(self) -> None:
+        """Wait for the checkpoint writes and segment unlinks already scheduled (tests, close)."""
+        for task in (self._checkpoint_task, self._unlink_task):
+            if task is not None and not task.done():
+                await asyncio.shield(task)
+
+
+def _unlink_all(paths: list[str]) -> None:
+    for path in paths:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError as err:  # left for the next start (opening a log removes .deleted files)
+            log.warning("cannot delete a dropped segment file", path=path, error=repr(err))

@@ -66,6 +66,7 @@ class PartitionLog:
         clock: Callable[[], float] = time.time,
         leader_epoch: int | None = None,
         on_log_start_offset_change: Callable[[PartitionLog], None] | None = None,
+        delete_segment: Callable[[Segment], None] | None = None,
         strict_recovery: bool = False,
         files: FileCache | None = None,
         failures: LogDirFailureChannel | None = None,
@@ -81,6 +82,9 @@ class PartitionLog:
         self._clock = clock
         self.leader_epoch = leader_epoch
         self.on_log_start_offset_change = on_log_start_offset_change
+        # removes a (closed) segment dropped by retention or DeleteRecords; LogManager's moves the unlinks off
+        # the event loop
+        self._delete_segment = delete_segment or Segment.delete
         self._lock = threading.Lock()
         self._dirty: set[Segment] = set()
         self._dir_dirty = False
@@ -423,7 +427,7 @@ class PartitionLog:
             self._dirty.discard(segment)
             self._dir_dirty = True
             segment.close()
-        segment.delete()
+        self._delete_segment(segment)
         self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
 
     def apply_retention(self, now_ms: int | None = None) -> int:
