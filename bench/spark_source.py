@@ -141,8 +141,9 @@ def spark_session():
 
 
 def tree_cpu_s(root: int) -> float:
-    """user+sys CPU seconds of `root` and its live descendants (Linux /proc; the JVM, the source runner and
-    the Python workers are all below the bench process, the broker too)."""
+    """user+sys CPU seconds of `root` and its descendants (Linux /proc; the JVM, the source runner and the Python
+    workers are all below the bench process, the broker too). Live processes count their own time and that of
+    the children they reaped (a query's runner process ends with the query and is reaped by the JVM)."""
     tick = os.sysconf("SC_CLK_TCK")
     children: dict[int, list[int]] = {}
     stats: dict[int, float] = {}
@@ -155,7 +156,7 @@ def tree_cpu_s(root: int) -> float:
         except OSError:
             continue
         children.setdefault(int(fields[1]), []).append(int(entry))
-        stats[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+        stats[int(entry)] = sum(int(v) for v in fields[11:15]) / tick  # utime, stime, cutime, cstime
     total, todo = 0.0, [root]
     while todo:
         pid = todo.pop()
