@@ -434,15 +434,26 @@ class GroupCoordinatorRuntime:
         return self.coordinator.describe_groups(group_ids, version)
 
     async def delete_groups(self, group_ids: Sequence[str]) -> dict[str, int]:
-        """group id -> error code. A share group's share-partition state is deleted first (through the share
-        coordinator), then the group's tombstones are written."""
+        """group id -> error code. A share group's topics are first recorded as Deleting, its share-partition
+        state is deleted through the share coordinator, then the group's tombstones are written (as Kafka: an
+        interrupted deletion leaves the topics in Deleting, and the next DeleteGroups deletes them again)."""
         if not self.loaded:
             return dict.fromkeys(group_ids, int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
         plan = self.coordinator.plan_delete_groups(group_ids)
         results = dict(plan.results)
         deletable = []
         for gid in plan.deletable:
-            code = await self._delete_share_state(gid, plan.share_partitions.get(gid, {}))
+            partitions = plan.share_partitions.get(gid, {})
+            if partitions:
+                try:
+                    records = self.share.begin_group_deletion(gid)
+                except AdminError as e:  # a member joined while earlier groups were being deleted
+                    results[gid] = int(e.code)
+                    continue
+                if records and not await self._write(records, [gid]):
+                    results[gid] = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+                    continue
+            code = await self._delete_share_state(gid, partitions)
             if code == ErrorCode.NONE:
                 deletable.append(gid)
             else:

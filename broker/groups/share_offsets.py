@@ -200,6 +200,22 @@ class ShareOffsetsAdmin:
         plan.records = res.records
         return plan
 
+    def begin_group_deletion(self, gid: str) -> list[rec.Record]:
+        """DeleteGroups on an empty share group, before its state is deleted: every initialized or initializing
+        topic moves to Deleting (Kafka's shareGroupBuildPartitionDeleteRequest). AdminError if it is not an
+        empty share group any more."""
+        group = self._share_group(gid)
+        self._require_empty(group)
+        md = group.partition_metadata
+        if md is None or not (md.initialized or md.initializing):
+            return []
+        deleting = dict(md.deleting)
+        for tid, tp in [*md.initialized.items(), *md.initializing.items()]:
+            deleting[tid] = tp.name
+        res = self._new_result()
+        self._emit(res, rec.state_partition_metadata(gid, StatePartitionMetadata({}, {}, deleting)))
+        return res.records
+
     def delete_offsets_done(self, gid: str, deleted: Mapping[UUID, str]) -> tuple[list[dict[str, Any]],
                                                                                    list[rec.Record]]:
         """The share coordinator deleted these topics' state: drop them from Deleting. Returns the response

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from broker.groups.coordinator import GroupCoordinator
+from broker.groups.share_group import ShareGroup
 from broker.groups.share_offsets import AdminError
 from protocol.errors import ErrorCode
 from tests.unit.groups.share_helpers import Topics, complete_init, hb, make
@@ -122,3 +123,22 @@ def test_delete_groups_plan_includes_an_unfinished_offsets_deletion() -> None:
     delete = groups.plan_delete_groups(["g"])
     assert delete.deletable == ["g"]
     assert delete.share_partitions["g"] == {tid: frozenset({0, 1}), other: frozenset({1})}
+
+
+def test_group_deletion_moves_every_topic_to_deleting_first() -> None:
+    topics = Topics()
+    svc = make(topics)
+    tid = joined_and_left(svc, topics)
+    log = svc.begin_group_deletion("g")
+    md = svc.groups["g"].partition_metadata
+    assert (md.initialized, md.initializing, md.deleting) == ({}, {}, {tid: "t"})
+    fresh = make(topics)
+    fresh.groups["g"] = ShareGroup("g")
+    for r in log:
+        fresh.replay(r.key, r.value)
+    assert fresh.groups["g"].partition_metadata.deleting == {tid: "t"}
+    assert svc.begin_group_deletion("g") == []  # nothing initialized any more
+    hb(svc, "g", "m2", 0, ["t"])
+    with pytest.raises(AdminError) as err:
+        svc.begin_group_deletion("g")
+    assert err.value.code == ErrorCode.NON_EMPTY_GROUP
