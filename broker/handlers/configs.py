@@ -2,17 +2,33 @@
 
 Authorization as Kafka's ConfigHelper / ControllerApis: DESCRIBE_CONFIGS (ALTER_CONFIGS) on the topic, the group,
 or the cluster for broker resources; a refused resource gets its type's authorization error.
+
+A resource named twice in one request answers INVALID_REQUEST "Duplicate resource." (Kafka's ConfigAdminManager
+rule for alterations, applied to DescribeConfigs too): no client sends duplicates (librdkafka and the Java admin
+refuse them), and answering each copy let one 100 KB request build a 260 MB response.
 """
 
 from __future__ import annotations
 
 from broker.cluster.topics import BROKER_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE
 from broker.security.acl import AUTHORIZATION_ERRORS, CLUSTER_NAME, AclOperation, ResourceType
+from protocol.errors import ErrorCode
 
 DESCRIBE_CONFIGS = 32
 INCREMENTAL_ALTER_CONFIGS = 44
 # Config resource type -> the ACL resource that guards it (and names it).
 _GUARD = {TOPIC_RESOURCE: ResourceType.TOPIC, GROUP_RESOURCE: ResourceType.GROUP, BROKER_RESOURCE: ResourceType.CLUSTER}
+DUPLICATE_RESOURCE = (int(ErrorCode.INVALID_REQUEST), "Duplicate resource.")
+
+
+def _repeated(resources) -> set[tuple[int, str]]:
+    """(type, name) of the resources a request names more than once."""
+    seen: set[tuple[int, str]] = set()
+    repeated: set[tuple[int, str]] = set()
+    for resource in resources:
+        ident = (resource.resource_type, resource.resource_name)
+        (repeated if ident in seen else seen).add(ident)
+    return repeated
 
 
 def _refused(ctx, operation: AclOperation, resource_type: int, name: str) -> tuple[int, str] | None:
@@ -29,8 +45,13 @@ async def handle_describe_configs(ctx, req) -> dict:
     service = ctx.broker.configs
     version = ctx.api_version
     results = []
+    seen: set[tuple[int, str]] = set()
     for resource in req.resources:
-        refused = _refused(ctx, AclOperation.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name)
+        ident = (resource.resource_type, resource.resource_name)
+        # the first copy is described, later ones refused
+        refused = DUPLICATE_RESOURCE if ident in seen else (
+            _refused(ctx, AclOperation.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name))
+        seen.add(ident)
         if refused is not None:
             results.append({"error_code": refused[0], "error_message": refused[1], "configs": [],
                             "resource_type": resource.resource_type, "resource_name": resource.resource_name})
@@ -48,8 +69,11 @@ async def handle_describe_configs(ctx, req) -> dict:
 async def handle_incremental_alter_configs(ctx, req) -> dict:
     service = ctx.broker.configs
     responses = []
+    repeated = _repeated(req.resources)
     for resource in req.resources:
-        refused = _refused(ctx, AclOperation.ALTER_CONFIGS, resource.resource_type, resource.resource_name)
+        # every copy is refused: which of two alterations was meant is unknowable
+        refused = DUPLICATE_RESOURCE if (resource.resource_type, resource.resource_name) in repeated else (
+            _refused(ctx, AclOperation.ALTER_CONFIGS, resource.resource_type, resource.resource_name))
         if refused is not None:
             responses.append({"error_code": refused[0], "error_message": refused[1],
                               "resource_type": resource.resource_type, "resource_name": resource.resource_name})

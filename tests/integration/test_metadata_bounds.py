@@ -56,3 +56,43 @@ def test_auto_creation_in_one_request_is_bounded_as_kafka_bounds_one_controller_
         codes = {t.name: t.error_code for t in few.topics}
         assert codes.pop("bad name") == ErrorCode.INVALID_TOPIC_EXCEPTION
         assert set(codes.values()) == {0} and len(codes) == 50
+
+
+DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
+BROKER, TOPIC = 4, 2
+
+
+def test_a_resource_named_twice_in_config_requests_is_refused_not_described_again(broker) -> None:
+    """20 000 copies of the broker resource in a 100 KB DescribeConfigs built a 260 MB answer (56 s of blocked
+    loop, 2 GB RSS); later copies now answer INVALID_REQUEST "Duplicate resource." as Kafka's alterations do."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("conf", num_partitions=1)])["conf"].result(timeout=60)
+    broker_id = "1"
+    with RawClient(broker.port) as raw:
+        meta = raw.call(METADATA, 12, {"topics": None})
+        broker_id = str(meta.brokers[0].node_id)
+        body = request_codec(DESCRIBE_CONFIGS, 4).encode(
+            {"resources": [{"resource_type": BROKER, "resource_name": broker_id, "configuration_keys": None}] * 20_000,
+             "include_synonyms": True, "include_documentation": True})
+        raw.sock.sendall(encode_request(RequestHeader(DESCRIBE_CONFIGS, 4, 7, "dup"), body))
+        size = struct.unpack(">i", raw._recv_exact(4))[0]
+        assert size < 2_000_000, size  # one described broker, 19 999 short refusals
+        raw._recv_exact(size)
+        answer = raw.call(DESCRIBE_CONFIGS, 4, {
+            "resources": [{"resource_type": TOPIC, "resource_name": "conf", "configuration_keys": None},
+                          {"resource_type": BROKER, "resource_name": broker_id, "configuration_keys": None},
+                          {"resource_type": TOPIC, "resource_name": "conf", "configuration_keys": None}],
+            "include_synonyms": False, "include_documentation": False})
+        first, other, again = answer.results
+        assert first.error_code == 0 and first.configs and other.error_code == 0 and other.configs
+        assert (again.error_code, again.error_message, again.configs) == (
+            ErrorCode.INVALID_REQUEST, "Duplicate resource.", [])
+        change = {"resource_type": TOPIC, "resource_name": "conf",
+                  "configs": [{"name": "retention.ms", "config_operation": 0, "value": "1000"}]}
+        answer = raw.call(INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [change, change], "validate_only": False})
+        assert [(r.error_code, r.error_message) for r in answer.responses] == [
+            (ErrorCode.INVALID_REQUEST, "Duplicate resource.")] * 2
+        described = raw.call(DESCRIBE_CONFIGS, 4, {
+            "resources": [{"resource_type": TOPIC, "resource_name": "conf", "configuration_keys": ["retention.ms"]}],
+            "include_synonyms": False, "include_documentation": False})
+        assert described.results[0].configs[0].value != "1000"  # neither copy was applied
