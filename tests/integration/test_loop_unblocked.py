@@ -129,3 +129,36 @@ def test_idle_producer_ids_expire(broker_factory) -> None:
         assert _produce(client, "expiring", _idempotent(42, 11)).error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
         assert _produce(client, "expiring", _idempotent(42, 10)).base_offset == 4
     assert '"expired producer ids removed"' in broker.log_path.read_text()
+
+
+def test_idempotent_client_pipelining_through_a_producer_state_load_keeps_order(broker_factory) -> None:
+    """librdkafka's idempotent producer keeps up to 5 requests in flight: while the partition's producer state
+    loads after a restart, its requests queue in arrival order, so none is refused as out of order (which the
+    client treats as fatal) and none is written twice."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    broker = broker_factory()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("big", num_partitions=1)])["big"].result(timeout=60)
+    broker.stop()
+    _fill(broker.data_dir / "big-0", 300_000)
+    broker.start()
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "acks": "all",
+                         "linger.ms": 1, "batch.num.messages": 50, "max.in.flight.requests.per.connection": 5})
+    errors: list = []
+    for i in range(5000):
+        while True:
+            try:
+                producer.produce("big", b"r%d" % i, partition=0,
+                                 on_delivery=lambda err, _m: err is not None and errors.append(err))
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+    assert producer.flush(120) == 0
+    assert errors == []
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "count"})
+    low, high = consumer.get_watermark_offsets(TopicPartition("big", 0), timeout=30)
+    consumer.close()
+    assert (low, high) == (0, 300_000 + 5000)  # every record once
+    assert '"producer state loaded"' in broker.log_path.read_text()
