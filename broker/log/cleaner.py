@@ -160,6 +160,10 @@ class Worker(Protocol):
     def close(self) -> None: ...
 
 
+class SwapFailedError(Exception):
+    """A storage error after a cleaned segment was committed as `.swap`: only recovery can finish the swap."""
+
+
 class _RemoteError(Exception):
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(f"{kind}: {message}")
@@ -468,9 +472,10 @@ class LogCleaner:
         except Exception as err:  # noqa: BLE001 - as Kafka, an unexpected failure makes the log uncleanable
             self._uncleanable.add(todo.key)
             log.exception("log cleaning failed; skipping the log until restart", topic=topic, partition=partition)
-            if isinstance(err, OSError) and not is_transient(err):
-                # A failed rename, delete or fsync of the swap leaves the directory in a state only recovery
-                # knows how to finish: take it offline, as Kafka's cleaner does on an IOException.
+            if isinstance(err, SwapFailedError) or (isinstance(err, OSError) and not is_transient(err)):
+                # A swap that failed half way (whatever the error) leaves the directory in a state only recovery
+                # knows how to finish, and any other storage error is one: take the directory offline, as Kafka's
+                # cleaner does on an IOException. (A full disk while writing the cleaned copy is not.)
                 plog.failures.fail(f"log cleaning of {directory} failed", err)
             with contextlib.suppress(OSError):
                 await asyncio.to_thread(swap.abandon_cleaned, directory, current)
@@ -501,16 +506,20 @@ class LogCleaner:
         if not _still_there(plog, olds):
             await worker.run(swap.abandon_cleaned, directory, result.base_offset)
             return False
-        await worker.run(swap.commit_cleaned, directory, result.base_offset)
-        cleaned = await worker.run(lambda: swap.open_swapped(
-            directory, result.base_offset, index_interval_bytes=plog.config.index_interval_bytes, files=plog.files))
-        swap.crash_point("before-install")
-        if not plog.install_cleaned(cleaned, olds):
-            # Only a log closed or deleted since the check gets here; its files are someone else's now.
-            cleaned.close()
-            return False
-        swap.crash_point("installed")
-        await worker.run(swap.finish_swap, directory, cleaned, olds)
+        try:
+            await worker.run(swap.commit_cleaned, directory, result.base_offset)
+            cleaned = await worker.run(lambda: swap.open_swapped(
+                directory, result.base_offset, index_interval_bytes=plog.config.index_interval_bytes,
+                files=plog.files))
+            swap.crash_point("before-install")
+            if not plog.install_cleaned(cleaned, olds):
+                # Only a log closed or deleted since the check gets here; its files are someone else's now.
+                cleaned.close()
+                return False
+            swap.crash_point("installed")
+            await worker.run(swap.finish_swap, directory, cleaned, olds)
+        except OSError as err:
+            raise SwapFailedError(f"swapping a cleaned segment into {directory} failed: {err!r}") from err
         return True
 
     def _write_checkpoint(self) -> None:

@@ -305,7 +305,7 @@ def test_the_broker_process_exits_1_after_its_log_directory_failed(tmp_path, mon
 
     async def run() -> tuple[int, list]:
         server = asyncio.ensure_future(serve(args))
-        for _ in range(1000):  # until the port file is written (serve writes it once listening)
+        for _ in range(6000):  # until the port file is written (serve writes it once listening)
             if port_file.exists() and port_file.read_text().strip():
                 break
             assert not server.done(), server

@@ -445,7 +445,7 @@ def test_a_failed_swap_takes_the_log_directory_offline(tmp_path: Path, monkeypat
     h.log.roll()
 
     def broken(*_args):
-        raise OSError(5, "Input/output error")
+        raise OSError(28, "No space left on device")  # even a full disk, once the swap is under way
 
     monkeypatch.setattr(swap, "finish_swap", broken)
     assert not h.clean()
