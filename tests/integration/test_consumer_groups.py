@@ -234,9 +234,14 @@ def test_kafka_python_members_rebalance_on_join_and_leave(broker, assignor):
     lock = threading.Lock()
 
     def run(name: str, halt: threading.Event) -> None:
-        consumer = KafkaConsumer("kp-many", bootstrap_servers=broker.bootstrap, group_id=f"kp-{assignor}",
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=f"kp-{assignor}",
                                  auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=10_000,
                                  heartbeat_interval_ms=500, partition_assignment_strategy=[strategy])
+        # The topic's metadata first: a kafka-python leader that assigned before its client knew the partitions
+        # ("No partition metadata for topic") went silent after its SyncGroup under load (every request of it
+        # answered, none sent any more) and was expired at its session timeout.
+        assert consumer.partitions_for_topic("kp-many") == {0, 1, 2, 3}
+        consumer.subscribe(["kp-many"])
         try:
             while not halt.is_set():
                 batch = consumer.poll(200)
