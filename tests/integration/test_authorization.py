@@ -135,7 +135,14 @@ def test_every_checked_api_has_a_refused_request(locked_broker):
 def test_refused_without_acls(locked_broker, api_key):
     versions = served(locked_broker)
     if api_key not in versions:
-        pytest.skip(f"{API_ACLS[api_key].note.split(':')[0]} is not served by this broker yet")
+        # An API of the table this broker does not serve (yet) is not advertised, and a request for it closes the
+        # connection as Kafka does for an API it does not know, before any handler could skip a check.
+        with RawClient(locked_broker.port) as raw:
+            raw.send(api_key, schema.api_specs()[api_key].min_version, REQUESTS[api_key])
+            with pytest.raises(ConnectionError):
+                raw._recv_exact(4)
+        assert api_key not in served(locked_broker)  # and the broker still answers others
+        return
     version = min(versions[api_key], MAX_VERSION.get(api_key, versions[api_key]))
     with RawClient(locked_broker.port) as raw:
         response = raw.call(api_key, version, REQUESTS[api_key])
