@@ -346,6 +346,10 @@ class TopicManager:
             self._reconfigure(info)
 
     def _reconfigure(self, info: TopicInfo) -> None:
+        current = self.registry.get(info.name)
+        if current is None or current.topic_id != info.topic_id:
+            return  # deleted (and maybe recreated) while its config change waited for the journal
+        info = current
         config = self.log_config(info)  # resolved once per topic, not per partition
         for p in range(info.num_partitions):
             self._logs.get(info.name, p).reconfigure(config)

@@ -100,7 +100,7 @@ def test_restart_with_a_long_log_keeps_serving_while_producer_state_loads(broker
     # A loop blocked by the scan answers nothing between the scan's start and the produce's answer: one gap as long
     # as (almost) the whole wait (measured before this change: 7-15 answers, then a 1.4 s gap in a 1.43 s wait).
     gaps = [b - a for a, b in zip([start, *during], [*during, end], strict=True)]
-    assert len(during) >= 10 and max(gaps) < (end - start) / 2, (len(during), max(gaps), end - start)
+    assert len(during) >= 10 and max(gaps) < (end - start) / 2, (len(during), max(gaps), end - start, gaps.index(max(gaps)), len(gaps))
     assert '"producer state loaded"' in broker.log_path.read_text()
     with RawClient(broker.port) as client:  # the state was rebuilt: producer 1000's batch is a known duplicate
         again = _produce(client, "big", _idempotent(1000, 0, timestamp=int(time.time() * 1000)))

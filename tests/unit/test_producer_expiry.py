@@ -197,3 +197,40 @@ def test_only_existing_partitions_with_idempotent_batches_wait_for_producer_stat
             topic("t", (0, b"short"))]
     assert idempotent_keys(data, node.topics.registry) == [("t", 0)]
     node.close()
+
+
+def test_a_partition_deleted_before_its_producer_state_loads_is_no_error(tmp_path: Path) -> None:
+    """The fuzz campaign deleted topics while idempotent produces to them waited for their producer state: the
+    load found no log and logged KeyError tracebacks at ERROR (14 in a million frames)."""
+    from structlog.testing import capture_logs
+
+    clock = Clock(10_000_000)
+    node = _node_with_topic(tmp_path, clock)
+
+    async def scenario() -> None:
+        turn = node.replicas.produce_turn([("gone", 0)])  # as if deleted after the request was checked
+        assert turn is not None
+        await turn.wait()
+        turn.done()
+
+    with capture_logs() as logs:
+        asyncio.run(scenario())
+    assert not [e for e in logs if e["log_level"] in ("error", "critical")], logs
+    node.close()
+
+
+def test_a_topic_config_change_that_waited_behind_the_topics_deletion_is_no_error(tmp_path: Path) -> None:
+    """IncrementalAlterConfigs read the topic, then waited for its journal turn behind a DeleteTopics of it: applying
+    the change reconfigured logs that were gone (KeyError, UNKNOWN_SERVER_ERROR; found by the fuzz campaign)."""
+    clock = Clock(10_000_000)
+    node = _node_with_topic(tmp_path, clock)
+    info = node.topics.registry.get("t")
+
+    async def scenario() -> None:
+        deletion = asyncio.ensure_future(node.topics.delete_topic(name="t", topic_id=None))
+        await asyncio.sleep(0)  # the deletion takes its journal turn first
+        await asyncio.gather(deletion, node.topics.set_topic_configs(info, {"retention.ms": "1000"}))
+
+    asyncio.run(scenario())
+    assert node.topics.registry.get("t") is None
+    node.close()
