@@ -40,6 +40,7 @@ from .share_coordinator_service import CoordinatorResult, InitializeRequest, Sha
 from .share_offsets import AdminError
 
 log = structlog.get_logger(__name__)
+_WRITE_FAILED = "The group coordinator could not write the group's records."
 
 TOPIC = "__consumer_offsets"
 MemberRemovedListener = Callable[[str, str], Any]
@@ -219,7 +220,7 @@ class GroupCoordinatorRuntime:
         gid = request["group_id"]
         if not await self._write(res.records, [gid] if gid else []):
             return {"error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
-                    "error_message": "The group coordinator could not write the group's records."}
+                    "error_message": _WRITE_FAILED}
         self._kick.set()  # a new session deadline may be the earliest one
         self._after(res)
         response = res.response or {"error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR)}
@@ -386,7 +387,7 @@ class GroupCoordinatorRuntime:
                                                         client_host=client_host)
         return await self._serve(res, req["group_id"], {
             "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "member_epoch": 0,
-            "error_message": "The group coordinator could not write the group's records."})
+            "error_message": _WRITE_FAILED})
 
     async def consumer_group_describe(self, group_ids: Sequence[str]) -> list[dict[str, Any]]:
         if not self.loaded:
@@ -565,27 +566,33 @@ class GroupCoordinatorRuntime:
             entry["lag"] = max(0, end - summary.start_offset - summary.delivery_complete_count)
         return entry
 
+    async def _share_offsets_admin_start(self, group_id: str) -> dict[str, Any] | None:
+        """The error response of an Alter/DeleteShareGroupOffsets that cannot go on, else None once the group's
+        earlier records are durable."""
+        refusal = self._share_admin_refusal()
+        if refusal is not None:
+            return _share_admin_error(*refusal)
+        if not group_id:
+            return _share_admin_error(ErrorCode.INVALID_GROUP_ID, _MESSAGES[ErrorCode.INVALID_GROUP_ID])
+        await self.log.barrier([self.partition_for(group_id)])
+        return None
+
     async def alter_share_offsets(self, group_id: str, topics: Sequence[tuple[str, Sequence[tuple[int, int]]]]
                                   ) -> dict[str, Any]:
         """AlterShareGroupOffsets (empty share groups only): bump the group epoch, then re-initialize each
         share-partition through the share coordinator with the requested start offset. The response is
         {error_code, error_message, responses}."""
-        refusal = self._share_admin_refusal()
-        if refusal is not None:
-            return {"error_code": int(refusal[0]), "error_message": refusal[1], "responses": []}
-        if not group_id:
-            return {"error_code": int(ErrorCode.INVALID_GROUP_ID),
-                    "error_message": _MESSAGES[ErrorCode.INVALID_GROUP_ID], "responses": []}
-        await self.log.barrier([self.partition_for(group_id)])
+        refused = await self._share_offsets_admin_start(group_id)
+        if refused is not None:
+            return refused
         try:
             plan = self.share.alter_offsets(group_id, topics)
         except AdminError as e:
-            return {"error_code": int(e.code), "error_message": e.message, "responses": []}
+            return _share_admin_error(e.code, e.message)
         if not plan.start_offsets:
             return {"error_code": 0, "error_message": None, "responses": plan.topics}
         if not await self._write(plan.records, [group_id]):
-            return {"error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
-                    "error_message": "The group coordinator could not write the group's records.", "responses": []}
+            return _share_admin_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, _WRITE_FAILED)
         store = getattr(self._broker, "share_state", None)
         errors: dict[tuple[UUID, int], tuple[ErrorCode, str | None]] = {}
         records: list[Record] = []
@@ -607,8 +614,7 @@ class GroupCoordinatorRuntime:
         written = await self._write(records, [group_id])
         self._state_reset(group_id, {tid: list(o) for tid, o in plan.start_offsets.items()})
         if not written:
-            return {"error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
-                    "error_message": "The group coordinator could not write the group's records.", "responses": []}
+            return _share_admin_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, _WRITE_FAILED)
         for topic in plan.topics:
             for part in topic["partitions"]:
                 error = errors.get((topic["topic_id"], part["partition_index"]))
@@ -622,20 +628,15 @@ class GroupCoordinatorRuntime:
         """DeleteShareGroupOffsets (empty share groups only): the topics move to Deleting, their state is
         deleted through the share coordinator, then they leave Deleting. {error_code, error_message,
         responses}."""
-        refusal = self._share_admin_refusal()
-        if refusal is not None:
-            return {"error_code": int(refusal[0]), "error_message": refusal[1], "responses": []}
-        if not group_id:
-            return {"error_code": int(ErrorCode.INVALID_GROUP_ID),
-                    "error_message": _MESSAGES[ErrorCode.INVALID_GROUP_ID], "responses": []}
-        await self.log.barrier([self.partition_for(group_id)])
+        refused = await self._share_offsets_admin_start(group_id)
+        if refused is not None:
+            return refused
         try:
             plan = self.share.delete_offsets(group_id, topic_names)
         except AdminError as e:
-            return {"error_code": int(e.code), "error_message": e.message, "responses": []}
+            return _share_admin_error(e.code, e.message)
         if plan.records and not await self._write(plan.records, [group_id]):
-            return {"error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
-                    "error_message": "The group coordinator could not write the group's records.", "responses": []}
+            return _share_admin_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, _WRITE_FAILED)
         store = getattr(self._broker, "share_state", None)
         done: dict[UUID, str] = {}
         failed: list[dict[str, Any]] = []
@@ -649,8 +650,7 @@ class GroupCoordinatorRuntime:
         self._state_reset(group_id, {tid: parts for tid, (_, parts) in plan.delete.items()})
         topics, records = self.share.delete_offsets_done(group_id, done)
         if records and not await self._write(records, [group_id]):
-            return {"error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
-                    "error_message": "The group coordinator could not write the group's records.", "responses": []}
+            return _share_admin_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, _WRITE_FAILED)
         log.info("share group offsets deleted", group=group_id, topics=sorted(done.values()), failed=len(failed))
         return {"error_code": 0, "error_message": None, "responses": topics + failed + plan.refused}
 
@@ -750,3 +750,9 @@ def build(broker: Any) -> GroupCoordinatorRuntime:
     broker.topics.on_delete(lambda info: broker.spawn(runtime.topics_deleted([info.topic_id], [info.name]),
                                                       "group-coordinator-delete-topic"))
     return runtime
+
+
+
+def _share_admin_error(code: ErrorCode, message: str | None) -> dict[str, Any]:
+    """A whole-request error of Alter/DeleteShareGroupOffsets."""
+    return {"error_code": int(code), "error_message": message, "responses": []}
