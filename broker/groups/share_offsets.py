@@ -70,18 +70,6 @@ class DeleteOffsetsPlan:
     records: list[rec.Record] = field(default_factory=list)
 
 
-def _without_partitions(d: Mapping[UUID, TopicPartitions], tid: UUID, parts: frozenset[int]
-                        ) -> dict[UUID, TopicPartitions]:
-    out = dict(d)
-    if tid in out:
-        left = out[tid].partitions - parts
-        if left:
-            out[tid] = TopicPartitions(out[tid].name, left)
-        else:
-            del out[tid]
-    return out
-
-
 class ShareOffsetsAdmin:
     """Admin operations on share-group offsets; a mixin of ShareGroupCoordinator (uses its groups, topic
     lookups and `_emit`)."""
@@ -161,7 +149,7 @@ class ShareOffsetsAdmin:
             parts = frozenset(parts_offsets)
             old = initializing.get(tid)
             initializing[tid] = TopicPartitions(names[tid], parts | (old.partitions if old else frozenset()))
-            initialized = _without_partitions(initialized, tid, parts)
+            initialized = self._without(initialized, tid, parts)
         deleting = {t: n for t, n in md.deleting.items() if t not in offsets}
         self._emit(res, rec.state_partition_metadata(gid, StatePartitionMetadata(initializing, initialized, deleting)))
         return AlterPlan(out, epoch, offsets, res.records)
