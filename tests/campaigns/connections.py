@@ -28,6 +28,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from shoal_client import ACCEPT, ShareGroupMember
 from shoal_client.connection import ConnectionLost
+from tests.campaigns import run_and_report
 from tests.fuzz.harness import scan_log
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.proc_stats import open_fds, open_sockets, peak_rss_mib, rss_mib
@@ -306,7 +307,6 @@ class ConnectionCampaign:
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
-    import json
     import sys
     import tempfile
 
@@ -324,14 +324,7 @@ def main(argv: list[str] | None = None) -> int:
                                   progress=lambda line: print(line, flush=True))
     print(f"connection campaign: {args.connections} connections, {args.members} share-group members "
           f"({args.confluent} confluent), {args.records} records; broker log {campaign.broker.log_path}", flush=True)
-    try:
-        report = campaign.run()
-    finally:
-        campaign.close(keep=args.keep)
-    print(json.dumps(report, indent=2, default=str))
-    if not report["ok"]:
-        print("FAILED" + (f"; data and log kept in {tmp}" if args.keep else " (run with --keep for the log)"))
-    return 0 if report["ok"] else 1
+    return run_and_report(campaign, tmp, keep=args.keep)
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from tests.campaigns import run_and_report
 from tests.fuzz.harness import scan_log
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.proc_stats import open_fds, rss_mib
@@ -428,7 +429,6 @@ class CrashCampaign:
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
-    import json
     import sys
     import tempfile
 
@@ -446,14 +446,7 @@ def main(argv: list[str] | None = None) -> int:
                              progress=lambda line: print(line, flush=True))
     print(f"crash campaign: {args.cycles} kill -9 cycles, {args.rate} records/s, {args.consumers} share consumers; "
           f"broker log {campaign.broker.log_path}", flush=True)
-    try:
-        report = campaign.run()
-    finally:
-        campaign.close(keep=args.keep)
-    print(json.dumps(report, indent=2, default=str))
-    if not report["ok"]:
-        print("FAILED" + (f"; data and log kept in {tmp}" if args.keep else " (run with --keep for the log)"))
-    return 0 if report["ok"] else 1
+    return run_and_report(campaign, tmp, keep=args.keep)
 
 
 if __name__ == "__main__":
