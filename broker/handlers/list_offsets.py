@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import structlog
+
+from broker.log.dir_failure import KafkaStorageError
 from broker.security.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 
@@ -10,9 +13,23 @@ LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING
 # The special timestamps each version may use (a client only sends what its negotiated version allows).
 _MIN_VERSION = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9, EARLIEST_PENDING_UPLOAD: 11}
 
+log = structlog.get_logger(__name__)
+
 
 def lookup(plog, timestamp: int, version: int) -> tuple[ErrorCode, int, int]:
-    """(error, timestamp, offset) for one partition."""
+    """(error, timestamp, offset) for one partition. A log whose directory is offline answers
+    KAFKA_STORAGE_ERROR whatever the timestamp, as Kafka's ReplicaManager.getPartitionOrException does; so does
+    a read that fails on the way (Kafka turns a log's IOException into KafkaStorageException)."""
+    if plog.failures.offline:
+        return ErrorCode.KAFKA_STORAGE_ERROR, -1, -1
+    try:
+        return _lookup(plog, timestamp, version)
+    except (OSError, KafkaStorageError) as err:
+        log.error("list offsets read failed", log=str(plog.directory), error=repr(err))
+        return ErrorCode.KAFKA_STORAGE_ERROR, -1, -1
+
+
+def _lookup(plog, timestamp: int, version: int) -> tuple[ErrorCode, int, int]:
     if timestamp < 0 and version < _MIN_VERSION.get(timestamp, 0):
         return ErrorCode.UNSUPPORTED_VERSION, -1, -1
     if timestamp == LATEST:

@@ -193,6 +193,7 @@ async def _fetch(ctx, req, group: str, member: str, tps: list[tuple[uuid.UUID, i
         if short and await mgr.wait(partitions, left):
             continue
         total_bytes = 0
+        failed = False
         remaining_records = max_records
         remaining_bytes = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
         # Rotate the starting partition so one busy partition does not starve the others.
@@ -201,8 +202,15 @@ async def _fetch(ctx, req, group: str, member: str, tps: list[tuple[uuid.UUID, i
         for sp in order:
             if remaining_records <= 0 or remaining_bytes <= 0:
                 break
-            got = mgr.acquire(sp, member, remaining_records, remaining_bytes, min_one=total_bytes == 0,
-                              strict=strict)
+            try:
+                got = mgr.acquire(sp, member, remaining_records, remaining_bytes, min_one=total_bytes == 0,
+                                  strict=strict)
+            except ShareError as err:  # its log directory is offline: answered with the error, not served again
+                e = entry((sp.key[1], sp.key[2]))
+                e["error_code"], e["error_message"] = int(err.code), err.message
+                partitions.remove(sp)
+                failed = True
+                continue
             if got is None:
                 continue
             e = entry((sp.key[1], sp.key[2]))
@@ -212,7 +220,7 @@ async def _fetch(ctx, req, group: str, member: str, tps: list[tuple[uuid.UUID, i
             total_bytes += len(got.records)
             remaining_bytes -= len(got.records)
             remaining_records -= sum(r.last_offset - r.first_offset + 1 for r in got.ranges)
-        if total_bytes > 0:
+        if total_bytes > 0 or failed or not partitions:
             return
         left = deadline - loop.time()
         if left <= 0 or not await mgr.wait(partitions, left):

@@ -303,7 +303,9 @@ class PartitionLog:
         return ReadResult(b"", -1, -1, -1, hw, start)
 
     def iter_batch_headers(self, start_offset: int | None = None) -> Iterator[rec.BatchHeader]:
-        """Headers of all batches from the one holding `start_offset` (default: log start offset)."""
+        """Headers of all batches from the one holding `start_offset` (default: log start offset).
+        KafkaStorageError once the log directory is offline (checked when iteration starts)."""
+        self.failures.check()
         offset = self.log_start_offset if start_offset is None else start_offset
         for segment in list(self._segments):
             if segment.next_offset <= offset:
@@ -319,7 +321,9 @@ class PartitionLog:
 
         Batches are located with the time index, then the batch's records are decoded (any codec). A batch that
         cannot be decoded (stored before produce checked records) answers with its first offset and maxTimestamp.
+        KafkaStorageError once the log directory is offline.
         """
+        self.failures.check()
         start = self.log_start_offset
         for segment in self._segments:
             if segment.next_offset <= start or segment.max_timestamp < timestamp:
@@ -335,7 +339,9 @@ class PartitionLog:
         return None
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
-        """(offset, timestamp) of the record with the largest timestamp (the first such record), or None."""
+        """(offset, timestamp) of the record with the largest timestamp (the first such record), or None.
+        KafkaStorageError once the log directory is offline."""
+        self.failures.check()
         best: Segment | None = None
         for segment in self._segments:
             if segment.next_offset > self.log_start_offset and segment.max_timestamp >= 0 and (

@@ -19,6 +19,7 @@ from typing import Any
 
 import structlog
 
+from broker.log.dir_failure import KafkaStorageError
 from broker.log.partition_log import OffsetOutOfRangeError
 from broker.share.dlq import DeadLetterQueue
 from broker.share.inflight import DeadLetter, ShareInFlight, StateBatch, StateDelta
@@ -39,6 +40,11 @@ class ShareError(Exception):
         super().__init__(message or code.name)
         self.code = code
         self.message = message
+
+
+def offline_error(topic: str, partition: int) -> ShareError:
+    """Kafka's message for a partition in an offline log directory (ReplicaManager.getPartitionOrException)."""
+    return ShareError(ErrorCode.KAFKA_STORAGE_ERROR, f"Partition {topic}-{partition} is in an offline log directory")
 
 
 @dataclass
@@ -187,14 +193,19 @@ class SharePartitionManager:
 
     # --- partitions --------------------------------------------------------------------------------------------
     def resolve(self, topic_id: uuid.UUID, partition: int) -> tuple[Any, Any]:
-        """(TopicInfo, PartitionLog) or ShareError UNKNOWN_TOPIC_ID / UNKNOWN_TOPIC_OR_PARTITION."""
+        """(TopicInfo, PartitionLog) or ShareError UNKNOWN_TOPIC_ID / UNKNOWN_TOPIC_OR_PARTITION, or
+        KAFKA_STORAGE_ERROR for a log whose directory is offline (Kafka's share fetch looks the partition up
+        with ReplicaManager.getPartitionOrException)."""
         topics = self._broker.topics
         info = topics.registry.by_id(topic_id)
         if info is None:
             raise ShareError(ErrorCode.UNKNOWN_TOPIC_ID)
         if not 0 <= partition < info.num_partitions:
             raise ShareError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        return info, topics.log(info.name, partition)
+        plog = topics.log(info.name, partition)
+        if plog.failures.offline:
+            raise offline_error(info.name, partition)
+        return info, plog
 
     def loaded_partitions(self) -> list[SharePartition]:
         """The share-partitions in memory now (metrics)."""
@@ -354,11 +365,21 @@ class SharePartitionManager:
     # --- acquire -----------------------------------------------------------------------------------------------
     def acquire(self, sp: SharePartition, member: str, max_records: int, max_bytes: int, *, min_one: bool,
                 strict: bool = False) -> Acquired | None:
-        """Acquire records for `member` and read the bytes of the whole batches holding them."""
+        """Acquire records for `member` and read the bytes of the whole batches holding them. Raises
+        ShareError(KAFKA_STORAGE_ERROR) when the partition's log directory is (or goes) offline."""
+        try:
+            return self._acquire(sp, member, max_records, max_bytes, min_one=min_one, strict=strict)
+        except KafkaStorageError:
+            raise offline_error(sp.topic, sp.key[2]) from None
+
+    def _acquire(self, sp: SharePartition, member: str, max_records: int, max_bytes: int, *, min_one: bool,
+                 strict: bool) -> Acquired | None:
         _, topic_id, partition = sp.key
         try:
             _, plog = self.resolve(topic_id, partition)
-        except ShareError:
+        except ShareError as err:
+            if err.code == ErrorCode.KAFKA_STORAGE_ERROR:
+                raise
             return None
         inflight = sp.inflight
         if sp.dead:
@@ -380,14 +401,16 @@ class SharePartitionManager:
 
     def available_bytes(self, sp: SharePartition, enough: int) -> int:
         """Bytes acquirable now, counted up to `enough` (MinBytes); released records count as enough."""
+        try:
+            _, plog = self.resolve(sp.key[1], sp.key[2])
+        except ShareError as err:
+            # an offline partition is answered at once (KAFKA_STORAGE_ERROR), as Kafka completes a delayed
+            # share fetch whose partition is in an offline log directory
+            return enough if err.code == ErrorCode.KAFKA_STORAGE_ERROR else 0
         inflight = sp.inflight
         if inflight.available_count:
             return enough
         if inflight.in_flight_count >= inflight.max_in_flight_records:
-            return 0
-        try:
-            _, plog = self.resolve(sp.key[1], sp.key[2])
-        except ShareError:
             return 0
         total = 0
         if inflight.end_offset < plog.log_end_offset:
