@@ -250,8 +250,8 @@ class SharePartitionManager:
             try:
                 inflight = ShareInFlight.load(start, batches, state_epoch=state_epoch, **params)
             except ValueError as err:
-                # WriteShareGroupState takes any batches (as Kafka's share coordinator does): a state whose
-                # batches overlap or hold an unknown delivery state fails this partition, not the request.
+                # The share coordinator refuses malformed batches now, but a state written before it did (or
+                # by a future version) may still hold some: it fails this partition, not the request.
                 log.warning("share-partition state unreadable", group=group, topic=topic, partition=partition,
                             error=str(err))
                 raise ShareError(ErrorCode.UNKNOWN_SERVER_ERROR, f"The share-partition state is invalid: {err}") \

@@ -52,6 +52,13 @@ WRITE_UNINITIALIZED = "Write operation on uninitialized share partition not allo
 READ_UNINITIALIZED = "Read operation on uninitialized share partition not allowed."
 EMPTY_GROUP_ID = "Group id must be specified and non-empty."
 INVALID_BATCH = "State batch offsets must satisfy 0 <= FirstOffset <= LastOffset."
+# Ours (Kafka's share coordinator stores such values and its share-partition leader then fails to load them):
+INVALID_START_OFFSET = "The start offset must be -1 or non-negative."
+INVALID_DELIVERY_STATE = "State batch delivery states must be 0 (Available), 2 (Acknowledged) or 4 (Archived)."
+INVALID_DELIVERY_COUNT = "State batch delivery counts cannot be negative."
+BATCHES_WITHOUT_START = "State batches cannot be written to a share-partition without a start offset."
+# Delivery states a share-partition leader persists (Kafka's RecordState ids; Acquired is written as Available).
+PERSISTED_DELIVERY_STATES = frozenset({0, 2, 4})
 
 # What a read summary says for a key without state (Kafka's PartitionFactory defaults).
 DEFAULT_STATE_EPOCH = 0
@@ -245,6 +252,21 @@ class ShareCoordinator:
         if e is not None and state_epoch != -1 and e.state_epoch_fence > state_epoch:
             raise _Refused(ErrorCode.FENCED_STATE_EPOCH)
 
+    @staticmethod
+    def _check_start_offset(start_offset: int) -> None:
+        if start_offset < UNINITIALIZED_START_OFFSET:
+            raise _Refused(ErrorCode.INVALID_REQUEST, INVALID_START_OFFSET)
+
+    @staticmethod
+    def _check_batches(batches: Sequence[StateBatch]) -> None:
+        for b in batches:
+            if b.first_offset < 0 or b.first_offset > b.last_offset:
+                raise _Refused(ErrorCode.INVALID_REQUEST, INVALID_BATCH)
+            if b.delivery_state not in PERSISTED_DELIVERY_STATES:
+                raise _Refused(ErrorCode.INVALID_REQUEST, INVALID_DELIVERY_STATE)
+            if b.delivery_count < 0:
+                raise _Refused(ErrorCode.INVALID_REQUEST, INVALID_DELIVERY_COUNT)
+
     # ------------------------------------------------------------------------------------ in-process API
 
     def initialize(self, group_id: str, topic_id: UUID, partition: int, state_epoch: int,
@@ -254,8 +276,12 @@ class ShareCoordinator:
         key = SharePartitionKey(group_id, topic_id, partition)
         try:
             self._check_common(key)
+            self._check_start_offset(start_offset)
             e = self._entries.get(key)
-            self._check_state_epoch(e, state_epoch)
+            # Unlike a write's, an initialization's state epoch is always compared (Kafka's initializeState):
+            # -1 is no "not supplied" here, or it would replace the state of any newer epoch.
+            if e is not None and e.state_epoch_fence > state_epoch:
+                raise _Refused(ErrorCode.FENCED_STATE_EPOCH)
             self._check_metadata(key)
         except _Refused as r:
             return OpResult(r.code, [], r.message)
@@ -277,14 +303,17 @@ class ShareCoordinator:
         new = [_batch(b) for b in batches]
         try:
             self._check_common(key)
-            if any(b.first_offset < 0 or b.first_offset > b.last_offset for b in new):
-                raise _Refused(ErrorCode.INVALID_REQUEST, INVALID_BATCH)
+            self._check_start_offset(start_offset)
+            self._check_batches(new)
             e = self._entries.get(key)
             if e is None:
                 raise _Refused(ErrorCode.INVALID_REQUEST, WRITE_UNINITIALIZED)
             self._check_leader_epoch(e, leader_epoch)
             self._check_state_epoch(e, state_epoch)
             self._check_metadata(key)
+            if new and start_offset == UNINITIALIZED_START_OFFSET and e.state.start_offset < 0:
+                # batches with no SPSO to hang from: the leader resolves the SPSO before it writes any
+                raise _Refused(ErrorCode.INVALID_REQUEST, BATCHES_WITHOUT_START)
         except _Refused as r:
             return OpResult(r.code, [], r.message)
         return OpResult(ErrorCode.NONE, [self._write_record(key, e, state_epoch, leader_epoch, start_offset,

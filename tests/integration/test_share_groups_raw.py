@@ -234,6 +234,29 @@ def test_share_state_apis_fencing_and_replay(broker):
         assert read(c, "sg", tid, 1).error_code == ErrorCode.INVALID_REQUEST  # the delete was replayed too
 
 
+def test_share_state_apis_refuse_invalid_offsets_states_and_epochs(broker):
+    """What a share-partition leader could not load is refused before it is written (INVALID_REQUEST), and an
+    initialization cannot replace the state of a newer state epoch."""
+    create_topic(broker.bootstrap, "ss-invalid", partitions=1)
+    with RawClient(broker.port) as c:
+        tid = topic_id(c, "ss-invalid")
+        r = initialize(c, "sv", tid, 0, 3, -7)
+        assert (r.error_code, r.error_message) == (ErrorCode.INVALID_REQUEST, "The start offset must be -1 or non-negative.")
+        assert read(c, "sv", tid, 0).error_code == ErrorCode.INVALID_REQUEST  # nothing was initialized
+        assert initialize(c, "sv", tid, 0, 3, -1).error_code == 0
+        r = write(c, "sv", tid, 0, 3, 0, -1, [(0, 4, 2, 1)])  # batches, but no start offset yet
+        assert r.error_code == ErrorCode.INVALID_REQUEST, r
+        assert write(c, "sv", tid, 0, 3, 0, -3, []).error_code == ErrorCode.INVALID_REQUEST
+        assert write(c, "sv", tid, 0, 3, 0, 5, [(5, 6, 2, 1)]).error_code == 0
+        for bad in [(9, 8, 2, 1), (7, 8, 1, 1), (7, 8, 7, 1), (7, 8, 4, -2)]:
+            r = write(c, "sv", tid, 0, 3, 0, -1, [(7, 7, 0, 1), bad])
+            assert r.error_code == ErrorCode.INVALID_REQUEST, (bad, r)
+        assert initialize(c, "sv", tid, 0, -1, 0).error_code == ErrorCode.FENCED_STATE_EPOCH
+        assert initialize(c, "sv", tid, 0, 2, 0).error_code == ErrorCode.FENCED_STATE_EPOCH
+        r = read(c, "sv", tid, 0)
+        assert (r.error_code, r.state_epoch, r.start_offset, batches(r)) == (0, 3, 5, [(5, 6, 2, 1)])
+
+
 def test_apis_are_advertised(broker):
     with RawClient(broker.port) as c:
         versions = {k.api_key: (k.min_version, k.max_version) for k in c.call(18, 3, {"client_software_name": "raw", "client_software_version": "1"}).api_keys}

@@ -14,6 +14,13 @@ from broker.sharestate import (
     StateBatch,
 )
 from broker.sharestate import records as rec
+from broker.sharestate.coordinator import (
+    BATCHES_WITHOUT_START,
+    INVALID_BATCH,
+    INVALID_DELIVERY_COUNT,
+    INVALID_DELIVERY_STATE,
+    INVALID_START_OFFSET,
+)
 from protocol.codec import request_codec, response_codec
 from protocol.errors import ErrorCode
 
@@ -90,6 +97,22 @@ def test_initialize_errors(args: tuple, code: ErrorCode) -> None:
     assert c.keys() == []
 
 
+def test_initialize_refuses_start_offsets_below_minus_one() -> None:
+    c = make()
+    r = c.initialize("g", T, 0, 0, -2)
+    assert (r.error_code, r.records, r.error_message) == (ErrorCode.INVALID_REQUEST, [], INVALID_START_OFFSET)
+    assert c.keys() == []
+
+
+def test_initialize_with_state_epoch_minus_one_cannot_replace_a_newer_state() -> None:
+    c = make()
+    c.initialize("g", T, 0, 5, 10)
+    r = c.initialize("g", T, 0, -1, 0)
+    assert r.error_code == ErrorCode.FENCED_STATE_EPOCH and r.records == []
+    s = c.state(SharePartitionKey("g", T, 0))
+    assert (s.state_epoch, s.start_offset) == (5, 10)
+
+
 # ------------------------------------------------------------------------------------------------ write
 
 def test_write_merges_batches_and_moves_start_offset() -> None:
@@ -125,12 +148,30 @@ def test_write_fencing() -> None:
     assert c.state(SharePartitionKey("g", T, 0)).state_batches == (B(0, 0, ACK, 1),)
 
 
-@pytest.mark.parametrize("bad", [B(5, 4, AV, 1), B(-1, 3, AV, 1)])
-def test_write_rejects_malformed_batches(bad: StateBatch) -> None:
+@pytest.mark.parametrize(("bad", "message"), [
+    (B(5, 4, AV, 1), INVALID_BATCH), (B(-1, 3, AV, 1), INVALID_BATCH),
+    (B(2, 3, 1, 1), INVALID_DELIVERY_STATE), (B(2, 3, 3, 1), INVALID_DELIVERY_STATE),
+    (B(2, 3, -1, 1), INVALID_DELIVERY_STATE), (B(2, 3, ACK, -1), INVALID_DELIVERY_COUNT)])
+def test_write_rejects_malformed_batches(bad: StateBatch, message: str) -> None:
     c = make()
     c.initialize("g", T, 0, 0, 0)
     r = c.write_state("g", T, 0, 0, 0, -1, [B(0, 1, AV, 1), bad])
-    assert r.error_code == ErrorCode.INVALID_REQUEST and r.records == []
+    assert (r.error_code, r.records, r.error_message) == (ErrorCode.INVALID_REQUEST, [], message)
+    assert c.state(SharePartitionKey("g", T, 0)).state_batches == ()
+
+
+def test_write_rejects_start_offsets_below_minus_one_and_batches_without_a_start_offset() -> None:
+    c = make()
+    c.initialize("g", T, 0, 0, -1)  # SPSO left to share.auto.offset.reset
+    r = c.write_state("g", T, 0, 0, 0, -5, [])
+    assert (r.error_code, r.error_message) == (ErrorCode.INVALID_REQUEST, INVALID_START_OFFSET)
+    r = c.write_state("g", T, 0, 0, 0, -1, [B(0, 1, ACK, 1)])
+    assert (r.error_code, r.error_message) == (ErrorCode.INVALID_REQUEST, BATCHES_WITHOUT_START)
+    assert c.state(SharePartitionKey("g", T, 0)).state_batches == ()
+    # with a start offset (in the write, or stored) batches are fine
+    assert c.write_state("g", T, 0, 0, 0, 0, [B(0, 1, ACK, 1)]).error_code == ErrorCode.NONE
+    assert c.write_state("g", T, 0, 0, 0, -1, [B(2, 2, ARCH, 5)]).error_code == ErrorCode.NONE
+    assert c.state(SharePartitionKey("g", T, 0)).state_batches == (B(0, 1, ACK, 1), B(2, 2, ARCH, 5))
 
 
 def test_write_unknown_topic_partition() -> None:
