@@ -637,6 +637,10 @@ class BrokerConfig:
     def validate_topic_value(self, name: str, value: str) -> str:
         return tc.validate(name, value)
 
+    def validate_topic_values(self, overrides: Mapping[str, str]) -> None:
+        """Cross-config checks of a topic with these (already validated) overrides; ValueError."""
+        tc.validate_values(self.topic_values(overrides))
+
     def log_config(self, overrides: Mapping[str, str]) -> dict[str, str]:
         """Effective topic configs of a partition log (names as Kafka's topic configs)."""
         return self.topic_values(overrides)

@@ -140,6 +140,12 @@ class ConfigService:
                 changes[key] = tc.validate(key, value)
             except ValueError as err:
                 raise ConfigChangeError(ErrorCode.INVALID_CONFIG, str(err)) from None
+        # the topic's configs as they would be after the change, checked together (Kafka validates the whole set)
+        after = {k: v for k, v in {**info.configs, **changes}.items() if v is not None}
+        try:
+            self._config.validate_topic_values(after)
+        except ValueError as err:
+            raise ConfigChangeError(ErrorCode.INVALID_CONFIG, str(err)) from None
         if not validate_only and changes:
             await self._topics.set_topic_configs(info, changes)
 

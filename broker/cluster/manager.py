@@ -234,6 +234,10 @@ class TopicManager:
                 clean[key] = self._config.validate_topic_value(key, value)
             except ValueError as err:
                 raise TopicError(ErrorCode.INVALID_CONFIG, str(err)) from None
+        try:
+            self._config.validate_topic_values(clean)
+        except ValueError as err:
+            raise TopicError(ErrorCode.INVALID_CONFIG, str(err)) from None
         return clean
 
     async def _create(self, plan: TopicPlan) -> TopicInfo:

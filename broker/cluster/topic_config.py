@@ -6,7 +6,7 @@ dynamic), else Kafka's default. DescribeConfigs reports which of these it came f
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 LONG_MAX = 2**63 - 1
@@ -133,6 +133,16 @@ def validate(name: str, value: str) -> str:
     except ValueError as err:
         raise ValueError(f"Invalid value {value} for configuration {name}: {err}") from None
     return value.strip()
+
+
+def validate_values(values: Mapping[str, str]) -> None:
+    """Checks across configs, on a topic's effective values (overrides over broker settings over defaults), as
+    Kafka's LogConfig.validateValues; ValueError with Kafka's message (answered INVALID_CONFIG)."""
+    min_lag = int(values["min.compaction.lag.ms"])
+    max_lag = int(values["max.compaction.lag.ms"])
+    if min_lag > max_lag:
+        raise ValueError(f"conflict topic config setting min.compaction.lag.ms ({min_lag}) > "
+                         f"max.compaction.lag.ms ({max_lag})")
 
 
 BrokerLookup = Callable[[str], tuple[str | None, int]]

@@ -120,3 +120,43 @@ def test_admin_topic_lifecycle(broker):
     with pytest.raises(KafkaException) as err:
         admin.delete_topics(["adm"])["adm"].result(timeout=30)
     assert err.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+
+def test_min_compaction_lag_above_max_is_refused(broker):
+    """Kafka's LogConfig.validateValues: min.compaction.lag.ms > max.compaction.lag.ms is INVALID_CONFIG, checked on
+    the topic's whole effective config (its overrides over the broker's settings) in CreateTopics (validate-only
+    too) and IncrementalAlterConfigs, and nothing is created or changed."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    conflict = "conflict topic config setting min.compaction.lag.ms (5000) > max.compaction.lag.ms (1000)"
+    for validate_only in (True, False):
+        bad = NewTopic("lags", num_partitions=1,
+                       config={"min.compaction.lag.ms": "5000", "max.compaction.lag.ms": "1000"})
+        with pytest.raises(KafkaException) as err:
+            admin.create_topics([bad], validate_only=validate_only)["lags"].result(timeout=30)
+        assert err.value.args[0].code() == KafkaError.INVALID_CONFIG
+        assert err.value.args[0].str() == conflict
+    assert "lags" not in admin.list_topics(timeout=10).topics
+
+    admin.create_topics([NewTopic("lags", num_partitions=1, config={"max.compaction.lag.ms": "1000"})])[
+        "lags"].result(timeout=30)
+    resource = ConfigResource(ResourceType.TOPIC, "lags")
+    too_high = ConfigResource(ResourceType.TOPIC, "lags", incremental_configs=[
+        ConfigEntry("min.compaction.lag.ms", "5000", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException) as err:
+        admin.incremental_alter_configs([too_high])[too_high].result(timeout=30)
+    assert err.value.args[0].code() == KafkaError.INVALID_CONFIG
+    assert err.value.args[0].str() == conflict
+    assert _configs(admin, resource)["min.compaction.lag.ms"].value == "0"
+    # removing the max override (back to the default, Long.MAX_VALUE) makes the same minimum valid
+    both = ConfigResource(ResourceType.TOPIC, "lags", incremental_configs=[
+        ConfigEntry("max.compaction.lag.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+        ConfigEntry("min.compaction.lag.ms", "5000", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([both])[both].result(timeout=30)
+    assert _configs(admin, resource)["min.compaction.lag.ms"].value == "5000"
+    # and a lower maximum than that is refused again
+    lower = ConfigResource(ResourceType.TOPIC, "lags", incremental_configs=[
+        ConfigEntry("max.compaction.lag.ms", "4999", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException) as err:
+        admin.incremental_alter_configs([lower])[lower].result(timeout=30)
+    assert err.value.args[0].code() == KafkaError.INVALID_CONFIG
+    assert "(5000) > max.compaction.lag.ms (4999)" in err.value.args[0].str()
