@@ -297,7 +297,7 @@ _DEFS = [
     ConfigDef("default.replication.factor", "int", 1, at_least(1)),
     ConfigDef("auto.create.topics.enable", "bool", True),
     ConfigDef("delete.topic.enable", "bool", True),
-    ConfigDef("log.segment.bytes", "int", 1_073_741_824, at_least(14), dynamic=True),
+    ConfigDef("log.segment.bytes", "int", 1_073_741_824, at_least(1024 * 1024), dynamic=True),  # KIP-1030
     ConfigDef("log.roll.ms", "long", None, at_least(1), dynamic=True),
     ConfigDef("log.roll.hours", "int", 168, at_least(1)),
     ConfigDef("log.roll.jitter.ms", "long", None, at_least(0), dynamic=True),
@@ -631,7 +631,7 @@ class BrokerConfig:
         return {name: self.topic_value(name, overrides) for name in tc.TOPIC_CONFIGS}
 
     def describe_topic(self, overrides: Mapping[str, str], keys: Iterable[str] | None = None) -> list[tc.ConfigEntry]:
-        names = sorted(tc.TOPIC_CONFIGS) if keys is None else [k for k in keys if k in tc.TOPIC_CONFIGS]
+        names = tc.DESCRIBED_CONFIGS if keys is None else [k for k in keys if k in tc.DESCRIBED_CONFIGS]
         return [tc.effective(name, dict(overrides), self.broker_value) for name in names]
 
     def validate_topic_value(self, name: str, value: str) -> str:

@@ -28,10 +28,11 @@ BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST = 1, 2, 3, 4, 5, 6, 7
 class TopicConfigDef:
     name: str
     type: int
-    default: str
+    default: str | None
     broker_key: str | None
     check: Callable[[str], None] | None = None
     doc: str = ""
+    internal: bool = False  # Kafka's defineInternal: settable, never listed by DescribeConfigs
 
 
 @dataclass(frozen=True)
@@ -47,12 +48,29 @@ class ConfigEntry:
 
 
 def int_range(lo: int, hi: int) -> Callable[[str], None]:
+    """Kafka's ConfigDef.Range (atLeast / between) with its messages."""
     def check(value: str) -> None:
         number = int(value)
-        if not lo <= number <= hi:
-            raise ValueError(f"value {number} must be between {lo} and {hi}")
+        if number < lo:
+            raise ValueError(f"Value must be at least {lo}")
+        if number > hi:
+            raise ValueError(f"Value must be no more than {hi}")
 
     return check
+
+
+# Kafka parses INT and LONG configs as Java ints and longs: anything else is "Not a number of type ...".
+_NUMBER_BOUNDS = {INT: ("INT", -(2**31), INT_MAX), LONG: ("LONG", -(2**63), LONG_MAX)}
+
+
+def _parse_number(kind: int, value: str) -> None:
+    name, lo, hi = _NUMBER_BOUNDS[kind]
+    try:
+        number = int(value)
+    except ValueError:
+        raise ValueError(f"Not a number of type {name}") from None
+    if not lo <= number <= hi:
+        raise ValueError(f"Not a number of type {name}")
 
 
 def one_of(*choices: str) -> Callable[[str], None]:
@@ -113,13 +131,16 @@ _DEFS = [
     TopicConfigDef("preallocate", BOOLEAN, "false", "log.preallocate", _bool),
     TopicConfigDef("retention.bytes", LONG, "-1", "log.retention.bytes", int_range(-1, LONG_MAX)),
     TopicConfigDef("retention.ms", LONG, "604800000", "log.retention.ms", int_range(-1, LONG_MAX)),
-    TopicConfigDef("segment.bytes", INT, "1073741824", "log.segment.bytes", int_range(14, INT_MAX)),
+    # KIP-1030 (Kafka 4.0): segments of at least 1 MiB; smaller ones only through internal.segment.bytes (tests)
+    TopicConfigDef("segment.bytes", INT, "1073741824", "log.segment.bytes", int_range(1024 * 1024, INT_MAX)),
+    TopicConfigDef("internal.segment.bytes", INT, None, None, int_range(0, INT_MAX), internal=True),
     TopicConfigDef("segment.index.bytes", INT, "10485760", "log.index.size.max.bytes", int_range(4, INT_MAX)),
     TopicConfigDef("segment.jitter.ms", LONG, "0", "log.roll.jitter.ms", int_range(0, LONG_MAX)),
     TopicConfigDef("segment.ms", LONG, "604800000", "log.roll.ms", int_range(1, LONG_MAX)),
     TopicConfigDef("unclean.leader.election.enable", BOOLEAN, "false", "unclean.leader.election.enable", _bool),
 ]
 TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in _DEFS}
+DESCRIBED_CONFIGS = sorted(d.name for d in _DEFS if not d.internal)
 
 
 def validate(name: str, value: str) -> str:
@@ -128,6 +149,8 @@ def validate(name: str, value: str) -> str:
     if definition is None:
         raise ValueError(f"Unknown topic config name: {name}")
     try:
+        if definition.type in _NUMBER_BOUNDS:
+            _parse_number(definition.type, value.strip())
         if definition.check is not None:
             definition.check(value.strip())
     except ValueError as err:

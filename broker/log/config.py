@@ -55,6 +55,9 @@ class LogConfig:
         base = base or cls()
         changes: dict[str, object] = {attr: int(values[name])  # type: ignore[arg-type]
                                       for name, attr in TOPIC_NAMES.items() if values.get(name) is not None}
+        internal = values.get("internal.segment.bytes")
+        if internal not in (None, ""):
+            changes["segment_bytes"] = int(internal)  # type: ignore[arg-type]  # Kafka's test-only override
         ratio = values.get("min.cleanable.dirty.ratio")
         if ratio is not None:
             changes["min_cleanable_ratio"] = float(ratio)  # type: ignore[arg-type]

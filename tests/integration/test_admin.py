@@ -160,3 +160,24 @@ def test_min_compaction_lag_above_max_is_refused(broker):
         admin.incremental_alter_configs([lower])[lower].result(timeout=30)
     assert err.value.args[0].code() == KafkaError.INVALID_CONFIG
     assert "(5000) > max.compaction.lag.ms (4999)" in err.value.args[0].str()
+
+
+def test_segment_bytes_below_one_mebibyte_is_refused(broker):
+    """KIP-1030 (Kafka 4.0): segment.bytes and log.segment.bytes are at least 1 MiB; internal.segment.bytes (Kafka's
+    internal config for tests) still gives smaller segments and is not listed by DescribeConfigs."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    with pytest.raises(KafkaException) as err:
+        admin.create_topics([NewTopic("segs", num_partitions=1, config={"segment.bytes": "65536"})])[
+            "segs"].result(timeout=30)
+    assert err.value.args[0].code() == KafkaError.INVALID_CONFIG
+    assert err.value.args[0].str() == \
+        "Invalid value 65536 for configuration segment.bytes: Value must be at least 1048576"
+    too_small = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+        ConfigEntry("log.segment.bytes", "65536", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException) as err:
+        admin.incremental_alter_configs([too_small])[too_small].result(timeout=30)
+    assert err.value.args[0].code() == KafkaError.INVALID_CONFIG
+    admin.create_topics([NewTopic("segs", num_partitions=1, config={"internal.segment.bytes": "65536"})])[
+        "segs"].result(timeout=30)
+    configs = _configs(admin, ConfigResource(ResourceType.TOPIC, "segs"))
+    assert "internal.segment.bytes" not in configs and configs["segment.bytes"].value == "1073741824"

@@ -114,7 +114,7 @@ def children(pid: int) -> list[int]:
 
 def test_a_compacted_topic_reads_back_one_value_per_key(broker_factory) -> None:
     broker = broker_factory(FAST_CLEANER)
-    create_topic(broker.bootstrap, "users", {"cleanup.policy": "compact", "segment.bytes": "32768",
+    create_topic(broker.bootstrap, "users", {"cleanup.policy": "compact", "internal.segment.bytes": "32768",
                                               "min.cleanable.dirty.ratio": "0.001", "delete.retention.ms": "1000",
                                               "segment.ms": "500"})
     latest: dict[bytes, bytes | None] = {}
@@ -177,7 +177,7 @@ def test_compacted_topics_refuse_records_without_a_key(broker_factory) -> None:
 
 def test_config_changes_apply_to_the_next_cleaning(broker_factory) -> None:
     broker = broker_factory(FAST_CLEANER)
-    create_topic(broker.bootstrap, "cfg", {"cleanup.policy": "compact", "segment.bytes": "16384",
+    create_topic(broker.bootstrap, "cfg", {"cleanup.policy": "compact", "internal.segment.bytes": "16384",
                                             "min.cleanable.dirty.ratio": "1.0"})
     items = [(b"k%d" % (i % 10), b"v%d" % i + b"-" * 100) for i in range(2000)]
     assert produce(broker.bootstrap, "cfg", items) == []
@@ -198,7 +198,7 @@ def test_kill_9_during_cleaning_leaves_a_consistent_log(broker_factory) -> None:
     # a slow cleaner (300 KB/s) so the kill lands in the middle of a round
     broker = broker_factory({**FAST_CLEANER, "log.cleaner.io.max.bytes.per.second": "300000",
                              "log.cleaner.io.buffer.size": "16384"})
-    create_topic(broker.bootstrap, "crash", {"cleanup.policy": "compact", "segment.bytes": "65536",
+    create_topic(broker.bootstrap, "crash", {"cleanup.policy": "compact", "internal.segment.bytes": "65536",
                                               "min.cleanable.dirty.ratio": "0.01", "segment.ms": "300"})
     latest: dict[bytes, bytes] = {}
     items = []

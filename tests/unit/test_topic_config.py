@@ -43,4 +43,25 @@ def test_invalid_values(name, value):
 def test_valid_values_round_trip():
     assert validate("cleanup.policy", "compact,delete") == "compact,delete"
     assert validate("retention.ms", " 42 ") == "42"
-    assert all(validate(d.name, d.default) == d.default for d in TOPIC_CONFIGS.values())
+    assert all(validate(d.name, d.default) == d.default for d in TOPIC_CONFIGS.values() if d.default is not None)
+
+
+@pytest.mark.parametrize(("name", "value", "message"), [
+    # KIP-1030 (Kafka 4.0): segment.bytes is at least 1 MiB
+    ("segment.bytes", "1048575", "Invalid value 1048575 for configuration segment.bytes: Value must be at least 1048576"),
+    ("retention.ms", "-2", "Invalid value -2 for configuration retention.ms: Value must be at least -1"),
+    ("compression.gzip.level", "10", "Invalid value 10 for configuration compression.gzip.level: "
+                                     "Value must be no more than 9"),
+    ("retention.ms", "soon", "Invalid value soon for configuration retention.ms: Not a number of type LONG"),
+    ("max.message.bytes", "2147483648", "Invalid value 2147483648 for configuration max.message.bytes: "
+                                        "Not a number of type INT"),
+])
+def test_kafka_messages(name, value, message):
+    with pytest.raises(ValueError) as err:
+        validate(name, value)
+    assert str(err.value) == message
+
+
+def test_segment_bytes_minimum_and_the_internal_override():
+    assert validate("segment.bytes", "1048576") == "1048576"
+    assert validate("internal.segment.bytes", "700") == "700"  # Kafka's test-only way to small segments
