@@ -9,6 +9,7 @@ ApiVersions), malformed header or body, or a handler failure with no error field
 from __future__ import annotations
 
 import inspect
+import struct
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from protocol.framing import decode_request_header, encode_response, response_he
 log = structlog.get_logger(__name__)
 
 API_VERSIONS = 18
+_API_KEY = struct.Struct(">h")
 # APIs whose responses can be large (up to the request's MaxBytes): a connection runs one of them at a time, as
 # real clients send them (one fetch per broker connection), so a client that never reads holds one response.
 LARGE_RESPONSE_APIS = frozenset({1, 78})  # Fetch, ShareFetch
@@ -98,6 +100,22 @@ class Router:
         spec = schema.api_specs().get(api_key)
         return spec.name if spec is not None else f"api{api_key}"
 
+    def metrics_name(self, api_key: int | None) -> str:
+        """The `api` label of a request: its API's name, or "unknown" for a key no schema knows (one label for all
+        of them, so garbage cannot grow the label set)."""
+        if api_key is not None:
+            reg = self._routes.get(api_key)
+            if reg is not None:
+                return reg.name
+            spec = schema.api_specs().get(api_key)
+            if spec is not None:
+                return spec.name
+        return "unknown"
+
+    def count_refused(self, api_key: int | None, code: ErrorCode | None) -> None:
+        """Count a request that never reached its handler (here, or in the connection: too large, SASL)."""
+        self.request_metrics.refused(self.metrics_name(api_key), code)
+
     # --- dispatch ------------------------------------------------------------------------------------------
     async def handle(self, frame: bytes | bytearray | memoryview, connection: ConnectionInfo) -> bytes | None:
         received = time.monotonic_ns()
@@ -106,19 +124,26 @@ class Router:
         except DecodeError as err:
             log.warning("malformed request header, closing connection", conn=connection.id, peer=connection.peer,
                         error=str(err))
+            self.count_refused(_API_KEY.unpack_from(frame)[0] if len(frame) >= 2 else None,
+                               ErrorCode.INVALID_REQUEST)
             raise CloseConnection(str(err)) from None
         reg = self._routes.get(header.api_key)
         if reg is None:
             log.warning("unknown api key, closing connection", conn=connection.id, peer=connection.peer,
                         api_key=header.api_key, api_version=header.api_version, client_id=header.client_id)
+            self.count_refused(header.api_key, ErrorCode.INVALID_REQUEST)  # Kafka: InvalidRequestException
             raise CloseConnection(f"unknown api key {header.api_key}")
         version = header.api_version
         if not reg.min_version <= version <= reg.max_version:
+            metrics = self.metrics[header.api_key]
+            metrics.requests.inc()
+            metrics.error(ErrorCode.UNSUPPORTED_VERSION)
             if header.api_key == API_VERSIONS:
                 # KIP-511: answer in the v0 layout with UNSUPPORTED_VERSION and our key list so the client
                 # can retry with a version we serve.
                 log.info("unsupported ApiVersions version, answering v0 with UNSUPPORTED_VERSION",
                          conn=connection.id, api_version=version, client_id=header.client_id)
+                metrics.latency.observe((time.monotonic_ns() - received) / 1e9)
                 return encode_response(header.correlation_id, 0, self.unsupported_api_versions_body())
             log.warning("unsupported api version, closing connection", conn=connection.id, peer=connection.peer,
                         api=reg.name, api_version=version, supported=f"{reg.min_version}-{reg.max_version}",
@@ -131,6 +156,7 @@ class Router:
         except DecodeError as err:
             log.warning("malformed request body, closing connection", conn=connection.id, peer=connection.peer,
                         api=reg.name, api_version=version, correlation_id=header.correlation_id, error=str(err))
+            self.count_refused(header.api_key, ErrorCode.INVALID_REQUEST)
             raise CloseConnection(str(err)) from None
 
         if end != len(frame):

@@ -41,6 +41,7 @@ import structlog
 from broker.connection_quotas import ConnectionQuotas, normalize_ip
 from broker.context import ConnectionInfo
 from broker.router import CloseConnection
+from protocol.errors import ErrorCode
 
 log = structlog.get_logger(__name__)
 
@@ -243,6 +244,8 @@ class KafkaConnection(asyncio.Protocol):
         if self._sasl is not None:
             step = self._sasl.receive(frame)
             if step is not None and not step.dispatch:
+                if step.kafka_request:  # answered or refused by the authenticator: counted as the router would
+                    self._server.refused(api_key if len(frame) >= 2 else None, step.error or None)
                 self._sasl_step(step)
                 return
         serial = api_key in self._serial_apis
@@ -343,6 +346,8 @@ class KafkaConnection(asyncio.Protocol):
     def _bad_frame_size(self, size: int, max_size: int) -> None:
         log.warning("invalid request size, closing connection", conn=self.info.id, peer=self.info.peer, size=size,
                     max_size=max_size, authenticated=self._sasl is None or self._sasl.authenticated)
+        # counted as a request of its API when the key has arrived; no error code is answered (Kafka closes too)
+        self._server.refused(_API_KEY.unpack_from(self._buf, 4)[0] if len(self._buf) >= 6 else None, None)
         self.close()
 
     # --- closing -------------------------------------------------------------------------------------------
@@ -376,8 +381,11 @@ class Server:
 
     def __init__(self, dispatch: Dispatch, *, max_request_bytes: int = 104_857_600, max_inflight: int = 100,
                  max_unsent_bytes: int = 1_048_576, idle_ms: int = 600_000, backlog: int = 1024,
-                 quotas: ConnectionQuotas | None = None, serial_api_keys: Iterable[int] = ()) -> None:
+                 quotas: ConnectionQuotas | None = None, serial_api_keys: Iterable[int] = (),
+                 refused: Callable[[int | None, ErrorCode | None], None] | None = None) -> None:
         self.dispatch = dispatch
+        # fn(api key or None, error or None) for a request refused before it reaches the router (request metrics)
+        self.refused = refused or (lambda _api_key, _error: None)
         self.max_request_bytes = max_request_bytes
         self.max_inflight = max_inflight
         self.max_unsent_bytes = max_unsent_bytes

@@ -75,6 +75,13 @@ class RequestMetrics:
     def for_api(self, api_key: int, name: str) -> ApiMetrics:
         return ApiMetrics(api_key, name, self.requests.labels(name), self.latency.labels(name), self.errors)
 
+    def refused(self, name: str, code: int | None) -> None:
+        """A request answered or dropped before its handler (unknown API, unsupported version, malformed, too
+        large, refused during SASL authentication): counted as a request of its API, with its error if any."""
+        self.requests.labels(name).inc()
+        if code:
+            self.errors.labels(name, error_name(code)).inc()
+
 
 class ErrorPlan(NamedTuple):
     """Where a struct of one response version can hold error codes: its own error fields, and the struct or

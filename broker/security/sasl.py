@@ -21,7 +21,7 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
@@ -45,6 +45,8 @@ class SaslStep:
     dispatch: bool = False  # hand the frame to the router (ApiVersions)
     fail: bool = False  # authentication failed: send `response` after the failed-authentication delay, then close
     close: bool = False  # close at once (after the responses already queued)
+    error: int = 0  # the error the request was refused with (request metrics; 0: none or answered fine)
+    kafka_request: bool = True  # False for a raw (v0 handshake) token, which is no Kafka request
 
 
 class SaslAuthenticator:
@@ -81,25 +83,27 @@ class SaslAuthenticator:
         if state == "raw":
             return self._raw_token(bytes(frame))
         if state == "bad_mechanism":
-            return self._failed(None, self._bad_mechanism)
+            return self._failed(None, self._bad_mechanism, ErrorCode.ILLEGAL_SASL_STATE)
         try:
             header, offset = decode_request_header(frame)
         except DecodeError as err:
-            return self._failed(None, f"first SASL packet is not a Kafka request (GSSAPI is not served): {err}")
+            return replace(self._failed(None, f"first SASL packet is not a Kafka request (GSSAPI is not served): "
+                                              f"{err}", ErrorCode.INVALID_REQUEST), kafka_request=False)
         if state == "authenticate":
             return self._authenticate(header, frame, offset)
         if header.api_key == API_VERSIONS:
             if state != "versions":
                 self._state = "failed"
                 self._log("unexpected ApiVersions request during SASL authentication, closing")
-                return SaslStep(close=True)
+                return SaslStep(close=True, error=ErrorCode.ILLEGAL_SASL_STATE)
             served = self._version_range(API_VERSIONS)
             if served is not None and served[0] <= header.api_version <= served[1]:
                 self._state = "handshake"
             return SaslStep(dispatch=True)
         if header.api_key == SASL_HANDSHAKE:
             return self._handshake(header, frame, offset)
-        return self._failed(None, f"unexpected Kafka request (api key {header.api_key}) during SASL handshake")
+        return self._failed(None, f"unexpected Kafka request (api key {header.api_key}) during SASL handshake",
+                            ErrorCode.ILLEGAL_SASL_STATE)
 
     # --- states --------------------------------------------------------------------------------------------------
     def _authenticated_request(self, frame) -> SaslStep | None:
@@ -121,16 +125,17 @@ class SaslAuthenticator:
         version = header.api_version
         served = self._version_range(SASL_HANDSHAKE) or (0, -1)
         if not served[0] <= version <= served[1]:
-            return self._failed(None, f"SaslHandshake v{version} is not supported")
+            return self._failed(None, f"SaslHandshake v{version} is not supported", ErrorCode.UNSUPPORTED_VERSION)
         try:
             request, _ = request_codec(SASL_HANDSHAKE, version).decode_prefix(frame, offset)
         except DecodeError as err:
-            return self._failed(None, f"malformed SaslHandshake: {err}")
+            return self._failed(None, f"malformed SaslHandshake: {err}", ErrorCode.INVALID_REQUEST)
         mechanism = request.mechanism
         body = {"error_code": 0, "mechanisms": self.mechanisms}
         if mechanism not in self.mechanisms:
             body["error_code"] = int(ErrorCode.UNSUPPORTED_SASL_MECHANISM)
-            return self._failed(_response(header, body), f"unsupported SASL mechanism {mechanism!r}")
+            return self._failed(_response(header, body), f"unsupported SASL mechanism {mechanism!r}",
+                                ErrorCode.UNSUPPORTED_SASL_MECHANISM)
         response = _response(header, body)
         if self._previous is not None and mechanism != self._previous[0]:
             self._state = "bad_mechanism"
@@ -146,25 +151,26 @@ class SaslAuthenticator:
         version = header.api_version
         if header.api_key != SASL_AUTHENTICATE:
             return self._failed(self._illegal_state_answer(header),
-                                f"unexpected Kafka request (api key {header.api_key}) during SASL authentication")
+                                f"unexpected Kafka request (api key {header.api_key}) during SASL authentication",
+                                ErrorCode.ILLEGAL_SASL_STATE)
         served = self._version_range(SASL_AUTHENTICATE) or (0, -1)
         if not served[0] <= version <= served[1]:
             self._state = "failed"
             self._log("unsupported SaslAuthenticate version, closing", api_version=version)
-            return SaslStep(close=True)
+            return SaslStep(close=True, error=ErrorCode.UNSUPPORTED_VERSION)
         try:
             request, _ = request_codec(SASL_AUTHENTICATE, version).decode_prefix(frame, offset)
         except DecodeError as err:
-            return self._failed(None, f"malformed SaslAuthenticate: {err}")
+            return self._failed(None, f"malformed SaslAuthenticate: {err}", ErrorCode.INVALID_REQUEST)
         try:
             token = self._evaluate(bytes(request.auth_bytes))
         except SaslAuthenticationError as err:
             body = {"error_code": int(ErrorCode.SASL_AUTHENTICATION_FAILED), "error_message": str(err)}
-            return self._failed(_response(header, body), str(err))
+            return self._failed(_response(header, body), str(err), ErrorCode.SASL_AUTHENTICATION_FAILED)
         except SaslFailure as err:
             message = standard_failure_message(self.mechanism or "?", self._previous is not None)
             body = {"error_code": int(ErrorCode.SASL_AUTHENTICATION_FAILED), "error_message": message}
-            return self._failed(_response(header, body), str(err))
+            return self._failed(_response(header, body), str(err), ErrorCode.SASL_AUTHENTICATION_FAILED)
         lifetime = self._finish() if self._server.complete else 0
         return SaslStep(response=_response(header, {"error_code": 0, "error_message": None, "auth_bytes": token,
                                                     "session_lifetime_ms": lifetime}))
@@ -173,10 +179,10 @@ class SaslAuthenticator:
         try:
             answer = self._evaluate(token)
         except (SaslAuthenticationError, SaslFailure) as err:
-            return self._failed(None, str(err))
+            return replace(self._failed(None, str(err), ErrorCode.SASL_AUTHENTICATION_FAILED), kafka_request=False)
         if self._server.complete:
             self._finish()
-        return SaslStep(response=_SIZE.pack(len(answer)) + answer)
+        return SaslStep(response=_SIZE.pack(len(answer)) + answer, kafka_request=False)
 
     # --- helpers -------------------------------------------------------------------------------------------------
     def _evaluate(self, token: bytes) -> bytes:
@@ -202,11 +208,11 @@ class SaslAuthenticator:
                   mechanism=self.mechanism, session_lifetime_ms=lifetime)
         return lifetime
 
-    def _failed(self, response: bytes | None, reason: str) -> SaslStep:
+    def _failed(self, response: bytes | None, reason: str, error: ErrorCode) -> SaslStep:
         self._state = "failed"
         self._server = None
         self._log("SASL authentication failed", reason=reason, mechanism=self.mechanism)
-        return SaslStep(response=response, fail=True)
+        return SaslStep(response=response, fail=True, error=error)
 
     def _illegal_state_answer(self, header) -> bytes | None:
         """Kafka answers a request that arrives in place of SaslAuthenticate with that request's error response

@@ -4,6 +4,8 @@ endpoint off by default (no port opened)."""
 from __future__ import annotations
 
 import os
+import socket
+import struct
 import time
 import urllib.request
 
@@ -12,6 +14,9 @@ from confluent_kafka import AcknowledgeType, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
+from protocol.errors import ErrorCode
+from protocol.framing import RequestHeader, encode_request
+from tests.integration.raw_client import RawClient
 from tests.integration.test_confluent_roundtrip import create_topic, produce_all
 from tests.integration.test_group_configs import _alter
 from tests.integration.test_share_consumer import consumer, earliest, messages
@@ -236,3 +241,64 @@ def test_group_members_and_rebalances_of_classic_and_consumer_groups(broker_fact
             break
         time.sleep(0.2)
     assert members == [0, 0]
+
+
+def _frame(api_key: int, version: int, body: bytes = b"", correlation_id: int = 1) -> bytes:
+    """A request frame with the header of that version and any body."""
+    return encode_request(RequestHeader(api_key, version, correlation_id, "raw"), body)
+
+
+def _closed_after(port: int, data: bytes) -> bytes:
+    """Send `data` and read until the broker closes the connection; what it answered before closing."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(data)
+        got = b""
+        while chunk := sock.recv(65536):
+            got += chunk
+        return got
+
+
+def test_requests_refused_before_their_handler_are_counted(broker_factory):
+    """Kafka's RequestMetrics count a request by its API whatever becomes of it: unsupported versions (ApiVersions is
+    answered UNSUPPORTED_VERSION, others close the connection), unknown or unserved APIs, malformed headers or
+    bodies, frames over socket.request.max.bytes, and requests the SASL authenticator answers or refuses."""
+    from tests.integration.test_sasl_tls import PLAIN_JAAS
+
+    broker = broker_factory({**ON, "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                             "sasl.enabled.mechanisms": "PLAIN", "socket.request.max.bytes": "1048576",
+                             "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS})
+    port, sasl_port = broker.ports["PLAINTEXT"], broker.ports["SASL_PLAINTEXT"]
+    with RawClient(port) as raw:  # ApiVersions v99: answered (v0 layout), the connection stays
+        answer = raw.receive(18, 0, _send_raw(raw, _frame(18, 99)))
+        assert answer.error_code == ErrorCode.UNSUPPORTED_VERSION
+        assert raw.call(18, 3, {"client_software_name": "raw", "client_software_version": "1"}).error_code == 0
+    assert _closed_after(port, _frame(3, 99)) == b""  # Metadata v99
+    assert _closed_after(port, _frame(30_000, 0)) == b""  # no such API
+    assert _closed_after(port, _frame(75, 0)) == b""  # DescribeTopicPartitions: Kafka's, not served here
+    assert _closed_after(port, _frame(3, 12, b"\xff\xff\xff")) == b""  # malformed Metadata body
+    assert _closed_after(port, struct.pack(">ihh", 2_000_000, 0, 9)) == b""  # Produce frame over the limit
+    assert _closed_after(sasl_port, _frame(3, 12, b"\x01\x00")) == b""  # Metadata before SASL authentication
+    with RawClient(sasl_port) as raw:
+        assert raw.call(17, 1, {"mechanism": "GSSAPI"}).error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM
+
+    s = scrape(broker.ports["prometheus"])
+    expected = {
+        ("ApiVersions", "UNSUPPORTED_VERSION"): 1, ("Metadata", "UNSUPPORTED_VERSION"): 1,
+        ("unknown", "INVALID_REQUEST"): 1, ("DescribeTopicPartitions", "INVALID_REQUEST"): 1,
+        ("Metadata", "INVALID_REQUEST"): 1, ("Metadata", "ILLEGAL_SASL_STATE"): 1,
+        ("SaslHandshake", "UNSUPPORTED_SASL_MECHANISM"): 1,
+    }
+    for (api, error), count in expected.items():
+        assert value(s, "shoal_request_errors_total", api=api, error=error) == count, (api, error)
+    assert value(s, "shoal_requests_total", api="ApiVersions") == 2
+    assert value(s, "shoal_requests_total", api="Metadata") == 3
+    assert value(s, "shoal_requests_total", api="unknown") == 1
+    assert value(s, "shoal_requests_total", api="DescribeTopicPartitions") == 1
+    assert value(s, "shoal_requests_total", api="Produce") == 1  # the frame too large: no error code answered
+    assert value(s, "shoal_request_errors_total", api="Produce", error="INVALID_REQUEST") is None
+    assert value(s, "shoal_requests_total", api="SaslHandshake") == 1
+
+
+def _send_raw(raw: RawClient, frame: bytes) -> int:
+    raw.sock.sendall(frame)
+    return 1
