@@ -6,9 +6,12 @@ import asyncio
 import uuid
 from types import SimpleNamespace
 
+import pytest
+
 from broker.log.partition_log import PartitionLog
 from broker.share.inflight import ACK_ACCEPT, ACK_RELEASE
-from broker.share.manager import SharePartitionManager
+from broker.share.manager import ShareError, SharePartitionManager
+from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch, iter_batches
 
 TOPIC_ID = uuid.uuid4()
@@ -111,6 +114,23 @@ def test_loaded_state_resumes_after_a_restart(tmp_path):
         sp2 = await mgr2.partition("g", TOPIC_ID, 0)
         got = mgr2.acquire(sp2, "m", 10, 1 << 20, min_one=True)
         assert [(r.first_offset, r.last_offset) for r in got.ranges] == [(2, 4)]
+
+    asyncio.run(run())
+
+
+def test_a_stored_state_the_leader_cannot_load_fails_only_its_partition(tmp_path):
+    """A state written before the share coordinator validated batches (an unknown delivery state): loading the
+    share-partition answers an error for it (ShareError), it does not raise anything else."""
+    async def run():
+        store = MemoryState()
+        store.state[("g", TOPIC_ID, 0)] = SimpleNamespace(
+            state_epoch=1, start_offset=0, state_batches=[SimpleNamespace(
+                first_offset=0, last_offset=2, delivery_state=7, delivery_count=1)])
+        mgr, plog = make(tmp_path, store)
+        plog.append(build_batch([Record(value=b"x")] * 3))
+        with pytest.raises(ShareError) as err:
+            await mgr.partition("g", TOPIC_ID, 0)
+        assert err.value.code == ErrorCode.UNKNOWN_SERVER_ERROR and "invalid" in err.value.message
 
     asyncio.run(run())
 
