@@ -261,8 +261,8 @@ def test_delete_groups_deletes_share_state_first_and_list_filters_share(broker_f
 
 def test_negative_start_offsets_are_refused_or_read_as_uninitialized(broker_factory):
     """Regression (found by the fuzzer): a negative start offset in the share state made every ShareFetch of the
-    share-partition fail with UNKNOWN_SERVER_ERROR (ValueError in the leader). AlterShareGroupOffsets refuses it;
-    state written with one through the inter-broker API is read as "not initialized"."""
+    share-partition fail with UNKNOWN_SERVER_ERROR (ValueError in the leader). AlterShareGroupOffsets refuses it,
+    and so does the share coordinator itself (InitializeShareGroupState below -1); the partition is served."""
     broker = broker_factory(FAST)
     setup(broker, "so-neg", "g-neg", [3])
     with RawClient(broker.port) as c:
@@ -272,7 +272,8 @@ def test_negative_start_offsets_are_refused_or_read_as_uninitialized(broker_fact
             (ErrorCode.INVALID_REQUEST, "The start offset must not be negative.")]
         init = c.call(83, 0, {"group_id": "g-neg", "topics": [{"topic_id": topic_id(c, "so-neg"), "partitions": [
             {"partition": 0, "state_epoch": 5, "start_offset": -7}]}]})
-        assert init.results[0].partitions[0].error_code == 0
+        assert (init.results[0].partitions[0].error_code, init.results[0].partitions[0].error_message) == (
+            ErrorCode.INVALID_REQUEST, "The start offset must be -1 or non-negative.")
     m = member(broker, "g-neg", "so-neg")
     try:
         # share.auto.offset.reset=earliest resolves it: every record.
