@@ -640,6 +640,24 @@ class ClassicGroups:
         for mid in list(group.members) + list(group.pending_join):
             self.timers.cancel(("heartbeat", gid, mid))
 
+    def give_up(self, gid: str, res: GroupResult) -> None:
+        """The group becomes a consumer group (online upgrade): parked JoinGroup and SyncGroup requests are told
+        to rejoin (REBALANCE_IN_PROGRESS), then the group and its timers are forgotten (the caller writes its
+        tombstone)."""
+        group = self.groups[gid]
+        for member in group.members.values():
+            res.complete(group.take_join_waiter(member), _join_error(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
+            res.complete(group.take_sync_waiter(member), _sync_error(ErrorCode.REBALANCE_IN_PROGRESS))
+        self.delete(gid)
+
+    def adopt(self, group: ClassicGroup, now: int) -> GroupResult:
+        """A consumer group that became this classic group (online downgrade): its members heartbeat from now on
+        and a rebalance starts, as in Kafka (their clients rejoin and the leader assigns)."""
+        self.groups[group.group_id] = group
+        for member in group.members.values():
+            self._reschedule_heartbeat(group, member, now)
+        return self._prepare_rebalance(group, now)
+
     def describe(self, gid: str) -> dict[str, Any] | None:
         """A DescribeGroups entry, or None if there is no classic group with this id."""
         group = self.groups.get(gid)

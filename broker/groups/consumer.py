@@ -35,6 +35,7 @@ from protocol.errors import ErrorCode
 
 from . import consumer_records as rec
 from .consumer_assignors import ASSIGNORS
+from .consumer_classic import ClassicMembers
 from .consumer_group import (
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -107,7 +108,7 @@ def compile_regex(pattern: str) -> re.Pattern[str]:
                          f"SubscribedTopicRegex `{pattern}` is not a valid regular expression: {err}.") from None
 
 
-class ConsumerGroups:
+class ConsumerGroups(ClassicMembers):
     def __init__(self, config: ConsumerConfig | None = None, *, topic_info: TopicInfoLookup,
                  topic_names: Callable[[], Iterable[str]] = lambda: (),
                  topics_version: Callable[[], int] = lambda: 0,
@@ -125,6 +126,9 @@ class ConsumerGroups:
         self._regex_checked: dict[str, int] = {}
         # ("rebalance", group, member) timer -> the member epoch whose revocation it waits for
         self._rebalance_epoch: dict[tuple[str, str, str], int] = {}
+        # Set by the coordinator: (group, leaving member, result, now) -> True if it turned the group into a
+        # classic group instead of fencing the member (online downgrade).
+        self.downgrade: Callable[[ConsumerGroup, str, GroupResult, int], bool] | None = None
 
     # ------------------------------------------------------------------------------------------ helpers
 
@@ -137,6 +141,13 @@ class ConsumerGroups:
         # The exact bytes handed out are what changes the state.
         rec.apply(self.groups, rec.decode(record.key, record.value))
         res.records.append(record)
+
+    def emit(self, res: GroupResult, record: Record) -> None:
+        """Apply and hand out a consumer-group record built elsewhere (group conversions)."""
+        self._emit(res, record)
+
+    def metadata_hash(self, group: ConsumerGroup) -> int:
+        return self._metadata_hash(group)
 
     def _topic_ids(self, names: Iterable[str]) -> dict[str, tuple[UUID, int]]:
         return {n: info for n in names if (info := self._topic_info(n)) is not None}
@@ -154,16 +165,18 @@ class ConsumerGroups:
     # ========================================================================================= heartbeat
 
     def heartbeat(self, req: Mapping[str, Any], version: int, now: int, *, client_id: str = "",
-                  client_host: str = "", group: ConsumerGroup | None = None) -> GroupResult:
-        """Serve a ConsumerGroupHeartbeat (v0/v1). `group` is given when the facade converted a classic group
-        into this new consumer group (its records are already in the result the facade builds)."""
+                  client_host: str = "", group: ConsumerGroup | None = None,
+                  on_convert: Callable[[GroupResult], None] | None = None) -> GroupResult:
+        """Serve a ConsumerGroupHeartbeat (v0/v1). `group` is given when the facade converts a classic group with
+        members: the heartbeat is validated against it, and `on_convert(result)` emits the conversion (and
+        registers the group) only once every check has passed, so a refused heartbeat changes nothing."""
         res = GroupResult()
         try:
             self._validate(req, version)
             if req["member_epoch"] in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 res.response = self._leave(req, now, res)
             else:
-                res.response = self._heartbeat(req, now, client_id, client_host, res, group)
+                res.response = self._heartbeat(req, now, client_id, client_host, res, group, on_convert)
         except GroupError as e:
             assert not res.records, "validation must come before any record"
             res.response = {"error_code": int(e.code), "error_message": e.message, "member_id": None,
@@ -221,7 +234,8 @@ class ConsumerGroups:
                              "partitions and rejoin.")
 
     def _heartbeat(self, req: Mapping[str, Any], now: int, client_id: str, client_host: str, res: GroupResult,
-                   converted: ConsumerGroup | None) -> dict[str, Any]:
+                   converted: ConsumerGroup | None,
+                   on_convert: Callable[[GroupResult], None] | None) -> dict[str, Any]:
         gid, mid, epoch = req["group_id"], req["member_id"], req["member_epoch"]
         instance_id = req.get("instance_id")
         owned = _owned(req["topic_partitions"])
@@ -288,16 +302,10 @@ class ConsumerGroups:
             compile_regex(new_regex)
 
         # ---- no errors from here on: emit and apply ----
+        if on_convert is not None:
+            on_convert(res)
         if replaced is not None:
-            log.info("static member rejoins with a new member id", group=gid, instance_id=instance_id,
-                     old=replaced.member_id, new=mid)
-            target = group.target_assignment.get(replaced.member_id, {})
-            self._remove_member_records(gid, replaced.member_id, res)
-            self._emit(res, rec.member_subscription(gid, member))
-            self._emit(res, rec.target_assignment(gid, mid, target))
-            self._emit(res, rec.current_assignment(gid, member))
-            self.timers.cancel(("session", gid, replaced.member_id))
-            self.timers.cancel(("rebalance", gid, replaced.member_id))
+            self._replace_static(group, replaced, member, res)
         elif is_new:
             log.info("member joins the consumer group", group=gid, member=mid)
         subscription_changed = False
@@ -334,6 +342,24 @@ class ConsumerGroups:
         if full or member.assigned_partitions != before.assigned_partitions or replaced is not None:
             response["assignment"] = {"topic_partitions": _tp_list(member.assigned_partitions)}
         return response
+
+    def _replace_static(self, group: ConsumerGroup, replaced: ConsumerMember, member: ConsumerMember,
+                        res: GroupResult) -> None:
+        """A static member rejoining with a new member id takes over the old id's target assignment."""
+        gid, mid = group.group_id, member.member_id
+        log.info("static member rejoins with a new member id", group=gid, instance_id=member.instance_id,
+                 old=replaced.member_id, new=mid)
+        target = group.target_assignment.get(replaced.member_id, {})
+        self._remove_member_records(gid, replaced.member_id, res)
+        self._emit(res, rec.member_subscription(gid, member))
+        self._emit(res, rec.target_assignment(gid, mid, target))
+        self._emit(res, rec.current_assignment(gid, member))
+        self._cancel_timers(gid, replaced.member_id)
+
+    def _cancel_timers(self, gid: str, mid: str) -> None:
+        for kind in ("session", "rebalance", "join", "sync"):
+            self.timers.cancel((kind, gid, mid))
+        self._rebalance_epoch.pop(("rebalance", gid, mid), None)
 
     def _schedule(self, group: ConsumerGroup, member: ConsumerMember, now: int) -> None:
         session_ms, _ = self._timing(group.group_id)
@@ -522,7 +548,7 @@ class ConsumerGroups:
                         "member_epoch": LEAVE_GROUP_STATIC_MEMBER_EPOCH, "heartbeat_interval_ms": 0,
                         "assignment": None}
         log.info("member left the consumer group", group=gid, member=mid)
-        self.fence(group, member.member_id, res)
+        self.fence(group, member.member_id, res, now)
         return {"error_code": 0, "error_message": None, "member_id": mid, "member_epoch": epoch,
                 "heartbeat_interval_ms": 0, "assignment": None}
 
@@ -532,18 +558,27 @@ class ConsumerGroups:
         self._emit(res, rec.target_assignment_tombstone(gid, mid))
         self._emit(res, rec.member_subscription_tombstone(gid, mid))
 
-    def fence(self, group: ConsumerGroup, mid: str, res: GroupResult) -> None:
-        """Remove a member (leave, session or rebalance timeout) and bump the group epoch; the remaining members
-        get the new assignment on their next heartbeat."""
+    def fence(self, group: ConsumerGroup, mid: str, res: GroupResult, now: int) -> None:
+        """Remove a member (leave, session, rebalance, join or sync timeout) and bump the group epoch; the
+        remaining members get the new assignment on their next heartbeat. When the last member using the consumer
+        protocol goes and classic members remain, the `downgrade` hook may turn the group into a classic group
+        instead."""
         gid = group.group_id
         member = group.members[mid]
+        if self.downgrade is not None and group.all_classic_except(mid) and self.downgrade(group, mid, res, now):
+            return
         self._remove_member_records(gid, mid, res)
         pattern = member.subscribed_topic_regex
         if pattern and not group.subscribed_regexes().get(pattern) and pattern in group.resolved_regexes:
             self._emit(res, rec.regex_tombstone(gid, pattern))
         self._emit(res, rec.group_epoch(gid, group.group_epoch + 1, self._metadata_hash(group)))
-        self.timers.cancel(("session", gid, mid))
-        self.timers.cancel(("rebalance", gid, mid))
+        self._cancel_timers(gid, mid)
+
+    def forget(self, group: ConsumerGroup) -> None:
+        """Drop the timers and soft state of a group that stops being a consumer group (downgrade)."""
+        for mid in group.members:
+            self._cancel_timers(group.group_id, mid)
+        self._regex_checked.pop(group.group_id, None)
 
     # ============================================================================================= timers
 
@@ -559,13 +594,17 @@ class ConsumerGroups:
                 continue
             if kind == "session":
                 log.info("consumer group member session expired", group=gid, member=mid)
-                self.fence(group, mid, res)
+                self.fence(group, mid, res, now)
+            elif kind in ("join", "sync"):
+                log.info("classic member of a consumer group did not rejoin or sync in time", group=gid,
+                         member=mid, phase=kind)
+                self.fence(group, mid, res, now)
             elif kind == "rebalance":
                 expected = self._rebalance_epoch.pop(key, None)
                 member = group.members[mid]
                 if member.state == MemberState.UNREVOKED_PARTITIONS and member.member_epoch == expected:
                     log.info("consumer group member did not revoke its partitions in time", group=gid, member=mid)
-                    self.fence(group, mid, res)
+                    self.fence(group, mid, res, now)
         return res
 
     def loaded(self, now: int) -> None:
@@ -573,6 +612,10 @@ class ConsumerGroups:
         for gid, group in self.groups.items():
             session_ms, _ = self._timing(gid)
             for mid, member in group.members.items():
+                if member.classic is not None:
+                    # Classic members only have their own session (their join and sync timers are soft state).
+                    self.timers.schedule(("session", gid, mid), now + member.classic.session_timeout_ms)
+                    continue
                 self.timers.schedule(("session", gid, mid), now + session_ms)
                 if member.state == MemberState.UNREVOKED_PARTITIONS:
                     key = ("rebalance", gid, mid)

@@ -145,10 +145,31 @@ class ConsumerGroup:
                         out[(t, p)] = m.member_epoch
         return out
 
-    def uses_classic_only(self, without: str | None = None) -> bool:
-        """All members other than `without` speak the classic protocol (and there is at least one)."""
-        others = [m for mid, m in self.members.items() if mid != without]
-        return bool(others) and all(m.uses_classic_protocol for m in others)
+    def all_classic_except(self, member_id: str) -> bool:
+        """`member_id` uses the consumer protocol and every other member (at least one) the classic protocol."""
+        member = self.members.get(member_id)
+        if member is None or member.uses_classic_protocol or len(self.members) < 2:
+            return False
+        return all(m.uses_classic_protocol for mid, m in self.members.items() if mid != member_id)
+
+    def waiting_on_unreleased_partition(self, member: ConsumerMember) -> bool:
+        """A member in UNRELEASED_PARTITIONS whose target still has a partition another member holds."""
+        if member.state != MemberState.UNRELEASED_PARTITIONS:
+            return False
+        holders = self.partition_owner_epochs()
+        for tid, ps in self.target_assignment.get(member.member_id, {}).items():
+            have = member.assigned_partitions.get(tid, frozenset())
+            if any(p not in have and (tid, p) in holders for p in ps):
+                return True
+        return False
+
+    def supports_classic_protocols(self, protocol_type: str, names: set[str]) -> bool:
+        """A classic member may join if its protocol type is the consumer one and one of its protocols is
+        supported by every classic member already in the group."""
+        if protocol_type != "consumer" or not names:
+            return False
+        classic = [m.classic for m in self.members.values() if m.classic is not None]
+        return any(all(name in {n for n, _ in c.protocols} for c in classic) for name in names)
 
     def snapshot(self) -> dict[str, Any]:
         def assignment(a: Assignment) -> dict[str, list[int]]:

@@ -50,6 +50,13 @@ def decode_subscription(data: bytes | memoryview) -> Subscription:
                         value.user_data, version)
 
 
+def subscription_version(data: bytes | memoryview) -> int:
+    """The version a member wrote its subscription in (its assignment is answered in the same one)."""
+    if len(data) < 2:
+        raise DecodeError("consumer protocol subscription shorter than its version")
+    return _I16.unpack_from(data)[0]
+
+
 def subscribed_topics(data: bytes | memoryview) -> set[str] | None:
     """The topics of a subscription, None if the bytes do not parse (Kafka then knows no subscription)."""
     try:

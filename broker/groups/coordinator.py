@@ -18,11 +18,14 @@ import structlog
 
 from protocol.errors import ErrorCode
 
-from . import classic_records, share_records
+from . import classic_records, migration, share_records
 from . import records as group_records
 from .classic import ClassicConfig, ClassicGroups
 from .classic_group import ClassicState
 from .consumer import ConsumerConfig, ConsumerGroups
+from .consumer_classic import join_error, sync_error
+from .consumer_group import ConsumerGroup
+from .migration import MigrationPolicy
 from .offsets import INVALID_OFFSET, NO_LEADER_EPOCH, OffsetAndMetadata, OffsetStore, commit_record
 from .offsets import tombstone as offset_tombstone
 from .records import Owner, Record
@@ -85,6 +88,8 @@ class GroupCoordinator:
         extra = {} if consumer_member_id is None else {"member_id_factory": consumer_member_id}
         self.consumer = ConsumerGroups(self.config.consumer, topic_info=topic_info, topic_names=topic_names,
                                        topics_version=topics_version, **extra)
+        self.migration_policy = MigrationPolicy.parse(self.config.consumer.migration_policy)
+        self.consumer.downgrade = self._downgrade
         self.offsets = OffsetStore()
         self.skipped_records = 0
         self._now = 0  # time of the replay in progress (simple groups created by offset records)
@@ -210,7 +215,16 @@ class GroupCoordinator:
                    client_host: str = "") -> GroupResult:
         res = GroupResult()
         gid = req["group_id"]
-        if gid and gid in self.consumer.groups and not self.consumer.groups[gid].members:
+        if gid and gid in self.consumer.groups:
+            if self.consumer.groups[gid].members:
+                # A classic member joins a consumer group with members (Kafka admits it whatever the migration
+                # policy; the policy only governs conversions of the group).
+                cfg = self.classic.config
+                if not cfg.min_session_timeout_ms <= req["session_timeout_ms"] <= cfg.max_session_timeout_ms:
+                    res.complete(waiter, join_error(ErrorCode.INVALID_SESSION_TIMEOUT, req["member_id"]))
+                    return res
+                return self.consumer.classic_join(req, version, now, waiter, client_id=client_id,
+                                                  client_host=client_host)
             # An empty consumer group becomes a classic group when a classic member joins (as Kafka does).
             log.info("empty consumer group converted to a classic group", group=gid)
             self._delete_consumer_group(gid, res)
@@ -219,20 +233,31 @@ class GroupCoordinator:
     def _delete_consumer_group(self, gid: str, res: GroupResult) -> None:
         self.consumer.delete(gid, res)
 
+    def _consumer_group_with_members(self, gid: str) -> ConsumerGroup | None:
+        group = self.consumer.groups.get(gid) if gid else None
+        return group if group is not None and group.members else None
+
     def sync_group(self, req: Mapping[str, Any], now: int, waiter: Any) -> GroupResult:
-        if req["group_id"] and self.group_type_of(req["group_id"]) not in (None, "classic"):
+        gid = req["group_id"]
+        if self._consumer_group_with_members(gid) is not None:
+            return self.consumer.classic_sync(req, now, waiter)
+        if gid and self.group_type_of(gid) not in (None, "classic"):
             res = GroupResult()
-            res.complete(waiter, {"error_code": int(ErrorCode.UNKNOWN_MEMBER_ID), "assignment": b"",
-                                  "protocol_type": None, "protocol_name": None})
+            res.complete(waiter, sync_error(ErrorCode.UNKNOWN_MEMBER_ID))
             return res
         return self.classic.sync(req, now, waiter)
 
     def heartbeat(self, req: Mapping[str, Any], now: int) -> GroupResult:
-        if req["group_id"] and self.group_type_of(req["group_id"]) not in (None, "classic"):
+        gid = req["group_id"]
+        if self._consumer_group_with_members(gid) is not None:
+            return self.consumer.classic_heartbeat(req, now)
+        if gid and self.group_type_of(gid) not in (None, "classic"):
             return GroupResult({"error_code": int(ErrorCode.UNKNOWN_MEMBER_ID)})
         return self.classic.heartbeat(req, now)
 
     def leave_group(self, gid: str, members: Sequence[Mapping[str, Any]], now: int) -> GroupResult:
+        if self._consumer_group_with_members(gid) is not None:
+            return self.consumer.classic_leave(gid, members, now)
         if gid and self.group_type_of(gid) not in (None, "classic"):
             return GroupResult({"error_code": 0, "members": [
                 {"member_id": m["member_id"], "group_instance_id": m.get("group_instance_id"),
@@ -260,12 +285,66 @@ class GroupCoordinator:
                 self.classic.delete(gid)
                 return res.merge(self.consumer.heartbeat(req, version, now, client_id=client_id,
                                                          client_host=client_host))
+            if error is None and kind == "classic" and req["member_epoch"] == 0:
+                try:
+                    return self._upgrade(req, version, now, client_id, client_host)
+                except GroupError as e:
+                    error = e
             if error is None:
                 error = GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
             res.response = {"error_code": int(error.code), "error_message": error.message, "member_id": None,
                             "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
             return res
         return self.consumer.heartbeat(req, version, now, client_id=client_id, client_host=client_host)
+
+    def _upgrade(self, req: Mapping[str, Any], version: int, now: int, client_id: str, client_host: str
+                 ) -> GroupResult:
+        """A consumer-protocol member joins classic group `gid`, which has members: the group becomes a consumer
+        group with them as classic-protocol members (online upgrade), if the policy and the group allow it.
+        Raises GroupError (GROUP_ID_NOT_FOUND) if not; a heartbeat refused after the checks changes nothing."""
+        gid = req["group_id"]
+        classic = self.classic.groups[gid]
+        refusal = migration.upgrade_refusal(classic, self.migration_policy, self.config.consumer.max_size)
+        if refusal is not None:
+            log.info("classic group not upgraded to a consumer group", group=gid, reason=refusal)
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
+        converted = migration.consumer_group_from_classic(classic, self._topic_info)
+
+        def convert(out: GroupResult) -> None:
+            log.info("classic group upgraded to a consumer group", group=gid, members=len(converted.members),
+                     generation=classic.generation_id)
+            self.classic.give_up(gid, out)
+            out.records.append(classic_records.tombstone(gid))
+            for record in migration.consumer_group_records(converted, self.consumer.metadata_hash(converted), now):
+                self.consumer.emit(out, record)
+            for mid, member in converted.members.items():
+                assert member.classic is not None
+                self.consumer.timers.schedule(("session", gid, mid), now + member.classic.session_timeout_ms)
+
+        return self.consumer.heartbeat(req, version, now, client_id=client_id, client_host=client_host,
+                                       group=converted, on_convert=convert)
+
+    def _downgrade(self, group: ConsumerGroup, leaving: str, res: GroupResult, now: int) -> bool:
+        """The last consumer-protocol member leaves a group of classic members: the group becomes a classic group
+        and rebalances (online downgrade), if the policy and the group allow it. False: fence as usual."""
+        gid = group.group_id
+        refusal = migration.downgrade_refusal(group, leaving, self.migration_policy, self.config.classic.max_size)
+        if refusal is None:
+            try:
+                classic = migration.classic_group_from_consumer(group, leaving, self._topic_name, now)
+            except GroupError as e:
+                refusal = e.message
+        if refusal is not None:
+            log.info("consumer group not downgraded to a classic group", group=gid, reason=refusal)
+            return False
+        log.info("consumer group downgraded to a classic group", group=gid, leaving=leaving,
+                 members=len(classic.members), generation=classic.generation_id)
+        self.consumer.forget(group)
+        for record in migration.consumer_group_tombstones(group):
+            self.consumer.emit(res, record)
+        res.records.append(classic_records.group_metadata(classic, classic.assignments()))
+        res.merge(self.classic.adopt(classic, now))
+        return True
 
     def consumer_group_describe(self, group_ids: Sequence[str]) -> list[dict[str, Any]]:
         out = []

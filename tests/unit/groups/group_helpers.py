@@ -8,6 +8,7 @@ from typing import Any
 
 from broker.groups import consumer_protocol
 from broker.groups.classic import ClassicConfig
+from broker.groups.consumer import ConsumerConfig
 from broker.groups.coordinator import GroupCoordinator, GroupCoordinatorConfig, OffsetsConfig
 from broker.groups.result import GroupResult
 from protocol.codec import message_codec
@@ -38,9 +39,10 @@ class Topics:
 def make(topics: Topics | None = None, **classic: Any) -> GroupCoordinator:
     topics = topics or Topics()
     offsets = classic.pop("offsets", OffsetsConfig())
+    consumer = classic.pop("consumer", ConsumerConfig())
     counter = itertools.count()
     return GroupCoordinator(
-        GroupCoordinatorConfig(classic=ClassicConfig(**classic), offsets=offsets),
+        GroupCoordinatorConfig(classic=ClassicConfig(**classic), offsets=offsets, consumer=consumer),
         topic_info=topics.get, topic_name=topics.name_of, topic_names=lambda: list(topics.by_name),
         topics_version=lambda: topics.version,
         new_member_id=lambda client_id, instance_id: f"{instance_id or client_id}-{next(counter)}")

@@ -3,6 +3,7 @@ regular expressions, static members, timeouts, conversions and offsets."""
 
 from __future__ import annotations
 
+from broker.groups.consumer import ConsumerConfig
 from broker.groups.consumer_group import MemberState
 from protocol.errors import ErrorCode
 from tests.unit.groups.group_helpers import Topics, Waiters, assigned, cg_req, join_req, make
@@ -154,7 +155,8 @@ def test_request_errors():
 
 
 def test_group_ids_of_other_types_and_conversions():
-    gc, _, _ = setup()
+    # Migration disabled: only empty groups change type (the online migrations are in test_migration.py).
+    gc, _, _ = setup(consumer=ConsumerConfig(migration_policy="disabled"))
     w = Waiters(gc)
     mid = w.answers[w.join(join_req(group="cl"), 1000)]["member_id"]
     w.join(join_req(mid, group="cl"), 1000)
@@ -166,7 +168,9 @@ def test_group_ids_of_other_types_and_conversions():
     r, records = hb(gc, cg_req("a", 0, topics=["t"], group="cl"))
     assert r["error_code"] == 0 and gc.group_type_of("cl") == "consumer"
     assert records[0].value is None  # the classic group's tombstone first
-    assert w.answers[w.join(join_req(group="cl"), 3000)]["error_code"] == E.INCONSISTENT_GROUP_PROTOCOL
+    # A classic member of another protocol type cannot join the consumer group.
+    assert w.answers[w.join(join_req(group="cl", protocol_type="connect"), 3000)]["error_code"] == \
+        E.INCONSISTENT_GROUP_PROTOCOL
     hb(gc, cg_req("a", -1, group="cl"))
     first = w.join(join_req(group="cl"), 4000)
     assert w.answers[first]["error_code"] == E.MEMBER_ID_REQUIRED and gc.group_type_of("cl") == "classic"
