@@ -60,6 +60,12 @@ def _text(name: str, text: str) -> str:
     return text.strip()
 
 
+def _bool(name: str, text: str) -> bool:
+    if text.strip().lower() not in ("true", "false"):
+        raise ValueError(f"option {name!r} must be true or false, got {text!r}")
+    return text.strip().lower() == "true"
+
+
 def _mode(name: str, text: str) -> str:
     if text.lower() not in MODES:
         raise ValueError(f"option {name!r} must be one of {', '.join(MODES)}, got {text!r}")
@@ -79,6 +85,7 @@ _OPTIONS: dict[str, tuple[Callable[[str, str], object], bool, str]] = {
     "lockRenewIntervalMs": (_positive_int, False, "stream"),
     "minPartitions": (_positive_int, False, "stream"),
     "maxPartitions": (_positive_int, False, "stream"),
+    "acquireAhead": (_bool, False, "stream"),
     "mode": (_mode, False, "batch"),
     "maxRecords": (_positive_int, False, "batch"),
     "numPartitions": (_positive_int, False, "batch"),
@@ -99,6 +106,7 @@ class SourceOptions:
     lock_renew_interval_ms: int | None = None  # None: a third of the broker's acquisition lock timeout
     min_partitions: int = 1
     max_partitions: int | None = None
+    acquire_ahead: bool = True  # acquire the next micro-batch's records while Spark runs the current one
     mode: str = "peek"
     max_records: int = DEFAULT_BATCH_MAX_RECORDS
     num_partitions: int = 1
@@ -116,7 +124,8 @@ _FIELDS = {
     "kafka.bootstrap.servers": "bootstrap_servers", "subscribe": "topics", "group.id": "group_id",
     "kafka.client.id": "client_id", "pollTimeoutMs": "poll_timeout_ms", "requestTimeoutMs": "request_timeout_ms",
     "maxRecordsPerTrigger": "max_records_per_trigger", "maxBytesPerTrigger": "max_bytes_per_trigger",
-    "lockRenewIntervalMs": "lock_renew_interval_ms", "minPartitions": "min_partitions", "maxPartitions": "max_partitions", "mode": "mode",
+    "lockRenewIntervalMs": "lock_renew_interval_ms", "minPartitions": "min_partitions", "maxPartitions": "max_partitions",
+    "acquireAhead": "acquire_ahead", "mode": "mode",
     "maxRecords": "max_records", "numPartitions": "num_partitions",
 }
 

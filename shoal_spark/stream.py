@@ -14,6 +14,11 @@ which records a batch gets. Where PySpark 4.3 calls what, and why the protocol b
 - `read(partition)` (executor): decodes the raw record batches into Arrow.
 - `commit(end)` (runner): ACCEPTs held batches <= end again, idempotently (Spark calls it one batch late and never
   for the last batch; after a restart it may name a batch of the previous process, which is simply not held).
+- Acquiring ahead (option acquireAhead, default on): once latestOffset has handed Spark batch n, a background
+  thread acquires the records of batch n+1 (and sends the ACCEPTs of batch n-1, which Spark has committed), so
+  the next latestOffset finds them there instead of waiting for a ShareFetch while the executors idle. Those
+  records are held like a batch in progress (renewed, released by stop(), redelivered by the broker after a
+  crash); the thread gets only what the broker's per-partition lock limit leaves beside batch n.
 - A keeper thread RENEWs the locks of held batches every lockRenewIntervalMs (default: a third of the broker's
   acquisition lock timeout), so a micro-batch slower than the lock duration is not redelivered to another member.
 - `stop()` (runner, only reached through the SIGTERM handler or after an error): RELEASEs what is held, ends the
@@ -40,6 +45,7 @@ from pyspark.sql.streaming.datasource import (
 
 from shoal_client import ACCEPT, RELEASE, RENEW, Acquired, ConnectionLost, ShareGroupMember, TopicIdPartition
 from shoal_spark import partitions as parts
+from shoal_spark.ahead import AcquireAhead
 from shoal_spark.options import SourceOptions
 
 log = logging.getLogger("shoal_spark")
@@ -81,6 +87,7 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now = False
         self._end_offsets: dict[TopicIdPartition, int] | None = None
         self._exhausted: set[TopicIdPartition] = set()
+        self._ahead: AcquireAhead | None = None
 
     def __getstate__(self) -> dict:
         # Executors get copies for read(); runtime state never travels.
@@ -100,6 +107,8 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._member = member
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        if self.options.acquire_ahead:
+            self._ahead = AcquireAhead(self._acquire_ahead)
         self._keeper = threading.Thread(target=self._keep_locks, name="shoal-lock-keeper", daemon=True)
         self._keeper.start()
         _install_sigterm_handler()
@@ -119,6 +128,11 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 renew: dict[TopicIdPartition, list] = {}
                 for h in due:
                     _merge(renew, h.ranges(RENEW))
+            ahead = self._ahead
+            ahead_due = ahead is not None and now - ahead.renewed_at >= interval
+            if ahead_due:
+                assert ahead is not None
+                _merge(renew, HeldBatch(ahead.held()).ranges(RENEW))
             if not renew:
                 continue
             try:
@@ -131,6 +145,9 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                             errors)
             for h in due:
                 h.renewed_at = now
+            if ahead_due:
+                assert ahead is not None
+                ahead.renewed_at = now
 
     def _renew_interval_s(self, member: ShareGroupMember) -> float:
         if self.options.lock_renew_interval_ms is not None:
@@ -173,18 +190,45 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return {"seq": seq}
         acks = self._take_done(seq)
         max_records = limit.max_rows if isinstance(limit, ReadMaxRows) else _UNBOUNDED_RECORDS
-        acquired = self._acquire(member, acks, max_records, self.options.max_bytes_per_trigger)
+        max_bytes = self.options.max_bytes_per_trigger
+        ahead = self._ahead
+        acquired: list[Acquired] = []
+        if ahead is not None:
+            try:
+                acquired = ahead.take(max_records)
+            except Exception as err:  # acquire now instead; a lasting failure raises there
+                log.warning("shoal: acquiring ahead failed (%r); acquiring now", err)
+        if acquired:
+            # The ACCEPTs of the committed batches go with the next acquisition, in the background.
+            self._hold(seq + 1, acquired)
+            ahead.start(acks, max_records - ahead.count, max_bytes - ahead.bytes)  # type: ignore[union-attr]
+            return {"seq": seq + 1}
+        acquired = self._acquire(member, acks, max_records, max_bytes)
         if not acquired:
             return {"seq": seq}
-        assert self._lock is not None
-        with self._lock:
-            self._held[seq + 1] = HeldBatch(acquired)
+        self._hold(seq + 1, acquired)
+        if ahead is not None:
+            ahead.start({}, max_records - ahead.count, max_bytes - ahead.bytes)
         return {"seq": seq + 1}
 
-    def _acquire(self, member: ShareGroupMember, acks: dict, max_records: int, max_bytes: int) -> list[Acquired]:
+    def _hold(self, seq: int, acquired: list[Acquired]) -> None:
+        assert self._lock is not None
+        with self._lock:
+            self._held[seq] = HeldBatch(acquired)
+
+    def _acquire_ahead(self, acks: dict, max_records: int, max_bytes: int) -> list[Acquired]:
+        """AcquireAhead's acquisition (background thread): send `acks`, take what is there without waiting."""
+        member = self._member
+        if member is None:  # stopped meanwhile
+            return []
+        return self._acquire(member, acks, max_records, max_bytes, wait_ms=0)
+
+    def _acquire(self, member: ShareGroupMember, acks: dict, max_records: int, max_bytes: int,
+                 wait_ms: int | None = None) -> list[Acquired]:
         got: list[Acquired] = []
         count = size = 0
-        wait_ms = self.options.poll_timeout_ms
+        if wait_ms is None:
+            wait_ms = self.options.poll_timeout_ms
         while count < max_records and size < max_bytes:
             wanted = None
             if self._end_offsets is not None:
@@ -209,6 +253,10 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 # (After an availableNow release, partitions changed: ask again.)
                 break
             wait_ms = 0  # more only if it is there already
+        if acks:  # no fetch carried them (nothing to fetch: limits reached, availableNow partitions exhausted)
+            errors = member.acknowledge(acks)
+            if errors:
+                log.warning("shoal: acknowledgements failed for %s: their records will be delivered again", errors)
         return got
 
     def _bound_to_end(self, member: ShareGroupMember, acquired: list[Acquired]) -> tuple[list[Acquired], bool]:
@@ -260,12 +308,20 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 log.warning("shoal: acknowledgements failed for %s: their records will be delivered again", errors)
 
     def stop(self) -> None:
-        member, self._member = self._member, None
+        member = self._member
         if self._stopping is not None:
             self._stopping.set()
         if member is None:
             return
         release: dict[TopicIdPartition, list] = {}
+        if self._ahead is not None:
+            # Let an acquisition in progress finish first: what it gets is released with the rest (closing the
+            # member under it would leave its records to lock expiry).
+            if not self._ahead.wait(self.options.request_timeout_ms / 1000):
+                log.warning("shoal: an acquisition still runs at stop; the broker frees its records when the "
+                            "session ends")
+            _merge(release, HeldBatch(self._ahead.clear()).ranges(RELEASE))
+        self._member = None
         if self._lock is not None:
             with self._lock:
                 for held in self._held.values():

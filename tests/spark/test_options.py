@@ -17,6 +17,7 @@ def test_required_and_defaults() -> None:
     o = parse_options(REQUIRED)
     assert o.topics == ("a", "b") and o.group_id == "g" and o.max_records_per_trigger is None
     assert o.max_bytes_per_trigger == DEFAULT_MAX_BYTES_PER_TRIGGER and o.min_partitions == 1
+    assert o.acquire_ahead and not parse_options({**REQUIRED, "acquireahead": "False"}).acquire_ahead
     assert pickle.loads(pickle.dumps(o)) == o
 
 
@@ -33,6 +34,7 @@ def test_names_are_case_insensitive_as_spark_hands_them_over() -> None:
     ({**REQUIRED, "maxBytesPerTrigger": "lots"}, "must be an integer"),
     ({**REQUIRED, "startingOffsets": "earliest"}, "unknown option\\(s\\) for the shoal source: startingOffsets"),
     ({**REQUIRED, "mode": "steal"}, "must be one of peek, drain"),
+    ({**REQUIRED, "acquireAhead": "yes"}, "'acquireAhead' must be true or false"),
 ])
 def test_bad_options_say_what_is_wrong(options: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
