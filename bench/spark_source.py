@@ -1,6 +1,7 @@
 """Rows/s of the Spark share-group source, next to the share clients draining the same topic in the same run.
 
     python -m bench.spark_source [--records 2000000] [--kib-records 300000] [--partitions 32] [--max-bytes-per-trigger N]
+                                 [--max-records-per-trigger N] [--variant acquireAhead=false ...] [--max-record-locks N]
 
 For 100 B and 1 KiB records: one Shoal broker with group.share.partition.max.record.locks=10000 (and its upper
 bound group.share.max.partition.max.record.locks raised to match), so a micro-batch may hold 10 000 records per
@@ -11,14 +12,16 @@ partition; one topic; then each reader drains the whole topic with a share group
   once also decoding every batch into Arrow in the same process (the work Spark executors do);
 - `confluent_kafka.ShareConsumer` (librdkafka), implicit acknowledgement, counting messages;
 - Spark: `readStream.format("shoal")` (minPartitions=maxPartitions=2: one task per core) into the `noop` sink,
-  local[2], trigger availableNow. Steady state = rows of the batches after the first two (Python workers and
+  local[2], trigger availableNow; with `--variant`, each variant (extra source options) runs its queries
+  interleaved with the others' in the same session (same-run A/B comparisons). Steady state = rows of the batches after the first two (Python workers and
   the JIT warm up) and before the last (the remainder) over their triggerExecution time; the query start (start()
   until the first batch has finished) is reported apart. The query runs `--spark-runs` times (2) in one session,
   each with a new group, and the last run is reported (the JVM's JIT keeps compiling Spark's code for the first
   minutes, up to a third of the JVM's CPU during a first 2-million-record run). Each run also reports the
   average milliseconds per phase of a steady batch (latestOffset = acquisition in the source's runner, addBatch =
   executors) and user+sys CPU seconds per million rows of Spark's processes (JVM, runner, Python workers) and of
-  the broker, over the whole query.
+  the broker, over the whole query, and the same split per process kind (sampled from /proc every 0.2 s: the
+  JVM, the source's runner, the Python workers, the driver's Python).
 
 Every rate is timed from the first record on (joining the group is not counted). Results: a table and JSON under
 bench/results/.
@@ -31,6 +34,7 @@ import json
 import os
 import platform
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -48,7 +52,12 @@ from confluent_kafka.admin import (
 from bench.servers import start_shoal, stop
 from shoal_client import ACCEPT, ShareGroupMember, acknowledgements
 
-BROKER = {"group.share.partition.max.record.locks": "10000", "group.share.max.partition.max.record.locks": "10000"}
+MAX_RECORD_LOCKS = 10_000  # Kafka's upper bound for group.share.max.partition.max.record.locks
+
+
+def broker_config(record_locks: int) -> dict[str, str]:
+    return {"group.share.partition.max.record.locks": str(record_locks),
+            "group.share.max.partition.max.record.locks": str(record_locks)}
 
 
 def setup(bootstrap: str, topic: str, partitions: int, records: int, size: int) -> float:
@@ -126,15 +135,18 @@ def drain_confluent(bootstrap: str, topic: str, records: int) -> float:
         consumer.close()
 
 
-def spark_session():
+def spark_session(conf: dict[str, str]):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     from shoal_spark import ShareSource
 
-    spark = (SparkSession.builder.master("local[2]").appName("shoal-bench")
-             .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
-             .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
+    builder = (SparkSession.builder.master("local[2]").appName("shoal-bench")
+               .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
+               .config("spark.driver.bindAddress", "127.0.0.1"))
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(ShareSource)
     return spark
@@ -165,15 +177,127 @@ def tree_cpu_s(root: int) -> float:
     return total
 
 
+def _process_kind(pid: int, broker_pids: set[int]) -> str:
+    if pid == os.getpid():
+        return "driver"
+    if pid in broker_pids:
+        return "broker"
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read()
+    except OSError:
+        return "other"
+    if b"java" in cmdline.split(b"\0", 1)[0]:
+        return "jvm"
+    if b"streaming_source_runner" in cmdline:
+        return "runner"
+    return "python_workers"
+
+
+class CpuSampler:
+    """user+sys CPU seconds per process kind below this process, from /proc every `interval_s` (a process that
+    ends loses at most its last interval)."""
+
+    def __init__(self, broker_pid: int, interval_s: float = 0.2) -> None:
+        self.broker_pid = broker_pid
+        self.interval_s = interval_s
+        self._first: dict[int, float] = {}
+        self._last: dict[int, float] = {}
+        self._kind: dict[int, str] = {}
+        self._threads_first: dict[tuple[int, int], float] = {}
+        self._threads_last: dict[tuple[int, int], float] = {}
+        self._thread_name: dict[tuple[int, int], str] = {}
+        self._stop = threading.Event()
+        self._sample(initial=True)
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _sample(self, initial: bool = False) -> None:
+        tick = os.sysconf("SC_CLK_TCK")
+        parent: dict[int, int] = {}
+        cpu: dict[int, float] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parent[int(entry)] = int(fields[1])
+            cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / tick  # own utime + stime
+        mine = {os.getpid()}
+        broker = {self.broker_pid}
+        changed = True
+        while changed:
+            changed = False
+            for pid, ppid in parent.items():
+                if ppid in mine and pid not in mine:
+                    mine.add(pid)
+                    changed = True
+                    if ppid in broker or pid == self.broker_pid:
+                        broker.add(pid)
+        for pid in mine:
+            if pid not in cpu:
+                continue
+            if pid not in self._kind:
+                self._kind[pid] = _process_kind(pid, broker)
+                self._first[pid] = cpu[pid] if initial else 0.0
+            self._last[pid] = cpu[pid]
+            if self._kind[pid] == "jvm":
+                self._sample_threads(pid, tick, initial)
+
+    def _sample_threads(self, pid: int, tick: int, initial: bool) -> None:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            return
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    text = f.read()
+            except OSError:
+                continue
+            name, _, rest = text.partition(" (")[2].rpartition(")")
+            fields = rest.split()
+            key = (pid, int(tid))
+            if key not in self._thread_name:
+                # JVM thread names (15 characters in /proc) without their numbers: one entry per pool
+                self._thread_name[key] = "".join(c for c in name if not c.isdigit()).strip(" -#")
+                self._threads_first[key] = (int(fields[11]) + int(fields[12])) / tick if initial else 0.0
+            self._threads_last[key] = (int(fields[11]) + int(fields[12])) / tick
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._sample()
+
+    def stop(self) -> tuple[dict[str, float], dict[str, float]]:
+        """CPU seconds per process kind, and per JVM thread pool."""
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+        out: dict[str, float] = {}
+        for pid, kind in self._kind.items():
+            out[kind] = out.get(kind, 0.0) + self._last[pid] - self._first[pid]
+        threads: dict[str, float] = {}
+        for key, name in self._thread_name.items():
+            threads[name] = threads.get(name, 0.0) + self._threads_last[key] - self._threads_first[key]
+        return out, threads
+
+
 def drain_spark(spark, bootstrap: str, topic: str, records: int, work: Path, max_bytes: int,
-                broker_pid: int) -> dict:
+                broker_pid: int, options: dict[str, str]) -> dict:
     group = new_group(bootstrap, "bench-spark")
-    df = (spark.readStream.format("shoal").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-          .option("group.id", group).option("minPartitions", "2").option("maxPartitions", "2")
-          .option("maxBytesPerTrigger", str(max_bytes)).load())
+    reader = (spark.readStream.format("shoal").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic).option("group.id", group).option("minPartitions", "2")
+              .option("maxPartitions", "2").option("maxBytesPerTrigger", str(max_bytes)))
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    df = reader.load()
     start = time.perf_counter()
     cpu_start = tree_cpu_s(os.getpid())
     broker_cpu_start = tree_cpu_s(broker_pid)
+    sampler = CpuSampler(broker_pid)
     q = (df.writeStream.format("noop").option("checkpointLocation", str(work / f"ck-{group}"))
          .trigger(availableNow=True).start())
     first_done = None
@@ -183,6 +307,7 @@ def drain_spark(spark, bootstrap: str, topic: str, records: int, work: Path, max
         time.sleep(0.05)
     q.awaitTermination(900)
     total = time.perf_counter() - start
+    per_kind, jvm_threads = sampler.stop()
     broker_cpu = tree_cpu_s(broker_pid) - broker_cpu_start
     cpu = tree_cpu_s(os.getpid()) - cpu_start - broker_cpu  # the broker is a child of this process too
     if q.exception() is not None:
@@ -195,7 +320,7 @@ def drain_spark(spark, bootstrap: str, topic: str, records: int, work: Path, max
     steady_rows = sum(p["numInputRows"] for p in steady)
     steady_s = sum(p["durationMs"]["triggerExecution"] for p in steady) / 1000
     phases = sorted({k for p in steady for k in p["durationMs"]} - {"triggerExecution"})
-    return {"query_start_s": round((first_done or time.perf_counter()) - start, 2),
+    return {"options": options, "query_start_s": round((first_done or time.perf_counter()) - start, 2),
             "first_batch_rows": batches[0]["numInputRows"],
             "steady_batches": len(steady), "steady_rows": steady_rows,
             "steady_rows_s": round(steady_rows / steady_s) if steady_s else None,
@@ -207,7 +332,10 @@ def drain_spark(spark, bootstrap: str, topic: str, records: int, work: Path, max
             "steady_phase_ms": {k: round(sum(p["durationMs"].get(k, 0) for p in steady) / len(steady))
                                 for k in phases} if steady else {},
             "cpu_s_per_m_rows": round(cpu / rows * 1e6, 2),
-            "broker_cpu_s_per_m_rows": round(broker_cpu / rows * 1e6, 2)}
+            "broker_cpu_s_per_m_rows": round(broker_cpu / rows * 1e6, 2),
+            "cpu_s_per_m_rows_by_process": {k: round(v / rows * 1e6, 2) for k, v in sorted(per_kind.items())},
+            "jvm_cpu_s_per_m_rows_by_thread": {k: round(v / rows * 1e6, 2) for k, v in
+                                               sorted(jvm_threads.items(), key=lambda kv: -kv[1]) if v / rows > 1e-8}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -216,6 +344,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kib-records", type=int, default=300_000, help="1 KiB records")
     parser.add_argument("--partitions", type=int, default=32)
     parser.add_argument("--max-bytes-per-trigger", type=int, default=64 << 20, help="the source option")
+    parser.add_argument("--max-records-per-trigger", type=int, default=0,
+                        help="the source option maxRecordsPerTrigger (0: not set)")
+    parser.add_argument("--max-record-locks", type=int, default=MAX_RECORD_LOCKS,
+                        help="the broker's group.share.partition.max.record.locks (and its upper bound)")
+    parser.add_argument("--variant", action="append", default=[],
+                        help="extra source options k=v[,k=v...] of one variant; several: their queries alternate "
+                             "in one session (A/B), each variant's last is reported")
+    parser.add_argument("--spark-conf", action="append", default=[],
+                        help="k=v: a Spark setting of the session (e.g. spark.driver.memory=2g)")
     parser.add_argument("--spark-runs", type=int, default=2,
                         help="Spark queries per record size, one after the other in one session (each a new share "
                              "group draining the whole topic); the last is reported: the JVM compiles Spark's code "
@@ -224,12 +361,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip", default="", help="comma-separated: ours,arrow,librdkafka,spark")
     args = parser.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
+    variants = [dict(kv.split("=", 1) for kv in v.split(",") if kv) for v in args.variant] or [{}]
+    if args.max_records_per_trigger:
+        for v in variants:
+            v.setdefault("maxRecordsPerTrigger", str(args.max_records_per_trigger))
+    broker = broker_config(args.max_record_locks)
     results = []
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="shoal-bench-spark-") as tmp:
         work = Path(tmp)
-        proc, port = start_shoal(work, BROKER)
+        proc, port = start_shoal(work, broker)
         bootstrap = f"127.0.0.1:{port}"
         spark = None
         try:
@@ -248,11 +390,13 @@ def main(argv: list[str] | None = None) -> int:
                 if "librdkafka" not in skip:
                     row["share_consumer_rows_s"] = round(records / drain_confluent(bootstrap, topic, records))
                 if "spark" not in skip:
-                    spark = spark or spark_session()
-                    runs = [drain_spark(spark, bootstrap, topic, records, work, args.max_bytes_per_trigger, proc.pid)
-                            for _ in range(args.spark_runs)]
+                    spark = spark or spark_session(dict(kv.split("=", 1) for kv in args.spark_conf))
+                    runs = [drain_spark(spark, bootstrap, topic, records, work, args.max_bytes_per_trigger, proc.pid,
+                                        variant)
+                            for _ in range(args.spark_runs) for variant in variants]
                     row["spark"] = runs[-1]
-                    row["spark_earlier_runs"] = runs[:-1]
+                    row["spark_variants"] = runs[-len(variants):]
+                    row["spark_earlier_runs"] = runs[:-len(variants)]
                 results.append(row)
                 print(json.dumps(row), flush=True)
         finally:
@@ -267,11 +411,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['record_bytes']:>6}B {r['records']:>9} {r.get('shoal_client_rows_s', '-'):>13} "
               f"{r.get('shoal_client_arrow_rows_s', '-'):>9} {r.get('share_consumer_rows_s', '-'):>14} "
               f"{s.get('steady_rows_s', '-'):>13} {str(s.get('query_start_s', '-')) + ' s':>12}")
+    for r in results:
+        for v in r.get("spark_variants", []):
+            print(f"{r['record_bytes']:>6}B {json.dumps(v['options'])}: steady {v['steady_rows_s']} rows/s, "
+                  f"phases {v['steady_phase_ms']}, CPU s per M rows {v['cpu_s_per_m_rows_by_process']}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"spark-source-{time.strftime('%Y%m%dT%H%M%S')}.json"
     path.write_text(json.dumps({"machine": platform.platform(), "cpus": os.cpu_count(),
-                                "python": platform.python_version(), "broker": BROKER, "results": results},
+                                "python": platform.python_version(), "broker": broker,
+                                "spark_conf": args.spark_conf, "results": results},
                                indent=2))
     print(f"wrote {path}")
     return 0
