@@ -165,6 +165,9 @@ class ShareGroupMember:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._closed = False
+        # Share sessions lost so far: what a lost session held was released by the broker (and may be delivered
+        # to another member), so records acquired before a loss can no longer be acknowledged.
+        self.sessions_lost = 0
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, *, heartbeat_thread: bool = True) -> ShareGroupMember:
@@ -417,6 +420,7 @@ class ShareGroupMember:
     def _lose_session(self, node: int) -> None:
         session = self._sessions.pop(node, None)
         if session is not None:
+            self.sessions_lost += 1
             session.conn.close()
             self._conns.pop(node, None)
 

@@ -6,7 +6,9 @@ background thread (carrying the ACCEPTs of the batch Spark has just committed); 
 records with `take(max_records)`, waiting for the thread if it is still at work. Records acquired ahead are
 locked to this member like those of a batch in progress: the lock keeper renews them (`held()`), `stop()`
 releases them, and a crash leaves them to the broker, which delivers them again. Nothing here ACCEPTs on its
-own: the acknowledgements it sends are the caller's.
+own: the acknowledgements it sends are the caller's. Records held when their share session is lost (a broker
+restart, a broken connection) are dropped at the next `take`: the broker released them with the session, and
+handing them to Spark would only make duplicates.
 
 What the thread acquires is bounded by what the broker's per-partition lock limit leaves beside the batch in
 progress, so it only overlaps when micro-batches hold at most about half of that capacity.
@@ -22,6 +24,8 @@ from shoal_client import Acquired
 
 # acquire(acknowledgements, max_records, max_bytes) -> what was acquired
 AcquireFn = Callable[[dict, int, int], list[Acquired]]
+# -> a number that changes whenever the member loses a share session (ShareGroupMember.sessions_lost)
+GenerationFn = Callable[[], int]
 
 
 def split(acquired: list[Acquired], max_records: int) -> tuple[list[Acquired], list[Acquired]]:
@@ -57,10 +61,13 @@ def split(acquired: list[Acquired], max_records: int) -> tuple[list[Acquired], l
 
 
 class AcquireAhead:
-    def __init__(self, acquire: AcquireFn) -> None:
+    def __init__(self, acquire: AcquireFn, generation: GenerationFn = lambda: 0) -> None:
         self._acquire = acquire
+        self._generation = generation
         self._lock = threading.Lock()
         self._held: list[Acquired] = []
+        self._held_generation = 0  # generation when what is held was acquired
+        self.dropped = 0  # records dropped because their session was lost
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
         self.renewed_at = time.monotonic()  # when the locks of what is held were last taken or renewed
@@ -80,10 +87,19 @@ class AcquireAhead:
             self._error = err
             return
         if got:
+            generation = self._generation()
             with self._lock:
+                self._drop_stale(generation)
                 if not self._held:
                     self.renewed_at = time.monotonic()
+                    self._held_generation = generation
                 self._held += got
+
+    def _drop_stale(self, generation: int) -> None:
+        """Forget what is held if a session was lost since it was acquired (caller holds _lock)."""
+        if self._held and generation != self._held_generation:
+            self.dropped += sum(a.count for a in self._held)
+            self._held = []
 
     def wait(self, timeout_s: float | None = None) -> bool:
         """Wait for the acquisition in progress (if any); False if it is still running after `timeout_s`."""
@@ -103,6 +119,7 @@ class AcquireAhead:
         if error is not None:
             raise error
         with self._lock:
+            self._drop_stale(self._generation())
             taken, self._held = split(self._held, max_records)
         return taken
 

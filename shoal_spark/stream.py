@@ -108,7 +108,7 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         if self.options.acquire_ahead:
-            self._ahead = AcquireAhead(self._acquire_ahead)
+            self._ahead = AcquireAhead(self._acquire_ahead, lambda: member.sessions_lost)
         self._keeper = threading.Thread(target=self._keep_locks, name="shoal-lock-keeper", daemon=True)
         self._keeper.start()
         _install_sigterm_handler()

@@ -80,6 +80,17 @@ def test_acquire_ahead_error_surfaces_in_take_and_keeps_what_was_held():
     assert ahead.clear() == [] and ahead.count == 0
 
 
+def test_records_held_when_their_session_was_lost_are_dropped():
+    lost = [0]
+    ahead = AcquireAhead(lambda acks, n, size: [acquired(0, (0, 9))], lambda: lost[0])
+    ahead.start({}, 10, 1000)
+    assert ahead.wait(10) and ahead.count == 10
+    lost[0] += 1  # the broker released them with the session: shipping them would only make duplicates
+    assert ahead.take(10) == [] and ahead.count == 0 and ahead.dropped == 10
+    ahead.start({}, 10, 1000)  # acquired on the new session: kept
+    assert len(ahead.take(10)) == 1 and ahead.dropped == 10
+
+
 class FakeMember:
     """A share-group member over an in-memory partitioned log with Kafka's per-partition lock limit: it records
     every acknowledgement and fetch, so the tests can check what was ACCEPTed when."""
@@ -98,6 +109,7 @@ class FakeMember:
         self.renewed: set[tuple[int, int]] = set()
         self.fetches: list[str] = []  # the thread of each fetch
         self.lock_timeout_ms = 30_000
+        self.sessions_lost = 0
         self.closed = False
         FakeMember.instances.append(self)
 
@@ -114,6 +126,8 @@ class FakeMember:
         for tp, ranges in acks.items():
             for first, last, kind in ranges:
                 for o in range(first, last + 1):
+                    if o not in self.locked[tp] and self.sessions_lost:
+                        continue  # acquired on a lost session: the broker answers with an error
                     assert o in self.locked[tp], f"acknowledging {o} of {tp}, which this member does not hold"
                     if kind == RENEW:
                         self.renewed.add((tp.partition, o))
@@ -252,3 +266,20 @@ def test_available_now_ends_when_nothing_is_left_and_everything_was_accepted(rea
     assert sum(batches) == 2 * last and all(0 < n <= 150 for n in batches)
     assert member.accepted == {(p, o) for p in (0, 1) for o in range(last)} and r._ahead.count == 0
     assert all(o >= last for _, o in member.released)
+
+
+def test_after_a_lost_session_the_next_batch_is_fetched_anew(reader):
+    r = reader(maxRecordsPerTrigger="50")
+    r.latestOffset({"seq": 0}, ReadMaxRows(50))
+    assert r._ahead.wait(10) and r._ahead.count == 50
+    member = FakeMember.instances[0]
+    stale = offsets(r._ahead.held())
+    with member.lock:  # a broker restart: the session and what it held are gone
+        member.sessions_lost += 1
+        for tp in member.parts:
+            member.locked[tp].clear()
+        member.parts = dict.fromkeys(member.parts, 0)
+    assert r.latestOffset({"seq": 1}, ReadMaxRows(50)) == {"seq": 2}
+    assert r._ahead.dropped == 50 and member.fetches[-2:] == ["MainThread", "shoal-acquire-ahead"]
+    # Acquired anew on the new session (the broker delivers everything the lost session held again).
+    assert batch_offsets(r, 2) == {(0, o) for o in range(50)} and stale == {(0, o) for o in range(50, 100)}
