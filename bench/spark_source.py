@@ -1,18 +1,19 @@
 """Rows/s of the Spark share-group source, next to the share clients draining the same topic in the same run.
 
-    python -m bench.spark_source [--records 2000000] [--kib-records 300000] [--partitions 32] [--max-bytes-per-trigger N]
+    python -m bench.spark_source [--records 2000000] [--kib-records 300000] [--partitions 64] [--max-bytes-per-trigger N]
                                  [--max-records-per-trigger N] [--variant acquireAhead=false ...] [--max-record-locks N]
 
-For 100 B and 1 KiB records: one Shoal broker with group.share.partition.max.record.locks=10000 (and its upper
-bound group.share.max.partition.max.record.locks raised to match), so a micro-batch may hold 10 000 records per
-partition; one topic; then each reader drains the whole topic with a share group of its own
-(share.auto.offset.reset=earliest):
+For 100 B and 1 KiB records: one Shoal broker with group.share.partition.max.record.locks=10000 (Kafka's upper
+bound; its bound group.share.max.partition.max.record.locks raised to match), so the Spark query may hold 10 000
+records per partition; one topic of 64 partitions (640 000 locks: two micro-batches of 320 000 records, the one in
+progress and the one the source acquires ahead, so the source's maxRecordsPerTrigger is 320 000); then each reader
+drains the whole topic with a share group of its own (share.auto.offset.reset=earliest):
 
 - `shoal_client` (ShareGroupMember): raw batches + ranges, ACCEPT riding on the next ShareFetch; once as is and
   once also decoding every batch into Arrow in the same process (the work Spark executors do);
 - `confluent_kafka.ShareConsumer` (librdkafka), implicit acknowledgement, counting messages;
 - Spark: `readStream.format("shoal")` (minPartitions=maxPartitions=2: one task per core) into the `noop` sink,
-  local[2], trigger availableNow; with `--variant`, each variant (extra source options) runs its queries
+  local[2], spark.driver.memory=2g, trigger availableNow; with `--variant`, each variant (extra source options) runs its queries
   interleaved with the others' in the same session (same-run A/B comparisons). Steady state = rows of the batches after the first two (Python workers and
   the JIT warm up) and before the last (the remainder) over their triggerExecution time; the query start (start()
   until the first batch has finished) is reported apart. The query runs `--spark-runs` times (2) in one session,
@@ -342,15 +343,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.spark_source")
     parser.add_argument("--records", type=int, default=2_000_000, help="100 B records")
     parser.add_argument("--kib-records", type=int, default=300_000, help="1 KiB records")
-    parser.add_argument("--partitions", type=int, default=32)
+    parser.add_argument("--partitions", type=int, default=64)
     parser.add_argument("--max-bytes-per-trigger", type=int, default=64 << 20, help="the source option")
-    parser.add_argument("--max-records-per-trigger", type=int, default=0,
-                        help="the source option maxRecordsPerTrigger (0: not set)")
+    parser.add_argument("--max-records-per-trigger", type=int, default=320_000,
+                        help="the source option maxRecordsPerTrigger (0: not set); the default is half of what the "
+                             "broker locks over 64 partitions, so the next micro-batch can be acquired ahead")
     parser.add_argument("--max-record-locks", type=int, default=MAX_RECORD_LOCKS,
                         help="the broker's group.share.partition.max.record.locks (and its upper bound)")
     parser.add_argument("--variant", action="append", default=[],
                         help="extra source options k=v[,k=v...] of one variant; several: their queries alternate "
                              "in one session (A/B), each variant's last is reported")
+    parser.add_argument("--driver-memory", default="2g",
+                        help="spark.driver.memory (local mode: the executors' heap too); with the default 1g, G1's "
+                             "concurrent cycles for the micro-batches' large task descriptions cost 0.6 CPU s a "
+                             "million rows")
     parser.add_argument("--spark-conf", action="append", default=[],
                         help="k=v: a Spark setting of the session (e.g. spark.driver.memory=2g)")
     parser.add_argument("--spark-runs", type=int, default=2,
@@ -390,7 +396,9 @@ def main(argv: list[str] | None = None) -> int:
                 if "librdkafka" not in skip:
                     row["share_consumer_rows_s"] = round(records / drain_confluent(bootstrap, topic, records))
                 if "spark" not in skip:
-                    spark = spark or spark_session(dict(kv.split("=", 1) for kv in args.spark_conf))
+                    conf = {"spark.driver.memory": args.driver_memory,
+                            **dict(kv.split("=", 1) for kv in args.spark_conf)}
+                    spark = spark or spark_session(conf)
                     runs = [drain_spark(spark, bootstrap, topic, records, work, args.max_bytes_per_trigger, proc.pid,
                                         variant)
                             for _ in range(args.spark_runs) for variant in variants]
@@ -420,7 +428,8 @@ def main(argv: list[str] | None = None) -> int:
     path = out / f"spark-source-{time.strftime('%Y%m%dT%H%M%S')}.json"
     path.write_text(json.dumps({"machine": platform.platform(), "cpus": os.cpu_count(),
                                 "python": platform.python_version(), "broker": broker,
-                                "spark_conf": args.spark_conf, "results": results},
+                                "driver_memory": args.driver_memory, "spark_conf": args.spark_conf,
+                                "results": results},
                                indent=2))
     print(f"wrote {path}")
     return 0
