@@ -459,7 +459,7 @@ class CleaningSession:
         self.job = job
         self.directory = Path(job.directory)
         self.check = check
-        self.files = files or FileCache(16)
+        self.files = files if files is not None else FileCache(16)
         self.map = OffsetMap(job.max_map_entries)
         self.plan: Plan | None = None
         self._throttle = _Throttle(job.max_io_bytes_per_second)

@@ -506,8 +506,10 @@ class LogCleaner:
         if not _still_there(plog, olds):
             await worker.run(swap.abandon_cleaned, directory, result.base_offset)
             return False
+        installed = committed = False
         try:
             await worker.run(swap.commit_cleaned, directory, result.base_offset)
+            committed = True
             cleaned = await worker.run(lambda: swap.open_swapped(
                 directory, result.base_offset, index_interval_bytes=plog.config.index_interval_bytes,
                 files=plog.files))
@@ -516,10 +518,22 @@ class LogCleaner:
                 # Only a log closed or deleted since the check gets here; its files are someone else's now.
                 cleaned.close()
                 return False
+            installed = True
             swap.crash_point("installed")
             await worker.run(swap.finish_swap, directory, cleaned, olds)
-        except OSError as err:
-            raise SwapFailedError(f"swapping a cleaned segment into {directory} failed: {err!r}") from err
+        except BaseException as err:
+            if installed:
+                # The log no longer holds the old segments, so nothing else will close them: drop their cached
+                # descriptors now (their files are recovery's business), or a log reopened by this process
+                # could be handed the descriptor of a deleted file under a name recovery gives the cleaned one.
+                for old in olds:
+                    old.close()
+            if isinstance(err, Exception) and not committed and not isinstance(err, OSError):
+                committed = await asyncio.to_thread(swap.is_committed, directory, result.base_offset)
+            if isinstance(err, OSError) or (committed and isinstance(err, Exception)):
+                # half way through (whatever the error): only recovery can finish it, so the directory goes offline
+                raise SwapFailedError(f"swapping a cleaned segment into {directory} failed: {err!r}") from err
+            raise
         return True
 
     def _write_checkpoint(self) -> None:

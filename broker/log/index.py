@@ -53,7 +53,7 @@ class _IndexFile:
     def __init__(self, path: str, base_offset: int, files: FileCache | None = None) -> None:
         self.path = path
         self.base_offset = base_offset
-        self.files = files or SHARED
+        self.files = files if files is not None else SHARED  # an empty cache is falsy (__len__)
 
     @property
     def file_bytes(self) -> int:

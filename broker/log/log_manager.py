@@ -100,7 +100,7 @@ class LogManager:
                  files: FileCache | None = None, failures: LogDirFailureChannel | None = None) -> None:
         self.log_dir = Path(log_dir)
         self.failures = failures or LogDirFailureChannel(str(self.log_dir))
-        self.files = files or SHARED
+        self.files = files if files is not None else SHARED  # an empty cache is falsy (__len__)
         self.defaults = LogConfig.coerce(defaults)
         self._clock = clock
         self._leader_epoch = leader_epoch

@@ -96,7 +96,7 @@ class PartitionLog:
         self._segments: list[Segment] = []
         self._bases: list[int] = []
         self._strict = strict_recovery
-        self.files = files or SHARED
+        self.files = files if files is not None else SHARED  # an empty cache is falsy (__len__)
         self.cleaning = False  # the log cleaner is working on it: retention waits (as Kafka's pauses)
         self.failures = failures or LogDirFailureChannel(str(self.directory))
         try:

@@ -62,7 +62,7 @@ class Segment:
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
-        self.files = files or SHARED
+        self.files = files if files is not None else SHARED  # an empty cache is falsy (__len__)
         self.suffix = suffix
         name = segment_name(base_offset)
         self.log_path = directory / f"{name}.log{suffix}"

@@ -79,6 +79,11 @@ def commit_cleaned(directory: Path, base: int) -> None:
     crash_point("swap-committed")
 
 
+def is_committed(directory: Path, base: int) -> bool:
+    """Whether the swap of the cleaned segment `base` is decided (its `.log.swap` exists)."""
+    return (directory / _name(base, ".log", SWAP_SUFFIX)).exists()
+
+
 def open_swapped(directory: Path, base: int, *, index_interval_bytes: int, files: FileCache) -> Segment:
     """The committed cleaned segment, opened (and checked) under its `.swap` names."""
     segment = Segment(directory, base, index_interval_bytes=index_interval_bytes, files=files, suffix=SWAP_SUFFIX)
@@ -113,8 +118,16 @@ def complete_interrupted_swaps(directory: Path, files: FileCache) -> int:
     number of swaps completed."""
     names = os.listdir(directory)
     changed = False
+
+    def forget(name: str) -> None:
+        # A process that failed half way through a swap and opens the log again (same process, same cache) may
+        # still cache descriptors by these names: after this they would be other files (an old segment deleted
+        # here, a `.swap` file renamed to its final name), so reads and appends would go to the wrong inode.
+        files.forget(str(directory / name))
+
     for name in names:
         if name.endswith(_LEFTOVERS):
+            forget(name)
             (directory / name).unlink(missing_ok=True)
             changed = True
     names = [n for n in names if not n.endswith(_LEFTOVERS)]
@@ -135,6 +148,7 @@ def complete_interrupted_swaps(directory: Path, files: FileCache) -> int:
             continue
         if any(lo <= parsed[0] < hi for lo, hi in ranges):
             log.info("deleting segment file replaced by an interrupted swap", dir=str(directory), file=name)
+            forget(name)
             (directory / name).unlink(missing_ok=True)
             changed = True
     for kind in _KINDS:  # the log first, as in finish_swap
@@ -142,6 +156,8 @@ def complete_interrupted_swaps(directory: Path, files: FileCache) -> int:
             parsed = _segment_file(name)
             if parsed is not None and parsed[1] == kind and parsed[2] == SWAP_SUFFIX:
                 log.info("completing interrupted swap", dir=str(directory), file=name)
+                forget(name)
+                forget(name[:-len(SWAP_SUFFIX)])
                 with contextlib.suppress(FileNotFoundError):
                     os.rename(directory / name, directory / name[:-len(SWAP_SUFFIX)])
                 changed = True
