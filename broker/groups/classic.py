@@ -650,13 +650,13 @@ class ClassicGroups:
             res.complete(group.take_sync_waiter(member), _sync_error(ErrorCode.REBALANCE_IN_PROGRESS))
         self.delete(gid)
 
-    def adopt(self, group: ClassicGroup, now: int) -> GroupResult:
+    def adopt(self, group: ClassicGroup, now: int, *, rebalance: bool = True) -> GroupResult:
         """A consumer group that became this classic group (online downgrade): its members heartbeat from now on
-        and a rebalance starts, as in Kafka (their clients rejoin and the leader assigns)."""
+        and, when a member left, a rebalance starts, as in Kafka (their clients rejoin and the leader assigns)."""
         self.groups[group.group_id] = group
         for member in group.members.values():
             self._reschedule_heartbeat(group, member, now)
-        return self._prepare_rebalance(group, now)
+        return self._prepare_rebalance(group, now) if rebalance else GroupResult()
 
     def describe(self, gid: str) -> dict[str, Any] | None:
         """A DescribeGroups entry, or None if there is no classic group with this id."""

@@ -126,9 +126,9 @@ class ConsumerGroups(ClassicMembers):
         self._regex_checked: dict[str, int] = {}
         # ("rebalance", group, member) timer -> the member epoch whose revocation it waits for
         self._rebalance_epoch: dict[tuple[str, str, str], int] = {}
-        # Set by the coordinator: (group, leaving member, result, now) -> True if it turned the group into a
-        # classic group instead of fencing the member (online downgrade).
-        self.downgrade: Callable[[ConsumerGroup, str, GroupResult, int], bool] | None = None
+        # Set by the coordinator: (group, leaving member or None, result, now) -> True if it turned the group into
+        # a classic group (online downgrade) instead of fencing the member.
+        self.downgrade: Callable[[ConsumerGroup, str | None, GroupResult, int], bool] | None = None
 
     # ------------------------------------------------------------------------------------------ helpers
 
@@ -145,9 +145,6 @@ class ConsumerGroups(ClassicMembers):
     def emit(self, res: GroupResult, record: Record) -> None:
         """Apply and hand out a consumer-group record built elsewhere (group conversions)."""
         self._emit(res, record)
-
-    def metadata_hash(self, group: ConsumerGroup) -> int:
-        return self._metadata_hash(group)
 
     def _topic_ids(self, names: Iterable[str]) -> dict[str, tuple[UUID, int]]:
         return {n: info for n in names if (info := self._topic_info(n)) is not None}

@@ -71,6 +71,7 @@ class ClassicMembers:
                         res: GroupResult) -> None: ...  # pragma: no cover
     def _remove_member_records(self, gid: str, mid: str, res: GroupResult) -> None: ...  # pragma: no cover
     def _cancel_timers(self, gid: str, mid: str) -> None: ...  # pragma: no cover
+    downgrade: Callable[[ConsumerGroup, str | None, GroupResult, int], bool] | None
 
     # ------------------------------------------------------------------------------------------ JoinGroup
 
@@ -165,14 +166,19 @@ class ClassicMembers:
         if reconciled != current:
             self._emit(res, rec.current_assignment(gid, reconciled))
         member = group.members[mid]
+        response = {"error_code": 0, "member_id": mid, "generation_id": member.member_epoch,
+                    "protocol_type": consumer_protocol.PROTOCOL_TYPE, "protocol_name": protocols[0][0], "leader": "",
+                    "skip_assignment": False, "members": []}
+        if replaced is not None and replaced.classic is None and self.downgrade is not None \
+                and all(m.uses_classic_protocol for m in group.members.values()) \
+                and self.downgrade(group, None, res, now):
+            return response  # it replaced the last consumer-protocol member: the group is a classic group now
         # Joined: the member must now sync within its rebalance timeout, and heartbeat within its session.
         self.timers.cancel(("join", gid, mid))
         self.timers.cancel(("rebalance", gid, mid))
         self.timers.schedule(("session", gid, mid), now + req["session_timeout_ms"])
         self.timers.schedule(("sync", gid, mid), now + max(req["rebalance_timeout_ms"], 0))
-        return {"error_code": 0, "member_id": mid, "generation_id": member.member_epoch,
-                "protocol_type": consumer_protocol.PROTOCOL_TYPE, "protocol_name": protocols[0][0], "leader": "",
-                "skip_assignment": False, "members": []}
+        return response
 
     # ------------------------------------------------------------------------------------------ SyncGroup
 

@@ -315,7 +315,8 @@ class GroupCoordinator:
                      generation=classic.generation_id)
             self.classic.give_up(gid, out)
             out.records.append(classic_records.tombstone(gid))
-            for record in migration.consumer_group_records(converted, self.consumer.metadata_hash(converted), now):
+            # Metadata hash 0, as Kafka's converted group has none yet: the joining heartbeat bumps the epoch.
+            for record in migration.consumer_group_records(converted, 0, now):
                 self.consumer.emit(out, record)
             for mid, member in converted.members.items():
                 assert member.classic is not None
@@ -324,9 +325,11 @@ class GroupCoordinator:
         return self.consumer.heartbeat(req, version, now, client_id=client_id, client_host=client_host,
                                        group=converted, on_convert=convert)
 
-    def _downgrade(self, group: ConsumerGroup, leaving: str, res: GroupResult, now: int) -> bool:
+    def _downgrade(self, group: ConsumerGroup, leaving: str | None, res: GroupResult, now: int) -> bool:
         """The last consumer-protocol member leaves a group of classic members: the group becomes a classic group
-        and rebalances (online downgrade), if the policy and the group allow it. False: fence as usual."""
+        and rebalances (online downgrade), if the policy and the group allow it. False: fence as usual. With
+        `leaving` None, a classic static member has just taken the place of the last consumer-protocol member:
+        the group becomes a classic group without a rebalance (the member took over its assignment)."""
         gid = group.group_id
         refusal = migration.downgrade_refusal(group, leaving, self.migration_policy, self.config.classic.max_size)
         if refusal is None:
@@ -343,7 +346,7 @@ class GroupCoordinator:
         for record in migration.consumer_group_tombstones(group):
             self.consumer.emit(res, record)
         res.records.append(classic_records.group_metadata(classic, classic.assignments()))
-        res.merge(self.classic.adopt(classic, now))
+        res.merge(self.classic.adopt(classic, now, rebalance=leaving is not None))
         return True
 
     def consumer_group_describe(self, group_ids: Sequence[str]) -> list[dict[str, Any]]:

@@ -135,20 +135,25 @@ def consumer_group_tombstones(group: ConsumerGroup) -> list[Record]:
     return out
 
 
-def downgrade_refusal(group: ConsumerGroup, leaving: str, policy: MigrationPolicy, classic_max_size: int
+def downgrade_refusal(group: ConsumerGroup, leaving: str | None, policy: MigrationPolicy, classic_max_size: int
                       ) -> str | None:
     """Why the group must stay a consumer group when `leaving` goes (None: it becomes a classic group).
-    Only the departure of the last consumer-protocol member, leaving classic members behind, downgrades."""
-    if not group.all_classic_except(leaving):
+    Only the departure of the last consumer-protocol member, leaving classic members behind, downgrades; with
+    `leaving` None (a classic static member just replaced the last consumer-protocol one), every member must
+    already speak the classic protocol."""
+    if leaving is None:
+        if not group.members or not all(m.uses_classic_protocol for m in group.members.values()):
+            return "members using the consumer protocol remain"
+    elif not group.all_classic_except(leaving):
         return "members using the consumer protocol remain"
     if not policy.downgrade_enabled:
         return "the online downgrade is disabled"
-    if len(group.members) - 1 > classic_max_size:
+    if len(group.members) - (leaving is not None) > classic_max_size:
         return "its group size is greater than the classic group maximum size"
     return None
 
 
-def classic_group_from_consumer(group: ConsumerGroup, leaving: str, topic_name: TopicNameLookup, now: int
+def classic_group_from_consumer(group: ConsumerGroup, leaving: str | None, topic_name: TopicNameLookup, now: int
                                 ) -> ClassicGroup:
     """The classic group left when `leaving` goes: Stable at the group epoch as generation, each member
     holding its target assignment (encoded in its subscription's version). Raises GroupError on a member whose

@@ -228,3 +228,44 @@ def test_a_converted_group_survives_a_broker_kill(broker_factory, threads):
     records, _ = check_delivery(first | second, members)
     assert records == 1500
     assert committed_offsets(broker, group, topic) == ends(first | second)
+
+
+def test_static_members_roll_to_the_consumer_protocol_and_back(broker, threads):
+    """Static members (`group.instance.id`) restarted one by one with the other protocol and the same instance
+    id take over their instance's place: the first consumer-protocol one upgrades the group, the last classic
+    one replacing the last consumer-protocol member downgrades it (without a rebalance, as in Kafka)."""
+    topic, group = "static-topic", "static-g"
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    producer = start(threads, BackgroundProducer(broker.bootstrap, topic, "s"))
+
+    def member(name: str, i: int, protocol: str) -> Member:
+        return Member(name, broker.bootstrap, group, topic, protocol, extra={"group.instance.id": f"i{i}"})
+
+    live = [start(threads, member(f"k{i}", i, "classic")) for i in range(3)]
+    everyone = list(live)
+    wait_until(lambda: covered(live) and all(len(m.assigned) == 2 for m in live), 60, "3 static classic x 2")
+    wait_until(lambda: sum(m.count() for m in live) >= 300, 60, "records flowing")
+    for generation, protocol in (("c", "consumer"), ("r", "classic")):
+        for i in range(3):
+            old = live.pop(0)
+            old.stop()  # a static member closes without leaving: its instance keeps its partitions
+            new = start(threads, member(f"{generation}{i}", i, protocol))
+            everyone.append(new)
+            live.append(new)
+            wait_until(lambda new=new: new.assigned and covered(live), 90, f"{new.name} took over i{i}")
+            expected = CONSUMER if protocol == "consumer" or i < 2 else CLASSIC
+            assert group_type(broker, group) == expected, (new.name, expected)
+    wait_until(lambda: classic_state(broker, group) == (0, "Stable", "consumer"), 60, "a stable classic group")
+    produced = producer.stop()
+    try:
+        wait_until(lambda: consumed_all(everyone, produced), 90, "every record consumed")
+    except AssertionError:
+        seen = {rec for m in everyone for rec in list(m.consumed)}
+        missing = sorted(produced - seen)
+        raise AssertionError(f"{len(missing)} missing e.g. {missing[:3]}; " + "; ".join(
+            f"{m.name} assigned={sorted(m.assigned)} n={m.count()} err={m.errors[-2:]}" for m in live)) from None
+    for m in live:
+        m.stop()
+    records, _ = check_delivery(produced, everyone)
+    assert records == len(produced) > 600
+    assert committed_offsets(broker, group, topic) == ends(produced)

@@ -286,3 +286,49 @@ def test_upgrade_during_a_rebalance_tells_parked_members_to_rejoin():
     assert w.run(hb(gc, cg_req("c", 0, topics=["t"]), 2000)).response["error_code"] == 0
     assert w.answers[parked]["error_code"] == E.REBALANCE_IN_PROGRESS
     assert gc.group_type_of("g") == "consumer"
+
+
+def test_classic_static_member_replacing_the_last_consumer_member_downgrades_without_rebalance():
+    gc, topics, t, w = setup()
+    w.run(hb(gc, cg_req("c", 0, topics=["t"], instance="i-c"), 1000))
+    first = w.answers[w.join(classic_join(), 1100)]["member_id"]
+    w.join(classic_join(first), 1100)
+    r = w.run(hb(gc, cg_req("c", 1, instance="i-c", owned={t: set(range(6))}), 1200)).response
+    w.run(hb(gc, cg_req("c", 1, instance="i-c", owned={t: assigned(r)[t]}), 1300))
+    group = gc.consumer.groups["g"]
+    target_c = group.target_assignment["c"][t]
+    # The instance restarts with the classic protocol: it takes c's place, and no consumer-protocol member is left.
+    answer = w.answers[w.join(classic_join(instance="i-c"), 1400)]
+    assert answer["error_code"] == 0 and answer["member_id"] == "k1"
+    assert gc.group_type_of("g") == "classic"
+    classic = gc.classic.groups["g"]
+    assert classic.state is ClassicState.STABLE  # no rebalance: the new member took over c's assignment
+    assert set(classic.members) == {first, "k1"} and answer["generation_id"] == classic.generation_id
+    assert consumer_protocol.decode_assignment(classic.members["k1"].assignment) == {"t": sorted(target_c)}
+    answer = w.answers[w.sync(sync_req("k1", classic.generation_id, instance="i-c"), 1500)]
+    assert answer["error_code"] == 0
+    assert consumer_protocol.decode_assignment(answer["assignment"]) == {"t": sorted(target_c)}
+    loaded = replayed(gc, topics, w.records)
+    assert loaded.group_type_of("g") == "classic" and set(loaded.classic.groups["g"].members) == {first, "k1"}
+
+
+def test_consumer_static_member_replacing_a_classic_static_member_upgrades_the_group():
+    gc, topics, t, w = setup()
+    joins = [w.join(classic_join(instance=inst, group="s"), 1000) for inst in ("i0", "i1")]
+    w.tick(1000)
+    ids = [w.answers[j]["member_id"] for j in joins]
+    leader = gc.classic.groups["s"].leader_id
+    gen = gc.classic.groups["s"].generation_id
+    w.sync(sync_req(leader, gen, {ids[0]: assignment(t=[0, 1, 2]), ids[1]: assignment(t=[3, 4, 5])},
+                    group="s", instance="i0" if leader == ids[0] else "i1"), 1000)
+    assert gc.classic.groups["s"].state is ClassicState.STABLE
+    # The i0 process restarts with the consumer protocol and the same instance id: it takes over i0's partitions.
+    r = w.run(hb(gc, cg_req("c0", 0, topics=["t"], instance="i0", group="s"), 2000)).response
+    assert r["error_code"] == 0 and assigned(r) == {t: {0, 1, 2}}
+    group = gc.consumer.groups["s"]
+    assert set(group.members) == {"c0", ids[1]} and not group.members["c0"].uses_classic_protocol
+    assert group.members[ids[1]].uses_classic_protocol
+    assert group.group_epoch == gen + 1  # its subscription is new: the group epoch moves on
+    owners_are_exclusive(gc, "s")
+    loaded = replayed(gc, topics, w.records)
+    assert loaded.snapshot()["consumer"]["s"] == gc.snapshot()["consumer"]["s"]
