@@ -40,6 +40,7 @@ class Member(threading.Thread):
         self.commits: list[tuple[float, int, int]] = []  # (time accepted, partition, offset)
         self.assigned: set[int] = set()
         self.assignments = 0
+        self.events: list[tuple[float, str, tuple[int, ...]]] = []  # (monotonic time, assign/revoke, partitions)
         self.errors: list[str] = []
         self._pending: dict[int, int] = {}
         self._halt = threading.Event()
@@ -67,12 +68,14 @@ class Member(threading.Thread):
         with self._lock:
             self.assigned |= {tp.partition for tp in partitions}
             self.assignments += 1
+            self.events.append((time.monotonic(), "assign", tuple(sorted(tp.partition for tp in partitions))))
 
     def _on_revoke(self, consumer, partitions) -> None:
         revoked = {tp.partition for tp in partitions}
         self._commit(revoked)
         with self._lock:
             self.assigned -= revoked
+            self.events.append((time.monotonic(), "revoke", tuple(sorted(revoked))))
             for p in revoked:
                 self._pending.pop(p, None)
 

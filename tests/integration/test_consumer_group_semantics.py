@@ -70,7 +70,11 @@ def test_regex_subscription_follows_a_new_matching_topic(broker):
 
 class OwnershipSampler(threading.Thread):
     """Samples every member's owned partitions (as their rebalance callbacks report them) and remembers any
-    partition seen owned by two members at the same time."""
+    partition seen owned by two members at the same time.
+
+    Each sample is one atomic snapshot: every member's lock is held while the sets are read. Reading them one
+    after another could see a partition in the old owner's set (read first) and in the new owner's set (read
+    after a stall of this thread, during which the old owner revoked it and the new one was given it)."""
 
     def __init__(self, members: list[Member]) -> None:
         super().__init__(daemon=True)
@@ -83,9 +87,15 @@ class OwnershipSampler(threading.Thread):
     def run(self) -> None:
         while not self._halt.is_set():
             owners: dict[int, list[str]] = {}
-            for m in list(self.members):
-                with m._lock:
-                    owned = set(m.assigned)
+            members = list(self.members)
+            for m in members:  # a member's callbacks take only its own lock: no lock order to get wrong
+                m._lock.acquire()
+            try:
+                snapshot = [(m, set(m.assigned)) for m in members]
+            finally:
+                for m in reversed(members):
+                    m._lock.release()
+            for m, owned in snapshot:
                 if owned:
                     self._owned_some.add(m.name)
                 elif m.name in self._owned_some and m.is_alive() and not m._halt.is_set():
@@ -124,21 +134,30 @@ def test_a_partition_is_revoked_before_another_member_gets_it(broker, protocol, 
         wait_until(lambda: all(len(m.assigned) == 2 for m in members), 60, "3 members x 2")
         if incremental:
             # Cooperative and KIP-848 rebalances move only what must move: the first members kept 2 of their 3.
-            assert not sampler.emptied & {"m0", "m1"}, sampler.emptied
+            assert not sampler.emptied & {"m0", "m1"}, (sampler.emptied, timeline(members))
         leaver = members[0]
         leaver.stop()
         wait_until(lambda: sorted(p for m in members[1:] for p in m.assigned) == list(range(6)), 60,
                    "the leaver's partitions moved")
+    except AssertionError as err:  # a wait that timed out: say what the members were given and when
+        raise AssertionError(f"{err}; {timeline(members)}") from None
     finally:
         sampler.stop()
         producer.stop()
         for m in members:
             if m.is_alive():
                 m.stop()
-    assert not sampler.overlaps, sampler.overlaps[:5]
+    assert not sampler.overlaps, (sampler.overlaps[:5], timeline(members))
     # A commit that races a rebalance is refused (Kafka's answers); nothing else may go wrong.
     racing = ("REBALANCE_IN_PROGRESS", "ILLEGAL_GENERATION", "STALE_MEMBER_EPOCH")
-    assert not [e for m in members for e in m.errors if not any(r in e for r in racing)]
+    assert not [e for m in members for e in m.errors if not any(r in e for r in racing)], \
+        ([(m.name, m.errors) for m in members], timeline(members))
+
+
+def timeline(members: list[Member]) -> list[tuple[float, str, str, tuple[int, ...]]]:
+    """Every member's assign/revoke callbacks in time order (what a failure of the checks above needs)."""
+    start = min((t for m in members for t, _, _ in m.events), default=0.0)
+    return sorted((round(t - start, 3), m.name, kind, parts) for m in members for t, kind, parts in m.events)
 
 
 CRASHING_MEMBER = """
