@@ -99,8 +99,13 @@ class CoordinatorLog:
 
     def offline(self, partition: int) -> bool:
         """The partition's log directory failed: its log can no longer be read (the broker is stopping), so a
-        coordinator cannot reload from it and must answer errors instead."""
-        failures = getattr(self.partition_log(partition), "failures", None)
+        coordinator cannot reload from it and must answer errors instead. A log already closed by the broker's
+        stop counts as offline too: a request that waited on the failed flush may resume after the stop closed
+        the logs (it answered KeyError from the log lookup before)."""
+        plog = self._broker.topics.find_log(self.topic, partition)
+        if plog is None:
+            return True
+        failures = getattr(plog, "failures", None)
         return failures is not None and failures.offline
 
     def _done(self, partition: int, fut: asyncio.Future) -> None:

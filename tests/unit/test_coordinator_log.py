@@ -40,3 +40,16 @@ async def test_a_cancelled_waiter_does_not_cancel_the_shared_durability_wait():
     replicas.flushed.set()
     await asyncio.wait_for(other, 5)  # the other request still gets "durable", not CancelledError
     assert other.exception() is None
+
+
+def test_a_log_closed_by_the_broker_stop_counts_as_offline():
+    """A coordinator request that waited on a failed fsync can resume after the broker's stop closed every log:
+    it must be answered as for an offline log (an error), not raise KeyError from the log lookup."""
+    def gone(topic, partition):
+        raise KeyError((topic, partition))
+
+    broker = SimpleNamespace(topics=SimpleNamespace(find_log=lambda topic, partition: None, log=gone))
+    assert CoordinatorLog(broker, "__consumer_offsets").offline(0) is True
+    online = SimpleNamespace(failures=SimpleNamespace(offline=False))
+    broker = SimpleNamespace(topics=SimpleNamespace(find_log=lambda topic, partition: online, log=gone))
+    assert CoordinatorLog(broker, "__consumer_offsets").offline(0) is False
