@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from broker.aio import wait_event
 from broker.cluster.topics import TopicInfo
 from broker.log.dir_failure import STORAGE_ERROR_MESSAGE, KafkaStorageError
 from broker.producer_state import APPEND, BatchMetadata, ProducerStateTable
@@ -276,10 +277,7 @@ class ReplicaManager:
         for key in waiter.keys:
             self._waiters.setdefault(key, set()).add(waiter)
         try:
-            await asyncio.wait_for(waiter.event.wait(), timeout_s)
-            return True
-        except TimeoutError:
-            return False
+            return await wait_event(waiter.event, timeout_s)
         finally:
             for key in waiter.keys:
                 parked = self._waiters.get(key)

@@ -26,6 +26,7 @@ from uuid import UUID
 
 import structlog
 
+from broker.aio import wait_event
 from broker.coordinator_log import AppendFailed, CoordinatorLog
 from broker.sharestate.keys import java_abs, java_string_hash
 from protocol.errors import ErrorCode
@@ -668,12 +669,8 @@ class GroupCoordinatorRuntime:
             deadline = self.coordinator.next_deadline()
             wait_s = 3600.0 if deadline is None else max(0.0, (deadline - self._clock()) / 1000)
             self._kick.clear()
-            if wait_s > 0:
-                try:
-                    await asyncio.wait_for(self._kick.wait(), min(wait_s, 3600.0))
-                    continue  # something changed: recompute the earliest deadline
-                except TimeoutError:
-                    pass
+            if wait_s > 0 and await wait_event(self._kick, min(wait_s, 3600.0)):
+                continue  # something changed: recompute the earliest deadline
             try:
                 await self.expire_now()
             except Exception:  # noqa: BLE001 - the timer must keep running

@@ -39,6 +39,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from broker.aio import wait_event
 from broker.log import swap
 from broker.log.clean import (
     MAP_ENTRY_BYTES,
@@ -356,8 +357,7 @@ class LogCleaner:
             if cleaned or self._closing:
                 continue
             self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), int(self._config("log.cleaner.backoff.ms")) / 1000)
+            await wait_event(self._wake, int(self._config("log.cleaner.backoff.ms")) / 1000)
 
     def wake(self) -> None:
         """Run a pass now (tests, config changes)."""

@@ -80,7 +80,8 @@ class MetricsEndpoint:
         if task is not None:
             self._clients.add(task)
         try:
-            status, headers, body = await asyncio.wait_for(self._answer(reader), READ_TIMEOUT_S)
+            async with asyncio.timeout(READ_TIMEOUT_S):  # not wait_for: it can lose a cancellation on 3.11
+                status, headers, body = await self._answer(reader)
             head = [f"HTTP/1.1 {status}", f"Content-Length: {len(body)}", "Connection: close"]
             head += [f"{name}: {value}" for name, value in headers]
             writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)

@@ -19,6 +19,7 @@ from typing import Any
 
 import structlog
 
+from broker.aio import wait_event
 from broker.log.dir_failure import KafkaStorageError
 from broker.log.partition_log import OffsetOutOfRangeError
 from broker.share.dlq import DeadLetterQueue
@@ -618,11 +619,8 @@ class SharePartitionManager:
         deadlines = [d for sp in self._partitions.values() if (d := sp.inflight.next_deadline()) is not None]
         wait_s = max(0.0, (min(deadlines) - now) / 1000) if deadlines else 3600.0
         self._timer_kick.clear()
-        try:
-            await asyncio.wait_for(self._timer_kick.wait(), min(wait_s, 3600.0))
+        if await wait_event(self._timer_kick, min(wait_s, 3600.0)):
             return  # new locks: recompute the earliest deadline
-        except TimeoutError:
-            pass
         now = self.now_ms()
         failed: Exception | None = None
         for sp in list(self._partitions.values()):

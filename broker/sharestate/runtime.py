@@ -24,7 +24,6 @@ it is durable. Start-up replay therefore reads about the records of the last two
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -32,6 +31,7 @@ from uuid import UUID
 
 import structlog
 
+from broker.aio import wait_event
 from broker.coordinator_log import AppendFailed, CoordinatorLog
 from protocol.errors import ErrorCode
 
@@ -178,8 +178,7 @@ class ShareStateRuntime:
     # --- pruning -----------------------------------------------------------------------------------------------
     async def _prune_loop(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._prune_kick.wait(), self._prune_interval_s)
+            await wait_event(self._prune_kick, self._prune_interval_s)
             self._prune_kick.clear()
             try:
                 await self.prune()
