@@ -23,6 +23,7 @@ from confluent_kafka.admin import (
 )
 
 from tests.integration.raw_client import RawClient
+from tests.integration.share_consumers import close_within
 from tests.integration.tls_material import make_tls_files
 
 pytestmark = pytest.mark.integration
@@ -151,7 +152,7 @@ def share_poll(config: dict, group: str, topic: str, want: int, timeout: float =
                 else:
                     values.append(msg.value())
     finally:
-        consumer.close()
+        close_within(consumer)
     return values, codes
 
 
@@ -209,7 +210,7 @@ def test_list_groups_shows_only_describable_groups(broker_factory, tmp_path):
         consumer = ShareConsumer({**admin_config, "group.id": group})
         consumer.subscribe(["lg"])
         consumer.poll(1.0)
-        consumer.close()
+        close_within(consumer)  # may close mid-join: bounded (see share_consumers.py)
 
     def listed() -> set[str]:
         with RawClient(broker.ports["PLAINTEXT"]) as raw:  # User:ANONYMOUS
