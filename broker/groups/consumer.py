@@ -24,7 +24,7 @@ import hashlib
 import re
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -126,9 +126,9 @@ class ConsumerGroups(ClassicMembers):
         self._regex_checked: dict[str, int] = {}
         # ("rebalance", group, member) timer -> the member epoch whose revocation it waits for
         self._rebalance_epoch: dict[tuple[str, str, str], int] = {}
-        # Set by the coordinator: (group, leaving member or None, result, now) -> True if it turned the group into
-        # a classic group (online downgrade) instead of fencing the member.
-        self.downgrade: Callable[[ConsumerGroup, str | None, GroupResult, int], bool] | None = None
+        # Set by the coordinator: (group, leaving members, result, now, rebalance) -> True if it turned the group
+        # into a classic group (online downgrade) instead of fencing the members.
+        self.downgrade: Callable[[ConsumerGroup, Collection[str], GroupResult, int, bool], bool] | None = None
 
     # ------------------------------------------------------------------------------------------ helpers
 
@@ -556,20 +556,25 @@ class ConsumerGroups(ClassicMembers):
         self._emit(res, rec.member_subscription_tombstone(gid, mid))
 
     def fence(self, group: ConsumerGroup, mid: str, res: GroupResult, now: int) -> None:
-        """Remove a member (leave, session, rebalance, join or sync timeout) and bump the group epoch; the
-        remaining members get the new assignment on their next heartbeat. When the last member using the consumer
-        protocol goes and classic members remain, the `downgrade` hook may turn the group into a classic group
-        instead."""
+        """Remove a member (leave, session, rebalance, join or sync timeout); see `fence_members`."""
+        self.fence_members(group, [mid], res, now)
+
+    def fence_members(self, group: ConsumerGroup, mids: Collection[str], res: GroupResult, now: int) -> None:
+        """Remove members and bump the group epoch once; the remaining members get the new assignment on their
+        next heartbeat. When the last members using the consumer protocol go and classic members remain, the
+        `downgrade` hook may turn the group into a classic group instead."""
         gid = group.group_id
-        member = group.members[mid]
-        if self.downgrade is not None and group.all_classic_except(mid) and self.downgrade(group, mid, res, now):
+        if self.downgrade is not None and group.all_classic_except(mids) \
+                and self.downgrade(group, mids, res, now, True):
             return
-        self._remove_member_records(gid, mid, res)
-        pattern = member.subscribed_topic_regex
-        if pattern and not group.subscribed_regexes().get(pattern) and pattern in group.resolved_regexes:
-            self._emit(res, rec.regex_tombstone(gid, pattern))
+        for mid in mids:
+            member = group.members[mid]
+            self._remove_member_records(gid, mid, res)
+            pattern = member.subscribed_topic_regex
+            if pattern and not group.subscribed_regexes().get(pattern) and pattern in group.resolved_regexes:
+                self._emit(res, rec.regex_tombstone(gid, pattern))
+            self._cancel_timers(gid, mid)
         self._emit(res, rec.group_epoch(gid, group.group_epoch + 1, self._metadata_hash(group)))
-        self._cancel_timers(gid, mid)
 
     def forget(self, group: ConsumerGroup) -> None:
         """Drop the timers and soft state of a group that stops being a consumer group (downgrade)."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 from uuid import UUID
 
@@ -71,7 +71,9 @@ class ClassicMembers:
                         res: GroupResult) -> None: ...  # pragma: no cover
     def _remove_member_records(self, gid: str, mid: str, res: GroupResult) -> None: ...  # pragma: no cover
     def _cancel_timers(self, gid: str, mid: str) -> None: ...  # pragma: no cover
-    downgrade: Callable[[ConsumerGroup, str | None, GroupResult, int], bool] | None
+    downgrade: Callable[[ConsumerGroup, Collection[str], GroupResult, int, bool], bool] | None
+    def fence_members(self, group: ConsumerGroup, mids: Collection[str], res: GroupResult,
+                      now: int) -> None: ...  # pragma: no cover
 
     # ------------------------------------------------------------------------------------------ JoinGroup
 
@@ -170,9 +172,10 @@ class ClassicMembers:
                     "protocol_type": consumer_protocol.PROTOCOL_TYPE, "protocol_name": protocols[0][0], "leader": "",
                     "skip_assignment": False, "members": []}
         if replaced is not None and replaced.classic is None and self.downgrade is not None \
-                and all(m.uses_classic_protocol for m in group.members.values()) \
-                and self.downgrade(group, None, res, now):
-            return response  # it replaced the last consumer-protocol member: the group is a classic group now
+                and group.all_classic_except(()) and self.downgrade(group, (), res, now, subscription_changed):
+            # It replaced the last consumer-protocol member: the group is a classic group now, rebalancing only
+            # if the new member subscribes to other topics than the one it replaced.
+            return response
         # Joined: the member must now sync within its rebalance timeout, and heartbeat within its session.
         self.timers.cancel(("join", gid, mid))
         self.timers.cancel(("rebalance", gid, mid))
@@ -275,35 +278,34 @@ class ClassicMembers:
     # ----------------------------------------------------------------------------------------- LeaveGroup
 
     def classic_leave(self, gid: str, members: Iterable[Mapping[str, Any]], now: int) -> GroupResult:
+        """A LeaveGroup to a consumer group: any member may be named (by member id, or by instance id for admin
+        removals), as Kafka 4.1 allows; they are fenced together (possibly downgrading the group)."""
         group = self.groups[gid]
         res = GroupResult()
         answers = []
-        left = 0
+        leaving: dict[str, None] = {}
         for identity in members:
             mid, instance_id = identity["member_id"], identity.get("group_instance_id")
             try:
                 if instance_id is None:
-                    member = self._classic_member(group, mid, None)
+                    member = group.members.get(mid)
+                    if member is None:
+                        raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
                 else:
                     member = group.static_member(instance_id)
                     if member is None:
-                        raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+                        raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
                     # Removal by instance id alone (admin tools) names no member id.
                     if mid != UNKNOWN_MEMBER_ID and member.member_id != mid:
                         raise GroupError(ErrorCode.FENCED_INSTANCE_ID)
-                    self._classic_member(group, member.member_id, None)
-                    mid = member.member_id
             except GroupError as e:
                 answers.append({"member_id": mid, "group_instance_id": instance_id, "error_code": int(e.code)})
                 continue
-            log.info("classic member left the consumer group", group=gid, member=mid, instance_id=instance_id,
-                     reason=identity.get("reason") or "not provided")
-            self._remove_member_records(gid, mid, res)
-            self._cancel_timers(gid, mid)
-            left += 1
+            log.info("member left the consumer group through LeaveGroup", group=gid, member=member.member_id,
+                     instance_id=instance_id, reason=identity.get("reason") or "not provided")
+            leaving[member.member_id] = None
             answers.append({"member_id": mid, "group_instance_id": instance_id, "error_code": 0})
-        if left:
-            group = self.groups[gid]
-            self._emit(res, rec.group_epoch(gid, group.group_epoch + 1, self._metadata_hash(group)))
+        if leaving:
+            self.fence_members(group, list(leaving), res, now)
         res.response = {"error_code": 0, "members": answers}
         return res

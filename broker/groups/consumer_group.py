@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 from typing import Any
@@ -145,12 +146,14 @@ class ConsumerGroup:
                         out[(t, p)] = m.member_epoch
         return out
 
-    def all_classic_except(self, member_id: str) -> bool:
-        """`member_id` uses the consumer protocol and every other member (at least one) the classic protocol."""
-        member = self.members.get(member_id)
-        if member is None or member.uses_classic_protocol or len(self.members) < 2:
+    def all_classic_except(self, leaving: Collection[str]) -> bool:
+        """Every member but the `leaving` ones (at least one remains) speaks the classic protocol, and one of the
+        leaving members (if any) the consumer protocol: what a downgrade to a classic group needs."""
+        remaining = [m for mid, m in self.members.items() if mid not in leaving]
+        if not remaining or not all(m.uses_classic_protocol for m in remaining):
             return False
-        return all(m.uses_classic_protocol for mid, m in self.members.items() if mid != member_id)
+        gone = [self.members[mid] for mid in leaving if mid in self.members]
+        return not gone or any(not m.uses_classic_protocol for m in gone)
 
     def waiting_on_unreleased_partition(self, member: ConsumerMember) -> bool:
         """A member in UNRELEASED_PARTITIONS whose target still has a partition another member holds."""

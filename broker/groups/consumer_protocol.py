@@ -76,6 +76,11 @@ def encode_assignment(partitions: Mapping[str, Iterable[int]], version: int = 0,
 
 
 def decode_assignment(data: bytes | memoryview) -> dict[str, list[int]]:
+    return decode_assignment_with_user_data(data)[0]
+
+
+def decode_assignment_with_user_data(data: bytes | memoryview) -> tuple[dict[str, list[int]], bytes | None]:
+    """(topic -> partitions, the assignor's user data or None)."""
     if len(data) < 2:
         raise DecodeError("consumer protocol assignment shorter than its version")
     version = _I16.unpack_from(data)[0]
@@ -84,4 +89,5 @@ def decode_assignment(data: bytes | memoryview) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {}
     for tp in value.assigned_partitions:
         out.setdefault(tp.topic, []).extend(tp.partitions)
-    return out
+    user_data = value.get("user_data")
+    return out, None if user_data is None else bytes(user_data)

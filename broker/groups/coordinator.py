@@ -9,7 +9,7 @@ DescribeGroups, DeleteGroups and the periodic expiry of offsets and empty groups
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -304,11 +304,12 @@ class GroupCoordinator:
         Raises GroupError (GROUP_ID_NOT_FOUND) if not; a heartbeat refused after the checks changes nothing."""
         gid = req["group_id"]
         classic = self.classic.groups[gid]
-        refusal = migration.upgrade_refusal(classic, self.migration_policy, self.config.consumer.max_size)
-        if refusal is not None:
-            log.info("classic group not upgraded to a consumer group", group=gid, reason=refusal)
-            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
-        converted = migration.consumer_group_from_classic(classic, self._topic_info)
+        try:
+            migration.check_upgrade(classic, self.migration_policy, self.config.consumer.max_size)
+            converted = migration.consumer_group_from_classic(classic, self._topic_info)
+        except GroupError as e:
+            log.info("classic group not upgraded to a consumer group", group=gid, reason=e.message)
+            raise
 
         def convert(out: GroupResult) -> None:
             log.info("classic group upgraded to a consumer group", group=gid, members=len(converted.members),
@@ -325,11 +326,12 @@ class GroupCoordinator:
         return self.consumer.heartbeat(req, version, now, client_id=client_id, client_host=client_host,
                                        group=converted, on_convert=convert)
 
-    def _downgrade(self, group: ConsumerGroup, leaving: str | None, res: GroupResult, now: int) -> bool:
-        """The last consumer-protocol member leaves a group of classic members: the group becomes a classic group
+    def _downgrade(self, group: ConsumerGroup, leaving: Collection[str], res: GroupResult, now: int,
+                   rebalance: bool) -> bool:
+        """The last consumer-protocol members leave a group of classic members: the group becomes a classic group
         and rebalances (online downgrade), if the policy and the group allow it. False: fence as usual. With
-        `leaving` None, a classic static member has just taken the place of the last consumer-protocol member:
-        the group becomes a classic group without a rebalance (the member took over its assignment)."""
+        nobody leaving, a classic static member has just taken the place of the last consumer-protocol member:
+        the group rebalances only if its subscription differs (`rebalance`), as in Kafka 4.1."""
         gid = group.group_id
         refusal = migration.downgrade_refusal(group, leaving, self.migration_policy, self.config.classic.max_size)
         if refusal is None:
@@ -340,13 +342,13 @@ class GroupCoordinator:
         if refusal is not None:
             log.info("consumer group not downgraded to a classic group", group=gid, reason=refusal)
             return False
-        log.info("consumer group downgraded to a classic group", group=gid, leaving=leaving,
+        log.info("consumer group downgraded to a classic group", group=gid, leaving=sorted(leaving),
                  members=len(classic.members), generation=classic.generation_id)
         self.consumer.forget(group)
         for record in migration.consumer_group_tombstones(group):
             self.consumer.emit(res, record)
         res.records.append(classic_records.group_metadata(classic, classic.assignments()))
-        res.merge(self.classic.adopt(classic, now, rebalance=leaving is not None))
+        res.merge(self.classic.adopt(classic, now, rebalance=rebalance))
         return True
 
     def consumer_group_describe(self, group_ids: Sequence[str]) -> list[dict[str, Any]]:

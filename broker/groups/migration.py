@@ -14,7 +14,7 @@ This module only builds the converted groups and their records; the coordinator 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from enum import Enum
 from uuid import UUID
 
@@ -56,23 +56,27 @@ class MigrationPolicy(Enum):
         return self in (MigrationPolicy.BIDIRECTIONAL, MigrationPolicy.DOWNGRADE)
 
 
-def upgrade_refusal(group: ClassicGroup, policy: MigrationPolicy, consumer_max_size: int) -> str | None:
-    """Why a non-empty classic group cannot become a consumer group (None: it can)."""
+def _cannot_upgrade(group_id: str, why: str) -> GroupError:
+    return GroupError(ErrorCode.GROUP_ID_NOT_FOUND,
+                      f"Cannot upgrade classic group {group_id} to consumer group because {why}.")
+
+
+def check_upgrade(group: ClassicGroup, policy: MigrationPolicy, consumer_max_size: int) -> None:
+    """Raises GroupError (GROUP_ID_NOT_FOUND, with Kafka 4.1's messages) if a non-empty classic group cannot
+    become a consumer group."""
+    gid = group.group_id
     if not policy.upgrade_enabled:
-        return "the online upgrade is disabled"
+        raise _cannot_upgrade(gid, "online upgrade is disabled")
     if not group.uses_consumer_protocol():
-        return "the group does not use the consumer embedded protocol"
+        raise _cannot_upgrade(gid, "the group does not use the consumer embedded protocol")
     if len(group.members) > consumer_max_size:
-        return "the group size exceeds the consumer group maximum size"
+        raise _cannot_upgrade(gid, "the group size exceeds the consumer group maximum size")
     if group.state is ClassicState.DEAD:
-        return "the group is dead"
-    return None
+        raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
 
 
 def _malformed(group_id: str) -> GroupError:
-    return GroupError(ErrorCode.GROUP_ID_NOT_FOUND,
-                      f"Cannot upgrade the classic group {group_id} to consumer group because the embedded consumer "
-                      "protocol is malformed.")
+    return _cannot_upgrade(group_id, "the embedded consumer protocol is malformed")
 
 
 def _to_ids(partitions: dict[str, list[int]] | dict[str, frozenset[int]], topic_info: TopicInfoLookup
@@ -97,9 +101,14 @@ def consumer_group_from_classic(group: ClassicGroup, topic_info: TopicInfoLookup
         try:
             subscription = consumer_protocol.decode_subscription(m.metadata(group.protocol_name))
             # A member that has not received an assignment yet (b"") holds nothing.
-            assigned = consumer_protocol.decode_assignment(m.assignment) if m.assignment else {}
+            assigned, user_data = consumer_protocol.decode_assignment_with_user_data(m.assignment) \
+                if m.assignment else ({}, None)
         except (DecodeError, ValueError):
             raise _malformed(gid) from None
+        if user_data:
+            # An assignor that hands its members data of its own cannot be replaced by a server-side one.
+            raise _cannot_upgrade(gid, "an unsupported custom assignor is in use. Please refer to the documentation "
+                                       "or switch to a default assignor before re-attempting the upgrade")
         partitions = _to_ids(assigned, topic_info)
         out.members[m.member_id] = ConsumerMember(
             m.member_id, instance_id=m.group_instance_id, rack_id=subscription.rack_id, client_id=m.client_id,
@@ -135,34 +144,31 @@ def consumer_group_tombstones(group: ConsumerGroup) -> list[Record]:
     return out
 
 
-def downgrade_refusal(group: ConsumerGroup, leaving: str | None, policy: MigrationPolicy, classic_max_size: int
-                      ) -> str | None:
-    """Why the group must stay a consumer group when `leaving` goes (None: it becomes a classic group).
-    Only the departure of the last consumer-protocol member, leaving classic members behind, downgrades; with
-    `leaving` None (a classic static member just replaced the last consumer-protocol one), every member must
+def downgrade_refusal(group: ConsumerGroup, leaving: Collection[str], policy: MigrationPolicy,
+                      classic_max_size: int) -> str | None:
+    """Why the group must stay a consumer group when the `leaving` members go (None: it becomes a classic
+    group). Only the departure of the last consumer-protocol members, leaving classic members behind, downgrades;
+    with nobody leaving (a classic static member just replaced the last consumer-protocol one), every member must
     already speak the classic protocol."""
-    if leaving is None:
-        if not group.members or not all(m.uses_classic_protocol for m in group.members.values()):
-            return "members using the consumer protocol remain"
-    elif not group.all_classic_except(leaving):
+    if not group.all_classic_except(leaving):
         return "members using the consumer protocol remain"
     if not policy.downgrade_enabled:
         return "the online downgrade is disabled"
-    if len(group.members) - (leaving is not None) > classic_max_size:
+    if sum(1 for mid in group.members if mid not in leaving) > classic_max_size:
         return "its group size is greater than the classic group maximum size"
     return None
 
 
-def classic_group_from_consumer(group: ConsumerGroup, leaving: str | None, topic_name: TopicNameLookup, now: int
-                                ) -> ClassicGroup:
-    """The classic group left when `leaving` goes: Stable at the group epoch as generation, each member
+def classic_group_from_consumer(group: ConsumerGroup, leaving: Collection[str], topic_name: TopicNameLookup,
+                                now: int) -> ClassicGroup:
+    """The classic group left when the `leaving` members go: Stable at the group epoch as generation, each member
     holding its target assignment (encoded in its subscription's version). Raises GroupError on a member whose
     protocols do not parse."""
     gid = group.group_id
     out = ClassicGroup(gid, now, ClassicState.STABLE, group.group_epoch, consumer_protocol.PROTOCOL_TYPE,
                        state_timestamp_ms=now)
     for mid, m in group.members.items():
-        if mid == leaving or m.classic is None:
+        if mid in leaving or m.classic is None:
             continue
         out.add(ClassicMember(mid, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
                               m.classic.session_timeout_ms, consumer_protocol.PROTOCOL_TYPE, m.classic.protocols))

@@ -162,7 +162,8 @@ def test_group_ids_of_other_types_and_conversions():
     w.join(join_req(mid, group="cl"), 1000)
     w.tick(1000)
     r, _ = hb(gc, cg_req("a", 0, topics=["t"], group="cl"))
-    assert r["error_code"] == E.GROUP_ID_NOT_FOUND and r["error_message"] == "Group cl is not a consumer group."
+    assert r["error_code"] == E.GROUP_ID_NOT_FOUND
+    assert r["error_message"] == "Cannot upgrade classic group cl to consumer group because online upgrade is disabled."
     w.run(gc.leave_group("cl", [{"member_id": mid, "group_instance_id": None}], 2000))
     # An empty classic group gives way to a consumer group, and back.
     r, records = hb(gc, cg_req("a", 0, topics=["t"], group="cl"))

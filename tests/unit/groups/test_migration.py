@@ -185,8 +185,8 @@ def test_classic_leave_and_timeouts_fence_classic_members():
     a, b = classic_group(w)
     hb(gc, cg_req("c", 0, topics=["t"]), 2000)
     res = w.run(gc.leave_group("g", [{"member_id": a, "group_instance_id": None},
-                                     {"member_id": "c", "group_instance_id": None}], 2100))
-    assert [m["error_code"] for m in res.response["members"]] == [0, E.UNKNOWN_MEMBER_ID]  # c is no classic member
+                                     {"member_id": "zz", "group_instance_id": None}], 2100))
+    assert [m["error_code"] for m in res.response["members"]] == [0, E.UNKNOWN_MEMBER_ID]
     group = gc.consumer.groups["g"]
     assert a not in group.members and group.group_epoch == 3
     # b is told to rejoin and never does: fenced after its rebalance timeout (30 s).
@@ -235,7 +235,8 @@ def test_policy_disabled_keeps_each_group_its_type():
     gc, _, t, w = setup("disabled")
     a, b = classic_group(w)
     r = hb(gc, cg_req("c", 0, topics=["t"]), 2000).response
-    assert r["error_code"] == E.GROUP_ID_NOT_FOUND and r["error_message"] == "Group g is not a consumer group."
+    assert r["error_code"] == E.GROUP_ID_NOT_FOUND
+    assert r["error_message"] == "Cannot upgrade classic group g to consumer group because online upgrade is disabled."
     assert gc.group_type_of("g") == "classic"
     # A consumer group admits classic members whatever the policy, but does not downgrade.
     hb(gc, cg_req("c", 0, topics=["t"], group="cg"), 2000)
@@ -332,3 +333,44 @@ def test_consumer_static_member_replacing_a_classic_static_member_upgrades_the_g
     owners_are_exclusive(gc, "s")
     loaded = replayed(gc, topics, w.records)
     assert loaded.snapshot()["consumer"]["s"] == gc.snapshot()["consumer"]["s"]
+
+
+def test_classic_leave_group_removing_the_last_consumer_members_downgrades():
+    """Kafka 4.1: a LeaveGroup (here an admin removal by instance id) may name consumer-protocol members too."""
+    gc, _, t, w = setup()
+    a, b = classic_group(w)
+    hb(gc, cg_req("c", 0, topics=["t"], instance="i-c"), 2000)
+    hb(gc, cg_req("d", 0, topics=["t"]), 2000)
+    res = w.run(gc.leave_group("g", [{"member_id": "", "group_instance_id": "i-c"},
+                                     {"member_id": "d", "group_instance_id": None}], 2100))
+    assert [m["error_code"] for m in res.response["members"]] == [0, 0]
+    assert gc.group_type_of("g") == "classic" and set(gc.classic.groups["g"].members) == {a, b}
+    assert gc.classic.groups["g"].state is ClassicState.PREPARING_REBALANCE
+
+
+def test_upgrade_refused_with_a_custom_assignor_user_data():
+    gc, _, t, w = setup()
+    ids = [w.answers[w.join(classic_join(), 1000)]["member_id"] for _ in range(2)]
+    joins = [w.join(classic_join(mid), 1000) for mid in ids]
+    w.tick(1000)
+    leader, gen = w.answers[joins[0]]["leader"], w.answers[joins[0]]["generation_id"]
+    with_data = consumer_protocol.encode_assignment({"t": [0, 1, 2]}, 0, user_data=b"\x01")
+    w.sync(sync_req(leader, gen, {ids[0]: with_data, ids[1]: assignment(t=[3, 4, 5])}), 1000)
+    r = hb(gc, cg_req("c", 0, topics=["t"]), 2000).response
+    assert r["error_code"] == E.GROUP_ID_NOT_FOUND
+    assert r["error_message"].startswith("Cannot upgrade classic group g to consumer group because an unsupported "
+                                         "custom assignor is in use.")
+    assert gc.group_type_of("g") == "classic"
+
+
+def test_static_replacement_with_another_subscription_downgrades_with_a_rebalance():
+    gc, topics, t, w = setup()
+    topics.create("u", 2)
+    w.run(hb(gc, cg_req("c", 0, topics=["t"], instance="i-c"), 1000))
+    first = w.answers[w.join(classic_join(), 1100)]["member_id"]
+    w.join(classic_join(first), 1100)
+    other = join_req(protocols=[("range", subscription_v1(["t", "u"])), ("roundrobin", subscription_v1(["t", "u"]))],
+                     instance="i-c")
+    assert w.answers[w.join(other, 1400)]["error_code"] == 0
+    assert gc.group_type_of("g") == "classic"
+    assert gc.classic.groups["g"].state is ClassicState.PREPARING_REBALANCE
