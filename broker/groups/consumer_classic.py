@@ -60,6 +60,7 @@ class ClassicMembers:
 
     # Provided by ConsumerGroups.
     config: Any
+    downgrade: Callable[[ConsumerGroup, Collection[str], GroupResult, int, bool], bool] | None
 
     def _emit(self, res: GroupResult, record: Record) -> None: ...  # pragma: no cover
     def _topic_ids(self, names: Iterable[str]) -> dict[str, tuple[UUID, int]]: ...  # pragma: no cover
@@ -69,9 +70,7 @@ class ClassicMembers:
                    subscription_changed: bool) -> ConsumerMember: ...  # pragma: no cover
     def _replace_static(self, group: ConsumerGroup, replaced: ConsumerMember, member: ConsumerMember,
                         res: GroupResult) -> None: ...  # pragma: no cover
-    def _remove_member_records(self, gid: str, mid: str, res: GroupResult) -> None: ...  # pragma: no cover
     def _cancel_timers(self, gid: str, mid: str) -> None: ...  # pragma: no cover
-    downgrade: Callable[[ConsumerGroup, Collection[str], GroupResult, int, bool], bool] | None
     def fence_members(self, group: ConsumerGroup, mids: Collection[str], res: GroupResult,
                       now: int) -> None: ...  # pragma: no cover
 
