@@ -16,6 +16,7 @@ import structlog
 from broker.aio import wait_event
 from broker.cluster.topics import TopicInfo
 from broker.log.dir_failure import STORAGE_ERROR_MESSAGE, KafkaStorageError
+from broker.log.segment import SCAN_CHUNK, THREAD_SCAN_CHUNK
 from broker.producer_state import APPEND, BatchMetadata, ProducerStateTable
 from protocol import records as rec
 from protocol.errors import ErrorCode
@@ -340,7 +341,7 @@ def idempotent_keys(topic_data, registry) -> list[tuple[str, int]]:
 
 
 def scan_producers(plog, table: ProducerStateTable, *, newer_than_ms: int, start: int | None = None,
-                   end: int | None = None) -> None:
+                   end: int | None = None, chunk: int = SCAN_CHUNK) -> None:
     """Record the idempotent batches of `plog` in [start, end) (default: the whole log) into `table`. Segments
     whose newest batch is not newer than `newer_than_ms` are skipped: every producer there would be expired
     (producer.id.expiration.ms), so the scan reads about a day of data, not the whole log.
@@ -357,7 +358,7 @@ def scan_producers(plog, table: ProducerStateTable, *, newer_than_ms: int, start
         # walk the whole active segment again (0.5 s of blocked loop for 400 000 batches)
         position = segment.offset_index.lookup(start)[1] if start > segment.base_offset else 0
         try:
-            for _pos, h in segment.iter_headers(position):
+            for _pos, h in segment.iter_headers(position, chunk):
                 last = h.base_offset + h.last_offset_delta
                 if last < start:
                     continue
@@ -381,7 +382,7 @@ def _scan_in_thread(plog, newer_than_ms: int, end: int) -> ProducerStateTable:
     for _attempt in range(10):
         table = ProducerStateTable()
         try:
-            scan_producers(plog, table, newer_than_ms=newer_than_ms, end=end)
+            scan_producers(plog, table, newer_than_ms=newer_than_ms, end=end, chunk=THREAD_SCAN_CHUNK)
             return table
         except SegmentGone:
             continue  # the segment list changed under us: start again from the current one
