@@ -273,14 +273,8 @@ class ConsumerGroups(ClassicMembers):
                     member = dataclasses.replace(existing, member_id=mid, member_epoch=0, previous_member_epoch=0,
                                                  partitions_pending_revocation={})
             else:
-                if existing is None:
-                    raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
-                if existing.member_id != mid:
-                    raise GroupError(ErrorCode.FENCED_INSTANCE_ID,
-                                     f"Static member {mid} with instance id {instance_id} was fenced by member "
-                                     f"{existing.member_id}.")
-                self._check_epoch(existing, epoch, owned)
-                member = existing
+                member = group.known_static_member(instance_id, mid)
+                self._check_epoch(member, epoch, owned)
         is_new = mid not in group.members and replaced is None
         before = member
         updated = dataclasses.replace(
@@ -526,13 +520,7 @@ class ConsumerGroups(ClassicMembers):
             if member is None:
                 raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {mid} is not a member of group {gid}.")
         else:
-            member = group.static_member(instance_id)
-            if member is None:
-                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
-            if member.member_id != mid:
-                raise GroupError(ErrorCode.FENCED_INSTANCE_ID,
-                                 f"Static member {mid} with instance id {instance_id} was fenced by member "
-                                 f"{member.member_id}.")
+            member = group.known_static_member(instance_id, mid)
             if epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 # A temporary leave: the instance keeps its assignment for the session timeout.
                 log.info("static member temporarily left the consumer group", group=gid, member=mid,

@@ -125,14 +125,7 @@ class ClassicMembers:
                     member = dataclasses.replace(existing, member_id=mid, member_epoch=0, previous_member_epoch=0,
                                                  partitions_pending_revocation={})
             else:
-                if existing is None:
-                    raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
-                                     f"Instance id {instance_id} is unknown.")
-                if existing.member_id != mid:
-                    raise GroupError(ErrorCode.FENCED_INSTANCE_ID,
-                                     f"Static member {mid} with instance id {instance_id} was fenced by member "
-                                     f"{existing.member_id}.")
-                member = existing
+                member = group.known_static_member(instance_id, mid)
         is_new = mid not in group.members and replaced is None
         before = member
         updated = dataclasses.replace(
@@ -192,14 +185,8 @@ class ClassicMembers:
                 raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
                                  f"Member {mid} is not a member of group {group.group_id}.")
         else:
-            member = group.static_member(instance_id)
-            if member is None:
-                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
-                                 f"Member with instance id {instance_id} is not a member of group {group.group_id}.")
-            if member.member_id != mid:
-                raise GroupError(ErrorCode.FENCED_INSTANCE_ID,
-                                 f"Static member {mid} with instance id {instance_id} was fenced by member "
-                                 f"{member.member_id}.")
+            member = group.known_static_member(
+                instance_id, mid, f"Member with instance id {instance_id} is not a member of group {group.group_id}.")
         if member.classic is None:
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member.member_id} does not use the classic "
                              "protocol.")

@@ -14,6 +14,10 @@ from enum import Enum, IntEnum
 from typing import Any
 from uuid import UUID
 
+from protocol.errors import ErrorCode
+
+from .result import GroupError
+
 # topic id -> partitions
 Assignment = dict[UUID, frozenset[int]]
 
@@ -116,6 +120,18 @@ class ConsumerGroup:
         if instance_id is None:
             return None
         return next((m for m in self.members.values() if m.instance_id == instance_id), None)
+
+    def known_static_member(self, instance_id: str, member_id: str, unknown: str | None = None) -> ConsumerMember:
+        """The member holding `instance_id`, which must be `member_id` (Kafka's throwIfStaticMemberIsUnknown and
+        throwIfInstanceIdIsFenced); `unknown` replaces the message of the first error."""
+        member = self.static_member(instance_id)
+        if member is None:
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, unknown or f"Instance id {instance_id} is unknown.")
+        if member.member_id != member_id:
+            raise GroupError(ErrorCode.FENCED_INSTANCE_ID,
+                             f"Static member {member_id} with instance id {instance_id} was fenced by member "
+                             f"{member.member_id}.")
+        return member
 
     def subscribed_regexes(self) -> Counter[str]:
         return Counter(m.subscribed_topic_regex for m in self.members.values() if m.subscribed_topic_regex)
