@@ -153,6 +153,20 @@ def spark_session(conf: dict[str, str]):
     return spark
 
 
+def proc_stat_fields() -> dict[int, list[str]]:
+    """The fields of /proc/PID/stat after the command name (state, ppid, ...) of every live process."""
+    stats: dict[int, list[str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stats[int(entry)] = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+    return stats
+
+
 def tree_cpu_s(root: int) -> float:
     """user+sys CPU seconds of `root` and its descendants (Linux /proc; the JVM, the source runner and the Python
     workers are all below the bench process, the broker too). Live processes count their own time and that of
@@ -160,16 +174,9 @@ def tree_cpu_s(root: int) -> float:
     tick = os.sysconf("SC_CLK_TCK")
     children: dict[int, list[int]] = {}
     stats: dict[int, float] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry))
-        stats[int(entry)] = sum(int(v) for v in fields[11:15]) / tick  # utime, stime, cutime, cstime
+    for pid, fields in proc_stat_fields().items():
+        children.setdefault(int(fields[1]), []).append(pid)
+        stats[pid] = sum(int(v) for v in fields[11:15]) / tick  # utime, stime, cutime, cstime
     total, todo = 0.0, [root]
     while todo:
         pid = todo.pop()
@@ -217,16 +224,9 @@ class CpuSampler:
         tick = os.sysconf("SC_CLK_TCK")
         parent: dict[int, int] = {}
         cpu: dict[int, float] = {}
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            parent[int(entry)] = int(fields[1])
-            cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / tick  # own utime + stime
+        for pid, fields in proc_stat_fields().items():
+            parent[pid] = int(fields[1])
+            cpu[pid] = (int(fields[11]) + int(fields[12])) / tick  # own utime + stime
         mine = {os.getpid()}
         broker = {self.broker_pid}
         changed = True
