@@ -91,6 +91,25 @@ def replace_one_by_one(threads: list, group: str, old: list[Member], make_new, o
     return new
 
 
+def drain_and_check(broker, group: str, topic: str, producer, live: list[Member], everyone: list[Member]) -> None:
+    """Stop producing, wait until every record was consumed, stop the live members (they commit as they close),
+    then check: nothing lost, duplicates only inside uncommitted windows, everything read committed."""
+    produced = producer.stop()
+    try:
+        wait_until(lambda: consumed_all(everyone, produced), 90, "every record consumed")
+    except AssertionError:
+        seen = {rec for m in everyone for rec in list(m.consumed)}
+        missing = sorted(produced - seen)
+        raise AssertionError(f"{len(missing)} missing e.g. {missing[:3]}; " + "; ".join(
+            f"{m.name} assigned={sorted(m.assigned)} n={m.count()} err={m.errors[-2:]}" for m in live)) from None
+    finally:
+        for m in live:
+            m.stop()
+    records, _ = check_delivery(produced, everyone)
+    assert records == len(produced) > 600
+    assert committed_offsets(broker, group, topic) == ends(produced)
+
+
 # Eager client assignors: librdkafka's cooperative-sticky puts its state in the assignment's user data, which
 # Kafka 4.1 refuses to upgrade (see the next test).
 @pytest.mark.parametrize("strategy", ["range", "roundrobin"])
@@ -114,18 +133,9 @@ def test_rolling_upgrade_from_classic_to_consumer_protocol(broker, strategy, thr
 
     new = replace_one_by_one(threads, group, classic,
                              lambda i: Member(f"c{i}", broker.bootstrap, group, topic, "consumer"), mixed)
-    everyone = classic + new
-    try:
-        assert member_types(broker, group) == {"c0": 1, "c1": 1, "c2": 1}
-        produced = producer.stop()
-        wait_until(lambda: consumed_all(new + classic, produced), 90, "every record consumed")
-    finally:
-        for m in new:
-            m.stop()
-    records, _ = check_delivery(produced, everyone)
-    assert records == len(produced) > 600
+    assert member_types(broker, group) == {"c0": 1, "c1": 1, "c2": 1}
     # Commits made under both protocols are the group's: everything read was committed.
-    assert committed_offsets(broker, group, topic) == ends(produced)
+    drain_and_check(broker, group, topic, producer, new, classic + new)
     assert group_type(broker, group) == CONSUMER
 
 
@@ -171,19 +181,10 @@ def test_rolling_downgrade_from_consumer_to_classic_protocol(broker, strategy, t
     new = replace_one_by_one(threads, group, consumers,
                              lambda i: Member(f"k{i}", broker.bootstrap, group, topic, "classic",
                                               extra={"partition.assignment.strategy": strategy}), mixed)
-    everyone = consumers + new
-    try:
-        # The last consumer-protocol member left: the group is a classic group again, rebalanced by its members.
-        wait_until(lambda: classic_state(broker, group) == (0, "Stable", "consumer"), 60, "a stable classic group")
-        assert group_type(broker, group) == CLASSIC
-        produced = producer.stop()
-        wait_until(lambda: consumed_all(new + consumers, produced), 90, "every record consumed")
-    finally:
-        for m in new:
-            m.stop()
-    records, _ = check_delivery(produced, everyone)
-    assert records == len(produced) > 600
-    assert committed_offsets(broker, group, topic) == ends(produced)
+    # The last consumer-protocol member left: the group is a classic group again, rebalanced by its members.
+    wait_until(lambda: classic_state(broker, group) == (0, "Stable", "consumer"), 60, "a stable classic group")
+    assert group_type(broker, group) == CLASSIC
+    drain_and_check(broker, group, topic, producer, new, consumers + new)
 
 
 def test_migration_policy_disabled_refuses_the_upgrade(broker_factory, threads):
@@ -280,16 +281,4 @@ def test_static_members_roll_to_the_consumer_protocol_and_back(broker, threads):
             expected = CONSUMER if protocol == "consumer" or i < 2 else CLASSIC
             assert group_type(broker, group) == expected, (new.name, expected)
     wait_until(lambda: classic_state(broker, group) == (0, "Stable", "consumer"), 60, "a stable classic group")
-    produced = producer.stop()
-    try:
-        wait_until(lambda: consumed_all(everyone, produced), 90, "every record consumed")
-    except AssertionError:
-        seen = {rec for m in everyone for rec in list(m.consumed)}
-        missing = sorted(produced - seen)
-        raise AssertionError(f"{len(missing)} missing e.g. {missing[:3]}; " + "; ".join(
-            f"{m.name} assigned={sorted(m.assigned)} n={m.count()} err={m.errors[-2:]}" for m in live)) from None
-    for m in live:
-        m.stop()
-    records, _ = check_delivery(produced, everyone)
-    assert records == len(produced) > 600
-    assert committed_offsets(broker, group, topic) == ends(produced)
+    drain_and_check(broker, group, topic, producer, live, everyone)

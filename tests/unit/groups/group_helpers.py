@@ -132,3 +132,14 @@ def assigned(response: dict[str, Any]) -> dict | None:
     if response.get("assignment") is None:
         return None
     return {tp["topic_id"]: set(tp["partitions"]) for tp in response["assignment"]["topic_partitions"]}
+
+
+def owners_are_exclusive(gc, gid: str = "g") -> None:
+    """No partition is assigned to, or pending revocation from, two members of consumer group `gid`."""
+    seen: dict = {}
+    for m in gc.consumer.groups[gid].members.values():
+        for a in (m.assigned_partitions, m.partitions_pending_revocation):
+            for t, ps in a.items():
+                for p in ps:
+                    assert (t, p) not in seen, f"{t}:{p} held by {seen[(t, p)]} and {m.member_id}"
+                    seen[(t, p)] = m.member_id

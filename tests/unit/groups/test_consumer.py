@@ -6,7 +6,15 @@ from __future__ import annotations
 from broker.groups.consumer import ConsumerConfig
 from broker.groups.consumer_group import MemberState
 from protocol.errors import ErrorCode
-from tests.unit.groups.group_helpers import Topics, Waiters, assigned, cg_req, join_req, make
+from tests.unit.groups.group_helpers import (
+    Topics,
+    Waiters,
+    assigned,
+    cg_req,
+    join_req,
+    make,
+    owners_are_exclusive,
+)
 
 E = ErrorCode
 
@@ -21,16 +29,6 @@ def setup(**kw):
 def hb(gc, req, now=1000, version=1):
     res = gc.consumer_group_heartbeat(req, version, now, client_id="c", client_host="/127.0.0.1")
     return res.response, res.records
-
-
-def owners_are_exclusive(gc, gid="g") -> None:
-    seen: dict = {}
-    for m in gc.consumer.groups[gid].members.values():
-        for a in (m.assigned_partitions, m.partitions_pending_revocation):
-            for t, ps in a.items():
-                for p in ps:
-                    assert (t, p) not in seen, f"{t}:{p} held by {seen[(t, p)]} and {m.member_id}"
-                    seen[(t, p)] = m.member_id
 
 
 def test_first_member_gets_everything_at_epoch_1():

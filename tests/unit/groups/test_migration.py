@@ -20,6 +20,7 @@ from tests.unit.groups.group_helpers import (
     hb_req,
     join_req,
     make,
+    owners_are_exclusive,
     sync_req,
 )
 
@@ -64,16 +65,6 @@ def classic_group(w: Waiters, now: int = 1000) -> tuple[str, str]:
     w.sync(sync_req(ids[1] if leader == ids[0] else ids[0], gen), now)
     assert w.gc.classic.groups["g"].state is ClassicState.STABLE
     return ids[0], ids[1]
-
-
-def owners_are_exclusive(gc, gid="g") -> None:
-    seen: dict = {}
-    for m in gc.consumer.groups[gid].members.values():
-        for a in (m.assigned_partitions, m.partitions_pending_revocation):
-            for t, ps in a.items():
-                for p in ps:
-                    assert (t, p) not in seen, f"{t}:{p} held by {seen[(t, p)]} and {m.member_id}"
-                    seen[(t, p)] = m.member_id
 
 
 def sync_assignment(w: Waiters, mid: str, generation: int, now: int) -> dict:
