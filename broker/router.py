@@ -93,24 +93,20 @@ class Router:
         return [{"api_key": r.api_key, "min_version": r.min_version, "max_version": r.max_version}
                 for r in self.registrations()]
 
-    def api_name(self, api_key: int) -> str:
+    def api_name(self, api_key: int, unknown: str | None = None) -> str:
+        """The API's name; for a key no schema knows, `unknown` (default: "api<key>")."""
         reg = self._routes.get(api_key)
         if reg is not None:
             return reg.name
         spec = schema.api_specs().get(api_key)
-        return spec.name if spec is not None else f"api{api_key}"
+        if spec is not None:
+            return spec.name
+        return f"api{api_key}" if unknown is None else unknown
 
     def metrics_name(self, api_key: int | None) -> str:
         """The `api` label of a request: its API's name, or "unknown" for a key no schema knows (one label for all
         of them, so garbage cannot grow the label set)."""
-        if api_key is not None:
-            reg = self._routes.get(api_key)
-            if reg is not None:
-                return reg.name
-            spec = schema.api_specs().get(api_key)
-            if spec is not None:
-                return spec.name
-        return "unknown"
+        return "unknown" if api_key is None else self.api_name(api_key, "unknown")
 
     def count_refused(self, api_key: int | None, code: ErrorCode | None) -> None:
         """Count a request that never reached its handler (here, or in the connection: too large, SASL)."""
