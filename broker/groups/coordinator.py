@@ -16,22 +16,29 @@ from uuid import UUID
 
 import structlog
 
+from broker.groups import records as group_records
+from broker.groups.classic import records as classic_records
+from broker.groups.classic.group import ClassicState
+from broker.groups.classic.manager import ClassicConfig, ClassicGroups
+from broker.groups.consumer import migration
+from broker.groups.consumer.classic_members import join_error, sync_error
+from broker.groups.consumer.group import ConsumerGroup
+from broker.groups.consumer.manager import ConsumerConfig, ConsumerGroups
+from broker.groups.consumer.migration import MigrationPolicy
+from broker.groups.offsets import (
+    INVALID_OFFSET,
+    NO_LEADER_EPOCH,
+    OffsetAndMetadata,
+    OffsetStore,
+    commit_record,
+)
+from broker.groups.offsets import tombstone as offset_tombstone
+from broker.groups.records import Owner, Record
+from broker.groups.result import GroupError, GroupResult
+from broker.groups.share import records as share_records
+from broker.groups.share.config import ShareGroupConfig
+from broker.groups.share.manager import ShareGroupCoordinator
 from protocol.errors import ErrorCode
-
-from . import classic_records, migration, share_records
-from . import records as group_records
-from .classic import ClassicConfig, ClassicGroups
-from .classic_group import ClassicState
-from .consumer import ConsumerConfig, ConsumerGroups
-from .consumer_classic import join_error, sync_error
-from .consumer_group import ConsumerGroup
-from .migration import MigrationPolicy
-from .offsets import INVALID_OFFSET, NO_LEADER_EPOCH, OffsetAndMetadata, OffsetStore, commit_record
-from .offsets import tombstone as offset_tombstone
-from .records import Owner, Record
-from .result import GroupError, GroupResult
-from .share_config import ShareGroupConfig
-from .share_coordinator_service import ShareGroupCoordinator
 
 log = structlog.get_logger(__name__)
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from broker.groups.records import Record
 from protocol.coordinator_records import decode_key, decode_value, encode_key, encode_value, value_version
-
-from .records import Record
 
 NAME = "OffsetCommit"
 NO_LEADER_EPOCH = -1

@@ -6,9 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker.groups.records import Record
 from protocol.errors import ErrorCode
-
-from .records import Record
 
 
 class GroupError(Exception):

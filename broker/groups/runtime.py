@@ -28,17 +28,16 @@ import structlog
 
 from broker.aio import wait_event
 from broker.coordinator_log import AppendFailed, CoordinatorLog
+from broker.groups.classic.manager import ClassicConfig
+from broker.groups.consumer.manager import ConsumerConfig
+from broker.groups.coordinator import GroupCoordinator, GroupCoordinatorConfig, OffsetsConfig
+from broker.groups.records import Record, group_id_of
+from broker.groups.result import GroupResult
+from broker.groups.share.config import ShareGroupConfig
+from broker.groups.share.manager import CoordinatorResult, InitializeRequest, ShareGroupCoordinator
+from broker.groups.share.offsets_admin import AdminError
 from broker.sharestate.keys import java_abs, java_string_hash
 from protocol.errors import ErrorCode
-
-from .classic import ClassicConfig
-from .consumer import ConsumerConfig
-from .coordinator import GroupCoordinator, GroupCoordinatorConfig, OffsetsConfig
-from .records import Record, group_id_of
-from .result import GroupResult
-from .share_config import ShareGroupConfig
-from .share_coordinator_service import CoordinatorResult, InitializeRequest, ShareGroupCoordinator
-from .share_offsets import AdminError
 
 log = structlog.get_logger(__name__)
 _WRITE_FAILED = "The group coordinator could not write the group's records."

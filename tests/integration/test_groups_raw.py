@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.groups.consumer_protocol import encode_assignment
+from broker.groups.consumer.protocol import encode_assignment
 from protocol.codec import message_codec
 from protocol.errors import ErrorCode
 from tests.integration.raw_client import RawClient

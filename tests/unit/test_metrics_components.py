@@ -15,9 +15,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker.groups.classic_group import ClassicGroup, ClassicMember, ClassicState
-from broker.groups.consumer_group import ConsumerGroup, ConsumerMember
-from broker.groups.share_group import ShareGroup, ShareMember
+from broker.groups.classic.group import ClassicGroup, ClassicMember, ClassicState
+from broker.groups.consumer.group import ConsumerGroup, ConsumerMember
+from broker.groups.share.group import ShareGroup, ShareMember
 from broker.log import LogManager
 from broker.metrics.collectors import (
     GroupCollector,

@@ -6,9 +6,9 @@ import itertools
 import uuid
 from typing import Any
 
-from broker.groups import consumer_protocol
-from broker.groups.classic import ClassicConfig
-from broker.groups.consumer import ConsumerConfig
+from broker.groups.classic.manager import ClassicConfig
+from broker.groups.consumer import protocol as consumer_protocol
+from broker.groups.consumer.manager import ConsumerConfig
 from broker.groups.coordinator import GroupCoordinator, GroupCoordinatorConfig, OffsetsConfig
 from broker.groups.result import GroupResult
 from protocol.codec import message_codec

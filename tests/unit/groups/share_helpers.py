@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from broker.groups.share_config import ShareGroupConfig
-from broker.groups.share_coordinator_service import CoordinatorResult, ShareGroupCoordinator
+from broker.groups.share.config import ShareGroupConfig
+from broker.groups.share.manager import CoordinatorResult, ShareGroupCoordinator
 from protocol.codec import request_codec, response_codec
 
 HB = 76

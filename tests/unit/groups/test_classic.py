@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from broker.groups import classic_records
-from broker.groups.classic_group import ClassicState
+from broker.groups.classic import records as classic_records
+from broker.groups.classic.group import ClassicState
 from protocol.errors import ErrorCode
 from tests.unit.groups.group_helpers import (
     Waiters,

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.groups import classic_records
-from broker.groups.classic_group import ClassicState
+from broker.groups.classic import records as classic_records
+from broker.groups.classic.group import ClassicState
 from protocol.errors import ErrorCode
 from tests.unit.groups.group_helpers import Waiters, hb_req, join_req, make, sync_req
 

@@ -3,8 +3,8 @@ regular expressions, static members, timeouts, conversions and offsets."""
 
 from __future__ import annotations
 
-from broker.groups.consumer import ConsumerConfig
-from broker.groups.consumer_group import MemberState
+from broker.groups.consumer.group import MemberState
+from broker.groups.consumer.manager import ConsumerConfig
 from protocol.errors import ErrorCode
 from tests.unit.groups.group_helpers import (
     Topics,

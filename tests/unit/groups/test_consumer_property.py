@@ -9,7 +9,7 @@ import uuid
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.groups.consumer_assignors import RangeAssignor, UniformAssignor
+from broker.groups.consumer.assignors import RangeAssignor, UniformAssignor
 from tests.unit.groups.group_helpers import Topics, assigned, cg_req, make
 from tests.unit.groups.test_consumer import owners_are_exclusive
 

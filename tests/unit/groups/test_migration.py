@@ -5,10 +5,10 @@ LeaveGroup, revocation before reassignment, timeouts), downgrade when the last c
 
 from __future__ import annotations
 
-from broker.groups import consumer_protocol
-from broker.groups.classic_group import ClassicState
-from broker.groups.consumer import ConsumerConfig
-from broker.groups.consumer_group import MemberState
+from broker.groups.classic.group import ClassicState
+from broker.groups.consumer import protocol as consumer_protocol
+from broker.groups.consumer.group import MemberState
+from broker.groups.consumer.manager import ConsumerConfig
 from protocol.codec import message_codec
 from protocol.errors import ErrorCode
 from tests.unit.groups.group_helpers import (

@@ -8,7 +8,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.groups.assignor import SimpleShareAssignor
+from broker.groups.share.assignor import SimpleShareAssignor
 
 T1, T2, T3 = (uuid.UUID(int=i) for i in (1, 2, 3))
 

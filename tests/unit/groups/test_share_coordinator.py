@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from share_helpers import Topics, assigned, complete_init, hb, make, request
 
-from broker.groups import share_records as rec
-from broker.groups.share_coordinator_service import ShareGroupCoordinator
+from broker.groups.share import records as rec
+from broker.groups.share.manager import ShareGroupCoordinator
 from protocol.codec import response_codec
 from protocol.errors import ErrorCode
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from broker.groups.coordinator import GroupCoordinator
-from broker.groups.share_group import ShareGroup
-from broker.groups.share_offsets import AdminError
+from broker.groups.share.group import ShareGroup
+from broker.groups.share.offsets_admin import AdminError
 from protocol.errors import ErrorCode
 from tests.unit.groups.share_helpers import Topics, complete_init, hb, make
 

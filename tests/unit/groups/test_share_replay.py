@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from share_helpers import Topics, complete_init, hb, make
 
-from broker.groups import share_records as rec
-from broker.groups.share_coordinator_service import ShareGroupCoordinator
-from broker.groups.share_group import ShareMember
+from broker.groups.share import records as rec
+from broker.groups.share.group import ShareMember
+from broker.groups.share.manager import ShareGroupCoordinator
 from protocol.codec import record_codec
 from protocol.errors import DecodeError
 

@@ -18,14 +18,19 @@ from collections.abc import Callable, Collection
 from enum import Enum
 from uuid import UUID
 
+from broker.groups.classic.group import ClassicGroup, ClassicMember, ClassicState
+from broker.groups.consumer import protocol as consumer_protocol
+from broker.groups.consumer import records as rec
+from broker.groups.consumer.group import (
+    Assignment,
+    ClassicMemberMetadata,
+    ConsumerGroup,
+    ConsumerMember,
+    MemberState,
+)
+from broker.groups.records import Record
+from broker.groups.result import GroupError
 from protocol.errors import DecodeError, ErrorCode
-
-from . import consumer_protocol
-from . import consumer_records as rec
-from .classic_group import ClassicGroup, ClassicMember, ClassicState
-from .consumer_group import Assignment, ClassicMemberMetadata, ConsumerGroup, ConsumerMember, MemberState
-from .records import Record
-from .result import GroupError
 
 TopicInfoLookup = Callable[[str], "tuple[UUID, int] | None"]
 TopicNameLookup = Callable[[UUID], "str | None"]

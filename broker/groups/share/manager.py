@@ -27,12 +27,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from protocol.errors import ErrorCode
-
-from . import share_records as rec
-from .assignor import SimpleShareAssignor
-from .share_config import ShareGroupConfig
-from .share_group import (
+from broker.groups.share import records as rec
+from broker.groups.share.assignor import SimpleShareAssignor
+from broker.groups.share.config import ShareGroupConfig
+from broker.groups.share.group import (
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
     Assignment,
@@ -42,7 +40,8 @@ from .share_group import (
     StatePartitionMetadata,
     TopicPartitions,
 )
-from .share_offsets import ShareOffsetsAdmin
+from broker.groups.share.offsets_admin import ShareOffsetsAdmin
+from protocol.errors import ErrorCode
 
 # name -> (topic id, partition count), or None if the topic does not exist
 TopicInfoLookup = Callable[[str], "tuple[UUID, int] | None"]

@@ -23,13 +23,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from broker.groups.share import records as rec
+from broker.groups.share.group import ShareGroup, StatePartitionMetadata, TopicPartitions
 from protocol.errors import ErrorCode
 
-from . import share_records as rec
-from .share_group import ShareGroup, StatePartitionMetadata, TopicPartitions
-
 if TYPE_CHECKING:
-    from .share_coordinator_service import CoordinatorResult
+    from broker.groups.share.manager import CoordinatorResult
 
 # Kafka's Errors messages for the errors these APIs answer.
 UNKNOWN_TOPIC_MESSAGE = "This server does not host this topic-partition."

@@ -1,6 +1,6 @@
 """Consumer group state (KIP-848): the group, its members, target assignment and resolved regular expressions.
 
-Plain values changed only by replaying ConsumerGroup* records (`consumer_records.apply`), so what the
+Plain values changed only by replaying ConsumerGroup* records (`broker.groups.consumer.records.apply`), so what the
 coordinator builds while serving heartbeats and what it rebuilds from `__consumer_offsets` are the same.
 """
 
@@ -14,9 +14,8 @@ from enum import Enum, IntEnum
 from typing import Any
 from uuid import UUID
 
+from broker.groups.result import GroupError
 from protocol.errors import ErrorCode
-
-from .result import GroupError
 
 # topic id -> partitions
 Assignment = dict[UUID, frozenset[int]]

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from broker.groups.consumer import protocol as consumer_protocol
 from protocol.errors import ErrorCode
-
-from . import consumer_protocol
 
 
 class ClassicState(Enum):

@@ -31,12 +31,10 @@ from uuid import UUID
 
 import structlog
 
-from protocol.errors import ErrorCode
-
-from . import consumer_records as rec
-from .consumer_assignors import ASSIGNORS
-from .consumer_classic import ClassicMembers
-from .consumer_group import (
+from broker.groups.consumer import records as rec
+from broker.groups.consumer.assignors import ASSIGNORS
+from broker.groups.consumer.classic_members import ClassicMembers
+from broker.groups.consumer.group import (
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
@@ -47,9 +45,10 @@ from .consumer_group import (
     MemberState,
     ResolvedRegex,
 )
-from .records import Record
-from .result import GroupError, GroupResult
-from .timers import Timers
+from broker.groups.records import Record
+from broker.groups.result import GroupError, GroupResult
+from broker.groups.timers import Timers
+from protocol.errors import ErrorCode
 
 log = structlog.get_logger(__name__)
 

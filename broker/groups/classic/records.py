@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from broker.groups.classic.group import ClassicGroup, ClassicMember, ClassicState
+from broker.groups.records import Record
 from protocol.coordinator_records import decode_key, decode_value, encode_key, encode_value
-
-from .classic_group import ClassicGroup, ClassicMember, ClassicState
-from .records import Record
 
 NAME = "GroupMetadata"
 VALUE_VERSION = 3

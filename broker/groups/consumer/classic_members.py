@@ -27,14 +27,13 @@ from uuid import UUID
 
 import structlog
 
+from broker.groups.consumer import protocol as consumer_protocol
+from broker.groups.consumer import records as rec
+from broker.groups.consumer.group import ClassicMemberMetadata, ConsumerGroup, ConsumerMember, MemberState
+from broker.groups.records import Record
+from broker.groups.result import GroupError, GroupResult
+from broker.groups.timers import Timers
 from protocol.errors import DecodeError, ErrorCode
-
-from . import consumer_protocol
-from . import consumer_records as rec
-from .consumer_group import ClassicMemberMetadata, ConsumerGroup, ConsumerMember, MemberState
-from .records import Record
-from .result import GroupError, GroupResult
-from .timers import Timers
 
 log = structlog.get_logger(__name__)
 

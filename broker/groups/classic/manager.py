@@ -22,12 +22,11 @@ from typing import Any
 
 import structlog
 
+from broker.groups.classic import records as classic_records
+from broker.groups.classic.group import ClassicGroup, ClassicMember, ClassicState, Protocols
+from broker.groups.result import GroupError, GroupResult
+from broker.groups.timers import Timers
 from protocol.errors import ErrorCode
-
-from . import classic_records
-from .classic_group import ClassicGroup, ClassicMember, ClassicState, Protocols
-from .result import GroupError, GroupResult
-from .timers import Timers
 
 log = structlog.get_logger(__name__)
 

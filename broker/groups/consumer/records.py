@@ -13,9 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 from uuid import UUID
 
-from protocol.coordinator_records import decode_key, decode_value, encode_key, encode_value, record_type
-
-from .consumer_group import (
+from broker.groups.consumer.group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     Assignment,
     ClassicMemberMetadata,
@@ -23,7 +21,8 @@ from .consumer_group import (
     ConsumerMember,
     ResolvedRegex,
 )
-from .records import NAME_OF_TYPE, Record
+from broker.groups.records import NAME_OF_TYPE, Record
+from protocol.coordinator_records import decode_key, decode_value, encode_key, encode_value, record_type
 
 GROUP_METADATA = "ConsumerGroupMetadata"
 PARTITION_METADATA = "ConsumerGroupPartitionMetadata"

@@ -15,6 +15,15 @@ from dataclasses import dataclass, replace
 from typing import Any
 from uuid import UUID
 
+from broker.groups.records import Record
+from broker.groups.share.group import (
+    LEAVE_GROUP_MEMBER_EPOCH,
+    Assignment,
+    ShareGroup,
+    ShareMember,
+    StatePartitionMetadata,
+    TopicPartitions,
+)
 from protocol.coordinator_records import (
     decode_key,
     decode_value,
@@ -24,16 +33,6 @@ from protocol.coordinator_records import (
     record_type_of,
 )
 from protocol.errors import DecodeError
-
-from .records import Record
-from .share_group import (
-    LEAVE_GROUP_MEMBER_EPOCH,
-    Assignment,
-    ShareGroup,
-    ShareMember,
-    StatePartitionMetadata,
-    TopicPartitions,
-)
 
 MEMBER_METADATA = "ShareGroupMemberMetadata"
 GROUP_METADATA = "ShareGroupMetadata"

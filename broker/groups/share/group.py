@@ -1,6 +1,6 @@
 """Share-group state: the group, its members and its share-partition initialization metadata.
 
-These are plain values. They change only by replaying coordinator records (`share_records.apply`), so the
+These are plain values. They change only by replaying coordinator records (`broker.groups.share.records.apply`), so the
 state built while serving heartbeats and the state rebuilt from `__consumer_offsets` are the same by
 construction. Soft state (session deadlines, when an initialization was requested) lives in the service.
 """

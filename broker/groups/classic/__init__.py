@@ -1,0 +1,1 @@
+"""Classic groups (JoinGroup/SyncGroup/Heartbeat/LeaveGroup): the group coordinator's classic part."""
