@@ -19,11 +19,11 @@ import structlog
 from broker.groups import records as group_records
 from broker.groups.classic import records as classic_records
 from broker.groups.classic.group import ClassicState
-from broker.groups.classic.manager import ClassicConfig, ClassicGroups
+from broker.groups.classic.manager import ClassicConfig, ClassicGroupManager
 from broker.groups.consumer import migration
 from broker.groups.consumer.classic_members import join_error, sync_error
 from broker.groups.consumer.group import ConsumerGroup
-from broker.groups.consumer.manager import ConsumerConfig, ConsumerGroups
+from broker.groups.consumer.manager import ConsumerConfig, ConsumerGroupManager
 from broker.groups.consumer.migration import MigrationPolicy
 from broker.groups.offsets import (
     INVALID_OFFSET,
@@ -37,7 +37,7 @@ from broker.groups.records import Owner, Record
 from broker.groups.result import GroupError, GroupResult
 from broker.groups.share import records as share_records
 from broker.groups.share.config import ShareGroupConfig
-from broker.groups.share.manager import ShareGroupCoordinator
+from broker.groups.share.manager import ShareGroupManager
 from protocol.errors import ErrorCode
 
 log = structlog.get_logger(__name__)
@@ -88,12 +88,12 @@ class GroupCoordinator:
         self._topics_version = topics_version
         self._new_member_id = new_member_id
         self._consumer_member_id = consumer_member_id
-        self.share = ShareGroupCoordinator(self.config.share, topic_info=topic_info, group_type_of=self.group_type_of,
+        self.share = ShareGroupManager(self.config.share, topic_info=topic_info, group_type_of=self.group_type_of,
                                            topic_name=topic_name)
-        self.classic = ClassicGroups(self.config.classic, group_type_of=self.group_type_of,
+        self.classic = ClassicGroupManager(self.config.classic, group_type_of=self.group_type_of,
                                      new_member_id=new_member_id)
         extra = {} if consumer_member_id is None else {"member_id_factory": consumer_member_id}
-        self.consumer = ConsumerGroups(self.config.consumer, topic_info=topic_info, topic_names=topic_names,
+        self.consumer = ConsumerGroupManager(self.config.consumer, topic_info=topic_info, topic_names=topic_names,
                                        topics_version=topics_version, **extra)
         self.migration_policy = MigrationPolicy.parse(self.config.consumer.migration_policy)
         self.consumer.downgrade = self._downgrade

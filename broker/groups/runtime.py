@@ -34,7 +34,7 @@ from broker.groups.coordinator import GroupCoordinator, GroupCoordinatorConfig, 
 from broker.groups.records import Record, group_id_of
 from broker.groups.result import GroupResult
 from broker.groups.share.config import ShareGroupConfig
-from broker.groups.share.manager import CoordinatorResult, InitializeRequest, ShareGroupCoordinator
+from broker.groups.share.manager import CoordinatorResult, InitializeRequest, ShareGroupManager
 from broker.groups.share.offsets_admin import AdminError
 from broker.sharestate.keys import java_abs, java_string_hash
 from protocol.errors import ErrorCode
@@ -85,7 +85,7 @@ class GroupCoordinatorRuntime:
         self.share_enabled = bool(config.get("group.share.enable"))
 
     @property
-    def share(self) -> ShareGroupCoordinator:
+    def share(self) -> ShareGroupManager:
         """The share-group part of the coordinator (replaced with the rest after a reload)."""
         return self.coordinator.share
 

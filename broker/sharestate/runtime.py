@@ -49,7 +49,7 @@ TOPIC = "__share_group_state"
 PRUNE_AFTER_RECORDS = 20_000
 
 
-class ShareStateRuntime:
+class ShareCoordinatorRuntime:
     def __init__(self, broker: Any) -> None:
         self._broker = broker
         self.log = CoordinatorLog(broker, TOPIC)
@@ -238,9 +238,9 @@ class ShareStateRuntime:
         return response
 
 
-def build(broker: Any) -> ShareStateRuntime:
+def build(broker: Any) -> ShareCoordinatorRuntime:
     """Create component `share_state` (call while building components) and follow topic deletions."""
-    runtime = broker.add_component("share_state", ShareStateRuntime(broker))
+    runtime = broker.add_component("share_state", ShareCoordinatorRuntime(broker))
     broker.topics.on_delete(
         lambda info: broker.spawn(runtime.delete_topics([info.topic_id]), "share-state-delete-topic"))
     return runtime

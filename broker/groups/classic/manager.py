@@ -69,7 +69,7 @@ def _protocols(request: Mapping[str, Any]) -> Protocols:
     return tuple((p["name"], bytes(p["metadata"])) for p in request["protocols"])
 
 
-class ClassicGroups:
+class ClassicGroupManager:
     def __init__(self, config: ClassicConfig | None = None, *, group_type_of: GroupTypeLookup | None = None,
                  new_member_id: Callable[[str, str | None], str] | None = None) -> None:
         self.config = config or ClassicConfig()

@@ -14,7 +14,7 @@ and the partitions it still owns, the server-side assignor assigns it partitions
    partitions to revoke, or released partitions waiting for it);
  * LeaveGroup removes it and bumps the group epoch.
 A member that does not rejoin within its rebalance timeout after being told to, or does not sync within it after
-joining, is fenced; its session is the classic session timeout. Mixed into ConsumerGroups.
+joining, is fenced; its session is the classic session timeout. Mixed into ConsumerGroupManager.
 """
 
 from __future__ import annotations
@@ -51,13 +51,13 @@ def sync_error(code: ErrorCode) -> dict[str, Any]:
 
 class ClassicMembers:
     """JoinGroup/SyncGroup/Heartbeat/LeaveGroup of classic members inside consumer groups; a mixin of
-    ConsumerGroups (uses its groups, timers, `_emit` and reconciliation)."""
+    ConsumerGroupManager (uses its groups, timers, `_emit` and reconciliation)."""
 
     groups: dict[str, ConsumerGroup]
     timers: Timers
     classic_member_id: Callable[[], str] = staticmethod(lambda: str(uuid.uuid4()))  # Kafka: a random Uuid
 
-    # Provided by ConsumerGroups.
+    # Provided by ConsumerGroupManager.
     config: Any
     downgrade: Callable[[ConsumerGroup, Collection[str], GroupResult, int, bool], bool] | None
 

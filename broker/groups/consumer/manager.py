@@ -107,7 +107,7 @@ def compile_regex(pattern: str) -> re.Pattern[str]:
                          f"SubscribedTopicRegex `{pattern}` is not a valid regular expression: {err}.") from None
 
 
-class ConsumerGroups(ClassicMembers):
+class ConsumerGroupManager(ClassicMembers):
     def __init__(self, config: ConsumerConfig | None = None, *, topic_info: TopicInfoLookup,
                  topic_names: Callable[[], Iterable[str]] = lambda: (),
                  topics_version: Callable[[], int] = lambda: 0,

@@ -98,7 +98,7 @@ def _response_assignment(a: Assignment) -> dict[str, Any]:
                                  for t, ps in sorted(a.items(), key=lambda kv: str(kv[0])) if ps]}
 
 
-class ShareGroupCoordinator(ShareOffsetsAdmin):
+class ShareGroupManager(ShareOffsetsAdmin):
     def __init__(
         self,
         config: ShareGroupConfig | None = None,

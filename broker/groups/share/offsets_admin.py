@@ -13,7 +13,7 @@ to the share coordinator and reports back here:
    the next delete of the same topic, as in Kafka);
  * describe: which share-partitions have state (all-topics form), for ReadShareGroupStateSummary.
 
-Mixed into ShareGroupCoordinator: every change is a record emitted through `_emit`, so replay rebuilds it.
+Mixed into ShareGroupManager: every change is a record emitted through `_emit`, so replay rebuilds it.
 """
 
 from __future__ import annotations
@@ -70,12 +70,12 @@ class DeleteOffsetsPlan:
 
 
 class ShareOffsetsAdmin:
-    """Admin operations on share-group offsets; a mixin of ShareGroupCoordinator (uses its groups, topic
+    """Admin operations on share-group offsets; a mixin of ShareGroupManager (uses its groups, topic
     lookups and `_emit`)."""
 
     groups: dict[str, ShareGroup]
 
-    # Provided by ShareGroupCoordinator.
+    # Provided by ShareGroupManager.
     def _emit(self, res: CoordinatorResult, record: rec.Record) -> None: ...  # pragma: no cover
     def _lookup(self, name: str) -> tuple[UUID, int] | None: ...  # pragma: no cover
     def _group_type(self, gid: str) -> str | None: ...  # pragma: no cover

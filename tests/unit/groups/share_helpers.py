@@ -6,7 +6,7 @@ import uuid
 from typing import Any
 
 from broker.groups.share.config import ShareGroupConfig
-from broker.groups.share.manager import CoordinatorResult, ShareGroupCoordinator
+from broker.groups.share.manager import CoordinatorResult, ShareGroupManager
 from protocol.codec import request_codec, response_codec
 
 HB = 76
@@ -31,8 +31,8 @@ class Topics:
         return self.by_name.get(name)
 
 
-def make(topics: Topics, **config: Any) -> ShareGroupCoordinator:
-    return ShareGroupCoordinator(ShareGroupConfig(**config), topic_info=topics.get)
+def make(topics: Topics, **config: Any) -> ShareGroupManager:
+    return ShareGroupManager(ShareGroupConfig(**config), topic_info=topics.get)
 
 
 def request(group: str, member: str, epoch: int, topics: list[str] | None = None,
@@ -43,14 +43,14 @@ def request(group: str, member: str, epoch: int, topics: list[str] | None = None
                                       "rack_id": rack, "subscribed_topic_names": topics}))
 
 
-def hb(svc: ShareGroupCoordinator, group: str, member: str, epoch: int, topics: list[str] | None = None,
+def hb(svc: ShareGroupManager, group: str, member: str, epoch: int, topics: list[str] | None = None,
        now: int = 0, rack: str | None = None) -> CoordinatorResult:
     res = svc.heartbeat(request(group, member, epoch, topics, rack), now)
     response_codec(HB, 1).encode(res.response)  # every response must be encodable
     return res
 
 
-def complete_init(svc: ShareGroupCoordinator, res: CoordinatorResult) -> list[Any]:
+def complete_init(svc: ShareGroupManager, res: CoordinatorResult) -> list[Any]:
     """Play the share coordinator: report every requested initialization as done."""
     out = []
     for req in res.initialize:

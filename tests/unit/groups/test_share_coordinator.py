@@ -5,12 +5,12 @@ from __future__ import annotations
 from share_helpers import Topics, assigned, complete_init, hb, make, request
 
 from broker.groups.share import records as rec
-from broker.groups.share.manager import ShareGroupCoordinator
+from broker.groups.share.manager import ShareGroupManager
 from protocol.codec import response_codec
 from protocol.errors import ErrorCode
 
 
-def joined(svc: ShareGroupCoordinator, topics: list[str], members: list[str], now: int = 0) -> dict[str, int]:
+def joined(svc: ShareGroupManager, topics: list[str], members: list[str], now: int = 0) -> dict[str, int]:
     """Join members, initialize everything they need, and heartbeat until each holds its target."""
     epochs = {}
     for m in members:
@@ -238,7 +238,7 @@ def test_invalid_requests() -> None:
 def test_group_id_of_another_group_type() -> None:
     topics = Topics()
     topics.create("t", 1)
-    svc = ShareGroupCoordinator(topic_info=topics.get, group_type_of={"cg": "consumer"}.get)
+    svc = ShareGroupManager(topic_info=topics.get, group_type_of={"cg": "consumer"}.get)
     res = hb(svc, "cg", "m", 0, ["t"])
     assert res.response["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
     assert "not a share group" in res.response["error_message"]

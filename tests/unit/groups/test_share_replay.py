@@ -12,7 +12,7 @@ from share_helpers import Topics, complete_init, hb, make
 
 from broker.groups.share import records as rec
 from broker.groups.share.group import ShareMember
-from broker.groups.share.manager import ShareGroupCoordinator
+from broker.groups.share.manager import ShareGroupManager
 from protocol.codec import record_codec
 from protocol.errors import DecodeError
 
@@ -57,7 +57,7 @@ def test_tombstones_for_unknown_group_are_ignored() -> None:
     assert svc.groups == {}
 
 
-def replayed(topics: Topics, log: list[rec.Record]) -> ShareGroupCoordinator:
+def replayed(topics: Topics, log: list[rec.Record]) -> ShareGroupManager:
     fresh = make(topics)
     for r in log:
         assert fresh.replay(r.key, r.value)
