@@ -121,6 +121,7 @@ def test_collect_stops_at_the_lso_reaching_the_upper_bound() -> None:
                AbortedTxn(4, 25, 40, 31)]
     assert collect_aborted_txns(entries, 11, 25) == ([entries[1], entries[2]], True)  # entry 3's LSO 31 >= 25
     assert collect_aborted_txns(entries, 0, 5) == ([entries[0]], True)  # entry 2's LSO 11 >= 5
+    assert collect_aborted_txns(entries[:2], 0, 11) == ([entries[0], entries[1]], True)  # LSO 11 == upper
     assert collect_aborted_txns(entries, 31, 100) == ([entries[3]], False)
     assert collect_aborted_txns(entries, 41, 100) == ([], False)
     # across segments: the search goes on into the next segment until complete, and no further
