@@ -10,9 +10,9 @@ import asyncio
 
 import structlog
 
-from broker.cluster import group_config as gc
-from broker.cluster import topic_config as tc
 from broker.cluster.topics import BROKER_RESOURCE, CONFIG_RECORD, GROUP_RESOURCE, TOPIC_RESOURCE, TopicInfo
+from broker.config import group_config as gc
+from broker.config import topic_config as tc
 from protocol.errors import ErrorCode
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3

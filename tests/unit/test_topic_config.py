@@ -1,6 +1,6 @@
 import pytest
 
-from broker.cluster.topic_config import (
+from broker.config.topic_config import (
     DEFAULT_CONFIG,
     STATIC_BROKER_CONFIG,
     TOPIC_CONFIG,

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from broker.cluster.topic_config import (
+from broker.config.topic_config import (
     BOOLEAN,
     DEFAULT_CONFIG,
     INT,

@@ -3,7 +3,7 @@
 Sources, highest first: dynamic overrides (IncrementalAlterConfigs on the BROKER resource), the static
 properties (file plus `--override key=value`), then the default from `BROKER_CONFIGS`. Unknown keys are kept
 as strings and logged, as Kafka warns rather than fails. Topic-level values come from
-`broker.cluster.topic_config`, whose broker synonyms are resolved here.
+`broker.config.topic_config`, whose broker synonyms are resolved here.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 import structlog
 
-from broker.cluster import topic_config as tc
+from broker.config import topic_config as tc
 
 log = structlog.get_logger(__name__)
 
