@@ -8,247 +8,46 @@ as strings and logged, as Kafka warns rather than fails. Topic-level values come
 
 from __future__ import annotations
 
-import base64
-import re
-import time
-import uuid
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import structlog
 
 from broker.config import topic_config as tc
+from broker.config.definitions import (
+    DEFAULT_CONFIG,
+    DYNAMIC_DEFAULT_BROKER_CONFIG,
+    INT_MAX,
+    LONG_MAX,
+    STATIC_BROKER_CONFIG,
+    TYPE_CODES,
+    ConfigDef,
+    ConfigDescription,
+    ConfigError,
+    at_least,
+    between,
+    fraction,
+    one_of,
+    to_text,
+)
+from broker.config.listeners import (
+    SASL_MECHANISMS,
+    Listener,
+    check_listeners,
+    check_protocol_map,
+    parse_host_port,
+    parse_ip_overrides,
+    parse_listeners,
+    parse_protocol_map,
+    split_listener_key,
+)
+from broker.config.properties import parse_overrides, parse_properties
 
 log = structlog.get_logger(__name__)
 
-LONG_MAX = 2**63 - 1
-INT_MAX = 2**31 - 1
-
-# ConfigType codes (DescribeConfigs v3+).
-BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = 1, 2, 3, 4, 5, 6, 7, 8, 9
-_TYPE_NAMES = {"bool": BOOLEAN, "string": STRING, "int": INT, "short": SHORT, "long": LONG, "double": DOUBLE,
-               "list": LIST, "password": PASSWORD}
-
-# ConfigSource codes (DescribeConfigs), re-exported for callers.
-DYNAMIC_BROKER_CONFIG = tc.DYNAMIC_BROKER_CONFIG
-DYNAMIC_DEFAULT_BROKER_CONFIG = tc.DYNAMIC_DEFAULT_BROKER_CONFIG
-STATIC_BROKER_CONFIG = tc.STATIC_BROKER_CONFIG
-DEFAULT_CONFIG = tc.DEFAULT_CONFIG
-
-
-class ConfigError(ValueError):
-    """A configuration value is missing, malformed or out of range."""
-
-
-# --- value parsing ---------------------------------------------------------------------------------------------
-def _parse_bool(text: str) -> bool:
-    low = text.strip().lower()
-    if low not in ("true", "false"):
-        raise ValueError("expected true or false")
-    return low == "true"
-
-
-def _parse_list(text: str) -> list[str]:
-    return [item.strip() for item in text.split(",") if item.strip()]
-
-
-_PARSERS: dict[str, Callable[[str], Any]] = {
-    "bool": _parse_bool,
-    "string": lambda s: s.strip(),
-    "password": lambda s: s,
-    "int": lambda s: int(s.strip()),
-    "short": lambda s: int(s.strip()),
-    "long": lambda s: int(s.strip()),
-    "double": lambda s: float(s.strip()),
-    "list": _parse_list,
-}
-_BOUNDS = {"int": (-(2**31), INT_MAX), "short": (-(2**15), 2**15 - 1), "long": (-(2**63), LONG_MAX)}
-
-
-def at_least(lo: int) -> Callable[[Any], None]:
-    def check(value: Any) -> None:
-        if value < lo:
-            raise ValueError(f"value must be at least {lo}")
-
-    return check
-
-
-def between(lo: int, hi: int) -> Callable[[Any], None]:
-    def check(value: Any) -> None:
-        if not lo <= value <= hi:
-            raise ValueError(f"value must be between {lo} and {hi}")
-
-    return check
-
-
-def one_of(*choices: str) -> Callable[[Any], None]:
-    def check(value: Any) -> None:
-        items = value if isinstance(value, list) else [value]
-        bad = [v for v in items if v not in choices]
-        if bad or not items:
-            raise ValueError(f"value must be among {', '.join(choices)}")
-
-    return check
-
-
-def fraction(value: Any) -> None:
-    if not 0.0 <= value <= 1.0:
-        raise ValueError("value must be between 0 and 1")
-
-
-# --- listeners -------------------------------------------------------------------------------------------------
-class Listener(NamedTuple):
-    name: str
-    host: str
-    port: int
-
-    def __str__(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.name}://{host}:{self.port}"
-
-
-_LISTENER = re.compile(r"^(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[0-9a-fA-F:.]+\]|[^:/\[\]]*):(?P<port>\d+)$")
-
-
-def parse_listeners(value: str | list[str]) -> list[Listener]:
-    """`PLAINTEXT://host:port[,NAME://host:port]`; an empty host means all interfaces; port 0 = ephemeral."""
-    items = _parse_list(value) if isinstance(value, str) else value
-    out: list[Listener] = []
-    for item in items:
-        match = _LISTENER.match(item)
-        if match is None:
-            raise ValueError(f"listener {item!r} is not NAME://host:port")
-        port = int(match["port"])
-        if port > 65535:
-            raise ValueError(f"listener {item!r} has port {port} out of range")
-        host = match["host"].strip("[]")
-        out.append(Listener(match["name"].upper(), host, port))
-    if not out:
-        raise ValueError("no listener given")
-    names = [listener.name for listener in out]
-    if len(set(names)) != len(names):
-        raise ValueError("each listener name may be used once")
-    return out
-
-
-_HOST_PORT = re.compile(r"^(?P<host>\[[0-9a-fA-F:.]+\]|[^:/\[\]]*):(?P<port>\d+)$")
-
-
-def parse_host_port(text: str) -> tuple[str, int] | None:
-    """`host:port` (`[v6]:port`; an empty host means all interfaces), or None for an empty value."""
-    if not text.strip():
-        return None
-    match = _HOST_PORT.match(text.strip())
-    if match is None or int(match["port"]) > 65535:
-        raise ValueError(f"{text!r} is not host:port")
-    return match["host"].strip("[]"), int(match["port"])
-
-
-def parse_ip_overrides(text: str) -> dict[str, int]:
-    """`host:count,host:count` (max.connections.per.ip.overrides); the count follows the last colon, so IPv6
-    literals work."""
-    out: dict[str, int] = {}
-    for item in _parse_list(text or ""):
-        host, sep, count = item.rpartition(":")
-        host = host.strip().strip("[]")
-        if not sep or not host:
-            raise ValueError(f"{item!r} is not host:count")
-        try:
-            limit = int(count)
-        except ValueError:
-            raise ValueError(f"{item!r}: {count!r} is not a number") from None
-        if limit < 0:
-            raise ValueError(f"{item!r}: the count must be at least 0")
-        out[host] = limit
-    return out
-
-
-def _check_listeners(value: list[str]) -> None:
-    parse_listeners(value)  # each name must map to a security protocol: checked with the map (_check_relations)
-
-
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-
-
-def parse_protocol_map(value: list[str]) -> dict[str, str]:
-    """`listener.security.protocol.map`: NAME:PROTOCOL pairs, names upper-cased as listener names are."""
-    out: dict[str, str] = {}
-    for item in value:
-        name, sep, protocol = item.partition(":")
-        name, protocol = name.strip().upper(), protocol.strip().upper()
-        if not sep or not name:
-            raise ValueError(f"{item!r} is not LISTENER_NAME:SECURITY_PROTOCOL")
-        if protocol not in SECURITY_PROTOCOLS:
-            raise ValueError(f"unknown security protocol {protocol!r} (one of {', '.join(SECURITY_PROTOCOLS)})")
-        out[name] = protocol
-    return out
-
-
-def _check_protocol_map(value: list[str]) -> None:
-    parse_protocol_map(value)
-
-
-# SASL mechanisms this broker serves (Kafka also has GSSAPI and OAUTHBEARER).
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-# Properties that may also be set per listener as `listener.name.<listener>.<key>` (Kafka's listener prefix);
-# `listener.name.<listener>.<mechanism>.sasl.jaas.config` carries a mechanism as well.
-LISTENER_KEYS = frozenset({
-    "sasl.enabled.mechanisms", "connections.max.reauth.ms", "ssl.keystore.type", "ssl.keystore.location",
-    "ssl.keystore.password", "ssl.key.password", "ssl.keystore.certificate.chain", "ssl.keystore.key",
-    "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates",
-    "ssl.client.auth", "ssl.enabled.protocols", "ssl.protocol", "ssl.cipher.suites", "ssl.principal.mapping.rules",
-    "sasl.jaas.config",
-})
-_LISTENER_KEY = re.compile(r"^listener\.name\.(?P<listener>[a-z0-9_]+)\.(?:(?P<mechanism>[a-z0-9-]+)\.)?"
-                           r"(?P<key>sasl\.jaas\.config|[a-z0-9.]+)$")
-
-
-def split_listener_key(key: str) -> tuple[str, str | None, str] | None:
-    """`listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config` -> ("SASL_SSL", "SCRAM-SHA-256", "sasl.jaas.config");
-    None when the key is not a listener-prefixed property this broker knows."""
-    match = _LISTENER_KEY.match(key)
-    if match is None:
-        return None
-    mechanism, base = match["mechanism"], match["key"]
-    if mechanism is not None and base != "sasl.jaas.config":
-        base, mechanism = f"{mechanism}.{base}", None  # the greedy split took part of a dotted key
-    if base not in LISTENER_KEYS:
-        return None
-    return match["listener"].upper(), mechanism.upper() if mechanism else None, base
-
 
 # --- the table -------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ConfigDef:
-    name: str
-    type: str  # bool, string, int, short, long, double, list, password
-    default: Any  # typed default; None = unset (a derived value or "absent")
-    check: Callable[[Any], None] | None = None
-    dynamic: bool = False  # may be changed with IncrementalAlterConfigs (cluster-wide default)
-    doc: str = ""
-
-    @property
-    def sensitive(self) -> bool:
-        return self.type == "password"
-
-    def parse(self, text: str) -> Any:
-        try:
-            value = _PARSERS[self.type](str(text))
-        except ValueError:
-            raise ConfigError(f"Invalid value {text!r} for configuration {self.name}: expected {self.type}") from None
-        bounds = _BOUNDS.get(self.type)
-        if bounds is not None and not bounds[0] <= value <= bounds[1]:
-            raise ConfigError(f"Invalid value {text!r} for configuration {self.name}: out of {self.type} range")
-        if self.check is not None:
-            try:
-                self.check(value)
-            except ValueError as err:
-                raise ConfigError(f"Invalid value {text!r} for configuration {self.name}: {err}") from None
-        return value
-
-
 H = 3_600_000
 _DEFS = [
     # Server basics and listeners.
@@ -256,13 +55,13 @@ _DEFS = [
     ConfigDef("broker.rack", "string", None, doc="Rack of this broker, returned in Metadata."),
     ConfigDef("cluster.id", "string", None,
               doc="Cluster id; generated on first start and kept in log.dirs/meta.properties when absent."),
-    ConfigDef("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"], _check_listeners,
+    ConfigDef("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"], check_listeners,
               doc="Listeners to bind, NAME://host:port (port 0 = ephemeral)."),
-    ConfigDef("advertised.listeners", "list", None, _check_listeners,
+    ConfigDef("advertised.listeners", "list", None, check_listeners,
               doc="Listeners handed to clients in Metadata; defaults to listeners (with the bound port)."),
     ConfigDef("listener.security.protocol.map", "list",
               ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"],
-              _check_protocol_map, doc="Security protocol of each listener name, NAME:PROTOCOL."),
+              check_protocol_map, doc="Security protocol of each listener name, NAME:PROTOCOL."),
     ConfigDef("socket.request.max.bytes", "int", 104_857_600, at_least(1),
               doc="Largest request frame accepted; a larger size prefix closes the connection."),
     ConfigDef("queued.max.requests", "int", 100, at_least(1),
@@ -450,30 +249,6 @@ _DERIVED: dict[str, tuple[tuple[str, int], ...]] = {
 }
 
 
-class ConfigDescription(NamedTuple):
-    """One row for DescribeConfigs: the first five fields are the wire's ConfigEntry."""
-
-    name: str
-    value: str | None
-    source: int
-    is_sensitive: bool
-    read_only: bool
-    config_type: int = 0
-    documentation: str | None = None
-    synonyms: tuple[tuple[str, str | None, int], ...] = ()
-
-
-def to_text(value: Any) -> str | None:
-    """The string form Kafka shows for a typed value."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list):
-        return ",".join(str(v) for v in value)
-    return str(value)
-
-
 class BrokerConfig:
     """Typed broker properties with Kafka's precedence; cheap `get()` (values are resolved once per change)."""
 
@@ -603,7 +378,7 @@ class BrokerConfig:
             if include_synonyms:
                 synonyms = tuple(self._synonyms(name))
             rows.append(ConfigDescription(name, value, self.source(name), definition.sensitive, not definition.dynamic,
-                                          _TYPE_NAMES[definition.type], definition.doc or None, synonyms))
+                                          TYPE_CODES[definition.type], definition.doc or None, synonyms))
         return rows
 
     def _synonyms(self, name: str) -> list[tuple[str, str | None, int]]:
@@ -713,68 +488,6 @@ class BrokerConfig:
                                   f"and group.share.max.{key}={hi}")
 
 
-# --- loading ---------------------------------------------------------------------------------------------------
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def _unescape(text: str) -> str:
-    out = []
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\" and i + 1 < len(text):
-            nxt = text[i + 1]
-            if nxt == "u" and i + 5 < len(text):
-                out.append(chr(int(text[i + 2:i + 6], 16)))
-                i += 6
-                continue
-            out.append(_ESCAPES.get(nxt, nxt))
-            i += 2
-            continue
-        out.append(ch)
-        i += 1
-    return "".join(out)
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Java `.properties` syntax: `#`/`!` comments, `key=value`, `key: value` or `key value`, backslash line
-    continuation and escapes. Later keys win."""
-    props: dict[str, str] = {}
-    logical: list[str] = []
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        line = lines[i].lstrip()
-        i += 1
-        if not logical and (not line or line[0] in "#!"):
-            continue
-        # An odd number of trailing backslashes continues the line.
-        trailing = len(line) - len(line.rstrip("\\"))
-        if trailing % 2 == 1:
-            logical.append(line[:-1])
-            if i < len(lines):
-                continue
-        else:
-            logical.append(line)
-        entry = "".join(logical)
-        logical = []
-        match = re.match(r"((?:\\.|[^\s=:\\])*)\s*[=:]?\s*(.*)$", entry, re.S)
-        if match is None or not match.group(1):
-            continue
-        props[_unescape(match.group(1))] = _unescape(match.group(2))
-    return props
-
-
-def parse_overrides(items: Iterable[str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--override {item!r} is not key=value")
-        out[key.strip()] = value
-    return out
-
-
 def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -> BrokerConfig:
     props: dict[str, str] = {}
     if path is not None:
@@ -787,37 +500,3 @@ def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -
     for key in sorted(config.unknown):
         log.warning("unknown config key kept", key=key)
     return config
-
-
-# --- meta.properties -------------------------------------------------------------------------------------------
-def new_cluster_id() -> str:
-    """Kafka's format: a random UUID as URL-safe base64 without padding (22 characters)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-
-
-def ensure_meta_properties(data_dir: Path, node_id: int, cluster_id: str | None) -> str:
-    """Read or create `meta.properties` (KRaft v1 layout) and return the cluster id.
-
-    A configured cluster.id must match the stored one, and the stored node.id must match ours: pointing a
-    broker at another cluster's data is refused as Kafka does.
-    """
-    data_dir.mkdir(parents=True, exist_ok=True)
-    path = data_dir / "meta.properties"
-    if path.exists():
-        meta = parse_properties(path.read_text(encoding="utf-8"))
-        stored = meta.get("cluster.id")
-        if not stored:
-            raise ConfigError(f"{path} has no cluster.id")
-        if cluster_id is not None and cluster_id != stored:
-            raise ConfigError(f"cluster.id {cluster_id} does not match {stored} stored in {path}")
-        if "node.id" in meta and int(meta["node.id"]) != node_id:
-            raise ConfigError(f"node.id {node_id} does not match {meta['node.id']} stored in {path}")
-        return stored
-    cluster_id = cluster_id or new_cluster_id()
-    directory_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-    text = (f"#\n#{time.strftime('%a %b %d %H:%M:%S %Z %Y')}\n"
-            f"node.id={node_id}\nversion=1\ncluster.id={cluster_id}\ndirectory.id={directory_id}\n")
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-    return cluster_id

@@ -9,19 +9,25 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-LONG_MAX = 2**63 - 1
-INT_MAX = 2**31 - 1
+from broker.config.definitions import (
+    BOOLEAN,
+    DEFAULT_CONFIG,
+    DOUBLE,
+    DYNAMIC_BROKER_CONFIG,
+    DYNAMIC_DEFAULT_BROKER_CONFIG,
+    GROUP_CONFIG,
+    INT,
+    INT_MAX,
+    LIST,
+    LONG,
+    LONG_MAX,
+    STATIC_BROKER_CONFIG,
+    STRING,
+    TOPIC_CONFIG,
+)
 
-# ConfigSource values (DescribeConfigs).
-TOPIC_CONFIG = 1
-DYNAMIC_BROKER_CONFIG = 2
-DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-STATIC_BROKER_CONFIG = 4
-DEFAULT_CONFIG = 5
-GROUP_CONFIG = 8
-
-# ConfigType values (DescribeConfigs v3+).
-BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST = 1, 2, 3, 4, 5, 6, 7
+__all__ = ["DEFAULT_CONFIG", "DYNAMIC_BROKER_CONFIG", "DYNAMIC_DEFAULT_BROKER_CONFIG", "GROUP_CONFIG",
+           "STATIC_BROKER_CONFIG", "TOPIC_CONFIG"]
 
 
 @dataclass(frozen=True)
