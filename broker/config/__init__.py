@@ -5,7 +5,8 @@ Modules: `definitions` (ConfigDef, types, sources, validators), `broker_config` 
 settings), `listeners`, `properties` (.properties files, meta.properties). Callers import common names from here.
 """
 
-from broker.config.broker_config import BROKER_CONFIGS, BrokerConfig, load_config
+from broker.config.broker_config import BrokerConfig, load_config
+from broker.config.broker_defs import BROKER_CONFIGS
 from broker.config.definitions import (
     DEFAULT_CONFIG,
     DYNAMIC_BROKER_CONFIG,
