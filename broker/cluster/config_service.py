@@ -128,7 +128,7 @@ class ConfigService:
                 changes[key] = None
                 continue
             if op in (APPEND, SUBTRACT):
-                if definition.type != tc.LIST:
+                if definition.type != "list":
                     raise ConfigChangeError(ErrorCode.INVALID_CONFIG,
                                             f"Config value append/subtract is not allowed for config key: {key}")
                 value = _apply_list_op(self._topics.str_config(info, key), op, value)

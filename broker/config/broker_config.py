@@ -20,7 +20,6 @@ from broker.config.definitions import (
     DEFAULT_CONFIG,
     DYNAMIC_DEFAULT_BROKER_CONFIG,
     STATIC_BROKER_CONFIG,
-    TYPE_CODES,
     ConfigDescription,
     ConfigError,
     to_text,
@@ -166,7 +165,7 @@ class BrokerConfig:
             if include_synonyms:
                 synonyms = tuple(self._synonyms(name))
             rows.append(ConfigDescription(name, value, self.source(name), definition.sensitive, not definition.dynamic,
-                                          TYPE_CODES[definition.type], definition.doc or None, synonyms))
+                                          definition.type_code, definition.doc or None, synonyms))
         return rows
 
     def _synonyms(self, name: str) -> list[tuple[str, str | None, int]]:
@@ -193,7 +192,7 @@ class BrokerConfig:
         """Every topic config's effective value (text) for a topic with these overrides."""
         return {name: self.topic_value(name, overrides) for name in tc.TOPIC_CONFIGS}
 
-    def describe_topic(self, overrides: Mapping[str, str], keys: Iterable[str] | None = None) -> list[tc.ConfigEntry]:
+    def describe_topic(self, overrides: Mapping[str, str], keys: Iterable[str] | None = None) -> list[ConfigDescription]:
         names = tc.DESCRIBED_CONFIGS if keys is None else [k for k in keys if k in tc.DESCRIBED_CONFIGS]
         return [tc.effective(name, dict(overrides), self.broker_value) for name in names]
 

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from broker.config.definitions import INT_MAX, LONG_MAX, ConfigDef, at_least, between, fraction, one_of
+from broker.config.definitions import (
+    INT_MAX,
+    LONG_MAX,
+    ConfigDef,
+    at_least,
+    between,
+    fraction,
+    one_of,
+    to_text,
+)
 from broker.config.listeners import (
     SASL_MECHANISMS,
     check_listeners,
@@ -210,3 +219,13 @@ DERIVED: dict[str, tuple[tuple[str, int], ...]] = {
     "log.retention.ms": (("log.retention.ms", 1), ("log.retention.minutes", 60_000), ("log.retention.hours", H)),
     "log.roll.ms": (("log.roll.ms", 1), ("log.roll.hours", H)),
 }
+
+
+def default_text(name: str) -> str | None:
+    """A broker config's value when nothing sets it, as Kafka shows it (a derived key: from the last key of its
+    family, as BrokerConfig resolves it); the defaults of topic and group configs come from here."""
+    family = DERIVED.get(name)
+    if family is not None:
+        key, scale = family[-1]
+        return to_text(BROKER_CONFIGS[key].default * scale)
+    return to_text(BROKER_CONFIGS[name].default)

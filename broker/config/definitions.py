@@ -27,7 +27,7 @@ class ConfigError(ValueError):
     """A configuration value is missing, malformed or out of range."""
 
 
-# --- value parsing ---------------------------------------------------------------------------------------------
+# --- broker values: parsing and validators (they see typed values) ------------------------------------------
 def _parse_bool(text: str) -> bool:
     low = text.strip().lower()
     if low not in ("true", "false"):
@@ -83,19 +83,34 @@ def fraction(value: Any) -> None:
         raise ValueError("value must be between 0 and 1")
 
 
-# --- the table -------------------------------------------------------------------------------------------------
+# --- the definition --------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ConfigDef:
+    """One config of any scope (broker, topic, group), as Kafka's ConfigDef.define.
+
+    Broker configs are typed when loaded (`parse`, ConfigError). Topic and group configs keep the text they were
+    given, as Kafka shows it back (`validate`, ValueError in the wording of Kafka's ConfigDef); their `default`
+    is that text too, and `synonym` names the broker setting they default to.
+    """
+
     name: str
     type: str  # bool, string, int, short, long, double, list, password
-    default: Any  # typed default; None = unset (a derived value or "absent")
+    default: Any  # None = unset (a derived value or "absent")
     check: Callable[[Any], None] | None = None
     dynamic: bool = False  # may be changed with IncrementalAlterConfigs (cluster-wide default)
     doc: str = ""
+    synonym: str | None = None  # the broker setting a topic or group config defaults to
+    internal: bool = False  # Kafka's defineInternal: settable, never listed by DescribeConfigs
+    # Broker configs holding a group config's allowed range (Kafka's GroupConfig.validateIntRange).
+    bounds: tuple[str, str] | None = None
 
     @property
     def sensitive(self) -> bool:
         return self.type == "password"
+
+    @property
+    def type_code(self) -> int:
+        return TYPE_CODES[self.type]
 
     def parse(self, text: str) -> Any:
         try:
@@ -112,15 +127,63 @@ class ConfigDef:
                 raise ConfigError(f"Invalid value {text!r} for configuration {self.name}: {err}") from None
         return value
 
+    def validate(self, text: str) -> str:
+        """The text to keep for a topic or group value; the check sees the stripped text."""
+        value = text.strip()
+        try:
+            if self.type in _JAVA_NUMBERS:
+                _check_java_number(self.type, value, in_range=self.bounds is None)
+            if self.check is not None:
+                self.check(value)
+        except ValueError as err:
+            raise ValueError(f"Invalid value {text} for configuration {self.name}: {err}") from None
+        return value
+
+
+# Kafka parses INT and LONG configs as Java ints and longs: anything else is "Not a number of type ...".
+_JAVA_NUMBERS = {"int": ("INT", -(2**31), INT_MAX), "long": ("LONG", -(2**63), LONG_MAX)}
+
+
+def _check_java_number(kind: str, value: str, *, in_range: bool) -> None:
+    # A group config bounded by broker settings reports a huge number against those bounds instead.
+    name, lo, hi = _JAVA_NUMBERS[kind]
+    try:
+        number = int(value)
+    except ValueError:
+        raise ValueError(f"Not a number of type {name}") from None
+    if in_range and not lo <= number <= hi:
+        raise ValueError(f"Not a number of type {name}")
+
+
+# --- topic and group values: validators in Kafka's ConfigDef wording (they see the text) ---------------------
+def int_range(lo: int, hi: int | None = None) -> Callable[[str], None]:
+    """Kafka's ConfigDef.Range (atLeast without `hi`, between with it) with its messages."""
+    def check(value: str) -> None:
+        number = int(value)
+        if number < lo:
+            raise ValueError(f"Value must be at least {lo}")
+        if hi is not None and number > hi:
+            raise ValueError(f"Value must be no more than {hi}")
+
+    return check
+
+
+def in_values(*choices: str) -> Callable[[str], None]:
+    def check(value: str) -> None:
+        if value not in choices:
+            raise ValueError(f"value must be one of {', '.join(choices)}")
+
+    return check
+
 
 class ConfigDescription(NamedTuple):
-    """One row for DescribeConfigs: the first five fields are the wire's ConfigEntry."""
+    """One row for DescribeConfigs (any scope): the first five fields are the wire's ConfigEntry."""
 
     name: str
     value: str | None
     source: int
-    is_sensitive: bool
-    read_only: bool
+    is_sensitive: bool = False
+    read_only: bool = False
     config_type: int = 0
     documentation: str | None = None
     synonyms: tuple[tuple[str, str | None, int], ...] = ()

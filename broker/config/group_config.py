@@ -1,7 +1,7 @@
 """Group-level configs (KIP-848/KIP-932 GroupConfig): names, validation and the broker settings they default to.
 
 Set with IncrementalAlterConfigs on the GROUP resource (type 32), e.g. `share.auto.offset.reset=earliest`;
-a group's effective value is its override, else the broker setting named in `broker_key`, else the default.
+a group's effective value is its override, else the broker setting it is a synonym of, else the default.
 Integer share configs must lie within the broker's `group.share.min.*`/`group.share.max.*` bounds; the share
 group coordinator and the share-partition leader read the effective values on every use, so a change applies
 to running groups at once.
@@ -11,19 +11,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from broker.config.topic_config import (
-    BOOLEAN,
+from broker.config.broker_defs import default_text
+from broker.config.definitions import (
     DEFAULT_CONFIG,
-    INT,
-    STRING,
-    ConfigEntry,
-    one_of,
+    GROUP_CONFIG,
+    ConfigDef,
+    ConfigDescription,
+    in_values,
+    int_range,
 )
-
-GROUP_RESOURCE = 32
-DYNAMIC_GROUP_CONFIG = 8  # ConfigSource for a group override
 
 # ISO-8601 duration as Java's Duration.parse accepts it (days, hours, minutes, seconds).
 _DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$", re.IGNORECASE)
@@ -48,15 +45,6 @@ def _auto_offset_reset(value: str) -> None:
     raise ValueError("value must be latest, earliest or by_duration:<ISO-8601 duration>")
 
 
-def _at_least(lo: int) -> Callable[[str], None]:
-    # Kafka's ConfigDef.Range.atLeast, with its message.
-    def check(value: str) -> None:
-        if int(value) < lo:
-            raise ValueError(f"Value must be at least {lo}")
-
-    return check
-
-
 def _boolean(value: str) -> None:
     # Kafka's ConfigDef accepts true/false in any case.
     if value.lower() not in ("true", "false"):
@@ -69,52 +57,47 @@ def _dlq_topic_name(value: str) -> None:
         raise ValueError("DLQ topic name must not start with '__'")
 
 
-@dataclass(frozen=True)
-class GroupConfigDef:
-    name: str
-    type: int
-    default: str
-    broker_key: str | None
-    check: Callable[[str], None]
-    # Broker configs holding the allowed range ("group.share.min.x", "group.share.max.x", and the same for
-    # group.consumer), as Kafka's GroupConfig.validateIntRange checks them.
-    bounds: tuple[str, str] | None = None
+def _group(name: str, type: str, synonym: str | None, check: Callable[[str], None], *, default: str | None = None,
+           bounded: bool = False) -> ConfigDef:
+    """A group config; its default is its broker synonym's (as Kafka's GroupConfig), unless it has none.
+    A bounded one must lie within the synonym's `min`/`max` broker configs (validateIntRange)."""
+    bounds = None
+    if synonym is not None:
+        default = default_text(synonym)
+        prefix, _, key = synonym.partition(".")  # "group", "share.record.lock.duration.ms"
+        family, _, key = key.partition(".")
+        if bounded:
+            bounds = (f"{prefix}.{family}.min.{key}", f"{prefix}.{family}.max.{key}")
+    return ConfigDef(name, type, default, check, synonym=synonym, bounds=bounds)
 
 
 _SHARE = "group.share"
 _CONSUMER = "group.consumer"
 _DEFS = [
-    GroupConfigDef("consumer.session.timeout.ms", INT, "45000", f"{_CONSUMER}.session.timeout.ms", _at_least(1),
-                   (f"{_CONSUMER}.min.session.timeout.ms", f"{_CONSUMER}.max.session.timeout.ms")),
-    GroupConfigDef("consumer.heartbeat.interval.ms", INT, "5000", f"{_CONSUMER}.heartbeat.interval.ms",
-                   _at_least(1),
-                   (f"{_CONSUMER}.min.heartbeat.interval.ms", f"{_CONSUMER}.max.heartbeat.interval.ms")),
-    GroupConfigDef("share.session.timeout.ms", INT, "45000", f"{_SHARE}.session.timeout.ms", _at_least(1),
-                   (f"{_SHARE}.min.session.timeout.ms", f"{_SHARE}.max.session.timeout.ms")),
-    GroupConfigDef("share.heartbeat.interval.ms", INT, "5000", f"{_SHARE}.heartbeat.interval.ms",
-                   _at_least(1),
-                   (f"{_SHARE}.min.heartbeat.interval.ms", f"{_SHARE}.max.heartbeat.interval.ms")),
-    GroupConfigDef("share.record.lock.duration.ms", INT, "30000", f"{_SHARE}.record.lock.duration.ms",
-                   _at_least(1000),
-                   (f"{_SHARE}.min.record.lock.duration.ms", f"{_SHARE}.max.record.lock.duration.ms")),
-    GroupConfigDef("share.delivery.count.limit", INT, "5", f"{_SHARE}.delivery.count.limit", _at_least(2),
-                   (f"{_SHARE}.min.delivery.count.limit", f"{_SHARE}.max.delivery.count.limit")),
-    GroupConfigDef("share.partition.max.record.locks", INT, "2000", f"{_SHARE}.partition.max.record.locks",
-                   _at_least(100),
-                   (f"{_SHARE}.min.partition.max.record.locks", f"{_SHARE}.max.partition.max.record.locks")),
-    GroupConfigDef("share.auto.offset.reset", STRING, "latest", None, _auto_offset_reset),
-    GroupConfigDef("share.isolation.level", STRING, "read_uncommitted", None,
-                   one_of("read_uncommitted", "read_committed")),
-    GroupConfigDef("share.renew.acknowledge.enable", BOOLEAN, "true", None, _boolean),
-    GroupConfigDef("errors.deadletterqueue.topic.name", STRING, "", None, _dlq_topic_name),
-    GroupConfigDef("errors.deadletterqueue.copy.record.enable", BOOLEAN, "false", None, _boolean),
+    _group("consumer.session.timeout.ms", "int", f"{_CONSUMER}.session.timeout.ms", int_range(1), bounded=True),
+    _group("consumer.heartbeat.interval.ms", "int", f"{_CONSUMER}.heartbeat.interval.ms", int_range(1),
+           bounded=True),
+    _group("share.session.timeout.ms", "int", f"{_SHARE}.session.timeout.ms", int_range(1), bounded=True),
+    _group("share.heartbeat.interval.ms", "int", f"{_SHARE}.heartbeat.interval.ms", int_range(1), bounded=True),
+    _group("share.record.lock.duration.ms", "int", f"{_SHARE}.record.lock.duration.ms", int_range(1000),
+           bounded=True),
+    _group("share.delivery.count.limit", "int", f"{_SHARE}.delivery.count.limit", int_range(2), bounded=True),
+    _group("share.partition.max.record.locks", "int", f"{_SHARE}.partition.max.record.locks", int_range(100),
+           bounded=True),
+    _group("share.auto.offset.reset", "string", None, _auto_offset_reset, default="latest"),
+    _group("share.isolation.level", "string", None, in_values("read_uncommitted", "read_committed"),
+           default="read_uncommitted"),
+    _group("share.renew.acknowledge.enable", "bool", None, _boolean, default="true"),
+    _group("errors.deadletterqueue.topic.name", "string", None, _dlq_topic_name, default=""),
+    _group("errors.deadletterqueue.copy.record.enable", "bool", None, _boolean, default="false"),
 ]
-GROUP_CONFIGS: dict[str, GroupConfigDef] = {d.name: d for d in _DEFS}
+GROUP_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
 # Session timeout must stay above the heartbeat interval (Kafka's validateSessionExceedsHeartbeat).
 _SESSION_HEARTBEAT = [("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"),
                       ("share.session.timeout.ms", "share.heartbeat.interval.ms")]
 
 BrokerGet = Callable[[str], object]
+BrokerLookup = Callable[[str], tuple[str | None, int]]
 
 
 def validate(name: str, value: str) -> str:
@@ -122,17 +105,8 @@ def validate(name: str, value: str) -> str:
     definition = GROUP_CONFIGS.get(name)
     if definition is None:
         raise ValueError(f"Unknown group config name: {name}")
-    text = value.strip()
-    try:
-        if definition.type == INT:
-            try:
-                int(text)
-            except ValueError:
-                raise ValueError("Not a number of type INT") from None
-        definition.check(text)
-    except ValueError as err:
-        raise ValueError(f"Invalid value {value} for configuration {name}: {err}") from None
-    return text.lower() if definition.type == BOOLEAN else text
+    text = definition.validate(value)
+    return text.lower() if definition.type == "bool" else text
 
 
 def validate_overrides(changed: dict[str, str], overrides: dict[str, str], broker_get: BrokerGet) -> None:
@@ -147,8 +121,8 @@ def validate_overrides(changed: dict[str, str], overrides: dict[str, str], broke
                 raise ValueError(f"{name} must be in the range {lo} to {hi} inclusive.")
     for session, heartbeat in _SESSION_HEARTBEAT:
         if session in changed or heartbeat in changed:
-            s = int(overrides.get(session) or str(broker_get(GROUP_CONFIGS[session].broker_key)))
-            h = int(overrides.get(heartbeat) or str(broker_get(GROUP_CONFIGS[heartbeat].broker_key)))
+            s = int(overrides.get(session) or str(broker_get(GROUP_CONFIGS[session].synonym)))
+            h = int(overrides.get(heartbeat) or str(broker_get(GROUP_CONFIGS[heartbeat].synonym)))
             if s <= h:
                 raise ValueError(f"{session} must be greater than {heartbeat}")
 
@@ -163,25 +137,19 @@ def clamped(name: str, value: str, broker_get: BrokerGet) -> str:
     return str(min(max(int(value), lo), hi))
 
 
-def effective(name: str, overrides: dict[str, str], broker_value) -> ConfigEntry:
+def effective(name: str, overrides: dict[str, str], broker_value: BrokerLookup) -> ConfigDescription:
     """The group's value of `name` and where it comes from: its override (GROUP_CONFIG source), else the broker
     setting it defaults to (static or dynamic), else the default; synonyms list them in that order."""
     definition = GROUP_CONFIGS[name]
     synonyms: list[tuple[str, str | None, int]] = []
     if name in overrides:
-        synonyms.append((name, overrides[name], DYNAMIC_GROUP_CONFIG))
-    broker = None
-    if definition.broker_key is not None:
-        value, source = broker_value(definition.broker_key)
-        if value is not None and source != DEFAULT_CONFIG:
-            broker = ConfigEntry(name, value, source, config_type=definition.type)
-            synonyms.append((definition.broker_key, value, source))
-        else:
-            synonyms.append((definition.broker_key, definition.default, DEFAULT_CONFIG))
+        synonyms.append((name, overrides[name], GROUP_CONFIG))
+    value, source = definition.default, DEFAULT_CONFIG
+    if definition.synonym is not None:
+        broker, broker_source = broker_value(definition.synonym)
+        if broker is not None and broker_source != DEFAULT_CONFIG:
+            value, source = broker, broker_source
+        synonyms.append((definition.synonym, value, source))
     if name in overrides:
-        return ConfigEntry(name, overrides[name], DYNAMIC_GROUP_CONFIG, config_type=definition.type,
-                           synonyms=tuple(synonyms))
-    if broker is not None:
-        return ConfigEntry(name, broker.value, broker.source, config_type=definition.type, synonyms=tuple(synonyms))
-    return ConfigEntry(name, definition.default, DEFAULT_CONFIG, config_type=definition.type,
-                       synonyms=tuple(synonyms))
+        value, source = overrides[name], GROUP_CONFIG
+    return ConfigDescription(name, value, source, config_type=definition.type_code, synonyms=tuple(synonyms))
