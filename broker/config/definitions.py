@@ -12,7 +12,7 @@ INT_MAX = 2**31 - 1
 # ConfigType codes (DescribeConfigs v3+).
 BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = 1, 2, 3, 4, 5, 6, 7, 8, 9
 TYPE_CODES = {"bool": BOOLEAN, "string": STRING, "int": INT, "short": SHORT, "long": LONG, "double": DOUBLE,
-               "list": LIST, "password": PASSWORD}
+              "list": LIST, "password": PASSWORD}
 
 # ConfigSource codes (DescribeConfigs).
 TOPIC_CONFIG = 1

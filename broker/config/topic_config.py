@@ -16,6 +16,7 @@ from broker.config.definitions import (
     TOPIC_CONFIG,
     ConfigDef,
     ConfigDescription,
+    fraction,
     in_values,
     int_range,
 )
@@ -32,8 +33,7 @@ def _list_of(*choices: str) -> Callable[[str], None]:
 
 
 def _ratio(value: str) -> None:
-    if not 0.0 <= float(value) <= 1.0:
-        raise ValueError("value must be between 0 and 1")
+    fraction(float(value))
 
 
 def _bool(value: str) -> None:
