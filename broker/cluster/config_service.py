@@ -1,4 +1,4 @@
-"""DescribeConfigs / IncrementalAlterConfigs for topics and the broker.
+"""DescribeConfigs / IncrementalAlterConfigs for topics, groups and the broker.
 
 Topic overrides and dynamic broker settings are written to the metadata journal (ConfigRecord) before they
 take effect, so they survive restarts.
@@ -7,13 +7,18 @@ take effect, so they survive restarts.
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 import structlog
 
-from broker.cluster import group_config as gc
-from broker.cluster import topic_config as tc
 from broker.cluster.topics import BROKER_RESOURCE, CONFIG_RECORD, GROUP_RESOURCE, TOPIC_RESOURCE, TopicInfo
+from broker.config import group_config as gc
+from broker.config import topic_config as tc
+from broker.config.broker_config import BrokerConfig
 from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.cluster.manager import TopicManager
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 GROUP_CACHE_SIZE = 10_000  # effective group configs kept; the cache starts over beyond that
@@ -52,9 +57,9 @@ def _apply_list_op(current: str, op: int, value: str | None) -> str:
 
 
 class ConfigService:
-    def __init__(self, config, topics) -> None:
-        self._config = config  # broker.config.BrokerConfig
-        self._topics = topics  # broker.cluster.manager.TopicManager
+    def __init__(self, config: BrokerConfig, topics: TopicManager) -> None:
+        self._config = config
+        self._topics = topics
         # group id -> effective group configs; read on every share fetch, cleared when any config changes.
         self._group_cache: dict[str, dict[str, str]] = {}
         self._changes = asyncio.Lock()
@@ -128,7 +133,7 @@ class ConfigService:
                 changes[key] = None
                 continue
             if op in (APPEND, SUBTRACT):
-                if definition.type != tc.LIST:
+                if definition.type != "list":
                     raise ConfigChangeError(ErrorCode.INVALID_CONFIG,
                                             f"Config value append/subtract is not allowed for config key: {key}")
                 value = _apply_list_op(self._topics.str_config(info, key), op, value)

@@ -5,9 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-GIB = 1 << 30
-DAY_MS = 24 * 3600 * 1000
-LONG_MAX = 2**63 - 1
+from broker.config.topic_config import TOPIC_CONFIGS
+
+
+def _default(name: str) -> int:
+    # The topic config's default (itself its broker synonym's), declared once in broker.config.
+    return int(TOPIC_CONFIGS[name].default)
+
+
+_POLICY = {p.strip() for p in TOPIC_CONFIGS["cleanup.policy"].default.split(",")}
 
 # Kafka topic config name -> LogConfig field (integers)
 TOPIC_NAMES = {
@@ -26,20 +32,20 @@ TOPIC_NAMES = {
 
 @dataclass(frozen=True, slots=True)
 class LogConfig:
-    segment_bytes: int = GIB
-    segment_ms: int = 7 * DAY_MS
-    retention_ms: int = 7 * DAY_MS  # -1: no time limit
-    retention_bytes: int = -1  # -1: no size limit
-    index_interval_bytes: int = 4096
+    segment_bytes: int = _default("segment.bytes")
+    segment_ms: int = _default("segment.ms")
+    retention_ms: int = _default("retention.ms")  # -1: no time limit
+    retention_bytes: int = _default("retention.bytes")  # -1: no size limit
+    index_interval_bytes: int = _default("index.interval.bytes")
     # cleanup.policy: "delete" trims by retention, "compact" keeps the latest record per key (the log cleaner)
-    compact: bool = False
-    delete: bool = True
-    segment_index_bytes: int = 10 * 1024 * 1024  # the cleaner groups segments up to this much index data
-    min_cleanable_ratio: float = 0.5  # min.cleanable.dirty.ratio
-    delete_retention_ms: int = DAY_MS  # how long tombstones stay readable once they have been cleaned
-    min_compaction_lag_ms: int = 0
-    max_compaction_lag_ms: int = LONG_MAX
-    max_message_bytes: int = 1_048_588
+    compact: bool = "compact" in _POLICY
+    delete: bool = "delete" in _POLICY
+    segment_index_bytes: int = _default("segment.index.bytes")  # the cleaner groups segments up to this much index
+    min_cleanable_ratio: float = float(TOPIC_CONFIGS["min.cleanable.dirty.ratio"].default)
+    delete_retention_ms: int = _default("delete.retention.ms")  # how long cleaned tombstones stay readable
+    min_compaction_lag_ms: int = _default("min.compaction.lag.ms")
+    max_compaction_lag_ms: int = _default("max.compaction.lag.ms")
+    max_message_bytes: int = _default("max.message.bytes")
 
     @property
     def max_segment_ms(self) -> int:

@@ -186,7 +186,7 @@ class SharePartitionManager:
         if reset == "earliest":
             return plog.log_start_offset
         if reset.startswith("by_duration:"):
-            from broker.cluster.group_config import duration_ms
+            from broker.config.group_config import duration_ms
 
             found = plog.offset_for_timestamp(self.now_ms() - duration_ms(reset.removeprefix("by_duration:")))
             return found[0] if found is not None else plog.log_end_offset

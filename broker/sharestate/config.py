@@ -6,15 +6,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from broker.config.broker_defs import BROKER_CONFIGS
+
 NUM_PARTITIONS = "share.coordinator.state.topic.num.partitions"
 SNAPSHOT_UPDATE_RECORDS_PER_SNAPSHOT = "share.coordinator.snapshot.update.records.per.snapshot"
 
 
 @dataclass(frozen=True)
 class ShareCoordinatorConfig:
-    state_topic_num_partitions: int = 50
+    state_topic_num_partitions: int = BROKER_CONFIGS[NUM_PARTITIONS].default
     # ShareUpdate records written for a share-partition before the next write is a full ShareSnapshot.
-    snapshot_update_records_per_snapshot: int = 500
+    snapshot_update_records_per_snapshot: int = BROKER_CONFIGS[SNAPSHOT_UPDATE_RECORDS_PER_SNAPSHOT].default
 
     def __post_init__(self) -> None:
         if self.state_topic_num_partitions < 1:

@@ -1,6 +1,6 @@
 import pytest
 
-from broker.cluster.group_config import duration_ms, validate
+from broker.config.group_config import duration_ms, validate
 
 
 def test_durations():
@@ -31,7 +31,7 @@ BROKER = {"group.share.min.session.timeout.ms": 45000, "group.share.max.session.
 
 
 def check(changes: dict[str, str], overrides: dict[str, str] | None = None) -> None:
-    from broker.cluster.group_config import validate_overrides
+    from broker.config.group_config import validate_overrides
 
     merged = {**(overrides or {}), **changes}
     validate_overrides(changes, merged, BROKER.__getitem__)
@@ -56,7 +56,7 @@ def test_share_configs_within_the_brokers_bounds_with_kafkas_messages():
 
 
 def test_consumer_configs_within_the_brokers_bounds_with_kafkas_messages():
-    from broker.cluster.group_config import clamped
+    from broker.config.group_config import clamped
 
     check({"consumer.session.timeout.ms": "60000", "consumer.heartbeat.interval.ms": "15000"})
     cases = {
@@ -75,7 +75,7 @@ def test_consumer_configs_within_the_brokers_bounds_with_kafkas_messages():
 def test_session_timeout_must_exceed_heartbeat_interval_with_broker_values_for_the_missing_one():
     broker = dict(BROKER)
     broker["group.share.min.session.timeout.ms"] = 1000
-    from broker.cluster.group_config import validate_overrides
+    from broker.config.group_config import validate_overrides
 
     with pytest.raises(ValueError, match="^share.session.timeout.ms must be greater than share.heartbeat.interval.ms$"):
         validate_overrides({"share.session.timeout.ms": "5000"}, {"share.session.timeout.ms": "5000"},

@@ -1,13 +1,7 @@
 import pytest
 
-from broker.cluster.topic_config import (
-    DEFAULT_CONFIG,
-    STATIC_BROKER_CONFIG,
-    TOPIC_CONFIG,
-    TOPIC_CONFIGS,
-    effective,
-    validate,
-)
+from broker.config.definitions import DEFAULT_CONFIG, STATIC_BROKER_CONFIG, TOPIC_CONFIG
+from broker.config.topic_config import TOPIC_CONFIGS, effective, validate
 
 
 def broker_lookup(values):

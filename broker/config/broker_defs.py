@@ -1,0 +1,231 @@
+"""The broker's config definitions: Kafka's names, types, defaults and validators, and derived families."""
+
+from __future__ import annotations
+
+from broker.config.definitions import (
+    INT_MAX,
+    LONG_MAX,
+    ConfigDef,
+    at_least,
+    between,
+    fraction,
+    one_of,
+    to_text,
+)
+from broker.config.listeners import (
+    SASL_MECHANISMS,
+    check_listeners,
+    check_protocol_map,
+    parse_host_port,
+    parse_ip_overrides,
+)
+
+H = 3_600_000
+_DEFS = [
+    # Server basics and listeners.
+    ConfigDef("node.id", "int", 1, at_least(0), doc="The node id of this broker (and its combined controller)."),
+    ConfigDef("broker.rack", "string", None, doc="Rack of this broker, returned in Metadata."),
+    ConfigDef("cluster.id", "string", None,
+              doc="Cluster id; generated on first start and kept in log.dirs/meta.properties when absent."),
+    ConfigDef("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"], check_listeners,
+              doc="Listeners to bind, NAME://host:port (port 0 = ephemeral)."),
+    ConfigDef("advertised.listeners", "list", None, check_listeners,
+              doc="Listeners handed to clients in Metadata; defaults to listeners (with the bound port)."),
+    ConfigDef("listener.security.protocol.map", "list",
+              ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"],
+              check_protocol_map, doc="Security protocol of each listener name, NAME:PROTOCOL."),
+    ConfigDef("socket.request.max.bytes", "int", 104_857_600, at_least(1),
+              doc="Largest request frame accepted; a larger size prefix closes the connection."),
+    ConfigDef("queued.max.requests", "int", 100, at_least(1),
+              doc="Requests in flight per connection before the broker stops reading from it."),
+    ConfigDef("connections.max.unsent.bytes", "long", 1_048_576, at_least(0),
+              doc="Response bytes a connection may have waiting to be sent (in its socket write buffer, or "
+                  "finished behind an earlier response) before the broker stops dispatching its requests and "
+                  "reading from it. Kafka has no such setting: it serves one request per connection at a time."),
+    ConfigDef("connections.max.idle.ms", "long", 600_000, at_least(-1),
+              doc="Close connections that received and sent nothing for this long, including ones stuck in the "
+                  "middle of a request; -1 never."),
+    ConfigDef("max.connections", "int", INT_MAX, at_least(0), dynamic=True,
+              doc="Connections the broker holds at once; when reached, new connections wait to be accepted "
+                  "until one closes."),
+    ConfigDef("max.connections.per.ip", "int", INT_MAX, at_least(0), dynamic=True,
+              doc="Connections from one address; a new connection over the limit is closed at once."),
+    ConfigDef("max.connections.per.ip.overrides", "string", "", parse_ip_overrides, dynamic=True,
+              doc="Per-address or host name limits overriding max.connections.per.ip, e.g. "
+                  "'hostName:100,127.0.0.1:200'."),
+    ConfigDef("message.max.bytes", "int", 1_048_588, at_least(0), dynamic=True),
+    # Observability (Shoal's own; Kafka exports JMX).
+    ConfigDef("metrics.prometheus.listener", "string", "", parse_host_port,
+              doc="host:port serving Prometheus metrics over HTTP (GET /metrics); empty: no endpoint. Port 0 "
+                  "binds an ephemeral port (written to --port-file as 'prometheus PORT')."),
+    ConfigDef("shoal.loop.lag.warn.ms", "long", 200, at_least(1),
+              doc="An event-loop wake-up later than this is logged (a callback held the loop) and counted in "
+                  "shoal_event_loop_stalls_total."),
+    # Logs.
+    ConfigDef("log.dirs", "list", None, doc="Data directories (the first one is used); overrides log.dir."),
+    ConfigDef("log.dir", "string", "./data", doc="Data directory when log.dirs is not set."),
+    ConfigDef("num.partitions", "int", 1, at_least(1), doc="Partitions of auto-created topics."),
+    ConfigDef("default.replication.factor", "int", 1, at_least(1)),
+    ConfigDef("auto.create.topics.enable", "bool", True),
+    ConfigDef("delete.topic.enable", "bool", True),
+    ConfigDef("log.segment.bytes", "int", 1_073_741_824, at_least(1024 * 1024), dynamic=True),  # KIP-1030
+    ConfigDef("log.roll.ms", "long", None, at_least(1), dynamic=True),
+    ConfigDef("log.roll.hours", "int", 168, at_least(1)),
+    ConfigDef("log.roll.jitter.ms", "long", None, at_least(0), dynamic=True),
+    ConfigDef("log.retention.ms", "long", None, at_least(-1), dynamic=True),
+    ConfigDef("log.retention.minutes", "int", None, at_least(-1)),
+    ConfigDef("log.retention.hours", "int", 168, at_least(-1)),
+    ConfigDef("log.retention.bytes", "long", -1, at_least(-1), dynamic=True),
+    ConfigDef("log.retention.check.interval.ms", "long", 300_000, at_least(1)),
+    ConfigDef("log.index.interval.bytes", "int", 4096, at_least(0), dynamic=True),
+    ConfigDef("log.index.size.max.bytes", "int", 10_485_760, at_least(4), dynamic=True),
+    ConfigDef("log.flush.interval.ms", "long", 0, at_least(0), dynamic=True,
+              doc="Group-commit interval: 0 flushes as soon as the previous flush finishes."),
+    ConfigDef("log.flush.interval.messages", "long", LONG_MAX, at_least(1), dynamic=True),
+    ConfigDef("log.cleanup.policy", "list", ["delete"], one_of("delete", "compact"), dynamic=True),
+    ConfigDef("log.message.timestamp.type", "string", "CreateTime", one_of("CreateTime", "LogAppendTime"),
+              dynamic=True),
+    ConfigDef("log.preallocate", "bool", False, dynamic=True),
+    ConfigDef("compression.type", "string", "producer",
+              one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"), dynamic=True),
+    ConfigDef("min.insync.replicas", "int", 1, at_least(1), dynamic=True),
+    ConfigDef("unclean.leader.election.enable", "bool", False, dynamic=True),
+    # Log cleaner (compaction of cleanup.policy=compact topics; Kafka's names and defaults).
+    ConfigDef("log.cleaner.enable", "bool", True,
+              doc="Run the log cleaner: compacted topics (__consumer_offsets included) grow without bound without it."),
+    ConfigDef("log.cleaner.threads", "int", 1, at_least(0), dynamic=True,
+              doc="Logs cleaned at once; each runs in a cleaner process of its own (started when first needed)."),
+    ConfigDef("log.cleaner.backoff.ms", "long", 15_000, at_least(0), dynamic=True,
+              doc="Pause between cleaner passes that found nothing to clean."),
+    ConfigDef("log.cleaner.min.cleanable.ratio", "double", 0.5, fraction, dynamic=True),
+    ConfigDef("log.cleaner.delete.retention.ms", "long", 86_400_000, at_least(0), dynamic=True),
+    ConfigDef("log.cleaner.min.compaction.lag.ms", "long", 0, at_least(0), dynamic=True),
+    ConfigDef("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, at_least(1), dynamic=True),
+    ConfigDef("log.cleaner.dedupe.buffer.size", "long", 134_217_728, at_least(1 << 20), dynamic=True,
+              doc="Memory for the key -> offset maps of all cleaner processes; bounds the keys one pass can map "
+                  "(about 120 bytes per key here, 24 in Kafka's hash table)."),
+    ConfigDef("log.cleaner.io.buffer.size", "int", 524_288, at_least(4096), dynamic=True,
+              doc="Bytes a cleaner reads and writes at a time."),
+    ConfigDef("log.cleaner.io.buffer.load.factor", "double", 0.9, fraction, dynamic=True),
+    ConfigDef("log.cleaner.io.max.bytes.per.second", "double", 1.7976931348623157e308, at_least(1), dynamic=True,
+              doc="Throttle on the bytes a cleaner reads plus writes per second."),
+    ConfigDef("producer.id.expiration.ms", "int", 86_400_000, at_least(1), dynamic=True,
+              doc="A producer silent this long is forgotten: its idempotence state is dropped (its next batch is "
+                  "accepted at any sequence, as Kafka) and the cleaner no longer keeps its last batch."),
+    ConfigDef("producer.id.expiration.check.interval.ms", "int", 600_000, at_least(1),
+              doc="How often expired producer ids are removed."),
+    ConfigDef("transactional.id.expiration.ms", "int", 604_800_000, at_least(1),
+              doc="A transactional id unused this long is forgotten (InitProducerId keeps them in memory)."),
+    ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3_600_000, at_least(1),
+              doc="How often expired transactional ids are removed."),
+    # Internal topics.
+    ConfigDef("offsets.topic.num.partitions", "int", 4, at_least(1),
+              doc="Partitions of __consumer_offsets (Kafka: 50; 4 here, see README)."),
+    ConfigDef("offsets.topic.replication.factor", "short", 1, at_least(1)),
+    ConfigDef("offsets.topic.segment.bytes", "int", 104_857_600, at_least(1)),
+    ConfigDef("offsets.retention.minutes", "int", 10_080, at_least(1)),
+    ConfigDef("offsets.retention.check.interval.ms", "long", 600_000, at_least(1)),
+    ConfigDef("offset.metadata.max.bytes", "int", 4096, at_least(0)),
+    ConfigDef("share.coordinator.state.topic.num.partitions", "int", 50, at_least(1)),
+    ConfigDef("share.coordinator.state.topic.replication.factor", "short", 1, at_least(1)),
+    ConfigDef("share.coordinator.state.topic.segment.bytes", "int", 104_857_600, at_least(1)),
+    ConfigDef("share.coordinator.snapshot.update.records.per.snapshot", "int", 500, between(0, 500)),
+    ConfigDef("share.coordinator.write.timeout.ms", "int", 5000, at_least(1)),
+    ConfigDef("share.coordinator.state.topic.prune.interval.ms", "long", 300_000, at_least(1)),
+    # Groups.
+    ConfigDef("group.coordinator.rebalance.protocols", "list", ["classic", "consumer", "share"],
+              one_of("classic", "consumer", "share", "streams")),
+    ConfigDef("group.initial.rebalance.delay.ms", "int", 0, at_least(0),
+              doc="Kafka: 3000. 0 here (as Kafka's own dev server.properties) so tests join quickly."),
+    ConfigDef("group.min.session.timeout.ms", "int", 6000, at_least(0)),
+    ConfigDef("group.max.session.timeout.ms", "int", 1_800_000, at_least(0)),
+    ConfigDef("group.max.size", "int", INT_MAX, at_least(1)),
+    ConfigDef("group.consumer.heartbeat.interval.ms", "int", 5000, at_least(1)),
+    ConfigDef("group.consumer.session.timeout.ms", "int", 45_000, at_least(1)),
+    ConfigDef("group.consumer.max.size", "int", INT_MAX, at_least(1)),
+    ConfigDef("group.consumer.min.session.timeout.ms", "int", 45_000, at_least(1)),
+    ConfigDef("group.consumer.max.session.timeout.ms", "int", 60_000, at_least(1)),
+    ConfigDef("group.consumer.min.heartbeat.interval.ms", "int", 5000, at_least(1)),
+    ConfigDef("group.consumer.max.heartbeat.interval.ms", "int", 15_000, at_least(1)),
+    ConfigDef("group.consumer.assignors", "list", ["uniform", "range"], one_of("uniform", "range"),
+              doc="Server-side assignors of consumer groups (short names; the first is the default)."),
+    ConfigDef("group.consumer.migration.policy", "string", "bidirectional",
+              one_of("disabled", "upgrade", "downgrade", "bidirectional")),
+    # Share groups (KIP-932; names and defaults from Kafka's ShareGroupConfig / ShareCoordinatorConfig).
+    ConfigDef("group.share.enable", "bool", True),
+    ConfigDef("group.share.record.lock.duration.ms", "int", 30_000, between(1000, 3_600_000), dynamic=True),
+    ConfigDef("group.share.min.record.lock.duration.ms", "int", 15_000, between(1000, 30_000)),
+    ConfigDef("group.share.max.record.lock.duration.ms", "int", 60_000, between(30_000, 3_600_000)),
+    ConfigDef("group.share.delivery.count.limit", "int", 5, between(2, 10)),
+    ConfigDef("group.share.min.delivery.count.limit", "int", 2, between(2, 10)),
+    ConfigDef("group.share.max.delivery.count.limit", "int", 10, between(2, 10)),
+    ConfigDef("group.share.partition.max.record.locks", "int", 2000, between(100, 10_000)),
+    ConfigDef("group.share.min.partition.max.record.locks", "int", 100, between(100, 10_000)),
+    ConfigDef("group.share.max.partition.max.record.locks", "int", 4000, between(100, 10_000)),
+    ConfigDef("group.share.heartbeat.interval.ms", "int", 5000, at_least(1)),
+    ConfigDef("group.share.min.heartbeat.interval.ms", "int", 5000, at_least(1)),
+    ConfigDef("group.share.max.heartbeat.interval.ms", "int", 15_000, at_least(1)),
+    ConfigDef("group.share.session.timeout.ms", "int", 45_000, at_least(1)),
+    ConfigDef("group.share.min.session.timeout.ms", "int", 45_000, at_least(1)),
+    ConfigDef("group.share.max.session.timeout.ms", "int", 60_000, at_least(1)),
+    ConfigDef("group.share.max.size", "int", 200, between(10, 1000)),
+    ConfigDef("group.share.max.share.sessions", "int", 2000, at_least(1)),
+    ConfigDef("group.share.initialize.retry.interval.ms", "int", 30_000, at_least(1)),
+    ConfigDef("group.share.assignors", "list", ["simple"]),
+    # Security (see broker.security): SASL, TLS, authorizer. Any of LISTENER_KEYS may be set per listener.
+    ConfigDef("sasl.enabled.mechanisms", "list", list(SASL_MECHANISMS), one_of(*SASL_MECHANISMS),
+              doc="SASL mechanisms served on SASL listeners (Kafka: GSSAPI, which Shoal does not serve)."),
+    ConfigDef("sasl.jaas.config", "password", None,
+              doc="JAAS entry; PlainLoginModule user_NAME=\"password\" options are the PLAIN users. Set it per "
+                  "listener and mechanism: listener.name.NAME.plain.sasl.jaas.config."),
+    ConfigDef("sasl.server.max.receive.size", "int", 524_288, at_least(1),
+              doc="Largest frame read from a SASL client before it has authenticated."),
+    ConfigDef("connections.max.reauth.ms", "long", 0, at_least(0),
+              doc="SASL session lifetime; a client must re-authenticate before it ends (0: sessions never end)."),
+    ConfigDef("connection.failed.authentication.delay.ms", "int", 100, at_least(0),
+              doc="Delay before the answer to a failed authentication is sent and the connection closed."),
+    ConfigDef("ssl.keystore.type", "string", "PEM", one_of("PEM"),
+              doc="Only PEM (Kafka's default is JKS, which Python's ssl module cannot read)."),
+    ConfigDef("ssl.keystore.location", "string", None, doc="PEM file with the private key and certificate chain."),
+    ConfigDef("ssl.keystore.password", "password", None),
+    ConfigDef("ssl.key.password", "password", None, doc="Password of an encrypted PEM private key."),
+    ConfigDef("ssl.keystore.certificate.chain", "password", None, doc="PEM certificate chain, inline."),
+    ConfigDef("ssl.keystore.key", "password", None, doc="PEM private key, inline."),
+    ConfigDef("ssl.truststore.type", "string", "PEM", one_of("PEM")),
+    ConfigDef("ssl.truststore.location", "string", None, doc="PEM file of the CAs trusted for client certificates."),
+    ConfigDef("ssl.truststore.password", "password", None),
+    ConfigDef("ssl.truststore.certificates", "password", None, doc="PEM CA certificates, inline."),
+    ConfigDef("ssl.client.auth", "string", "none", one_of("none", "requested", "required")),
+    ConfigDef("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"], one_of("TLSv1.2", "TLSv1.3")),
+    ConfigDef("ssl.protocol", "string", "TLSv1.3", one_of("TLSv1.2", "TLSv1.3", "TLS")),
+    ConfigDef("ssl.cipher.suites", "list", [], doc="OpenSSL cipher names for TLS 1.2 (empty: OpenSSL's defaults)."),
+    ConfigDef("ssl.principal.mapping.rules", "string", "DEFAULT", one_of("DEFAULT"),
+              doc="Only DEFAULT: the principal of a TLS client is User:<its certificate's subject DN>."),
+    ConfigDef("authorizer.class.name", "string", "",
+              one_of("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                     "kafka.security.authorizer.AclAuthorizer"),
+              doc="Empty: no authorization. Kafka's StandardAuthorizer (or AclAuthorizer) name: ACLs are enforced."),
+    ConfigDef("super.users", "string", "", doc="Principals allowed everything, separated by ';' (User:admin;User:x)."),
+    ConfigDef("allow.everyone.if.no.acl.found", "bool", False,
+              doc="Whether a resource that no ACL names is open to everyone."),
+    # KIP-1191 share-group dead-letter queues (cluster configs, dynamic as in Kafka).
+    ConfigDef("errors.deadletterqueue.auto.create.topics.enable", "bool", False, dynamic=True),
+    ConfigDef("errors.deadletterqueue.topic.name.prefix", "string", "dlq.", dynamic=True),
+]
+BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
+
+# Keys whose effective value is derived from a family (Kafka: ms beats minutes beats hours).
+DERIVED: dict[str, tuple[tuple[str, int], ...]] = {
+    "log.retention.ms": (("log.retention.ms", 1), ("log.retention.minutes", 60_000), ("log.retention.hours", H)),
+    "log.roll.ms": (("log.roll.ms", 1), ("log.roll.hours", H)),
+}
+
+
+def default_text(name: str) -> str | None:
+    """A broker config's value when nothing sets it, as Kafka shows it (a derived key: from the last key of its
+    family, as BrokerConfig resolves it); the defaults of topic and group configs come from here."""
+    family = DERIVED.get(name)
+    if family is not None:
+        key, scale = family[-1]
+        return to_text(BROKER_CONFIGS[key].default * scale)
+    return to_text(BROKER_CONFIGS[name].default)
