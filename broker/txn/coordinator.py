@@ -224,6 +224,8 @@ class TransactionCoordinator:
         parts = [TopicPartition(t, p) for t, p in partitions]
         if not transactional_id:
             return AddPartitionsResult(dict.fromkeys(parts, ErrorCode.INVALID_REQUEST))
+        if client_transaction_version > self.config.transaction_version_level:
+            return AddPartitionsResult(dict.fromkeys(parts, ErrorCode.UNSUPPORTED_VERSION))
         if self._partition_exists is not None:
             unknown = {tp for tp in parts if not self._partition_exists(tp.topic, tp.partition)}
             if unknown:
@@ -272,6 +274,10 @@ class TransactionCoordinator:
         the epoch is bumped by every EndTxn and the response carries the producer id and epoch to use next."""
         if not transactional_id:
             return TxnResult(ErrorCode.INVALID_REQUEST)
+        if client_transaction_version > self.config.transaction_version_level:
+            # Kafka offers EndTxn v5 only once transaction.version 2 is finalized; below it the log cannot
+            # even hold the next producer id a TV2 epoch overflow needs.
+            return TxnResult(ErrorCode.UNSUPPORTED_VERSION)
         try:
             self._check_owner(transactional_id)
             m = self._txns.get(transactional_id)

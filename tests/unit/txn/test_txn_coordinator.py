@@ -495,3 +495,12 @@ def test_request_versions() -> None:
     assert error_for_version(E.PRODUCER_FENCED, "EndTxn", 2) is E.PRODUCER_FENCED
     assert error_for_version(E.PRODUCER_FENCED, "InitProducerId", 3) is E.INVALID_PRODUCER_EPOCH
     assert error_for_version(E.CONCURRENT_TRANSACTIONS, "EndTxn", 0) is E.CONCURRENT_TRANSACTIONS
+
+
+def test_tv2_requests_need_transaction_version_2() -> None:
+    c, ids = make(transaction_version_level=TV_1), Ids()
+    pid, epoch = ongoing(c, ids)
+    assert c.end_txn(T, pid, epoch, True, TV_2).error is E.UNSUPPORTED_VERSION
+    assert c.add_partitions(T, pid, epoch, [("t", 9)], client_transaction_version=TV_2).errors == {
+        TP("t", 9): E.UNSUPPORTED_VERSION}
+    assert c.metadata(T).state is TxnState.ONGOING
