@@ -83,9 +83,14 @@ class TransactionCoordinator:
 
     def load_complete(self, partition: int) -> TxnResult:
         """End a load. Transactions the log left in PrepareCommit/PrepareAbort must still have their markers
-        written: they are returned (Kafka resends them right after loading)."""
+        written: they are returned (Kafka resends them right after loading). One with nothing to mark (a TV2
+        abort of nothing, cut short before its completion was logged) is completed at once."""
         self._loading.discard(partition)
-        return self._markers_for(m for m in self._txns.values() if self.partition_for(m.transactional_id) == partition)
+        prepared = [m for m in self._txns.values()
+                    if m.state.is_prepare and self.partition_for(m.transactional_id) == partition]
+        out = self._markers_for(prepared)
+        out.records += [self._emit(md.complete(m, self._clock())) for m in prepared if not m.topic_partitions]
+        return out
 
     def unload(self, partition: int) -> None:
         """Resign a partition: its ids answer NOT_COORDINATOR until it is loaded again."""
