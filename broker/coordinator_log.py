@@ -129,8 +129,7 @@ class CoordinatorLog:
         plog = self._topics.find_log(self.topic, partition)
         if plog is None:
             return True
-        failures = getattr(plog, "failures", None)
-        return failures is not None and failures.offline
+        return plog.failures.offline
 
     def _done(self, partition: int, fut: asyncio.Future) -> None:
         if self._pending.get(partition) is fut:
