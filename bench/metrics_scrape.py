@@ -40,7 +40,7 @@ def _broker(partitions: int) -> SimpleNamespace:
 def main(partitions: int, rounds: int) -> None:
     broker = _broker(partitions)
     registry = CollectorRegistry()
-    collectors = (LogCollector(broker), SharePartitionCollector(broker))
+    collectors = (LogCollector(broker.logs), SharePartitionCollector(broker.share_partitions, broker.logs))
     for collector in collectors:
         registry.register(collector)
     read = encode = whole = float("inf")

@@ -1,7 +1,8 @@
-"""The Broker: loads config, builds components, registers handlers, runs the server and background tasks.
+"""The Broker: the composition root. It loads config, builds the components in order (each given its collaborators),
+registers the handlers, runs the server and background tasks, and stops it all.
 
-Components are attributes of the Broker (handlers reach them as `ctx.broker.<name>`) and are also listed in
-`broker.components` in creation order; `stop()` closes them in reverse order (`close()`, sync or async).
+Components are typed attributes of the Broker (handlers reach them as `ctx.broker.<name>`). `start()` starts the
+ones with work to run in creation order; `stop()` closes the closable ones in reverse creation order.
 """
 
 from __future__ import annotations
@@ -12,18 +13,34 @@ import inspect
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import structlog
 
 from broker import handlers
+from broker.cluster.config_service import ConfigService
+from broker.cluster.journal import MetadataJournal
+from broker.cluster.manager import TopicManager
 from broker.config import BrokerConfig, Listener, ensure_meta_properties
 from broker.connection_quotas import ConnectionQuotas
+from broker.log import GroupCommitFlusher, LogManager, PartitionLog
+from broker.log.cleaner import LogCleaner
+from broker.log.dir_failure import LogDirFailureChannel
+from broker.log.log_manager import METADATA_LOG_DIR
+from broker.metrics.service import MetricsService
+from broker.partitions import ReplicaManager
+from broker.producer_state import ProducerIdAllocator, ProducerIdManager
 from broker.router import LARGE_RESPONSE_APIS, Router
+from broker.security.manager import SecurityManager
 from broker.server import Server
+
+if TYPE_CHECKING:
+    from broker.groups.runtime import GroupCoordinatorRuntime
+    from broker.share.manager import SharePartitionManager
+    from broker.sharestate.runtime import ShareCoordinatorRuntime
 
 log = structlog.get_logger(__name__)
 
@@ -46,7 +63,39 @@ def advertised_host(host: str) -> str:
     return host
 
 
+class Closable(Protocol):
+    """A component stop() closes: `close()` may be sync or async."""
+
+    def close(self) -> Awaitable[None] | None: ...
+
+
+class Startable(Protocol):
+    """A component with work to start once every component is built (replay, timers, an endpoint)."""
+
+    async def start(self) -> None: ...
+
+
+C = TypeVar("C", bound=Closable)
+
+
 class Broker:
+    # The components, in creation order; they exist once start() has built them.
+    log_dir_failures: LogDirFailureChannel
+    logs: LogManager
+    metadata_log: PartitionLog
+    flusher: GroupCommitFlusher
+    topics: TopicManager
+    security: SecurityManager
+    configs: ConfigService
+    replicas: ReplicaManager
+    log_cleaner: LogCleaner
+    producer_ids: ProducerIdManager
+    share_state: ShareCoordinatorRuntime  # the share coordinator
+    group_coordinator: GroupCoordinatorRuntime
+    share_groups: GroupCoordinatorRuntime  # the same object, by the name the share-group code uses
+    share_partitions: SharePartitionManager  # the share-partition leader
+    metrics: MetricsService
+
     def __init__(self, config: BrokerConfig, *, port_file: str | os.PathLike | None = None,
                  add_scram: list | None = None) -> None:
         self.config = config
@@ -56,7 +105,7 @@ class Broker:
         self.cluster_id: str = ""
         self.node: Node | None = None  # as advertised on the first advertised listener
         self.nodes: dict[str, Node] = {}  # listener name -> this broker as advertised on that listener
-        self.components: dict[str, Any] = {}
+        self._closables: list[tuple[str, Closable]] = []  # in creation order; stop() closes them in reverse
         self.router = Router(self)
         self.server = Server(self.router.handle, max_request_bytes=config.get("socket.request.max.bytes"),
                              max_inflight=config.get("queued.max.requests"),
@@ -71,76 +120,76 @@ class Broker:
         self._stop_task: asyncio.Task | None = None
 
     # --- components ----------------------------------------------------------------------------------------
+    def _closed_on_stop(self, name: str, component: C) -> C:
+        """Record a component stop() must close (reverse creation order); returns it."""
+        self._closables.append((name, component))
+        return component
+
     def add_component(self, name: str, component: Any) -> Any:
-        """Register a component; it becomes `broker.<name>` and is closed (reverse order) on stop."""
-        if name in self.components or (hasattr(self, name) and getattr(self, name) is not None):
-            raise ValueError(f"component {name!r} already exists")
-        self.components[name] = component
-        setattr(self, name, component)
+        """MERGE: remove. Only for the build() functions of broker.groups.runtime, broker.sharestate.runtime and
+        broker.share.manager until they get explicit constructors; `_build_coordinators` assigns the typed
+        attribute from build()'s result and records what stop() closes."""
         return component
 
     async def _build_components(self) -> None:
-        """Storage, the metadata journal, topics, configs, the partition layer and producer ids."""
-        from broker.cluster.config_service import ConfigService
-        from broker.cluster.journal import MetadataJournal
-        from broker.cluster.manager import TopicManager
-        from broker.log import GroupCommitFlusher, LogManager, PartitionLog
-        from broker.log.dir_failure import LogDirFailureChannel
-        from broker.log.log_manager import METADATA_LOG_DIR
-        from broker.partitions import ReplicaManager
-        from broker.producer_state import ProducerIdAllocator, ProducerIdManager
-
+        """Storage, the metadata journal, topics, configs, the partition layer, producer ids, the coordinators, the
+        share-partition leader and metrics, each given what it uses."""
         config = self.config
         data_dir = config.data_dir
         # One log directory holds the partitions, the internal topics and the journal: one failure channel.
         failures = self.log_dir_failures = LogDirFailureChannel(str(data_dir))
         loop = asyncio.get_running_loop()
         failures.add_listener(lambda reason: loop.call_soon_threadsafe(self._log_dir_failed, reason))
-        logs = self.add_component("logs", LogManager(data_dir, config.log_config({}), failures=failures))
+        logs = self.logs = self._closed_on_stop(
+            "logs", LogManager(data_dir, config.log_config({}), failures=failures))
         await asyncio.to_thread(logs.start)  # opening and recovering partition logs is blocking work
         # The journal is a log of its own, never visible as a topic (LogManager skips its directory). Its recovery
         # truncates only a torn tail: anything else stops start-up (JournalError/LogCorruptionError).
-        metadata_log = self.add_component("metadata_log",
-                                          PartitionLog(data_dir / METADATA_LOG_DIR, strict_recovery=True,
-                                                       failures=failures))
-        flusher = self.add_component(
+        self.metadata_log = self._closed_on_stop("metadata_log", PartitionLog(
+            data_dir / METADATA_LOG_DIR, strict_recovery=True, failures=failures))
+        flusher = self.flusher = self._closed_on_stop(
             "flusher", GroupCommitFlusher(flush_interval_ms=config.get("log.flush.interval.ms")))
-        journal = MetadataJournal(metadata_log)
-        topics = self.add_component("topics", TopicManager(config, logs, journal, self.node_id))
+        journal = MetadataJournal(self.metadata_log)
+        topics = self.topics = TopicManager(config, logs, journal, self.node_id)
         await asyncio.to_thread(topics.load)
-        from broker.security.manager import SecurityManager
-
-        security = self.add_component("security", SecurityManager(config, journal))
+        security = self.security = SecurityManager(config, journal)
         await asyncio.to_thread(security.load)
         await security.add_missing_scram(self._add_scram)
         await topics.ensure_internal_topics({
             "__consumer_offsets": config.get("offsets.topic.num.partitions"),
             "__share_group_state": config.get("share.coordinator.state.topic.num.partitions"),
         })
-        configs = self.add_component("configs", ConfigService(config, topics))
-        configs.load()
-        replicas = self.add_component("replicas", ReplicaManager(
-            topics, flusher, producer_expiration_ms=lambda: config.get("producer.id.expiration.ms")))
+        self.configs = ConfigService(config, topics)
+        self.configs.load()
+        replicas = self.replicas = ReplicaManager(
+            topics, flusher, producer_expiration_ms=lambda: config.get("producer.id.expiration.ms"))
         topics.on_delete(lambda info: replicas.forget_topic(info.name))
-        from broker.log.cleaner import LogCleaner
-
-        cleaner = self.add_component("log_cleaner", LogCleaner(
+        cleaner = self.log_cleaner = self._closed_on_stop("log_cleaner", LogCleaner(
             logs, config.get, producer_last_offsets=replicas.producer_last_offsets))
         topics.on_delete(lambda info: cleaner.forget(info.name))
         allocator = ProducerIdAllocator(topics.registry.next_producer_id, topics.reserve_producer_ids)
-        self.add_component("producer_ids", ProducerIdManager(
-            allocator, transactional_id_expiration_ms=lambda: config.get("transactional.id.expiration.ms")))
-        from broker.groups.runtime import build as build_share_groups
-        from broker.sharestate.runtime import build as build_share_state
+        self.producer_ids = ProducerIdManager(
+            allocator, transactional_id_expiration_ms=lambda: config.get("transactional.id.expiration.ms"))
+        self._build_coordinators()
+        self.metrics = self._closed_on_stop("metrics", MetricsService(
+            config, self.router.request_metrics.registry, self.spawn, logs=logs,
+            share_partitions=self.share_partitions, group_coordinator=self.group_coordinator, server=self.server))
 
-        build_share_state(self)  # share_state first: share_groups initializes share-partitions through it
-        build_share_groups(self)
+    def _build_coordinators(self) -> None:
+        """MERGE: the one place still building components through `build(broker)`; the lead replaces these calls
+        with explicit construction. Each build() subscribes to topic deletions and returns its component."""
+        from broker.groups.runtime import build as build_group_coordinator
         from broker.share.manager import build as build_share_partitions
+        from broker.sharestate.runtime import build as build_share_coordinator
 
-        build_share_partitions(self)
-        from broker.metrics.service import build as build_metrics
+        # The share coordinator first: the group coordinator initializes share-partitions through it.
+        self.share_state = build_share_coordinator(self)
+        self.group_coordinator = self.share_groups = build_group_coordinator(self)
+        self.share_partitions = self._closed_on_stop("share_partitions", build_share_partitions(self))
 
-        build_metrics(self)
+    def _startables(self) -> tuple[Startable, ...]:
+        """The components with work to start, in creation order."""
+        return (self.log_cleaner, self.share_state, self.group_coordinator, self.share_partitions, self.metrics)
 
     # --- lifecycle -----------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -148,29 +197,24 @@ class Broker:
         self.cluster_id = ensure_meta_properties(data_dir, self.node_id, self.config.get("cluster.id"))
         log.info("starting broker", node_id=self.node_id, cluster_id=self.cluster_id, data_dir=str(data_dir))
         await self._build_components()
-        for component in self.components.values():
-            start = getattr(component, "start", None)
-            if start is not None and inspect.iscoroutinefunction(start):
-                await start()
-        # Node must exist before handlers register (they check for it) and before any request arrives.
+        for component in self._startables():
+            await component.start()
+        # Node must exist before any request arrives.
         rack = self.config.get("broker.rack")
         self.nodes = {a.name: Node(self.node_id, advertised_host(a.host), a.port, rack)
                       for a in self.config.advertised_listeners}
         self.node = self.nodes[self.config.advertised_listeners[0].name]
-        registered = handlers.register_all(self.router, self)
+        registered = handlers.register_all(self.router)
         log.info("handlers registered", modules=registered, apis=len(self.router.registrations()))
-        security = self.components.get("security")
-        if security is not None:
-            self.server.listener_security = security.listener_security(self.router.version_range)
+        self.server.listener_security = self.security.listener_security(self.router.version_range)
         bound = await self.server.start(self.config.listeners)
         self._fix_advertised_port(bound)
         if self.port_file is not None:
             # First line: the port of the first advertised listener; then one "NAME PORT" line per listener, and
             # "prometheus PORT" when the metrics endpoint is on.
             lines = [str(self.node.port)] + [f"{name} {port}" for name, _, port in bound]
-            metrics = self.components.get("metrics")
-            if metrics is not None and metrics.port is not None:
-                lines.append(f"prometheus {metrics.port}")  # lower case: never a listener name
+            if self.metrics.port is not None:
+                lines.append(f"prometheus {self.metrics.port}")  # lower case: never a listener name
             tmp = self.port_file.with_name(self.port_file.name + ".tmp")
             tmp.write_text("\n".join(lines) + "\n")
             tmp.replace(self.port_file)
@@ -186,23 +230,16 @@ class Broker:
                 self.nodes[advertised.name].port = by_name.get(advertised.name, bound[0][2])
 
     def _start_background(self) -> None:
-        logs = self.components.get("logs")
-        retention = getattr(logs, "apply_retention", None) if logs is not None else None
-        if retention is not None:
-            interval = self.config.get("log.retention.check.interval.ms") / 1000
-            self.spawn(self._every(interval, retention, "retention"), "retention")
-        replicas = self.components.get("replicas")
-        if replicas is not None:
-            interval = self.config.get("producer.id.expiration.check.interval.ms") / 1000
-            self.spawn(self._every(interval, replicas.expire_producers, "producer id expiration"),
-                       "producer-id-expiration")
-        producer_ids = self.components.get("producer_ids")
-        if producer_ids is not None:
-            interval = self.config.get("transaction.remove.expired.transaction.cleanup.interval.ms") / 1000
-            self.spawn(self._every(interval, producer_ids.remove_expired_transactional_ids,
-                                   "transactional id expiration"), "transactional-id-expiration")
+        interval = self.config.get("log.retention.check.interval.ms") / 1000
+        self.spawn(self._every(interval, self.logs.apply_retention, "retention"), "retention")
+        interval = self.config.get("producer.id.expiration.check.interval.ms") / 1000
+        self.spawn(self._every(interval, self.replicas.expire_producers, "producer id expiration"),
+                   "producer-id-expiration")
+        interval = self.config.get("transaction.remove.expired.transaction.cleanup.interval.ms") / 1000
+        self.spawn(self._every(interval, self.producer_ids.remove_expired_transactional_ids,
+                               "transactional id expiration"), "transactional-id-expiration")
 
-    def spawn(self, coro, name: str) -> asyncio.Task:
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task:
         """Run a background task for the life of the broker; it is cancelled on stop and failures are logged."""
         task = asyncio.get_running_loop().create_task(coro, name=name)
         self._tasks.add(task)
@@ -260,12 +297,9 @@ class Broker:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        for name, component in reversed(list(self.components.items())):
-            close = getattr(component, "close", None)
-            if close is None:
-                continue
+        for name, component in reversed(self._closables):
             try:
-                result = close()
+                result = component.close()
                 if inspect.isawaitable(result):
                     await result
             except Exception:  # noqa: BLE001

@@ -5,11 +5,15 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from protocol.framing import RequestHeader
+
+if TYPE_CHECKING:
+    from broker.app import Broker, Node
+    from broker.router import Router
 
 _connection_ids = itertools.count(1)
 _log = structlog.get_logger("broker.request")
@@ -35,7 +39,7 @@ class RequestContext:
 
     header: the decoded request header (api_key, api_version, correlation_id, client_id)
     api_version: shortcut for header.api_version
-    broker: the `broker.app.Broker` (components as attributes: topics, replicas, config, ...)
+    broker: the `broker.app.Broker` (components as typed attributes: topics, replicas, config, ...)
     router: the router that dispatched the request (ApiVersions reads its registrations)
     connection: `ConnectionInfo` of the client connection
     log: a structlog logger bound with api, version, correlation id, client id and connection id (lazy)
@@ -44,7 +48,7 @@ class RequestContext:
 
     __slots__ = ("header", "api_version", "broker", "router", "connection", "received_ns", "_log")
 
-    def __init__(self, header: RequestHeader, broker: Any, router: Any, connection: ConnectionInfo,
+    def __init__(self, header: RequestHeader, broker: Broker, router: Router | None, connection: ConnectionInfo,
                  received_ns: int | None = None) -> None:
         self.header = header
         self.api_version = header.api_version
@@ -67,31 +71,30 @@ class RequestContext:
         return self.header.client_id
 
     @property
-    def node(self) -> Any:
+    def node(self) -> Node:
         """This broker as seen through the listener of the request's connection (Kafka answers Metadata,
         FindCoordinator and DescribeCluster with the endpoints of the listener the client used)."""
-        nodes = getattr(self.broker, "nodes", None)
-        return (nodes or {}).get(self.connection.listener) or self.broker.node
+        node = self.broker.nodes.get(self.connection.listener) or self.broker.node
+        assert node is not None, "requests are served only once the broker has started"
+        return node
 
     def authorize(self, operation, resource_type, name: str, audit: bool = True) -> bool:
         """May this connection's principal do `operation` (broker.security.acl.AclOperation) on the resource?
         Always true when no authorizer is configured. `audit=False` when the answer only filters a listing (as
         Kafka's logIfDenied=false): a denial is then not logged."""
-        security = getattr(self.broker, "security", None)
-        return security is None or security.authorize(self.connection, operation, resource_type, name, audit=audit)
+        return self.broker.security.authorize(self.connection, operation, resource_type, name, audit=audit)
 
     def authorize_by_resource_type(self, operation, resource_type) -> bool:
         """Might the principal do `operation` on some resource of this type (Kafka's authorizeByResourceType)?"""
-        security = getattr(self.broker, "security", None)
-        return security is None or security.authorize_by_resource_type(self.connection, operation, resource_type)
+        return self.broker.security.authorize_by_resource_type(self.connection, operation, resource_type)
 
     def authorized_operations(self, resource_type, name: str) -> int:
         """Kafka's authorized-operations bit field (bit n = AclOperation n) for describe responses."""
         from broker.security.authorizer import supported_operations  # noqa: PLC0415 - keep context import-light
 
-        security = getattr(self.broker, "security", None)
+        security = self.broker.security
         ops = [op for op in supported_operations(resource_type)
-               if security is None or security.authorize(self.connection, op, resource_type, name, audit=False)]
+               if security.authorize(self.connection, op, resource_type, name, audit=False)]
         return sum(1 << int(op) for op in ops)
 
     @property

@@ -14,11 +14,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 import structlog
 
 from protocol import records as rec
+
+if TYPE_CHECKING:
+    from broker.cluster.manager import TopicManager
+    from broker.log import PartitionLog
+    from broker.partitions import ReplicaManager
 
 log = structlog.get_logger(__name__)
 _SIZE_ERRORS = frozenset({"MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_FETCH_SIZE"})
@@ -30,22 +35,41 @@ class AppendFailed(Exception):
     """The coordinator records could not be appended; memory is ahead of the log (reload the partition)."""
 
 
+class _HasStorage(Protocol):  # MERGE: remove with the legacy constructor form below
+    topics: TopicManager
+    replicas: ReplicaManager
+
+
 class CoordinatorLog:
-    def __init__(self, broker: Any, topic: str) -> None:
-        self._broker = broker
-        self.topic = topic
+    """The records of one internal topic: read through the topic manager, appended and made durable through the
+    replica manager (which owns the group-commit flusher)."""
+
+    @overload
+    def __init__(self, topics: TopicManager, replicas: ReplicaManager, topic: str) -> None: ...
+
+    @overload
+    def __init__(self, topics: _HasStorage, replicas: str) -> None: ...  # MERGE: remove (legacy (broker, topic))
+
+    def __init__(self, topics, replicas, topic=None) -> None:  # noqa: ANN001 - typed by the overloads
+        if topic is None:
+            # MERGE: remove. The group and share coordinator runtimes still pass (broker, topic) until they get
+            # explicit constructors; they then call CoordinatorLog(broker.topics, broker.replicas, TOPIC).
+            topics, replicas, topic = topics.topics, topics.replicas, replicas
+        self._topics: TopicManager = topics
+        self._replicas: ReplicaManager = replicas
+        self.topic: str = topic
         self._pending: dict[int, asyncio.Future] = {}
 
     @property
     def num_partitions(self) -> int:
-        info = self._broker.topics.registry.get(self.topic)
+        info = self._topics.registry.get(self.topic)
         return info.num_partitions if info is not None else 0
 
     def replay(self, partition: int, apply: Callable[..., Any], *, with_offsets: bool = False) -> int:
         """Feed every record of `partition` to `apply(key, value)` (`apply(key, value, offset)` with
         `with_offsets`), in offset order; returns the count. Keyless records and control batches are skipped
         (Kafka's coordinator loader does the same)."""
-        plog = self._broker.topics.log(self.topic, partition)
+        plog = self._topics.log(self.topic, partition)
         offset, end, count = plog.log_start_offset, plog.log_end_offset, 0
         while offset < end:
             data = plog.read(offset, READ_CHUNK, min_one_batch=True).data
@@ -78,9 +102,9 @@ class CoordinatorLog:
         """As `append`, also returning the offset of the first record (-1 when there are none)."""
         if not records:
             return -1, self.barrier_future(partition)
-        info = self._broker.topics.registry.get(self.topic)
+        info = self._topics.registry.get(self.topic)
         batch = rec.build_batch([rec.Record(key=bytes(k), value=None if v is None else bytes(v)) for k, v in records])
-        result, plog = self._broker.replicas.append(info, partition, batch, allow_internal=True)
+        result, plog = self._replicas.append(info, partition, batch, allow_internal=True)
         if plog is None or result.error:
             # Too large a batch is the request's doing (a member with huge metadata): Kafka's coordinators answer
             # it without an error log; anything else is the storage's.
@@ -89,24 +113,23 @@ class CoordinatorLog:
             report("coordinator records not appended", topic=self.topic, partition=partition, error=name,
                    message=result.error_message)
             raise AppendFailed(f"{self.topic}-{partition}: {result.error!r} {result.error_message or ''}")
-        fut = asyncio.ensure_future(self._broker.replicas.make_durable([plog]))
+        fut = asyncio.ensure_future(self._replicas.make_durable([plog]))
         self._pending[partition] = fut
         fut.add_done_callback(lambda f, p=partition: self._done(p, f))
         return result.base_offset, asyncio.shield(fut)
 
-    def partition_log(self, partition: int) -> Any:
-        return self._broker.topics.log(self.topic, partition)
+    def partition_log(self, partition: int) -> PartitionLog:
+        return self._topics.log(self.topic, partition)
 
     def offline(self, partition: int) -> bool:
         """The partition's log directory failed: its log can no longer be read (the broker is stopping), so a
         coordinator cannot reload from it and must answer errors instead. A log already closed by the broker's
         stop counts as offline too: a request that waited on the failed flush may resume after the stop closed
         the logs (it answered KeyError from the log lookup before)."""
-        plog = self._broker.topics.find_log(self.topic, partition)
+        plog = self._topics.find_log(self.topic, partition)
         if plog is None:
             return True
-        failures = getattr(plog, "failures", None)
-        return failures is not None and failures.offline
+        return plog.failures.offline
 
     def _done(self, partition: int, fut: asyncio.Future) -> None:
         if self._pending.get(partition) is fut:

@@ -13,7 +13,7 @@ import struct
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from prometheus_client import CollectorRegistry
@@ -24,6 +24,9 @@ from protocol import schema
 from protocol.codec import request_codec, response_codec
 from protocol.errors import DecodeError, ErrorCode
 from protocol.framing import decode_request_header, encode_response, response_header_version
+
+if TYPE_CHECKING:
+    from broker.app import Broker
 
 log = structlog.get_logger(__name__)
 
@@ -53,8 +56,8 @@ class Registration:
 
 
 class Router:
-    def __init__(self, broker: Any = None, registry: CollectorRegistry | None = None) -> None:
-        self.broker = broker
+    def __init__(self, broker: Broker, registry: CollectorRegistry | None = None) -> None:
+        self.broker = broker  # handed to every handler in its RequestContext
         self._routes: dict[int, Registration] = {}
         # Per-API metrics in the broker's registry (a private one when none is given: tests, benchmarks).
         self.request_metrics = RequestMetrics(registry if registry is not None else CollectorRegistry())

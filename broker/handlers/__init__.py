@@ -1,50 +1,47 @@
 """Handler modules, one per API family.
 
 Each module exposes `HANDLERS = {api_key: async handler}` and optionally `VERSIONS = {api_key: (min, max)}`
-to narrow the versions served below the schema's range. List a new module in `MODULES` with the broker
-components it needs; a module whose components are absent is skipped with a warning, so its APIs are not
-advertised in ApiVersions.
+to narrow the versions served below the schema's range. List a new module in `MODULES`. Handlers reach the
+broker's components through `ctx.broker` (typed attributes of `broker.app.Broker`), which has built them all
+before the handlers are registered.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-import structlog
+if TYPE_CHECKING:
+    from broker.router import Router
 
-log = structlog.get_logger(__name__)
-
-# module name (under broker.handlers) -> Broker attributes it needs
-MODULES: dict[str, tuple[str, ...]] = {
-    "api_versions": (),
-    "metadata": ("topics", "node"),
-    "cluster": ("node",),
-    "produce": ("topics", "replicas"),
-    "fetch": ("topics", "replicas"),
-    "list_offsets": ("topics",),
-    "topic_admin": ("topics",),
-    "configs": ("configs",),
-    "producer_ids": ("producer_ids",),
-    "share_groups": ("group_coordinator",),
-    "groups": ("group_coordinator",),
-    "consumer_groups": ("group_coordinator",),
-    "offsets": ("group_coordinator",),
-    "share_state": ("share_state",),
-    "share_fetch": ("topics", "replicas", "share_partitions"),
-    "sasl": (),
-    "scram_admin": ("security",),
-    "acls": ("security",),
-}
+# module names under broker.handlers
+MODULES: tuple[str, ...] = (
+    "api_versions",
+    "metadata",
+    "cluster",
+    "produce",
+    "fetch",
+    "list_offsets",
+    "topic_admin",
+    "configs",
+    "producer_ids",
+    "share_groups",
+    "groups",
+    "consumer_groups",
+    "offsets",
+    "share_state",
+    "share_fetch",
+    "sasl",
+    "scram_admin",
+    "acls",
+)
 
 
-def register_all(router, broker, modules: dict[str, tuple[str, ...]] | None = None) -> list[str]:
-    """Import and register every handler module whose components exist; returns the modules registered."""
+def register_all(router: Router, modules: Iterable[str] = MODULES) -> list[str]:
+    """Import and register the handler modules (by default all of them); returns the modules registered."""
     registered = []
-    for name, needs in (MODULES if modules is None else modules).items():
-        missing = [attr for attr in needs if getattr(broker, attr, None) is None]
-        if missing:
-            log.warning("handler module skipped: components missing", module=name, missing=missing)
-            continue
+    for name in modules:
         module = importlib.import_module(f"broker.handlers.{name}")
         limits = getattr(module, "VERSIONS", {})
         for api_key, handler in module.HANDLERS.items():

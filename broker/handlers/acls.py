@@ -7,6 +7,7 @@ malformed: the connection is closed, as Kafka fails to parse it.
 
 from __future__ import annotations
 
+from broker.context import RequestContext
 from broker.router import CloseConnection
 from broker.security.acl import (
     CLUSTER_NAME,
@@ -47,7 +48,7 @@ def _acl_fields(acl: AclBinding) -> dict:
             "permission_type": int(acl.permission)}
 
 
-async def handle_describe_acls(ctx, req) -> dict:
+async def handle_describe_acls(ctx: RequestContext, req) -> dict:
     flt = _filter(req)
     security = ctx.broker.security
     if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
@@ -65,7 +66,7 @@ async def handle_describe_acls(ctx, req) -> dict:
         for (t, n, p), acls in resources.items()]}
 
 
-async def handle_create_acls(ctx, req) -> dict:
+async def handle_create_acls(ctx: RequestContext, req) -> dict:
     bindings = []
     for c in req.creations:
         rtype, pattern, op, perm = _codes(c.resource_type, c.resource_pattern_type, c.operation, c.permission_type, c)
@@ -85,7 +86,7 @@ async def handle_create_acls(ctx, req) -> dict:
     return {"throttle_time_ms": 0, "results": [_error(r.error, r.message) for r in results]}
 
 
-async def handle_delete_acls(ctx, req) -> dict:
+async def handle_delete_acls(ctx: RequestContext, req) -> dict:
     filters = [_filter(f) for f in req.filters]
     security = ctx.broker.security
     failure = _refusal(ctx, security)
@@ -108,7 +109,7 @@ async def handle_delete_acls(ctx, req) -> dict:
         for r in results]}
 
 
-def _refusal(ctx, security) -> dict | None:
+def _refusal(ctx: RequestContext, security) -> dict | None:
     if not ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
         return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED)
     if not security.enforcing:

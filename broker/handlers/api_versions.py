@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from broker.context import RequestContext
 from protocol.errors import ErrorCode
 
 API_VERSIONS = 18
@@ -21,7 +22,7 @@ def valid_software(name: str | None, version: str | None) -> bool:
                 and SOFTWARE_NAME_VERSION.fullmatch(version))
 
 
-async def handle_api_versions(ctx, req) -> dict:
+async def handle_api_versions(ctx: RequestContext, req) -> dict:
     if ctx.api_version >= 3:
         name, version = req.client_software_name, req.client_software_version
         if not valid_software(name, version):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import uuid
 
+from broker.context import RequestContext
 from broker.security.acl import AUTHORIZATION_ERRORS, CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode
 
@@ -49,7 +50,7 @@ def coordinator_error(key_type: int, key: str, version: int) -> tuple[ErrorCode,
     return ErrorCode.NONE, None
 
 
-def _find_error(ctx, key_type: int, key: str, version: int) -> tuple[ErrorCode, str | None]:
+def _find_error(ctx: RequestContext, key_type: int, key: str, version: int) -> tuple[ErrorCode, str | None]:
     """Kafka's order: DESCRIBE on the group (transactional id) first, then CLUSTER_ACTION for share keys (which
     only brokers look up), then the key itself."""
     guard = {GROUP_KEY: (AclOperation.DESCRIBE, ResourceType.GROUP, key),
@@ -62,7 +63,7 @@ def _find_error(ctx, key_type: int, key: str, version: int) -> tuple[ErrorCode, 
     return coordinator_error(key_type, key, version)
 
 
-async def handle_find_coordinator(ctx, req) -> dict:
+async def handle_find_coordinator(ctx: RequestContext, req) -> dict:
     node = ctx.node
     version = ctx.api_version
     key_type = req.get("key_type", GROUP_KEY) if version >= 1 else GROUP_KEY
@@ -94,7 +95,7 @@ async def handle_find_coordinator(ctx, req) -> dict:
     return {"throttle_time_ms": 0, "coordinators": coordinators}
 
 
-async def handle_describe_cluster(ctx, req) -> dict:
+async def handle_describe_cluster(ctx: RequestContext, req) -> dict:
     node = ctx.node
     endpoint_type = req.get("endpoint_type", BROKER_ENDPOINT) if ctx.api_version >= 1 else BROKER_ENDPOINT
     if endpoint_type != BROKER_ENDPOINT:
@@ -121,7 +122,7 @@ async def handle_describe_cluster(ctx, req) -> dict:
     }
 
 
-def _cluster_operations(ctx, req) -> int:
+def _cluster_operations(ctx: RequestContext, req) -> int:
     if not req.get("include_cluster_authorized_operations"):
         return NO_AUTHORIZED_OPERATIONS
     if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):

@@ -11,6 +11,7 @@ refuse them), and answering each copy let one 100 KB request build a 260 MB resp
 from __future__ import annotations
 
 from broker.cluster.topics import BROKER_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE
+from broker.context import RequestContext
 from broker.security.acl import AUTHORIZATION_ERRORS, CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode
 
@@ -31,7 +32,7 @@ def _repeated(resources) -> set[tuple[int, str]]:
     return repeated
 
 
-def _refused(ctx, operation: AclOperation, resource_type: int, name: str) -> tuple[int, str] | None:
+def _refused(ctx: RequestContext, operation: AclOperation, resource_type: int, name: str) -> tuple[int, str] | None:
     """(error code, message) when the client may not do `operation` on this config resource."""
     guard = _GUARD.get(resource_type)
     if guard is None:
@@ -41,7 +42,7 @@ def _refused(ctx, operation: AclOperation, resource_type: int, name: str) -> tup
     return AUTHORIZATION_ERRORS[guard]
 
 
-async def handle_describe_configs(ctx, req) -> dict:
+async def handle_describe_configs(ctx: RequestContext, req) -> dict:
     service = ctx.broker.configs
     version = ctx.api_version
     results = []
@@ -66,7 +67,7 @@ async def handle_describe_configs(ctx, req) -> dict:
     return {"throttle_time_ms": 0, "results": results}
 
 
-async def handle_incremental_alter_configs(ctx, req) -> dict:
+async def handle_incremental_alter_configs(ctx: RequestContext, req) -> dict:
     service = ctx.broker.configs
     responses = []
     repeated = _repeated(req.resources)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+from broker.context import RequestContext
 from broker.partitions import FetchResult
 from broker.security.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode
@@ -25,7 +26,7 @@ def _resolve(topics, topic, version):
     return topics.registry.get(topic.topic), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
-def _denied(ctx, req) -> set[str]:
+def _denied(ctx: RequestContext, req) -> set[str]:
     """Topics the client may not READ (Kafka answers their partitions TOPIC_AUTHORIZATION_FAILED)."""
     denied = set()
     for topic in req.topics:
@@ -36,7 +37,7 @@ def _denied(ctx, req) -> set[str]:
     return denied
 
 
-def _collect(ctx, req, denied: set[str]) -> tuple[list[dict], int]:
+def _collect(ctx: RequestContext, req, denied: set[str]) -> tuple[list[dict], int]:
     """One pass over the requested partitions: build the response topics and count the bytes found."""
     broker = ctx.broker
     version = ctx.api_version
@@ -78,7 +79,7 @@ def _collect(ctx, req, denied: set[str]) -> tuple[list[dict], int]:
     return responses, total
 
 
-async def handle_fetch(ctx, req) -> dict:
+async def handle_fetch(ctx: RequestContext, req) -> dict:
     version = ctx.api_version
     if version >= 7 and req.session_id != 0 and req.session_epoch not in (-1, 0):
         # We never hand out fetch sessions, so an incremental fetch refers to one we do not have.
@@ -106,7 +107,7 @@ def _has_errors_only(responses: list[dict]) -> bool:
     )
 
 
-def _watch_keys(ctx, req, denied: set[str]) -> list[tuple[str, int]]:
+def _watch_keys(ctx: RequestContext, req, denied: set[str]) -> list[tuple[str, int]]:
     keys = []
     for topic in req.topics:
         info, _ = _resolve(ctx.broker.topics, topic, ctx.api_version)

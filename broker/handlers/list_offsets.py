@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import structlog
 
+from broker.context import RequestContext
 from broker.log.dir_failure import KafkaStorageError
 from broker.security.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode
@@ -50,7 +51,7 @@ def _lookup(plog, timestamp: int, version: int) -> tuple[ErrorCode, int, int]:
     return ErrorCode.NONE, ts, offset
 
 
-async def handle_list_offsets(ctx, req) -> dict:
+async def handle_list_offsets(ctx: RequestContext, req) -> dict:
     topics = ctx.broker.topics
     version = ctx.api_version
     out = []

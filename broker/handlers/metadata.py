@@ -6,6 +6,7 @@ import uuid
 
 from broker.cluster.manager import MAX_RECORDS_PER_USER_OP
 from broker.cluster.topics import INTERNAL_TOPICS, TopicError, TopicInfo, validate_topic_name
+from broker.context import RequestContext
 from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode
 
@@ -44,11 +45,11 @@ def error_entry(code: ErrorCode, name: str | None, topic_id: uuid.UUID = ZERO_UU
     return {"error_code": int(code), "name": name, "topic_id": topic_id, "is_internal": internal, "partitions": []}
 
 
-def _describable(ctx, name: str, audit: bool = True) -> bool:
+def _describable(ctx: RequestContext, name: str, audit: bool = True) -> bool:
     return ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name, audit=audit)
 
 
-async def handle_metadata(ctx, req) -> dict:
+async def handle_metadata(ctx: RequestContext, req) -> dict:
     broker = ctx.broker
     topics = broker.topics
     node = ctx.node  # the endpoint of the listener this client came in on

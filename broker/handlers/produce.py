@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+from broker.context import RequestContext
 from broker.partitions import ProduceResult, idempotent_keys, storage_error
 from broker.router import CloseConnection
 from broker.security.acl import AclOperation, ResourceType
@@ -25,7 +26,7 @@ def _partition_response(index: int, result: ProduceResult) -> dict:
     }
 
 
-async def handle_produce(ctx, req) -> dict | None:
+async def handle_produce(ctx: RequestContext, req) -> dict | None:
     broker = ctx.broker
     acks = req.acks
     responses: list = []
@@ -80,7 +81,7 @@ async def handle_produce(ctx, req) -> dict | None:
     return {"responses": responses, "throttle_time_ms": 0}
 
 
-def _append_all(ctx, req, error: ProduceResult | None) -> tuple[list, list]:
+def _append_all(ctx: RequestContext, req, error: ProduceResult | None) -> tuple[list, list]:
     """Authorize and append every partition's batch (no await: one loop step)."""
     broker = ctx.broker
     responses: list = []

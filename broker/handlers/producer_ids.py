@@ -6,6 +6,7 @@ memory; the transaction APIs themselves are not advertised.
 
 from __future__ import annotations
 
+from broker.context import RequestContext
 from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode
 
@@ -13,7 +14,7 @@ INIT_PRODUCER_ID = 22
 MAX_EPOCH = 32767
 
 
-async def handle_init_producer_id(ctx, req) -> dict:
+async def handle_init_producer_id(ctx: RequestContext, req) -> dict:
     producers = ctx.broker.producer_ids
     version = ctx.api_version
     if req.transaction_timeout_ms is not None and req.transactional_id is not None and req.transaction_timeout_ms <= 0:

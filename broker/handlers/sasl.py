@@ -7,17 +7,18 @@ authentication, which Kafka answers with ILLEGAL_SASL_STATE.
 
 from __future__ import annotations
 
+from broker.context import RequestContext
 from protocol.errors import ErrorCode
 
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
 
 
-async def handle_handshake(ctx, req) -> dict:
+async def handle_handshake(ctx: RequestContext, req) -> dict:
     return {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE), "mechanisms": []}
 
 
-async def handle_authenticate(ctx, req) -> dict:
+async def handle_authenticate(ctx: RequestContext, req) -> dict:
     return {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE),
             "error_message": "SaslAuthenticate request received after successful authentication",
             "auth_bytes": b"", "session_lifetime_ms": 0}

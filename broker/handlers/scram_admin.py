@@ -5,6 +5,7 @@ Authorization as Kafka: DESCRIBE, respectively ALTER, on the CLUSTER resource.
 
 from __future__ import annotations
 
+from broker.context import RequestContext
 from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode
 
@@ -13,7 +14,7 @@ ALTER_USER_SCRAM_CREDENTIALS = 51
 CLUSTER_AUTHORIZATION_FAILED = "Cluster authorization failed."
 
 
-async def handle_describe(ctx, req) -> dict:
+async def handle_describe(ctx: RequestContext, req) -> dict:
     if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
         code = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         # Kafka's error response: the top-level error plus one (nameless) result per user asked about.
@@ -28,7 +29,7 @@ async def handle_describe(ctx, req) -> dict:
         for r in results]}
 
 
-async def handle_alter(ctx, req) -> dict:
+async def handle_alter(ctx: RequestContext, req) -> dict:
     if not ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
         users = sorted({d.name for d in req.deletions} | {u.name for u in req.upsertions})
         code = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)

@@ -6,6 +6,7 @@ import uuid
 
 from broker.cluster.manager import MAX_RECORDS_PER_USER_OP, POLICY_VIOLATION_MESSAGE, TopicPlan
 from broker.cluster.topics import CLUSTER_METADATA_TOPIC, TopicError, TopicInfo
+from broker.context import RequestContext
 from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode
 
@@ -15,7 +16,7 @@ CREATE_PARTITIONS = 37
 ZERO_UUID = uuid.UUID(int=0)
 
 
-async def handle_create_topics(ctx, req) -> dict:
+async def handle_create_topics(ctx: RequestContext, req) -> dict:
     topics = ctx.broker.topics
     validate_only = req.get("validate_only", False)
     seen: dict[str, int] = {}
@@ -74,7 +75,7 @@ async def handle_create_topics(ctx, req) -> dict:
     return {"throttle_time_ms": 0, "topics": results}
 
 
-async def handle_delete_topics(ctx, req) -> dict:
+async def handle_delete_topics(ctx: RequestContext, req) -> dict:
     topics = ctx.broker.topics
     version = ctx.api_version
     wanted = (
@@ -100,7 +101,7 @@ async def handle_delete_topics(ctx, req) -> dict:
     return {"throttle_time_ms": 0, "responses": results}
 
 
-def _check_deletable(ctx, topics, name: str | None, topic_id: uuid.UUID, result: dict) -> None:
+def _check_deletable(ctx: RequestContext, topics, name: str | None, topic_id: uuid.UUID, result: dict) -> None:
     def may(operation: AclOperation, topic: str) -> bool:
         return ctx.authorize(operation, ResourceType.TOPIC, topic)
 
@@ -118,7 +119,7 @@ def _check_deletable(ctx, topics, name: str | None, topic_id: uuid.UUID, result:
         raise denied
 
 
-async def handle_create_partitions(ctx, req) -> dict:
+async def handle_create_partitions(ctx: RequestContext, req) -> dict:
     topics = ctx.broker.topics
     results = []
     planned: list[tuple[dict, str, int, int]] = []

@@ -1,6 +1,5 @@
 """Scrape-time collectors: they read the broker's components when Prometheus asks, so nothing is updated on the
-request path. Each looks its component up on the broker at read time (a broker built without it, or before it
-exists, exports nothing for it).
+request path. Each is given the components it reads (None: exports nothing for it).
 
 Reading and building are split: `read()` copies the numbers into plain tuples and must run on the event loop (the
 only thread that mutates the components); `build(rows)` makes the metric families (about 1 us per sample) and may
@@ -13,9 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+if TYPE_CHECKING:
+    from broker.groups.runtime import GroupCoordinatorRuntime
+    from broker.log import LogManager
+    from broker.server import Server
+    from broker.share.manager import SharePartitionManager
 
 # id(collector) -> rows read on the event loop, for the scrape in progress.
 SNAPSHOTS: ContextVar[dict[int, Any] | None] = ContextVar("shoal_metrics_snapshots", default=None)
@@ -51,11 +56,11 @@ class LogCollector(LoopStateCollector):
     """Per partition log (internal topics included): size, start and end offsets, segments (Kafka's kafka.log Log
     metrics Size, LogStartOffset, LogEndOffset, NumLogSegments)."""
 
-    def __init__(self, broker: Any) -> None:
-        self._broker = broker
+    def __init__(self, logs: LogManager | None) -> None:
+        self._logs = logs
 
     def read(self) -> list[tuple]:
-        logs = getattr(self._broker, "logs", None)
+        logs = self._logs
         if logs is None:
             return []
         return [(topic, partition, plog.size_bytes, plog.log_start_offset, plog.log_end_offset, len(plog.segments))
@@ -80,14 +85,14 @@ class SharePartitionCollector(LoopStateCollector):
     the lag (KIP-1226: high watermark - start offset - records delivered-complete in the window), and counters
     since the share-partition was loaded: records acquired, acknowledged (accepted), archived and lock expiries."""
 
-    def __init__(self, broker: Any) -> None:
-        self._broker = broker
+    def __init__(self, manager: SharePartitionManager | None, logs: LogManager | None) -> None:
+        self._manager = manager
+        self._logs = logs
 
     def read(self) -> list[tuple]:
-        manager = getattr(self._broker, "share_partitions", None)
+        manager, logs = self._manager, self._logs
         if manager is None:
             return []
-        logs = getattr(self._broker, "logs", None)
         rows = []
         for sp in manager.loaded_partitions():
             f = sp.inflight
@@ -133,13 +138,13 @@ class GroupCollector(LoopStateCollector):
     consumer/share group epoch, which moves once per rebalance and survives restarts (it is replayed from
     __consumer_offsets); plus groups per type and state."""
 
-    def __init__(self, broker: Any) -> None:
-        self._broker = broker
+    def __init__(self, runtime: GroupCoordinatorRuntime | None) -> None:
+        self._runtime = runtime  # its coordinator is replaced when a partition reloads: read it at scrape time
 
     def read(self) -> list[tuple]:
-        coordinator = getattr(getattr(self._broker, "group_coordinator", None), "coordinator", None)
-        if coordinator is None:
+        if self._runtime is None:
             return []
+        coordinator = self._runtime.coordinator
         rows = [(gid, "classic", len(g.members), g.generation_id, g.state.value)
                 for gid, g in coordinator.classic.groups.items()]
         rows += [(gid, "consumer", len(g.members), g.group_epoch, g.state().value)
@@ -169,18 +174,18 @@ class ServerCollector(LoopStateCollector):
     """Open connections per listener, share sessions, and per share group the records written to its dead-letter
     queue and the archived ones that got no DLQ copy (KIP-1191)."""
 
-    def __init__(self, broker: Any) -> None:
-        self._broker = broker
+    def __init__(self, server: Server | None, share_partitions: SharePartitionManager | None) -> None:
+        self._server = server
+        self._manager = share_partitions
 
     def empty_rows(self) -> Any:
         return {}, 0, {}, {}
 
     def read(self) -> Any:
         per_listener: dict[str, int] = {}
-        server = getattr(self._broker, "server", None)
-        for conn in list(getattr(server, "connections", ())):
+        for conn in list(self._server.connections if self._server is not None else ()):
             per_listener[conn.info.listener] = per_listener.get(conn.info.listener, 0) + 1
-        manager = getattr(self._broker, "share_partitions", None)
+        manager = self._manager
         if manager is None:
             return per_listener, 0, {}, {}
         return per_listener, len(manager.sessions), dict(manager.dlq.written), dict(manager.dlq.skipped)

@@ -7,29 +7,44 @@ collide.
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
 
-from broker.config import parse_host_port
+from broker.config import BrokerConfig, parse_host_port
 from broker.metrics.collectors import GroupCollector, LogCollector, ServerCollector, SharePartitionCollector
 from broker.metrics.http import MetricsEndpoint
 from broker.metrics.loop_lag import LoopLagWatchdog
 
+if TYPE_CHECKING:
+    from broker.groups.runtime import GroupCoordinatorRuntime
+    from broker.log import LogManager
+    from broker.server import Server
+    from broker.share.manager import SharePartitionManager
+
+Spawn = Callable[[Coroutine[Any, Any, Any], str], asyncio.Task]
+
 
 class MetricsService:
-    def __init__(self, broker: Any, registry: CollectorRegistry) -> None:
-        self._broker = broker
+    """`registry` is the one the router already counts requests in; `spawn` runs the watchdog for the life of the
+    broker. The components read at scrape time may be None (nothing exported for them)."""
+
+    def __init__(self, config: BrokerConfig, registry: CollectorRegistry, spawn: Spawn, *,
+                 logs: LogManager | None, share_partitions: SharePartitionManager | None,
+                 group_coordinator: GroupCoordinatorRuntime | None, server: Server | None) -> None:
+        self._spawn = spawn
         self.registry = registry
-        self.collectors = (LogCollector(broker), SharePartitionCollector(broker), GroupCollector(broker),
-                           ServerCollector(broker))
+        self.collectors = (LogCollector(logs), SharePartitionCollector(share_partitions, logs),
+                           GroupCollector(group_coordinator), ServerCollector(server, share_partitions))
         for collector in self.collectors:
             registry.register(collector)
         # process_*: RSS, CPU seconds, open file descriptors (read from /proc at scrape time); python_info.
         ProcessCollector(registry=registry)
         PlatformCollector(registry=registry)
-        self.watchdog = LoopLagWatchdog(registry, warn_s=broker.config.get("shoal.loop.lag.warn.ms") / 1000)
-        address = parse_host_port(broker.config.get("metrics.prometheus.listener"))
+        self.watchdog = LoopLagWatchdog(registry, warn_s=config.get("shoal.loop.lag.warn.ms") / 1000)
+        address = parse_host_port(config.get("metrics.prometheus.listener"))
         self.endpoint = MetricsEndpoint(registry, *address, loop_collectors=self.collectors) \
             if address is not None else None
 
@@ -39,15 +54,10 @@ class MetricsService:
         return self.endpoint.port if self.endpoint is not None else None
 
     async def start(self) -> None:
-        self._broker.spawn(self.watchdog.run(), "loop-lag-watchdog")
+        self._spawn(self.watchdog.run(), "loop-lag-watchdog")
         if self.endpoint is not None:
             await self.endpoint.start()
 
     async def close(self) -> None:
         if self.endpoint is not None:
             await self.endpoint.close()
-
-
-def build(broker: Any) -> MetricsService:
-    """Create component `metrics` on the registry the router already counts requests in."""
-    return broker.add_component("metrics", MetricsService(broker, broker.router.request_metrics.registry))

@@ -23,9 +23,8 @@ class FakeReplicas:
 
 async def test_a_cancelled_waiter_does_not_cancel_the_shared_durability_wait():
     replicas = FakeReplicas()
-    broker = SimpleNamespace(replicas=replicas,
-                             topics=SimpleNamespace(registry=SimpleNamespace(get=lambda name: object())))
-    clog = CoordinatorLog(broker, "__share_group_state")
+    topics = SimpleNamespace(registry=SimpleNamespace(get=lambda name: object()))
+    clog = CoordinatorLog(topics, replicas, "__share_group_state")
     fut = clog.append(0, [(b"k", b"v")])
 
     async def request_awaiting_append() -> None:
@@ -48,8 +47,8 @@ def test_a_log_closed_by_the_broker_stop_counts_as_offline():
     def gone(topic, partition):
         raise KeyError((topic, partition))
 
-    broker = SimpleNamespace(topics=SimpleNamespace(find_log=lambda topic, partition: None, log=gone))
-    assert CoordinatorLog(broker, "__consumer_offsets").offline(0) is True
+    topics = SimpleNamespace(find_log=lambda topic, partition: None, log=gone)
+    assert CoordinatorLog(topics, FakeReplicas(), "__consumer_offsets").offline(0) is True
     online = SimpleNamespace(failures=SimpleNamespace(offline=False))
-    broker = SimpleNamespace(topics=SimpleNamespace(find_log=lambda topic, partition: online, log=gone))
-    assert CoordinatorLog(broker, "__consumer_offsets").offline(0) is False
+    topics = SimpleNamespace(find_log=lambda topic, partition: online, log=gone)
+    assert CoordinatorLog(topics, FakeReplicas(), "__consumer_offsets").offline(0) is False

@@ -53,8 +53,7 @@ def test_log_collector_reads_every_partition_log(tmp_path):
         a.append(batch(3))
         a.append(batch(2))
         a.delete_records_before(1)
-        broker = SimpleNamespace(logs=logs)
-        registry = registry_with(LogCollector(broker))
+        registry = registry_with(LogCollector(logs))
         assert get(registry, "shoal_log_end_offset", topic="orders", partition="0") == 5
         assert get(registry, "shoal_log_start_offset", topic="orders", partition="0") == 1
         assert get(registry, "shoal_log_size_bytes", topic="orders", partition="0") == a.size_bytes > 0
@@ -67,11 +66,10 @@ def test_log_collector_reads_every_partition_log(tmp_path):
 
 
 def test_collectors_export_nothing_without_their_component():
-    registry = registry_with(LogCollector(SimpleNamespace()), SharePartitionCollector(SimpleNamespace()),
-                             GroupCollector(SimpleNamespace()))
+    registry = registry_with(LogCollector(None), SharePartitionCollector(None, None), GroupCollector(None))
     families = list(registry.collect())
     assert families and all(not f.samples for f in families)
-    sessions = registry_with(ServerCollector(SimpleNamespace())).get_sample_value("shoal_share_sessions")
+    sessions = registry_with(ServerCollector(None, None)).get_sample_value("shoal_share_sessions")
     assert sessions == 0
 
 
@@ -82,9 +80,8 @@ def test_share_partition_collector_follows_acquire_ack_and_expiry():
     assert inflight.acknowledge("m1", [(0, 4, [ACK_ACCEPT]), (5, 6, [ACK_REJECT])], now_ms=10) == [0, 0]
     sp = SharePartition(("g", uuid.uuid4(), 0), "t", inflight)
     plog = SimpleNamespace(high_watermark=25)
-    broker = SimpleNamespace(share_partitions=SimpleNamespace(loaded_partitions=lambda: [sp]),
-                             logs=SimpleNamespace(find=lambda topic, partition: plog))
-    registry = registry_with(SharePartitionCollector(broker))
+    registry = registry_with(SharePartitionCollector(SimpleNamespace(loaded_partitions=lambda: [sp]),
+                                                     SimpleNamespace(find=lambda topic, partition: plog)))
     labels = {"group": "g", "topic": "t", "partition": "0"}
     assert get(registry, "shoal_share_partition_acquisitions_total", **labels) == 20
     assert get(registry, "shoal_share_partition_acknowledged_records_total", **labels) == 5
@@ -116,7 +113,7 @@ def test_group_collector_counts_members_and_rebalances_of_every_type():
     coordinator = SimpleNamespace(classic=SimpleNamespace(groups={"c": classic}),
                                   consumer=SimpleNamespace(groups={"k": consumer}),
                                   share=SimpleNamespace(groups={"s": share, "s2": empty_share}))
-    registry = registry_with(GroupCollector(SimpleNamespace(group_coordinator=SimpleNamespace(coordinator=coordinator))))
+    registry = registry_with(GroupCollector(SimpleNamespace(coordinator=coordinator)))
     assert get(registry, "shoal_group_members", group="c", type="classic") == 2
     assert get(registry, "shoal_group_members", group="k", type="consumer") == 1
     assert get(registry, "shoal_group_members", group="s", type="share") == 3
@@ -136,7 +133,7 @@ def test_server_collector_counts_connections_sessions_and_dlq_records():
 
     server = SimpleNamespace(connections=[conn("PLAINTEXT"), conn("PLAINTEXT"), conn("SASL_SSL")])
     manager = SimpleNamespace(sessions=[1, 2, 3], dlq=SimpleNamespace(written={"g": 4}, skipped={"h": 1}))
-    registry = registry_with(ServerCollector(SimpleNamespace(server=server, share_partitions=manager)))
+    registry = registry_with(ServerCollector(server, manager))
     assert get(registry, "shoal_connections", listener="PLAINTEXT") == 2
     assert get(registry, "shoal_connections", listener="SASL_SSL") == 1
     assert get(registry, "shoal_share_sessions") == 3
@@ -146,8 +143,8 @@ def test_server_collector_counts_connections_sessions_and_dlq_records():
 
 def test_family_names_are_unique_in_the_exposition():
     """A gauge and a counter sharing a base name would be two families of one name (invalid exposition)."""
-    registry = registry_with(LogCollector(SimpleNamespace()), SharePartitionCollector(SimpleNamespace()),
-                             GroupCollector(SimpleNamespace()), ServerCollector(SimpleNamespace()))
+    registry = registry_with(LogCollector(None), SharePartitionCollector(None, None), GroupCollector(None),
+                             ServerCollector(None, None))
     LoopLagWatchdog(registry, warn_s=0.1)
     text = generate_latest(registry).decode()
     names = [family.name for family in text_string_to_metric_families(text)]
@@ -276,10 +273,11 @@ def test_two_brokers_in_one_process_have_their_own_registries(tmp_path):
 
     from broker.app import Broker
     from broker.config import BrokerConfig
-    from broker.metrics.service import build
+    from broker.metrics.service import MetricsService
 
     brokers = [Broker(BrokerConfig({"log.dirs": str(tmp_path / name)})) for name in "ab"]
-    services = [build(b) for b in brokers]
+    services = [MetricsService(b.config, b.router.request_metrics.registry, b.spawn, logs=None, share_partitions=None,
+                               group_coordinator=None, server=b.server) for b in brokers]
     assert services[0].registry is not services[1].registry
     assert all(s.registry is b.router.request_metrics.registry for s, b in zip(services, brokers, strict=True))
     assert all(s.endpoint is None and s.port is None for s in services)  # off by default
