@@ -335,10 +335,8 @@ class SharePartitionManager:
         if store is None or delta is None:
             return ErrorCode.NONE
         try:
-            batches = [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-                       for b in delta.state_batches]
             result = await store.write_state(group, topic_id, partition, delta.state_epoch, -1,
-                                             delta.start_offset, batches,
+                                             delta.start_offset, delta.state_batches,
                                              delivery_complete_count=delta.delivery_complete_count)
             code = getattr(result, "error_code", ErrorCode.NONE)
             code = ErrorCode.NONE if code in (None, 0) else ErrorCode(code)
