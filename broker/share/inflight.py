@@ -22,8 +22,8 @@ import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from broker.share.persister import StateBatch
 from broker.share.pieces import Piece, PieceIndex
-from broker.sharestate.state import StateBatch
 from protocol.errors import ErrorCode
 
 # Record states, with Kafka's ids (RecordState / PersisterStateBatch.deliveryState).
