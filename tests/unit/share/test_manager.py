@@ -21,7 +21,7 @@ CONFIG = {"group.share.max.share.sessions": 10, "group.share.partition.max.recor
 
 
 class MemoryState:
-    """In-memory stand-in for broker.share_state: the last written start offset and batches per key."""
+    """In-memory Persister (the share coordinator's role): the last written start offset and batches per key."""
 
     def __init__(self) -> None:
         self.writes: list[tuple] = []

@@ -19,7 +19,7 @@ CONFIG = {"group.share.max.share.sessions": 10, "group.share.partition.max.recor
 
 
 class GatedState:
-    """broker.share_state stand-in whose writes wait for `gate` while `gating` is set."""
+    """A Persister stand-in whose writes wait for `gate` while `gating` is set."""
 
     def __init__(self) -> None:
         self.state: dict[tuple, SimpleNamespace] = {}
