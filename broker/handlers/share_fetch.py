@@ -1,7 +1,8 @@
 """ShareFetch (78) and ShareAcknowledge (79), v1-2: share sessions, acknowledgements, acquisition, long poll.
 
-Thin: the session cache and the share-partition manager (broker.share.manager) do the work. Acknowledgements
-are made durable (WriteShareGroupState) before their AcknowledgeErrorCode is answered.
+Thin: the session cache and the share-partition manager (broker.share.manager) do the work, the long poll is
+broker.share.delayed_fetch. Acknowledgements are made durable (WriteShareGroupState) before their
+AcknowledgeErrorCode is answered.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ import uuid
 from typing import Any
 
 from broker.security.acl import AclOperation, ResourceType
+from broker.share.delayed_fetch import DelayedShareFetch, ShareFetchParams
 from broker.share.inflight import ACK_REJECT, ACK_RENEW
-from broker.share.manager import ShareError, SharePartition
+from broker.share.manager import ShareError
 from broker.share.sessions import FINAL_EPOCH
 from protocol.errors import ErrorCode
 
@@ -51,15 +53,6 @@ async def _acknowledge(ctx, group: str, member: str, topic_id: uuid.UUID, part, 
         return err.code, err.message
     code = await mgr.acknowledge(sp, member, batches)
     return code, None
-
-
-def _membership(ctx, group: str, member: str) -> tuple[bool, dict | None]:
-    """(is a member, its assignment) from the group coordinator; (True, None) when there is none to ask."""
-    groups = getattr(ctx.broker, "share_groups", None)
-    if groups is None or not getattr(groups, "loaded", False) or not hasattr(groups, "member_assignment"):
-        return True, None
-    assignment = groups.member_assignment(group, member)
-    return assignment is not None, assignment
 
 
 def _not_a_member(group: str, member: str) -> dict:
@@ -109,7 +102,7 @@ async def handle_share_fetch(ctx, req) -> dict:
     forget = [(t.topic_id, p) for t in req.forgotten_topics_data for p in t.partitions]
     acks = {(t.topic_id, p.partition_index): p for t in req.topics for p in t.partitions
             if p.acknowledgement_batches}
-    if epoch == 0 and not _membership(ctx, group, member)[0]:
+    if epoch == 0 and not mgr.membership(group, member)[0]:
         return _not_a_member(group, member)
     # A final request (-1) lists partitions only to acknowledge them: they join no session.
     add = [] if epoch == FINAL_EPOCH else requested
@@ -163,68 +156,18 @@ async def handle_share_fetch(ctx, req) -> dict:
 
 
 async def _fetch(ctx, req, group: str, member: str, tps: list[tuple[uuid.UUID, int]], entry) -> None:
-    mgr = ctx.broker.share_partitions
-    partitions: list[SharePartition] = []
-    for tp in tps:
-        try:
-            partitions.append(await mgr.partition(group, tp[0], tp[1]))
-        except ShareError as err:
-            e = entry(tp)
-            e["error_code"], e["error_message"] = int(err.code), err.message
-    if not partitions:
-        return
-    strict = ctx.api_version >= 2 and req.get("share_acquire_mode", 0) == RECORD_LIMIT_MODE
-    max_records = req.max_records if req.max_records > 0 else 500
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + max(req.max_wait_ms, 0) / 1000
-    start = 0
-    min_bytes = max(req.min_bytes, 1)
-    while True:
-        left = deadline - loop.time()
-        # Only partitions assigned to the member are served (looked up each round: a rebalance may move them);
-        # the others stay in the session and are served again once assigned.
-        member_of, assignment = _membership(ctx, group, member)
-        if not member_of:
-            return
-        serving = partitions if assignment is None else [
-            sp for sp in partitions if sp.key[2] in assignment.get(sp.key[1], ())]
-        # MinBytes: wait without acquiring (acquired records would sit locked) until enough is there.
-        short = left > 0 and sum(mgr.available_bytes(sp, min_bytes) for sp in serving) < min_bytes
-        if short and await mgr.wait(partitions, left):
-            continue
-        total_bytes = 0
-        failed = False
-        remaining_records = max_records
-        remaining_bytes = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
-        # Rotate the starting partition so one busy partition does not starve the others.
-        order = serving[start % len(serving):] + serving[:start % len(serving)] if serving else []
-        start += 1
-        for sp in order:
-            if remaining_records <= 0 or remaining_bytes <= 0:
-                break
-            try:
-                got = mgr.acquire(sp, member, remaining_records, remaining_bytes, min_one=total_bytes == 0,
-                                  strict=strict)
-            except ShareError as err:  # its log directory is offline: answered with the error, not served again
-                e = entry((sp.key[1], sp.key[2]))
-                e["error_code"], e["error_message"] = int(err.code), err.message
-                partitions.remove(sp)
-                failed = True
-                continue
-            if got is None:
-                continue
-            e = entry((sp.key[1], sp.key[2]))
-            e["records"] = got.records
+    params = ShareFetchParams(
+        max_wait_ms=req.max_wait_ms, min_bytes=req.min_bytes, max_bytes=req.max_bytes, max_records=req.max_records,
+        strict=ctx.api_version >= 2 and req.get("share_acquire_mode", 0) == RECORD_LIMIT_MODE)
+    results = await DelayedShareFetch(ctx.broker.share_partitions, group, member, params).run(tps)
+    for tp, got in results.items():
+        e = entry(tp)
+        if got.acquired is None:
+            e["error_code"], e["error_message"] = int(got.error), got.message
+        else:
+            e["records"] = got.acquired.records
             e["acquired_records"] = [{"first_offset": r.first_offset, "last_offset": r.last_offset,
-                                      "delivery_count": r.delivery_count} for r in got.ranges]
-            total_bytes += len(got.records)
-            remaining_bytes -= len(got.records)
-            remaining_records -= sum(r.last_offset - r.first_offset + 1 for r in got.ranges)
-        if total_bytes > 0 or failed or not partitions:
-            return
-        left = deadline - loop.time()
-        if left <= 0 or not await mgr.wait(partitions, left):
-            return
+                                      "delivery_count": r.delivery_count} for r in got.acquired.ranges]
 
 
 async def handle_share_acknowledge(ctx, req) -> dict:

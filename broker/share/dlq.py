@@ -22,13 +22,18 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from broker.share.inflight import DEAD_REJECTED, DeadLetter
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch, iter_batch_views, iter_records
+
+if TYPE_CHECKING:
+    from broker.cluster.manager import TopicManager
+    from broker.config import BrokerConfig
+    from broker.partitions import ReplicaManager
 
 log = structlog.get_logger(__name__)
 
@@ -54,8 +59,11 @@ class DlqWriteError(Exception):
 
 
 class DeadLetterQueue:
-    def __init__(self, broker: Any, group_configs: Callable[[str], dict[str, str]]) -> None:
-        self._broker = broker
+    def __init__(self, *, config: BrokerConfig, topics: TopicManager, replicas: ReplicaManager,
+                 group_configs: Callable[[str], dict[str, str]]) -> None:
+        self._config = config
+        self._topics = topics
+        self._replicas = replicas
         self._group_configs = group_configs
         self._create_lock = asyncio.Lock()
         self._warned: dict[tuple[str, str], float] = {}
@@ -95,8 +103,8 @@ class DeadLetterQueue:
                              (HEADER_MESSAGE, MESSAGES.get(d.reason, d.reason).encode())],
                     timestamp=now))
         dlq_partition = partition % info.num_partitions
-        max_bytes = self._broker.topics.int_config(info, "max.message.bytes")
-        replicas = self._broker.replicas
+        max_bytes = self._topics.int_config(info, "max.message.bytes")
+        replicas = self._replicas
         logs = []
         for batch in _batches(records, max_bytes):
             result, plog = replicas.append(info, dlq_partition, batch, allow_internal=False)
@@ -113,7 +121,7 @@ class DeadLetterQueue:
         self.written[group] = self.written.get(group, 0) + count
 
     async def _dlq_topic(self, group: str, name: str) -> Any:
-        topics = self._broker.topics
+        topics = self._topics
         info = topics.registry.get(name)
         if info is not None:
             if info.internal:
@@ -123,7 +131,7 @@ class DeadLetterQueue:
                 self._warn(group, name, f"DLQ topic does not allow it ({GROUP_ENABLE}=false)")
                 return None
             return info
-        config = self._broker.config
+        config = self._config
         prefix = config.get(PREFIX) or ""
         if not config.get(AUTO_CREATE) or not name.startswith(prefix):
             self._warn(group, name, f"DLQ topic does not exist and is not auto-created ({AUTO_CREATE}, "

@@ -22,6 +22,7 @@ import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from broker.share.persister import StateBatch
 from broker.share.pieces import Piece, PieceIndex
 from protocol.errors import ErrorCode
 
@@ -53,14 +54,6 @@ _COMPACT_SLACK = 64
 class AcquiredRange:
     first_offset: int
     last_offset: int
-    delivery_count: int
-
-
-@dataclass(frozen=True, slots=True)
-class StateBatch:
-    first_offset: int
-    last_offset: int
-    delivery_state: int
     delivery_count: int
 
 

@@ -1,10 +1,14 @@
 """Share-partition leader (KIP-932): one ShareInFlight per (group, topic id, partition), on the event loop.
 
 Ties the sans-IO pieces to the broker: share sessions (sessions.py), in-flight state (inflight.py), the logs
-(batch headers to acquire whole batches, bytes to serve) and the share coordinator (`broker.share_state`:
-read_state on first use, write_state before an acknowledgement is answered). A background task expires
-record locks; parked share fetches are woken by appends (ReplicaManager) and by records becoming available
-again here (releases, expiries).
+(batch headers to acquire whole batches, bytes to serve) and the share coordinator through the Persister
+(persister.py: read_state on first use, write_state before an acknowledgement is answered). A background task
+expires record locks; parked share fetches (delayed_fetch.py) are woken by appends (ReplicaManager) and by
+records becoming available again here (releases, expiries).
+
+The group coordinator tells the leader about members that left, deleted groups and reset share state through
+the `on_*` hooks, which whoever builds the manager wires (see `build`); the leader asks it back only who is a
+member with which partitions (ShareGroupMembership).
 """
 
 from __future__ import annotations
@@ -13,9 +17,9 @@ import asyncio
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -23,14 +27,20 @@ from broker.aio import wait_event
 from broker.log.dir_failure import KafkaStorageError
 from broker.log.partition_log import OffsetOutOfRangeError
 from broker.share.dlq import DeadLetterQueue
-from broker.share.inflight import DeadLetter, ShareInFlight, StateBatch, StateDelta
+from broker.share.inflight import DeadLetter, ShareInFlight, StateDelta
+from broker.share.persister import UNINITIALIZED_START_OFFSET, Persister, StateBatch
 from broker.share.sessions import ShareSessionCache
 from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.cluster.manager import TopicManager
+    from broker.config import BrokerConfig
+    from broker.partitions import ReplicaManager
 
 log = structlog.get_logger(__name__)
 
 PartitionKey = tuple[str, uuid.UUID, int]  # (group, topic id, partition)
-UNINITIALIZED = -1
+UNINITIALIZED = UNINITIALIZED_START_OFFSET
 EXPIRY_RETRY_S = 0.5  # pause after a failed lock-expiry round before the next one
 # Acquired ranges closer than this (estimated bytes between them) are served from one log read.
 COALESCE_GAP_BYTES = 8192
@@ -46,6 +56,20 @@ class ShareError(Exception):
 def offline_error(topic: str, partition: int) -> ShareError:
     """Kafka's message for a partition in an offline log directory (ReplicaManager.getPartitionOrException)."""
     return ShareError(ErrorCode.KAFKA_STORAGE_ERROR, f"Partition {topic}-{partition} is in an offline log directory")
+
+
+GroupConfigs = Callable[[str], dict[str, str]]  # group id -> effective group configs
+Spawn = Callable[[Coroutine[Any, Any, Any], str], Any]  # run a background task for the broker's life
+Assignment = Mapping[uuid.UUID, Collection[int]]  # topic id -> partitions assigned to a member
+
+
+class ShareGroupMembership(Protocol):
+    """What the leader asks the group coordinator: is this a member, and which partitions does it have."""
+
+    @property
+    def loaded(self) -> bool: ...
+
+    def member_assignment(self, group_id: str, member_id: str) -> Assignment | None: ...
 
 
 @dataclass
@@ -122,10 +146,16 @@ class Acquired:
 
 
 class SharePartitionManager:
-    def __init__(self, broker: Any, *, clock: Callable[[], float] = time.time) -> None:
-        self._broker = broker
+    def __init__(self, *, config: BrokerConfig, topics: TopicManager, replicas: ReplicaManager,
+                 persister: Persister, groups: ShareGroupMembership, dlq: DeadLetterQueue,
+                 group_configs: GroupConfigs, spawn: Spawn, clock: Callable[[], float] = time.time) -> None:
+        self._config = config
+        self._topics = topics
+        self._replicas = replicas
+        self._persister = persister
+        self._groups = groups
+        self._spawn = spawn
         self._clock = clock
-        config = broker.config
         self.sessions = ShareSessionCache(config.get("group.share.max.share.sessions"))
         self._partitions: dict[PartitionKey, SharePartition] = {}
         self._loading: dict[PartitionKey, asyncio.Future] = {}
@@ -134,33 +164,21 @@ class SharePartitionManager:
         self._session_conn: dict[tuple[str, str], int] = {}
         self._releases: set[asyncio.Task] = set()
         self._closed = False
-        configs = getattr(broker, "configs", None)
         # group id -> effective group configs (share.auto.offset.reset, share.record.lock.duration.ms, ...).
-        self.group_configs: Callable[[str], dict[str, str]] = (
-            configs.group_config if configs is not None and hasattr(configs, "group_config") else lambda g: {})
-        self.dlq = DeadLetterQueue(broker, self.group_configs)
+        self.group_configs = group_configs
+        self.dlq = dlq
 
     def now_ms(self) -> int:
         return int(self._clock() * 1000)
 
     # --- lifecycle ---------------------------------------------------------------------------------------------
     async def start(self) -> None:
-        groups = getattr(self._broker, "share_groups", None)
-        if groups is not None and hasattr(groups, "add_member_removed_listener"):
-            groups.add_member_removed_listener(self.on_member_removed)
-        if groups is not None and hasattr(groups, "add_group_deleted_listener"):
-            groups.add_group_deleted_listener(self.on_group_deleted)
-        if groups is not None and hasattr(groups, "add_share_state_reset_listener"):
-            groups.add_share_state_reset_listener(self.on_share_state_reset)
-        self._broker.spawn(self._expiry_loop(), "share-lock-expiry")
-        server = getattr(self._broker, "server", None)
-        if server is not None and hasattr(server, "close_listeners"):
-            server.close_listeners.append(self.on_connection_closed)
+        self._spawn(self._expiry_loop(), "share-lock-expiry")
 
     # --- configuration -----------------------------------------------------------------------------------------
     def _group_int(self, group: str, name: str, broker_key: str) -> int:
         value = self.group_configs(group).get(name)
-        return int(value) if value else self._broker.config.get(broker_key)
+        return int(value) if value else self._config.get(broker_key)
 
     def lock_duration_ms(self, group: str) -> int:
         return self._group_int(group, "share.record.lock.duration.ms", "group.share.record.lock.duration.ms")
@@ -197,7 +215,7 @@ class SharePartitionManager:
         """(TopicInfo, PartitionLog) or ShareError UNKNOWN_TOPIC_ID / UNKNOWN_TOPIC_OR_PARTITION, or
         KAFKA_STORAGE_ERROR for a log whose directory is offline (Kafka's share fetch looks the partition up
         with ReplicaManager.getPartitionOrException)."""
-        topics = self._broker.topics
+        topics = self._topics
         info = topics.registry.by_id(topic_id)
         if info is None:
             raise ShareError(ErrorCode.UNKNOWN_TOPIC_ID)
@@ -272,24 +290,17 @@ class SharePartitionManager:
                  start_offset=inflight.start_offset, end_offset=inflight.end_offset)
         return sp
 
-    async def _read_state(self, key: PartitionKey) -> tuple[int, int, list[StateBatch]]:
+    async def _read_state(self, key: PartitionKey) -> tuple[int, int, Sequence[StateBatch]]:
         """(state epoch, start offset or -1, batches) from the share coordinator."""
-        store = getattr(self._broker, "share_state", None)
-        if store is None:
-            return 0, UNINITIALIZED, []
-        result = await store.read_state(*key)
-        code = getattr(result, "error_code", ErrorCode.NONE)
-        state = getattr(result, "state", result)
-        if code != ErrorCode.NONE or state is None:
+        result = await self._persister.read_state(*key)
+        state = result.state
+        if result.error_code != ErrorCode.NONE or state is None:
             # Not initialized yet (the group coordinator normally does it before assigning): do it here.
-            init = await store.initialize(*key, 0, UNINITIALIZED)
-            init_code = getattr(init, "error_code", ErrorCode.NONE)
-            if init_code not in (ErrorCode.NONE, None):
-                raise ShareError(ErrorCode(init_code), f"share state: {getattr(init, 'error_message', None)}")
+            init = await self._persister.initialize(*key, 0, UNINITIALIZED)
+            if init.error_code != ErrorCode.NONE:
+                raise ShareError(ErrorCode(init.error_code), f"share state: {init.error_message}")
             return 0, UNINITIALIZED, []
-        batches = [StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-                   for b in state.state_batches]
-        return state.state_epoch, state.start_offset, batches
+        return state.state_epoch, state.start_offset, state.state_batches
 
     # --- persistence -------------------------------------------------------------------------------------------
     async def persist(self, sp: SharePartition) -> ErrorCode:
@@ -331,17 +342,13 @@ class SharePartitionManager:
                 log.exception("share group DLQ write failed", group=group, topic=sp.topic, partition=partition)
                 self._discard(sp, ErrorCode.KAFKA_STORAGE_ERROR)
                 return ErrorCode.KAFKA_STORAGE_ERROR
-        store = getattr(self._broker, "share_state", None)
-        if store is None or delta is None:
+        if delta is None:
             return ErrorCode.NONE
         try:
-            batches = [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-                       for b in delta.state_batches]
-            result = await store.write_state(group, topic_id, partition, delta.state_epoch, -1,
-                                             delta.start_offset, batches,
-                                             delivery_complete_count=delta.delivery_complete_count)
-            code = getattr(result, "error_code", ErrorCode.NONE)
-            code = ErrorCode.NONE if code in (None, 0) else ErrorCode(code)
+            result = await self._persister.write_state(group, topic_id, partition, delta.state_epoch, -1,
+                                                       delta.start_offset, delta.state_batches,
+                                                       delivery_complete_count=delta.delivery_complete_count)
+            code = ErrorCode(result.error_code)
         except Exception:  # noqa: BLE001 - the client gets an error code, the broker carries on
             log.exception("share state write failed", group=group, topic=sp.topic, partition=partition)
             code = ErrorCode.UNKNOWN_SERVER_ERROR
@@ -521,6 +528,14 @@ class SharePartitionManager:
                 self._wake(sp)
         return released
 
+    def membership(self, group: str, member: str) -> tuple[bool, Assignment | None]:
+        """(is a member, its assignment) from the group coordinator; (True, None) while it cannot tell (not
+        loaded), so that a fetch is served rather than refused."""
+        if not self._groups.loaded:
+            return True, None
+        assignment = self._groups.member_assignment(group, member)
+        return assignment is not None, assignment
+
     def session_opened(self, group: str, member: str, connection_id: int) -> None:
         self._session_conn[(group, member)] = connection_id
 
@@ -537,7 +552,7 @@ class SharePartitionManager:
             self._release_soon(group, member)
 
     def on_member_removed(self, group_id: str, member_id: str) -> None:
-        """share_groups listener: the member left or its session timed out."""
+        """Hook for the group coordinator: the member left or its session timed out."""
         self.sessions.remove_member(group_id, member_id)
         self.session_closed(group_id, member_id)
         self._release_soon(group_id, member_id)
@@ -589,7 +604,7 @@ class SharePartitionManager:
         for sp in partitions:
             sp.waiters.add(event)
         keys = [(sp.topic, sp.key[2]) for sp in partitions]
-        appended = asyncio.ensure_future(self._broker.replicas.wait_for_append(keys, timeout_s))
+        appended = asyncio.ensure_future(self._replicas.wait_for_append(keys, timeout_s))
         released = asyncio.ensure_future(event.wait())
         try:
             done, _ = await asyncio.wait([appended, released], timeout=timeout_s,
@@ -650,7 +665,19 @@ class SharePartitionManager:
 
 
 def build(broker: Any) -> SharePartitionManager:
-    """Create the share-partition manager as component `share_partitions` (call while building components)."""
-    manager = broker.add_component("share_partitions", SharePartitionManager(broker))
+    """Create the share-partition manager as component `share_partitions` from the broker's components (call
+    while building components, after `share_state` and `share_groups`) and wire its hooks: topic deletion,
+    the group coordinator's member/group/state-reset events, closed connections."""
+    group_configs = broker.configs.group_config
+    dlq = DeadLetterQueue(config=broker.config, topics=broker.topics, replicas=broker.replicas,
+                          group_configs=group_configs)
+    groups = broker.share_groups
+    manager = broker.add_component("share_partitions", SharePartitionManager(
+        config=broker.config, topics=broker.topics, replicas=broker.replicas, persister=broker.share_state,
+        groups=groups, dlq=dlq, group_configs=group_configs, spawn=broker.spawn))
     broker.topics.on_delete(lambda info: manager.forget_topic(info.topic_id))
+    groups.add_member_removed_listener(manager.on_member_removed)
+    groups.add_group_deleted_listener(manager.on_group_deleted)
+    groups.add_share_state_reset_listener(manager.on_share_state_reset)
+    broker.server.close_listeners.append(manager.on_connection_closed)
     return manager

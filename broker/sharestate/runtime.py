@@ -1,11 +1,11 @@
-"""The share coordinator at run time: component `broker.share_state`.
+"""The share coordinator at run time (component `share_state`), the share-partition leader's Persister.
 
 Wraps the sans-IO ShareCoordinator with `__share_group_state`: replays every partition on start, appends the
 records of each operation as one batch per partition and returns only once they are fsynced. Used in-process
 by the share-partition leader (broker.share) and by the group coordinator runtime (initialize), and on the wire
 by the Initialize/Read/Write/Delete/ReadSummary ShareGroupState handlers.
 
-In-process API (all async, durable before return):
+In-process API (broker.share.persister.Persister; all async, durable before return):
     initialize(group, topic_id, partition, state_epoch, start_offset) -> OpResult
     read_state(group, topic_id, partition, leader_epoch=-1) -> ReadResult  (.error_code, .state)
     write_state(group, topic_id, partition, state_epoch, leader_epoch, start_offset, batches,
@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 import structlog
@@ -40,6 +40,11 @@ from .coordinator import OpResult, ReadResult, ShareCoordinator, Summary
 from .keys import SharePartitionKey
 from .offsets import SnapshotOffsets
 from .records import Record, decode
+from .state import StateBatch
+
+if TYPE_CHECKING:
+    from broker.cluster.manager import TopicManager
+    from broker.config import BrokerConfig
 
 log = structlog.get_logger(__name__)
 
@@ -50,10 +55,11 @@ PRUNE_AFTER_RECORDS = 20_000
 
 
 class ShareCoordinatorRuntime:
-    def __init__(self, broker: Any) -> None:
-        self._broker = broker
-        self.log = CoordinatorLog(broker, TOPIC)
-        config = broker.config
+    def __init__(self, *, state_log: CoordinatorLog, config: BrokerConfig, topics: TopicManager,
+                 spawn: Callable[[Coroutine[Any, Any, Any], str], Any]) -> None:
+        self._topics = topics
+        self._spawn = spawn
+        self.log = state_log  # __share_group_state
         self.coordinator = ShareCoordinator(
             ShareCoordinatorConfig(
                 # The topic may have been created earlier with another count: the log is the truth.
@@ -71,7 +77,7 @@ class ShareCoordinatorRuntime:
         self.last_load_records = 0  # records replayed by the last start-up (metrics, tests)
 
     def _partition_exists(self, topic_id: UUID, partition: int) -> bool:
-        info = self._broker.topics.registry.by_id(topic_id)
+        info = self._topics.registry.by_id(topic_id)
         return info is not None and 0 <= partition < info.num_partitions
 
     # --- lifecycle ---------------------------------------------------------------------------------------------
@@ -84,9 +90,7 @@ class ShareCoordinatorRuntime:
         self.last_load_records = total
         log.info("share coordinator loaded", partitions=self.log.num_partitions, records=total,
                  keys=len(self.coordinator.keys()), seconds=round(time.monotonic() - started, 3))
-        spawn = getattr(self._broker, "spawn", None)
-        if spawn is not None:
-            spawn(self._prune_loop(), "share-state-prune")
+        self._spawn(self._prune_loop(), "share-state-prune")
 
     def _load(self, partition: int) -> int:
         self.coordinator.load_begin(partition)
@@ -153,7 +157,8 @@ class ShareCoordinatorRuntime:
         return r if code == ErrorCode.NONE else ReadResult(code, None, [], "share state could not be made durable")
 
     async def write_state(self, group_id: str, topic_id: UUID, partition: int, state_epoch: int, leader_epoch: int,
-                          start_offset: int, batches: Iterable[Any], delivery_complete_count: int = -1) -> OpResult:
+                          start_offset: int, batches: Iterable[StateBatch], delivery_complete_count: int = -1
+                          ) -> OpResult:
         r = self.coordinator.write_state(group_id, topic_id, partition, state_epoch, leader_epoch, start_offset,
                                          batches, delivery_complete_count)
         code = await self._commit(r.records, [SharePartitionKey(group_id, topic_id, partition)])
@@ -239,8 +244,10 @@ class ShareCoordinatorRuntime:
 
 
 def build(broker: Any) -> ShareCoordinatorRuntime:
-    """Create component `share_state` (call while building components) and follow topic deletions."""
-    runtime = broker.add_component("share_state", ShareCoordinatorRuntime(broker))
+    """Create component `share_state` from the broker's components (call while building components) and follow
+    topic deletions."""
+    runtime = broker.add_component("share_state", ShareCoordinatorRuntime(
+        state_log=CoordinatorLog(broker, TOPIC), config=broker.config, topics=broker.topics, spawn=broker.spawn))
     broker.topics.on_delete(
         lambda info: broker.spawn(runtime.delete_topics([info.topic_id]), "share-state-delete-topic"))
     return runtime

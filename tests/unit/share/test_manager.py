@@ -7,10 +7,11 @@ import uuid
 from types import SimpleNamespace
 
 import pytest
+from share_fakes import make_manager
 
 from broker.log.partition_log import PartitionLog
 from broker.share.inflight import ACK_ACCEPT, ACK_RELEASE
-from broker.share.manager import ShareError, SharePartitionManager
+from broker.share.manager import ShareError
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch, iter_batches
 
@@ -20,7 +21,7 @@ CONFIG = {"group.share.max.share.sessions": 10, "group.share.partition.max.recor
 
 
 class MemoryState:
-    """In-memory stand-in for broker.share_state: the last written start offset and batches per key."""
+    """In-memory Persister (the share coordinator's role): the last written start offset and batches per key."""
 
     def __init__(self) -> None:
         self.writes: list[tuple] = []
@@ -46,14 +47,13 @@ class MemoryState:
 def make(tmp_path, store=None):
     plog = PartitionLog(tmp_path / "t-0")
     info = SimpleNamespace(name="t", topic_id=TOPIC_ID, num_partitions=1)
-    broker = SimpleNamespace(
+    return make_manager(
         config=SimpleNamespace(get=CONFIG.__getitem__),
         topics=SimpleNamespace(registry=SimpleNamespace(by_id=lambda tid: info if tid == TOPIC_ID else None),
                                log=lambda name, p: plog),
-        share_state=store,
-        configs=SimpleNamespace(group_config=lambda g: {"share.auto.offset.reset": "earliest"}),
-    )
-    return SharePartitionManager(broker), plog
+        persister=store,
+        group_configs=lambda g: {"share.auto.offset.reset": "earliest"},
+    ), plog
 
 
 def test_control_batches_are_archived_as_gaps_and_only_acquired_batches_are_served(tmp_path):
@@ -197,9 +197,14 @@ def test_build_follows_topic_deletion(tmp_path):
 
     listeners = []
     components = {}
+    hooks = []
+    groups = SimpleNamespace(add_member_removed_listener=hooks.append, add_group_deleted_listener=hooks.append,
+                             add_share_state_reset_listener=hooks.append)
     broker = SimpleNamespace(
         config=SimpleNamespace(get=CONFIG.__getitem__),
-        topics=SimpleNamespace(on_delete=listeners.append),
+        topics=SimpleNamespace(on_delete=listeners.append), replicas=None, share_state=MemoryState(),
+        share_groups=groups, configs=SimpleNamespace(group_config=lambda g: {}),
+        server=SimpleNamespace(close_listeners=[]), spawn=None,
         add_component=lambda name, c: components.setdefault(name, c))
     mgr = build(broker)
     mgr._partitions[("g", TOPIC_ID, 0)] = SimpleNamespace(dead=False, waiters=set())

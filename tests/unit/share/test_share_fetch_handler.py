@@ -6,9 +6,10 @@ import asyncio
 import uuid
 from types import SimpleNamespace
 
+from share_fakes import make_manager
+
 from broker.handlers.share_fetch import handle_share_acknowledge, handle_share_fetch
 from broker.log.partition_log import PartitionLog
-from broker.share.manager import SharePartitionManager
 from protocol.codec import request_codec
 from protocol.records import Record, build_batch
 
@@ -18,7 +19,7 @@ CONFIG = {"group.share.max.share.sessions": 10, "group.share.partition.max.recor
 
 
 class GatedState:
-    """broker.share_state stand-in whose writes wait for `gate` while `gating` is set."""
+    """A Persister stand-in whose writes wait for `gate` while `gating` is set."""
 
     def __init__(self) -> None:
         self.state: dict[tuple, SimpleNamespace] = {}
@@ -50,9 +51,9 @@ def make(tmp_path, store, partitions: int = 2):
         config=SimpleNamespace(get=CONFIG.__getitem__),
         topics=SimpleNamespace(registry=SimpleNamespace(by_id=lambda tid: info if tid == TOPIC_ID else None),
                                log=lambda name, p: logs[p]),
-        share_state=store, node=SimpleNamespace(node_id=1, host="127.0.0.1", port=9092, rack=None),
-        configs=SimpleNamespace(group_config=lambda g: {"share.auto.offset.reset": "earliest"}))
-    broker.share_partitions = SharePartitionManager(broker)
+        share_state=store, node=SimpleNamespace(node_id=1, host="127.0.0.1", port=9092, rack=None))
+    broker.share_partitions = make_manager(config=broker.config, topics=broker.topics, persister=store,
+                                           group_configs=lambda g: {"share.auto.offset.reset": "earliest"})
     return broker, logs
 
 

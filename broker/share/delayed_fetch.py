@@ -1,0 +1,113 @@
+"""The ShareFetch long poll (Kafka's DelayedShareFetch): acquire records for one member from the share-partitions
+of its share session, waiting up to MaxWaitMs while there is less than MinBytes to acquire.
+
+It waits without acquiring (acquired records would sit locked while the fetch waits) and is woken by appends
+and by records becoming available again (SharePartitionManager.wait). Only partitions assigned to the member
+are served, looked up each round since a rebalance may move them; the others stay in the session and are
+served again once assigned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass
+
+from broker.share.manager import Acquired, ShareError, SharePartition, SharePartitionManager
+from protocol.errors import ErrorCode
+
+TopicPartition = tuple[uuid.UUID, int]  # (topic id, partition)
+DEFAULT_MAX_RECORDS = 500  # when the request leaves MaxRecords unset (0)
+
+
+@dataclass(frozen=True, slots=True)
+class ShareFetchParams:
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int  # 0: no limit
+    max_records: int  # 0: DEFAULT_MAX_RECORDS
+    strict: bool = False  # record_limit acquire mode (v2): MaxRecords is a hard limit
+
+
+@dataclass(slots=True)
+class PartitionFetch:
+    """What one share-partition answers: acquired records, or an error."""
+
+    acquired: Acquired | None = None
+    error: ErrorCode = ErrorCode.NONE
+    message: str | None = None
+
+
+class DelayedShareFetch:
+    def __init__(self, manager: SharePartitionManager, group: str, member: str, params: ShareFetchParams) -> None:
+        self._mgr = manager
+        self._group = group
+        self._member = member
+        self._params = params
+        # Results in the order they were found (the response lists partitions in that order).
+        self.results: dict[TopicPartition, PartitionFetch] = {}
+
+    async def run(self, tps: list[TopicPartition]) -> dict[TopicPartition, PartitionFetch]:
+        """Fetch from `tps` (the session's partitions the member may read); returns the partitions that
+        answer something: an error, or acquired records."""
+        mgr, params = self._mgr, self._params
+        partitions: list[SharePartition] = []
+        for tp in tps:
+            try:
+                partitions.append(await mgr.partition(self._group, tp[0], tp[1]))
+            except ShareError as err:
+                self.results[tp] = PartitionFetch(error=err.code, message=err.message)
+        if not partitions:
+            return self.results
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(params.max_wait_ms, 0) / 1000
+        start = 0
+        min_bytes = max(params.min_bytes, 1)
+        while True:
+            left = deadline - loop.time()
+            member_of, assignment = mgr.membership(self._group, self._member)
+            if not member_of:
+                return self.results
+            serving = partitions if assignment is None else [
+                sp for sp in partitions if sp.key[2] in assignment.get(sp.key[1], ())]
+            # MinBytes: wait without acquiring until enough is there.
+            short = left > 0 and sum(mgr.available_bytes(sp, min_bytes) for sp in serving) < min_bytes
+            if short and await mgr.wait(partitions, left):
+                continue
+            # Rotate the starting partition so one busy partition does not starve the others.
+            order = serving[start % len(serving):] + serving[:start % len(serving)] if serving else []
+            start += 1
+            total_bytes, failed = self._acquire_round(order, partitions)
+            if total_bytes > 0 or failed or not partitions:
+                return self.results
+            left = deadline - loop.time()
+            if left <= 0 or not await mgr.wait(partitions, left):
+                return self.results
+
+    def _acquire_round(self, order: list[SharePartition], partitions: list[SharePartition]) -> tuple[int, bool]:
+        """Acquire from `order` within the request's budgets; (bytes acquired, some partition failed). A
+        partition whose log directory is offline is answered with the error and dropped from `partitions`."""
+        mgr, params = self._mgr, self._params
+        total_bytes = 0
+        failed = False
+        remaining_records = params.max_records if params.max_records > 0 else DEFAULT_MAX_RECORDS
+        remaining_bytes = params.max_bytes if params.max_bytes > 0 else 0x7FFFFFFF
+        for sp in order:
+            if remaining_records <= 0 or remaining_bytes <= 0:
+                break
+            tp = (sp.key[1], sp.key[2])
+            try:
+                got = mgr.acquire(sp, self._member, remaining_records, remaining_bytes, min_one=total_bytes == 0,
+                                  strict=params.strict)
+            except ShareError as err:
+                self.results[tp] = PartitionFetch(error=err.code, message=err.message)
+                partitions.remove(sp)
+                failed = True
+                continue
+            if got is None:
+                continue
+            self.results[tp] = PartitionFetch(acquired=got)
+            total_bytes += len(got.records)
+            remaining_bytes -= len(got.records)
+            remaining_records -= sum(r.last_offset - r.first_offset + 1 for r in got.ranges)
+        return total_bytes, failed
