@@ -32,9 +32,9 @@ from broker.groups.classic.manager import ClassicConfig
 from broker.groups.consumer.manager import ConsumerConfig
 from broker.groups.coordinator import GroupCoordinator, GroupCoordinatorConfig, OffsetsConfig
 from broker.groups.records import Record, group_id_of
-from broker.groups.result import GroupResult
+from broker.groups.result import GroupResult, InitializeRequest
 from broker.groups.share.config import ShareGroupConfig
-from broker.groups.share.manager import CoordinatorResult, InitializeRequest, ShareGroupManager
+from broker.groups.share.manager import ShareGroupManager
 from broker.groups.share.offsets_admin import AdminError
 from broker.sharestate.keys import java_abs, java_string_hash
 from protocol.errors import ErrorCode
@@ -259,7 +259,7 @@ class GroupCoordinatorRuntime:
         """The member's current assignment; None if it is not a member of share group `group_id`."""
         return self.share.member_assignment(group_id, member_id)
 
-    def _after(self, res: CoordinatorResult) -> None:
+    def _after(self, res: GroupResult) -> None:
         """Durable now: tell listeners about removed members and start share-partition initialization."""
         for removed in res.removed_members:
             log.info("share group member removed", group=removed.group_id, member=removed.member_id,

@@ -20,15 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
+from broker.groups.result import GroupResult
 from broker.groups.share import records as rec
 from broker.groups.share.group import ShareGroup, StatePartitionMetadata, TopicPartitions
 from protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from broker.groups.share.manager import CoordinatorResult
 
 # Kafka's Errors messages for the errors these APIs answer.
 UNKNOWN_TOPIC_MESSAGE = "This server does not host this topic-partition."
@@ -76,10 +74,10 @@ class ShareOffsetsAdmin:
     groups: dict[str, ShareGroup]
 
     # Provided by ShareGroupManager.
-    def _emit(self, res: CoordinatorResult, record: rec.Record) -> None: ...  # pragma: no cover
+    def _emit(self, res: GroupResult, record: rec.Record) -> None: ...  # pragma: no cover
     def _lookup(self, name: str) -> tuple[UUID, int] | None: ...  # pragma: no cover
     def _group_type(self, gid: str) -> str | None: ...  # pragma: no cover
-    def _new_result(self) -> CoordinatorResult: ...  # pragma: no cover
+    def _new_result(self) -> GroupResult: ...  # pragma: no cover
 
     def _share_group(self, gid: str) -> ShareGroup:
         """The share group `gid`, or AdminError GROUP_ID_NOT_FOUND (absent, or another type's group)."""
