@@ -447,7 +447,7 @@ class GroupCoordinatorRuntime:
             partitions = plan.share_partitions.get(gid, {})
             if partitions:
                 try:
-                    records = self.share.begin_group_deletion(gid)
+                    records = self.share.offsets_admin.begin_group_deletion(gid)
                 except AdminError as e:  # a member joined while earlier groups were being deleted
                     results[gid] = int(e.code)
                     continue
@@ -524,7 +524,7 @@ class GroupCoordinatorRuntime:
         missing: list[dict[str, Any]] = []
         if topics is None:
             try:
-                found = self.share.initialized_share_partitions(group_id)
+                found = self.share.offsets_admin.initialized_share_partitions(group_id)
             except AdminError as e:
                 return {"group_id": group_id, "topics": [], "error_code": int(e.code), "error_message": e.message}
             for tid, (_name, parts) in sorted(found.items(), key=lambda kv: kv[1][0]):
@@ -586,7 +586,7 @@ class GroupCoordinatorRuntime:
         if refused is not None:
             return refused
         try:
-            plan = self.share.alter_offsets(group_id, topics)
+            plan = self.share.offsets_admin.alter_offsets(group_id, topics)
         except AdminError as e:
             return _share_admin_error(e.code, e.message)
         if not plan.start_offsets:
@@ -632,7 +632,7 @@ class GroupCoordinatorRuntime:
         if refused is not None:
             return refused
         try:
-            plan = self.share.delete_offsets(group_id, topic_names)
+            plan = self.share.offsets_admin.delete_offsets(group_id, topic_names)
         except AdminError as e:
             return _share_admin_error(e.code, e.message)
         if plan.records and not await self._write(plan.records, [group_id]):
@@ -648,7 +648,7 @@ class GroupCoordinatorRuntime:
                 failed.append({"topic_name": name, "topic_id": tid, "error_code": int(code),
                                "error_message": _MESSAGES.get(code)})
         self._state_reset(group_id, {tid: parts for tid, (_, parts) in plan.delete.items()})
-        topics, records = self.share.delete_offsets_done(group_id, done)
+        topics, records = self.share.offsets_admin.delete_offsets_done(group_id, done)
         if records and not await self._write(records, [group_id]):
             return _share_admin_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, _WRITE_FAILED)
         log.info("share group offsets deleted", group=group_id, topics=sorted(done.values()), failed=len(failed))

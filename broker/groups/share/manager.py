@@ -39,6 +39,7 @@ from broker.groups.share.group import (
     ShareMember,
     StatePartitionMetadata,
     TopicPartitions,
+    without_partitions,
 )
 from broker.groups.share.offsets_admin import ShareOffsetsAdmin
 from protocol.errors import ErrorCode
@@ -63,7 +64,7 @@ def _response_assignment(a: Assignment) -> dict[str, Any]:
                                  for t, ps in sorted(a.items(), key=lambda kv: str(kv[0])) if ps]}
 
 
-class ShareGroupManager(ShareOffsetsAdmin):
+class ShareGroupManager:
     def __init__(
         self,
         config: ShareGroupConfig | None = None,
@@ -85,6 +86,7 @@ class ShareGroupManager(ShareOffsetsAdmin):
         self._deadlines: dict[tuple[str, str], int] = {}
         self._init_requested: dict[tuple[str, UUID, int], int] = {}
         self._names: dict[UUID, str] = {}
+        self.offsets_admin = ShareOffsetsAdmin(self.groups, topic_info=self._lookup, group_type_of=self._group_type_of)
 
     # ------------------------------------------------------------------------------------------ heartbeat
 
@@ -326,7 +328,7 @@ class ShareGroupManager(ShareOffsetsAdmin):
         initialized = dict(md.initialized)
         prev = initialized.get(topic_id)
         initialized[topic_id] = TopicPartitions(name, parts | (prev.partitions if prev else frozenset()))
-        initializing = self._without(md.initializing, topic_id, parts)
+        initializing = without_partitions(md.initializing, topic_id, parts)
         for p in parts:
             self._init_requested.pop((group_id, topic_id, p), None)
         res = GroupResult()
@@ -345,7 +347,7 @@ class ShareGroupManager(ShareOffsetsAdmin):
             self._init_requested.pop((group_id, topic_id, p), None)
         res = GroupResult()
         self._emit(res, rec.state_partition_metadata(group_id, StatePartitionMetadata(
-            self._without(md.initializing, topic_id, parts), dict(md.initialized), dict(md.deleting))))
+            without_partitions(md.initializing, topic_id, parts), dict(md.initialized), dict(md.deleting))))
         return res.records
 
     def topics_deleted(self, topic_ids: Iterable[UUID]) -> list[rec.Record]:
@@ -364,17 +366,6 @@ class ShareGroupManager(ShareOffsetsAdmin):
         for key in [k for k in self._init_requested if k[1] in gone]:
             del self._init_requested[key]
         return res.records
-
-    @staticmethod
-    def _without(d: Mapping[UUID, TopicPartitions], tid: UUID, parts: frozenset[int]) -> dict[UUID, TopicPartitions]:
-        out = dict(d)
-        if tid in out:
-            left = out[tid].partitions - parts
-            if left:
-                out[tid] = TopicPartitions(out[tid].name, left)
-            else:
-                del out[tid]
-        return out
 
     # ------------------------------------------------------------------------------------ sessions, time
 
@@ -472,15 +463,7 @@ class ShareGroupManager(ShareOffsetsAdmin):
     # ------------------------------------------------------------------------------------------- helpers
 
     def _emit(self, res: GroupResult, record: rec.Record) -> None:
-        # Apply through the decoder: the exact bytes we hand out are what changes our state.
-        rec.apply(self.groups, rec.decode(record.key, record.value))
-        res.records.append(record)
-
-    def _new_result(self) -> GroupResult:
-        return GroupResult()
-
-    def _group_type(self, gid: str) -> str | None:
-        return self._group_type_of(gid)
+        rec.emit(self.groups, res.records, record)
 
     def _timing(self, gid: str) -> tuple[int, int]:
         if self.group_timing is not None:
