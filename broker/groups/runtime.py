@@ -85,9 +85,8 @@ class GroupCoordinatorRuntime:
             topic_name=lambda tid: (info.name if (info := topics.registry.by_id(tid)) is not None else None),
             any_topic=self._any_topic,
             topic_names=lambda: (info.name for info in topics.registry.all() if not info.internal),
-            topics_version=lambda: topics.registry.version)
-        self.share.group_timing = self._group_timing
-        self.coordinator.consumer.group_timing = self._consumer_timing
+            topics_version=lambda: topics.registry.version,
+            share_timing=self._share_timing, consumer_timing=self._consumer_timing)
         self.consumer_enabled = consumer_enabled
         self.share_enabled = share_enabled
         # Parked JoinGroup/SyncGroup responses -> the answer they get if the coordinator must be rebuilt.
@@ -104,7 +103,7 @@ class GroupCoordinatorRuntime:
         """The share-group part of the coordinator (replaced with the rest after a reload)."""
         return self.coordinator.share
 
-    def _group_timing(self, group_id: str) -> tuple[int, int]:
+    def _share_timing(self, group_id: str) -> tuple[int, int]:
         """share.session.timeout.ms and share.heartbeat.interval.ms of the group (override or broker value)."""
         cfg = self._group_configs.group_config(group_id)
         default = self.share.config
@@ -163,8 +162,6 @@ class GroupCoordinatorRuntime:
         """After a failed append memory is ahead of the log: rebuild the coordinator from the log."""
         log.warning("reloading the group coordinator from the log after a failed append")
         fresh = self.coordinator.fresh()
-        fresh.share.group_timing = self._group_timing
-        fresh.consumer.group_timing = self._consumer_timing
         self.coordinator = fresh
         fresh.begin_load(self._clock())
         for p in range(self.log.num_partitions):
