@@ -45,6 +45,8 @@ log = structlog.get_logger(__name__)
 # name -> (topic id, partition count), or None if the topic does not exist (internal topics excluded)
 TopicInfoLookup = Callable[[str], "tuple[UUID, int] | None"]
 TopicNameLookup = Callable[[UUID], "str | None"]
+# group id -> (session timeout ms, heartbeat interval ms)
+GroupTimingLookup = Callable[[str], "tuple[int, int]"]
 
 NO_AUTHORIZED_OPERATIONS = -2147483648
 
@@ -79,7 +81,11 @@ class GroupCoordinator:
                  topic_name: TopicNameLookup | None = None, any_topic: TopicInfoLookup | None = None,
                  topic_names: Callable[[], Iterable[str]] = lambda: (), topics_version: Callable[[], int] = lambda: 0,
                  new_member_id: Callable[[str, str | None], str] | None = None,
-                 consumer_member_id: Callable[[], str] | None = None) -> None:
+                 consumer_member_id: Callable[[], str] | None = None,
+                 share_timing: GroupTimingLookup | None = None,
+                 consumer_timing: GroupTimingLookup | None = None) -> None:
+        """`share_timing` / `consumer_timing`: a group's session timeout and heartbeat interval (its group
+        configs over the broker's values), read on every heartbeat; None uses the configured values."""
         self.config = config or GroupCoordinatorConfig()
         self._topic_info = topic_info
         self._topic_name = topic_name or (lambda tid: None)
@@ -88,13 +94,15 @@ class GroupCoordinator:
         self._topics_version = topics_version
         self._new_member_id = new_member_id
         self._consumer_member_id = consumer_member_id
+        self._share_timing = share_timing
+        self._consumer_timing = consumer_timing
         self.share = ShareGroupManager(self.config.share, topic_info=topic_info, group_type_of=self.group_type_of,
-                                           topic_name=topic_name)
+                                       topic_name=topic_name, group_timing=share_timing)
         self.classic = ClassicGroupManager(self.config.classic, group_type_of=self.group_type_of,
                                      new_member_id=new_member_id)
         extra = {} if consumer_member_id is None else {"member_id_factory": consumer_member_id}
         self.consumer = ConsumerGroupManager(self.config.consumer, topic_info=topic_info, topic_names=topic_names,
-                                       topics_version=topics_version, **extra)
+                                             topics_version=topics_version, group_timing=consumer_timing, **extra)
         self.migration_policy = MigrationPolicy.parse(self.config.consumer.migration_policy)
         self.consumer.downgrade = self._downgrade
         self.offsets = OffsetStore()
@@ -151,8 +159,8 @@ class GroupCoordinator:
         fresh = GroupCoordinator(self.config, topic_info=self._topic_info, topic_name=self._topic_name,
                                  any_topic=self._any_topic, topic_names=self._topic_names,
                                  topics_version=self._topics_version, new_member_id=self._new_member_id,
-                                 consumer_member_id=self._consumer_member_id)
-        fresh.consumer.group_timing = self.consumer.group_timing
+                                 consumer_member_id=self._consumer_member_id, share_timing=self._share_timing,
+                                 consumer_timing=self._consumer_timing)
         return fresh
 
     def _apply(self, res: GroupResult, records: Iterable[Record]) -> None:

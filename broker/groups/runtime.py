@@ -9,8 +9,11 @@ broker:
    batch and are fsynced before the response is returned (`write`);
  * a background task expires sessions at the coordinator's next deadline and tells listeners which share-group
    members were removed;
- * InitializeShareGroupState requests go in-process to `broker.share_state`, then initialized()/failed();
+ * share-partition state is initialized and deleted through the share coordinator, and the share-group offsets
+   admin APIs are served, by ShareStateAdmin (share/state_admin.py) once this runtime has let them through;
  * topic deletions are forgotten in every group (topics_deleted).
+
+Constructed with its collaborators (collaborators.py); `build(broker)` gathers them from the broker.
 
 The share-partition leader registers `add_member_removed_listener(fn)`; `fn(group_id, member_id)` runs after
 the removal is durable (member left or session expired).
@@ -29,18 +32,24 @@ import structlog
 from broker.aio import wait_event
 from broker.coordinator_log import AppendFailed, CoordinatorLog
 from broker.groups.classic.manager import ClassicConfig
+from broker.groups.collaborators import GroupConfigs, Settings, Spawn, Topics
 from broker.groups.consumer.manager import ConsumerConfig
 from broker.groups.coordinator import GroupCoordinator, GroupCoordinatorConfig, OffsetsConfig
+from broker.groups.messages import MESSAGES, WRITE_FAILED
 from broker.groups.records import Record, group_id_of
 from broker.groups.result import GroupResult
 from broker.groups.share.config import ShareGroupConfig
-from broker.groups.share.manager import CoordinatorResult, InitializeRequest, ShareGroupManager
-from broker.groups.share.offsets_admin import AdminError
+from broker.groups.share.manager import ShareGroupManager
+from broker.groups.share.state_admin import (
+    ShareStateAdmin,
+    ShareStatePersister,
+    StateResetListener,
+    admin_error,
+)
 from broker.sharestate.keys import java_abs, java_string_hash
 from protocol.errors import ErrorCode
 
 log = structlog.get_logger(__name__)
-_WRITE_FAILED = "The group coordinator could not write the group's records."
 
 TOPIC = "__consumer_offsets"
 MemberRemovedListener = Callable[[str, str], Any]
@@ -58,41 +67,45 @@ def _now_ms() -> int:
 
 
 class GroupCoordinatorRuntime:
-    def __init__(self, broker: Any, *, clock: Callable[[], int] = _now_ms) -> None:
-        self._broker = broker
+    def __init__(self, config: GroupCoordinatorConfig, coordinator_log: CoordinatorLog, topics: Topics,
+                 group_configs: GroupConfigs, persister: ShareStatePersister, spawn: Spawn, *,
+                 consumer_enabled: bool, share_enabled: bool, clock: Callable[[], int] = _now_ms) -> None:
+        """`config` the coordinator's settings (coordinator_config), `coordinator_log` the `__consumer_offsets`
+        log, `topics` the broker's topics, `group_configs` their effective values per group, `persister` the
+        share coordinator, `spawn` for background tasks; `consumer_enabled` / `share_enabled` whether the consumer
+        group protocol (group.coordinator.rebalance.protocols) and share groups (group.share.enable) are on."""
         self._clock = clock
-        self.log = CoordinatorLog(broker, TOPIC)
-        config = broker.config
-        topics = broker.topics
+        self._spawn = spawn
+        self._topics = topics
+        self._group_configs = group_configs
+        self.log = coordinator_log
         self.coordinator = GroupCoordinator(
-            coordinator_config(config),
+            config,
             topic_info=self._topic_info,
             topic_name=lambda tid: (info.name if (info := topics.registry.by_id(tid)) is not None else None),
             any_topic=self._any_topic,
             topic_names=lambda: (info.name for info in topics.registry.all() if not info.internal),
-            topics_version=lambda: topics.registry.version)
-        self.share.group_timing = self._group_timing
-        self.coordinator.consumer.group_timing = self._consumer_timing
-        self.consumer_enabled = "consumer" in config.get("group.coordinator.rebalance.protocols")
+            topics_version=lambda: topics.registry.version,
+            share_timing=self._share_timing, consumer_timing=self._consumer_timing)
+        self.consumer_enabled = consumer_enabled
+        self.share_enabled = share_enabled
         # Parked JoinGroup/SyncGroup responses -> the answer they get if the coordinator must be rebuilt.
         self._waiters: dict[asyncio.Future, dict[str, Any]] = {}
         self.loaded = False
         self._listeners: list[MemberRemovedListener] = []
         self._deleted_listeners: list[Callable[[str], Any]] = []
-        self._reset_listeners: list[Callable[[str, Mapping[UUID, Iterable[int]]], Any]] = []
         self._kick = asyncio.Event()
-        self._init_tasks: dict[str, set[asyncio.Task]] = {}  # group id -> InitializeShareGroupState in flight
-        self.share_enabled = bool(config.get("group.share.enable"))
+        self.share_admin = ShareStateAdmin(persister, topics, share=lambda: self.coordinator.share,
+                                           write=self._write, spawn=spawn)
 
     @property
     def share(self) -> ShareGroupManager:
         """The share-group part of the coordinator (replaced with the rest after a reload)."""
         return self.coordinator.share
 
-    def _group_timing(self, group_id: str) -> tuple[int, int]:
+    def _share_timing(self, group_id: str) -> tuple[int, int]:
         """share.session.timeout.ms and share.heartbeat.interval.ms of the group (override or broker value)."""
-        configs = getattr(self._broker, "configs", None)
-        cfg = configs.group_config(group_id) if configs is not None and hasattr(configs, "group_config") else {}
+        cfg = self._group_configs.group_config(group_id)
         default = self.share.config
         session = cfg.get("share.session.timeout.ms") or default.session_timeout_ms
         interval = cfg.get("share.heartbeat.interval.ms") or default.heartbeat_interval_ms
@@ -100,21 +113,20 @@ class GroupCoordinatorRuntime:
 
     def _consumer_timing(self, group_id: str) -> tuple[int, int]:
         """consumer.session.timeout.ms and consumer.heartbeat.interval.ms of the group (override or broker)."""
-        configs = getattr(self._broker, "configs", None)
-        cfg = configs.group_config(group_id) if configs is not None and hasattr(configs, "group_config") else {}
+        cfg = self._group_configs.group_config(group_id)
         default = self.coordinator.config.consumer
         session = cfg.get("consumer.session.timeout.ms") or default.session_timeout_ms
         interval = cfg.get("consumer.heartbeat.interval.ms") or default.heartbeat_interval_ms
         return int(session), int(interval)
 
     def _topic_info(self, name: str) -> tuple[UUID, int] | None:
-        info = self._broker.topics.registry.get(name)
+        info = self._topics.registry.get(name)
         if info is None or info.internal:
             return None
         return info.topic_id, info.num_partitions
 
     def _any_topic(self, name: str) -> tuple[UUID, int] | None:
-        info = self._broker.topics.registry.get(name)
+        info = self._topics.registry.get(name)
         return None if info is None else (info.topic_id, info.num_partitions)
 
     def add_member_removed_listener(self, fn: MemberRemovedListener) -> None:
@@ -139,9 +151,9 @@ class GroupCoordinatorRuntime:
                  classic_groups=len(self.coordinator.classic.groups), share_groups=len(self.share.groups),
                  groups_with_offsets=len(self.coordinator.offsets.offsets),
                  skipped_records=self.coordinator.skipped_records, seconds=round(time.monotonic() - started, 3))
-        self._broker.spawn(self._expiry_loop(), "group-coordinator-timers")
+        self._spawn(self._expiry_loop(), "group-coordinator-timers")
         if not after_load.empty:
-            self._broker.spawn(self._run(after_load), "group-coordinator-after-load")
+            self._spawn(self._run(after_load), "group-coordinator-after-load")
 
     def _replay_partition(self, partition: int) -> int:
         return self.log.replay(partition, self.coordinator.replay)
@@ -150,8 +162,6 @@ class GroupCoordinatorRuntime:
         """After a failed append memory is ahead of the log: rebuild the coordinator from the log."""
         log.warning("reloading the group coordinator from the log after a failed append")
         fresh = self.coordinator.fresh()
-        fresh.share.group_timing = self._group_timing
-        fresh.consumer.group_timing = self._consumer_timing
         self.coordinator = fresh
         fresh.begin_load(self._clock())
         for p in range(self.log.num_partitions):
@@ -220,11 +230,11 @@ class GroupCoordinatorRuntime:
         gid = request["group_id"]
         if not await self._write(res.records, [gid] if gid else []):
             return {"error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
-                    "error_message": _WRITE_FAILED}
+                    "error_message": WRITE_FAILED}
         self._kick.set()  # a new session deadline may be the earliest one
         self._after(res)
         response = res.response or {"error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR)}
-        if self._init_tasks.get(gid) and response.get("error_code") == 0 and response.get("member_epoch", 0) > 0:
+        if self.share_admin.initializing(gid) and response.get("error_code") == 0 and response.get("member_epoch", 0) > 0:
             response = await self._after_initialization(request, response, client_id, client_host)
         return response
 
@@ -234,7 +244,7 @@ class GroupCoordinatorRuntime:
         on the member's behalf, so it gets them now rather than a heartbeat interval later (Kafka answers
         first and assigns on the next heartbeat; the result is the same, only sooner)."""
         gid = request["group_id"]
-        await asyncio.wait(list(self._init_tasks.get(gid, ())), timeout=INIT_WAIT_S)
+        await self.share_admin.wait_initialized(gid, INIT_WAIT_S)
         follow = self.share.heartbeat(
             {"group_id": gid, "member_id": request["member_id"], "member_epoch": response["member_epoch"],
              "rack_id": None, "subscribed_topic_names": None},
@@ -259,7 +269,7 @@ class GroupCoordinatorRuntime:
         """The member's current assignment; None if it is not a member of share group `group_id`."""
         return self.share.member_assignment(group_id, member_id)
 
-    def _after(self, res: CoordinatorResult) -> None:
+    def _after(self, res: GroupResult) -> None:
         """Durable now: tell listeners about removed members and start share-partition initialization."""
         for removed in res.removed_members:
             log.info("share group member removed", group=removed.group_id, member=removed.member_id,
@@ -270,45 +280,7 @@ class GroupCoordinatorRuntime:
                 except Exception:  # noqa: BLE001 - one listener must not stop the others
                     log.exception("member-removed listener failed", group=removed.group_id)
         for init in res.initialize:
-            task = self._broker.spawn(self._initialize(init), "share-group-initialize")
-            tasks = self._init_tasks.setdefault(init.group_id, set())
-            tasks.add(task)
-            task.add_done_callback(lambda t, g=init.group_id: self._init_done(g, t))
-
-    def _init_done(self, group_id: str, task: asyncio.Task) -> None:
-        tasks = self._init_tasks.get(group_id)
-        if tasks is not None:
-            tasks.discard(task)
-            if not tasks:
-                del self._init_tasks[group_id]
-
-    async def _initialize(self, init: InitializeRequest) -> None:
-        """InitializeShareGroupState in-process; the partitions become assignable once this is durable."""
-        store = getattr(self._broker, "share_state", None)
-        records: list[Record] = []
-        for tid, partitions in sorted(init.topics.items(), key=lambda kv: str(kv[0])):
-            ok, failed = [], []
-            for p in sorted(partitions):
-                code = ErrorCode.UNKNOWN_SERVER_ERROR
-                if store is not None and store.has_state(init.group_id, tid, p):
-                    # Already there (the share-partition leader initialized it on first use, or our earlier
-                    # attempt succeeded but its metadata record was lost): re-initializing would wipe progress.
-                    code = ErrorCode.NONE
-                elif store is not None:
-                    try:
-                        result = await store.initialize(init.group_id, tid, p, init.state_epoch, -1)
-                        code = ErrorCode(result.error_code)
-                    except Exception:  # noqa: BLE001
-                        log.exception("share state initialize failed", group=init.group_id, partition=p)
-                (ok if code == ErrorCode.NONE else failed).append(p)
-                if code != ErrorCode.NONE:
-                    log.warning("share-partition not initialized", group=init.group_id, topic_id=str(tid),
-                                partition=p, error=code.name)
-            # Both calls emit (and apply) records immediately, so they are computed after the awaits above.
-            records += self.share.initialized(init.group_id, tid, ok)
-            records += self.share.initialize_failed(init.group_id, tid, failed)
-        if records:
-            await self._write(records)
+            self.share_admin.initialize_later(init)
 
     # --- results of the sans-IO coordinator ---------------------------------------------------------------------
     def waiter(self, fallback: dict[str, Any]) -> asyncio.Future:
@@ -387,7 +359,7 @@ class GroupCoordinatorRuntime:
                                                         client_host=client_host)
         return await self._serve(res, req["group_id"], {
             "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "member_epoch": 0,
-            "error_message": _WRITE_FAILED})
+            "error_message": WRITE_FAILED})
 
     async def consumer_group_describe(self, group_ids: Sequence[str]) -> list[dict[str, Any]]:
         if not self.loaded:
@@ -444,17 +416,7 @@ class GroupCoordinatorRuntime:
         results = dict(plan.results)
         deletable = []
         for gid in plan.deletable:
-            partitions = plan.share_partitions.get(gid, {})
-            if partitions:
-                try:
-                    records = self.share.begin_group_deletion(gid)
-                except AdminError as e:  # a member joined while earlier groups were being deleted
-                    results[gid] = int(e.code)
-                    continue
-                if records and not await self._write(records, [gid]):
-                    results[gid] = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-                    continue
-            code = await self._delete_share_state(gid, partitions)
+            code = await self.share_admin.delete_group_state(gid, plan.share_partitions.get(gid, {}))
             if code == ErrorCode.NONE:
                 deletable.append(gid)
             else:
@@ -472,187 +434,50 @@ class GroupCoordinatorRuntime:
                             log.exception("group-deleted listener failed", group=gid)
         return results
 
-    async def _delete_share_state(self, group_id: str, partitions: Mapping[UUID, frozenset[int]]) -> ErrorCode:
-        store = getattr(self._broker, "share_state", None)
-        if not partitions or store is None:
-            return ErrorCode.NONE
-        for tid, parts in partitions.items():
-            for p in sorted(parts):
-                if not store.has_state(group_id, tid, p):
-                    continue
-                try:
-                    result = await store.delete_state(group_id, tid, p)
-                except Exception:  # noqa: BLE001 - answered with an error code
-                    log.exception("share state delete failed", group=group_id, partition=p)
-                    return ErrorCode.UNKNOWN_SERVER_ERROR
-                code = ErrorCode(result.error_code)
-                if code not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
-                    return code
-        return ErrorCode.NONE
-
     # --- share-group offsets (DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets) -------
-    def add_share_state_reset_listener(self, fn: Callable[[str, Mapping[UUID, Iterable[int]]], Any]) -> None:
+    def add_share_state_reset_listener(self, fn: StateResetListener) -> None:
         """`fn(group_id, {topic_id: partitions})` after AlterShareGroupOffsets or DeleteShareGroupOffsets
         replaced or deleted those share-partitions' durable state: the share-partition leader drops its copy."""
-        self._reset_listeners.append(fn)
-
-    def _state_reset(self, group_id: str, partitions: Mapping[UUID, Iterable[int]]) -> None:
-        for fn in list(self._reset_listeners):
-            try:
-                fn(group_id, partitions)
-            except Exception:  # noqa: BLE001 - one listener must not stop the others
-                log.exception("share-state-reset listener failed", group=group_id)
+        self.share_admin.add_reset_listener(fn)
 
     def _share_admin_refusal(self) -> tuple[ErrorCode, str] | None:
         if not self.loaded:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, _MESSAGES[ErrorCode.COORDINATOR_LOAD_IN_PROGRESS]
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, MESSAGES[ErrorCode.COORDINATOR_LOAD_IN_PROGRESS]
         if not self.share_enabled:
             return ErrorCode.UNSUPPORTED_VERSION, "Share groups are disabled (group.share.enable=false)."
         return None
 
     async def describe_share_offsets(self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]] | None
                                      ) -> dict[str, Any]:
-        """One DescribeShareGroupOffsets group (v1 shape: lag per KIP-1226). `topics` None asks for every
-        share-partition with state. As in Kafka, named topics are answered without checking the group (no
-        state reads as start offset -1), unknown topics with a zero topic id, and a share-partition the share
-        coordinator cannot summarize as "no offset" rather than as an error."""
+        """One DescribeShareGroupOffsets group (ShareStateAdmin.describe_offsets) once the group's earlier
+        records are durable."""
         refusal = self._share_admin_refusal()
         if refusal is not None:
             return {"group_id": group_id, "topics": [], "error_code": int(refusal[0]), "error_message": refusal[1]}
         await self.log.barrier([self.partition_for(group_id)])
-        wanted: list[tuple[str, UUID, Sequence[int]]] = []
-        missing: list[dict[str, Any]] = []
-        if topics is None:
-            try:
-                found = self.share.initialized_share_partitions(group_id)
-            except AdminError as e:
-                return {"group_id": group_id, "topics": [], "error_code": int(e.code), "error_message": e.message}
-            for tid, (_name, parts) in sorted(found.items(), key=lambda kv: kv[1][0]):
-                info = self._broker.topics.registry.by_id(tid)
-                if info is not None:
-                    wanted.append((info.name, tid, sorted(parts)))
-        else:
-            for name, parts in topics:
-                info = self._any_topic(name)
-                if info is None:
-                    missing.append({"topic_name": name, "topic_id": UUID(int=0), "partitions": [
-                        {"partition_index": p, "start_offset": -1, "leader_epoch": 0, "lag": -1, "error_code": 0,
-                         "error_message": None} for p in parts]})
-                else:
-                    wanted.append((name, info[0], list(parts)))
-        out = []
-        store = getattr(self._broker, "share_state", None)
-        for name, tid, parts in wanted:
-            out.append({"topic_name": name, "topic_id": tid,
-                        "partitions": [await self._describe_partition(store, group_id, name, tid, p) for p in parts]})
-        return {"group_id": group_id, "topics": out + missing, "error_code": 0, "error_message": None}
-
-    async def _describe_partition(self, store: Any, group_id: str, name: str, tid: UUID, partition: int
-                                  ) -> dict[str, Any]:
-        none = {"partition_index": partition, "start_offset": -1, "leader_epoch": 0, "lag": -1, "error_code": 0,
-                "error_message": None}
-        if store is None:
-            return none
-        code, summary, _message = await store.read_state_summary(group_id, tid, partition)
-        if code != ErrorCode.NONE or summary is None:
-            return none
-        entry = {**none, "start_offset": summary.start_offset, "leader_epoch": summary.leader_epoch}
-        if summary.start_offset >= 0 and summary.delivery_complete_count >= 0:
-            # KIP-1226: records not yet delivered to completion = end offset - start offset - completed above it.
-            try:
-                end = self._broker.topics.log(name, partition).high_watermark
-            except Exception as err:  # noqa: BLE001 - the partition went away meanwhile: answered as an error
-                return {**entry, "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), "error_message": str(err)}
-            entry["lag"] = max(0, end - summary.start_offset - summary.delivery_complete_count)
-        return entry
+        return await self.share_admin.describe_offsets(group_id, topics)
 
     async def _share_offsets_admin_start(self, group_id: str) -> dict[str, Any] | None:
         """The error response of an Alter/DeleteShareGroupOffsets that cannot go on, else None once the group's
         earlier records are durable."""
         refusal = self._share_admin_refusal()
         if refusal is not None:
-            return _share_admin_error(*refusal)
+            return admin_error(*refusal)
         if not group_id:
-            return _share_admin_error(ErrorCode.INVALID_GROUP_ID, _MESSAGES[ErrorCode.INVALID_GROUP_ID])
+            return admin_error(ErrorCode.INVALID_GROUP_ID, MESSAGES[ErrorCode.INVALID_GROUP_ID])
         await self.log.barrier([self.partition_for(group_id)])
         return None
 
     async def alter_share_offsets(self, group_id: str, topics: Sequence[tuple[str, Sequence[tuple[int, int]]]]
                                   ) -> dict[str, Any]:
-        """AlterShareGroupOffsets (empty share groups only): bump the group epoch, then re-initialize each
-        share-partition through the share coordinator with the requested start offset. The response is
-        {error_code, error_message, responses}."""
+        """AlterShareGroupOffsets (ShareStateAdmin.alter_offsets): {error_code, error_message, responses}."""
         refused = await self._share_offsets_admin_start(group_id)
-        if refused is not None:
-            return refused
-        try:
-            plan = self.share.alter_offsets(group_id, topics)
-        except AdminError as e:
-            return _share_admin_error(e.code, e.message)
-        if not plan.start_offsets:
-            return {"error_code": 0, "error_message": None, "responses": plan.topics}
-        if not await self._write(plan.records, [group_id]):
-            return _share_admin_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, _WRITE_FAILED)
-        store = getattr(self._broker, "share_state", None)
-        errors: dict[tuple[UUID, int], tuple[ErrorCode, str | None]] = {}
-        records: list[Record] = []
-        for tid, offsets in plan.start_offsets.items():
-            ok, failed = [], []
-            for p, start in sorted(offsets.items()):
-                code, message = ErrorCode.UNKNOWN_SERVER_ERROR, "The share coordinator is not available."
-                if store is not None:
-                    try:
-                        result = await store.initialize(group_id, tid, p, plan.state_epoch, start)
-                        code, message = ErrorCode(result.error_code), result.error_message
-                    except Exception:  # noqa: BLE001 - answered as the partition's error
-                        log.exception("share state initialize failed", group=group_id, partition=p)
-                (ok if code == ErrorCode.NONE else failed).append(p)
-                if code != ErrorCode.NONE:
-                    errors[(tid, p)] = (code, message or _MESSAGES.get(code))
-            records += self.share.initialized(group_id, tid, ok)
-            records += self.share.initialize_failed(group_id, tid, failed)
-        written = await self._write(records, [group_id])
-        self._state_reset(group_id, {tid: list(o) for tid, o in plan.start_offsets.items()})
-        if not written:
-            return _share_admin_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, _WRITE_FAILED)
-        for topic in plan.topics:
-            for part in topic["partitions"]:
-                error = errors.get((topic["topic_id"], part["partition_index"]))
-                if error is not None and part["error_code"] == 0:
-                    part["error_code"], part["error_message"] = int(error[0]), error[1]
-        log.info("share group offsets altered", group=group_id, partitions=sum(map(len, plan.start_offsets.values())),
-                 failed=len(errors))
-        return {"error_code": 0, "error_message": None, "responses": plan.topics}
+        return refused if refused is not None else await self.share_admin.alter_offsets(group_id, topics)
 
     async def delete_share_offsets(self, group_id: str, topic_names: Sequence[str]) -> dict[str, Any]:
-        """DeleteShareGroupOffsets (empty share groups only): the topics move to Deleting, their state is
-        deleted through the share coordinator, then they leave Deleting. {error_code, error_message,
-        responses}."""
+        """DeleteShareGroupOffsets (ShareStateAdmin.delete_offsets): {error_code, error_message, responses}."""
         refused = await self._share_offsets_admin_start(group_id)
-        if refused is not None:
-            return refused
-        try:
-            plan = self.share.delete_offsets(group_id, topic_names)
-        except AdminError as e:
-            return _share_admin_error(e.code, e.message)
-        if plan.records and not await self._write(plan.records, [group_id]):
-            return _share_admin_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, _WRITE_FAILED)
-        store = getattr(self._broker, "share_state", None)
-        done: dict[UUID, str] = {}
-        failed: list[dict[str, Any]] = []
-        for tid, (name, parts) in plan.delete.items():
-            code = await self._delete_share_state(group_id, {tid: parts}) if store is not None else ErrorCode.NONE
-            if code == ErrorCode.NONE:
-                done[tid] = name
-            else:
-                failed.append({"topic_name": name, "topic_id": tid, "error_code": int(code),
-                               "error_message": _MESSAGES.get(code)})
-        self._state_reset(group_id, {tid: parts for tid, (_, parts) in plan.delete.items()})
-        topics, records = self.share.delete_offsets_done(group_id, done)
-        if records and not await self._write(records, [group_id]):
-            return _share_admin_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, _WRITE_FAILED)
-        log.info("share group offsets deleted", group=group_id, topics=sorted(done.values()), failed=len(failed))
-        return {"error_code": 0, "error_message": None, "responses": topics + failed + plan.refused}
+        return refused if refused is not None else await self.share_admin.delete_offsets(group_id, topic_names)
 
     # --- topic deletion ----------------------------------------------------------------------------------------
     async def topics_deleted(self, topic_ids: Iterable[UUID], names: Iterable[str] = ()) -> None:
@@ -684,18 +509,6 @@ class GroupCoordinatorRuntime:
         await self._run(self.coordinator.tick(now))
 
 
-# Kafka's Errors messages for the group-level errors of the share-group offsets APIs.
-_MESSAGES = {
-    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: "The coordinator is loading and hence can't process requests.",
-    ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
-    ErrorCode.INVALID_GROUP_ID: "The configured groupId is invalid.",
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
-    ErrorCode.UNKNOWN_SERVER_ERROR: "The server experienced an unexpected error when processing the request.",
-    ErrorCode.KAFKA_STORAGE_ERROR: "Disk error when trying to access log file on the disk.",
-    ErrorCode.FENCED_STATE_EPOCH: "The share coordinator rejected the request because the share-group state "
-                                  "epoch did not match.",
-}
-
 _JOIN_ERROR = {"error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "member_id": "", "generation_id": -1,
                "protocol_type": None, "protocol_name": None, "leader": "", "skip_assignment": False, "members": []}
 _SYNC_ERROR = {"error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "assignment": b"", "protocol_type": None,
@@ -713,7 +526,7 @@ def _commit_error(req: Mapping[str, Any], code: ErrorCode) -> dict[str, Any]:
         for t in req["topics"]]}
 
 
-def coordinator_config(config: Any) -> GroupCoordinatorConfig:
+def coordinator_config(config: Settings) -> GroupCoordinatorConfig:
     """The group coordinator's settings from the broker config (Kafka's names)."""
     return GroupCoordinatorConfig(
         consumer=ConsumerConfig(
@@ -739,16 +552,16 @@ def coordinator_config(config: Any) -> GroupCoordinatorConfig:
 
 
 def build(broker: Any) -> GroupCoordinatorRuntime:
-    """Create component `group_coordinator` (call while building components) and follow topic deletions.
-    `broker.share_groups` names the same object for the share-group code (not a second component)."""
-    runtime = broker.add_component("group_coordinator", GroupCoordinatorRuntime(broker))
+    """Create component `group_coordinator` from the broker's parts (call while building components, after
+    `share_state`) and follow topic deletions. To be replaced by explicit construction in the composition root."""
+    config = broker.config
+    runtime = broker.add_component("group_coordinator", GroupCoordinatorRuntime(
+        coordinator_config(config), CoordinatorLog(broker, TOPIC), broker.topics, broker.configs, broker.share_state,
+        broker.spawn, consumer_enabled="consumer" in config.get("group.coordinator.rebalance.protocols"),
+        share_enabled=bool(config.get("group.share.enable"))))
+    # The same object under the name handlers/share_fetch.py and share/manager.py look up (not a second
+    # component); the lead removes it at merge.
     broker.share_groups = runtime
     broker.topics.on_delete(lambda info: broker.spawn(runtime.topics_deleted([info.topic_id], [info.name]),
                                                       "group-coordinator-delete-topic"))
     return runtime
-
-
-
-def _share_admin_error(code: ErrorCode, message: str | None) -> dict[str, Any]:
-    """A whole-request error of Alter/DeleteShareGroupOffsets."""
-    return {"error_code": int(code), "error_message": message, "responses": []}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 from typing import Any
@@ -128,3 +129,16 @@ class ShareGroup:
                 for kind in ("initializing", "initialized")
             } | {"deleting": {str(t): n for t, n in sorted(md.deleting.items(), key=lambda kv: str(kv[0]))}},
         }
+
+
+def without_partitions(d: Mapping[UUID, TopicPartitions], tid: UUID, parts: frozenset[int]
+                       ) -> dict[UUID, TopicPartitions]:
+    """A copy of `d` with `parts` of topic `tid` removed (the topic too once none is left)."""
+    out = dict(d)
+    if tid in out:
+        left = out[tid].partitions - parts
+        if left:
+            out[tid] = TopicPartitions(out[tid].name, left)
+        else:
+            del out[tid]
+    return out

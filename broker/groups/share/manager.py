@@ -23,10 +23,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
+from broker.groups.result import GroupResult, InitializeRequest, RemovedMember
 from broker.groups.share import records as rec
 from broker.groups.share.assignor import SimpleShareAssignor
 from broker.groups.share.config import ShareGroupConfig
@@ -39,6 +39,7 @@ from broker.groups.share.group import (
     ShareMember,
     StatePartitionMetadata,
     TopicPartitions,
+    without_partitions,
 )
 from broker.groups.share.offsets_admin import ShareOffsetsAdmin
 from protocol.errors import ErrorCode
@@ -52,41 +53,6 @@ GroupTypeLookup = Callable[[str], "str | None"]
 GroupTimingLookup = Callable[[str], "tuple[int, int]"]
 
 
-@dataclass(frozen=True)
-class InitializeRequest:
-    """Share-partitions to initialize through the share coordinator (InitializeShareGroupState).
-
-    Kafka uses the group epoch as the state epoch and -1 as the start offset (share.auto.offset.reset decides).
-    When done call `initialized(group_id, topic_id, partitions)`, or `initialize_failed(...)` on error.
-    """
-
-    group_id: str
-    state_epoch: int
-    topics: dict[UUID, frozenset[int]]
-
-
-@dataclass(frozen=True)
-class RemovedMember:
-    """A member that left or whose session expired: the share-partition layer releases its acquired records."""
-
-    group_id: str
-    member_id: str
-    reason: str  # "left" or "session expired"
-    assigned: Assignment
-
-
-@dataclass
-class CoordinatorResult:
-    response: dict[str, Any] | None
-    records: list[rec.Record] = field(default_factory=list)
-    initialize: list[InitializeRequest] = field(default_factory=list)
-    removed_members: list[RemovedMember] = field(default_factory=list)
-
-    def __iter__(self) -> Any:
-        # `response, records = service.heartbeat(...)` keeps working for callers that need nothing else.
-        return iter((self.response, self.records))
-
-
 class _Error(Exception):
     def __init__(self, code: ErrorCode, message: str | None = None) -> None:
         super().__init__(message)
@@ -98,7 +64,7 @@ def _response_assignment(a: Assignment) -> dict[str, Any]:
                                  for t, ps in sorted(a.items(), key=lambda kv: str(kv[0])) if ps]}
 
 
-class ShareGroupManager(ShareOffsetsAdmin):
+class ShareGroupManager:
     def __init__(
         self,
         config: ShareGroupConfig | None = None,
@@ -120,13 +86,14 @@ class ShareGroupManager(ShareOffsetsAdmin):
         self._deadlines: dict[tuple[str, str], int] = {}
         self._init_requested: dict[tuple[str, UUID, int], int] = {}
         self._names: dict[UUID, str] = {}
+        self.offsets_admin = ShareOffsetsAdmin(self.groups, topic_info=self._lookup, group_type_of=self._group_type_of)
 
     # ------------------------------------------------------------------------------------------ heartbeat
 
     def heartbeat(self, request: Mapping[str, Any], now_ms: int, *, client_id: str = "",
-                  client_host: str = "") -> CoordinatorResult:
+                  client_host: str = "") -> GroupResult:
         """Serve a ShareGroupHeartbeat v1 request (decoded Container or dict)."""
-        res = CoordinatorResult(None)
+        res = GroupResult()
         try:
             self._validate(request)
             self._check_group_type(request["group_id"])
@@ -163,7 +130,7 @@ class ShareGroupManager(ShareOffsetsAdmin):
             raise _Error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a share group.")
 
     def _heartbeat(self, request: Mapping[str, Any], now: int, client_id: str, client_host: str,
-                   res: CoordinatorResult) -> None:
+                   res: GroupResult) -> None:
         gid, mid, epoch = request["group_id"], request["member_id"], request["member_epoch"]
         names = request["subscribed_topic_names"]
         rack = request["rack_id"]
@@ -252,7 +219,7 @@ class ShareGroupManager(ShareOffsetsAdmin):
                          f"member epoch ({member.previous_member_epoch}). The member must abandon all its "
                          "partitions and rejoin.")
 
-    def _leave(self, gid: str, mid: str, res: CoordinatorResult) -> None:
+    def _leave(self, gid: str, mid: str, res: GroupResult) -> None:
         group = self.groups.get(gid)
         if group is None:
             raise _Error(ErrorCode.GROUP_ID_NOT_FOUND, f"Share group {gid} not found.")
@@ -262,7 +229,7 @@ class ShareGroupManager(ShareOffsetsAdmin):
         res.response = {"error_code": 0, "member_id": mid, "member_epoch": LEAVE_GROUP_MEMBER_EPOCH,
                         "heartbeat_interval_ms": 0, "assignment": None}
 
-    def _fence(self, group: ShareGroup, mid: str, reason: str, res: CoordinatorResult) -> None:
+    def _fence(self, group: ShareGroup, mid: str, reason: str, res: GroupResult) -> None:
         """Remove a member (leave or session expiry) and bump the group epoch; the remaining members get the
         new assignment on their next heartbeat."""
         gid = group.group_id
@@ -301,7 +268,7 @@ class ShareGroupManager(ShareOffsetsAdmin):
                 assigned.setdefault(t, set()).update(ps)
         return any(t in subscribed and assigned.get(t) != set(ps) for t, ps in self._assignable(group).items())
 
-    def _update_target_assignment(self, group: ShareGroup, now: int, res: CoordinatorResult) -> None:
+    def _update_target_assignment(self, group: ShareGroup, now: int, res: GroupResult) -> None:
         gid = group.group_id
         subscriptions = {mid: self._topic_ids(m.subscribed_topic_names) for mid, m in group.members.items()}
         new = self.assignor.assign(subscriptions, self._assignable(group), group.target_assignment)
@@ -314,7 +281,7 @@ class ShareGroupManager(ShareOffsetsAdmin):
 
     # ----------------------------------------------------------------------------- share-partition state
 
-    def _maybe_initialize(self, group: ShareGroup, now: int, res: CoordinatorResult) -> None:
+    def _maybe_initialize(self, group: ShareGroup, now: int, res: GroupResult) -> None:
         gid = group.group_id
         md = group.partition_metadata or StatePartitionMetadata()
         need: dict[UUID, TopicPartitions] = {}
@@ -361,10 +328,10 @@ class ShareGroupManager(ShareOffsetsAdmin):
         initialized = dict(md.initialized)
         prev = initialized.get(topic_id)
         initialized[topic_id] = TopicPartitions(name, parts | (prev.partitions if prev else frozenset()))
-        initializing = self._without(md.initializing, topic_id, parts)
+        initializing = without_partitions(md.initializing, topic_id, parts)
         for p in parts:
             self._init_requested.pop((group_id, topic_id, p), None)
-        res = CoordinatorResult(None)
+        res = GroupResult()
         self._emit(res, rec.state_partition_metadata(
             group_id, StatePartitionMetadata(initializing, initialized, dict(md.deleting))))
         return res.records
@@ -378,16 +345,16 @@ class ShareGroupManager(ShareOffsetsAdmin):
             return []
         for p in parts:
             self._init_requested.pop((group_id, topic_id, p), None)
-        res = CoordinatorResult(None)
+        res = GroupResult()
         self._emit(res, rec.state_partition_metadata(group_id, StatePartitionMetadata(
-            self._without(md.initializing, topic_id, parts), dict(md.initialized), dict(md.deleting))))
+            without_partitions(md.initializing, topic_id, parts), dict(md.initialized), dict(md.deleting))))
         return res.records
 
     def topics_deleted(self, topic_ids: Iterable[UUID]) -> list[rec.Record]:
         """Forget deleted topics in every group's share-partition metadata (the share coordinator deletes
         their state); groups subscribed to them rebalance on the next heartbeat (metadata hash changes)."""
         gone = set(topic_ids)
-        res = CoordinatorResult(None)
+        res = GroupResult()
         for gid in sorted(self.groups):
             md = self.groups[gid].partition_metadata
             if md is None or not gone & (md.initializing.keys() | md.initialized.keys() | md.deleting.keys()):
@@ -400,22 +367,11 @@ class ShareGroupManager(ShareOffsetsAdmin):
             del self._init_requested[key]
         return res.records
 
-    @staticmethod
-    def _without(d: Mapping[UUID, TopicPartitions], tid: UUID, parts: frozenset[int]) -> dict[UUID, TopicPartitions]:
-        out = dict(d)
-        if tid in out:
-            left = out[tid].partitions - parts
-            if left:
-                out[tid] = TopicPartitions(out[tid].name, left)
-            else:
-                del out[tid]
-        return out
-
     # ------------------------------------------------------------------------------------ sessions, time
 
-    def expire_sessions(self, now_ms: int) -> CoordinatorResult:
+    def expire_sessions(self, now_ms: int) -> GroupResult:
         """Fence members whose session timed out (no heartbeat for group.share.session.timeout.ms)."""
-        res = CoordinatorResult(None)
+        res = GroupResult()
         self.loaded(now_ms)
         for (gid, mid), deadline in sorted(self._deadlines.items(), key=lambda kv: (kv[1], kv[0])):
             if deadline > now_ms:
@@ -506,16 +462,8 @@ class ShareGroupManager(ShareOffsetsAdmin):
 
     # ------------------------------------------------------------------------------------------- helpers
 
-    def _emit(self, res: CoordinatorResult, record: rec.Record) -> None:
-        # Apply through the decoder: the exact bytes we hand out are what changes our state.
-        rec.apply(self.groups, rec.decode(record.key, record.value))
-        res.records.append(record)
-
-    def _new_result(self) -> CoordinatorResult:
-        return CoordinatorResult(None)
-
-    def _group_type(self, gid: str) -> str | None:
-        return self._group_type_of(gid)
+    def _emit(self, res: GroupResult, record: rec.Record) -> None:
+        rec.emit(self.groups, res.records, record)
 
     def _timing(self, gid: str) -> tuple[int, int]:
         if self.group_timing is not None:

@@ -13,22 +13,20 @@ to the share coordinator and reports back here:
    the next delete of the same topic, as in Kafka);
  * describe: which share-partitions have state (all-topics form), for ReadShareGroupStateSummary.
 
-Mixed into ShareGroupManager: every change is a record emitted through `_emit`, so replay rebuilds it.
+ShareGroupManager owns one (`offsets_admin`) over its groups: every change is a record emitted (applied to those
+groups and handed out), so replay rebuilds it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
 from broker.groups.share import records as rec
-from broker.groups.share.group import ShareGroup, StatePartitionMetadata, TopicPartitions
+from broker.groups.share.group import ShareGroup, StatePartitionMetadata, TopicPartitions, without_partitions
 from protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from broker.groups.share.manager import CoordinatorResult
 
 # Kafka's Errors messages for the errors these APIs answer.
 UNKNOWN_TOPIC_MESSAGE = "This server does not host this topic-partition."
@@ -70,16 +68,19 @@ class DeleteOffsetsPlan:
 
 
 class ShareOffsetsAdmin:
-    """Admin operations on share-group offsets; a mixin of ShareGroupManager (uses its groups, topic
-    lookups and `_emit`)."""
+    """Admin operations on share-group offsets over the share groups of a ShareGroupManager.
 
-    groups: dict[str, ShareGroup]
+    `groups` is the manager's own dict (changed in place by the records emitted here), `topic_info` its topic
+    lookup by name and `group_type_of` the group coordinator's answer to which type a group id has."""
 
-    # Provided by ShareGroupManager.
-    def _emit(self, res: CoordinatorResult, record: rec.Record) -> None: ...  # pragma: no cover
-    def _lookup(self, name: str) -> tuple[UUID, int] | None: ...  # pragma: no cover
-    def _group_type(self, gid: str) -> str | None: ...  # pragma: no cover
-    def _new_result(self) -> CoordinatorResult: ...  # pragma: no cover
+    def __init__(self, groups: dict[str, ShareGroup], *, topic_info: Callable[[str], tuple[UUID, int] | None],
+                 group_type_of: Callable[[str], str | None]) -> None:
+        self.groups = groups
+        self._lookup = topic_info
+        self._group_type = group_type_of
+
+    def _emit(self, records: list[rec.Record], record: rec.Record) -> None:
+        rec.emit(self.groups, records, record)
 
     def _share_group(self, gid: str) -> ShareGroup:
         """The share group `gid`, or AdminError GROUP_ID_NOT_FOUND (absent, or another type's group)."""
@@ -136,11 +137,11 @@ class ShareOffsetsAdmin:
             out.append({"topic_name": name, "topic_id": info[0] if info else UUID(int=0), "partitions": parts_out})
         if not offsets:
             return AlterPlan(out)
-        res = self._new_result()
+        records: list[rec.Record] = []
         epoch = group.group_epoch + 1
         # A new group epoch; the state epoch of the re-initialized share-partitions is the same number, so the
         # share coordinator fences writes from share-partition leaders still holding the old state.
-        self._emit(res, rec.group_epoch(gid, epoch, group.metadata_hash))
+        self._emit(records, rec.group_epoch(gid, epoch, group.metadata_hash))
         group = self.groups[gid]
         md = group.partition_metadata or StatePartitionMetadata()
         initializing, initialized = dict(md.initializing), dict(md.initialized)
@@ -148,10 +149,11 @@ class ShareOffsetsAdmin:
             parts = frozenset(parts_offsets)
             old = initializing.get(tid)
             initializing[tid] = TopicPartitions(names[tid], parts | (old.partitions if old else frozenset()))
-            initialized = self._without(initialized, tid, parts)
+            initialized = without_partitions(initialized, tid, parts)
         deleting = {t: n for t, n in md.deleting.items() if t not in offsets}
-        self._emit(res, rec.state_partition_metadata(gid, StatePartitionMetadata(initializing, initialized, deleting)))
-        return AlterPlan(out, epoch, offsets, res.records)
+        self._emit(records, rec.state_partition_metadata(gid, StatePartitionMetadata(initializing, initialized,
+                                                                                     deleting)))
+        return AlterPlan(out, epoch, offsets, records)
 
     # --------------------------------------------------------------------------------------------- delete
 
@@ -181,10 +183,8 @@ class ShareOffsetsAdmin:
                 plan.refused.append({"topic_name": name, "topic_id": UUID(int=0),
                                      "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                                      "error_message": NO_OFFSETS_TO_DELETE})
-        res = self._new_result()
-        self._emit(res, rec.state_partition_metadata(gid, StatePartitionMetadata(dict(md.initializing), initialized,
-                                                                                 deleting)))
-        plan.records = res.records
+        self._emit(plan.records, rec.state_partition_metadata(gid, StatePartitionMetadata(
+            dict(md.initializing), initialized, deleting)))
         return plan
 
     def begin_group_deletion(self, gid: str) -> list[rec.Record]:
@@ -199,9 +199,9 @@ class ShareOffsetsAdmin:
         deleting = dict(md.deleting)
         for tid, tp in [*md.initialized.items(), *md.initializing.items()]:
             deleting[tid] = tp.name
-        res = self._new_result()
-        self._emit(res, rec.state_partition_metadata(gid, StatePartitionMetadata({}, {}, deleting)))
-        return res.records
+        records: list[rec.Record] = []
+        self._emit(records, rec.state_partition_metadata(gid, StatePartitionMetadata({}, {}, deleting)))
+        return records
 
     def delete_offsets_done(self, gid: str, deleted: Mapping[UUID, str]) -> tuple[list[dict[str, Any]],
                                                                                    list[rec.Record]]:
@@ -211,10 +211,10 @@ class ShareOffsetsAdmin:
         md = group.partition_metadata if group is not None else None
         if md is None or not deleted:
             return [], []
-        res = self._new_result()
-        self._emit(res, rec.state_partition_metadata(gid, StatePartitionMetadata(
+        records: list[rec.Record] = []
+        self._emit(records, rec.state_partition_metadata(gid, StatePartitionMetadata(
             dict(md.initializing), dict(md.initialized),
             {t: n for t, n in md.deleting.items() if t not in deleted})))
         topics = [{"topic_name": name, "topic_id": tid, "error_code": 0, "error_message": None}
                   for tid, name in deleted.items()]
-        return topics, res.records
+        return topics, records

@@ -155,6 +155,13 @@ def _assignment(topic_partitions: Iterable[Any]) -> Assignment:
     return out
 
 
+def emit(groups: dict[str, ShareGroup], out: list[Record], record: Record) -> None:
+    """Apply `record` to `groups` through the decoder (the exact bytes handed out are what changes the state,
+    so replay rebuilds it) and add it to `out`."""
+    apply(groups, decode(record.key, record.value))
+    out.append(record)
+
+
 def apply(groups: dict[str, ShareGroup], rec: DecodedRecord) -> None:
     """Apply one decoded share-group record to `groups` (mutated in place)."""
     gid = rec.key.group_id

@@ -5,8 +5,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from broker.groups.result import GroupResult
 from broker.groups.share.config import ShareGroupConfig
-from broker.groups.share.manager import CoordinatorResult, ShareGroupManager
+from broker.groups.share.manager import ShareGroupManager
 from protocol.codec import request_codec, response_codec
 
 HB = 76
@@ -44,13 +45,13 @@ def request(group: str, member: str, epoch: int, topics: list[str] | None = None
 
 
 def hb(svc: ShareGroupManager, group: str, member: str, epoch: int, topics: list[str] | None = None,
-       now: int = 0, rack: str | None = None) -> CoordinatorResult:
+       now: int = 0, rack: str | None = None) -> GroupResult:
     res = svc.heartbeat(request(group, member, epoch, topics, rack), now)
     response_codec(HB, 1).encode(res.response)  # every response must be encodable
     return res
 
 
-def complete_init(svc: ShareGroupManager, res: CoordinatorResult) -> list[Any]:
+def complete_init(svc: ShareGroupManager, res: GroupResult) -> list[Any]:
     """Play the share coordinator: report every requested initialization as done."""
     out = []
     for req in res.initialize:
@@ -59,6 +60,6 @@ def complete_init(svc: ShareGroupManager, res: CoordinatorResult) -> list[Any]:
     return out
 
 
-def assigned(res: CoordinatorResult) -> dict[uuid.UUID, set[int]] | None:
+def assigned(res: GroupResult) -> dict[uuid.UUID, set[int]] | None:
     a = res.response["assignment"]
     return None if a is None else {tp["topic_id"]: set(tp["partitions"]) for tp in a["topic_partitions"]}

@@ -37,11 +37,11 @@ def test_alter_bumps_epoch_and_moves_partitions_to_initializing_then_initialized
     res = hb(svc, "g", "m", 0, ["t"])
     log += res.records + complete_init(svc, res)
     with pytest.raises(AdminError) as err:
-        svc.alter_offsets("g", [("t", [(0, 5)])])
+        svc.offsets_admin.alter_offsets("g", [("t", [(0, 5)])])
     assert err.value.code == ErrorCode.NON_EMPTY_GROUP
     log += hb(svc, "g", "m", -1).records
     epoch = svc.groups["g"].group_epoch
-    plan = svc.alter_offsets("g", [("t", [(0, 5), (7, 1), (1, -1)]), ("nope", [(0, 1)])])
+    plan = svc.offsets_admin.alter_offsets("g", [("t", [(0, 5), (7, 1), (1, -1)]), ("nope", [(0, 1)])])
     log += plan.records
     assert plan.state_epoch == epoch + 1 == svc.groups["g"].group_epoch
     assert plan.start_offsets == {tid: {0: 5}}
@@ -60,17 +60,17 @@ def test_alter_creates_a_missing_group_and_refuses_other_group_types() -> None:
     topics = Topics()
     tid = topics.create("t", 1)
     svc = make(topics)
-    plan = svc.alter_offsets("new", [("t", [(0, 3)])])
+    plan = svc.offsets_admin.alter_offsets("new", [("t", [(0, 3)])])
     assert svc.groups["new"].group_epoch == 1 and plan.start_offsets == {tid: {0: 3}}
     assert replayed(svc, plan.records, topics).snapshot() == svc.snapshot()
     # Nothing valid to alter: no group is created.
-    assert svc.alter_offsets("other", [("missing", [(0, 1)])]).records == []
+    assert svc.offsets_admin.alter_offsets("other", [("missing", [(0, 1)])]).records == []
     assert "other" not in svc.groups
 
     groups = GroupCoordinator(topic_info=topics.get)
     groups.consumer.groups["cg"] = object()  # any consumer group under that id
     with pytest.raises(AdminError) as err:
-        groups.share.alter_offsets("cg", [("t", [(0, 1)])])
+        groups.share.offsets_admin.alter_offsets("cg", [("t", [(0, 1)])])
     assert (err.value.code, err.value.message) == (ErrorCode.GROUP_ID_NOT_FOUND, "Group cg is not a share group.")
 
 
@@ -80,9 +80,9 @@ def test_delete_offsets_moves_topics_through_deleting() -> None:
     tid = joined_and_left(svc, topics)
     topics.create("other", 1)
     with pytest.raises(AdminError) as err:
-        svc.delete_offsets("absent", ["t"])
+        svc.offsets_admin.delete_offsets("absent", ["t"])
     assert err.value.code == ErrorCode.GROUP_ID_NOT_FOUND
-    plan = svc.delete_offsets("g", ["t", "other", "missing"])
+    plan = svc.offsets_admin.delete_offsets("g", ["t", "other", "missing"])
     assert plan.delete == {tid: ("t", frozenset({0, 1}))}
     assert [(t["topic_name"], t["error_message"]) for t in plan.refused] == [
         ("other", "There is no offset information to delete."),
@@ -90,12 +90,12 @@ def test_delete_offsets_moves_topics_through_deleting() -> None:
     md = svc.groups["g"].partition_metadata
     assert tid not in md.initialized and md.deleting == {tid: "t"}
     # Interrupted before completion: the next delete retries every partition of the topic.
-    again = svc.delete_offsets("g", ["t"])
+    again = svc.offsets_admin.delete_offsets("g", ["t"])
     assert again.delete == {tid: ("t", frozenset({0, 1}))}
-    done, records = svc.delete_offsets_done("g", {tid: "t"})
+    done, records = svc.offsets_admin.delete_offsets_done("g", {tid: "t"})
     assert done == [{"topic_name": "t", "topic_id": tid, "error_code": 0, "error_message": None}]
     assert svc.groups["g"].partition_metadata.deleting == {}
-    assert svc.initialized_share_partitions("g") == {}
+    assert svc.offsets_admin.initialized_share_partitions("g") == {}
 
 
 def test_empty_share_groups_never_expire() -> None:
@@ -116,10 +116,10 @@ def test_delete_groups_plan_includes_an_unfinished_offsets_deletion() -> None:
     groups = GroupCoordinator(topic_info=topics.get)
     tid = joined_and_left(groups.share, topics)
     other = topics.create("u", 3)
-    plan = groups.share.alter_offsets("g", [("u", [(1, 0)])])
+    plan = groups.share.offsets_admin.alter_offsets("g", [("u", [(1, 0)])])
     groups.share.initialized("g", other, [1])
     assert plan.start_offsets == {other: {1: 0}}
-    groups.share.delete_offsets("g", ["t"])  # state deletion interrupted: "t" stays in Deleting
+    groups.share.offsets_admin.delete_offsets("g", ["t"])  # state deletion interrupted: "t" stays in Deleting
     delete = groups.plan_delete_groups(["g"])
     assert delete.deletable == ["g"]
     assert delete.share_partitions["g"] == {tid: frozenset({0, 1}), other: frozenset({1})}
@@ -129,7 +129,7 @@ def test_group_deletion_moves_every_topic_to_deleting_first() -> None:
     topics = Topics()
     svc = make(topics)
     tid = joined_and_left(svc, topics)
-    log = svc.begin_group_deletion("g")
+    log = svc.offsets_admin.begin_group_deletion("g")
     md = svc.groups["g"].partition_metadata
     assert (md.initialized, md.initializing, md.deleting) == ({}, {}, {tid: "t"})
     fresh = make(topics)
@@ -137,8 +137,8 @@ def test_group_deletion_moves_every_topic_to_deleting_first() -> None:
     for r in log:
         fresh.replay(r.key, r.value)
     assert fresh.groups["g"].partition_metadata.deleting == {tid: "t"}
-    assert svc.begin_group_deletion("g") == []  # nothing initialized any more
+    assert svc.offsets_admin.begin_group_deletion("g") == []  # nothing initialized any more
     hb(svc, "g", "m2", 0, ["t"])
     with pytest.raises(AdminError) as err:
-        svc.begin_group_deletion("g")
+        svc.offsets_admin.begin_group_deletion("g")
     assert err.value.code == ErrorCode.NON_EMPTY_GROUP
