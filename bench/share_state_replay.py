@@ -40,7 +40,7 @@ async def _run(acks: int, keys: int, prune: bool) -> dict:
         try:
             info = await broker.topics.create_topic("replay", num_partitions=1, replication_factor=-1,
                                                     assignments=[], configs={}, validate_only=False)
-            state = broker.share_state
+            state = broker.share_coordinator
             for k in range(keys):
                 await state.initialize(f"g{k}", info.topic_id, 0, 0, 0)
             t0 = time.perf_counter()
@@ -68,7 +68,7 @@ async def _run(acks: int, keys: int, prune: bool) -> dict:
         broker = await _start(data, prune)
         start_s = time.perf_counter() - t0
         try:
-            replayed = broker.share_state.last_load_records
+            replayed = broker.share_coordinator.last_load_records
         finally:
             await broker.stop()
     return {"pruning": prune, "acks": acks, "keys": keys, "records_written": written, "records_kept": kept,

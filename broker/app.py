@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import structlog
 
@@ -26,6 +26,9 @@ from broker.cluster.journal import MetadataJournal
 from broker.cluster.manager import TopicManager
 from broker.config import BrokerConfig, Listener, ensure_meta_properties
 from broker.connection_quotas import ConnectionQuotas
+from broker.coordinator_log import CoordinatorLog
+from broker.groups.runtime import TOPIC as OFFSETS_TOPIC
+from broker.groups.runtime import GroupCoordinatorRuntime, coordinator_config
 from broker.log import GroupCommitFlusher, LogManager, PartitionLog
 from broker.log.cleaner import LogCleaner
 from broker.log.dir_failure import LogDirFailureChannel
@@ -36,11 +39,11 @@ from broker.producer_state import ProducerIdAllocator, ProducerIdManager
 from broker.router import LARGE_RESPONSE_APIS, Router
 from broker.security.manager import SecurityManager
 from broker.server import Server
-
-if TYPE_CHECKING:
-    from broker.groups.runtime import GroupCoordinatorRuntime
-    from broker.share.manager import SharePartitionManager
-    from broker.sharestate.runtime import ShareCoordinatorRuntime
+from broker.share.dlq import DeadLetterQueue
+from broker.share.manager import SharePartitionManager
+from broker.share.manager import follow_events as follow_share_events
+from broker.sharestate.runtime import TOPIC as SHARE_STATE_TOPIC
+from broker.sharestate.runtime import ShareCoordinatorRuntime
 
 log = structlog.get_logger(__name__)
 
@@ -90,9 +93,8 @@ class Broker:
     replicas: ReplicaManager
     log_cleaner: LogCleaner
     producer_ids: ProducerIdManager
-    share_state: ShareCoordinatorRuntime  # the share coordinator
+    share_coordinator: ShareCoordinatorRuntime
     group_coordinator: GroupCoordinatorRuntime
-    share_groups: GroupCoordinatorRuntime  # the same object, by the name the share-group code uses
     share_partitions: SharePartitionManager  # the share-partition leader
     metrics: MetricsService
 
@@ -123,12 +125,6 @@ class Broker:
     def _closed_on_stop(self, name: str, component: C) -> C:
         """Record a component stop() must close (reverse creation order); returns it."""
         self._closables.append((name, component))
-        return component
-
-    def add_component(self, name: str, component: Any) -> Any:
-        """MERGE: remove. Only for the build() functions of broker.groups.runtime, broker.sharestate.runtime and
-        broker.share.manager until they get explicit constructors; `_build_coordinators` assigns the typed
-        attribute from build()'s result and records what stop() closes."""
         return component
 
     async def _build_components(self) -> None:
@@ -176,20 +172,30 @@ class Broker:
             share_partitions=self.share_partitions, group_coordinator=self.group_coordinator, server=self.server))
 
     def _build_coordinators(self) -> None:
-        """MERGE: the one place still building components through `build(broker)`; the lead replaces these calls
-        with explicit construction. Each build() subscribes to topic deletions and returns its component."""
-        from broker.groups.runtime import build as build_group_coordinator
-        from broker.share.manager import build as build_share_partitions
-        from broker.sharestate.runtime import build as build_share_coordinator
-
+        """The share coordinator, the group coordinator and the share-partition leader, wired to each other and to
+        topic deletion."""
+        config, topics, replicas, spawn = self.config, self.topics, self.replicas, self.spawn
         # The share coordinator first: the group coordinator initializes share-partitions through it.
-        self.share_state = build_share_coordinator(self)
-        self.group_coordinator = self.share_groups = build_group_coordinator(self)
-        self.share_partitions = self._closed_on_stop("share_partitions", build_share_partitions(self))
+        share_coordinator = self.share_coordinator = ShareCoordinatorRuntime(
+            state_log=CoordinatorLog(topics, replicas, SHARE_STATE_TOPIC), config=config, topics=topics, spawn=spawn)
+        topics.on_delete(lambda info: spawn(share_coordinator.delete_topics([info.topic_id]),
+                                            "share-state-delete-topic"))
+        groups = self.group_coordinator = GroupCoordinatorRuntime(
+            coordinator_config(config), CoordinatorLog(topics, replicas, OFFSETS_TOPIC), topics, self.configs,
+            share_coordinator, spawn, consumer_enabled="consumer" in config.get("group.coordinator.rebalance.protocols"),
+            share_enabled=bool(config.get("group.share.enable")))
+        topics.on_delete(lambda info: spawn(groups.topics_deleted([info.topic_id], [info.name]),
+                                            "group-coordinator-delete-topic"))
+        group_configs = self.configs.group_config
+        leader = self.share_partitions = self._closed_on_stop("share_partitions", SharePartitionManager(
+            config=config, topics=topics, replicas=replicas, persister=share_coordinator, groups=groups,
+            dlq=DeadLetterQueue(config=config, topics=topics, replicas=replicas, group_configs=group_configs),
+            group_configs=group_configs, spawn=spawn))
+        follow_share_events(leader, topics=topics, groups=groups, server=self.server)
 
     def _startables(self) -> tuple[Startable, ...]:
         """The components with work to start, in creation order."""
-        return (self.log_cleaner, self.share_state, self.group_coordinator, self.share_partitions, self.metrics)
+        return (self.log_cleaner, self.share_coordinator, self.group_coordinator, self.share_partitions, self.metrics)
 
     # --- lifecycle -----------------------------------------------------------------------------------------
     async def start(self) -> None:

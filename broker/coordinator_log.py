@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, overload
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -35,26 +35,11 @@ class AppendFailed(Exception):
     """The coordinator records could not be appended; memory is ahead of the log (reload the partition)."""
 
 
-class _HasStorage(Protocol):  # MERGE: remove with the legacy constructor form below
-    topics: TopicManager
-    replicas: ReplicaManager
-
-
 class CoordinatorLog:
     """The records of one internal topic: read through the topic manager, appended and made durable through the
     replica manager (which owns the group-commit flusher)."""
 
-    @overload
-    def __init__(self, topics: TopicManager, replicas: ReplicaManager, topic: str) -> None: ...
-
-    @overload
-    def __init__(self, topics: _HasStorage, replicas: str) -> None: ...  # MERGE: remove (legacy (broker, topic))
-
-    def __init__(self, topics, replicas, topic=None) -> None:  # noqa: ANN001 - typed by the overloads
-        if topic is None:
-            # MERGE: remove. The group and share coordinator runtimes still pass (broker, topic) until they get
-            # explicit constructors; they then call CoordinatorLog(broker.topics, broker.replicas, TOPIC).
-            topics, replicas, topic = topics.topics, topics.replicas, replicas
+    def __init__(self, topics: TopicManager, replicas: ReplicaManager, topic: str) -> None:
         self._topics: TopicManager = topics
         self._replicas: ReplicaManager = replicas
         self.topic: str = topic

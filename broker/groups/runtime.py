@@ -1,5 +1,4 @@
-"""The group coordinator at run time: component `broker.group_coordinator` (also `broker.share_groups`, the name
-the share-group code has always used).
+"""The group coordinator at run time: component `broker.group_coordinator`.
 
 Owns the sans-IO GroupCoordinator (classic, consumer and share groups, committed offsets) and ties it to the
 broker:
@@ -13,7 +12,7 @@ broker:
    admin APIs are served, by ShareStateAdmin (share/state_admin.py) once this runtime has let them through;
  * topic deletions are forgotten in every group (topics_deleted).
 
-Constructed with its collaborators (collaborators.py); `build(broker)` gathers them from the broker.
+Constructed with its collaborators (collaborators.py) by the composition root (broker/app.py).
 
 The share-partition leader registers `add_member_removed_listener(fn)`; `fn(group_id, member_id)` runs after
 the removal is durable (member left or session expired).
@@ -549,19 +548,3 @@ def coordinator_config(config: Settings) -> GroupCoordinatorConfig:
             heartbeat_interval_ms=config.get("group.share.heartbeat.interval.ms"),
             max_size=config.get("group.share.max.size"),
             initialize_retry_interval_ms=config.get("group.share.initialize.retry.interval.ms")))
-
-
-def build(broker: Any) -> GroupCoordinatorRuntime:
-    """Create component `group_coordinator` from the broker's parts (call while building components, after
-    `share_state`) and follow topic deletions. To be replaced by explicit construction in the composition root."""
-    config = broker.config
-    runtime = broker.add_component("group_coordinator", GroupCoordinatorRuntime(
-        coordinator_config(config), CoordinatorLog(broker, TOPIC), broker.topics, broker.configs, broker.share_state,
-        broker.spawn, consumer_enabled="consumer" in config.get("group.coordinator.rebalance.protocols"),
-        share_enabled=bool(config.get("group.share.enable"))))
-    # The same object under the name handlers/share_fetch.py and share/manager.py look up (not a second
-    # component); the lead removes it at merge.
-    broker.share_groups = runtime
-    broker.topics.on_delete(lambda info: broker.spawn(runtime.topics_deleted([info.topic_id], [info.name]),
-                                                      "group-coordinator-delete-topic"))
-    return runtime

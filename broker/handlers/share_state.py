@@ -1,5 +1,5 @@
 """Initialize/Read/Write/Delete ShareGroupState and ReadShareGroupStateSummary (83-87), served by
-`broker.share_state` (records durable before the response).
+`broker.share_coordinator` (records durable before the response).
 
 Inter-broker APIs: as Kafka, they need CLUSTER_ACTION on the cluster; otherwise every partition is answered
 CLUSTER_AUTHORIZATION_FAILED.
@@ -27,7 +27,7 @@ def _handler(operation: str):
             return {"results": [{"topic_id": topic.topic_id, "partitions": [
                 {"partition": p.partition, "error_code": code, "error_message": message} for p in topic.partitions]}
                 for topic in req.topics]}
-        return await ctx.broker.share_state.serve(operation, req, ctx.api_version)
+        return await ctx.broker.share_coordinator.serve(operation, req, ctx.api_version)
 
     handle.__name__ = f"handle_{operation}"
     return handle

@@ -7,7 +7,7 @@ expires record locks; parked share fetches (delayed_fetch.py) are woken by appen
 records becoming available again here (releases, expiries).
 
 The group coordinator tells the leader about members that left, deleted groups and reset share state through
-the `on_*` hooks, which whoever builds the manager wires (see `build`); the leader asks it back only who is a
+the `on_*` hooks, which whoever builds the manager wires (see `follow_events`); the leader asks it back only who is a
 member with which partitions (ShareGroupMembership).
 """
 
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from broker.cluster.manager import TopicManager
     from broker.config import BrokerConfig
     from broker.partitions import ReplicaManager
+    from broker.server import Server
 
 log = structlog.get_logger(__name__)
 
@@ -70,6 +71,16 @@ class ShareGroupMembership(Protocol):
     def loaded(self) -> bool: ...
 
     def member_assignment(self, group_id: str, member_id: str) -> Assignment | None: ...
+
+
+class ShareGroupEvents(Protocol):
+    """The group coordinator's events the leader follows (see `follow_events`)."""
+
+    def add_member_removed_listener(self, fn: Callable[[str, str], None]) -> None: ...
+
+    def add_group_deleted_listener(self, fn: Callable[[str], None]) -> None: ...
+
+    def add_share_state_reset_listener(self, fn: Callable[..., None]) -> None: ...
 
 
 @dataclass
@@ -664,20 +675,12 @@ class SharePartitionManager:
         return len(gone)
 
 
-def build(broker: Any) -> SharePartitionManager:
-    """Create the share-partition manager as component `share_partitions` from the broker's components (call
-    while building components, after `share_state` and `share_groups`) and wire its hooks: topic deletion,
-    the group coordinator's member/group/state-reset events, closed connections."""
-    group_configs = broker.configs.group_config
-    dlq = DeadLetterQueue(config=broker.config, topics=broker.topics, replicas=broker.replicas,
-                          group_configs=group_configs)
-    groups = broker.share_groups
-    manager = broker.add_component("share_partitions", SharePartitionManager(
-        config=broker.config, topics=broker.topics, replicas=broker.replicas, persister=broker.share_state,
-        groups=groups, dlq=dlq, group_configs=group_configs, spawn=broker.spawn))
-    broker.topics.on_delete(lambda info: manager.forget_topic(info.topic_id))
+def follow_events(manager: SharePartitionManager, *, topics: TopicManager, groups: ShareGroupEvents,
+                  server: Server) -> None:
+    """Subscribe the share-partition leader to what it must follow: topic deletion, the group coordinator's
+    member/group/state-reset events, closed connections (their share sessions end)."""
+    topics.on_delete(lambda info: manager.forget_topic(info.topic_id))
     groups.add_member_removed_listener(manager.on_member_removed)
     groups.add_group_deleted_listener(manager.on_group_deleted)
     groups.add_share_state_reset_listener(manager.on_share_state_reset)
-    broker.server.close_listeners.append(manager.on_connection_closed)
-    return manager
+    server.close_listeners.append(manager.on_connection_closed)

@@ -1,4 +1,4 @@
-"""The share coordinator at run time (component `share_state`), the share-partition leader's Persister.
+"""The share coordinator at run time (component `share_coordinator`), the share-partition leader's Persister.
 
 Wraps the sans-IO ShareCoordinator with `__share_group_state`: replays every partition on start, appends the
 records of each operation as one batch per partition and returns only once they are fsynced. Used in-process
@@ -241,13 +241,3 @@ class ShareCoordinatorRuntime:
                 for p in t["partitions"]:
                     p.update(error_code=int(code), error_message="share state could not be made durable")
         return response
-
-
-def build(broker: Any) -> ShareCoordinatorRuntime:
-    """Create component `share_state` from the broker's components (call while building components) and follow
-    topic deletions."""
-    runtime = broker.add_component("share_state", ShareCoordinatorRuntime(
-        state_log=CoordinatorLog(broker, TOPIC), config=broker.config, topics=broker.topics, spawn=broker.spawn))
-    broker.topics.on_delete(
-        lambda info: broker.spawn(runtime.delete_topics([info.topic_id]), "share-state-delete-topic"))
-    return runtime

@@ -194,7 +194,7 @@ def test_full_disk_fails_a_share_state_write_and_the_share_coordinator_reloads(t
             info = await broker.topics.create_topic("t", num_partitions=1, replication_factor=-1, assignments=[],
                                                     configs={}, validate_only=False)
             tid = info.topic_id
-            state = broker.share_state
+            state = broker.share_coordinator
             assert (await state.initialize("g", tid, 0, 0, 0)).error_code == 0
             assert (await state.write_state("g", tid, 0, 0, -1, 3, [(3, 3, 2, 1)])).error_code == 0
             key = SharePartitionKey("g", tid, 0)
@@ -212,7 +212,7 @@ def test_full_disk_fails_a_share_state_write_and_the_share_coordinator_reloads(t
             await asyncio.wait_for(broker.stop(), 30)
         broker = await start(tmp_path)
         try:
-            assert broker.share_state.coordinator.state(SharePartitionKey("g", tid, 0)) == after
+            assert broker.share_coordinator.coordinator.state(SharePartitionKey("g", tid, 0)) == after
         finally:
             heal(monkeypatch)
             await asyncio.wait_for(broker.stop(), 30)
@@ -258,7 +258,7 @@ def test_coordinators_stop_answering_from_memory_after_a_failed_fsync(tmp_path, 
         try:
             info = await broker.topics.create_topic("t", num_partitions=1, replication_factor=-1, assignments=[],
                                                     configs={}, validate_only=False)
-            state = broker.share_state
+            state = broker.share_coordinator
             assert (await state.initialize("g", info.topic_id, 0, 0, 0)).error_code == 0
             ok = await broker.group_coordinator.commit_offsets(commit_req(5), 8)
             assert ok["topics"][0]["partitions"][0]["error_code"] == 0

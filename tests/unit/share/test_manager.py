@@ -192,21 +192,17 @@ def test_share_partitions_of_a_deleted_topic_are_dropped(tmp_path):
     asyncio.run(run())
 
 
-def test_build_follows_topic_deletion(tmp_path):
-    from broker.share.manager import build
+def test_the_leader_follows_topic_deletion(tmp_path):
+    from broker.share.manager import follow_events
 
     listeners = []
-    components = {}
     hooks = []
     groups = SimpleNamespace(add_member_removed_listener=hooks.append, add_group_deleted_listener=hooks.append,
                              add_share_state_reset_listener=hooks.append)
-    broker = SimpleNamespace(
-        config=SimpleNamespace(get=CONFIG.__getitem__),
-        topics=SimpleNamespace(on_delete=listeners.append), replicas=None, share_state=MemoryState(),
-        share_groups=groups, configs=SimpleNamespace(group_config=lambda g: {}),
-        server=SimpleNamespace(close_listeners=[]), spawn=None,
-        add_component=lambda name, c: components.setdefault(name, c))
-    mgr = build(broker)
+    topics = SimpleNamespace(on_delete=listeners.append)
+    mgr = make_manager(config=SimpleNamespace(get=CONFIG.__getitem__), topics=topics, persister=MemoryState(),
+                       group_configs=lambda g: {})
+    follow_events(mgr, topics=topics, groups=groups, server=SimpleNamespace(close_listeners=[]))
     mgr._partitions[("g", TOPIC_ID, 0)] = SimpleNamespace(dead=False, waiters=set())
     for fn in listeners:
         fn(SimpleNamespace(topic_id=TOPIC_ID, name="t"))

@@ -26,7 +26,7 @@ async def start(tmp_path) -> Broker:
 async def write_acks(broker: Broker, tid: uuid.UUID, keys: int, writes: int, start: int = 0) -> None:
     """`writes` WriteShareGroupState calls spread over `keys` share-partitions, each acknowledging one more
     offset (what the share-partition leader writes for an ACCEPT); concurrent, so they share fsyncs."""
-    state = broker.share_state
+    state = broker.share_coordinator
     pending = []
     for i in range(start, start + writes):
         group, partition = f"g{i % keys}", 0
@@ -44,7 +44,7 @@ async def setup(broker: Broker, keys: int) -> uuid.UUID:
     info = await broker.topics.create_topic(TOPIC, num_partitions=1, replication_factor=-1, assignments=[],
                                             configs={}, validate_only=False)
     for k in range(keys):
-        r = await broker.share_state.initialize(f"g{k}", info.topic_id, 0, 0, 0)
+        r = await broker.share_coordinator.initialize(f"g{k}", info.topic_id, 0, 0, 0)
         assert r.error_code == 0
     return info.topic_id
 
@@ -57,22 +57,22 @@ def test_state_topic_is_pruned_and_replay_stays_bounded(tmp_path, monkeypatch):
         broker = await start(tmp_path)
         try:
             tid = await setup(broker, keys=20)
-            cold = await broker.share_state.initialize("cold", tid, 0, 0, 0)  # never written again
+            cold = await broker.share_coordinator.initialize("cold", tid, 0, 0, 0)  # never written again
             assert cold.error_code == 0
             await write_acks(broker, tid, keys=20, writes=20_000)
-            plog = broker.share_state.log.partition_log(0)
+            plog = broker.share_coordinator.log.partition_log(0)
             assert plog.log_start_offset == 0
-            await broker.share_state.prune()  # first round: the cold key pins the prune point
+            await broker.share_coordinator.prune()  # first round: the cold key pins the prune point
             await write_acks(broker, tid, keys=20, writes=2_000, start=20_000)
-            await broker.share_state.prune()  # second round: the cold key got a fresh snapshot, then pruned
+            await broker.share_coordinator.prune()  # second round: the cold key got a fresh snapshot, then pruned
             assert plog.log_start_offset > 20_000, plog.log_start_offset
-            coordinator = broker.share_state.coordinator
+            coordinator = broker.share_coordinator.coordinator
             before = {k: coordinator.state(k) for k in list(coordinator.keys())}
         finally:
             await broker.stop()
         broker = await start(tmp_path)
         try:
-            runtime = broker.share_state
+            runtime = broker.share_coordinator
             # Replay read what the last rounds left: snapshots plus at most a snapshot interval of updates per key.
             assert runtime.last_load_records < 21 * (50 + 1) + 2_000, runtime.last_load_records
             after = {k: runtime.coordinator.state(k) for k in list(runtime.coordinator.keys())}
@@ -96,16 +96,16 @@ def test_deleted_share_partitions_do_not_hold_pruning_back(tmp_path, monkeypatch
             tid = await setup(broker, keys=3)
             await write_acks(broker, tid, keys=3, writes=300)
             for k in range(3):
-                assert (await broker.share_state.delete_state(f"g{k}", tid, 0)).error_code == 0
-            plog = broker.share_state.log.partition_log(0)
-            await broker.share_state.prune()
+                assert (await broker.share_coordinator.delete_state(f"g{k}", tid, 0)).error_code == 0
+            plog = broker.share_coordinator.log.partition_log(0)
+            await broker.share_coordinator.prune()
             assert plog.log_start_offset == plog.log_end_offset  # nothing left worth replaying
         finally:
             await broker.stop()
         broker = await start(tmp_path)
         try:
-            assert broker.share_state.last_load_records == 0
-            assert broker.share_state.coordinator.keys() == []
+            assert broker.share_coordinator.last_load_records == 0
+            assert broker.share_coordinator.coordinator.keys() == []
         finally:
             await broker.stop()
 
@@ -119,7 +119,7 @@ def test_many_writes_trigger_a_round_without_waiting_for_the_interval(tmp_path, 
         broker = await start(tmp_path)
         try:
             tid = await setup(broker, keys=5)
-            plog = broker.share_state.log.partition_log(0)
+            plog = broker.share_coordinator.log.partition_log(0)
             for round_ in range(3):  # rounds run in the background task, kicked by the record count
                 await write_acks(broker, tid, keys=5, writes=1_500, start=round_ * 1_500)
                 await asyncio.sleep(0.05)
