@@ -84,6 +84,7 @@ class Broker:
         from broker.cluster.config_service import ConfigService
         from broker.cluster.journal import MetadataJournal
         from broker.cluster.manager import TopicManager
+        from broker.coordinator_log import CoordinatorLog
         from broker.log import GroupCommitFlusher, LogManager, PartitionLog
         from broker.log.dir_failure import LogDirFailureChannel
         from broker.log.log_manager import METADATA_LOG_DIR
@@ -116,6 +117,7 @@ class Broker:
         await topics.ensure_internal_topics({
             "__consumer_offsets": config.get("offsets.topic.num.partitions"),
             "__share_group_state": config.get("share.coordinator.state.topic.num.partitions"),
+            "__transaction_state": config.get("transaction.state.log.num.partitions"),
         })
         configs = self.add_component("configs", ConfigService(config, topics))
         configs.load()
@@ -128,8 +130,15 @@ class Broker:
             logs, config.get, producer_last_offsets=replicas.producer_last_offsets))
         topics.on_delete(lambda info: cleaner.forget(info.name))
         allocator = ProducerIdAllocator(topics.registry.next_producer_id, topics.reserve_producer_ids)
-        self.add_component("producer_ids", ProducerIdManager(
-            allocator, transactional_id_expiration_ms=lambda: config.get("transactional.id.expiration.ms")))
+        self.add_component("producer_ids", ProducerIdManager(allocator))
+        from broker.txn.markers import RoutedMarkerWriter, UnavailableMarkerWriter
+        from broker.txn.runtime import build as build_transactions
+
+        # Markers: data partitions -> the ReplicaManager, __consumer_offsets -> the group coordinator, once they
+        # implement TxnMarkerWriter; until then markers are retried and transactions stay prepared.
+        markers = RoutedMarkerWriter(UnavailableMarkerWriter(), UnavailableMarkerWriter())
+        self.add_component("txn_coordinator", build_transactions(
+            config, topics, allocator, CoordinatorLog(self, "__transaction_state"), markers, self.spawn))
         from broker.groups.runtime import build as build_share_groups
         from broker.sharestate.runtime import build as build_share_state
 
@@ -196,11 +205,6 @@ class Broker:
             interval = self.config.get("producer.id.expiration.check.interval.ms") / 1000
             self.spawn(self._every(interval, replicas.expire_producers, "producer id expiration"),
                        "producer-id-expiration")
-        producer_ids = self.components.get("producer_ids")
-        if producer_ids is not None:
-            interval = self.config.get("transaction.remove.expired.transaction.cleanup.interval.ms") / 1000
-            self.spawn(self._every(interval, producer_ids.remove_expired_transactional_ids,
-                                   "transactional id expiration"), "transactional-id-expiration")
 
     def spawn(self, coro, name: str) -> asyncio.Task:
         """Run a background task for the life of the broker; it is cancelled on stop and failures are logged."""

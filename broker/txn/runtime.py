@@ -22,9 +22,10 @@ It also implements TxnPartitionVerifier (KIP-890 part 1) for the produce path.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -39,6 +40,10 @@ from .metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TopicPartition
 from .records import Record
 from .results import ListTransactionsResult, TransactionDescription, TxnMarker, TxnResult
 from .state import TV_0
+
+if TYPE_CHECKING:
+    from broker.cluster.manager import TopicManager
+    from broker.config import BrokerConfig
 
 log = structlog.get_logger(__name__)
 
@@ -88,7 +93,7 @@ class TransactionCoordinatorRuntime:
         self._producer_ids = producer_ids
         self._markers = markers
         self._spawn = spawn
-        self._partition_exists = partition_exists
+        self.partition_exists = partition_exists
         self._offsets_partition = offsets_partition
         self._clock = clock
         self._abort_interval_s = abort_timed_out_interval_ms / 1000
@@ -120,11 +125,8 @@ class TransactionCoordinatorRuntime:
         tasks = [t for t in self._completing.values() if not t.done()]
         for t in tasks:
             t.cancel()
-        for t in tasks:
-            try:
-                await t
-            except BaseException:  # noqa: BLE001,S110 - stopping: the log resends them on the next start
-                pass
+        # stopping: the log resends their markers on the next start
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def _load(self, partition: int) -> tuple[int, TxnResult]:
         self.coordinator.load_begin(partition)
@@ -216,7 +218,7 @@ class TransactionCoordinatorRuntime:
         tid, producer_id, epoch, coordinator_epoch = key
         try:
             written = await write_until_done(
-                self._markers, markers, partition_exists=self._partition_exists,
+                self._markers, markers, partition_exists=self.partition_exists,
                 still_wanted=lambda: not self._stop.is_set() and self._still_prepared(tid, producer_id, epoch),
                 backoff_ms=self._marker_backoff_ms)
         except MarkersFenced as e:
@@ -295,8 +297,15 @@ class TransactionCoordinatorRuntime:
         return self.coordinator.describe_transactions(transactional_ids)
 
     async def list_transactions(self, state_filters: Sequence[str] = (), producer_id_filters: Sequence[int] = (),
-                                duration_filter_ms: int = -1) -> ListTransactionsResult:
-        return self.coordinator.list_transactions(state_filters, producer_id_filters, duration_filter_ms)
+                                duration_filter_ms: int = -1, transactional_id_pattern: str | None = None
+                                ) -> ListTransactionsResult:
+        """ListTransactions; a non-empty `transactional_id_pattern` (v2, KIP-1152) keeps the ids it matches
+        whole (Python's `re`, close to Java's regex for the patterns tools send); raises re.error if invalid."""
+        matcher = re.compile(transactional_id_pattern).fullmatch if transactional_id_pattern else None
+        result = self.coordinator.list_transactions(state_filters, producer_id_filters, duration_filter_ms)
+        if matcher is not None:
+            result.transactions = [t for t in result.transactions if matcher(t.transactional_id)]
+        return result
 
     # --- background --------------------------------------------------------------------------------------------
     async def abort_timed_out(self) -> int:
@@ -315,3 +324,31 @@ class TransactionCoordinatorRuntime:
             await self._commit(records)
             log.info("transactional ids expired", count=len(records))
         return len(records)
+
+
+def build(config: BrokerConfig, topics: TopicManager, producer_ids: ProducerIdSource, log: TxnStateLog,
+          markers: TxnMarkerWriter, spawn: Spawn) -> TransactionCoordinatorRuntime:
+    """The runtime as the broker configures it (`__transaction_state` must exist: its partition count is the
+    log's, whatever transaction.state.log.num.partitions says now, as Kafka)."""
+    from broker.groups.runtime import group_partition  # noqa: PLC0415 - the groups package is heavy
+
+    def partition_exists(topic: str, partition: int) -> bool:
+        info = topics.registry.get(topic)
+        return info is not None and 0 <= partition < info.num_partitions
+
+    def offsets_partition(group_id: str) -> int:
+        info = topics.registry.get("__consumer_offsets")
+        return group_partition(group_id, info.num_partitions if info is not None else 1)
+
+    return TransactionCoordinatorRuntime(
+        log=log, producer_ids=producer_ids, markers=markers, spawn=spawn,
+        config=TransactionCoordinatorConfig(
+            transaction_max_timeout_ms=config.get("transaction.max.timeout.ms"),
+            transactional_id_expiration_ms=config.get("transactional.id.expiration.ms"),
+            num_partitions=log.num_partitions or config.get("transaction.state.log.num.partitions"),
+            # No transaction.version is finalized (ApiVersions advertises no features): clients speak TV1 and
+            # the coordinator logs value version 0 and starts TV0 aborts, as Kafka at transaction.version 0.
+            transaction_version_level=TV_0),
+        partition_exists=partition_exists, offsets_partition=offsets_partition,
+        abort_timed_out_interval_ms=config.get("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+        remove_expired_interval_ms=config.get("transaction.remove.expired.transaction.cleanup.interval.ms"))
