@@ -44,6 +44,10 @@ from broker.share.manager import SharePartitionManager
 from broker.share.manager import follow_events as follow_share_events
 from broker.sharestate.runtime import TOPIC as SHARE_STATE_TOPIC
 from broker.sharestate.runtime import ShareCoordinatorRuntime
+from broker.txn.markers import RoutedMarkerWriter, UnavailableMarkerWriter
+from broker.txn.runtime import TOPIC as TRANSACTION_STATE_TOPIC
+from broker.txn.runtime import TransactionCoordinatorRuntime
+from broker.txn.runtime import build as build_transaction_coordinator
 
 log = structlog.get_logger(__name__)
 
@@ -93,6 +97,7 @@ class Broker:
     replicas: ReplicaManager
     log_cleaner: LogCleaner
     producer_ids: ProducerIdManager
+    transaction_coordinator: TransactionCoordinatorRuntime
     share_coordinator: ShareCoordinatorRuntime
     group_coordinator: GroupCoordinatorRuntime
     share_partitions: SharePartitionManager  # the share-partition leader
@@ -154,6 +159,7 @@ class Broker:
         await topics.ensure_internal_topics({
             "__consumer_offsets": config.get("offsets.topic.num.partitions"),
             "__share_group_state": config.get("share.coordinator.state.topic.num.partitions"),
+            "__transaction_state": config.get("transaction.state.log.num.partitions"),
         })
         self.configs = ConfigService(config, topics)
         self.configs.load()
@@ -164,8 +170,12 @@ class Broker:
             logs, config.get, producer_last_offsets=replicas.producer_last_offsets))
         topics.on_delete(lambda info: cleaner.forget(info.name))
         allocator = ProducerIdAllocator(topics.registry.next_producer_id, topics.reserve_producer_ids)
-        self.producer_ids = ProducerIdManager(
-            allocator, transactional_id_expiration_ms=lambda: config.get("transactional.id.expiration.ms"))
+        self.producer_ids = ProducerIdManager(allocator)
+        # Markers: data partitions -> the ReplicaManager, __consumer_offsets -> the group coordinator, once they
+        # implement TxnMarkerWriter; until then markers are retried and transactions stay prepared.
+        markers = RoutedMarkerWriter(UnavailableMarkerWriter(), UnavailableMarkerWriter())
+        self.transaction_coordinator = self._closed_on_stop("transaction_coordinator", build_transaction_coordinator(
+            config, topics, allocator, CoordinatorLog(topics, replicas, TRANSACTION_STATE_TOPIC), markers, self.spawn))
         self._build_coordinators()
         self.metrics = self._closed_on_stop("metrics", MetricsService(
             config, self.router.request_metrics.registry, self.spawn, logs=logs,
@@ -195,7 +205,7 @@ class Broker:
 
     def _startables(self) -> tuple[Startable, ...]:
         """The components with work to start, in creation order."""
-        return (self.log_cleaner, self.share_coordinator, self.group_coordinator, self.share_partitions, self.metrics)
+        return (self.log_cleaner, self.transaction_coordinator, self.share_coordinator, self.group_coordinator, self.share_partitions, self.metrics)
 
     # --- lifecycle -----------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -241,9 +251,6 @@ class Broker:
         interval = self.config.get("producer.id.expiration.check.interval.ms") / 1000
         self.spawn(self._every(interval, self.replicas.expire_producers, "producer id expiration"),
                    "producer-id-expiration")
-        interval = self.config.get("transaction.remove.expired.transaction.cleanup.interval.ms") / 1000
-        self.spawn(self._every(interval, self.producer_ids.remove_expired_transactional_ids,
-                               "transactional id expiration"), "transactional-id-expiration")
 
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task:
         """Run a background task for the life of the broker; it is cancelled on stop and failures are logged."""

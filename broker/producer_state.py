@@ -8,7 +8,6 @@ is that state machine, with no I/O: the produce path asks `check()` before appen
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -152,53 +151,21 @@ class ProducerIdAllocator:
 
 
 class ProducerIdManager:
-    """InitProducerId semantics on top of the allocator (KIP-98, with KIP-360 epoch bumps)."""
+    """InitProducerId for idempotent producers on top of the allocator (KIP-98, with KIP-360 epoch bumps).
+    Transactional ids belong to the transaction coordinator (broker.txn.runtime)."""
 
     MAX_EPOCH = 32767
 
-    def __init__(self, allocator: ProducerIdAllocator, *, clock: Callable[[], float] = time.time,
-                 transactional_id_expiration_ms: Callable[[], int] = lambda: 604_800_000) -> None:
+    def __init__(self, allocator: ProducerIdAllocator) -> None:
         self._allocator = allocator
-        self._clock = clock
-        self._expiration_ms = transactional_id_expiration_ms  # transactional.id.expiration.ms
-        # transactional id -> (producer id, epoch); not durable, transactions are not served yet. Bounded by
-        # expiry: an id unused for transactional.id.expiration.ms is dropped (remove_expired_transactional_ids).
-        self._transactional: dict[str, tuple[int, int]] = {}
-        self._last_used: dict[str, int] = {}  # transactional id -> last InitProducerId (ms)
 
-    def __len__(self) -> int:
-        return len(self._transactional)
-
-    def remove_expired_transactional_ids(self) -> int:
-        """Forget transactional ids unused for transactional.id.expiration.ms (Kafka's coordinator expires them
-        the same way). Returns how many."""
-        cutoff = int(self._clock() * 1000) - int(self._expiration_ms())
-        expired = [tid for tid, used in self._last_used.items() if used <= cutoff]
-        for tid in expired:
-            del self._transactional[tid]
-            del self._last_used[tid]
-        return len(expired)
-
-    async def init_producer(self, transactional_id: str | None, producer_id: int, epoch: int
-                            ) -> tuple[ErrorCode, int, int]:
-        if transactional_id is None:
-            if producer_id == NO_PRODUCER_ID:
-                return ErrorCode.NONE, await self._allocator.allocate(), 0
-            # KIP-360: an idempotent producer asks to bump its epoch after an error.
-            if epoch < 0:
-                return ErrorCode.INVALID_REQUEST, NO_PRODUCER_ID, -1
-            return await self._bump(producer_id, epoch)
-        known = self._transactional.get(transactional_id)
-        if known is None:
-            result = (await self._allocator.allocate(), 0)
-        else:
-            if producer_id != NO_PRODUCER_ID and (producer_id, epoch) != known:
-                return ErrorCode.PRODUCER_FENCED, NO_PRODUCER_ID, -1
-            _, pid, new_epoch = await self._bump(*known)
-            result = (pid, new_epoch)
-        self._transactional[transactional_id] = result
-        self._last_used[transactional_id] = int(self._clock() * 1000)
-        return ErrorCode.NONE, result[0], result[1]
+    async def init_producer(self, producer_id: int, epoch: int) -> tuple[ErrorCode, int, int]:
+        if producer_id == NO_PRODUCER_ID:
+            return ErrorCode.NONE, await self._allocator.allocate(), 0
+        # KIP-360: an idempotent producer asks to bump its epoch after an error.
+        if epoch < 0:
+            return ErrorCode.INVALID_REQUEST, NO_PRODUCER_ID, -1
+        return await self._bump(producer_id, epoch)
 
     async def _bump(self, producer_id: int, epoch: int) -> tuple[ErrorCode, int, int]:
         if epoch + 1 >= self.MAX_EPOCH:

@@ -33,6 +33,13 @@ SERVED: dict[str, tuple[int, int] | None] = {
     "DescribeCluster": (0, 2),
     "FindCoordinator": (0, 6),
     "InitProducerId": (0, 5),
+    # Transactions (coordinator side). EndTxn v5 / AddPartitionsToTxn v5 are TV2 (KIP-890 part 2): not served
+    # until Produce v12 and a finalized transaction.version 2 are (broker.handlers.transactions).
+    "AddPartitionsToTxn": (0, 4),
+    "AddOffsetsToTxn": (0, 4),
+    "EndTxn": (0, 4),
+    "DescribeTransactions": None,
+    "ListTransactions": None,
     # Next milestone (groups and share groups): the spec's full range.
     "ShareGroupHeartbeat": None,
     "ShareGroupDescribe": None,

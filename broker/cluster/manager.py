@@ -45,6 +45,7 @@ MAX_RECORDS_PER_USER_OP = 10_000
 # coordinator prunes it explicitly.
 INTERNAL_TOPIC_CONFIGS = {
     "__consumer_offsets": {"cleanup.policy": "compact"},
+    "__transaction_state": {"cleanup.policy": "compact"},
     "__share_group_state": {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"},
 }
 
@@ -132,6 +133,8 @@ class TopicManager:
                 configs = dict(INTERNAL_TOPIC_CONFIGS[name])
                 if name == "__consumer_offsets":  # as Kafka creates it: segments of offsets.topic.segment.bytes
                     configs["segment.bytes"] = str(self._config.get("offsets.topic.segment.bytes"))
+                if name == "__transaction_state":  # likewise, transaction.state.log.segment.bytes
+                    configs["segment.bytes"] = str(self._config.get("transaction.state.log.segment.bytes"))
                 async with self._changes:
                     await self._create(TopicPlan(name, count, configs))
 

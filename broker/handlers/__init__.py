@@ -26,6 +26,7 @@ MODULES: tuple[str, ...] = (
     "topic_admin",
     "configs",
     "producer_ids",
+    "transactions",
     "share_groups",
     "groups",
     "consumer_groups",

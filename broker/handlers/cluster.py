@@ -45,8 +45,6 @@ def coordinator_error(key_type: int, key: str, version: int) -> tuple[ErrorCode,
         return ErrorCode.INVALID_REQUEST, "Share coordinator key must be groupId:topicId:partition"
     if key_type == GROUP_KEY and not key:
         return ErrorCode.INVALID_REQUEST, "Group id must not be empty"
-    if key_type == TRANSACTION_KEY:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "Transactions are not supported by this broker yet"
     return ErrorCode.NONE, None
 
 

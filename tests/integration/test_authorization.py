@@ -13,6 +13,7 @@ import pytest
 from broker.security.api_acls import API_ACLS
 from protocol import schema
 from protocol.codec import request_codec
+from protocol.errors import ErrorCode
 from tests.integration.raw_client import RawClient
 
 pytestmark = pytest.mark.integration
@@ -43,6 +44,12 @@ REQUESTS: dict[int, dict] = {
     19: {"topics": [{"name": "t", "num_partitions": 1, "replication_factor": 1}], "timeout_ms": 1000},
     20: {"topics": [{"name": "t"}], "topic_names": ["t"], "timeout_ms": 1000},
     22: {"transactional_id": None, "transaction_timeout_ms": 1000},
+    24: {"v3_and_below_transactional_id": "x", "v3_and_below_producer_id": 0, "v3_and_below_producer_epoch": 0,
+         "v3_and_below_topics": [{"name": "t", "partitions": [0]}],
+         "transactions": [{"transactional_id": "x", "producer_id": 0, "producer_epoch": 0, "verify_only": False,
+                           "topics": [{"name": "t", "partitions": [0]}]}]},
+    25: {"transactional_id": "x", "producer_id": 0, "producer_epoch": 0, "group_id": "g"},
+    26: {"transactional_id": "x", "producer_id": 0, "producer_epoch": 0, "committed": False},
     29: {"resource_type_filter": 1, "pattern_type_filter": 1, "operation": 1, "permission_type": 1},
     30: {"creations": [{"resource_type": 2, "resource_name": "t", "resource_pattern_type": 3, "principal": "User:x",
                         "host": "*", "operation": 3, "permission_type": 3}]},
@@ -56,6 +63,7 @@ REQUESTS: dict[int, dict] = {
     50: {"users": None},
     51: {"deletions": [], "upsertions": [{"name": "u", "mechanism": 1, "iterations": 4096, "salt": b"s" * 16,
                                          "salted_password": b"p" * 32}]},
+    65: {"transactional_ids": ["x"]},
     68: {"group_id": "g", "member_id": MEMBER, "member_epoch": 0, "rebalance_timeout_ms": 10000,
          "subscribed_topic_names": ["t"], "topic_partitions": []},
     69: {"group_ids": ["g"]},
@@ -78,7 +86,8 @@ REQUESTS: dict[int, dict] = {
 
 
 # Fetch by name (v12): an unknown topic id would be answered UNKNOWN_TOPIC_ID before any ACL (as Kafka).
-MAX_VERSION = {1: 12}
+# AddPartitionsToTxn v4+ is the brokers' form (CLUSTER_ACTION, see test_add_partitions_v4_needs_cluster_action).
+MAX_VERSION = {1: 12, 24: 3}
 
 
 def error_codes(value) -> set[int]:
@@ -156,3 +165,15 @@ def test_refused_without_acls(locked_broker, api_key):
         with RawClient(locked_broker.port) as raw:
             answer = raw.call(3, 12, {"topics": [{"name": "t"}], "allow_auto_topic_creation": False})
         assert [tp.error_code for tp in answer.topics] == [29]
+
+
+def test_add_partitions_v4_needs_cluster_action(locked_broker):
+    with RawClient(locked_broker.port) as raw:
+        response = raw.call(24, 4, REQUESTS[24])
+    assert response.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED and not response.results_by_transaction
+
+
+def test_list_transactions_lists_nothing_without_acls(locked_broker):
+    with RawClient(locked_broker.port) as raw:
+        response = raw.call(66, 1, {"state_filters": [], "producer_id_filters": []})
+    assert response.error_code == 0 and response.transaction_states == []

@@ -154,31 +154,6 @@ def test_non_idempotent_appends_never_load_producer_state(tmp_path: Path) -> Non
     node.close()
 
 
-def test_transactional_ids_kept_by_init_producer_id_expire() -> None:
-    from broker.producer_state import ProducerIdAllocator, ProducerIdManager
-
-    async def persist(_block_end: int) -> None:
-        return None
-
-    clock = Clock(10_000_000)
-    manager = ProducerIdManager(ProducerIdAllocator(0, persist), clock=clock,
-                                transactional_id_expiration_ms=lambda: EXPIRATION_MS)
-
-    async def scenario() -> None:
-        assert await manager.init_producer("a", -1, -1) == (ErrorCode.NONE, 0, 0)
-        clock.now_ms += EXPIRATION_MS // 2
-        assert await manager.init_producer("b", -1, -1) == (ErrorCode.NONE, 1, 0)
-        assert await manager.init_producer("a", 0, 0) == (ErrorCode.NONE, 0, 1)  # used again: its clock restarts
-        clock.now_ms += EXPIRATION_MS // 2
-        assert manager.remove_expired_transactional_ids() == 0
-        clock.now_ms += EXPIRATION_MS // 2
-        assert manager.remove_expired_transactional_ids() == 2 and len(manager) == 0
-        # forgotten: the id starts again with a new producer id
-        assert await manager.init_producer("a", -1, -1) == (ErrorCode.NONE, 2, 0)
-
-    asyncio.run(scenario())
-
-
 def test_only_existing_partitions_with_idempotent_batches_wait_for_producer_state(tmp_path: Path) -> None:
     from types import SimpleNamespace
 

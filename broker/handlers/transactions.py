@@ -1,0 +1,154 @@
+"""AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26), DescribeTransactions (65), ListTransactions (66):
+thin wrappers over the transaction coordinator runtime (component `transaction_coordinator`, broker.txn.runtime).
+InitProducerId with a transactional id goes there too (broker.handlers.producer_ids).
+
+Authorization as Kafka's KafkaApis: WRITE on the transactional id (AddPartitions v0-3, AddOffsets, EndTxn), WRITE
+on each topic (AddPartitions v0-3; internal topics never), READ on the group (AddOffsets); AddPartitions v4+
+is the brokers' batched/verify-only form and needs CLUSTER_ACTION; DESCRIBE on each transactional id
+(DescribeTransactions, whose topics the client may not DESCRIBE are left out); ListTransactions lists only the
+ids the client may DESCRIBE.
+
+Versions: EndTxn v5 and AddPartitionsToTxn v5 are transaction version 2 (KIP-890 part 2: the epoch bumped by
+every EndTxn, partitions added by their leaders on Produce v12). Kafka offers them only with transaction.version
+2 finalized; Shoal finalizes no feature and serves no Produce v12, so the schemas stop at v4 and clients speak
+TV1. AddPartitionsToTxn v4 (batched, verify-only: KIP-890 part 1) is served.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from broker.cluster.topics import INTERNAL_TOPICS
+from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from broker.txn.versions import client_transaction_version, error_for_version
+from protocol.errors import ErrorCode
+
+ADD_PARTITIONS_TO_TXN = 24
+ADD_OFFSETS_TO_TXN = 25
+END_TXN = 26
+DESCRIBE_TRANSACTIONS = 65
+LIST_TRANSACTIONS = 66
+
+
+def _partition_results(errors: dict[tuple[str, int], ErrorCode | int]) -> list[dict]:
+    topics: dict[str, list[dict]] = {}
+    for (topic, partition), code in errors.items():
+        topics.setdefault(topic, []).append({"partition_index": partition, "partition_error_code": int(code)})
+    return [{"name": t, "results_by_partition": ps} for t, ps in topics.items()]
+
+
+def _requested(topics) -> list[tuple[str, int]]:
+    return [(t.name, p) for t in topics for p in t.partitions]
+
+
+async def _add_one(ctx, version: int, tid: str, producer_id: int, epoch: int, verify_only: bool,
+                   parts: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode | int]:
+    """One transaction of an AddPartitionsToTxn request (Kafka's per-transaction branch)."""
+    if version < 4 and not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+        return dict.fromkeys(parts, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if version < 4:
+        allowed = {t for t, _ in parts if t not in INTERNAL_TOPICS
+                   and ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, t)}
+        if len(allowed) != len({t for t, _ in parts}):
+            # Any failed check fails the whole transaction: the refused and unknown partitions say why, the rest
+            # were not attempted (Kafka's handler).
+            exists = ctx.broker.transaction_coordinator.partition_exists
+            return {(t, p): ErrorCode.TOPIC_AUTHORIZATION_FAILED if t not in allowed
+                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if not exists(t, p)
+                    else ErrorCode.OPERATION_NOT_ATTEMPTED for t, p in parts}
+    errors = await ctx.broker.transaction_coordinator.add_partitions(
+        tid, producer_id, epoch, parts, verify_only=verify_only,
+        client_transaction_version=client_transaction_version("AddPartitionsToTxn", version))
+    return {(tp.topic, tp.partition): error_for_version(code, "AddPartitionsToTxn", version)
+            for tp, code in errors.items()}
+
+
+async def handle_add_partitions_to_txn(ctx, req) -> dict[str, Any]:
+    version = ctx.api_version
+    if version < 4:
+        parts = _requested(req.v3_and_below_topics)
+        errors = await _add_one(ctx, version, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
+                                req.v3_and_below_producer_epoch, False, parts)
+        return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _partition_results(errors)}
+    if not ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                "results_by_transaction": []}
+    tids = [t.transactional_id for t in req.transactions]
+    if len(set(tids)) != len(tids):
+        # Kafka keys the batch by transactional id: a repeated id makes the request invalid.
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_REQUEST), "results_by_transaction": []}
+    results = []
+    for t in req.transactions:
+        errors = await _add_one(ctx, version, t.transactional_id, t.producer_id, t.producer_epoch, t.verify_only,
+                                _requested(t.topics))
+        results.append({"transactional_id": t.transactional_id, "topic_results": _partition_results(errors)})
+    return {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": results}
+
+
+async def handle_add_offsets_to_txn(ctx, req) -> dict[str, Any]:
+    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+        code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    else:
+        code = await ctx.broker.transaction_coordinator.add_offsets(req.transactional_id, req.producer_id,
+                                                            req.producer_epoch, req.group_id)
+        code = error_for_version(code, "AddOffsetsToTxn", ctx.api_version)
+    return {"throttle_time_ms": 0, "error_code": int(code)}
+
+
+async def handle_end_txn(ctx, req) -> dict[str, Any]:
+    version = ctx.api_version
+    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}
+    result = await ctx.broker.transaction_coordinator.end_txn(req.transactional_id, req.producer_id, req.producer_epoch,
+                                                      req.committed, client_transaction_version("EndTxn", version))
+    return {"throttle_time_ms": 0, "error_code": int(error_for_version(result.error, "EndTxn", version))}
+
+
+async def handle_describe_transactions(ctx, req) -> dict[str, Any]:
+    allowed = [t for t in req.transactional_ids
+               if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t)]
+    described = {d.transactional_id: d for d in await ctx.broker.transaction_coordinator.describe_transactions(allowed)}
+    states = []
+    for tid in req.transactional_ids:
+        d = described.get(tid)
+        if d is None:
+            states.append({"transactional_id": tid, "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+                           "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
+                           "producer_id": -1, "producer_epoch": -1, "topics": []})
+            continue
+        topics = [{"topic": topic, "partitions": parts} for topic, parts in d.topics.items()
+                  if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic)]
+        states.append({"transactional_id": tid, "error_code": int(d.error), "transaction_state": d.state,
+                       "transaction_timeout_ms": d.transaction_timeout_ms,
+                       "transaction_start_time_ms": d.transaction_start_time_ms, "producer_id": d.producer_id,
+                       "producer_epoch": d.producer_epoch, "topics": topics})
+    return {"throttle_time_ms": 0, "transaction_states": states}
+
+
+async def handle_list_transactions(ctx, req) -> dict[str, Any]:
+    version = ctx.api_version
+    pattern = req.get("transactional_id_pattern") if version >= 2 else None
+    try:
+        result = await ctx.broker.transaction_coordinator.list_transactions(
+            req.state_filters, req.producer_id_filters, req.get("duration_filter", -1) if version >= 1 else -1,
+            pattern)
+    except re.error:
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_REGULAR_EXPRESSION),
+                "unknown_state_filters": [], "transaction_states": []}
+    listed = [{"transactional_id": t.transactional_id, "producer_id": t.producer_id, "transaction_state": t.state}
+              for t in result.transactions
+              if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t.transactional_id, audit=False)]
+    return {"throttle_time_ms": 0, "error_code": int(result.error),
+            "unknown_state_filters": result.unknown_state_filters, "transaction_states": listed}
+
+
+HANDLERS = {
+    ADD_PARTITIONS_TO_TXN: handle_add_partitions_to_txn,
+    ADD_OFFSETS_TO_TXN: handle_add_offsets_to_txn,
+    END_TXN: handle_end_txn,
+    DESCRIBE_TRANSACTIONS: handle_describe_transactions,
+    LIST_TRANSACTIONS: handle_list_transactions,
+}

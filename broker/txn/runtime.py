@@ -1,0 +1,354 @@
+"""The transaction coordinator at run time: component `transaction_coordinator`.
+
+Wraps the sans-IO TransactionCoordinator with `__transaction_state` (a CoordinatorLog), the producer id
+allocator and a TxnMarkerWriter:
+
+- start: every partition is loaded (load_begin, replay, load_complete); transactions the log left in
+  PrepareCommit/PrepareAbort get their markers resent and are completed, so nothing hangs after kill -9;
+- each operation appends its records in the same loop step as the coordinator call (log order is memory
+  order) and answers once they are durable; an answer without records waits for its partition's pending
+  appends (the state it shows may still be in flight);
+- EndTxn (TV1, as Kafka) answers once PrepareCommit/PrepareAbort is durable; the markers are then written in
+  the background (retried as Kafka until written) and CompleteCommit/CompleteAbort is logged;
+- an append that fails leaves memory ahead of the log: the partition is reloaded from the log (whose prepared
+  transactions are then resent) and the request answered COORDINATOR_NOT_AVAILABLE, so the client retries;
+- background: timed-out transactions are aborted every
+  `transaction.abort.timed.out.transaction.cleanup.interval.ms`, idle transactional ids expired every
+  `transaction.remove.expired.transaction.cleanup.interval.ms`.
+
+It also implements TxnPartitionVerifier (KIP-890 part 1) for the produce path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import structlog
+
+from broker.aio import wait_event
+from broker.coordinator_log import AppendFailed
+from protocol.errors import ErrorCode
+
+from .config import TransactionCoordinatorConfig
+from .coordinator import TransactionCoordinator
+from .markers import MarkersFenced, TopicPartitionKey, TxnMarkerWriter, write_until_done
+from .metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TopicPartition
+from .records import Record
+from .results import ListTransactionsResult, TransactionDescription, TxnMarker, TxnResult
+from .state import TV_0
+
+if TYPE_CHECKING:
+    from broker.cluster.manager import TopicManager
+    from broker.config import BrokerConfig
+
+log = structlog.get_logger(__name__)
+
+TOPIC = "__transaction_state"
+# Answer of an operation whose records could not be made durable (Kafka maps append failures of the
+# transaction log to COORDINATOR_NOT_AVAILABLE or NOT_COORDINATOR: both make the client look up and retry).
+NOT_DURABLE = ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+
+class TxnStateLog(Protocol):
+    """What the runtime needs of `__transaction_state` (broker.coordinator_log.CoordinatorLog has it)."""
+
+    @property
+    def num_partitions(self) -> int: ...
+
+    def replay(self, partition: int, apply: Callable[..., Any]) -> int: ...
+
+    def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> asyncio.Future: ...
+
+    def offline(self, partition: int) -> bool: ...
+
+
+class ProducerIdSource(Protocol):
+    async def allocate(self) -> int: ...
+
+
+Spawn = Callable[[Coroutine[Any, Any, Any], str], Any]
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class TransactionCoordinatorRuntime:
+    def __init__(self, *, log: TxnStateLog, producer_ids: ProducerIdSource, markers: TxnMarkerWriter,
+                 config: TransactionCoordinatorConfig, spawn: Spawn,
+                 partition_exists: Callable[[str, int], bool],
+                 offsets_partition: Callable[[str], int],
+                 clock: Callable[[], int] = wall_clock_ms,
+                 abort_timed_out_interval_ms: int = 10_000,
+                 remove_expired_interval_ms: int = 3_600_000,
+                 marker_backoff_ms: int = 100) -> None:
+        """`partition_exists(topic, partition)`: the metadata check of AddPartitionsToTxn and of marker retries.
+        `offsets_partition(group_id)`: the group's `__consumer_offsets` partition (AddOffsetsToTxn).
+        `spawn(coro, name)`: run a background task for the life of the broker (cancelled on stop)."""
+        self.log = log
+        self._producer_ids = producer_ids
+        self._markers = markers
+        self._spawn = spawn
+        self.partition_exists = partition_exists
+        self._offsets_partition = offsets_partition
+        self._clock = clock
+        self._abort_interval_s = abort_timed_out_interval_ms / 1000
+        self._expire_interval_s = remove_expired_interval_ms / 1000
+        self._marker_backoff_ms = marker_backoff_ms
+        self.coordinator = TransactionCoordinator(config, clock=clock, partition_exists=partition_exists)
+        # (transactional id, producer id, epoch, coordinator epoch) -> the task writing its markers
+        self._completing: dict[tuple[str, int, int, int], asyncio.Future] = {}
+        self.loaded = False
+        self._stop = asyncio.Event()
+
+    # --- lifecycle ---------------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        started = time.monotonic()
+        total = 0
+        for p in range(self.coordinator.config.num_partitions):
+            n, result = self._load(p)
+            total += n
+            await self._apply_background(result, "transactions completed at load")
+        self.loaded = True
+        log.info("transaction coordinator loaded", partitions=self.coordinator.config.num_partitions,
+                 records=total, transactional_ids=len(self.coordinator.transactional_ids()),
+                 seconds=round(time.monotonic() - started, 3))
+        self._spawn(self._every(self._abort_interval_s, self.abort_timed_out), "txn-abort-timed-out")
+        self._spawn(self._every(self._expire_interval_s, self.expire_transactional_ids), "txn-expire-ids")
+
+    async def close(self) -> None:
+        self._stop.set()
+        tasks = [t for t in self._completing.values() if not t.done()]
+        for t in tasks:
+            t.cancel()
+        # stopping: the log resends their markers on the next start
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _load(self, partition: int) -> tuple[int, TxnResult]:
+        self.coordinator.load_begin(partition)
+        try:
+            n = self.log.replay(partition, self.coordinator.replay)
+        finally:
+            result = self.coordinator.load_complete(partition)
+        return n, result
+
+    async def _every(self, interval_s: float, fn: Callable[[], Awaitable[Any]]) -> None:
+        while not self._stop.is_set():
+            if await wait_event(self._stop, interval_s):
+                return
+            try:
+                await fn()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - a failed round must not stop the timer
+                log.exception("transaction coordinator periodic task failed", task=getattr(fn, "__name__", fn))
+
+    # --- durability --------------------------------------------------------------------------------------------
+    async def _commit(self, records: Iterable[Record], transactional_ids: Iterable[str] = ()) -> ErrorCode:
+        """Make `records` durable, after the earlier appends of the ids' partitions. NONE or the error to answer.
+        On a failed append the partition is reloaded from the log (memory was ahead of it)."""
+        by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        for r in records:
+            by_partition.setdefault(r.partition, []).append((r.key, r.value))
+        partitions = set(by_partition) | {self.coordinator.partition_for(t) for t in transactional_ids if t}
+        if any(self.log.offline(p) for p in partitions):
+            return NOT_DURABLE
+        futures = []
+        for p in sorted(partitions):
+            try:
+                futures.append(self.log.append(p, by_partition.get(p, ())))
+            except AppendFailed:
+                self._reload(p)
+                return NOT_DURABLE
+        try:
+            for fut in futures:
+                await fut
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - an fsync failure is answered, not raised into the caller
+            log.exception("transaction state not durable")
+            return NOT_DURABLE
+        return ErrorCode.NONE
+
+    def _reload(self, partition: int) -> None:
+        if self.log.offline(partition):
+            return  # the log directory failed: the broker is stopping, nothing can be read
+        log.warning("reloading transaction state partition after a failed append", partition=partition)
+        _, result = self._load(partition)
+        self._spawn(self._apply_background(result, "transactions completed after reload"), "txn-reload")
+
+    async def _apply_background(self, result: TxnResult, what: str) -> None:
+        """Records and markers of a coordinator-started operation (load, timeout abort): durable, then markers."""
+        if result.records and await self._commit(result.records) is not ErrorCode.NONE:
+            return  # the partition was reloaded: its prepared transactions are resent from there
+        if result.records:
+            log.info(what, records=len(result.records))
+        self._send_markers(result.markers)
+
+    # --- markers -----------------------------------------------------------------------------------------------
+    def _send_markers(self, markers: Sequence[TxnMarker]) -> None:
+        by_txn: dict[tuple[str, int, int, int], list[TxnMarker]] = {}
+        for m in markers:
+            by_txn.setdefault((m.transactional_id, m.producer_id, m.producer_epoch, m.coordinator_epoch),
+                              []).append(m)
+        for key, ms in by_txn.items():
+            running = self._completing.get(key)
+            if running is not None and not running.done():
+                continue
+            task = asyncio.ensure_future(self._complete(key, ms))
+            self._completing[key] = task
+            task.add_done_callback(lambda t, k=key: self._completion_done(k, t))
+
+    def _completion_done(self, key: tuple[str, int, int, int], task: asyncio.Future) -> None:
+        if self._completing.get(key) is task:
+            del self._completing[key]
+        if not task.cancelled() and task.exception() is not None:
+            log.error("transaction completion failed", transactional_id=key[0], exc_info=task.exception())
+
+    def _still_prepared(self, tid: str, producer_id: int, epoch: int) -> bool:
+        m = self.coordinator.metadata(tid)
+        return (m is not None and m.state.is_prepare and m.producer_id == producer_id
+                and m.producer_epoch == epoch)
+
+    async def _complete(self, key: tuple[str, int, int, int], markers: list[TxnMarker]) -> None:
+        tid, producer_id, epoch, coordinator_epoch = key
+        try:
+            written = await write_until_done(
+                self._markers, markers, partition_exists=self.partition_exists,
+                still_wanted=lambda: not self._stop.is_set() and self._still_prepared(tid, producer_id, epoch),
+                backoff_ms=self._marker_backoff_ms)
+        except MarkersFenced as e:
+            log.warning("transaction markers fenced; not completing", transactional_id=tid, reason=str(e))
+            return
+        if not written:
+            return
+        result = self.coordinator.complete_transaction(tid, producer_id, epoch, coordinator_epoch)
+        if result.error is not ErrorCode.NONE:
+            log.info("transaction completion skipped", transactional_id=tid, error=result.error.name)
+            return
+        await self._commit(result.records)
+
+    async def wait_completions(self) -> None:
+        """Wait until no marker task is running (tests, orderly stop)."""
+        while self._completing:
+            await asyncio.gather(*list(self._completing.values()), return_exceptions=True)
+
+    # --- operations --------------------------------------------------------------------------------------------
+    async def _with_producer_id(self, op: Callable[[int | None], TxnResult]) -> TxnResult:
+        new_pid: int | None = None
+        while True:
+            result = op(new_pid)
+            if not result.need_producer_id:
+                return result
+            new_pid = await self._producer_ids.allocate()
+
+    async def _finish(self, tid: str, result: TxnResult) -> TxnResult:
+        """Make the result's records durable, then start its markers; the answer is the result (or NOT_DURABLE)."""
+        code = await self._commit(result.records, [tid])
+        if code is not ErrorCode.NONE:
+            return TxnResult(code)
+        self._send_markers(result.markers)
+        return result
+
+    async def init_producer_id(self, transactional_id: str, transaction_timeout_ms: int,
+                               producer_id: int = NO_PRODUCER_ID,
+                               producer_epoch: int = NO_PRODUCER_EPOCH) -> TxnResult:
+        result = await self._with_producer_id(lambda new_pid: self.coordinator.init_producer_id(
+            transactional_id, transaction_timeout_ms, producer_id, producer_epoch, new_producer_id=new_pid))
+        return await self._finish(transactional_id, result)
+
+    async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                             partitions: Sequence[TopicPartitionKey], *, verify_only: bool = False,
+                             client_transaction_version: int = TV_0) -> dict[TopicPartition, ErrorCode]:
+        result = self.coordinator.add_partitions(transactional_id, producer_id, producer_epoch, partitions,
+                                                 verify_only=verify_only,
+                                                 client_transaction_version=client_transaction_version)
+        code = await self._commit(result.records, [transactional_id])
+        if code is not ErrorCode.NONE:
+            return dict.fromkeys(result.errors, code)
+        return result.errors
+
+    async def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                partitions: Sequence[TopicPartitionKey]) -> dict[TopicPartitionKey, ErrorCode]:
+        """TxnPartitionVerifier (KIP-890 part 1)."""
+        errors = await self.add_partitions(transactional_id, producer_id, producer_epoch, partitions,
+                                           verify_only=True)
+        return {(tp.topic, tp.partition): code for tp, code in errors.items()}
+
+    async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          group_id: str) -> ErrorCode:
+        offsets = ("__consumer_offsets", self._offsets_partition(group_id))
+        result = self.coordinator.add_offsets(transactional_id, producer_id, producer_epoch, offsets)
+        return (await self._finish(transactional_id, result)).error
+
+    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                      client_transaction_version: int = TV_0) -> TxnResult:
+        result = await self._with_producer_id(lambda new_pid: self.coordinator.end_txn(
+            transactional_id, producer_id, producer_epoch, commit, client_transaction_version,
+            new_producer_id=new_pid))
+        return await self._finish(transactional_id, result)
+
+    async def describe_transactions(self, transactional_ids: Sequence[str]) -> list[TransactionDescription]:
+        await self._commit((), transactional_ids)
+        return self.coordinator.describe_transactions(transactional_ids)
+
+    async def list_transactions(self, state_filters: Sequence[str] = (), producer_id_filters: Sequence[int] = (),
+                                duration_filter_ms: int = -1, transactional_id_pattern: str | None = None
+                                ) -> ListTransactionsResult:
+        """ListTransactions; a non-empty `transactional_id_pattern` (v2, KIP-1152) keeps the ids it matches
+        whole (Python's `re`, close to Java's regex for the patterns tools send); raises re.error if invalid."""
+        matcher = re.compile(transactional_id_pattern).fullmatch if transactional_id_pattern else None
+        result = self.coordinator.list_transactions(state_filters, producer_id_filters, duration_filter_ms)
+        if matcher is not None:
+            result.transactions = [t for t in result.transactions if matcher(t.transactional_id)]
+        return result
+
+    # --- background --------------------------------------------------------------------------------------------
+    async def abort_timed_out(self) -> int:
+        """Abort transactions open longer than their timeout (their producer is fenced). Returns how many."""
+        result = self.coordinator.abort_timed_out()
+        count = len({r.key for r in result.records})
+        if count:
+            log.info("aborting timed-out transactions", count=count)
+        await self._apply_background(result, "timed-out transactions aborted")
+        return count
+
+    async def expire_transactional_ids(self) -> int:
+        """Tombstone ids idle for transactional.id.expiration.ms. Returns how many."""
+        records = self.coordinator.expire_transactional_ids()
+        if records:
+            await self._commit(records)
+            log.info("transactional ids expired", count=len(records))
+        return len(records)
+
+
+def build(config: BrokerConfig, topics: TopicManager, producer_ids: ProducerIdSource, log: TxnStateLog,
+          markers: TxnMarkerWriter, spawn: Spawn) -> TransactionCoordinatorRuntime:
+    """The runtime as the broker configures it (`__transaction_state` must exist: its partition count is the
+    log's, whatever transaction.state.log.num.partitions says now, as Kafka)."""
+    from broker.groups.runtime import group_partition  # noqa: PLC0415 - the groups package is heavy
+
+    def partition_exists(topic: str, partition: int) -> bool:
+        info = topics.registry.get(topic)
+        return info is not None and 0 <= partition < info.num_partitions
+
+    def offsets_partition(group_id: str) -> int:
+        info = topics.registry.get("__consumer_offsets")
+        return group_partition(group_id, info.num_partitions if info is not None else 1)
+
+    return TransactionCoordinatorRuntime(
+        log=log, producer_ids=producer_ids, markers=markers, spawn=spawn,
+        config=TransactionCoordinatorConfig(
+            transaction_max_timeout_ms=config.get("transaction.max.timeout.ms"),
+            transactional_id_expiration_ms=config.get("transactional.id.expiration.ms"),
+            num_partitions=log.num_partitions or config.get("transaction.state.log.num.partitions"),
+            # No transaction.version is finalized (ApiVersions advertises no features): clients speak TV1 and
+            # the coordinator logs value version 0 and starts TV0 aborts, as Kafka at transaction.version 0.
+            transaction_version_level=TV_0),
+        partition_exists=partition_exists, offsets_partition=offsets_partition,
+        abort_timed_out_interval_ms=config.get("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+        remove_expired_interval_ms=config.get("transaction.remove.expired.transaction.cleanup.interval.ms"))
