@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from broker.cluster.manager import TopicManager
     from broker.config import BrokerConfig
     from broker.partitions import ReplicaManager
-    from broker.server import Server
 
 log = structlog.get_logger(__name__)
 
@@ -71,6 +70,12 @@ class ShareGroupMembership(Protocol):
     def loaded(self) -> bool: ...
 
     def member_assignment(self, group_id: str, member_id: str) -> Assignment | None: ...
+
+
+class ConnectionEvents(Protocol):
+    """The server's closed-connection hooks (a closed connection ends its share sessions)."""
+
+    close_listeners: list[Callable[[Any], None]]
 
 
 class ShareGroupEvents(Protocol):
@@ -676,7 +681,7 @@ class SharePartitionManager:
 
 
 def follow_events(manager: SharePartitionManager, *, topics: TopicManager, groups: ShareGroupEvents,
-                  server: Server) -> None:
+                  server: ConnectionEvents) -> None:
     """Subscribe the share-partition leader to what it must follow: topic deletion, the group coordinator's
     member/group/state-reset events, closed connections (their share sessions end)."""
     topics.on_delete(lambda info: manager.forget_topic(info.topic_id))
