@@ -28,12 +28,10 @@ import asyncio
 import contextlib
 import functools
 import socket
-import ssl
 import struct
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -41,6 +39,7 @@ import structlog
 from broker.connection_quotas import ConnectionQuotas, normalize_ip
 from broker.context import ConnectionInfo
 from broker.router import CloseConnection
+from broker.security.listener import ListenerSecurity
 from protocol.errors import ErrorCode
 
 log = structlog.get_logger(__name__)
@@ -62,21 +61,6 @@ def _address(sockname: Any) -> str:
 
 def _size(response: Any) -> int:
     return sum(len(r) for r in response) if isinstance(response, list) else len(response)
-
-
-@dataclass
-class ListenerSecurity:
-    """How one listener secures its connections (built by broker.security.manager)."""
-
-    protocol: str = "PLAINTEXT"
-    ssl_context: ssl.SSLContext | None = None
-    # SASL listeners: a new per-connection authenticator (broker.security.sasl.SaslAuthenticator).
-    authenticator: Callable[[ConnectionInfo], Any] | None = None
-    # TLS listeners without SASL: the principal of a verified client certificate (getpeercert() dict).
-    certificate_principal: Callable[[Any], str] | None = None
-    failed_authentication_delay_s: float = 0.1
-    max_unauthenticated_frame: int = 524_288  # sasl.server.max.receive.size
-    ssl_handshake_timeout_s: float = 10.0
 
 
 _PLAINTEXT = ListenerSecurity()
