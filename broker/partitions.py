@@ -16,8 +16,8 @@ import structlog
 from broker.aio import wait_event
 from broker.cluster.topics import TopicInfo
 from broker.log.dir_failure import STORAGE_ERROR_MESSAGE, KafkaStorageError
+from broker.log.producer_state import APPEND, BatchMetadata, ProducerStateTable
 from broker.log.segment import SCAN_CHUNK, THREAD_SCAN_CHUNK
-from broker.producer_state import APPEND, BatchMetadata, ProducerStateTable
 from protocol import records as rec
 from protocol.errors import ErrorCode
 

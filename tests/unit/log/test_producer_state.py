@@ -1,6 +1,6 @@
 import asyncio
 
-from broker.producer_state import (
+from broker.log.producer_state import (
     INT32_MAX,
     BatchMetadata,
     ProducerIdAllocator,
