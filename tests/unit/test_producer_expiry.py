@@ -155,7 +155,7 @@ def test_non_idempotent_appends_never_load_producer_state(tmp_path: Path) -> Non
 
 
 def test_transactional_ids_kept_by_init_producer_id_expire() -> None:
-    from broker.log.producer_state import ProducerIdAllocator, ProducerIdManager
+    from broker.producer_ids import ProducerIdAllocator, ProducerIdManager
 
     async def persist(_block_end: int) -> None:
         return None
