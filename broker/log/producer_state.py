@@ -1,16 +1,23 @@
-"""Idempotent-producer bookkeeping for one partition.
+"""Idempotent-producer bookkeeping for one partition, and its recovery from the log.
 
 Kafka keeps, per producer id, the epoch, the last sequence number and the metadata of the last five appended
-batches, so a retried batch is answered with its original offsets instead of being appended twice. This module
-is that state machine, with no I/O: the produce path asks `check()` before appending and calls `record()` after.
+batches, so a retried batch is answered with its original offsets instead of being appended twice.
+`ProducerStateTable` is that state machine, with no I/O: the produce path asks `check()` before appending and
+calls `record()` after. `scan_producers` rebuilds a table from a partition log's batch headers (on the loop or,
+through `scan_producers_in_thread`, in a worker thread).
 """
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from broker.log.segment import SCAN_CHUNK, THREAD_SCAN_CHUNK
 from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.log.partition_log import PartitionLog
 
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
@@ -113,3 +120,54 @@ class ProducerStateTable:
         elif epoch < entry.epoch:
             return
         entry.batches.append(batch)
+
+
+def scan_producers(plog: PartitionLog, table: ProducerStateTable, *, newer_than_ms: int, start: int | None = None,
+                   end: int | None = None, chunk: int = SCAN_CHUNK) -> None:
+    """Record the idempotent batches of `plog` in [start, end) (default: the whole log) into `table`. Segments
+    whose newest batch is not newer than `newer_than_ms` are skipped: every producer there would be expired
+    (producer.id.expiration.ms), so the scan reads about a day of data, not the whole log.
+
+    May run in a worker thread while the loop appends, rolls or deletes segments: a segment closed (deleted by
+    retention, replaced by the cleaner) under it raises SegmentGone."""
+    start = plog.log_start_offset if start is None else start
+    for segment in plog.segments:  # a copy
+        if segment.next_offset <= start or segment.max_timestamp <= newer_than_ms:
+            continue
+        if end is not None and segment.base_offset >= end:
+            break
+        # from the indexed position at or before `start`: the loop's catch-up scan after a threaded load must not
+        # walk the whole active segment again (0.5 s of blocked loop for 400 000 batches)
+        position = segment.offset_index.lookup(start)[1] if start > segment.base_offset else 0
+        try:
+            for _pos, h in segment.iter_headers(position, chunk):
+                last = h.base_offset + h.last_offset_delta
+                if last < start:
+                    continue
+                if end is not None and h.base_offset >= end:
+                    return
+                if h.producer_id >= 0 and h.base_sequence >= 0:
+                    table.record(h.producer_id, h.producer_epoch,
+                                 BatchMetadata(h.base_sequence, h.base_sequence + h.last_offset_delta,
+                                               h.base_offset, last, h.max_timestamp))
+        except (OSError, ValueError):
+            if segment.closed:
+                raise SegmentGone from None
+            raise
+
+
+class SegmentGone(Exception):
+    """A segment was deleted or replaced while a worker thread read it."""
+
+
+def scan_producers_in_thread(plog: PartitionLog, newer_than_ms: int, end: int) -> ProducerStateTable:
+    """The partition's producer state up to `end`, read in a worker thread (THREAD_SCAN_CHUNK reads: see there);
+    starts again when the segment list changes under it."""
+    for _attempt in range(10):
+        table = ProducerStateTable()
+        try:
+            scan_producers(plog, table, newer_than_ms=newer_than_ms, end=end, chunk=THREAD_SCAN_CHUNK)
+            return table
+        except SegmentGone:
+            continue  # the segment list changed under us: start again from the current one
+    raise RuntimeError(f"{plog.directory}: segments kept changing while loading producer state")

@@ -11,8 +11,8 @@ from broker.cluster.manager import TopicManager
 from broker.config import BrokerConfig
 from broker.log import GroupCommitFlusher, LogManager, PartitionLog
 from broker.log.log_manager import METADATA_LOG_DIR
-from broker.log.producer_state import BatchMetadata, ProducerStateTable
-from broker.partitions import ReplicaManager, scan_producers
+from broker.log.producer_state import BatchMetadata, ProducerStateTable, scan_producers
+from broker.partitions import ReplicaManager
 from protocol import records as rec
 from protocol.errors import ErrorCode
 
