@@ -87,8 +87,8 @@ class Broker:
         from broker.log import GroupCommitFlusher, LogManager, PartitionLog
         from broker.log.dir_failure import LogDirFailureChannel
         from broker.log.log_manager import METADATA_LOG_DIR
-        from broker.partitions import ReplicaManager
-        from broker.producer_state import ProducerIdAllocator, ProducerIdManager
+        from broker.producer_ids import ProducerIdAllocator, ProducerIdManager
+        from broker.replica_manager import ReplicaManager
 
         config = self.config
         data_dir = config.data_dir

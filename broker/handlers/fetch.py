@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from broker.partitions import FetchResult
+from broker.replica_manager import FetchResult
 from broker.security.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from broker.partitions import ProduceResult, idempotent_keys, storage_error
+from broker.replica_manager import ProduceResult, idempotent_keys, storage_error
 from broker.router import CloseConnection
 from broker.security.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode

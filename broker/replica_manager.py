@@ -16,8 +16,13 @@ import structlog
 from broker.aio import wait_event
 from broker.cluster.topics import TopicInfo
 from broker.log.dir_failure import STORAGE_ERROR_MESSAGE, KafkaStorageError
-from broker.log.segment import SCAN_CHUNK, THREAD_SCAN_CHUNK
-from broker.producer_state import APPEND, BatchMetadata, ProducerStateTable
+from broker.log.producer_state import (
+    APPEND,
+    BatchMetadata,
+    ProducerStateTable,
+    scan_producers,
+    scan_producers_in_thread,
+)
 from protocol import records as rec
 from protocol.errors import ErrorCode
 
@@ -101,7 +106,7 @@ class ReplicaManager:
             end = plog.log_end_offset
             newer_than = self._newer_than_ms()
             started = time.monotonic()
-            table = await asyncio.to_thread(_scan_in_thread, plog, newer_than, end)
+            table = await asyncio.to_thread(scan_producers_in_thread, plog, newer_than, end)
             if key in self._producers or self._topics.find_log(*key) is not plog:
                 return  # loaded by the fallback meanwhile, or the topic was deleted (and maybe recreated)
             scan_producers(plog, table, newer_than_ms=newer_than, start=end)
@@ -338,52 +343,3 @@ def idempotent_keys(topic_data, registry) -> list[tuple[str, int]]:
                 if header.producer_id >= 0 and header.base_sequence >= 0:
                     keys.append((info.name, part.index))
     return keys
-
-
-def scan_producers(plog, table: ProducerStateTable, *, newer_than_ms: int, start: int | None = None,
-                   end: int | None = None, chunk: int = SCAN_CHUNK) -> None:
-    """Record the idempotent batches of `plog` in [start, end) (default: the whole log) into `table`. Segments
-    whose newest batch is not newer than `newer_than_ms` are skipped: every producer there would be expired
-    (producer.id.expiration.ms), so the scan reads about a day of data, not the whole log.
-
-    May run in a worker thread while the loop appends, rolls or deletes segments: a segment closed (deleted by
-    retention, replaced by the cleaner) under it raises SegmentGone."""
-    start = plog.log_start_offset if start is None else start
-    for segment in plog.segments:  # a copy
-        if segment.next_offset <= start or segment.max_timestamp <= newer_than_ms:
-            continue
-        if end is not None and segment.base_offset >= end:
-            break
-        # from the indexed position at or before `start`: the loop's catch-up scan after a threaded load must not
-        # walk the whole active segment again (0.5 s of blocked loop for 400 000 batches)
-        position = segment.offset_index.lookup(start)[1] if start > segment.base_offset else 0
-        try:
-            for _pos, h in segment.iter_headers(position, chunk):
-                last = h.base_offset + h.last_offset_delta
-                if last < start:
-                    continue
-                if end is not None and h.base_offset >= end:
-                    return
-                if h.producer_id >= 0 and h.base_sequence >= 0:
-                    table.record(h.producer_id, h.producer_epoch,
-                                 BatchMetadata(h.base_sequence, h.base_sequence + h.last_offset_delta,
-                                               h.base_offset, last, h.max_timestamp))
-        except (OSError, ValueError):
-            if segment.closed:
-                raise SegmentGone from None
-            raise
-
-
-class SegmentGone(Exception):
-    """A segment was deleted or replaced while a worker thread read it."""
-
-
-def _scan_in_thread(plog, newer_than_ms: int, end: int) -> ProducerStateTable:
-    for _attempt in range(10):
-        table = ProducerStateTable()
-        try:
-            scan_producers(plog, table, newer_than_ms=newer_than_ms, end=end, chunk=THREAD_SCAN_CHUNK)
-            return table
-        except SegmentGone:
-            continue  # the segment list changed under us: start again from the current one
-    raise RuntimeError(f"{plog.directory}: segments kept changing while loading producer state")
