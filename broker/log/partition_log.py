@@ -148,7 +148,7 @@ class PartitionLog:
         # stray index files without a .log
         live = {s.base_offset for s in self._segments}
         for path in self.directory.iterdir():
-            if path.suffix in (".index", ".timeindex") and path.stem.isdigit() and int(path.stem) not in live:
+            if path.suffix in (".index", ".timeindex", ".txnindex") and path.stem.isdigit() and int(path.stem) not in live:
                 path.unlink(missing_ok=True)
         # An empty segment (one the cleaner emptied) stays: it holds the log start offset where it was.
         if not self._segments:
