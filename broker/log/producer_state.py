@@ -4,7 +4,9 @@ Kafka keeps, per producer id, the epoch, the last sequence number and the metada
 batches, so a retried batch is answered with its original offsets instead of being appended twice.
 `ProducerStateTable` is that state machine, with no I/O: the produce path asks `check()` before appending and
 calls `record()` after. `scan_producers` rebuilds a table from a partition log's batch headers (on the loop or,
-through `scan_producers_in_thread`, in a worker thread).
+through `scan_producers_in_thread`, in a worker thread); given a `TxnStateTable` the same scan rebuilds the
+partition's transactions too (data batch headers, and the marker of each control batch: 78 bytes read per marker),
+and lists the aborted transactions met, to put back into `.txnindex` files that lack them.
 """
 
 from __future__ import annotations
@@ -14,10 +16,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from broker.log.segment import SCAN_CHUNK, THREAD_SCAN_CHUNK
+from broker.log.txn_index import AbortedTxn
+from broker.log.txn_state import TxnStateTable
+from protocol.control_records import read_end_txn_marker
 from protocol.errors import ErrorCode
+from protocol.records import LOG_OVERHEAD, RecordError
 
 if TYPE_CHECKING:
     from broker.log.partition_log import PartitionLog
+    from broker.log.segment import Segment
 
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
@@ -74,6 +81,9 @@ class ProducerStateTable:
     def entry(self, producer_id: int) -> ProducerEntry | None:
         return self._producers.get(producer_id)
 
+    def items(self) -> list[tuple[int, ProducerEntry]]:
+        return list(self._producers.items())
+
     def last_offsets(self, newer_than_ms: int) -> dict[int, int]:
         """Producer id -> last offset of its last batch, for producers whose last batch is newer than the given
         time (the others count as expired: the log cleaner need not keep their last batch)."""
@@ -123,7 +133,8 @@ class ProducerStateTable:
 
 
 def scan_producers(plog: PartitionLog, table: ProducerStateTable, *, newer_than_ms: int, start: int | None = None,
-                   end: int | None = None, chunk: int = SCAN_CHUNK) -> None:
+                   end: int | None = None, chunk: int = SCAN_CHUNK, txns: TxnStateTable | None = None,
+                   aborted: list[tuple[Segment, AbortedTxn]] | None = None) -> None:
     """Record the idempotent batches of `plog` in [start, end) (default: the whole log) into `table`. Segments
     whose newest batch is not newer than `newer_than_ms` are skipped: every producer there would be expired
     (producer.id.expiration.ms), so the scan reads about a day of data, not the whole log.
@@ -150,6 +161,19 @@ def scan_producers(plog: PartitionLog, table: ProducerStateTable, *, newer_than_
                     table.record(h.producer_id, h.producer_epoch,
                                  BatchMetadata(h.base_sequence, h.base_sequence + h.last_offset_delta,
                                                h.base_offset, last, h.max_timestamp))
+                if txns is not None and h.producer_id >= 0:
+                    if not h.is_control:
+                        txns.on_append(h)
+                        continue
+                    try:
+                        marker = read_end_txn_marker(segment.read_bytes(_pos, h.batch_length + LOG_OVERHEAD))
+                    except RecordError:
+                        marker = None  # a malformed control batch ends nothing (it was never ours)
+                    if marker is not None:
+                        txn = txns.on_marker(h.producer_id, h.producer_epoch, marker.commit, h.base_offset,
+                                             marker.coordinator_epoch, h.max_timestamp)
+                        if txn is not None and aborted is not None:
+                            aborted.append((segment, txn))
         except (OSError, ValueError):
             if segment.closed:
                 raise SegmentGone from None
@@ -163,11 +187,34 @@ class SegmentGone(Exception):
 def scan_producers_in_thread(plog: PartitionLog, newer_than_ms: int, end: int) -> ProducerStateTable:
     """The partition's producer state up to `end`, read in a worker thread (THREAD_SCAN_CHUNK reads: see there);
     starts again when the segment list changes under it."""
+    return scan_partition_state_in_thread(plog, newer_than_ms, end).producers
+
+
+@dataclass(slots=True)
+class PartitionState:
+    """What a scan of a partition's log rebuilds: sequences, transactions, and the aborted transactions met
+    (with the segment holding each marker)."""
+
+    producers: ProducerStateTable = field(default_factory=ProducerStateTable)
+    txns: TxnStateTable = field(default_factory=TxnStateTable)
+    aborted: list[tuple[Segment, AbortedTxn]] = field(default_factory=list)
+
+
+def scan_partition_state(plog: PartitionLog, *, newer_than_ms: int, start: int | None = None,
+                         end: int | None = None, chunk: int = SCAN_CHUNK,
+                         state: PartitionState | None = None) -> PartitionState:
+    state = PartitionState() if state is None else state
+    scan_producers(plog, state.producers, newer_than_ms=newer_than_ms, start=start, end=end, chunk=chunk,
+                   txns=state.txns, aborted=state.aborted)
+    return state
+
+
+def scan_partition_state_in_thread(plog: PartitionLog, newer_than_ms: int, end: int) -> PartitionState:
+    """`scan_partition_state` up to `end` in a worker thread (THREAD_SCAN_CHUNK reads: see there); starts again
+    when the segment list changes under it."""
     for _attempt in range(10):
-        table = ProducerStateTable()
         try:
-            scan_producers(plog, table, newer_than_ms=newer_than_ms, end=end, chunk=THREAD_SCAN_CHUNK)
-            return table
+            return scan_partition_state(plog, newer_than_ms=newer_than_ms, end=end, chunk=THREAD_SCAN_CHUNK)
         except SegmentGone:
             continue  # the segment list changed under us: start again from the current one
     raise RuntimeError(f"{plog.directory}: segments kept changing while loading producer state")
