@@ -34,8 +34,8 @@ from broker.log.cleaner import LogCleaner
 from broker.log.dir_failure import LogDirFailureChannel
 from broker.log.log_manager import METADATA_LOG_DIR
 from broker.metrics.service import MetricsService
-from broker.partitions import ReplicaManager
-from broker.producer_state import ProducerIdAllocator, ProducerIdManager
+from broker.producer_ids import ProducerIdAllocator, ProducerIdManager
+from broker.replica_manager import ReplicaManager
 from broker.router import LARGE_RESPONSE_APIS, Router
 from broker.security.manager import SecurityManager
 from broker.server import Server
@@ -171,11 +171,14 @@ class Broker:
         topics.on_delete(lambda info: cleaner.forget(info.name))
         allocator = ProducerIdAllocator(topics.registry.next_producer_id, topics.reserve_producer_ids)
         self.producer_ids = ProducerIdManager(allocator)
-        # Markers: data partitions -> the ReplicaManager, __consumer_offsets -> the group coordinator, once they
-        # implement TxnMarkerWriter; until then markers are retried and transactions stay prepared.
-        markers = RoutedMarkerWriter(UnavailableMarkerWriter(), UnavailableMarkerWriter())
-        self.transaction_coordinator = self._closed_on_stop("transaction_coordinator", build_transaction_coordinator(
+        # Markers: data partitions -> the ReplicaManager, __consumer_offsets -> the group coordinator (not yet: its
+        # markers are retried, so a transaction with offsets stays prepared).
+        markers = RoutedMarkerWriter(replicas, UnavailableMarkerWriter())
+        txn = self.transaction_coordinator = self._closed_on_stop("transaction_coordinator", build_transaction_coordinator(
             config, topics, allocator, CoordinatorLog(topics, replicas, TRANSACTION_STATE_TOPIC), markers, self.spawn))
+        # The produce path asks the transaction coordinator whether a partition is in the transaction (KIP-890
+        # part 1); bound here because the coordinator's log is written through the replica manager.
+        replicas.set_txn_verifier(txn if config.get("transaction.partition.verification.enable") else None)
         self._build_coordinators()
         self.metrics = self._closed_on_stop("metrics", MetricsService(
             config, self.router.request_metrics.registry, self.spawn, logs=logs,

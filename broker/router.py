@@ -22,6 +22,7 @@ from broker.context import ConnectionInfo, RequestContext
 from broker.metrics.requests import ApiMetrics, RequestMetrics
 from protocol import schema
 from protocol.codec import request_codec, response_codec
+from protocol.error_responses import error_body
 from protocol.errors import DecodeError, ErrorCode
 from protocol.framing import decode_request_header, encode_response, response_header_version
 
@@ -179,7 +180,7 @@ class Router:
         except Exception as err:  # noqa: BLE001 - a handler failure must not escape the connection
             metrics.error(ErrorCode.UNKNOWN_SERVER_ERROR)
             ctx.log.error("request handler failed", exc_info=err)
-            body = self.error_body(header.api_key, version)
+            body = error_body(header.api_key, version)
             if body is None:
                 raise CloseConnection(f"{reg.name} handler failed: {err!r}") from None
         finally:
@@ -192,18 +193,4 @@ class Router:
             self._api_versions_fallback = response_codec(API_VERSIONS, 0).encode(
                 {"error_code": int(ErrorCode.UNSUPPORTED_VERSION), "api_keys": self.api_keys()})
         return self._api_versions_fallback
-
-    @staticmethod
-    def error_body(api_key: int, version: int, code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR) -> bytes | None:
-        """A response carrying `code` in its top-level error_code field (other fields at schema defaults), or
-        None when the response has no top-level error code at this version."""
-        message = schema.response_message(api_key)
-        if not any(f.key == "error_code" and f.present(version) and not f.tagged(version)
-                   for f in message.struct.fields):
-            return None
-        try:
-            return response_codec(api_key, version).encode({"error_code": int(code)})
-        except Exception:  # noqa: BLE001
-            log.exception("cannot build error response", api_key=api_key, api_version=version)
-            return None
 

@@ -28,12 +28,10 @@ import asyncio
 import contextlib
 import functools
 import socket
-import ssl
 import struct
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -41,11 +39,12 @@ import structlog
 from broker.connection_quotas import ConnectionQuotas, normalize_ip
 from broker.context import ConnectionInfo
 from broker.router import CloseConnection
+from broker.security.listener import ListenerSecurity
 from protocol.errors import ErrorCode
+from protocol.framing import FrameSizeError, FrameSplitter, lone_frame_size
 
 log = structlog.get_logger(__name__)
 
-_SIZE = struct.Struct(">i")
 # Bytes read on behind a request that may not be dispatched yet (a second Fetch behind a waiting long poll):
 # enough for a client's next small requests and its end of stream to be seen, bounded per connection.
 READ_AHEAD_BYTES = 64 * 1024
@@ -64,21 +63,6 @@ def _size(response: Any) -> int:
     return sum(len(r) for r in response) if isinstance(response, list) else len(response)
 
 
-@dataclass
-class ListenerSecurity:
-    """How one listener secures its connections (built by broker.security.manager)."""
-
-    protocol: str = "PLAINTEXT"
-    ssl_context: ssl.SSLContext | None = None
-    # SASL listeners: a new per-connection authenticator (broker.security.sasl.SaslAuthenticator).
-    authenticator: Callable[[ConnectionInfo], Any] | None = None
-    # TLS listeners without SASL: the principal of a verified client certificate (getpeercert() dict).
-    certificate_principal: Callable[[Any], str] | None = None
-    failed_authentication_delay_s: float = 0.1
-    max_unauthenticated_frame: int = 524_288  # sasl.server.max.receive.size
-    ssl_handshake_timeout_s: float = 10.0
-
-
 _PLAINTEXT = ListenerSecurity()
 
 
@@ -94,7 +78,7 @@ class KafkaConnection(asyncio.Protocol):
         self._max_unsent = server.max_unsent_bytes
         self._serial_apis = server.serial_api_keys
         self.peer_ip = peer_ip  # counted in the server's connection quotas until the connection is lost
-        self._buf = bytearray()  # received, not yet dispatched: whole frames and at most one partial frame
+        self._buf = FrameSplitter()  # received, not yet dispatched: whole frames and at most one partial frame
         self._pending: deque[asyncio.Future] = deque()  # dispatched requests, answered in this order
         self._held = 0  # bytes of finished responses not yet handed to the transport
         self._serial_inflight = 0  # in-flight requests of the large-response APIs
@@ -136,7 +120,7 @@ class KafkaConnection(asyncio.Protocol):
         for fut in self._pending:
             fut.cancel()  # finished ones are unaffected; their own _on_done retrieved their outcome
         self._pending.clear()
-        self._buf = bytearray()
+        self._buf.clear()
         self._held = 0
         log.debug("connection closed", conn=self.info.id, peer=self.info.peer, error=str(exc) if exc else None)
         for listener in list(self._server.close_listeners):
@@ -161,17 +145,16 @@ class KafkaConnection(asyncio.Protocol):
         if self._closing:
             return
         self._server.touch(self)
-        if not self._buf and self._pump_handle is None and len(data) >= 6:
-            # Common case: exactly one whole request; dispatch straight from the received bytes (immutable, so
-            # views are safe), no copy.
-            (size,) = _SIZE.unpack_from(data, 0)
-            if size + 4 == len(data) and 0 <= size <= self._frame_limit():
-                api_key = _API_KEY.unpack_from(data, 4)[0]
-                if self._may_dispatch(api_key):
-                    self._submit(memoryview(data)[4:], api_key)
-                    self._update_reading()
-                    return
-        self._buf += data
+        # Common case: exactly one whole request; dispatch straight from the received bytes (immutable, so views
+        # are safe), no copy.
+        if (not self._buf.buffer and self._pump_handle is None and len(data) >= 6
+                and lone_frame_size(data, self._frame_limit()) is not None):
+            api_key = _API_KEY.unpack_from(data, 4)[0]
+            if self._may_dispatch(api_key):
+                self._submit(memoryview(data)[4:], api_key)
+                self._update_reading()
+                return
+        self._buf.feed(data)
         if self._pump_handle is None:
             self._pump()
         else:  # a pump is already due this iteration: one frame per iteration, one chain of pumps
@@ -194,37 +177,26 @@ class KafkaConnection(asyncio.Protocol):
             return False
         return not (self._serial_inflight and api_key in self._serial_apis)
 
-    def _whole_frame_buffered(self) -> bool:
-        buf = self._buf
-        return len(buf) >= 4 and len(buf) - 4 >= _SIZE.unpack_from(buf, 0)[0]
-
     def _pump(self) -> None:
         """Dispatch the first buffered frame if the bounds allow, and come back next loop iteration for more."""
         self._pump_handle = None
         if self._closing:
             return
-        buf = self._buf
-        if len(buf) >= 4:
-            (size,) = _SIZE.unpack_from(buf, 0)
-            limit = self._frame_limit()
-            if size < 0 or size > limit:
-                self._bad_frame_size(size, limit)
-                return
-            if len(buf) - 4 >= size and size >= 2:
-                api_key = _API_KEY.unpack_from(buf, 4)[0]
+        frames = self._buf
+        try:
+            size = frames.frame_size(self._frame_limit())
+        except FrameSizeError as err:
+            self._bad_frame_size(err.size, err.max_size)
+            return
+        if size is not None:
+            if size >= 2:
+                api_key = _API_KEY.unpack_from(frames.buffer, 4)[0]
                 if self._may_dispatch(api_key):
-                    if len(buf) == size + 4:
-                        frame: bytes | memoryview = memoryview(buf)[4:]  # the whole buffer: hand it over
-                        self._buf = bytearray()
-                    else:
-                        frame = bytes(memoryview(buf)[4:4 + size])
-                        del buf[:4 + size]
-                    self._submit(frame, api_key)
-                    if self._whole_frame_buffered():
+                    self._submit(frames.pop(size), api_key)  # the whole buffer when it is all one frame: no copy
+                    if frames.has_frame():
                         self._pump_handle = asyncio.get_running_loop().call_soon(self._pump)
-            elif len(buf) - 4 >= size:
-                self._submit(bytes(memoryview(buf)[4:4 + size]), -1)  # too short for a header: the router says so
-                del buf[:4 + size]
+            else:
+                self._submit(frames.pop(size), -1)  # too short for a header: the router says so
         self._update_reading()
 
     def _cancel_pump(self) -> None:
@@ -268,7 +240,7 @@ class KafkaConnection(asyncio.Protocol):
             fut.set_exception(CloseConnection("SASL state"))
         elif step.fail:
             self._auth_failed = True
-            self._buf = bytearray()
+            self._buf.clear()
             loop.call_later(self._security.failed_authentication_delay_s, _fail, fut, step.response)
         else:
             if step.response is not None:
@@ -335,7 +307,7 @@ class KafkaConnection(asyncio.Protocol):
         if transport is None or self._closing:
             return
         should_pause = (self._write_paused or self._auth_failed
-                        or (len(self._buf) >= READ_AHEAD_BYTES and self._whole_frame_buffered()))
+                        or (len(self._buf) >= READ_AHEAD_BYTES and self._buf.has_frame()))
         if should_pause and not self._read_paused:
             self._read_paused = True
             transport.pause_reading()
@@ -347,7 +319,8 @@ class KafkaConnection(asyncio.Protocol):
         log.warning("invalid request size, closing connection", conn=self.info.id, peer=self.info.peer, size=size,
                     max_size=max_size, authenticated=self._sasl is None or self._sasl.authenticated)
         # counted as a request of its API when the key has arrived; no error code is answered (Kafka closes too)
-        self._server.refused(_API_KEY.unpack_from(self._buf, 4)[0] if len(self._buf) >= 6 else None, None)
+        buf = self._buf.buffer
+        self._server.refused(_API_KEY.unpack_from(buf, 4)[0] if len(buf) >= 6 else None, None)
         self.close()
 
     # --- closing -------------------------------------------------------------------------------------------
@@ -359,14 +332,14 @@ class KafkaConnection(asyncio.Protocol):
         """Close after the responses already written are flushed (the idle sweep aborts a stuck flush)."""
         self._closing = True
         self._cancel_pump()
-        self._buf = bytearray()
+        self._buf.clear()
         if self._transport is not None:
             self._transport.close()
 
     def abort(self) -> None:
         self._closing = True
         self._cancel_pump()
-        self._buf = bytearray()
+        self._buf.clear()
         if self._transport is not None:
             self._transport.abort()
 

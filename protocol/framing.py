@@ -131,17 +131,85 @@ def decode_response_header(frame: bytes | memoryview, header_version: int) -> tu
     return value.correlation_id, offset
 
 
+class FrameSizeError(DecodeError):
+    """A size prefix below 0 or above the frame size limit (the connection cannot be read further)."""
+
+    def __init__(self, size: int, max_size: int) -> None:
+        super().__init__(f"invalid frame size {size}")
+        self.size = size
+        self.max_size = max_size
+
+
+def frame_size(buffer: bytes | bytearray | memoryview, max_size: int, pos: int = 0) -> int | None:
+    """The size of the frame whose prefix starts at `pos`, None until the 4 prefix bytes are there;
+    FrameSizeError for a size below 0 or above `max_size`."""
+    if len(buffer) - pos < 4:
+        return None
+    (size,) = _SIZE.unpack_from(buffer, pos)
+    if size < 0 or size > max_size:
+        raise FrameSizeError(size, max_size)
+    return size
+
+
+def lone_frame_size(data: bytes | bytearray | memoryview, max_size: int) -> int | None:
+    """The frame size when `data` is exactly one valid frame (the common read: the caller takes the frame
+    from `data` itself, uncopied), else None (incomplete, several frames, or an invalid size)."""
+    if len(data) < 4:
+        return None
+    (size,) = _SIZE.unpack_from(data, 0)
+    return size if size + 4 == len(data) and 0 <= size <= max_size else None
+
+
+class FrameSplitter:
+    """Size-prefixed frames out of a byte stream (sans-IO): `feed()` received bytes, then take whole frames with
+    `pop()` once `frame_size()` says the first one is whole. The limit is passed per call because a
+    connection's may change (SASL: smaller until authenticated). Bytes stay buffered until popped, so the
+    caller decides when a frame may be taken (connection bounds) and `len()` is what the connection holds."""
+
+    __slots__ = ("buffer",)
+
+    def __init__(self) -> None:
+        self.buffer = bytearray()  # whole frames and at most one partial frame; read-only for callers
+
+    def __len__(self) -> int:
+        return len(self.buffer)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        self.buffer += data
+
+    def frame_size(self, max_size: int) -> int | None:
+        """The size of the first frame once it is whole, None until then; FrameSizeError for an invalid size
+        (as soon as the prefix is in)."""
+        buf = self.buffer
+        size = frame_size(buf, max_size)
+        return size if size is not None and len(buf) - 4 >= size else None
+
+    def has_frame(self) -> bool:
+        """The first frame is whole (its size not checked against any limit)."""
+        buf = self.buffer
+        return len(buf) >= 4 and len(buf) - 4 >= _SIZE.unpack_from(buf, 0)[0]
+
+    def pop(self, size: int) -> bytes | memoryview:
+        """Remove the first frame (of `size` bytes, whole) and return it without its prefix: the buffer itself
+        when the frame is all it holds (no copy), else a copy."""
+        buf = self.buffer
+        if len(buf) == size + 4:
+            self.buffer = bytearray()
+            return memoryview(buf)[4:]
+        frame = bytes(memoryview(buf)[4:4 + size])
+        del buf[:4 + size]
+        return frame
+
+    def clear(self) -> None:
+        self.buffer = bytearray()
+
+
 def split_frames(buffer: bytes | bytearray | memoryview, max_size: int = 100 * 1024 * 1024) -> tuple[list[memoryview], int]:
     """Complete size-prefixed frames at the start of `buffer` and the number of bytes they used."""
     view = memoryview(buffer)
     frames = []
     pos = 0
-    while len(view) - pos >= 4:
-        (size,) = _SIZE.unpack_from(view, pos)
-        if size < 0 or size > max_size:
-            raise DecodeError(f"invalid frame size {size}")
-        if len(view) - pos - 4 < size:
-            break
+    while (size := frame_size(view, max_size, pos)) is not None and len(view) - pos - 4 >= size:
         frames.append(view[pos + 4:pos + 4 + size])
         pos += 4 + size
     return frames, pos

@@ -13,21 +13,26 @@ import contextlib
 import itertools
 import socket
 import ssl
-import struct
 from typing import TYPE_CHECKING
 
 from construct import Container
 
 from protocol.codec import request_codec, response_codec
 from protocol.errors import DecodeError
-from protocol.framing import RequestHeader, decode_response_header, encode_request, response_header_version
+from protocol.framing import (
+    FrameSizeError,
+    RequestHeader,
+    decode_response_header,
+    encode_request,
+    frame_size,
+    response_header_version,
+)
 from protocol.schema import api_specs
 
 if TYPE_CHECKING:
     from shoal_client.security import ClientSecurity
 
 API_VERSIONS = 18
-_SIZE = struct.Struct(">i")
 _MAX_RESPONSE = 1 << 30
 _HEADER_PEEK = 256  # the response header is decoded from this much of the frame (decoding copies its input)
 
@@ -133,10 +138,12 @@ class BrokerConnection:
         try:
             sock.settimeout(self.timeout_s if timeout_s is None else timeout_s)
             sock.sendall(frame)
-            size = _SIZE.unpack(self._recv_exact(sock, 4))[0]
-            if size < 0 or size > _MAX_RESPONSE:
-                raise ConnectionLost(f"bad response size {size} from {self.host}:{self.port}")
+            # one response at a time: the prefix, then exactly that many bytes into one buffer (no copies)
+            size = frame_size(self._recv_exact(sock, 4), _MAX_RESPONSE)
             data = self._recv_exact(sock, size)
+        except FrameSizeError as err:
+            self.close()
+            raise ConnectionLost(f"bad response size {err.size} from {self.host}:{self.port}") from None
         except OSError as err:
             self.close()
             raise ConnectionLost(f"connection to {self.host}:{self.port} failed: {err}") from err

@@ -75,6 +75,9 @@ SERVED: dict[str, tuple[int, int] | None] = {
     "CreateAcls": None,
     "DescribeAcls": None,
     "DeleteAcls": None,
+    # Transactions, partition side (issue 17): markers from the coordinator, active producers.
+    "WriteTxnMarkers": None,
+    "DescribeProducers": None,
 }
 
 # Embedded "data" schemas: the consumer protocol's subscription and assignment inside JoinGroup/SyncGroup bytes

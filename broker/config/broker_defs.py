@@ -121,6 +121,10 @@ _DEFS = [
               doc="How often expired transactional ids are removed."),
     ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10_000, at_least(1),
               doc="How often transactions open longer than their timeout are aborted."),
+    ConfigDef("transaction.partition.verification.enable", "bool", True,
+              doc="A transactional produce that starts a transaction on a partition is checked with the "
+                  "transaction coordinator first (KIP-890 part 1): a partition not added to the transaction is "
+                  "refused."),
     ConfigDef("transaction.max.timeout.ms", "int", 900_000, at_least(1),
               doc="The largest transaction timeout a producer may ask for (InitProducerId)."),
     # Internal topics.

@@ -23,6 +23,8 @@ MODULES: tuple[str, ...] = (
     "produce",
     "fetch",
     "list_offsets",
+    "txn_markers",
+    "describe_producers",
     "topic_admin",
     "configs",
     "producer_ids",

@@ -2,6 +2,11 @@
 
 Sessionless: every request is served as a full fetch and SessionId 0 tells the client no session was created
 (Kafka does the same when its fetch-session cache is full), so incremental fetch sessions are never needed.
+
+IsolationLevel 1 (read_committed) reads below the last stable offset only and gets the aborted transactions of
+what it reads; every answer carries the real LSO (the partitions' transaction state is loaded first, off the loop,
+on a partition's first fetch after a start). Markers wake parked fetches, so a read_committed long poll returns
+once the LSO moves.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ import asyncio
 import uuid
 
 from broker.context import RequestContext
-from broker.partitions import FetchResult
+from broker.replica_manager import FetchResult
 from broker.security.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 
@@ -57,7 +62,8 @@ def _collect(ctx: RequestContext, req, denied: set[str]) -> tuple[list[dict], in
             else:
                 limit = max(0, min(part.partition_max_bytes, remaining))
                 # KIP-74: the first partition that has data returns at least one whole batch.
-                result = broker.replicas.read(info, part.partition, part.fetch_offset, limit, min_one=total == 0)
+                result = broker.replicas.read(info, part.partition, part.fetch_offset, limit, min_one=total == 0,
+                                              read_committed=read_committed)
                 size = len(result.records)
                 total += size
                 remaining -= size
@@ -68,7 +74,7 @@ def _collect(ctx: RequestContext, req, denied: set[str]) -> tuple[list[dict], in
                     "high_watermark": result.high_watermark,
                     "last_stable_offset": result.last_stable_offset,
                     "log_start_offset": result.log_start_offset,
-                    "aborted_transactions": [] if read_committed else None,
+                    "aborted_transactions": _aborted(result) if read_committed else None,
                     "preferred_read_replica": -1,
                     "records": result.records,
                 }
@@ -79,18 +85,24 @@ def _collect(ctx: RequestContext, req, denied: set[str]) -> tuple[list[dict], in
     return responses, total
 
 
+def _aborted(result: FetchResult) -> list[dict]:
+    return [{"producer_id": t.producer_id, "first_offset": t.first_offset}
+            for t in result.aborted_transactions or ()]
+
+
 async def handle_fetch(ctx: RequestContext, req) -> dict:
     version = ctx.api_version
     if version >= 7 and req.session_id != 0 and req.session_epoch not in (-1, 0):
         # We never hand out fetch sessions, so an incremental fetch refers to one we do not have.
         return {"error_code": int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND), "session_id": 0, "responses": []}
     denied = _denied(ctx, req)
+    keys = _watch_keys(ctx, req, denied)
+    await ctx.broker.replicas.ensure_loaded(keys)  # the LSO needs the transaction state
     responses, total = _collect(ctx, req, denied)
     wait_ms = req.max_wait_ms
     if total < req.min_bytes and wait_ms > 0 and not _has_errors_only(responses):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_ms / 1000
-        keys = _watch_keys(ctx, req, denied)
         while total < req.min_bytes:
             left = deadline - loop.time()
             if left <= 0 or not keys:
@@ -112,7 +124,7 @@ def _watch_keys(ctx: RequestContext, req, denied: set[str]) -> list[tuple[str, i
     for topic in req.topics:
         info, _ = _resolve(ctx.broker.topics, topic, ctx.api_version)
         if info is not None and info.name not in denied:
-            keys.extend((info.name, p.partition) for p in topic.partitions)
+            keys.extend((info.name, p.partition) for p in topic.partitions if 0 <= p.partition < info.num_partitions)
     return keys
 
 

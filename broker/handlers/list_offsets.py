@@ -1,4 +1,8 @@
-"""ListOffsets (api key 2): earliest, latest, max-timestamp and by-timestamp lookups."""
+"""ListOffsets (api key 2): earliest, latest, max-timestamp and by-timestamp lookups.
+
+As Kafka's Partition.fetchOffsetForTimestamp, the last fetchable offset bounds the answers: LATEST is the LSO for
+IsolationLevel 1 (read_committed), the high watermark otherwise, and a timestamp lookup (or MAX_TIMESTAMP) that
+lands at or past it answers no offset."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from broker.security.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 
 LIST_OFFSETS = 2
+READ_COMMITTED = 1
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5, -6
 # The special timestamps each version may use (a client only sends what its negotiated version allows).
 _MIN_VERSION = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9, EARLIEST_PENDING_UPLOAD: 11}
@@ -17,24 +22,28 @@ _MIN_VERSION = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9, EARLIEST_
 log = structlog.get_logger(__name__)
 
 
-def lookup(plog, timestamp: int, version: int) -> tuple[ErrorCode, int, int]:
+def lookup(plog, timestamp: int, version: int, last_fetchable: int | None = None) -> tuple[ErrorCode, int, int]:
     """(error, timestamp, offset) for one partition. A log whose directory is offline answers
     KAFKA_STORAGE_ERROR whatever the timestamp, as Kafka's ReplicaManager.getPartitionOrException does; so does
     a read that fails on the way (Kafka turns a log's IOException into KafkaStorageException)."""
     if plog.failures.offline:
         return ErrorCode.KAFKA_STORAGE_ERROR, -1, -1
     try:
-        return _lookup(plog, timestamp, version)
+        code, ts, offset = _lookup(plog, timestamp, version, last_fetchable)
+        if code == ErrorCode.NONE and timestamp not in (LATEST, EARLIEST, EARLIEST_LOCAL) and last_fetchable is not None \
+                and offset >= last_fetchable:
+            return ErrorCode.NONE, -1, -1
+        return code, ts, offset
     except (OSError, KafkaStorageError) as err:
         log.error("list offsets read failed", log=str(plog.directory), error=repr(err))
         return ErrorCode.KAFKA_STORAGE_ERROR, -1, -1
 
 
-def _lookup(plog, timestamp: int, version: int) -> tuple[ErrorCode, int, int]:
+def _lookup(plog, timestamp: int, version: int, last_fetchable: int | None) -> tuple[ErrorCode, int, int]:
     if timestamp < 0 and version < _MIN_VERSION.get(timestamp, 0):
         return ErrorCode.UNSUPPORTED_VERSION, -1, -1
     if timestamp == LATEST:
-        return ErrorCode.NONE, -1, plog.high_watermark
+        return ErrorCode.NONE, -1, plog.high_watermark if last_fetchable is None else last_fetchable
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return ErrorCode.NONE, -1, plog.log_start_offset
     if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
@@ -53,7 +62,13 @@ def _lookup(plog, timestamp: int, version: int) -> tuple[ErrorCode, int, int]:
 
 async def handle_list_offsets(ctx: RequestContext, req) -> dict:
     topics = ctx.broker.topics
+    replicas = ctx.broker.replicas
     version = ctx.api_version
+    read_committed = req.get("isolation_level", 0) == READ_COMMITTED
+    if read_committed:  # the LSO needs the partitions' transaction state: loaded off the loop
+        await replicas.ensure_loaded(
+            (info.name, p.partition_index) for t in req.topics if (info := topics.registry.get(t.name)) is not None
+            for p in t.partitions if 0 <= p.partition_index < info.num_partitions)
     out = []
     for topic in req.topics:
         info = topics.registry.get(topic.name)
@@ -65,7 +80,12 @@ async def handle_list_offsets(ctx: RequestContext, req) -> dict:
             elif info is None or not 0 <= part.partition_index < info.num_partitions:
                 code, ts, offset = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
             else:
-                code, ts, offset = lookup(topics.log(info.name, part.partition_index), part.timestamp, version)
+                plog = topics.log(info.name, part.partition_index)
+                if read_committed and not plog.failures.offline:
+                    last_fetchable = replicas.last_stable_offset(info.name, part.partition_index)
+                else:
+                    last_fetchable = plog.high_watermark
+                code, ts, offset = lookup(plog, part.timestamp, version, last_fetchable)
             partitions.append(
                 {
                     "partition_index": part.partition_index,

@@ -1,11 +1,15 @@
-"""Produce (api key 0): validate and append one batch per partition; acks=-1 waits for the fsync."""
+"""Produce (api key 0): validate and append one batch per partition; acks=-1 waits for the fsync.
+
+A transactional produce (TransactionalId set) needs WRITE on the transactional id; with a transaction verifier
+(KIP-890) the partitions where a batch would start a transaction are verified with the coordinator, inside the
+request's produce turn so pipelined batches keep their order."""
 
 from __future__ import annotations
 
 import uuid
 
 from broker.context import RequestContext
-from broker.partitions import ProduceResult, idempotent_keys, storage_error
+from broker.replica_manager import ProduceResult, idempotent_keys, storage_error, transactional_batches
 from broker.router import CloseConnection
 from broker.security.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode
@@ -41,25 +45,28 @@ async def handle_produce(ctx: RequestContext, req) -> dict | None:
                 }
             )
         return {"responses": responses, "throttle_time_ms": 0}
-    if req.transactional_id is not None:
-        message = "Transactions are not supported by this broker yet"
-        if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
-            message = None
-        error = ProduceResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, error_message=message)
-    else:
-        error = None
+    error = None
+    if req.transactional_id is not None and not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                                               req.transactional_id):
+        error = ProduceResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     # Idempotent batches need their partitions' producer state; the first produce after a start loads it from
     # the log in worker threads, and requests arriving meanwhile queue behind this one (in arrival order).
     # (Only partitions this principal may write: the real, audited check is in _append_all.)
     turn = None
+    txn_batches: list = []
     if error is None:
         keys = [k for k in idempotent_keys(req.topic_data, broker.topics.registry)
                 if ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, k[0], audit=False)]
-        turn = broker.replicas.produce_turn(keys)
+        if broker.replicas.txn_verifier is not None:
+            txn_batches = [(k, h) for k, h in transactional_batches(req.topic_data, broker.topics.registry)
+                           if ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, k[0], audit=False)]
+        turn = broker.replicas.produce_turn(keys, force=[k for k, _h in txn_batches])
     try:
         if turn is not None:
             await turn.wait()
-        responses, written = _append_all(ctx, req, error)
+        verified = await broker.replicas.verify_transactional(req.transactional_id, txn_batches) \
+            if txn_batches else None
+        responses, written = _append_all(ctx, req, error, verified)
     finally:
         if turn is not None:
             turn.done()
@@ -81,7 +88,7 @@ async def handle_produce(ctx: RequestContext, req) -> dict | None:
     return {"responses": responses, "throttle_time_ms": 0}
 
 
-def _append_all(ctx: RequestContext, req, error: ProduceResult | None) -> tuple[list, list]:
+def _append_all(ctx: RequestContext, req, error: ProduceResult | None, verified=None) -> tuple[list, list]:
     """Authorize and append every partition's batch (no await: one loop step)."""
     broker = ctx.broker
     responses: list = []
@@ -104,7 +111,7 @@ def _append_all(ctx: RequestContext, req, error: ProduceResult | None) -> tuple[
             elif info is None:
                 result = ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             else:
-                result, plog = broker.replicas.append(info, part.index, part.records)
+                result, plog = broker.replicas.append(info, part.index, part.records, verified=verified)
                 if result.error == ErrorCode.NONE:
                     written.append((len(partitions), partitions, plog))
             partitions.append(_partition_response(part.index, result))

@@ -305,7 +305,8 @@ class LogManager:
             segment.delete()
             return
         segment.close()
-        for path in (str(segment.log_path), segment.offset_index.path, segment.time_index.path):
+        for path in (str(segment.log_path), segment.offset_index.path, segment.time_index.path,
+                     segment.txn_index.path):
             try:
                 os.rename(path, path + ".deleted")
             except FileNotFoundError:

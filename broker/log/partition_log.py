@@ -25,6 +25,7 @@ from broker.log.config import LogConfig
 from broker.log.dir_failure import KafkaStorageError, LogDirFailureChannel, is_transient
 from broker.log.files import SHARED, FileCache
 from broker.log.segment import BatchEntry, LogCorruptionError, RollbackFailedError, Segment
+from broker.log.txn_index import AbortedTxn, collect_across_segments
 from protocol import records as rec
 
 log = structlog.get_logger(__name__)
@@ -105,6 +106,9 @@ class PartitionLog:
             for segment in self._segments:
                 segment.close()
             raise
+        # some segment has (or had) a .txnindex entry: read_committed fetches must look them up (a flag, never
+        # reset, so logs that never saw an abort skip the walk over their segments)
+        self.has_aborted_txns = any(len(s.txn_index) for s in self._segments)
         self.log_start_offset = max(log_start_offset, self._segments[0].base_offset)
         if self.log_start_offset > self.log_end_offset:
             self.log_start_offset = self.log_end_offset
@@ -148,7 +152,7 @@ class PartitionLog:
         # stray index files without a .log
         live = {s.base_offset for s in self._segments}
         for path in self.directory.iterdir():
-            if path.suffix in (".index", ".timeindex") and path.stem.isdigit() and int(path.stem) not in live:
+            if path.suffix in (".index", ".timeindex", ".txnindex") and path.stem.isdigit() and int(path.stem) not in live:
                 path.unlink(missing_ok=True)
         # An empty segment (one the cleaner emptied) stays: it holds the log start offset where it was.
         if not self._segments:
@@ -301,6 +305,44 @@ class PartitionLog:
                 # nothing at or after `offset` here: a compacted segment's tail (or all of it) was removed
             i += 1
         return ReadResult(b"", -1, -1, -1, hw, start)
+
+    def batch_position(self, offset: int) -> tuple[int, int] | None:
+        """(segment base offset, file position) of the batch holding `offset` (or the first one after it in that
+        segment), or None when the segment has none."""
+        segment = self._segments[self._segment_for(offset)]
+        found = segment.find_batch(offset)
+        return None if found is None else (segment.base_offset, found[0])
+
+    def fetch_upper_bound(self, segment_base: int, position: int, size: int) -> int:
+        """An offset above everything in the `size` bytes read at `position` of the segment starting at
+        `segment_base` (Kafka's LogSegment.fetchUpperBoundOffset: the first offset-index entry past them), else the
+        segment's next offset."""
+        segment = self._segments[self._segment_for(segment_base)]
+        index = segment.offset_index
+        i = bisect_right(index.pos, position + size - 1)
+        if i < len(index.pos):
+            return segment.base_offset + index.rel[i]
+        return segment.next_offset
+
+    # --- aborted transactions (.txnindex) ----------------------------------------------------------------------
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [fetch_offset, upper_bound_offset) (Kafka's
+        LocalLog.collectAbortedTransactions: the segment holding `fetch_offset` and the later ones, until an
+        entry's LSO reaches the upper bound)."""
+        if not self.has_aborted_txns:
+            return []
+        i = self._segment_for(fetch_offset)
+        return collect_across_segments((s.txn_index.entries for s in self._segments[i:]), fetch_offset,
+                                       upper_bound_offset)
+
+    def append_aborted_txn(self, txn: AbortedTxn) -> None:
+        """Add an aborted transaction to the `.txnindex` of the segment holding its marker (flushed with the
+        segment). Raises OSError if the write fails."""
+        segment = self._segments[self._segment_for(txn.last_offset)]
+        segment.txn_index.append(txn)
+        self.has_aborted_txns = True
+        with self._lock:
+            self._dirty.add(segment)
 
     def iter_batch_headers(self, start_offset: int | None = None) -> Iterator[rec.BatchHeader]:
         """Headers of all batches from the one holding `start_offset` (default: log start offset).

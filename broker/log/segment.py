@@ -1,4 +1,5 @@
-"""One log segment: `<base offset:020d>.log` plus its `.index` and `.timeindex`.
+"""One log segment: `<base offset:020d>.log` plus its `.index`, `.timeindex` and `.txnindex` (aborted transactions,
+created by its first entry).
 
 The `.log` file is written with plain `os.write` (O_APPEND; durability is the flusher's job) and read with
 `os.pread`. Batches are never decoded here: only their 61-byte headers are read. Descriptors come from the shared
@@ -16,6 +17,7 @@ from crc32c import crc32c
 
 from broker.log.files import INDEX_FLAGS, LOG_FLAGS, SHARED, FileCache
 from broker.log.index import OffsetIndex, TimeIndex
+from broker.log.txn_index import CorruptTxnIndexError, TxnIndex
 from protocol.records import HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH, BatchHeader, read_header
 
 SCAN_CHUNK = 64 * 1024  # header scans read this much at a time
@@ -78,6 +80,13 @@ class Segment:
             os.close(fd)
         self.offset_index = OffsetIndex(str(directory / f"{name}.index{suffix}"), base_offset, self.files)
         self.time_index = TimeIndex(str(directory / f"{name}.timeindex{suffix}"), base_offset, self.files)
+        txn_path = str(directory / f"{name}.txnindex{suffix}")
+        try:
+            self.txn_index = TxnIndex(txn_path, base_offset, self.files)
+        except CorruptTxnIndexError:
+            # rebuilt from the log by the transaction state scan (as Kafka rebuilds it after its sanity check fails)
+            os.unlink(txn_path)
+            self.txn_index = TxnIndex(txn_path, base_offset, self.files)
         self.next_offset = base_offset  # last offset + 1; set by recover() / append
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1  # last offset of the batch holding max_timestamp (as Kafka)
@@ -100,7 +109,8 @@ class Segment:
 
     def paths(self) -> list[tuple[str, int]]:
         """(path, open flags) of the segment's files (what a flush fsyncs)."""
-        return [(self._path, LOG_FLAGS), (self.offset_index.path, INDEX_FLAGS), (self.time_index.path, INDEX_FLAGS)]
+        return [(self._path, LOG_FLAGS), (self.offset_index.path, INDEX_FLAGS), (self.time_index.path, INDEX_FLAGS),
+                (self.txn_index.path, INDEX_FLAGS)]
 
     def _pread(self, size: int, position: int) -> bytes:
         path = self._path
@@ -333,6 +343,9 @@ class Segment:
         if valid_end < size:
             self._truncate_file(valid_end)
             self.size = valid_end
+        # aborted transactions whose marker was cut off with a torn tail go too (the scan of the transaction
+        # state adds back entries missing for markers still in the log)
+        self.txn_index.truncate_to(self.next_offset)
         self.durable_size = self.size
         return size - valid_end
 
@@ -421,7 +434,7 @@ class Segment:
             self.files.release(old, fd)
         if after_log is not None:
             after_log()
-        for index in (self.offset_index, self.time_index):
+        for index in (self.offset_index, self.time_index, self.txn_index):
             target = index.path[:len(index.path) - len(self.suffix)] + suffix
             try:
                 os.rename(index.path, target)
@@ -437,9 +450,11 @@ class Segment:
         self.closed = True
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
         self.files.forget(self._path)
 
     def delete(self) -> None:
         self.close()
-        for path in (self.log_path, Path(self.offset_index.path), Path(self.time_index.path)):
+        for path in (self.log_path, Path(self.offset_index.path), Path(self.time_index.path),
+                     Path(self.txn_index.path)):
             path.unlink(missing_ok=True)

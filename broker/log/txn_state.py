@@ -1,5 +1,5 @@
 """Transactions of one partition, sans-IO: the transactional half of Kafka's ProducerStateManager and
-ProducerAppendInfo, to sit beside `broker.producer_state.ProducerStateTable` (which keeps sequences).
+ProducerAppendInfo, to sit beside `broker.log.producer_state.ProducerStateTable` (which keeps sequences).
 
 Per producer id the table keeps the epoch, the epoch of the last coordinator that wrote a marker for it, and the
 first offset of its ongoing transaction. A producer's first transactional batch starts a transaction at the

@@ -31,10 +31,10 @@ from broker.security.credentials import (
     ScramCredentialStore,
 )
 from broker.security.jaas import JaasError, plain_users
+from broker.security.listener import ListenerSecurity
 from broker.security.plain import PlainServer
 from broker.security.sasl import SaslAuthenticator
 from broker.security.scram import MECHANISMS, ScramCredential, ScramServer
-from broker.server import ListenerSecurity
 
 log = structlog.get_logger(__name__)
 

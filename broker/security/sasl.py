@@ -28,6 +28,7 @@ import structlog
 
 from broker.security.sasl_errors import SaslAuthenticationError, SaslFailure, standard_failure_message
 from protocol.codec import request_codec, response_codec
+from protocol.error_responses import error_body
 from protocol.errors import DecodeError, ErrorCode
 from protocol.framing import decode_request_header, encode_response, response_header_version
 
@@ -217,12 +218,10 @@ class SaslAuthenticator:
     def _illegal_state_answer(self, header) -> bytes | None:
         """Kafka answers a request that arrives in place of SaslAuthenticate with that request's error response
         (ILLEGAL_SASL_STATE), where the response has a top-level error code."""
-        from broker.router import Router  # late: the router imports the broker context, not this module
-
         served = self._version_range(header.api_key)
         if served is None or not served[0] <= header.api_version <= served[1]:
             return None
-        body = Router.error_body(header.api_key, header.api_version, ErrorCode.ILLEGAL_SASL_STATE)
+        body = error_body(header.api_key, header.api_version, ErrorCode.ILLEGAL_SASL_STATE)
         if body is None:
             return None
         return encode_response(header.correlation_id, response_header_version(header.api_key, header.api_version),

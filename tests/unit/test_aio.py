@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from broker.aio import wait_event
-from broker.partitions import ReplicaManager
+from broker.replica_manager import ReplicaManager
 
 
 async def test_set_then_timeout() -> None:

@@ -11,8 +11,8 @@ from broker.cluster.manager import TopicManager
 from broker.config import BrokerConfig
 from broker.log import GroupCommitFlusher, LogManager, PartitionLog
 from broker.log.log_manager import METADATA_LOG_DIR
-from broker.partitions import ReplicaManager, scan_producers
-from broker.producer_state import BatchMetadata, ProducerStateTable
+from broker.log.producer_state import BatchMetadata, ProducerStateTable, scan_producers
+from broker.replica_manager import ReplicaManager
 from protocol import records as rec
 from protocol.errors import ErrorCode
 
@@ -157,7 +157,7 @@ def test_non_idempotent_appends_never_load_producer_state(tmp_path: Path) -> Non
 def test_only_existing_partitions_with_idempotent_batches_wait_for_producer_state(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from broker.partitions import idempotent_keys
+    from broker.replica_manager import idempotent_keys
 
     clock = Clock(10_000_000)
     node = _node_with_topic(tmp_path, clock)

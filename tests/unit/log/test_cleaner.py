@@ -183,11 +183,11 @@ def test_the_last_batch_of_an_active_producer_stays_as_an_empty_batch(tmp_path: 
     assert shape == [(0, 1, 0, 5, 0), (2, 1, 0, 6, 0), (4, 1, 2, -1, -1), (6, 0, 1, -1, -1)]
     assert records(h.log)[0].offset == 4
     # rebuilt from the headers after a restart, the producer state still knows both producers
-    from broker.producer_state import ProducerStateTable  # noqa: PLC0415
+    from broker.log.producer_state import ProducerStateTable  # noqa: PLC0415
     table = ProducerStateTable()
     for hd, _ in read_all(h.log):
         if hd.producer_id >= 0:
-            from broker.producer_state import BatchMetadata  # noqa: PLC0415
+            from broker.log.producer_state import BatchMetadata  # noqa: PLC0415
             table.record(hd.producer_id, hd.producer_epoch, BatchMetadata(
                 hd.base_sequence, hd.base_sequence + hd.last_offset_delta, hd.base_offset, hd.last_offset, 0))
     assert table.entry(5).last_seq == 1 and table.entry(6).last_seq == 1

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from txn_helpers import TS, TXN_PIDS, build_log, ops_strategy
+from txn_log_helpers import TS, TXN_PIDS, build_log, ops_strategy
 
 from broker.log.read_committed import (
     Fate,

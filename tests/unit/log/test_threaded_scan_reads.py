@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 
 from broker.log import PartitionLog
+from broker.log.producer_state import scan_producers_in_thread
 from broker.log.segment import THREAD_SCAN_CHUNK, Segment
-from broker.partitions import _scan_in_thread
 from protocol import records as rec
 
 
@@ -32,7 +32,7 @@ def test_the_threaded_producer_scan_reads_in_large_chunks(tmp_path, monkeypatch)
         return real(self, size, position)
 
     monkeypatch.setattr(Segment, "_pread", counting)
-    table = _scan_in_thread(plog, now - 60_000, plog.log_end_offset)
+    table = scan_producers_in_thread(plog, now - 60_000, plog.log_end_offset)
     total = plog.size_bytes
     plog.close()
     assert len(table) == 10  # every producer found

@@ -6,6 +6,8 @@ import pytest
 
 from protocol.errors import DecodeError
 from protocol.framing import (
+    FrameSizeError,
+    FrameSplitter,
     RequestHeader,
     decode_request_header,
     decode_response_header,
@@ -13,6 +15,8 @@ from protocol.framing import (
     encode_request_header,
     encode_response,
     encode_response_header,
+    frame_size,
+    lone_frame_size,
     request_header_version,
     response_header_version,
     split_frames,
@@ -79,3 +83,41 @@ def test_split_frames() -> None:
     assert used == len(a) + len(b)
     with pytest.raises(DecodeError):
         split_frames(b"\xff\xff\xff\xff")
+
+
+def test_frame_splitter_takes_whole_frames_from_a_stream() -> None:
+    a = encode_request(RequestHeader(18, 3, 1, "c"), b"\x00\x00\x00")
+    b = encode_request(RequestHeader(3, 12, 2, "c"), b"\x00")
+    frames = FrameSplitter()
+    frames.feed(a[:3])
+    assert frames.frame_size(1000) is None and not frames.has_frame()
+    frames.feed(a[3:] + b[:5])
+    assert frames.has_frame()
+    size = frames.frame_size(1000)
+    assert size == len(a) - 4
+    assert bytes(frames.pop(size)) == a[4:]  # a copy: b's first bytes stay
+    assert len(frames) == 5 and frames.frame_size(1000) is None
+    frames.feed(b[5:])
+    whole = frames.pop(frames.frame_size(1000))
+    assert isinstance(whole, memoryview) and bytes(whole) == b[4:]  # the whole buffer handed over
+    assert len(frames) == 0
+    frames.feed(b"\x00\x00\x10\x00")  # 4096 > the limit: refused as soon as the prefix is in
+    with pytest.raises(FrameSizeError) as info:
+        frames.frame_size(1000)
+    assert (info.value.size, info.value.max_size) == (4096, 1000)
+    assert frames.has_frame() is False  # has_frame checks no limit
+    frames.clear()
+    assert len(frames) == 0
+
+
+def test_frame_size_helpers() -> None:
+    a = encode_request(RequestHeader(18, 3, 1, "c"), b"\x00")
+    assert frame_size(a[:3], 100) is None
+    assert frame_size(a, 100) == len(a) - 4
+    assert frame_size(b"xx" + a, 100, pos=2) == len(a) - 4
+    with pytest.raises(DecodeError):
+        frame_size(b"\xff\xff\xff\xff", 100)
+    assert lone_frame_size(a, 100) == len(a) - 4
+    assert lone_frame_size(a + a, 100) is None
+    assert lone_frame_size(a[:-1], 100) is None
+    assert lone_frame_size(a, len(a) - 5) is None  # over the limit

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from txn_helpers import TS, BuiltLog, append_op, build_log, ops_strategy
+from txn_log_helpers import TS, BuiltLog, append_op, build_log, ops_strategy
 
 from broker.log.txn_index import AbortedTxn
 from broker.log.txn_state import TxnProducerEntry, TxnStateTable

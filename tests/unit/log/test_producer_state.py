@@ -1,12 +1,12 @@
 import asyncio
 
-from broker.producer_state import (
+from broker.log.producer_state import (
     INT32_MAX,
     BatchMetadata,
-    ProducerIdAllocator,
     ProducerStateTable,
     next_sequence,
 )
+from broker.producer_ids import ProducerIdAllocator
 from protocol.errors import ErrorCode
 
 

@@ -1,0 +1,682 @@
+"""The partition layer between handlers and logs: produce validation, idempotence, durability, fetch waits.
+
+Handlers stay thin: they turn wire structures into calls here. Batches are handled as opaque bytes; only the
+61-byte batch header is read (producer id, sequence, counts) on the hot path.
+
+Transactions (the partition side): beside each partition's ProducerStateTable sits its TxnStateTable, rebuilt by
+the same scan (markers read from the control batches). Transactional batches are checked (`check_append`) and
+recorded; a batch starting a transaction on a partition is first verified with the transaction coordinator when a
+`TxnPartitionVerifier` is injected (KIP-890 part 1; None: no verification). `write_txn_markers` (the
+`TxnMarkerWriter` of `broker.txn.markers`) appends COMMIT/ABORT markers, durable before it returns, and indexes
+aborted transactions in the segment's `.txnindex`. `last_stable_offset` bounds read_committed fetches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import structlog
+
+from broker.aio import wait_event
+from broker.cluster.topics import TopicInfo
+from broker.log.dir_failure import STORAGE_ERROR_MESSAGE, KafkaStorageError
+from broker.log.producer_state import (
+    APPEND,
+    BatchMetadata,
+    PartitionState,
+    ProducerStateTable,
+    scan_partition_state,
+    scan_partition_state_in_thread,
+)
+from broker.log.txn_index import AbortedTxn
+from broker.log.txn_state import TxnStateTable
+from protocol import records as rec
+from protocol.control_records import build_end_txn_marker
+from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.txn.markers import TxnPartitionVerifier
+    from broker.txn.results import TxnMarker
+
+log = structlog.get_logger(__name__)
+
+LOG_APPEND_TIME = "LogAppendTime"
+DEFAULT_PRODUCER_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
+
+
+@dataclass(slots=True)
+class ProduceResult:
+    error: ErrorCode = ErrorCode.NONE
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    error_message: str | None = None
+    record_errors: list[tuple[int, str]] = field(default_factory=list)  # (batch index, message)
+
+
+@dataclass(slots=True)
+class FetchResult:
+    error: ErrorCode = ErrorCode.NONE
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: bytes = b""
+    aborted_transactions: list[AbortedTxn] | None = None  # read_committed fetches only
+
+
+@dataclass(slots=True)
+class ProducerDescription:
+    """One active producer of a partition (DescribeProducers)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int = -1
+    last_timestamp: int = -1
+    coordinator_epoch: int = -1
+    current_txn_start_offset: int = -1
+
+
+@dataclass(eq=False)  # identity semantics: waiters live in sets
+class _Waiter:
+    """A parked fetch; woken by an append to any partition it watches."""
+
+    keys: frozenset[tuple[str, int]]
+    event: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+def storage_error() -> ProduceResult:
+    return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=STORAGE_ERROR_MESSAGE)
+
+
+# Kafka's ReplicaManager turns the coordinator's retriable verification errors into NOT_ENOUGH_REPLICAS, which
+# every client retries without refreshing metadata; PRODUCER_FENCED is answered INVALID_PRODUCER_EPOCH and
+# TRANSACTION_ABORTABLE INVALID_TXN_STATE (Produce before v12, all we serve), as AddPartitionsToTxnManager does.
+_RETRIABLE_VERIFICATION = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION,
+                                     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                     ErrorCode.NOT_COORDINATOR})
+NOT_IN_TRANSACTION = "Partition was not added to the transaction"
+
+
+def verification_failure(code: ErrorCode) -> ProduceResult:
+    """The produce answer for a partition whose verification returned `code` (not NONE)."""
+    if code == ErrorCode.PRODUCER_FENCED:
+        return ProduceResult(ErrorCode.INVALID_PRODUCER_EPOCH)
+    if code in (ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE):
+        return ProduceResult(ErrorCode.INVALID_TXN_STATE, error_message=NOT_IN_TRANSACTION)
+    if code in _RETRIABLE_VERIFICATION:
+        return ProduceResult(ErrorCode.NOT_ENOUGH_REPLICAS, error_message=(
+            f"Unable to verify the partition has been added to the transaction. Underlying error: {code.name}"))
+    return ProduceResult(code)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class VerificationGuard:
+    """Proof that a partition was verified to be in a producer's transaction (Kafka's VerificationGuard): a marker
+    written for the producer meanwhile removes it, so a verification that raced with the end of the transaction
+    cannot start a new one."""
+
+    producer_id: int
+
+
+class ReplicaManager:
+    def __init__(self, topics, flusher, *, clock=time.time,
+                 producer_expiration_ms: Callable[[], int] = lambda: DEFAULT_PRODUCER_EXPIRATION_MS,
+                 txn_verifier: TxnPartitionVerifier | None = None) -> None:
+        self._topics = topics  # broker.cluster.manager.TopicManager
+        self._flusher = flusher
+        self._clock = clock
+        self._expiration_ms = producer_expiration_ms  # producer.id.expiration.ms (dynamic)
+        self._producers: dict[tuple[str, int], ProducerStateTable] = {}
+        self._txns: dict[tuple[str, int], TxnStateTable] = {}  # loaded with _producers, same keys
+        # KIP-890 verification: the coordinator, or None (no verification, as Kafka with
+        # transaction.partition.verification.enable=false); set by the composition root (set_txn_verifier)
+        self.txn_verifier = txn_verifier
+        self._guards: dict[tuple[tuple[str, int], int], VerificationGuard] = {}
+        self._loading: dict[tuple[str, int], asyncio.Task[None]] = {}
+        # partition -> the turn of the last produce request that waited to append to it (see produce_turn)
+        self._turns: dict[tuple[str, int], asyncio.Future[None]] = {}
+        self._waiters: dict[tuple[str, int], set[_Waiter]] = {}
+
+    # --- producer state --------------------------------------------------------------------------------------
+    def _newer_than_ms(self) -> int:
+        return int(self._clock() * 1000) - int(self._expiration_ms())
+
+    def set_txn_verifier(self, verifier: TxnPartitionVerifier | None) -> None:
+        """Inject the transaction coordinator's verification (KIP-890 part 1); None turns verification off."""
+        self.txn_verifier = verifier
+
+    def producer_table(self, topic: str, partition: int) -> ProducerStateTable:
+        """The partition's producer state, rebuilt from its log's batch headers on first use (blocking: the
+        produce path loads it beforehand in a worker thread, see produce_turn; this is the fallback)."""
+        key = (topic, partition)
+        table = self._producers.get(key)
+        if table is None:
+            self._load_blocking(key)
+            table = self._producers[key]
+        return table
+
+    def txn_table(self, topic: str, partition: int) -> TxnStateTable:
+        """The partition's transactions, loaded with its producer state (blocking fallback as producer_table;
+        fetches and ListOffsets load it first with `ensure_loaded`)."""
+        key = (topic, partition)
+        table = self._txns.get(key)
+        if table is None:
+            self._load_blocking(key)
+            table = self._txns[key]
+        return table
+
+    def _load_blocking(self, key: tuple[str, int]) -> None:
+        plog = self._topics.log(*key)
+        self._install(key, scan_partition_state(plog, newer_than_ms=self._newer_than_ms()), plog)
+
+    def _install(self, key: tuple[str, int], state: PartitionState, plog) -> None:
+        now_ms, expiration = int(self._clock() * 1000), int(self._expiration_ms())
+        state.producers.remove_expired(now_ms, expiration)
+        state.txns.remove_expired(now_ms, expiration)
+        self._producers[key] = state.producers
+        self._txns[key] = state.txns
+        # .txnindex entries lost with a torn tail (or a rebuilt corrupt index) whose markers are in the log: put
+        # them back, in order, as Kafka's recovery rebuilds the txn index of the segments it recovers
+        for segment, txn in state.aborted:
+            last = segment.txn_index.last_offset
+            if segment.closed or (last is not None and last >= txn.last_offset):
+                continue
+            try:
+                plog.append_aborted_txn(txn)
+                log.info("aborted transaction re-indexed", topic=key[0], partition=key[1],
+                         producer_id=txn.producer_id, marker_offset=txn.last_offset)
+            except (OSError, ValueError) as err:
+                log.warning("cannot re-index an aborted transaction", topic=key[0], partition=key[1],
+                            error=repr(err))
+
+    async def ensure_loaded(self, keys: Iterable[tuple[str, int]]) -> None:
+        """Load the producer and transaction state of `keys` (existing partitions) in worker threads if need be
+        (before reading an LSO without blocking the loop). Cancel-safe: a shared load goes on."""
+        waits = []
+        for key in keys:
+            if key in self._producers:
+                continue
+            task = self._loading.get(key)
+            if task is None:
+                if self._topics.find_log(*key) is None:
+                    continue
+                task = self._loading[key] = asyncio.get_running_loop().create_task(self._load(key))
+            waits.append(task)
+        if waits:
+            await asyncio.wait(waits)
+
+    def last_stable_offset(self, topic: str, partition: int) -> int:
+        """The LSO: the first offset of the oldest transaction still open (or decided by a marker not yet below
+        the high watermark), else the high watermark."""
+        plog = self._topics.log(topic, partition)
+        return self.txn_table(topic, partition).last_stable_offset(plog.high_watermark, plog.log_start_offset)
+
+    async def _load(self, key: tuple[str, int]) -> None:
+        """Rebuild a partition's producer state in a worker thread up to the log end offset seen now, then the
+        few batches appended meanwhile on the loop. Never raises: on failure the state stays unloaded and the
+        produce path's blocking fallback reports the error."""
+        try:
+            plog = self._topics.find_log(*key)
+            if plog is None:
+                return  # the topic was deleted before its turn came: the request answers UNKNOWN_TOPIC_OR_PARTITION
+            end = plog.log_end_offset
+            newer_than = self._newer_than_ms()
+            started = time.monotonic()
+            state = await asyncio.to_thread(scan_partition_state_in_thread, plog, newer_than, end)
+            if key in self._producers or self._topics.find_log(*key) is not plog:
+                return  # loaded by the fallback meanwhile, or the topic was deleted (and maybe recreated)
+            scan_partition_state(plog, newer_than_ms=newer_than, start=end, state=state)
+            self._install(key, state, plog)
+            log.info("producer state loaded", topic=key[0], partition=key[1], producers=len(state.producers),
+                     transactional_producers=len(state.txns), seconds=round(time.monotonic() - started, 3))
+        except Exception:  # noqa: BLE001 - logged; the fallback raises it to the request
+            log.exception("cannot load producer state", topic=key[0], partition=key[1])
+        finally:
+            self._loading.pop(key, None)
+
+    def produce_turn(self, keys: Iterable[tuple[str, int]],
+                     force: Iterable[tuple[str, int]] = ()) -> ProduceTurn | None:
+        """Call on a produce request's arrival, before anything awaits. None: append now. Otherwise the request
+        must `await turn.wait()` (its partitions' producer state loads in worker threads), append, then
+        `turn.done()`. Requests that wait on a partition append to it in arrival order, so a client's pipelined
+        batches keep their sequence order. `force`: partitions to take a turn on even when loaded (a
+        transactional produce that may await its verification before appending)."""
+        forced = set(force)
+        need = [k for k in keys if k not in self._producers or k in self._turns or k in forced]
+        if not need:
+            return None
+        loop = asyncio.get_running_loop()
+        mine: asyncio.Future[None] = loop.create_future()
+        waits: list[asyncio.Future[None]] = []
+        for key in need:
+            before = self._turns.get(key)
+            if before is not None:
+                waits.append(before)  # it also waits for the load, if any
+            elif key not in self._producers:
+                task = self._loading.get(key)
+                if task is None:
+                    task = self._loading[key] = loop.create_task(self._load(key))
+                waits.append(task)
+            self._turns[key] = mine
+        return ProduceTurn(self, need, mine, waits)
+
+    def _end_turn(self, keys: list[tuple[str, int]], mine: asyncio.Future[None]) -> None:
+        if not mine.done():
+            mine.set_result(None)
+        for key in keys:
+            if self._turns.get(key) is mine:
+                del self._turns[key]
+
+    async def expire_producers(self) -> int:
+        """One producer.id.expiration.check.interval.ms pass over every partition's producer state."""
+        now_ms, expiration = int(self._clock() * 1000), int(self._expiration_ms())
+        removed = 0
+        for n, table in enumerate(list(self._producers.values())):
+            removed += table.remove_expired(now_ms, expiration)
+            if n % 1000 == 999:
+                await asyncio.sleep(0)  # thousands of partitions: let requests through
+        for n, txns in enumerate(list(self._txns.values())):
+            txns.remove_expired(now_ms, expiration)  # never a producer in a transaction
+            if n % 1000 == 999:
+                await asyncio.sleep(0)  # thousands of partitions: let requests through
+        if removed:
+            log.info("expired producer ids removed", producers=removed)
+        return removed
+
+    # --- produce ---------------------------------------------------------------------------------------------
+
+    def append(self, info: TopicInfo, partition: int, records: bytes | memoryview | None,
+               *, allow_internal: bool = False,
+               verified: dict[tuple[str, int], VerificationGuard | ProduceResult] | None = None,
+               ) -> tuple[ProduceResult, object | None]:
+        """Validate and append one partition's batch. Returns the result and the log written (for fsync).
+        `verified`: what `verify_transactional` answered for the request's partitions."""
+        if info.internal and not allow_internal:
+            return ProduceResult(ErrorCode.INVALID_TOPIC_EXCEPTION, error_message="Cannot append to internal topic"), None
+        if not 0 <= partition < info.num_partitions:
+            return ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None
+        plog = self._topics.log(info.name, partition)
+        if plog.failures.offline:
+            return storage_error(), None
+        if not records:
+            return ProduceResult(ErrorCode.INVALID_RECORD, error_message="Produce request has no record batch"), None
+        max_bytes = self._topics.int_config(info, "max.message.bytes")
+        # A compacted topic refuses records without a key (Kafka's LogValidator.validateKey).
+        require_keys = f"{info.name}-{partition}" if plog.config.compact else None
+        try:
+            # every record's framing too (decompressing if need be), as Kafka's LogValidator parses each record
+            headers = rec.validate_batches(records, check_records=True, require_keys=require_keys)
+        except rec.KeylessRecordError as err:
+            return ProduceResult(err.error_code, error_message=str(err),
+                                 record_errors=[(i, err.record_message) for i in err.indexes]), None
+        except rec.RecordError as err:
+            return ProduceResult(err.error_code, error_message=str(err)), None
+        if len(headers) != 1:
+            # Produce v3+ carries exactly one batch per partition.
+            return ProduceResult(ErrorCode.INVALID_RECORD,
+                                 error_message="Produce requests must contain exactly one record batch"), None
+        header = headers[0]
+        if len(records) > max_bytes:
+            return ProduceResult(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                error_message=f"The batch size {len(records)} exceeds max.message.bytes {max_bytes}",
+            ), None
+        if header.is_control:
+            return ProduceResult(ErrorCode.INVALID_RECORD, error_message="Clients may not write control batches"), None
+        idempotent = header.producer_id >= 0 and header.base_sequence >= 0
+        # only idempotent batches need the producer state (coordinators' and plain producers' batches do not)
+        table = self.producer_table(info.name, partition) if idempotent else None
+        last_seq = header.base_sequence + header.last_offset_delta
+        check = table.check(header.producer_id, header.producer_epoch, header.base_sequence, last_seq) \
+            if table is not None else APPEND
+        if check.error != ErrorCode.NONE:
+            return ProduceResult(check.error, log_start_offset=plog.log_start_offset), None
+        if check.duplicate_of is not None:
+            # A retry of a batch we already have: answer with its original offset, append nothing.
+            return ProduceResult(
+                base_offset=check.duplicate_of.base_offset, log_start_offset=plog.log_start_offset
+            ), plog
+        txns = self.txn_table(info.name, partition) if idempotent else None
+        if txns is not None:
+            refused = self._check_transactional(info.name, partition, header, txns, verified)
+            if refused is not None:
+                refused.log_start_offset = plog.log_start_offset
+                return refused, None
+        append_time = None
+        if self._topics.str_config(info, "message.timestamp.type") == LOG_APPEND_TIME:
+            append_time = int(self._clock() * 1000)
+        try:
+            appended = plog.append(records, log_append_time=append_time, headers=headers)  # validated above
+        except (OSError, KafkaStorageError) as err:
+            # Undone (a full disk) or the directory went offline: nothing of this batch is in the log, and the
+            # producer state is untouched, so the producer's retry is accepted once space returns.
+            log.warning("produce append failed", topic=info.name, partition=partition, error=repr(err))
+            return storage_error(), None
+        if table is not None:
+            # the batch's timestamp as stored (LogAppendTime patches it): what expiry measures from, as Kafka
+            table.record(
+                header.producer_id,
+                header.producer_epoch,
+                BatchMetadata(header.base_sequence, last_seq, appended.base_offset, appended.last_offset,
+                              header.max_timestamp if append_time is None else append_time),
+            )
+        if txns is not None:
+            txns.on_append(header._replace(base_offset=appended.base_offset,
+                                           max_timestamp=header.max_timestamp if append_time is None else append_time))
+            if header.is_transactional:
+                self._guards.pop(((info.name, partition), header.producer_id), None)
+        self._wake(info.name, partition)
+        return ProduceResult(
+            base_offset=appended.base_offset,
+            log_append_time=append_time if append_time is not None else -1,
+            log_start_offset=plog.log_start_offset,
+        ), plog
+
+    def _check_transactional(self, topic: str, partition: int, header: rec.BatchHeader, txns: TxnStateTable,
+                             verified) -> ProduceResult | None:
+        """Kafka's transactional checks of a data batch: a fenced epoch, a plain batch inside an open
+        transaction, and (with a verifier) a transaction started on a partition the coordinator did not add."""
+        code = txns.check_append(header)
+        if code != ErrorCode.NONE:
+            return ProduceResult(code)
+        if (self.txn_verifier is None or not header.is_transactional
+                or txns.ongoing_txn_first_offset(header.producer_id) is not None):
+            return None
+        key = (topic, partition)
+        answer = (verified or {}).get(key)
+        if isinstance(answer, ProduceResult):
+            return answer
+        if answer is None or self._guards.get((key, header.producer_id)) is not answer:
+            # not verified, or the transaction ended (a marker) since it was
+            return ProduceResult(ErrorCode.INVALID_TXN_STATE, error_message=NOT_IN_TRANSACTION)
+        return None
+
+    async def verify_transactional(self, transactional_id: str | None,
+                                   batches: Sequence[tuple[tuple[str, int], rec.BatchHeader]],
+                                   ) -> dict[tuple[str, int], VerificationGuard | ProduceResult]:
+        """Ask the coordinator about the partitions where a transactional batch would start a transaction (call
+        after the request's produce turn: the partitions' state is loaded). A guard per verified partition, the
+        produce answer per refused one; partitions needing no verification are left out."""
+        verifier = self.txn_verifier
+        if verifier is None or not batches:
+            return {}
+        out: dict[tuple[str, int], VerificationGuard | ProduceResult] = {}
+        ask: dict[tuple[int, int], list[tuple[str, int]]] = {}
+        for key, header in batches:
+            if not header.is_transactional or header.is_control or header.producer_id < 0:
+                continue
+            if self._topics.find_log(*key) is None:
+                continue
+            if self.txn_table(*key).ongoing_txn_first_offset(header.producer_id) is not None:
+                continue  # this producer's transaction already has data here
+            if transactional_id is None:
+                out[key] = ProduceResult(ErrorCode.INVALID_TXN_STATE, error_message=NOT_IN_TRANSACTION)
+                continue
+            ask.setdefault((header.producer_id, header.producer_epoch), []).append(key)
+        for (pid, epoch), keys in ask.items():
+            guards = {key: VerificationGuard(pid) for key in keys}
+            for key, guard in guards.items():
+                self._guards[(key, pid)] = guard
+            try:
+                errors = await verifier.verify_partitions(transactional_id, pid, epoch, keys)
+            except Exception as err:  # noqa: BLE001 - a failed verification is retriable, as a network error
+                log.warning("transaction verification failed", transactional_id=transactional_id, error=repr(err))
+                errors = dict.fromkeys(keys, ErrorCode.NETWORK_EXCEPTION)
+            for key in keys:
+                code = ErrorCode(errors.get(key, ErrorCode.NONE))
+                if code == ErrorCode.NONE:
+                    out[key] = guards[key]
+                else:
+                    out[key] = verification_failure(code)
+                    if self._guards.get((key, pid)) is guards[key]:
+                        del self._guards[(key, pid)]
+        return out
+
+    # --- transaction markers ---------------------------------------------------------------------------------
+    async def write_txn_markers(self, markers: Sequence[TxnMarker]) -> dict[tuple[str, int], ErrorCode]:
+        """The `TxnMarkerWriter` of broker.txn.markers: error per (topic, partition) (the last marker's when
+        several end transactions on one partition)."""
+        codes = await self.write_markers(markers)
+        return {(m.topic, m.partition): code for m, code in zip(markers, codes, strict=True)}
+
+    async def write_markers(self, markers: Sequence[TxnMarker]) -> list[ErrorCode]:
+        """Append each marker (Kafka's checks: TransactionStateTable.check_marker), index aborted transactions,
+        wake fetches, then fsync every log written (as acks=all). Error per marker, in order."""
+        registry = self._topics.registry
+        keys = []
+        for m in markers:
+            info = registry.get(m.topic)
+            if info is not None and 0 <= m.partition < info.num_partitions:
+                keys.append((info.name, m.partition))
+        await self.ensure_loaded(keys)
+        codes: list[ErrorCode] = []
+        written: list[tuple[int, object]] = []
+        for i, m in enumerate(markers):
+            code, plog = self._write_marker(m)
+            codes.append(code)
+            if plog is not None:
+                written.append((i, plog))
+        failed = await self.not_durable(plog for _i, plog in written)
+        for i, plog in written:
+            if id(plog) in failed:
+                codes[i] = ErrorCode.KAFKA_STORAGE_ERROR
+        return codes
+
+    def _write_marker(self, m: TxnMarker) -> tuple[ErrorCode, object | None]:
+        info = self._topics.registry.get(m.topic)
+        if info is None or not 0 <= m.partition < info.num_partitions:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+        key = (info.name, m.partition)
+        plog = self._topics.log(*key)
+        if plog.failures.offline:
+            return ErrorCode.KAFKA_STORAGE_ERROR, None
+        try:
+            txns = self.txn_table(*key)
+        except (OSError, KafkaStorageError) as err:
+            log.error("cannot load transaction state", topic=key[0], partition=key[1], error=repr(err))
+            return ErrorCode.KAFKA_STORAGE_ERROR, None
+        code = txns.check_marker(m.producer_id, m.producer_epoch, m.coordinator_epoch,
+                                 transaction_version=m.transaction_version)
+        if code != ErrorCode.NONE:
+            return code, None
+        now = int(self._clock() * 1000)
+        batch = build_end_txn_marker(producer_id=m.producer_id, producer_epoch=m.producer_epoch, commit=m.commit,
+                                     coordinator_epoch=m.coordinator_epoch, timestamp=now)
+        try:
+            appended = plog.append(batch)
+        except (OSError, KafkaStorageError) as err:
+            log.warning("transaction marker append failed", topic=key[0], partition=key[1], error=repr(err))
+            return ErrorCode.KAFKA_STORAGE_ERROR, None
+        aborted = txns.on_marker(m.producer_id, m.producer_epoch, m.commit, appended.base_offset,
+                                 m.coordinator_epoch, now)
+        txns.on_high_watermark(plog.high_watermark)
+        self._guards.pop((key, m.producer_id), None)
+        if aborted is not None:
+            try:
+                plog.append_aborted_txn(aborted)
+            except OSError as err:
+                # the marker is in the log: without its index entry read_committed readers would see the
+                # aborted data, so the directory goes offline (a restart re-indexes it from the log)
+                plog.failures.fail(f"txn index append in {plog.directory} failed", err)
+                return ErrorCode.KAFKA_STORAGE_ERROR, None
+        self._wake(*key)
+        return ErrorCode.NONE, plog
+
+    async def make_durable(self, logs: Iterable[object]) -> None:
+        """Wait until everything appended so far to `logs` is fsynced (group commit shares the fsyncs)."""
+        unique = {id(plog): plog for plog in logs if plog is not None}
+        if unique:
+            await asyncio.gather(*(self._flusher.sync(plog) for plog in unique.values()))
+
+    async def not_durable(self, logs: Iterable[object]) -> set[int]:
+        """As make_durable, but returns the ids of the logs whose flush failed instead of raising."""
+        unique = {id(plog): plog for plog in logs if plog is not None}
+        if not unique:
+            return set()
+        results = await asyncio.gather(*(self._flusher.sync(plog) for plog in unique.values()),
+                                       return_exceptions=True)
+        failed = set()
+        for key, result in zip(unique, results, strict=True):
+            if isinstance(result, BaseException):
+                if not isinstance(result, Exception):
+                    raise result  # cancelled: the request is going away
+                log.error("produce not durable", error=repr(result))
+                failed.add(key)
+        return failed
+
+    # --- fetch -----------------------------------------------------------------------------------------------
+    def read(self, info: TopicInfo, partition: int, offset: int, max_bytes: int, *, min_one: bool,
+             read_committed: bool = False) -> FetchResult:
+        """Whole batches from `offset`; read_committed: only below the LSO, with the aborted transactions of the
+        range returned. Every answer carries the partition's real LSO."""
+        if not 0 <= partition < info.num_partitions:
+            return FetchResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        plog = self._topics.log(info.name, partition)
+        if plog.failures.offline:
+            return FetchResult(ErrorCode.KAFKA_STORAGE_ERROR)
+        hw = plog.high_watermark
+        start = plog.log_start_offset
+        try:
+            lso = self.txn_table(info.name, partition).last_stable_offset(hw, start)
+        except (OSError, KafkaStorageError) as err:
+            log.error("cannot load transaction state", topic=info.name, partition=partition, error=repr(err))
+            return FetchResult(ErrorCode.KAFKA_STORAGE_ERROR)
+        if offset < start or offset > hw:
+            return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, hw, lso, start)
+        data = b""
+        aborted = [] if read_committed else None
+        upper = lso if read_committed else hw
+        if offset < upper:
+            try:
+                found = plog.read(offset, max_bytes, min_one_batch=min_one)
+                data = found.data
+                if read_committed and data:
+                    data = self._cut_at(plog, found, data, lso)
+                    aborted = plog.collect_aborted_txns(offset, min(lso, plog.fetch_upper_bound(
+                        found.segment_base_offset, found.position, len(data))))
+            except (OSError, KafkaStorageError) as err:
+                log.error("fetch read failed", topic=info.name, partition=partition, error=repr(err))
+                return FetchResult(ErrorCode.KAFKA_STORAGE_ERROR)
+        return FetchResult(ErrorCode.NONE, hw, lso, start, data, aborted)
+
+    @staticmethod
+    def _cut_at(plog, found, data, lso: int):
+        """`data` without the batches at or after the LSO (a batch boundary: the first batch of a transaction).
+        One index lookup, and only while a transaction is open in the segment read."""
+        if lso >= plog.high_watermark:
+            return data
+        at = plog.batch_position(lso)
+        if at is None or at[0] != found.segment_base_offset:
+            return data  # the LSO is in a later segment: everything read is below it
+        limit = at[1] - found.position
+        return data[:limit] if 0 <= limit < len(data) else data
+
+    async def wait_for_append(self, keys: Iterable[tuple[str, int]], timeout_s: float) -> bool:
+        """Park until one of `keys` gets an append or the timeout passes. True if woken by data."""
+        waiter = _Waiter(frozenset(keys))
+        for key in waiter.keys:
+            self._waiters.setdefault(key, set()).add(waiter)
+        try:
+            return await wait_event(waiter.event, timeout_s)
+        finally:
+            for key in waiter.keys:
+                parked = self._waiters.get(key)
+                if parked is not None:
+                    parked.discard(waiter)
+                    if not parked:
+                        del self._waiters[key]
+
+    def _wake(self, topic: str, partition: int) -> None:
+        parked = self._waiters.get((topic, partition))
+        if parked:
+            for waiter in parked:
+                waiter.event.set()
+
+    def producer_last_offsets(self, topic: str, partition: int, newer_than_ms: int) -> dict[int, int] | None:
+        """Last offset of each producer's last batch (see ProducerStateTable.last_offsets), or None when this
+        partition's producer state has not been loaded (the log cleaner then reads it from the batch headers)."""
+        table = self._producers.get((topic, partition))
+        return None if table is None else table.last_offsets(newer_than_ms)
+
+    def describe_producers(self, topic: str, partition: int) -> list[ProducerDescription]:
+        """The partition's active producers (DescribeProducers), from its producer and transaction state."""
+        table = self.producer_table(topic, partition)
+        txns = self.txn_table(topic, partition)
+        out: dict[int, ProducerDescription] = {}
+        for pid, entry in table.items():
+            last = entry.batches[-1] if entry.batches else None
+            out[pid] = ProducerDescription(pid, entry.epoch, entry.last_seq,
+                                           last.timestamp if last is not None else -1)
+        for e in txns.snapshot():
+            d = out.get(e.producer_id)
+            if d is None:
+                d = out[e.producer_id] = ProducerDescription(e.producer_id, e.epoch, -1, e.last_timestamp)
+            else:
+                d.producer_epoch = max(d.producer_epoch, e.epoch)
+            d.coordinator_epoch = e.coordinator_epoch
+            d.current_txn_start_offset = e.txn_first_offset if e.in_transaction else -1
+        return list(out.values())
+
+    def forget_topic(self, topic: str) -> None:
+        for key in [k for k in self._producers if k[0] == topic]:
+            del self._producers[key]
+            self._txns.pop(key, None)
+        for guard in [g for g in self._guards if g[0][0] == topic]:
+            del self._guards[guard]
+
+
+@dataclass(slots=True)
+class ProduceTurn:
+    """A produce request's place in line for partitions whose producer state is loading (or that earlier
+    waiting requests will append to first)."""
+
+    replicas: ReplicaManager
+    keys: list[tuple[str, int]]
+    mine: asyncio.Future[None]
+    waits: list[asyncio.Future[None]]
+
+    async def wait(self) -> None:
+        if self.waits:
+            await asyncio.wait(self.waits)  # not gather: a cancelled waiter must not cancel a shared load
+
+    def done(self) -> None:
+        self.replicas._end_turn(self.keys, self.mine)
+
+
+def idempotent_keys(topic_data, registry) -> list[tuple[str, int]]:
+    """Partitions of a produce request whose first batch carries a producer id and sequence (cheap: one header
+    read each; the full validation comes later)."""
+    keys = []
+    for topic in topic_data:
+        name = topic.get("name")
+        info = registry.get(name) if name is not None else registry.by_id(topic.get("topic_id"))
+        if info is None:
+            continue
+        for part in topic.partition_data:
+            records = part.records
+            if 0 <= part.index < info.num_partitions and records is not None and len(records) >= rec.HEADER_SIZE:
+                header = rec.read_header(records)
+                if header.producer_id >= 0 and header.base_sequence >= 0:
+                    keys.append((info.name, part.index))
+    return keys
+
+
+def transactional_batches(topic_data, registry) -> list[tuple[tuple[str, int], rec.BatchHeader]]:
+    """(partition, first batch header) of a produce request's transactional batches (one header read each)."""
+    out = []
+    for topic in topic_data:
+        name = topic.get("name")
+        info = registry.get(name) if name is not None else registry.by_id(topic.get("topic_id"))
+        if info is None:
+            continue
+        for part in topic.partition_data:
+            records = part.records
+            if 0 <= part.index < info.num_partitions and records is not None and len(records) >= rec.HEADER_SIZE:
+                header = rec.read_header(records)
+                if header.is_transactional and not header.is_control and header.producer_id >= 0:
+                    out.append(((info.name, part.index), header))
+    return out

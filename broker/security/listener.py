@@ -1,0 +1,26 @@
+"""How one listener secures its connections: the TLS context, the SASL authenticator factory, the certificate
+principal and the SASL limits. Built by `broker.security.manager`, read by `broker.server`."""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from broker.context import ConnectionInfo
+
+
+@dataclass
+class ListenerSecurity:
+    """How one listener secures its connections (built by broker.security.manager)."""
+
+    protocol: str = "PLAINTEXT"
+    ssl_context: ssl.SSLContext | None = None
+    # SASL listeners: a new per-connection authenticator (broker.security.sasl.SaslAuthenticator).
+    authenticator: Callable[[ConnectionInfo], Any] | None = None
+    # TLS listeners without SASL: the principal of a verified client certificate (getpeercert() dict).
+    certificate_principal: Callable[[Any], str] | None = None
+    failed_authentication_delay_s: float = 0.1
+    max_unauthenticated_frame: int = 524_288  # sasl.server.max.receive.size
+    ssl_handshake_timeout_s: float = 10.0
