@@ -10,6 +10,7 @@ import asyncio
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -25,6 +26,10 @@ from broker.log.producer_state import (
 )
 from protocol import records as rec
 from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.cluster.manager import TopicManager
+    from broker.log.flusher import GroupCommitFlusher
 
 log = structlog.get_logger(__name__)
 
@@ -64,9 +69,9 @@ def storage_error() -> ProduceResult:
 
 
 class ReplicaManager:
-    def __init__(self, topics, flusher, *, clock=time.time,
+    def __init__(self, topics: TopicManager, flusher: GroupCommitFlusher, *, clock: Callable[[], float] = time.time,
                  producer_expiration_ms: Callable[[], int] = lambda: DEFAULT_PRODUCER_EXPIRATION_MS) -> None:
-        self._topics = topics  # broker.cluster.manager.TopicManager
+        self._topics = topics
         self._flusher = flusher
         self._clock = clock
         self._expiration_ms = producer_expiration_ms  # producer.id.expiration.ms (dynamic)
