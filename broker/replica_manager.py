@@ -41,6 +41,8 @@ from protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from broker.txn.markers import TxnPartitionVerifier
     from broker.txn.results import TxnMarker
+    from broker.cluster.manager import TopicManager
+    from broker.log.flusher import GroupCommitFlusher
 
 log = structlog.get_logger(__name__)
 
@@ -123,10 +125,10 @@ class VerificationGuard:
 
 
 class ReplicaManager:
-    def __init__(self, topics, flusher, *, clock=time.time,
+    def __init__(self, topics: TopicManager, flusher: GroupCommitFlusher, *, clock: Callable[[], float] = time.time,
                  producer_expiration_ms: Callable[[], int] = lambda: DEFAULT_PRODUCER_EXPIRATION_MS,
                  txn_verifier: TxnPartitionVerifier | None = None) -> None:
-        self._topics = topics  # broker.cluster.manager.TopicManager
+        self._topics = topics
         self._flusher = flusher
         self._clock = clock
         self._expiration_ms = producer_expiration_ms  # producer.id.expiration.ms (dynamic)

@@ -297,7 +297,7 @@ class KafkaConnection(asyncio.Protocol):
             else:
                 transport.writelines(out)
             self._server.touch(self)
-        if self._pump_handle is None and self._buf:
+        if self._pump_handle is None and self._buf.buffer:
             self._pump()
         else:
             self._update_reading()
@@ -307,7 +307,7 @@ class KafkaConnection(asyncio.Protocol):
         if transport is None or self._closing:
             return
         should_pause = (self._write_paused or self._auth_failed
-                        or (len(self._buf) >= READ_AHEAD_BYTES and self._buf.has_frame()))
+                        or (len(self._buf.buffer) >= READ_AHEAD_BYTES and self._buf.has_frame()))
         if should_pause and not self._read_paused:
             self._read_paused = True
             transport.pause_reading()

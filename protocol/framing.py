@@ -181,8 +181,12 @@ class FrameSplitter:
         """The size of the first frame once it is whole, None until then; FrameSizeError for an invalid size
         (as soon as the prefix is in)."""
         buf = self.buffer
-        size = frame_size(buf, max_size)
-        return size if size is not None and len(buf) - 4 >= size else None
+        if len(buf) < 4:
+            return None
+        (size,) = _SIZE.unpack_from(buf, 0)
+        if size < 0 or size > max_size:  # frame_size()'s check, inlined: this runs once per request
+            raise FrameSizeError(size, max_size)
+        return size if len(buf) - 4 >= size else None
 
     def has_frame(self) -> bool:
         """The first frame is whole (its size not checked against any limit)."""
