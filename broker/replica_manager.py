@@ -39,10 +39,10 @@ from protocol.control_records import build_end_txn_marker
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.txn.markers import TxnPartitionVerifier
-    from broker.txn.results import TxnMarker
     from broker.cluster.manager import TopicManager
     from broker.log.flusher import GroupCommitFlusher
+    from broker.txn.markers import TxnPartitionVerifier
+    from broker.txn.results import TxnMarker
 
 log = structlog.get_logger(__name__)
 
