@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.broker_process import BrokerProcess
+from tests.helpers.broker_process import BrokerProcess
 
 VENV_PYTHON = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "python"
 

@@ -30,9 +30,9 @@ from shoal_client import ACCEPT, ShareGroupMember
 from shoal_client.connection import ConnectionLost
 from tests.campaigns import run_and_report
 from tests.fuzz.harness import scan_log
-from tests.integration.broker_process import BrokerProcess
-from tests.integration.proc_stats import open_fds, open_sockets, peak_rss_mib, rss_mib
-from tests.integration.raw_client import RawClient
+from tests.helpers.broker_process import BrokerProcess
+from tests.helpers.proc_stats import open_fds, open_sockets, peak_rss_mib, rss_mib
+from tests.helpers.raw_client import RawClient
 from tests.integration.test_confluent_roundtrip import create_topic, produce_all
 
 TOPIC, GROUP = "conn-share", "conn-share-group"

@@ -45,9 +45,9 @@ from confluent_kafka.admin import (
 
 from tests.campaigns import run_and_report
 from tests.fuzz.harness import scan_log
-from tests.integration.broker_process import BrokerProcess
-from tests.integration.proc_stats import open_fds, rss_mib
-from tests.integration.raw_client import RawClient
+from tests.helpers.broker_process import BrokerProcess
+from tests.helpers.proc_stats import open_fds, rss_mib
+from tests.helpers.raw_client import RawClient
 
 TOPIC, GROUP, DLQ = "crash", "crash-share", "dlq.crash"
 READ_SHARE_GROUP_STATE_SUMMARY, METADATA = 87, 3

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.fuzz.campaign import Stats, load_corpus, prepare, run_campaign, sasl_openings
-from tests.integration.broker_process import BrokerProcess
-from tests.integration.proc_stats import open_fds, open_sockets, rss_mib
+from tests.helpers.broker_process import BrokerProcess
+from tests.helpers.proc_stats import open_fds, open_sockets, rss_mib
 
 FD_LIMIT = 1024  # the broker's soft RLIMIT_NOFILE during a campaign
 

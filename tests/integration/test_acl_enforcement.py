@@ -22,9 +22,9 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from tests.integration.raw_client import RawClient
-from tests.integration.share_consumers import close_within
-from tests.integration.tls_material import make_tls_files
+from tests.helpers.raw_client import RawClient
+from tests.helpers.share_consumers import close_within
+from tests.helpers.tls_material import make_tls_files
 
 pytestmark = pytest.mark.integration
 

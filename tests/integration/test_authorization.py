@@ -13,7 +13,7 @@ import pytest
 from broker.security.api_acls import API_ACLS
 from protocol import schema
 from protocol.codec import request_codec
-from tests.integration.raw_client import RawClient
+from tests.helpers.raw_client import RawClient
 
 pytestmark = pytest.mark.integration
 

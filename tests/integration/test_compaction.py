@@ -21,7 +21,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from tests.integration.raw_client import RawClient
+from tests.helpers.raw_client import RawClient
 
 pytestmark = pytest.mark.integration
 

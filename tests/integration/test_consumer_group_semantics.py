@@ -14,8 +14,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
-from tests.integration.group_members import Member, wait_until
-from tests.integration.raw_client import RawClient
+from tests.helpers.group_members import Member, wait_until
+from tests.helpers.raw_client import RawClient
 from tests.integration.test_confluent_roundtrip import create_topic
 from tests.integration.test_consumer_groups import BackgroundProducer, produce_batch
 

@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer
 from confluent_kafka.admin import AdminClient
 
-from tests.integration.group_members import Member, check_delivery, wait_until
+from tests.helpers.group_members import Member, check_delivery, wait_until
 from tests.integration.test_confluent_roundtrip import create_topic
 from tests.integration.test_kcat import kcat
 from tests.integration.test_share_client import free_port

@@ -20,7 +20,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from tests.conftest import _python
-from tests.integration.broker_process import BrokerProcess
+from tests.helpers.broker_process import BrokerProcess
 from tests.integration.test_confluent_roundtrip import create_topic
 
 pytestmark = pytest.mark.integration

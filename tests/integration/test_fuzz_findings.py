@@ -7,7 +7,7 @@ import pytest
 
 from protocol.errors import ErrorCode
 from tests.fuzz.harness import scan_log
-from tests.integration.raw_client import RawClient
+from tests.helpers.raw_client import RawClient
 from tests.integration.test_groups_raw import DESCRIBE, join
 
 pytestmark = pytest.mark.integration

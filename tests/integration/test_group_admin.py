@@ -7,7 +7,7 @@ import pytest
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.integration.group_members import Member, wait_until
+from tests.helpers.group_members import Member, wait_until
 from tests.integration.test_confluent_roundtrip import create_topic
 from tests.integration.test_consumer_groups import produce_batch
 
@@ -112,7 +112,7 @@ def test_delete_share_group_deletes_its_share_state(broker):
 
 
 def _share_state(broker, group: str) -> str | None:
-    from tests.integration.raw_client import RawClient
+    from tests.helpers.raw_client import RawClient
 
     with RawClient(broker.port) as c:
         listed = c.call(16, 5, {"states_filter": [], "types_filter": ["share"]})

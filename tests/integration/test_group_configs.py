@@ -157,7 +157,7 @@ def test_renew_can_be_disabled_for_a_group(broker):
 
 
 def test_heartbeat_interval_and_session_timeout_apply_to_a_running_group(broker_factory):
-    from tests.integration.raw_client import RawClient
+    from tests.helpers.raw_client import RawClient
     from tests.integration.test_confluent_roundtrip import create_topic
     from tests.integration.test_share_groups_raw import describe, heartbeat
 

@@ -11,8 +11,8 @@ import pytest
 from confluent_kafka import ConsumerGroupType
 from confluent_kafka.admin import AdminClient
 
-from tests.integration.group_members import Member, check_delivery, wait_until
-from tests.integration.raw_client import RawClient
+from tests.helpers.group_members import Member, check_delivery, wait_until
+from tests.helpers.raw_client import RawClient
 from tests.integration.test_confluent_roundtrip import create_topic
 from tests.integration.test_consumer_group_semantics import _first_error
 from tests.integration.test_consumer_groups import (

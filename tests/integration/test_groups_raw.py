@@ -7,7 +7,7 @@ import pytest
 from broker.groups.consumer.protocol import encode_assignment
 from protocol.codec import message_codec
 from protocol.errors import ErrorCode
-from tests.integration.raw_client import RawClient
+from tests.helpers.raw_client import RawClient
 from tests.integration.test_confluent_roundtrip import create_topic
 from tests.integration.test_protocol_semantics import topic_id
 

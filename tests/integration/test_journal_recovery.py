@@ -11,7 +11,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from protocol import records as rec
-from tests.integration.broker_process import BrokerProcess
+from tests.helpers.broker_process import BrokerProcess
 
 pytestmark = pytest.mark.integration
 

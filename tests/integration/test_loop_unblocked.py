@@ -15,7 +15,7 @@ from bench.topic_churn import LatencyProbe, churn
 from broker.log import PartitionLog
 from protocol import records as rec
 from protocol.errors import ErrorCode
-from tests.integration.raw_client import RawClient
+from tests.helpers.raw_client import RawClient
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from tests.conftest import _python
-from tests.integration.broker_process import BrokerProcess
+from tests.helpers.broker_process import BrokerProcess
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from protocol.codec import request_codec
 from protocol.errors import ErrorCode
 from protocol.framing import RequestHeader, encode_request
-from tests.integration.raw_client import RawClient
+from tests.helpers.raw_client import RawClient
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from protocol.errors import ErrorCode
 from protocol.framing import RequestHeader, encode_request
-from tests.integration.raw_client import RawClient
+from tests.helpers.raw_client import RawClient
 from tests.integration.test_confluent_roundtrip import create_topic, produce_all
 from tests.integration.test_group_configs import _alter
 from tests.integration.test_share_consumer import consumer, earliest, messages

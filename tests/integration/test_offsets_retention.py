@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.integration.group_members import Member, wait_until
+from tests.helpers.group_members import Member, wait_until
 from tests.integration.test_confluent_roundtrip import create_topic
 from tests.integration.test_consumer_groups import produce_batch
 

@@ -13,7 +13,7 @@ from confluent_kafka.admin import AdminClient
 
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch, iter_batches
-from tests.integration.raw_client import RawClient
+from tests.helpers.raw_client import RawClient
 from tests.integration.test_confluent_roundtrip import create_topic
 
 pytestmark = pytest.mark.integration

@@ -7,7 +7,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
-from tests.integration.raw_client import RawClient
+from tests.helpers.raw_client import RawClient
 
 pytestmark = pytest.mark.integration
 

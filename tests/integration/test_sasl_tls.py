@@ -20,8 +20,8 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka import errors as kafka_errors
 
-from tests.integration.raw_client import RawClient
-from tests.integration.tls_material import make_tls_files
+from tests.helpers.raw_client import RawClient
+from tests.helpers.tls_material import make_tls_files
 
 pytestmark = pytest.mark.integration
 

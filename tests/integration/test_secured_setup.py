@@ -18,8 +18,8 @@ from confluent_kafka.admin import (
 )
 
 from tests.conftest import _python
-from tests.integration.broker_process import BrokerProcess
-from tests.integration.tls_material import make_tls_files
+from tests.helpers.broker_process import BrokerProcess
+from tests.helpers.tls_material import make_tls_files
 
 pytestmark = pytest.mark.integration
 

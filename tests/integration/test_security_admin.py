@@ -153,7 +153,7 @@ def test_cluster_authorization_for_security_admin(broker_factory):
 
 def test_acl_requests_with_unknown_codes_close_the_connection(broker_factory):
     """Kafka cannot parse an ACL request holding an UNKNOWN (0) or undefined code: the connection is closed."""
-    from tests.integration.raw_client import RawClient
+    from tests.helpers.raw_client import RawClient
 
     broker = broker_factory(AUTHORIZER)
     creation = {"resource_type": 2, "resource_name": "t", "resource_pattern_type": 3, "principal": "User:x",

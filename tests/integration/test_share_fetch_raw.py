@@ -11,7 +11,7 @@ from confluent_kafka.admin import AdminClient
 
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch, iter_batches
-from tests.integration.raw_client import RawClient
+from tests.helpers.raw_client import RawClient
 from tests.integration.test_confluent_roundtrip import create_topic
 from tests.integration.test_protocol_semantics import produce, topic_id
 

@@ -12,7 +12,7 @@ import pytest
 
 from protocol.errors import ErrorCode
 from shoal_client import ACCEPT, RELEASE, ShareGroupMember
-from tests.integration.raw_client import RawClient
+from tests.helpers.raw_client import RawClient
 from tests.integration.test_confluent_roundtrip import create_topic, produce_all
 from tests.integration.test_protocol_semantics import topic_id
 from tests.integration.test_share_consumer import earliest

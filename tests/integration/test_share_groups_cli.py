@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import ShareConsumer
 
-from tests.integration.group_members import wait_until
+from tests.helpers.group_members import wait_until
+from tests.helpers.tls_material import make_tls_files
 from tests.integration.test_confluent_roundtrip import create_topic, produce_all
 from tests.integration.test_sasl_tls import add_scram_user, sasl_ssl_broker
 from tests.integration.test_share_consumer import earliest
-from tests.integration.tls_material import make_tls_files
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from protocol.errors import ErrorCode
-from tests.integration.raw_client import RawClient
+from tests.helpers.raw_client import RawClient
 from tests.integration.test_confluent_roundtrip import create_topic
 from tests.integration.test_protocol_semantics import topic_id
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.broker_process import REPO, BrokerProcess
+from tests.helpers.broker_process import REPO, BrokerProcess
 from tests.integration.test_confluent_roundtrip import consume_all, create_topic, produce_all
 
 pytestmark = pytest.mark.integration

@@ -14,7 +14,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from tests.conftest import _python
-from tests.integration.broker_process import BrokerProcess
+from tests.helpers.broker_process import BrokerProcess
 from tests.integration.test_confluent_roundtrip import create_topic
 from tests.integration.test_group_configs import _alter
 

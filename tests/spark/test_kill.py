@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from tests.integration.broker_process import REPO
+from tests.helpers.broker_process import REPO
 from tests.spark.conftest import spark_env
 from tests.spark.helpers import create_topic, earliest, numbers, produce, read_rows, start_broker, wait_until
 

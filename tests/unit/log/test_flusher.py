@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 import pytest
-from log_helpers import batch
 
 from broker.log import GroupCommitFlusher, PartitionLog
+from tests.helpers.record_batches import batch
 
 
 class CountingLog:
