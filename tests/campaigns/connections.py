@@ -31,9 +31,9 @@ from shoal_client.connection import ConnectionLost
 from tests.campaigns import run_and_report
 from tests.fuzz.harness import scan_log
 from tests.helpers.broker_process import BrokerProcess
+from tests.helpers.confluent_clients import create_topic, produce_all
 from tests.helpers.proc_stats import open_fds, open_sockets, peak_rss_mib, rss_mib
 from tests.helpers.raw_client import RawClient
-from tests.integration.test_confluent_roundtrip import create_topic, produce_all
 
 TOPIC, GROUP = "conn-share", "conn-share-group"
 API_VERSIONS, METADATA, SHARE_GROUP_DESCRIBE = 18, 3, 77

@@ -125,7 +125,7 @@ class FuzzRun:
 
 def _normal_client(bootstrap: str) -> bool:
     """A real client still works: create a topic, produce 100 records with acks=all, consume them back."""
-    from tests.integration.test_confluent_roundtrip import consume_all, create_topic, produce_all
+    from tests.helpers.confluent_clients import consume_all, create_topic, produce_all
 
     try:
         create_topic(bootstrap, "after-fuzz")

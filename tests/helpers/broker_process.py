@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import resource
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -145,3 +146,19 @@ class BrokerProcess:
         except FileNotFoundError:
             return "(no broker log)"
         return "\n".join(text.splitlines()[-lines:])
+
+
+def free_port() -> int:
+    """A port free now: for a broker that must come back on the same port after a restart."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def restart(broker: BrokerProcess, how: str) -> None:
+    """Stop the broker by `how` ("kill9", or a clean SIGTERM stop that must exit 0) and start it again."""
+    if how == "kill9":
+        broker.kill9()
+    else:
+        assert broker.stop() == 0  # SIGTERM: a clean shutdown
+    broker.start()

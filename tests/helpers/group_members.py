@@ -144,3 +144,17 @@ def check_delivery(produced: set[tuple[int, int]], members: list[Member]) -> tup
             late = [t for t in times if t > first_commit_past]
             assert not late, f"record {p}:{o} read again after a commit past it was accepted"
     return len(reads), duplicates
+
+
+PARTITIONS = 6  # of the topic the membership scenarios use
+
+
+def covered(members: list[Member]) -> bool:
+    """Every partition of the scenario topic is assigned to exactly one member."""
+    owned = [p for m in members for p in m.assigned]
+    return sorted(owned) == list(range(PARTITIONS))
+
+
+def consumed_all(members: list[Member], wanted: set[tuple[int, int]]) -> bool:
+    seen = {rec for m in members for rec in list(m.consumed)}
+    return wanted <= seen

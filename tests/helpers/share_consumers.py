@@ -1,45 +1,18 @@
-"""Bounded waits around confluent_kafka.ShareConsumer for tests: a test must fail by its own deadline, not hang.
-
-ShareConsumer.close() takes no timeout. librdkafka 2.16.0's close waits for every partition of the group
-assignment to leave, and an assignment whose heartbeat response arrived just before close() is applied after
-the close began: its partitions never leave, and close() never returns (seen with `debug=cgrp`: "waiting for
-3 toppar(s) ... before terminating" once a second, forever). Close only consumers whose assignment was applied
-(`poll_until_served`), and close them with `close_within`.
+"""confluent_kafka.ShareConsumer helpers for tests: make a member of a share group, poll its messages, drain
+it, set a topic up with records for it, and poll members until each was served (see bounded_close for closing).
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Sequence
 
-import pytest
 from confluent_kafka import ShareConsumer
+from confluent_kafka.admin import AdminClient
 
-# librdkafka documents close as bounded by about socket.timeout.ms (60 s by default); past that it is stuck.
-CLOSE_TIMEOUT_S = 90.0
+from tests.helpers.confluent_clients import alter_group_config, create_topic, produce_all
 
-
-def close_within(consumer: ShareConsumer, timeout: float = CLOSE_TIMEOUT_S) -> None:
-    """consumer.close(), failing the test if it has not returned after `timeout` seconds. The close runs in a
-    daemon thread: a stuck one is left behind (it holds no lock of ours) and cannot keep the interpreter up."""
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            consumer.close()
-        except BaseException as err:  # noqa: BLE001 - handed to the test's thread
-            errors.append(err)
-
-    closer = threading.Thread(target=run, name="share-consumer-close", daemon=True)
-    closer.start()
-    closer.join(timeout)
-    if closer.is_alive():
-        pytest.fail(f"ShareConsumer.close() did not return within {timeout:.0f} s (librdkafka waits for its "
-                    "share-session leaves and for every assigned partition to leave; an assignment applied "
-                    "after close began never leaves)", pytrace=False)
-    if errors:
-        raise errors[0]
+Key = tuple[int, int]  # (partition, offset)
 
 
 def poll_until_served(consumers: Sequence[ShareConsumer], check: Callable[[list[set[int]]], bool],
@@ -56,3 +29,42 @@ def poll_until_served(consumers: Sequence[ShareConsumer], check: Callable[[list[
                 assert m.error() is None, m.error()
                 parts.add(m.partition())
     return served
+
+
+def earliest(broker, group: str) -> None:
+    alter_group_config(AdminClient({"bootstrap.servers": broker.bootstrap}), group, "share.auto.offset.reset",
+                       "earliest")
+
+
+def consumer(broker, group: str, topic: str, mode: str = "implicit", **conf) -> ShareConsumer:
+    c = ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                       "share.acknowledgement.mode": mode, **conf})
+    c.subscribe([topic])
+    return c
+
+
+def messages(c: ShareConsumer, timeout: float = 1.0) -> list:
+    out = []
+    for m in c.poll(timeout):
+        assert m.error() is None, m.error()
+        out.append(m)
+    return out
+
+
+def drain(c: ShareConsumer, want: int, deadline_s: float, seen: list) -> None:
+    end = time.monotonic() + deadline_s
+    while len(seen) < want and time.monotonic() < end:
+        seen.extend((m.partition(), m.offset()) for m in messages(c))
+
+
+def setup(broker, topic: str, group: str, n: int, partitions: int = 2, *, produce: bool = True) -> set[Key]:
+    create_topic(broker.bootstrap, topic, partitions)
+    earliest(broker, group)
+    return send(broker, topic, n) if produce else set()
+
+
+def send(broker, topic: str, n: int) -> set[Key]:
+    # Small producer batches (~100 records): acquisition takes whole batches, so big ones would go to one consumer.
+    delivered = produce_all(broker.bootstrap, topic, [f"r{i}".encode() for i in range(n)], **{"batch.size": 2000})
+    assert len(delivered) == n
+    return set(delivered)

@@ -14,10 +14,14 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
+from tests.helpers.confluent_clients import (
+    BackgroundProducer,
+    create_topic,
+    first_consumer_error,
+    produce_batch,
+)
 from tests.helpers.group_members import Member, wait_until
 from tests.helpers.raw_client import RawClient
-from tests.integration.test_confluent_roundtrip import create_topic
-from tests.integration.test_consumer_groups import BackgroundProducer, produce_batch
 
 pytestmark = pytest.mark.integration
 
@@ -211,33 +215,19 @@ def test_session_timeout_removes_a_crashed_member(broker_factory, protocol):
         survivor.stop()
 
 
-def _first_error(conf: dict, topic: str, timeout: float = 30):
-    c = Consumer(conf)
-    c.subscribe([topic])
-    try:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            msg = c.poll(0.2)
-            if msg is not None and msg.error() is not None:
-                return msg.error()
-        raise AssertionError("no error reported")
-    finally:
-        c.close()
-
-
 def test_group_id_of_a_share_group_is_refused_to_consumers(broker):
     """A share group's id answers JoinGroup with INCONSISTENT_GROUP_PROTOCOL and ConsumerGroupHeartbeat with
     GROUP_ID_NOT_FOUND, as Kafka's group coordinator does; the share group is untouched."""
-    from tests.integration.test_share_consumer import consumer as share_consumer
+    from tests.helpers.share_consumers import consumer as share_consumer
 
     create_topic(broker.bootstrap, "typed", 2)
     share = share_consumer(broker, "typed-g", "typed")
     try:
         share.poll(1)  # joins the share group
         base = {"bootstrap.servers": broker.bootstrap, "group.id": "typed-g"}
-        err = _first_error({**base, "group.protocol": "classic"}, "typed")
+        err = first_consumer_error({**base, "group.protocol": "classic"}, "typed")
         assert err.name() == "INCONSISTENT_GROUP_PROTOCOL"
-        err = _first_error({**base, "group.protocol": "consumer"}, "typed")
+        err = first_consumer_error({**base, "group.protocol": "consumer"}, "typed")
         assert "group id does not exist" in err.str() and "ConsumerGroupHeartbeat" in err.str()
         with RawClient(broker.port) as raw:
             listed = raw.call(16, 5, {"states_filter": [], "types_filter": []}).groups

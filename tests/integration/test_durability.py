@@ -8,7 +8,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from tests.integration.test_confluent_roundtrip import consume_all, create_topic, produce_all
+from tests.helpers.confluent_clients import consume_all, create_topic, produce_all
 
 pytestmark = pytest.mark.integration
 

@@ -21,7 +21,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from tests.conftest import _python
 from tests.helpers.broker_process import BrokerProcess
-from tests.integration.test_confluent_roundtrip import create_topic
+from tests.helpers.confluent_clients import create_topic
 
 pytestmark = pytest.mark.integration
 

@@ -7,9 +7,8 @@ import pytest
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from tests.helpers.confluent_clients import create_topic, produce_batch
 from tests.helpers.group_members import Member, wait_until
-from tests.integration.test_confluent_roundtrip import create_topic
-from tests.integration.test_consumer_groups import produce_batch
 
 pytestmark = pytest.mark.integration
 
@@ -82,7 +81,7 @@ def test_list_describe_delete_groups_and_alter_offsets(broker):
 
 
 def test_delete_share_group_deletes_its_share_state(broker):
-    from tests.integration.test_share_consumer import consumer, drain, earliest, setup
+    from tests.helpers.share_consumers import consumer, drain, earliest, setup
 
     produced = setup(broker, "adm-share", "adm-sg", 200)
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})

@@ -9,9 +9,8 @@ import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from tests.helpers.confluent_clients import create_topic, produce_batch
 from tests.helpers.group_members import Member, wait_until
-from tests.integration.test_confluent_roundtrip import create_topic
-from tests.integration.test_consumer_groups import produce_batch
 
 pytestmark = pytest.mark.integration
 

@@ -13,30 +13,21 @@ from confluent_kafka.admin import AdminClient
 
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch, iter_batches
+from tests.helpers.confluent_clients import create_topic
 from tests.helpers.raw_client import RawClient
-from tests.integration.test_confluent_roundtrip import create_topic
+from tests.helpers.raw_requests import (
+    FETCH,
+    FIND_COORDINATOR,
+    INIT_PRODUCER_ID,
+    LIST_OFFSETS,
+    METADATA,
+    PRODUCE,
+    fetch_body,
+    produce,
+    topic_id,
+)
 
 pytestmark = pytest.mark.integration
-
-PRODUCE, FETCH, LIST_OFFSETS, METADATA, FIND_COORDINATOR, INIT_PRODUCER_ID = 0, 1, 2, 3, 10, 22
-
-
-def produce(client: RawClient, topic: str, records: bytes, partition: int = 0, acks: int = -1):
-    resp = client.call(PRODUCE, 9, {"acks": acks, "timeout_ms": 5000, "topic_data": [
-        {"name": topic, "partition_data": [{"index": partition, "records": records}]}]})
-    return resp.responses[0].partition_responses[0]
-
-
-def topic_id(client: RawClient, topic: str) -> uuid.UUID:
-    meta = client.call(METADATA, 12, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})
-    return meta.topics[0].topic_id
-
-
-def fetch_body(topic: str, offset: int, *, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, partition_max=1 << 20,
-               partitions=(0,)) -> dict:
-    return {"max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes, "topics": [
-        {"topic": topic, "partitions": [
-            {"partition": p, "fetch_offset": offset, "partition_max_bytes": partition_max} for p in partitions]}]}
 
 
 def test_fetch_long_poll_is_woken_by_an_append(broker):

@@ -3,7 +3,6 @@ acknowledge whole ranges, renew locks, release on close, survive a broker restar
 
 from __future__ import annotations
 
-import socket
 import time
 
 import pytest
@@ -19,8 +18,8 @@ from shoal_client import (
     TopicIdPartition,
     acknowledgements,
 )
-from tests.integration.test_confluent_roundtrip import create_topic, produce_all
-from tests.integration.test_group_configs import _alter
+from tests.helpers.broker_process import free_port
+from tests.helpers.confluent_clients import alter_group_config, create_topic, produce_all
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +27,7 @@ SHORT_LOCKS = {"group.share.record.lock.duration.ms": "1000", "group.share.min.r
 
 
 def earliest(bootstrap: str, group: str) -> None:
-    _alter(AdminClient({"bootstrap.servers": bootstrap}), group, "share.auto.offset.reset", "earliest")
+    alter_group_config(AdminClient({"bootstrap.servers": bootstrap}), group, "share.auto.offset.reset", "earliest")
 
 
 def values_in(acquired: list[Acquired]) -> list[bytes]:
@@ -120,12 +119,6 @@ def test_renew_keeps_locks_past_the_lock_duration(broker_factory):
             assert b.fetch(max_records=10, max_bytes=1 << 20, max_wait_ms=300).count == 0
         assert a.acknowledge(acknowledgements(held, ACCEPT)) == {}
         assert b.fetch(max_records=10, max_bytes=1 << 20, max_wait_ms=1500).count == 0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_broker_restart_loses_the_session_and_redelivers(broker_factory):

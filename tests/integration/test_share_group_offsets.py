@@ -12,10 +12,10 @@ import pytest
 
 from protocol.errors import ErrorCode
 from shoal_client import ACCEPT, RELEASE, ShareGroupMember
+from tests.helpers.confluent_clients import create_topic, produce_all
 from tests.helpers.raw_client import RawClient
-from tests.integration.test_confluent_roundtrip import create_topic, produce_all
-from tests.integration.test_protocol_semantics import topic_id
-from tests.integration.test_share_consumer import earliest
+from tests.helpers.raw_requests import topic_id
+from tests.helpers.share_consumers import earliest
 
 pytestmark = pytest.mark.integration
 

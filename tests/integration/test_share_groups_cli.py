@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import ShareConsumer
 
+from tests.helpers.confluent_clients import create_topic, produce_all
 from tests.helpers.group_members import wait_until
+from tests.helpers.sasl import add_scram_user, sasl_ssl_broker
+from tests.helpers.share_consumers import earliest
 from tests.helpers.tls_material import make_tls_files
-from tests.integration.test_confluent_roundtrip import create_topic, produce_all
-from tests.integration.test_sasl_tls import add_scram_user, sasl_ssl_broker
-from tests.integration.test_share_consumer import earliest
 
 pytestmark = pytest.mark.integration
 
@@ -262,7 +262,7 @@ def test_command_config_sasl_ssl_scram(broker_factory, tmp_path):
 
 
 def test_command_config_sasl_plaintext_plain(broker_factory, tmp_path):
-    from tests.integration.test_sasl_tls import PLAIN_JAAS
+    from tests.helpers.sasl import PLAIN_JAAS
 
     broker = broker_factory({"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",
                              "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS})

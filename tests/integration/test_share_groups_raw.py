@@ -9,47 +9,15 @@ import uuid
 import pytest
 
 from protocol.errors import ErrorCode
+from tests.helpers.confluent_clients import create_topic
 from tests.helpers.raw_client import RawClient
-from tests.integration.test_confluent_roundtrip import create_topic
-from tests.integration.test_protocol_semantics import topic_id
+from tests.helpers.raw_requests import topic_id
+from tests.helpers.share_raw import FAST, assigned, describe, heartbeat, join_until_assigned
 
 pytestmark = pytest.mark.integration
 
 HEARTBEAT, DESCRIBE = 76, 77
 INITIALIZE, READ, WRITE, DELETE, SUMMARY = 83, 84, 85, 86, 87
-FAST = {"group.share.min.heartbeat.interval.ms": "50", "group.share.heartbeat.interval.ms": "100"}
-
-
-def heartbeat(c: RawClient, group: str, member: str, epoch: int, topics=None, rack=None):
-    return c.call(HEARTBEAT, 1, {"group_id": group, "member_id": member, "member_epoch": epoch, "rack_id": rack,
-                                 "subscribed_topic_names": topics})
-
-
-def describe(c: RawClient, *groups: str):
-    return c.call(DESCRIBE, 1, {"group_ids": list(groups), "include_authorized_operations": False})
-
-
-def assigned(resp) -> dict[uuid.UUID, list[int]]:
-    if resp.assignment is None:
-        return {}
-    return {t.topic_id: list(t.partitions) for t in resp.assignment.topic_partitions}
-
-
-def join_until_assigned(c: RawClient, group: str, member: str, topic: str, want: int, timeout: float = 10.0):
-    """Join and heartbeat until `want` partitions in total are assigned (initialization is asynchronous)."""
-    resp = heartbeat(c, group, member, 0, [topic])
-    assert resp.error_code == 0, resp
-    epoch, got = resp.member_epoch, assigned(resp)
-    end = time.monotonic() + timeout
-    while sum(len(p) for p in got.values()) != want:
-        assert time.monotonic() < end, (got, resp)
-        time.sleep(0.05)
-        resp = heartbeat(c, group, member, epoch)
-        assert resp.error_code == 0, resp
-        epoch = resp.member_epoch
-        if resp.assignment is not None:
-            got = assigned(resp)
-    return epoch, got
 
 
 def test_join_gets_assignment_after_share_partitions_are_initialized(broker_factory):

@@ -8,8 +8,8 @@ from collections import Counter
 
 import pytest
 
-from tests.integration.test_confluent_roundtrip import create_topic, produce_all
-from tests.integration.test_share_consumer import consumer, earliest, messages
+from tests.helpers.confluent_clients import create_topic, produce_all
+from tests.helpers.share_consumers import consumer, earliest, messages
 
 pytestmark = pytest.mark.integration
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.broker_process import REPO, BrokerProcess
-from tests.integration.test_confluent_roundtrip import consume_all, create_topic, produce_all
+from tests.helpers.confluent_clients import consume_all, create_topic, produce_all
 
 pytestmark = pytest.mark.integration
 

@@ -15,8 +15,7 @@ from confluent_kafka.admin import AdminClient
 
 from tests.conftest import _python
 from tests.helpers.broker_process import BrokerProcess
-from tests.integration.test_confluent_roundtrip import create_topic
-from tests.integration.test_group_configs import _alter
+from tests.helpers.confluent_clients import alter_group_config, create_topic
 
 __all__ = ["create_topic"]
 
@@ -35,7 +34,7 @@ def start_broker(tmp: Path, overrides: dict[str, str] | None = None, *, fixed_po
 
 
 def earliest(bootstrap: str, group: str) -> None:
-    _alter(AdminClient({"bootstrap.servers": bootstrap}), group, "share.auto.offset.reset", "earliest")
+    alter_group_config(AdminClient({"bootstrap.servers": bootstrap}), group, "share.auto.offset.reset", "earliest")
 
 
 def group_members(bootstrap: str, group: str) -> list[str]:
