@@ -34,6 +34,7 @@ from tests.helpers.broker_process import BrokerProcess
 from tests.helpers.confluent_clients import create_topic, produce_all
 from tests.helpers.proc_stats import open_fds, open_sockets, peak_rss_mib, rss_mib
 from tests.helpers.raw_client import RawClient
+from tests.helpers.waiting import wait_until
 
 TOPIC, GROUP = "conn-share", "conn-share-group"
 API_VERSIONS, METADATA, SHARE_GROUP_DESCRIBE = 18, 3, 77
@@ -190,14 +191,18 @@ class ConnectionCampaign:
         return len(group.members) if group.error_code == 0 else -1
 
     def _wait(self, condition: Callable[[], bool], timeout: float, what: str) -> bool:
-        end = time.monotonic() + timeout
-        while not condition():
-            if time.monotonic() > end:
-                self.progress(f"  timed out waiting for {what}")
-                return False
+        """wait_until that samples the broker's resources between checks and reports a timeout as False."""
+        def sampled() -> bool:
+            if condition():
+                return True
             self._sample()
-            time.sleep(0.5)
-        return True
+            return False
+
+        try:
+            return wait_until(sampled, timeout, what, interval=0.5)
+        except AssertionError:
+            self.progress(f"  timed out waiting for {what}")
+            return False
 
     def run(self) -> dict[str, Any]:
         broker = self.broker

@@ -48,6 +48,7 @@ from tests.fuzz.harness import scan_log
 from tests.helpers.broker_process import BrokerProcess
 from tests.helpers.proc_stats import open_fds, rss_mib
 from tests.helpers.raw_client import RawClient
+from tests.helpers.waiting import wait_until
 
 TOPIC, GROUP, DLQ = "crash", "crash-share", "dlq.crash"
 READ_SHARE_GROUP_STATE_SUMMARY, METADATA = 87, 3
@@ -58,14 +59,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str, interval: float = 0.1) -> None:
-    end = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > end:
-            raise TimeoutError(f"timed out waiting for {what}")
-        time.sleep(interval)
 
 
 class ProducerThread(threading.Thread):
@@ -277,7 +270,7 @@ class CrashCampaign:
             for cycle in range(1, self.cycles + 1):
                 acked, shared = producer.acked_count(), ledger.acked_count()
                 # Traffic flows again after the last restart: new records acknowledged to both kinds of client.
-                wait_for(lambda a=acked, s=shared: producer.acked_count() > a + 50 and ledger.acked_count() > s,
+                wait_until(lambda a=acked, s=shared: producer.acked_count() > a + 50 and ledger.acked_count() > s,
                          120, f"traffic in cycle {cycle}")
                 time.sleep(self.rng.uniform(0.2, 2.0))
                 self.broker.kill9()
@@ -335,8 +328,8 @@ class CrashCampaign:
             return all(last.get(p, -1) >= end for p, end in ends.items())
 
         try:
-            wait_for(complete, timeout, "the share consumers to finish", interval=1.0)
-        except TimeoutError:
+            wait_until(complete, timeout, "the share consumers to finish", interval=1.0)
+        except AssertionError:  # wait_until's timeout
             self.progress(f"  share state incomplete: start offsets {last}, ends {ends}")
         return ends
 

@@ -6,17 +6,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
-
-
-def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 class Member(threading.Thread):

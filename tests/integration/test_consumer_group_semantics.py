@@ -20,8 +20,9 @@ from tests.helpers.confluent_clients import (
     first_consumer_error,
     produce_batch,
 )
-from tests.helpers.group_members import Member, wait_until
+from tests.helpers.group_members import Member
 from tests.helpers.raw_client import RawClient
+from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,9 @@ from confluent_kafka.admin import AdminClient
 
 from tests.helpers.broker_process import free_port, restart
 from tests.helpers.confluent_clients import BackgroundProducer, committed_offsets, create_topic, produce_batch
-from tests.helpers.group_members import PARTITIONS, Member, check_delivery, consumed_all, covered, wait_until
+from tests.helpers.group_members import PARTITIONS, Member, check_delivery, consumed_all, covered
 from tests.helpers.kcat import kcat
+from tests.helpers.waiting import async_wait_until, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -288,13 +289,8 @@ def test_aiokafka_members_rebalance_on_join_and_leave(broker):
         return set(owned) == names and sorted(p for n in names for p in owned[n]) == [0, 1, 2, 3] \
             and all(owned[n] for n in names)
 
-    async def until(condition, what: str) -> None:
-        try:
-            async with asyncio.timeout(60):
-                while not condition():
-                    await asyncio.sleep(0.05)
-        except TimeoutError:
-            raise AssertionError(f"timed out waiting for {what}") from None
+    def until(condition, what: str):
+        return async_wait_until(condition, 60, what, interval=0.05)
 
     async def scenario() -> set[tuple[int, int]]:
         produced = await asyncio.to_thread(produce_batch, broker.bootstrap, "aio-many", 200, "a")

@@ -10,7 +10,8 @@ from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from tests.helpers.confluent_clients import create_topic, produce_batch
-from tests.helpers.group_members import Member, wait_until
+from tests.helpers.group_members import Member
+from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

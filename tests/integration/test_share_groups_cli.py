@@ -15,10 +15,10 @@ import pytest
 from confluent_kafka import ShareConsumer
 
 from tests.helpers.confluent_clients import create_topic, produce_all
-from tests.helpers.group_members import wait_until
 from tests.helpers.sasl import add_scram_user, sasl_ssl_broker
 from tests.helpers.share_consumers import earliest
 from tests.helpers.tls_material import make_tls_files
+from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

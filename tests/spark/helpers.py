@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import socket
-import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -14,6 +13,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from tests.conftest import _python
+from tests.helpers import waiting
 from tests.helpers.broker_process import BrokerProcess
 from tests.helpers.confluent_clients import alter_group_config, create_topic
 
@@ -98,9 +98,5 @@ def written(path: Path) -> Counter:
         return Counter()
 
 
-def wait_until(condition: Callable[[], bool], timeout: float, what: str, interval: float = 0.2) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
+# Spark conditions read sink files or a query's progress: five checks a second are plenty.
+wait_until = functools.partial(waiting.wait_until, interval=0.2)
