@@ -62,6 +62,7 @@ async def test_never_reading_client_holds_about_one_response():
     writer.transport.pause_reading()  # the client reads nothing
     writer.write(b"".join(frame(FETCH, i) for i in range(50)))
     await async_wait_until(lambda: dispatched)
+    # A window in which further dispatches would happen if the unsent bytes were not bounded: none may.
     for _ in range(50):
         await asyncio.sleep(0)
     await asyncio.sleep(0.2)
@@ -90,7 +91,7 @@ async def test_small_requests_still_run_concurrently():
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(b"".join(frame(PRODUCE, i) for i in range(20)))
     await async_wait_until(lambda: len(started) == 8)  # queued.max.requests in flight, the rest wait in the buffer
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0.05)  # a window for a ninth to start: none may
     assert len(started) == 8
     release.set()
     assert await read_responses(reader, 20) == list(range(20))
@@ -116,7 +117,7 @@ async def test_large_response_apis_run_one_at_a_time_per_connection():
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(b"".join(frame(FETCH, i) for i in range(5)))
     await async_wait_until(lambda: running)
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0.05)  # a window for a second Fetch to start: none may
     assert running == [0]
     release.set()
     assert await read_responses(reader, 5) == list(range(5))
@@ -144,7 +145,7 @@ async def test_every_failed_task_is_retrieved():
         assert await asyncio.wait_for(reader.read(), 10) == b""
         writer.close()
     await async_wait_until(lambda: not server.connections)
-    for _ in range(5):
+    for _ in range(5):  # a window for an unretrieved task's report to come (from gc): none may
         await asyncio.sleep(0.01)
         gc.collect()
     await server.close()
@@ -171,7 +172,7 @@ async def test_idle_connections_are_closed():
             w3.write(frame(PRODUCE, i))
             answered.extend(await read_responses(r3, 1))
             i += 1
-            await asyncio.sleep(0.03)
+            await asyncio.sleep(0.03)  # the client's pace, well inside idle_ms
 
     busy = asyncio.ensure_future(keep_busy())
     assert await asyncio.wait_for(r1.read(), 10) == b""
@@ -349,8 +350,7 @@ async def test_reading_pauses_when_much_waits_behind_a_long_poll():
     writer.write(frame(FETCH, 0) + b"".join(frame(FETCH, i, pad=4000) for i in range(1, n)))
     await async_wait_until(lambda: server.connections and len(next(iter(server.connections))._buf) >= 64 << 10)
     conn = next(iter(server.connections))
-    await asyncio.sleep(0.2)
-    assert conn._read_paused
+    await async_wait_until(lambda: conn._read_paused)
     assert len(conn._buf) <= (64 << 10) + (1 << 20)  # the bound plus one read
     release.set()
     assert await read_responses(reader, n) == list(range(n))
