@@ -135,7 +135,8 @@ def test_a_compacted_topic_reads_back_one_value_per_key(broker_factory) -> None:
     offsets = [o for _k, _v, o in got]
     assert offsets == sorted(offsets) and offsets[-1] < end  # offsets kept, with gaps
     assert log_bytes(partition_dir(broker, "users")) < written / 10
-    # tombstones stay readable for delete.retention.ms after their first cleaning, then a later round drops them
+    # tombstones stay readable for delete.retention.ms after their first cleaning, then a later round drops them:
+    # let that time (1 s) pass, a duration and not a state, before the record that makes the log dirty again
     time.sleep(1.2)
     assert produce(broker.bootstrap, "users", [(b"user-new", b"1")]) == []
     wanted[b"user-new"] = b"1"
@@ -172,7 +173,7 @@ def test_config_changes_apply_to_the_next_cleaning(broker_factory) -> None:
                                             "min.cleanable.dirty.ratio": "1.0"})
     items = [(b"k%d" % (i % 10), b"v%d" % i + b"-" * 100) for i in range(2000)]
     assert produce(broker.bootstrap, "cfg", items) == []
-    time.sleep(1.0)
+    time.sleep(1.0)  # a window for a cleaning (backoff 100 ms) that must not come
     assert cleaned_rounds(broker, "cfg") == 0  # all dirty: a ratio of 1.0, never above 1.0
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     resource = ConfigResource(ResourceType.TOPIC, "cfg", incremental_configs=[

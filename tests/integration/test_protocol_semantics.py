@@ -43,6 +43,9 @@ def test_fetch_long_poll_is_woken_by_an_append(broker):
 
     waiter = threading.Thread(target=park)
     waiter.start()
+    # Time for the Fetch to park (nothing outside the broker shows it). Not needed for correctness: an append
+    # that came first would be returned at once, which the assertions accept too; it makes the test exercise
+    # the wake-up.
     time.sleep(0.5)
     producer = Producer({"bootstrap.servers": broker.bootstrap})
     producer.produce("poll", b"wake", partition=0)

@@ -13,7 +13,10 @@ from collections import Counter
 import pytest
 from confluent_kafka import AcknowledgeType
 
+from tests.helpers.raw_client import RawClient
 from tests.helpers.share_consumers import consumer, drain, messages, send, setup
+from tests.helpers.share_raw import describe
+from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +53,8 @@ def test_implicit_three_consumers_share_the_records(broker):
     threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
     for t in threads:
         t.start()
-    time.sleep(3)  # all three join the group before the records arrive
+    with RawClient(broker.port) as raw:  # all three join the group before the records arrive
+        wait_until(lambda: len(describe(raw, "g-three").groups[0].members) == 3, 30, "the three members")
     t0 = time.monotonic()
     produced = send(broker, "sc-three", n)
     done.wait(120)
