@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import AcknowledgeType, KafkaException, ShareConsumer
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from shoal_client import ACCEPT, ShareGroupMember
 from shoal_client.connection import ConnectionLost
 from tests.campaigns import run_and_report
 from tests.fuzz.harness import scan_log
 from tests.helpers.broker_process import BrokerProcess
-from tests.helpers.confluent_clients import create_topic, produce_all
+from tests.helpers.confluent_clients import admin_client, create_topic, produce_all
 from tests.helpers.proc_stats import open_fds, open_sockets, peak_rss_mib, rss_mib
 from tests.helpers.raw_client import RawClient
 from tests.helpers.waiting import wait_until
@@ -209,7 +209,7 @@ class ConnectionCampaign:
         broker.start()
         bootstrap = broker.bootstrap
         create_topic(bootstrap, TOPIC, self.partitions)
-        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin = admin_client(bootstrap)
         resource_ = ConfigResource(ResourceType.GROUP, GROUP, incremental_configs=[
             ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
         admin.incremental_alter_configs([resource_])[resource_].result(30)

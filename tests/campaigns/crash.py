@@ -35,7 +35,6 @@ from typing import Any
 
 from confluent_kafka import AcknowledgeType, Consumer, KafkaException, Producer, ShareConsumer, TopicPartition
 from confluent_kafka.admin import (
-    AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
@@ -46,6 +45,7 @@ from confluent_kafka.admin import (
 from tests.campaigns import run_and_report
 from tests.fuzz.harness import scan_log
 from tests.helpers.broker_process import BrokerProcess
+from tests.helpers.confluent_clients import admin_client
 from tests.helpers.proc_stats import open_fds, rss_mib
 from tests.helpers.raw_client import RawClient
 from tests.helpers.waiting import wait_until
@@ -247,7 +247,7 @@ class CrashCampaign:
         return time.monotonic() - t0
 
     def _set_up(self) -> None:
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = admin_client(self.bootstrap)
         admin.create_topics([NewTopic(TOPIC, self.partitions, 1)])[TOPIC].result(30)
         for name, value in (("share.auto.offset.reset", "earliest"), ("errors.deadletterqueue.topic.name", DLQ)):
             resource = ConfigResource(ResourceType.GROUP, GROUP, incremental_configs=[
@@ -365,7 +365,7 @@ class CrashCampaign:
         starts = self.share_start_offsets()
         dlq_ends = {}
         with contextlib.suppress(Exception):
-            dlq_meta = AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(DLQ, timeout=30)
+            dlq_meta = admin_client(self.bootstrap).list_topics(DLQ, timeout=30)
             dlq_partitions = list(dlq_meta.topics[DLQ].partitions) if DLQ in dlq_meta.topics else []
             c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "crash-reader"})
             dlq_ends = {p: c.get_watermark_offsets(TopicPartition(DLQ, p), timeout=30)[1] for p in dlq_partitions}

@@ -23,8 +23,13 @@ from confluent_kafka.admin import (
 )
 
 
+def admin_client(bootstrap: str, **conf) -> AdminClient:
+    """An AdminClient for `bootstrap` ("host:port"), with any further librdkafka settings."""
+    return AdminClient({"bootstrap.servers": bootstrap, **conf})
+
+
 def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | None = None) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = admin_client(bootstrap)
     futures = admin.create_topics([NewTopic(name, num_partitions=partitions, config=config or {})])
     futures[name].result(timeout=30)
 
@@ -161,6 +166,6 @@ def first_consumer_error(conf: dict, topic: str, timeout: float = 30):
 
 
 def committed_offsets(broker, group: str, topic: str) -> dict[int, int]:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     listed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(timeout=30)
     return {tp.partition: tp.offset for tp in listed.topic_partitions if tp.topic == topic}

@@ -8,9 +8,8 @@ import time
 from collections.abc import Callable, Sequence
 
 from confluent_kafka import ShareConsumer
-from confluent_kafka.admin import AdminClient
 
-from tests.helpers.confluent_clients import alter_group_config, create_topic, produce_all
+from tests.helpers.confluent_clients import admin_client, alter_group_config, create_topic, produce_all
 
 Key = tuple[int, int]  # (partition, offset)
 
@@ -32,7 +31,7 @@ def poll_until_served(consumers: Sequence[ShareConsumer], check: Callable[[list[
 
 
 def earliest(broker, group: str) -> None:
-    alter_group_config(AdminClient({"bootstrap.servers": broker.bootstrap}), group, "share.auto.offset.reset",
+    alter_group_config(admin_client(broker.bootstrap), group, "share.auto.offset.reset",
                        "earliest")
 
 

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
-    AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
@@ -21,6 +20,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from tests.helpers.confluent_clients import admin_client
 from tests.helpers.raw_client import RawClient
 from tests.helpers.waiting import wait_until
 
@@ -30,7 +30,7 @@ FAST_CLEANER = {"log.cleaner.backoff.ms": "100"}
 
 
 def create_topic(bootstrap: str, name: str, config: dict[str, str], partitions: int = 1) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = admin_client(bootstrap)
     admin.create_topics([NewTopic(name, num_partitions=partitions, config=config)])[name].result(timeout=30)
 
 
@@ -175,7 +175,7 @@ def test_config_changes_apply_to_the_next_cleaning(broker_factory) -> None:
     assert produce(broker.bootstrap, "cfg", items) == []
     time.sleep(1.0)  # a window for a cleaning (backoff 100 ms) that must not come
     assert cleaned_rounds(broker, "cfg") == 0  # all dirty: a ratio of 1.0, never above 1.0
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     resource = ConfigResource(ResourceType.TOPIC, "cfg", incremental_configs=[
         ConfigEntry("min.cleanable.dirty.ratio", "0.1", incremental_operation=AlterConfigOpType.SET)])
     admin.incremental_alter_configs([resource])[resource].result(timeout=30)

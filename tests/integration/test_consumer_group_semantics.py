@@ -12,10 +12,10 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient
 
 from tests.helpers.confluent_clients import (
     BackgroundProducer,
+    admin_client,
     create_topic,
     first_consumer_error,
     produce_batch,
@@ -65,7 +65,7 @@ def test_regex_subscription_follows_a_new_matching_topic(broker):
         assert {t for t, _, _ in seen} == {"rx-a", "rx-b"}  # never `other`
         assert sorted((tp.topic, tp.partition) for tp in c.assignment()) == \
             [("rx-a", 0), ("rx-a", 1), ("rx-b", 0), ("rx-b", 1)]
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # kept alive until the result is in
+        admin = admin_client(broker.bootstrap)  # kept alive until the result is in
         [member] = admin.describe_consumer_groups(["rx"])["rx"].result(timeout=30).members
         assert sorted((tp.topic, tp.partition) for tp in member.assignment.topic_partitions) == \
             [("rx-a", 0), ("rx-a", 1), ("rx-b", 0), ("rx-b", 1)]
@@ -199,7 +199,7 @@ def test_session_timeout_removes_a_crashed_member(broker_factory, protocol):
         ready, _, _ = select.select([crasher.stdout], [], [], 60)  # never block without a deadline
         assert ready and crasher.stdout.readline().strip() == "assigned", "the second member never got partitions"
         wait_until(lambda: len(survivor.assigned) == 2, 60, "the partitions shared by two members")
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin = admin_client(broker.bootstrap)
 
         def members() -> int:
             return len(admin.describe_consumer_groups([group])[group].result(timeout=30).members)
@@ -257,7 +257,7 @@ def test_static_member_restart_keeps_its_partitions_without_a_rebalance(broker, 
         wait_until(lambda: len(first.assigned) == 2 and len(other.assigned) == 2, 60, "2 members x 2")
         held, rounds = set(first.assigned), other.assignments
         first.stop()
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin = admin_client(broker.bootstrap)
         described = admin.describe_consumer_groups([group])[group].result(timeout=30)
         # The instance keeps its place (and its partitions) while it is away.
         assert {m.group_instance_id for m in described.members} == {"inst-0", "inst-1"}

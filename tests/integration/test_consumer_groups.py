@@ -7,10 +7,15 @@ import asyncio
 import threading
 
 import pytest
-from confluent_kafka.admin import AdminClient
 
 from tests.helpers.broker_process import free_port, restart
-from tests.helpers.confluent_clients import BackgroundProducer, committed_offsets, create_topic, produce_batch
+from tests.helpers.confluent_clients import (
+    BackgroundProducer,
+    admin_client,
+    committed_offsets,
+    create_topic,
+    produce_batch,
+)
 from tests.helpers.group_members import PARTITIONS, Member, check_delivery, consumed_all, covered
 from tests.helpers.kcat import kcat
 from tests.helpers.waiting import async_wait_until, wait_until
@@ -19,7 +24,7 @@ pytestmark = pytest.mark.integration
 
 
 def assignor_of(broker, group: str) -> str:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     return admin.describe_consumer_groups([group])[group].result(timeout=30).partition_assignor
 
 

@@ -6,15 +6,15 @@ import time
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, AlterConfigOpType
+from confluent_kafka.admin import AlterConfigOpType
 
-from tests.helpers.confluent_clients import alter_group_config, describe_group_config
+from tests.helpers.confluent_clients import admin_client, alter_group_config, describe_group_config
 
 pytestmark = pytest.mark.integration
 
 
 def test_share_auto_offset_reset_on_the_group_resource(broker):
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     assert describe_group_config(admin, "g1")["share.auto.offset.reset"].value == "latest"
     alter_group_config(admin, "g1", "share.auto.offset.reset", "earliest")
     alter_group_config(admin, "g2", "share.auto.offset.reset", "by_duration:PT1H")
@@ -28,7 +28,7 @@ def test_share_auto_offset_reset_on_the_group_resource(broker):
         assert err.value.args[0].code() == KafkaError.INVALID_CONFIG, bad
 
     broker.restart()
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     assert describe_group_config(admin, "g1")["share.auto.offset.reset"].value == "earliest"
     alter_group_config(admin, "g1", "share.auto.offset.reset", None, AlterConfigOpType.DELETE)
     assert describe_group_config(admin, "g1")["share.auto.offset.reset"].value == "latest"
@@ -44,7 +44,7 @@ def test_every_share_group_config_is_described_with_its_source(broker_factory):
     from confluent_kafka.admin import ConfigSource
 
     broker = broker_factory({"group.share.delivery.count.limit": "3"})
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     described = describe_group_config(admin, "g")
     assert set(SHARE_CONFIGS) <= set(described)
     assert described["share.delivery.count.limit"].value == "3"  # the broker's setting
@@ -66,7 +66,7 @@ def test_every_share_group_config_is_described_with_its_source(broker_factory):
 
 
 def test_out_of_bounds_values_are_invalid_config_with_kafkas_messages(broker):
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     cases = [("share.delivery.count.limit", "1",
               "Invalid value 1 for configuration share.delivery.count.limit: Value must be at least 2"),
              ("share.delivery.count.limit", "11", "share.delivery.count.limit must be in the range 2 to 10 inclusive."),
@@ -96,7 +96,7 @@ def test_lock_duration_delivery_limit_and_record_locks_apply_to_a_running_group(
     from tests.helpers.share_raw import part as partition_of
 
     broker = broker_factory({"group.share.min.record.lock.duration.ms": "1000"})
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     client, tid = setup(broker, "gc-live")
     with client:
         assert fetch(client, "g", "a", 0, tid).error_code == 0  # the share-partition is loaded now (30 s locks)
@@ -128,7 +128,7 @@ def test_renew_can_be_disabled_for_a_group(broker):
     from tests.helpers.raw_requests import produce
     from tests.helpers.share_raw import SHARE_ACK, acquired, batch, fetch, part, setup
 
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     client, tid = setup(broker, "gc-renew")
     with client:
         assert fetch(client, "g", "m", 0, tid, version=2).error_code == 0
@@ -155,7 +155,7 @@ def test_heartbeat_interval_and_session_timeout_apply_to_a_running_group(broker_
     broker = broker_factory({"group.share.min.session.timeout.ms": "1000",
                              "group.share.min.heartbeat.interval.ms": "200",
                              "group.share.heartbeat.interval.ms": "500"})
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     create_topic(broker.bootstrap, "gc-session", 1)
     with RawClient(broker.port) as c:
         resp = heartbeat(c, "g", "m", 0, ["gc-session"])

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import ConsumerGroupType
-from confluent_kafka.admin import AdminClient
 
 from tests.helpers.broker_process import free_port, restart
 from tests.helpers.confluent_clients import (
     BackgroundProducer,
+    admin_client,
     committed_offsets,
     create_topic,
     first_consumer_error,
@@ -46,7 +46,7 @@ def start(threads: list, thread):
 
 
 def group_type(broker, group: str) -> ConsumerGroupType:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     return admin.describe_consumer_groups([group])[group].result(timeout=30).type
 
 

@@ -11,12 +11,12 @@ import urllib.request
 
 import pytest
 from confluent_kafka import AcknowledgeType, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from protocol.errors import ErrorCode
 from protocol.framing import RequestHeader, encode_request
-from tests.helpers.confluent_clients import alter_group_config, create_topic, produce_all
+from tests.helpers.confluent_clients import admin_client, alter_group_config, create_topic, produce_all
 from tests.helpers.raw_client import RawClient
 from tests.helpers.share_consumers import consumer, earliest, messages
 
@@ -76,7 +76,7 @@ def test_scrape_after_a_known_workload(broker_factory):
     topic, group, n = "m-topic", "m-group", 200
     create_topic(broker.bootstrap, topic, 1)
     earliest(broker, group)
-    alter_group_config(AdminClient({"bootstrap.servers": broker.bootstrap}), group, "errors.deadletterqueue.topic.name",
+    alter_group_config(admin_client(broker.bootstrap), group, "errors.deadletterqueue.topic.name",
            "dlq.m-topic")
     delivered = produce_all(broker.bootstrap, topic, [f"v{i}".encode() for i in range(n)], **{"batch.size": 2000})
     assert len(delivered) == n
@@ -96,7 +96,7 @@ def test_scrape_after_a_known_workload(broker_factory):
         assert set(got.values()) == {1}
 
         # An admin call that fails: the topic exists (CreateTopics answers TOPIC_ALREADY_EXISTS).
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin = admin_client(broker.bootstrap)
         with pytest.raises(KafkaException):
             admin.create_topics([NewTopic(topic, num_partitions=1)])[topic].result(timeout=30)
 

@@ -9,11 +9,10 @@ import uuid
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient
 
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch, iter_batches
-from tests.helpers.confluent_clients import create_topic
+from tests.helpers.confluent_clients import admin_client, create_topic
 from tests.helpers.raw_client import RawClient
 from tests.helpers.raw_requests import (
     FETCH,
@@ -172,7 +171,7 @@ def test_find_coordinator_versions(broker):
 
 
 def test_describe_cluster_and_metadata(broker):
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     cluster = admin.describe_cluster().result(timeout=30)
     assert cluster.cluster_id and [(n.id, n.port) for n in cluster.nodes] == [(1, broker.port)]
     assert cluster.controller.id == 1

@@ -28,6 +28,8 @@ from kafka.admin import (
 )
 from kafka.admin import ResourceType as KafkaResourceType
 
+from tests.helpers.confluent_clients import admin_client
+
 pytestmark = pytest.mark.integration
 
 AUTHORIZER = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
@@ -35,7 +37,7 @@ AUTHORIZER = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.Sta
 
 
 def admin_for(broker) -> AdminClient:
-    return AdminClient({"bootstrap.servers": broker.bootstrap})
+    return admin_client(broker.bootstrap)
 
 
 def describe_scram(admin: AdminClient) -> dict:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka.admin import AdminClient
 
 from protocol.records import iter_batch_views, iter_records
 from shoal_client import (
@@ -19,7 +18,7 @@ from shoal_client import (
     acknowledgements,
 )
 from tests.helpers.broker_process import free_port
-from tests.helpers.confluent_clients import alter_group_config, create_topic, produce_all
+from tests.helpers.confluent_clients import admin_client, alter_group_config, create_topic, produce_all
 
 pytestmark = pytest.mark.integration
 
@@ -27,7 +26,7 @@ SHORT_LOCKS = {"group.share.record.lock.duration.ms": "1000", "group.share.min.r
 
 
 def earliest(bootstrap: str, group: str) -> None:
-    alter_group_config(AdminClient({"bootstrap.servers": bootstrap}), group, "share.auto.offset.reset", "earliest")
+    alter_group_config(admin_client(bootstrap), group, "share.auto.offset.reset", "earliest")
 
 
 def values_in(acquired: list[Acquired]) -> list[bytes]:

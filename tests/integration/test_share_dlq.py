@@ -6,9 +6,10 @@ import time
 
 import pytest
 from confluent_kafka import AcknowledgeType, Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+from confluent_kafka.admin import ConfigResource, NewTopic, ResourceType
 
 from tests.helpers.confluent_clients import (
+    admin_client,
     alter_group_config,
     create_topic,
     describe_group_config,
@@ -57,7 +58,7 @@ def consume_with(c, handle, until, timeout_s: float = 30.0) -> None:
 def test_poison_records_land_in_the_dlq_with_their_context(broker_factory):
     broker = broker_factory({"group.share.delivery.count.limit": "2",
                              "errors.deadletterqueue.auto.create.topics.enable": "true"})
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     create_topic(broker.bootstrap, "orders", 1)
     for name, value in [("share.auto.offset.reset", "earliest"),
                         ("errors.deadletterqueue.topic.name", "dlq.orders")]:
@@ -95,7 +96,7 @@ def test_poison_records_land_in_the_dlq_with_their_context(broker_factory):
 
 
 def test_copy_record_and_existing_topics_must_allow_being_a_dlq(broker):
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     create_topic(broker.bootstrap, "payments", 1)
     for f in admin.create_topics([NewTopic("payments-dead", 2, config={"errors.deadletterqueue.group.enable": "true"}),
                                   NewTopic("not-a-dlq", 1)]).values():
@@ -124,7 +125,7 @@ def test_copy_record_and_existing_topics_must_allow_being_a_dlq(broker):
 
 
 def test_dlq_topic_name_must_not_be_internal(broker):
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     with pytest.raises(KafkaException) as err:
         alter_group_config(admin, "g", "errors.deadletterqueue.topic.name", "__consumer_offsets")
     assert "must not start with '__'" in err.value.args[0].str()

@@ -7,10 +7,10 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka.admin import AdminClient
 
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch, iter_batches
+from tests.helpers.confluent_clients import admin_client
 from tests.helpers.raw_client import RawClient
 from tests.helpers.raw_requests import produce
 from tests.helpers.share_raw import (
@@ -147,7 +147,7 @@ def test_acknowledged_state_survives_kill9(broker):
 def test_auto_offset_reset_from_group_config(broker):
     from tests.helpers.confluent_clients import alter_group_config
 
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     alter_group_config(admin, "early", "share.auto.offset.reset", "earliest")
     alter_group_config(admin, "recent", "share.auto.offset.reset", "by_duration:PT1H")
     client, tid = setup(broker, "sf-reset")
@@ -217,7 +217,7 @@ def test_v2_record_limit_mode_and_renew(broker_factory):
         assert acquired(resp) == [(0, 2, 1)]  # record_limit: exactly MaxRecords, inside one log batch
         # Renew the lock twice over 1.6 s (lock 1 s): the records stay with m1.
         for epoch in (2, 3):
-            time.sleep(0.8)
+            time.sleep(0.8)  # time passing is the test: each renew comes inside the lock, the two outlast it
             ack = client.call(SHARE_ACK, 2, {"group_id": "g", "member_id": "m1", "share_session_epoch": epoch,
                                              "is_renew_ack": True, "topics": [{"topic_id": tid, "partitions": [
                                                  {"partition_index": 0, "acknowledgement_batches": [

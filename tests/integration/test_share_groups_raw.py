@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from protocol.errors import ErrorCode
-from tests.helpers.confluent_clients import create_topic
+from tests.helpers.confluent_clients import admin_client, create_topic
 from tests.helpers.raw_client import RawClient
 from tests.helpers.raw_requests import topic_id
 from tests.helpers.share_raw import FAST, assigned, describe, heartbeat, join_until_assigned
@@ -234,14 +234,13 @@ def test_apis_are_advertised(broker):
 
 
 def test_topic_deletion_is_forgotten_by_the_group_and_the_share_state(broker_factory):
-    from confluent_kafka.admin import AdminClient
 
     broker = broker_factory(FAST)
     create_topic(broker.bootstrap, "sg-del", partitions=2)
     with RawClient(broker.port) as c:
         tid = topic_id(c, "sg-del")
         epoch, _ = join_until_assigned(c, "g6", "m", "sg-del", 2)
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin = admin_client(broker.bootstrap)
         admin.delete_topics(["sg-del"])["sg-del"].result(30)
         end = time.monotonic() + 10
         while True:  # the next heartbeat sees the metadata change and drops the assignment

@@ -10,12 +10,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient
 
 from tests.conftest import _python
 from tests.helpers import waiting
 from tests.helpers.broker_process import BrokerProcess
-from tests.helpers.confluent_clients import alter_group_config, create_topic
+from tests.helpers.confluent_clients import admin_client, alter_group_config, create_topic
 
 __all__ = ["create_topic"]
 
@@ -34,7 +33,7 @@ def start_broker(tmp: Path, overrides: dict[str, str] | None = None, *, fixed_po
 
 
 def earliest(bootstrap: str, group: str) -> None:
-    alter_group_config(AdminClient({"bootstrap.servers": bootstrap}), group, "share.auto.offset.reset", "earliest")
+    alter_group_config(admin_client(bootstrap), group, "share.auto.offset.reset", "earliest")
 
 
 def group_members(bootstrap: str, group: str) -> list[str]:
