@@ -7,7 +7,13 @@ import uuid
 from protocol.codec import message_codec
 from tests.helpers.raw_client import RawClient
 
-PRODUCE, FETCH, LIST_OFFSETS, METADATA, FIND_COORDINATOR, INIT_PRODUCER_ID = 0, 1, 2, 3, 10, 22
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, FIND_COORDINATOR, CREATE_TOPICS, INIT_PRODUCER_ID = 0, 1, 2, 3, 10, 19, 22
+
+
+def create_topic(client: RawClient, topic: str, partitions: int = 1) -> None:
+    resp = client.call(CREATE_TOPICS, 7, {"topics": [{"name": topic, "num_partitions": partitions,
+                                                      "replication_factor": -1}], "timeout_ms": 30_000})
+    assert resp.topics[0].error_code == 0, resp.topics[0]
 
 
 def produce(client: RawClient, topic: str, records: bytes, partition: int = 0, acks: int = -1):

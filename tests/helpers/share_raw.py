@@ -7,9 +7,8 @@ import time
 import uuid
 
 from protocol.records import Record, build_batch
-from tests.helpers.confluent_clients import create_topic
 from tests.helpers.raw_client import RawClient
-from tests.helpers.raw_requests import topic_id
+from tests.helpers.raw_requests import create_topic, topic_id
 
 SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH, SHARE_ACK = 76, 77, 78, 79
 ACCEPT, RELEASE, REJECT = 1, 2, 3
@@ -68,8 +67,8 @@ def acquired(resp, p: int = 0) -> list[tuple[int, int, int]]:
 
 
 def setup(broker, name: str, partitions: int = 1) -> tuple[RawClient, uuid.UUID]:
-    create_topic(broker.bootstrap, name, partitions)
     client = RawClient(broker.port)
+    create_topic(client, name, partitions)
     tid = topic_id(client, name)
     TOPICS[tid] = (name, partitions)
     return client, tid
