@@ -102,6 +102,11 @@ def alter_group_config(admin: AdminClient, group: str, name: str, value: str | N
     admin.incremental_alter_configs([resource])[resource].result(timeout=30)
 
 
+def share_from_earliest(bootstrap: str, group: str) -> None:
+    """share.auto.offset.reset=earliest for `group`: its members start at the log start, not at its end."""
+    alter_group_config(admin_client(bootstrap), group, "share.auto.offset.reset", "earliest")
+
+
 def describe_group_config(admin: AdminClient, group: str) -> dict:
     resource = ConfigResource(ResourceType.GROUP, group)
     return admin.describe_configs([resource])[resource].result(timeout=30)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 from confluent_kafka import ShareConsumer
 
-from tests.helpers.confluent_clients import admin_client, alter_group_config, create_topic, produce_all
+from tests.helpers.confluent_clients import create_topic, produce_all, share_from_earliest
 
 Key = tuple[int, int]  # (partition, offset)
 
@@ -31,8 +31,7 @@ def poll_until_served(consumers: Sequence[ShareConsumer], check: Callable[[list[
 
 
 def earliest(broker, group: str) -> None:
-    alter_group_config(admin_client(broker.bootstrap), group, "share.auto.offset.reset",
-                       "earliest")
+    share_from_earliest(broker.bootstrap, group)
 
 
 def consumer(broker, group: str, topic: str, mode: str = "implicit", **conf) -> ShareConsumer:

@@ -18,15 +18,15 @@ from shoal_client import (
     acknowledgements,
 )
 from tests.helpers.broker_process import free_port
-from tests.helpers.confluent_clients import admin_client, alter_group_config, create_topic, produce_all
+from tests.helpers.confluent_clients import (
+    create_topic,
+    produce_all,
+    share_from_earliest,
+)
 
 pytestmark = pytest.mark.integration
 
 SHORT_LOCKS = {"group.share.record.lock.duration.ms": "1000", "group.share.min.record.lock.duration.ms": "1000"}
-
-
-def earliest(bootstrap: str, group: str) -> None:
-    alter_group_config(admin_client(bootstrap), group, "share.auto.offset.reset", "earliest")
 
 
 def values_in(acquired: list[Acquired]) -> list[bytes]:
@@ -63,7 +63,7 @@ def drain(member: ShareGroupMember, want: int, *, ack: int | None = ACCEPT, max_
 
 def test_fetch_acknowledge_and_bounds(broker):
     create_topic(broker.bootstrap, "sc-basic", partitions=2)
-    earliest(broker.bootstrap, "g")
+    share_from_earliest(broker.bootstrap, "g")
     values = [f"v{i}".encode() for i in range(300)]
     produce_all(broker.bootstrap, "sc-basic", values, partition=None)
     with ShareGroupMember(broker.bootstrap, "g", ["sc-basic"]) as member:
@@ -83,7 +83,7 @@ def test_fetch_acknowledge_and_bounds(broker):
 
 def test_close_releases_to_another_member_at_once(broker):
     create_topic(broker.bootstrap, "sc-close")
-    earliest(broker.bootstrap, "g")
+    share_from_earliest(broker.bootstrap, "g")
     produce_all(broker.bootstrap, "sc-close", [b"a", b"b", b"c"])
     a = ShareGroupMember(broker.bootstrap, "g", ["sc-close"]).start()
     held = drain(a, 3, ack=None)
@@ -105,7 +105,7 @@ def test_close_releases_to_another_member_at_once(broker):
 def test_renew_keeps_locks_past_the_lock_duration(broker_factory):
     broker = broker_factory(SHORT_LOCKS)
     create_topic(broker.bootstrap, "sc-renew")
-    earliest(broker.bootstrap, "g")
+    share_from_earliest(broker.bootstrap, "g")
     produce_all(broker.bootstrap, "sc-renew", [b"x"] * 5)
     with ShareGroupMember(broker.bootstrap, "g", ["sc-renew"]) as a, \
             ShareGroupMember(broker.bootstrap, "g", ["sc-renew"]) as b:
@@ -124,7 +124,7 @@ def test_broker_restart_loses_the_session_and_redelivers(broker_factory):
     # A fixed port, so that the client finds the restarted broker where it was.
     broker = broker_factory({"listeners": f"PLAINTEXT://127.0.0.1:{free_port()}"})
     create_topic(broker.bootstrap, "sc-restart")
-    earliest(broker.bootstrap, "g")
+    share_from_earliest(broker.bootstrap, "g")
     produce_all(broker.bootstrap, "sc-restart", [f"r{i}".encode() for i in range(10)])
     member = ShareGroupMember(broker.bootstrap, "g", ["sc-restart"]).start()
     try:

@@ -14,7 +14,7 @@ from confluent_kafka import Producer
 from tests.conftest import _python
 from tests.helpers import waiting
 from tests.helpers.broker_process import BrokerProcess
-from tests.helpers.confluent_clients import admin_client, alter_group_config, create_topic
+from tests.helpers.confluent_clients import create_topic
 
 __all__ = ["create_topic"]
 
@@ -30,10 +30,6 @@ def start_broker(tmp: Path, overrides: dict[str, str] | None = None, *, fixed_po
     if fixed_port:  # restarts come back on the same port, where the clients look for it
         props["listeners"] = f"PLAINTEXT://127.0.0.1:{free_port()}"
     return BrokerProcess(tmp / "data", tmp / "broker.log", overrides=props, python=_python()).start()
-
-
-def earliest(bootstrap: str, group: str) -> None:
-    alter_group_config(admin_client(bootstrap), group, "share.auto.offset.reset", "earliest")
 
 
 def group_members(bootstrap: str, group: str) -> list[str]:
