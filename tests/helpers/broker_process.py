@@ -24,6 +24,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
+VENV_PYTHON = REPO / ".venv" / "bin" / "python"
+
+
+def venv_python() -> str:
+    """The repository venv's interpreter (`make install` makes it), else the one running the tests."""
+    return str(VENV_PYTHON) if VENV_PYTHON.exists() else sys.executable
+
+
 class BrokerProcess:
     def __init__(self, data_dir: Path, log_path: Path, *, overrides: dict[str, str] | None = None,
                  start_timeout: float = 30.0, python: str | None = None, program: list[str] | None = None,

@@ -10,8 +10,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewPartitions, NewTopic
 
-from tests.conftest import _python
-from tests.helpers.broker_process import BrokerProcess
+from tests.helpers.broker_process import BrokerProcess, venv_python
 from tests.helpers.confluent_clients import admin_client
 
 pytestmark = pytest.mark.integration
@@ -40,7 +39,7 @@ def _roundtrip(bootstrap: str, topic: str, partitions: list[int], tag: bytes) ->
 
 
 def test_ten_thousand_partitions_under_a_low_descriptor_limit(tmp_path: Path) -> None:
-    broker = BrokerProcess(tmp_path / "data", tmp_path / "broker.log", python=_python(), max_open_files=LIMIT,
+    broker = BrokerProcess(tmp_path / "data", tmp_path / "broker.log", python=venv_python(), max_open_files=LIMIT,
                            start_timeout=120)
     broker.start()
     try:

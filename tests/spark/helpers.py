@@ -11,9 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from confluent_kafka import Producer
 
-from tests.conftest import _python
 from tests.helpers import waiting
-from tests.helpers.broker_process import BrokerProcess
+from tests.helpers.broker_process import BrokerProcess, venv_python
 from tests.helpers.confluent_clients import create_topic
 
 __all__ = ["create_topic"]
@@ -29,7 +28,7 @@ def start_broker(tmp: Path, overrides: dict[str, str] | None = None, *, fixed_po
     props = dict(overrides or {})
     if fixed_port:  # restarts come back on the same port, where the clients look for it
         props["listeners"] = f"PLAINTEXT://127.0.0.1:{free_port()}"
-    return BrokerProcess(tmp / "data", tmp / "broker.log", overrides=props, python=_python()).start()
+    return BrokerProcess(tmp / "data", tmp / "broker.log", overrides=props, python=venv_python()).start()
 
 
 def group_members(bootstrap: str, group: str) -> list[str]:

@@ -21,9 +21,9 @@ PER_TRIGGER = 1000
 
 
 def start_driver(broker, out, checkpoint, log):
-    from tests.conftest import _python
+    from tests.helpers.broker_process import venv_python
 
-    cmd = [_python(), "-m", "tests.spark.stream_driver", broker.bootstrap, "kill", "g", str(out), str(checkpoint),
+    cmd = [venv_python(), "-m", "tests.spark.stream_driver", broker.bootstrap, "kill", "g", str(out), str(checkpoint),
            str(RECORDS), str(PER_TRIGGER)]
     # A session of its own: the driver, its JVM and the Python workers form one process group to kill.
     return subprocess.Popen(cmd, cwd=REPO, env={**os.environ, **spark_env()}, stdout=log, stderr=subprocess.STDOUT,
