@@ -6,22 +6,15 @@ output to a file, attach the tail of that file to the report of a failing test, 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.integration.broker_process import BrokerProcess
-
-VENV_PYTHON = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "python"
-
-
-def _python() -> str:
-    return str(VENV_PYTHON) if VENV_PYTHON.exists() else sys.executable
+from tests.helpers.broker_process import BrokerProcess, venv_python
 
 
 def _start(tmp: Path, overrides: dict[str, str] | None = None, extra_args: list[str] | None = None) -> BrokerProcess:
-    proc = BrokerProcess(tmp / "data", tmp / "broker.log", overrides=overrides, python=_python(),
+    proc = BrokerProcess(tmp / "data", tmp / "broker.log", overrides=overrides, python=venv_python(),
                          extra_args=extra_args)
     return proc.start()
 

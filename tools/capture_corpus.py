@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.integration.broker_process import BrokerProcess  # noqa: E402
+from tests.helpers.broker_process import BrokerProcess  # noqa: E402
 
 TOPIC, OTHER, SHARED = "cap-a", "cap-b", "cap-share"
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '

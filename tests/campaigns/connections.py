@@ -24,16 +24,17 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import AcknowledgeType, KafkaException, ShareConsumer
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from shoal_client import ACCEPT, ShareGroupMember
 from shoal_client.connection import ConnectionLost
 from tests.campaigns import run_and_report
 from tests.fuzz.harness import scan_log
-from tests.integration.broker_process import BrokerProcess
-from tests.integration.proc_stats import open_fds, open_sockets, peak_rss_mib, rss_mib
-from tests.integration.raw_client import RawClient
-from tests.integration.test_confluent_roundtrip import create_topic, produce_all
+from tests.helpers.broker_process import BrokerProcess
+from tests.helpers.confluent_clients import admin_client, create_topic, produce_all
+from tests.helpers.proc_stats import open_fds, open_sockets, peak_rss_mib, rss_mib
+from tests.helpers.raw_client import RawClient
+from tests.helpers.waiting import wait_until
 
 TOPIC, GROUP = "conn-share", "conn-share-group"
 API_VERSIONS, METADATA, SHARE_GROUP_DESCRIBE = 18, 3, 77
@@ -190,21 +191,25 @@ class ConnectionCampaign:
         return len(group.members) if group.error_code == 0 else -1
 
     def _wait(self, condition: Callable[[], bool], timeout: float, what: str) -> bool:
-        end = time.monotonic() + timeout
-        while not condition():
-            if time.monotonic() > end:
-                self.progress(f"  timed out waiting for {what}")
-                return False
+        """wait_until that samples the broker's resources between checks and reports a timeout as False."""
+        def sampled() -> bool:
+            if condition():
+                return True
             self._sample()
-            time.sleep(0.5)
-        return True
+            return False
+
+        try:
+            return wait_until(sampled, timeout, what, interval=0.5)
+        except AssertionError:
+            self.progress(f"  timed out waiting for {what}")
+            return False
 
     def run(self) -> dict[str, Any]:
         broker = self.broker
         broker.start()
         bootstrap = broker.bootstrap
         create_topic(bootstrap, TOPIC, self.partitions)
-        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin = admin_client(bootstrap)
         resource_ = ConfigResource(ResourceType.GROUP, GROUP, incremental_configs=[
             ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
         admin.incremental_alter_configs([resource_])[resource_].result(30)

@@ -35,7 +35,6 @@ from typing import Any
 
 from confluent_kafka import AcknowledgeType, Consumer, KafkaException, Producer, ShareConsumer, TopicPartition
 from confluent_kafka.admin import (
-    AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
@@ -45,9 +44,11 @@ from confluent_kafka.admin import (
 
 from tests.campaigns import run_and_report
 from tests.fuzz.harness import scan_log
-from tests.integration.broker_process import BrokerProcess
-from tests.integration.proc_stats import open_fds, rss_mib
-from tests.integration.raw_client import RawClient
+from tests.helpers.broker_process import BrokerProcess
+from tests.helpers.confluent_clients import admin_client
+from tests.helpers.proc_stats import open_fds, rss_mib
+from tests.helpers.raw_client import RawClient
+from tests.helpers.waiting import wait_until
 
 TOPIC, GROUP, DLQ = "crash", "crash-share", "dlq.crash"
 READ_SHARE_GROUP_STATE_SUMMARY, METADATA = 87, 3
@@ -58,14 +59,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str, interval: float = 0.1) -> None:
-    end = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > end:
-            raise TimeoutError(f"timed out waiting for {what}")
-        time.sleep(interval)
 
 
 class ProducerThread(threading.Thread):
@@ -254,7 +247,7 @@ class CrashCampaign:
         return time.monotonic() - t0
 
     def _set_up(self) -> None:
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = admin_client(self.bootstrap)
         admin.create_topics([NewTopic(TOPIC, self.partitions, 1)])[TOPIC].result(30)
         for name, value in (("share.auto.offset.reset", "earliest"), ("errors.deadletterqueue.topic.name", DLQ)):
             resource = ConfigResource(ResourceType.GROUP, GROUP, incremental_configs=[
@@ -277,7 +270,7 @@ class CrashCampaign:
             for cycle in range(1, self.cycles + 1):
                 acked, shared = producer.acked_count(), ledger.acked_count()
                 # Traffic flows again after the last restart: new records acknowledged to both kinds of client.
-                wait_for(lambda a=acked, s=shared: producer.acked_count() > a + 50 and ledger.acked_count() > s,
+                wait_until(lambda a=acked, s=shared: producer.acked_count() > a + 50 and ledger.acked_count() > s,
                          120, f"traffic in cycle {cycle}")
                 time.sleep(self.rng.uniform(0.2, 2.0))
                 self.broker.kill9()
@@ -335,8 +328,8 @@ class CrashCampaign:
             return all(last.get(p, -1) >= end for p, end in ends.items())
 
         try:
-            wait_for(complete, timeout, "the share consumers to finish", interval=1.0)
-        except TimeoutError:
+            wait_until(complete, timeout, "the share consumers to finish", interval=1.0)
+        except AssertionError:  # wait_until's timeout
             self.progress(f"  share state incomplete: start offsets {last}, ends {ends}")
         return ends
 
@@ -372,7 +365,7 @@ class CrashCampaign:
         starts = self.share_start_offsets()
         dlq_ends = {}
         with contextlib.suppress(Exception):
-            dlq_meta = AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(DLQ, timeout=30)
+            dlq_meta = admin_client(self.bootstrap).list_topics(DLQ, timeout=30)
             dlq_partitions = list(dlq_meta.topics[DLQ].partitions) if DLQ in dlq_meta.topics else []
             c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "crash-reader"})
             dlq_ends = {p: c.get_watermark_offsets(TopicPartition(DLQ, p), timeout=30)[1] for p in dlq_partitions}

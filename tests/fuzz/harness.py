@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.fuzz.campaign import Stats, load_corpus, prepare, run_campaign, sasl_openings
-from tests.integration.broker_process import BrokerProcess
-from tests.integration.proc_stats import open_fds, open_sockets, rss_mib
+from tests.helpers.broker_process import BrokerProcess
+from tests.helpers.proc_stats import open_fds, open_sockets, rss_mib
 
 FD_LIMIT = 1024  # the broker's soft RLIMIT_NOFILE during a campaign
 
@@ -125,7 +125,7 @@ class FuzzRun:
 
 def _normal_client(bootstrap: str) -> bool:
     """A real client still works: create a topic, produce 100 records with acks=all, consume them back."""
-    from tests.integration.test_confluent_roundtrip import consume_all, create_topic, produce_all
+    from tests.helpers.confluent_clients import consume_all, create_topic, produce_all
 
     try:
         create_topic(bootstrap, "after-fuzz")

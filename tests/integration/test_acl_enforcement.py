@@ -22,9 +22,9 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from tests.integration.raw_client import RawClient
-from tests.integration.share_consumers import close_within
-from tests.integration.tls_material import make_tls_files
+from tests.helpers.bounded_close import close_within
+from tests.helpers.raw_client import RawClient
+from tests.helpers.tls_material import make_tls_files
 
 pytestmark = pytest.mark.integration
 
@@ -159,9 +159,9 @@ def share_poll(config: dict, group: str, topic: str, want: int, timeout: float =
 def test_share_consumer_needs_read_on_group_and_topic(secured):
     broker, admin, tls = secured
     operator = {"bootstrap.servers": f"127.0.0.1:{broker.ports['PLAINTEXT']}"}
-    from tests.integration.test_group_configs import _alter
+    from tests.helpers.confluent_clients import alter_group_config
 
-    _alter(admin, "shares", "share.auto.offset.reset", "earliest")
+    alter_group_config(admin, "shares", "share.auto.offset.reset", "earliest")
     assert produce(operator, "payments", [b"p1", b"p2", b"p3"]) == [None] * 3
     alice = client_config(broker, tls, "alice")
 

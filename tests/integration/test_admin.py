@@ -17,6 +17,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from tests.helpers.confluent_clients import admin_client
+
 pytestmark = pytest.mark.integration
 
 
@@ -25,7 +27,7 @@ def _configs(admin: AdminClient, resource: ConfigResource) -> dict:
 
 
 def test_admin_topic_lifecycle(broker):
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
 
     created = admin.create_topics([NewTopic("adm", num_partitions=3, config={"retention.ms": "3600000"})])
     created["adm"].result(timeout=30)
@@ -126,7 +128,7 @@ def test_min_compaction_lag_above_max_is_refused(broker):
     """Kafka's LogConfig.validateValues: min.compaction.lag.ms > max.compaction.lag.ms is INVALID_CONFIG, checked on
     the topic's whole effective config (its overrides over the broker's settings) in CreateTopics (validate-only
     too) and IncrementalAlterConfigs, and nothing is created or changed."""
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     conflict = "conflict topic config setting min.compaction.lag.ms (5000) > max.compaction.lag.ms (1000)"
     for validate_only in (True, False):
         bad = NewTopic("lags", num_partitions=1,
@@ -165,7 +167,7 @@ def test_min_compaction_lag_above_max_is_refused(broker):
 def test_segment_bytes_below_one_mebibyte_is_refused(broker):
     """KIP-1030 (Kafka 4.0): segment.bytes and log.segment.bytes are at least 1 MiB; internal.segment.bytes (Kafka's
     internal config for tests) still gives smaller segments and is not listed by DescribeConfigs."""
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     with pytest.raises(KafkaException) as err:
         admin.create_topics([NewTopic("segs", num_partitions=1, config={"segment.bytes": "65536"})])[
             "segs"].result(timeout=30)

@@ -14,7 +14,7 @@ from broker.security.api_acls import API_ACLS
 from protocol import schema
 from protocol.codec import request_codec
 from protocol.errors import ErrorCode
-from tests.integration.raw_client import RawClient
+from tests.helpers.raw_client import RawClient
 
 pytestmark = pytest.mark.integration
 

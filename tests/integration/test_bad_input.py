@@ -11,7 +11,7 @@ from confluent_kafka import Producer
 from protocol.codec import request_codec, response_codec
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch
-from tests.integration.test_confluent_roundtrip import consume_all, create_topic
+from tests.helpers.confluent_clients import consume_all, create_topic
 
 pytestmark = pytest.mark.integration
 

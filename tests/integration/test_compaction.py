@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
-    AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
@@ -21,7 +20,9 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from tests.integration.raw_client import RawClient
+from tests.helpers.confluent_clients import admin_client
+from tests.helpers.raw_client import RawClient
+from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +30,7 @@ FAST_CLEANER = {"log.cleaner.backoff.ms": "100"}
 
 
 def create_topic(bootstrap: str, name: str, config: dict[str, str], partitions: int = 1) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = admin_client(bootstrap)
     admin.create_topics([NewTopic(name, num_partitions=partitions, config=config)])[name].result(timeout=30)
 
 
@@ -81,16 +82,6 @@ def log_bytes(directory: Path) -> int:
     return sum(p.stat().st_size for p in directory.glob("*.log"))
 
 
-def wait_for(condition, timeout: float = 60, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def cleaned_rounds(broker, topic: str) -> int:
     rounds = 0
     for line in broker.log_path.read_text(errors="replace").splitlines():
@@ -140,11 +131,12 @@ def test_a_compacted_topic_reads_back_one_value_per_key(broker_factory) -> None:
         keys = [k for k, _v, _o in got]
         return got if len(keys) == len(set(keys)) and dict(values) == wanted else None
 
-    got = wait_for(compacted, 90, "one record per key")
+    got = wait_until(compacted, 90, "one record per key")
     offsets = [o for _k, _v, o in got]
     assert offsets == sorted(offsets) and offsets[-1] < end  # offsets kept, with gaps
     assert log_bytes(partition_dir(broker, "users")) < written / 10
-    # tombstones stay readable for delete.retention.ms after their first cleaning, then a later round drops them
+    # tombstones stay readable for delete.retention.ms after their first cleaning, then a later round drops them:
+    # let that time (1 s) pass, a duration and not a state, before the record that makes the log dirty again
     time.sleep(1.2)
     assert produce(broker.bootstrap, "users", [(b"user-new", b"1")]) == []
     wanted[b"user-new"] = b"1"
@@ -153,12 +145,12 @@ def test_a_compacted_topic_reads_back_one_value_per_key(broker_factory) -> None:
         got = consume_everything(broker.bootstrap, "users")
         return got if all(v is not None for _k, v, _o in got) and {k: v for k, v, _o in got} == wanted else None
 
-    wait_for(no_tombstones, 90, "tombstones dropped after delete.retention.ms")
+    wait_until(no_tombstones, 90, "tombstones dropped after delete.retention.ms")
     # a consumer that starts at an offset that was cleaned away gets the next record
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "gap", "enable.auto.commit": False})
     consumer.assign([TopicPartition("users", 0, 5)])
     try:
-        msg = wait_for(lambda: consumer.poll(1.0), 30, "a record")
+        msg = wait_until(lambda: consumer.poll(1.0), 30, "a record")
         assert msg.error() is None and msg.offset() > 5
     finally:
         consumer.close()
@@ -181,13 +173,13 @@ def test_config_changes_apply_to_the_next_cleaning(broker_factory) -> None:
                                             "min.cleanable.dirty.ratio": "1.0"})
     items = [(b"k%d" % (i % 10), b"v%d" % i + b"-" * 100) for i in range(2000)]
     assert produce(broker.bootstrap, "cfg", items) == []
-    time.sleep(1.0)
+    time.sleep(1.0)  # a window for a cleaning (backoff 100 ms) that must not come
     assert cleaned_rounds(broker, "cfg") == 0  # all dirty: a ratio of 1.0, never above 1.0
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     resource = ConfigResource(ResourceType.TOPIC, "cfg", incremental_configs=[
         ConfigEntry("min.cleanable.dirty.ratio", "0.1", incremental_operation=AlterConfigOpType.SET)])
     admin.incremental_alter_configs([resource])[resource].result(timeout=30)
-    wait_for(lambda: cleaned_rounds(broker, "cfg") > 0, 30, "a cleaning after the config change")
+    wait_until(lambda: cleaned_rounds(broker, "cfg") > 0, 30, "a cleaning after the config change")
     described = admin.describe_configs([ConfigResource(ResourceType.BROKER, "1")])
     configs = described[ConfigResource(ResourceType.BROKER, "1")].result(timeout=30)
     assert configs["log.cleaner.threads"].value == "1"
@@ -209,12 +201,12 @@ def test_kill_9_during_cleaning_leaves_a_consistent_log(broker_factory) -> None:
             items.append((key, latest[key]))
     assert produce(broker.bootstrap, "crash", items, **{"compression.type": "zstd"}) == []
     directory = partition_dir(broker, "crash")
-    wait_for(lambda: list(directory.glob("*.cleaned")), 60, "a cleaning in progress")
+    wait_until(lambda: list(directory.glob("*.cleaned")), 60, "a cleaning in progress")
     workers = children(broker.pid)
     assert workers, "the cleaner runs in a process of its own"
     broker.kill9()
     for pid in workers:  # the cleaner process dies with the broker (no orphan keeps writing)
-        wait_for(lambda p=pid: not Path(f"/proc/{p}").exists() or "Z" in Path(f"/proc/{p}/stat").read_text()
+        wait_until(lambda p=pid: not Path(f"/proc/{p}").exists() or "Z" in Path(f"/proc/{p}/stat").read_text()
                  .rsplit(")", 1)[1].split()[0], 10, f"cleaner process {pid} to exit")
     broker.overrides.pop("log.cleaner.io.max.bytes.per.second")
     broker.start()
@@ -227,10 +219,10 @@ def test_kill_9_during_cleaning_leaves_a_consistent_log(broker_factory) -> None:
         got = consume_everything(broker.bootstrap, "crash")
         return len(got) == len(latest) and {k: v for k, v, _o in got} == latest
 
-    wait_for(compacted, 90, "the cleaning to finish after the restart")
+    wait_until(compacted, 90, "the cleaning to finish after the restart")
     # the restarted cleaner may be in a round of its own right after start-up (its .cleaned/.swap files are
     # legitimate then); once the log is compacted, nothing of the killed round or of later ones may be left
-    wait_for(lambda: not [p for p in directory.iterdir() if p.name.endswith((".cleaned", ".swap", ".deleted"))],
+    wait_until(lambda: not [p for p in directory.iterdir() if p.name.endswith((".cleaned", ".swap", ".deleted"))],
              60, "no leftover .cleaned/.swap/.deleted files")
 
 
@@ -268,7 +260,7 @@ def test_consumer_offsets_stays_bounded_under_an_hour_of_commits(broker_factory)
                 sizes.append(log_bytes(directory))
     commit_s = time.monotonic() - started
     written = TICKS * GROUPS * PARTITIONS
-    wait_for(lambda: log_bytes(directory) < 200_000, 60, "the last cleaning")
+    wait_until(lambda: log_bytes(directory) < 200_000, 60, "the last cleaning")
     broker.restart()
     replay = groups_loaded(broker)
     with RawClient(broker.port) as client:

@@ -15,10 +15,10 @@ RSS_BOUND_MIB = 768
 
 
 def test_thousand_connections_and_hundred_share_members(tmp_path):
-    from tests.conftest import _python
+    from tests.helpers.broker_process import venv_python
 
     campaign = ConnectionCampaign(tmp_path, connections=1000, members=100, confluent=10, records=5000,
-                                  python=_python(), progress=print)
+                                  python=venv_python(), progress=print)
     try:
         report = campaign.run()
     finally:

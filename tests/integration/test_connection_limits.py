@@ -17,9 +17,9 @@ import pytest
 from protocol.codec import request_codec
 from protocol.framing import RequestHeader, encode_request
 from protocol.records import Record, build_batch
-from tests.integration.proc_stats import peak_rss_mib, rss_mib
-from tests.integration.raw_client import RawClient
-from tests.integration.test_confluent_roundtrip import consume_all, create_topic, produce_all
+from tests.helpers.confluent_clients import consume_all, create_topic, produce_all
+from tests.helpers.proc_stats import peak_rss_mib, rss_mib
+from tests.helpers.raw_client import RawClient
 
 pytestmark = pytest.mark.integration
 

@@ -12,12 +12,17 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient
 
-from tests.integration.group_members import Member, wait_until
-from tests.integration.raw_client import RawClient
-from tests.integration.test_confluent_roundtrip import create_topic
-from tests.integration.test_consumer_groups import BackgroundProducer, produce_batch
+from tests.helpers.confluent_clients import (
+    BackgroundProducer,
+    admin_client,
+    create_topic,
+    first_consumer_error,
+    produce_batch,
+)
+from tests.helpers.group_members import Member
+from tests.helpers.raw_client import RawClient
+from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -60,7 +65,7 @@ def test_regex_subscription_follows_a_new_matching_topic(broker):
         assert {t for t, _, _ in seen} == {"rx-a", "rx-b"}  # never `other`
         assert sorted((tp.topic, tp.partition) for tp in c.assignment()) == \
             [("rx-a", 0), ("rx-a", 1), ("rx-b", 0), ("rx-b", 1)]
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # kept alive until the result is in
+        admin = admin_client(broker.bootstrap)  # kept alive until the result is in
         [member] = admin.describe_consumer_groups(["rx"])["rx"].result(timeout=30).members
         assert sorted((tp.topic, tp.partition) for tp in member.assignment.topic_partitions) == \
             [("rx-a", 0), ("rx-a", 1), ("rx-b", 0), ("rx-b", 1)]
@@ -194,7 +199,7 @@ def test_session_timeout_removes_a_crashed_member(broker_factory, protocol):
         ready, _, _ = select.select([crasher.stdout], [], [], 60)  # never block without a deadline
         assert ready and crasher.stdout.readline().strip() == "assigned", "the second member never got partitions"
         wait_until(lambda: len(survivor.assigned) == 2, 60, "the partitions shared by two members")
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin = admin_client(broker.bootstrap)
 
         def members() -> int:
             return len(admin.describe_consumer_groups([group])[group].result(timeout=30).members)
@@ -211,33 +216,19 @@ def test_session_timeout_removes_a_crashed_member(broker_factory, protocol):
         survivor.stop()
 
 
-def _first_error(conf: dict, topic: str, timeout: float = 30):
-    c = Consumer(conf)
-    c.subscribe([topic])
-    try:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            msg = c.poll(0.2)
-            if msg is not None and msg.error() is not None:
-                return msg.error()
-        raise AssertionError("no error reported")
-    finally:
-        c.close()
-
-
 def test_group_id_of_a_share_group_is_refused_to_consumers(broker):
     """A share group's id answers JoinGroup with INCONSISTENT_GROUP_PROTOCOL and ConsumerGroupHeartbeat with
     GROUP_ID_NOT_FOUND, as Kafka's group coordinator does; the share group is untouched."""
-    from tests.integration.test_share_consumer import consumer as share_consumer
+    from tests.helpers.share_consumers import consumer as share_consumer
 
     create_topic(broker.bootstrap, "typed", 2)
     share = share_consumer(broker, "typed-g", "typed")
     try:
         share.poll(1)  # joins the share group
         base = {"bootstrap.servers": broker.bootstrap, "group.id": "typed-g"}
-        err = _first_error({**base, "group.protocol": "classic"}, "typed")
+        err = first_consumer_error({**base, "group.protocol": "classic"}, "typed")
         assert err.name() == "INCONSISTENT_GROUP_PROTOCOL"
-        err = _first_error({**base, "group.protocol": "consumer"}, "typed")
+        err = first_consumer_error({**base, "group.protocol": "consumer"}, "typed")
         assert "group id does not exist" in err.str() and "ConsumerGroupHeartbeat" in err.str()
         with RawClient(broker.port) as raw:
             listed = raw.call(16, 5, {"states_filter": [], "types_filter": []}).groups
@@ -266,7 +257,7 @@ def test_static_member_restart_keeps_its_partitions_without_a_rebalance(broker, 
         wait_until(lambda: len(first.assigned) == 2 and len(other.assigned) == 2, 60, "2 members x 2")
         held, rounds = set(first.assigned), other.assignments
         first.stop()
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin = admin_client(broker.bootstrap)
         described = admin.describe_consumer_groups([group])[group].result(timeout=30)
         # The instance keeps its place (and its partitions) while it is away.
         assert {m.group_instance_id for m in described.members} == {"inst-0", "inst-1"}

@@ -7,90 +7,25 @@ import asyncio
 import threading
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, Producer
-from confluent_kafka.admin import AdminClient
 
-from tests.integration.group_members import Member, check_delivery, wait_until
-from tests.integration.test_confluent_roundtrip import create_topic
-from tests.integration.test_kcat import kcat
-from tests.integration.test_share_client import free_port
+from tests.helpers.broker_process import free_port, restart
+from tests.helpers.confluent_clients import (
+    BackgroundProducer,
+    admin_client,
+    committed_offsets,
+    create_topic,
+    produce_batch,
+)
+from tests.helpers.group_members import PARTITIONS, Member, check_delivery, consumed_all, covered
+from tests.helpers.kcat import kcat
+from tests.helpers.waiting import async_wait_until, wait_until
 
 pytestmark = pytest.mark.integration
 
-PARTITIONS = 6
-
-
-class BackgroundProducer(threading.Thread):
-    """Produces keyed records in small rounds until stopped; remembers every delivered (partition, offset)."""
-
-    def __init__(self, bootstrap: str, topic: str, prefix: str) -> None:
-        super().__init__(daemon=True)
-        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 2})
-        self.topic, self.prefix = topic, prefix
-        self.delivered: set[tuple[int, int]] = set()
-        self.failed: list[str] = []
-        self._halt = threading.Event()
-
-    def _done(self, err, msg) -> None:
-        if err is None:
-            self.delivered.add((msg.partition(), msg.offset()))
-        else:
-            self.failed.append(str(err))
-
-    def run(self) -> None:
-        i = 0
-        while not self._halt.is_set():
-            for _ in range(50):
-                self.producer.produce(self.topic, key=f"{self.prefix}-{i}".encode(), value=b"x" * 100,
-                                      on_delivery=self._done)
-                i += 1
-            self.producer.flush(30)
-            self._halt.wait(0.02)  # a steady stream, not a burst
-        self.producer.flush(30)
-
-    def stop(self) -> set[tuple[int, int]]:
-        self._halt.set()
-        self.join(60)
-        assert not self.failed, self.failed[:3]
-        return set(self.delivered)
-
-
-def produce_batch(bootstrap: str, topic: str, n: int, prefix: str) -> set[tuple[int, int]]:
-    p = BackgroundProducer(bootstrap, topic, prefix)
-    for i in range(n):
-        p.producer.produce(topic, key=f"{prefix}-{i}".encode(), value=b"y", on_delivery=p._done)
-    assert p.producer.flush(60) == 0
-    assert not p.failed
-    return set(p.delivered)
-
-
-def covered(members: list[Member]) -> bool:
-    owned = [p for m in members for p in m.assigned]
-    return sorted(owned) == list(range(PARTITIONS))
-
-
-def consumed_all(members: list[Member], wanted: set[tuple[int, int]]) -> bool:
-    seen = {rec for m in members for rec in list(m.consumed)}
-    return wanted <= seen
-
 
 def assignor_of(broker, group: str) -> str:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     return admin.describe_consumer_groups([group])[group].result(timeout=30).partition_assignor
-
-
-def committed_offsets(broker, group: str, topic: str) -> dict[int, int]:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    listed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(timeout=30)
-    return {tp.partition: tp.offset for tp in listed.topic_partitions if tp.topic == topic}
-
-
-def restart(broker, how: str) -> None:
-    if how == "kill9":
-        broker.kill9()
-    else:
-        assert broker.stop() == 0  # SIGTERM: a clean shutdown
-    broker.start()
 
 
 def run_membership_scenario(broker, protocol: str, group: str, topic: str, *, extra: dict | None = None,
@@ -359,13 +294,8 @@ def test_aiokafka_members_rebalance_on_join_and_leave(broker):
         return set(owned) == names and sorted(p for n in names for p in owned[n]) == [0, 1, 2, 3] \
             and all(owned[n] for n in names)
 
-    async def until(condition, what: str) -> None:
-        try:
-            async with asyncio.timeout(60):
-                while not condition():
-                    await asyncio.sleep(0.05)
-        except TimeoutError:
-            raise AssertionError(f"timed out waiting for {what}") from None
+    def until(condition, what: str):
+        return async_wait_until(condition, 60, what, interval=0.05)
 
     async def scenario() -> set[tuple[int, int]]:
         produced = await asyncio.to_thread(produce_batch, broker.bootstrap, "aio-many", 200, "a")

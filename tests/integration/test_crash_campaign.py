@@ -12,10 +12,10 @@ pytestmark = pytest.mark.integration
 
 
 def test_kill9_cycles_lose_nothing_and_share_accounting_is_exact(tmp_path):
-    from tests.conftest import _python
+    from tests.helpers.broker_process import venv_python
 
     campaign = CrashCampaign(tmp_path, cycles=3, rate=1000, consumers=2, reject_every=10, seed=20261123,
-                             python=_python(), progress=print)
+                             python=venv_python(), progress=print)
     try:
         report = campaign.run()
     finally:

@@ -6,15 +6,14 @@ import time
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient
 
-from tests.integration.test_confluent_roundtrip import consume_all, create_topic, produce_all
+from tests.helpers.confluent_clients import admin_client, consume_all, create_topic, produce_all
 
 pytestmark = pytest.mark.integration
 
 
 def _topic_ids(bootstrap: str) -> dict[str, str]:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = admin_client(bootstrap)
     from confluent_kafka import TopicCollection
 
     names = [t for t in admin.list_topics(timeout=10).topics if not t.startswith("__")]

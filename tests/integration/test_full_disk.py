@@ -19,9 +19,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from tests.conftest import _python
-from tests.integration.broker_process import BrokerProcess
-from tests.integration.test_confluent_roundtrip import create_topic
+from tests.helpers.broker_process import BrokerProcess, venv_python
+from tests.helpers.confluent_clients import create_topic
 
 pytestmark = pytest.mark.integration
 
@@ -105,7 +104,7 @@ OVERRIDES = {"offsets.topic.num.partitions": "1", "share.coordinator.state.topic
 
 
 def test_full_tmpfs_answers_storage_error_and_recovers(small_disk: Path, tmp_path: Path):
-    proc = LimitedBroker(small_disk / "data", tmp_path / "broker.log", python=_python(), overrides=OVERRIDES)
+    proc = LimitedBroker(small_disk / "data", tmp_path / "broker.log", python=venv_python(), overrides=OVERRIDES)
     filler = small_disk / "filler"
 
     def disk_full() -> None:
@@ -121,7 +120,7 @@ def test_full_tmpfs_answers_storage_error_and_recovers(small_disk: Path, tmp_pat
 
 
 def test_file_size_limit_answers_storage_error_and_recovers(tmp_path: Path):
-    proc = LimitedBroker(tmp_path / "data", tmp_path / "broker.log", python=_python(),
+    proc = LimitedBroker(tmp_path / "data", tmp_path / "broker.log", python=venv_python(),
                          overrides={**OVERRIDES, "log.segment.bytes": str(64 << 20)})
     proc.fsize = 1 << 20  # the partition's one segment stops growing at 1 MiB
 

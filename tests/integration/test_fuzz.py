@@ -19,9 +19,9 @@ RSS_BOUND_MIB = 768
 
 
 def test_fuzzed_frames_do_not_hurt_the_broker(tmp_path):
-    from tests.conftest import _python
+    from tests.helpers.broker_process import venv_python
 
-    run = FuzzRun(tmp_path, python=_python())
+    run = FuzzRun(tmp_path, python=venv_python())
     try:
         report = run.run(FRAMES, connections=8, seed=SEED)
     finally:

@@ -7,8 +7,8 @@ import pytest
 
 from protocol.errors import ErrorCode
 from tests.fuzz.harness import scan_log
-from tests.integration.raw_client import RawClient
-from tests.integration.test_groups_raw import DESCRIBE, join
+from tests.helpers.raw_client import RawClient
+from tests.helpers.raw_requests import DESCRIBE, join
 
 pytestmark = pytest.mark.integration
 
@@ -61,8 +61,8 @@ def test_a_share_state_with_unknown_delivery_states_is_refused_and_the_partition
     are served; nothing is logged as an error. (A state that still holds such batches, written before, fails only
     its partition: tests/unit/share/test_manager.py.)"""
     from shoal_client import ShareGroupMember
-    from tests.integration.test_confluent_roundtrip import create_topic, produce_all
-    from tests.integration.test_protocol_semantics import topic_id
+    from tests.helpers.confluent_clients import create_topic, produce_all
+    from tests.helpers.raw_requests import topic_id
 
     create_topic(broker.bootstrap, "bad-state", 2)
     produce_all(broker.bootstrap, "bad-state", [b"p0"] * 3, partition=0)

@@ -7,9 +7,9 @@ import pytest
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.integration.group_members import Member, wait_until
-from tests.integration.test_confluent_roundtrip import create_topic
-from tests.integration.test_consumer_groups import produce_batch
+from tests.helpers.confluent_clients import admin_client, create_topic, produce_batch
+from tests.helpers.group_members import Member
+from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -22,7 +22,7 @@ def offsets_of(admin: AdminClient, group: str) -> dict[tuple[str, int], int]:
 def test_list_describe_delete_groups_and_alter_offsets(broker):
     create_topic(broker.bootstrap, "adm", 3)
     produced = produce_batch(broker.bootstrap, "adm", 90, "a")
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     member = Member("adm-m", broker.bootstrap, "adm-live", "adm", "classic")
     member.start()
     try:
@@ -82,10 +82,10 @@ def test_list_describe_delete_groups_and_alter_offsets(broker):
 
 
 def test_delete_share_group_deletes_its_share_state(broker):
-    from tests.integration.test_share_consumer import consumer, drain, earliest, setup
+    from tests.helpers.share_consumers import consumer, drain, earliest, setup
 
     produced = setup(broker, "adm-share", "adm-sg", 200)
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     c = consumer(broker, "adm-sg", "adm-share")
     seen: list = []
     try:
@@ -112,7 +112,7 @@ def test_delete_share_group_deletes_its_share_state(broker):
 
 
 def _share_state(broker, group: str) -> str | None:
-    from tests.integration.raw_client import RawClient
+    from tests.helpers.raw_client import RawClient
 
     with RawClient(broker.port) as c:
         listed = c.call(16, 5, {"states_filter": [], "types_filter": ["share"]})
@@ -128,7 +128,7 @@ def test_admin_client_on_consumer_protocol_and_classic_groups_side_by_side(broke
     create_topic(broker.bootstrap, "adm2", 4)
     produced = produce_batch(broker.bootstrap, "adm2", 200, "a")
     counts = {p: sum(1 for q, _ in produced if q == p) for p in range(4)}
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     new = [Member(f"new-{i}", broker.bootstrap, "g-consumer", "adm2", "consumer") for i in range(2)]
     old = Member("old-0", broker.bootstrap, "g-classic", "adm2", "classic")
     members = [*new, old]

@@ -6,41 +6,32 @@ import time
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+from confluent_kafka.admin import AlterConfigOpType
+
+from tests.helpers.confluent_clients import admin_client, alter_group_config, describe_group_config
 
 pytestmark = pytest.mark.integration
 
 
-def _alter(admin: AdminClient, group: str, name: str, value: str | None, op=AlterConfigOpType.SET) -> None:
-    resource = ConfigResource(ResourceType.GROUP, group,
-                              incremental_configs=[ConfigEntry(name, value, incremental_operation=op)])
-    admin.incremental_alter_configs([resource])[resource].result(timeout=30)
-
-
-def _describe(admin: AdminClient, group: str) -> dict:
-    resource = ConfigResource(ResourceType.GROUP, group)
-    return admin.describe_configs([resource])[resource].result(timeout=30)
-
-
 def test_share_auto_offset_reset_on_the_group_resource(broker):
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    assert _describe(admin, "g1")["share.auto.offset.reset"].value == "latest"
-    _alter(admin, "g1", "share.auto.offset.reset", "earliest")
-    _alter(admin, "g2", "share.auto.offset.reset", "by_duration:PT1H")
-    assert _describe(admin, "g1")["share.auto.offset.reset"].value == "earliest"
-    assert _describe(admin, "g2")["share.auto.offset.reset"].value == "by_duration:PT1H"
-    assert _describe(admin, "g3")["share.record.lock.duration.ms"].value == "30000"
+    admin = admin_client(broker.bootstrap)
+    assert describe_group_config(admin, "g1")["share.auto.offset.reset"].value == "latest"
+    alter_group_config(admin, "g1", "share.auto.offset.reset", "earliest")
+    alter_group_config(admin, "g2", "share.auto.offset.reset", "by_duration:PT1H")
+    assert describe_group_config(admin, "g1")["share.auto.offset.reset"].value == "earliest"
+    assert describe_group_config(admin, "g2")["share.auto.offset.reset"].value == "by_duration:PT1H"
+    assert describe_group_config(admin, "g3")["share.record.lock.duration.ms"].value == "30000"
     for bad in [("share.auto.offset.reset", "sometimes"), ("share.auto.offset.reset", "by_duration:1h"),
                 ("no.such.group.config", "1"), ("share.record.lock.duration.ms", "10")]:
         with pytest.raises(KafkaException) as err:
-            _alter(admin, "g1", *bad)
+            alter_group_config(admin, "g1", *bad)
         assert err.value.args[0].code() == KafkaError.INVALID_CONFIG, bad
 
     broker.restart()
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    assert _describe(admin, "g1")["share.auto.offset.reset"].value == "earliest"
-    _alter(admin, "g1", "share.auto.offset.reset", None, AlterConfigOpType.DELETE)
-    assert _describe(admin, "g1")["share.auto.offset.reset"].value == "latest"
+    admin = admin_client(broker.bootstrap)
+    assert describe_group_config(admin, "g1")["share.auto.offset.reset"].value == "earliest"
+    alter_group_config(admin, "g1", "share.auto.offset.reset", None, AlterConfigOpType.DELETE)
+    assert describe_group_config(admin, "g1")["share.auto.offset.reset"].value == "latest"
 
 
 SHARE_CONFIGS = ["share.auto.offset.reset", "share.isolation.level", "share.record.lock.duration.ms",
@@ -53,8 +44,8 @@ def test_every_share_group_config_is_described_with_its_source(broker_factory):
     from confluent_kafka.admin import ConfigSource
 
     broker = broker_factory({"group.share.delivery.count.limit": "3"})
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    described = _describe(admin, "g")
+    admin = admin_client(broker.bootstrap)
+    described = describe_group_config(admin, "g")
     assert set(SHARE_CONFIGS) <= set(described)
     assert described["share.delivery.count.limit"].value == "3"  # the broker's setting
     assert described["share.delivery.count.limit"].source == ConfigSource.STATIC_BROKER_CONFIG.value
@@ -66,16 +57,16 @@ def test_every_share_group_config_is_described_with_its_source(broker_factory):
               "share.heartbeat.interval.ms": "6000", "share.delivery.count.limit": "7",
               "share.partition.max.record.locks": "300", "share.renew.acknowledge.enable": "false"}
     for name, value in values.items():
-        _alter(admin, "g", name, value)
-    described = _describe(admin, "g")
+        alter_group_config(admin, "g", name, value)
+    described = describe_group_config(admin, "g")
     for name, value in values.items():
         assert described[name].value == value, name
         assert described[name].source == ConfigSource.GROUP_CONFIG.value, name
-    assert _describe(admin, "other")["share.delivery.count.limit"].value == "3"
+    assert describe_group_config(admin, "other")["share.delivery.count.limit"].value == "3"
 
 
 def test_out_of_bounds_values_are_invalid_config_with_kafkas_messages(broker):
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     cases = [("share.delivery.count.limit", "1",
               "Invalid value 1 for configuration share.delivery.count.limit: Value must be at least 2"),
              ("share.delivery.count.limit", "11", "share.delivery.count.limit must be in the range 2 to 10 inclusive."),
@@ -91,7 +82,7 @@ def test_out_of_bounds_values_are_invalid_config_with_kafkas_messages(broker):
              ("share.isolation.level", "dirty", None)]
     for name, value, message in cases:
         with pytest.raises(KafkaException) as err:
-            _alter(admin, "g", name, value)
+            alter_group_config(admin, "g", name, value)
         assert err.value.args[0].code() == KafkaError.INVALID_CONFIG, (name, value)
         if message is not None:
             assert message in err.value.args[0].str(), err.value.args[0].str()
@@ -100,18 +91,18 @@ def test_out_of_bounds_values_are_invalid_config_with_kafkas_messages(broker):
 def test_lock_duration_delivery_limit_and_record_locks_apply_to_a_running_group(broker_factory):
     """Regression: the lock duration was fixed when the share-partition loaded (responses advertised the new
     value), share.delivery.count.limit was refused as unknown, and max record locks were the broker's."""
-    from tests.integration.test_protocol_semantics import produce
-    from tests.integration.test_share_fetch_raw import RELEASE, acquired, batch, fetch, setup
-    from tests.integration.test_share_fetch_raw import part as partition_of
+    from tests.helpers.raw_requests import produce
+    from tests.helpers.share_raw import RELEASE, acquired, batch, fetch, setup
+    from tests.helpers.share_raw import part as partition_of
 
     broker = broker_factory({"group.share.min.record.lock.duration.ms": "1000"})
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     client, tid = setup(broker, "gc-live")
     with client:
         assert fetch(client, "g", "a", 0, tid).error_code == 0  # the share-partition is loaded now (30 s locks)
         produce(client, "gc-live", batch(2))
-        _alter(admin, "g", "share.record.lock.duration.ms", "1000")
-        _alter(admin, "g", "share.delivery.count.limit", "2")
+        alter_group_config(admin, "g", "share.record.lock.duration.ms", "1000")
+        alter_group_config(admin, "g", "share.delivery.count.limit", "2")
         resp = fetch(client, "g", "a", 1, tid)
         assert acquired(resp) == [(0, 1, 1)] and resp.acquisition_lock_timeout_ms == 1000
         # a holds 0-1 and goes quiet: the 1 s lock expires and b gets them (a 30 s lock would still hold them).
@@ -126,7 +117,7 @@ def test_lock_duration_delivery_limit_and_record_locks_apply_to_a_running_group(
         resp = fetch(client, "g", "b", epoch, tid, acks={0: [(0, 1, RELEASE)]})
         assert partition_of(resp).acknowledge_error_code == 0 and acquired(resp) == []
         # share.partition.max.record.locks: at most 100 records in flight, whatever MaxRecords says.
-        _alter(admin, "g", "share.partition.max.record.locks", "100")
+        alter_group_config(admin, "g", "share.partition.max.record.locks", "100")
         for _ in range(150):
             produce(client, "gc-live", batch(1))
         resp = fetch(client, "g", "b", epoch + 1, tid, max_records=500)
@@ -134,10 +125,10 @@ def test_lock_duration_delivery_limit_and_record_locks_apply_to_a_running_group(
 
 
 def test_renew_can_be_disabled_for_a_group(broker):
-    from tests.integration.test_protocol_semantics import produce
-    from tests.integration.test_share_fetch_raw import SHARE_ACK, acquired, batch, fetch, part, setup
+    from tests.helpers.raw_requests import produce
+    from tests.helpers.share_raw import SHARE_ACK, acquired, batch, fetch, part, setup
 
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     client, tid = setup(broker, "gc-renew")
     with client:
         assert fetch(client, "g", "m", 0, tid, version=2).error_code == 0
@@ -152,25 +143,25 @@ def test_renew_can_be_disabled_for_a_group(broker):
                                                        "acknowledge_types": [4]}]}]}]})
 
         assert part(renew(2)).error_code == 0
-        _alter(admin, "g", "share.renew.acknowledge.enable", "false")
+        alter_group_config(admin, "g", "share.renew.acknowledge.enable", "false")
         assert part(renew(3)).error_code == KafkaError.INVALID_RECORD_STATE
 
 
 def test_heartbeat_interval_and_session_timeout_apply_to_a_running_group(broker_factory):
-    from tests.integration.raw_client import RawClient
-    from tests.integration.test_confluent_roundtrip import create_topic
-    from tests.integration.test_share_groups_raw import describe, heartbeat
+    from tests.helpers.confluent_clients import create_topic
+    from tests.helpers.raw_client import RawClient
+    from tests.helpers.share_raw import describe, heartbeat
 
     broker = broker_factory({"group.share.min.session.timeout.ms": "1000",
                              "group.share.min.heartbeat.interval.ms": "200",
                              "group.share.heartbeat.interval.ms": "500"})
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     create_topic(broker.bootstrap, "gc-session", 1)
     with RawClient(broker.port) as c:
         resp = heartbeat(c, "g", "m", 0, ["gc-session"])
         assert resp.error_code == 0 and resp.heartbeat_interval_ms == 500
-        _alter(admin, "g", "share.heartbeat.interval.ms", "300")
-        _alter(admin, "g", "share.session.timeout.ms", "1500")
+        alter_group_config(admin, "g", "share.heartbeat.interval.ms", "300")
+        alter_group_config(admin, "g", "share.session.timeout.ms", "1500")
         resp = heartbeat(c, "g", "m", resp.member_epoch)
         assert resp.error_code == 0 and resp.heartbeat_interval_ms == 300
         # No more heartbeats: the member is gone after the group's 1.5 s, not the broker's 45 s.

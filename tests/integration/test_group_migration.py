@@ -9,22 +9,19 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import ConsumerGroupType
-from confluent_kafka.admin import AdminClient
 
-from tests.integration.group_members import Member, check_delivery, wait_until
-from tests.integration.raw_client import RawClient
-from tests.integration.test_confluent_roundtrip import create_topic
-from tests.integration.test_consumer_group_semantics import _first_error
-from tests.integration.test_consumer_groups import (
-    PARTITIONS,
+from tests.helpers.broker_process import free_port, restart
+from tests.helpers.confluent_clients import (
     BackgroundProducer,
+    admin_client,
     committed_offsets,
-    consumed_all,
-    covered,
+    create_topic,
+    first_consumer_error,
     produce_batch,
-    restart,
 )
-from tests.integration.test_share_client import free_port
+from tests.helpers.group_members import PARTITIONS, Member, check_delivery, consumed_all, covered
+from tests.helpers.raw_client import RawClient
+from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -49,7 +46,7 @@ def start(threads: list, thread):
 
 
 def group_type(broker, group: str) -> ConsumerGroupType:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     return admin.describe_consumer_groups([group])[group].result(timeout=30).type
 
 
@@ -153,7 +150,7 @@ def test_upgrade_of_a_group_whose_assignor_keeps_user_data_is_refused(broker, th
         wait_until(lambda: covered(classic) and all(len(m.assigned) == 6 // len(classic) for m in classic), 60,
                    f"{len(classic)} classic members assigned")
     base = {"bootstrap.servers": broker.bootstrap, "group.id": "coop-g", "group.protocol": "consumer"}
-    err = _first_error(base, "coop")
+    err = first_consumer_error(base, "coop")
     assert "group id does not exist" in err.str() or "unsupported custom assignor" in err.str(), err.str()
     assert group_type(broker, "coop-g") == CLASSIC
     wait_until(lambda: consumed_all(classic, produced), 60, "every record consumed by the classic members")
@@ -199,7 +196,7 @@ def test_migration_policy_disabled_refuses_the_upgrade(broker_factory, threads):
     try:
         wait_until(lambda: covered([old]), 60, "the classic member assigned")
         base = {"bootstrap.servers": broker.bootstrap, "group.id": "pol-classic", "group.protocol": "consumer"}
-        err = _first_error(base, "pol")
+        err = first_consumer_error(base, "pol")
         assert "group id does not exist" in err.str() and "ConsumerGroupHeartbeat" in err.str()
         assert group_type(broker, "pol-classic") == CLASSIC and covered([old])
     finally:

@@ -5,27 +5,26 @@ from __future__ import annotations
 import pytest
 
 from broker.groups.consumer.protocol import encode_assignment
-from protocol.codec import message_codec
 from protocol.errors import ErrorCode
-from tests.integration.raw_client import RawClient
-from tests.integration.test_confluent_roundtrip import create_topic
-from tests.integration.test_protocol_semantics import topic_id
+from tests.helpers.confluent_clients import create_topic
+from tests.helpers.raw_client import RawClient
+from tests.helpers.raw_requests import (
+    DELETE,
+    DESCRIBE,
+    HEARTBEAT,
+    LEAVE,
+    LIST,
+    OFFSET_COMMIT,
+    OFFSET_DELETE,
+    OFFSET_FETCH,
+    SYNC,
+    join,
+    topic_id,
+)
 
 pytestmark = pytest.mark.integration
 
-OFFSET_COMMIT, OFFSET_FETCH, JOIN, HEARTBEAT, LEAVE, SYNC = 8, 9, 11, 12, 13, 14
-DESCRIBE, LIST, DELETE, OFFSET_DELETE = 15, 16, 42, 47
 E = ErrorCode
-
-
-def subscription(*topics: str) -> bytes:
-    return b"\x00\x00" + message_codec("ConsumerProtocolSubscription", 0).encode({"topics": list(topics)})
-
-
-def join(c: RawClient, v: int, group: str, member: str = "", instance: str | None = None):
-    return c.call(JOIN, v, {"group_id": group, "session_timeout_ms": 10_000, "rebalance_timeout_ms": 10_000,
-                            "member_id": member, "group_instance_id": instance, "protocol_type": "consumer",
-                            "protocols": [{"name": "range", "metadata": subscription("raw")}], "reason": "test"})
 
 
 @pytest.mark.parametrize("version", range(10))

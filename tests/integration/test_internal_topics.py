@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import KafkaError, Producer
-from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+from confluent_kafka.admin import ConfigResource, ResourceType
+
+from tests.helpers.confluent_clients import admin_client
 
 pytestmark = pytest.mark.integration
 
@@ -12,7 +14,7 @@ pytestmark = pytest.mark.integration
 def test_internal_topics_created_on_start(broker_factory):
     broker = broker_factory({"offsets.topic.num.partitions": "3", "share.coordinator.state.topic.num.partitions": "5",
                              "offsets.topic.segment.bytes": "1048576"})
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     topics = admin.list_topics(timeout=10).topics
     assert len(topics["__consumer_offsets"].partitions) == 3
     assert len(topics["__share_group_state"].partitions) == 5
@@ -31,5 +33,5 @@ def test_internal_topics_created_on_start(broker_factory):
     assert [e.code() for e in errors] == [KafkaError.TOPIC_EXCEPTION]
 
     broker.restart()  # still there, same partition counts, nothing duplicated
-    topics = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10).topics
+    topics = admin_client(broker.bootstrap).list_topics(timeout=10).topics
     assert len(topics["__share_group_state"].partitions) == 5

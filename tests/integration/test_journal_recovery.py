@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from protocol import records as rec
-from tests.integration.broker_process import BrokerProcess
+from tests.helpers.broker_process import BrokerProcess
+from tests.helpers.confluent_clients import admin_client
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +32,7 @@ def _batch_creating(data: bytes, topic: str) -> tuple[int, rec.BatchHeader]:
 
 
 def _populate(broker: BrokerProcess) -> None:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     for name in TOPICS:  # one journal batch each
         admin.create_topics([NewTopic(name, num_partitions=1)])[name].result(timeout=30)
     producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})

@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-
 import pytest
 
+from tests.helpers.kcat import kcat
+
 pytestmark = pytest.mark.integration
-
-
-def kcat(*args: str, stdin: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    path = shutil.which("kcat")
-    assert path, "kcat is not installed; `make install` installs it from Debian"
-    return subprocess.run([path, *args], input=stdin, capture_output=True, timeout=timeout, check=False)
 
 
 def test_kcat_list_produce_consume(broker):

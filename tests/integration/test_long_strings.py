@@ -11,7 +11,7 @@ import pytest
 
 from protocol.errors import ErrorCode
 from protocol.primitives import MAX_STRING
-from tests.integration.raw_client import RawClient
+from tests.helpers.raw_client import RawClient
 
 pytestmark = pytest.mark.integration
 

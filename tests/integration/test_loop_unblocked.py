@@ -9,13 +9,14 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from bench.topic_churn import LatencyProbe, churn
 from broker.log import PartitionLog
 from protocol import records as rec
 from protocol.errors import ErrorCode
-from tests.integration.raw_client import RawClient
+from tests.helpers.confluent_clients import admin_client
+from tests.helpers.raw_client import RawClient
 
 pytestmark = pytest.mark.integration
 
@@ -40,7 +41,7 @@ def _idempotent(pid: int, seq: int, *, count: int = 1, timestamp: int | None = N
 
 def test_produce_latency_stays_bounded_while_big_topics_are_created_and_deleted(broker_factory) -> None:
     broker = broker_factory()
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     admin.create_topics([NewTopic("probe", num_partitions=1)])["probe"].result(timeout=60)
     with LatencyProbe(broker.bootstrap, "probe") as probe:
         deadline = time.monotonic() + 30
@@ -70,7 +71,7 @@ def _fill(directory: Path, batches: int) -> None:
 
 def test_restart_with_a_long_log_keeps_serving_while_producer_state_loads(broker_factory) -> None:
     broker = broker_factory()
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     admin.create_topics([NewTopic("big", num_partitions=1)])["big"].result(timeout=60)
     broker.stop()
     _fill(broker.data_dir / "big-0", 400_000)  # the producer state scan reads 400 000 batch headers (~1 s here)
@@ -109,7 +110,7 @@ def test_restart_with_a_long_log_keeps_serving_while_producer_state_loads(broker
 
 def test_idle_producer_ids_expire(broker_factory) -> None:
     broker = broker_factory({"producer.id.expiration.ms": "1500", "producer.id.expiration.check.interval.ms": "200"})
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     admin.create_topics([NewTopic("expiring", num_partitions=1)])["expiring"].result(timeout=60)
     with RawClient(broker.port) as client:
         assert _produce(client, "expiring", _idempotent(42, 0, count=2)).base_offset == 0
@@ -138,7 +139,7 @@ def test_idempotent_client_pipelining_through_a_producer_state_load_keeps_order(
     from confluent_kafka import Consumer, Producer, TopicPartition
 
     broker = broker_factory()
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     admin.create_topics([NewTopic("big", num_partitions=1)])["big"].result(timeout=60)
     broker.stop()
     _fill(broker.data_dir / "big-0", 300_000)

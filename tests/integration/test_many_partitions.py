@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import NewPartitions, NewTopic
 
-from tests.conftest import _python
-from tests.integration.broker_process import BrokerProcess
+from tests.helpers.broker_process import BrokerProcess, venv_python
+from tests.helpers.confluent_clients import admin_client
 
 pytestmark = pytest.mark.integration
 
@@ -39,11 +39,11 @@ def _roundtrip(bootstrap: str, topic: str, partitions: list[int], tag: bytes) ->
 
 
 def test_ten_thousand_partitions_under_a_low_descriptor_limit(tmp_path: Path) -> None:
-    broker = BrokerProcess(tmp_path / "data", tmp_path / "broker.log", python=_python(), max_open_files=LIMIT,
+    broker = BrokerProcess(tmp_path / "data", tmp_path / "broker.log", python=venv_python(), max_open_files=LIMIT,
                            start_timeout=120)
     broker.start()
     try:
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin = admin_client(broker.bootstrap)
         admin.create_topics([NewTopic("many", num_partitions=1)])["many"].result(timeout=30)
         # Kafka's limit: one operation writes at most 10 000 metadata records (here 10 000 new partitions)
         with pytest.raises(KafkaException) as err:
@@ -64,7 +64,7 @@ def test_ten_thousand_partitions_under_a_low_descriptor_limit(tmp_path: Path) ->
 
         assert broker.stop() == 0
         broker.start()
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin = admin_client(broker.bootstrap)
         assert len(admin.list_topics(topic="many", timeout=60).topics["many"].partitions) == 10_000
         _roundtrip(broker.bootstrap, "many", sample + [123, 4_321], b"after")
         assert broker.open_files() < LIMIT

@@ -6,12 +6,13 @@ from __future__ import annotations
 import struct
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from protocol.codec import request_codec
 from protocol.errors import ErrorCode
 from protocol.framing import RequestHeader, encode_request
-from tests.integration.raw_client import RawClient
+from tests.helpers.confluent_clients import admin_client
+from tests.helpers.raw_client import RawClient
 
 pytestmark = pytest.mark.integration
 
@@ -19,7 +20,7 @@ METADATA = 3
 
 
 def test_fifty_thousand_copies_of_one_topic_answer_once(broker) -> None:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     admin.create_topics([NewTopic("wide", num_partitions=100)])["wide"].result(timeout=60)
     body = request_codec(METADATA, 12).encode({"topics": [{"name": "wide"}] * 50_000,
                                                "allow_auto_topic_creation": True})
@@ -65,7 +66,7 @@ BROKER, TOPIC = 4, 2
 def test_a_resource_named_twice_in_config_requests_is_refused_not_described_again(broker) -> None:
     """20 000 copies of the broker resource in a 100 KB DescribeConfigs built a 260 MB answer (56 s of blocked
     loop, 2 GB RSS); later copies now answer INVALID_REQUEST "Duplicate resource." as Kafka's alterations do."""
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     admin.create_topics([NewTopic("conf", num_partitions=1)])["conf"].result(timeout=60)
     broker_id = "1"
     with RawClient(broker.port) as raw:

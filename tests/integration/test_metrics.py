@@ -11,15 +11,14 @@ import urllib.request
 
 import pytest
 from confluent_kafka import AcknowledgeType, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from protocol.errors import ErrorCode
 from protocol.framing import RequestHeader, encode_request
-from tests.integration.raw_client import RawClient
-from tests.integration.test_confluent_roundtrip import create_topic, produce_all
-from tests.integration.test_group_configs import _alter
-from tests.integration.test_share_consumer import consumer, earliest, messages
+from tests.helpers.confluent_clients import admin_client, alter_group_config, create_topic, produce_all
+from tests.helpers.raw_client import RawClient
+from tests.helpers.share_consumers import consumer, earliest, messages
 
 pytestmark = pytest.mark.integration
 
@@ -77,7 +76,7 @@ def test_scrape_after_a_known_workload(broker_factory):
     topic, group, n = "m-topic", "m-group", 200
     create_topic(broker.bootstrap, topic, 1)
     earliest(broker, group)
-    _alter(AdminClient({"bootstrap.servers": broker.bootstrap}), group, "errors.deadletterqueue.topic.name",
+    alter_group_config(admin_client(broker.bootstrap), group, "errors.deadletterqueue.topic.name",
            "dlq.m-topic")
     delivered = produce_all(broker.bootstrap, topic, [f"v{i}".encode() for i in range(n)], **{"batch.size": 2000})
     assert len(delivered) == n
@@ -97,7 +96,7 @@ def test_scrape_after_a_known_workload(broker_factory):
         assert set(got.values()) == {1}
 
         # An admin call that fails: the topic exists (CreateTopics answers TOPIC_ALREADY_EXISTS).
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin = admin_client(broker.bootstrap)
         with pytest.raises(KafkaException):
             admin.create_topics([NewTopic(topic, num_partitions=1)])[topic].result(timeout=30)
 
@@ -262,7 +261,7 @@ def test_requests_refused_before_their_handler_are_counted(broker_factory):
     """Kafka's RequestMetrics count a request by its API whatever becomes of it: unsupported versions (ApiVersions is
     answered UNSUPPORTED_VERSION, others close the connection), unknown or unserved APIs, malformed headers or
     bodies, frames over socket.request.max.bytes, and requests the SASL authenticator answers or refuses."""
-    from tests.integration.test_sasl_tls import PLAIN_JAAS
+    from tests.helpers.sasl import PLAIN_JAAS
 
     broker = broker_factory({**ON, "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
                              "sasl.enabled.mechanisms": "PLAIN", "socket.request.max.bytes": "1048576",

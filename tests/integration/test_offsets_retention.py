@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AdminClient
 
-from tests.integration.group_members import Member, wait_until
-from tests.integration.test_confluent_roundtrip import create_topic
-from tests.integration.test_consumer_groups import produce_batch
+from tests.helpers.confluent_clients import admin_client, create_topic, produce_batch
+from tests.helpers.group_members import Member
+from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -22,7 +21,7 @@ def test_offsets_expire_after_retention_and_empty_groups_go(broker_factory):
     create_topic(broker.bootstrap, "ret-empty", 1)
     produced = produce_batch(broker.bootstrap, "ret", 40, "a")
     ends = {p: 1 + max(o for q, o in produced if q == p) for p in (0, 1)}
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
 
     def offsets(group: str) -> dict[int, int]:
         listed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
@@ -59,7 +58,7 @@ def test_offsets_expire_after_retention_and_empty_groups_go(broker_factory):
                 m.stop()
     broker.kill9()
     broker.start()
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     # The expired groups stay gone (their tombstones were written); the others are empty now and expire in turn.
     assert not {"g-gone", "g-simple", "g-no-offsets"} & groups()
     assert offsets("g-gone") == {} and offsets("g-simple") == {}

@@ -8,11 +8,12 @@ import struct
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from protocol import records as rec
 from protocol.errors import ErrorCode
-from tests.integration.raw_client import RawClient
+from tests.helpers.confluent_clients import admin_client
+from tests.helpers.raw_client import RawClient
 
 pytestmark = pytest.mark.integration
 
@@ -60,7 +61,7 @@ def offset_for_time(raw: RawClient, topic: str, timestamp: int):
 
 
 def test_malformed_and_corrupt_batches_are_refused(broker) -> None:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     admin.create_topics([NewTopic("checked", num_partitions=1)])["checked"].result(timeout=30)
     with RawClient(broker.port) as raw:
         bad = produce(raw, "checked", reported_batch())
@@ -77,7 +78,7 @@ def test_malformed_and_corrupt_batches_are_refused(broker) -> None:
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
 def test_real_client_compressed_batches_are_accepted_and_searched_by_record(broker, codec: str) -> None:
     topic = f"compressed-{codec}"
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     admin.create_topics([NewTopic(topic, num_partitions=1)])[topic].result(timeout=30)
     producer = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": codec, "linger.ms": 200,
                          "batch.num.messages": 1000})

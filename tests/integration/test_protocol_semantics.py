@@ -9,34 +9,24 @@ import uuid
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient
 
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch, iter_batches
-from tests.integration.raw_client import RawClient
-from tests.integration.test_confluent_roundtrip import create_topic
+from tests.helpers.confluent_clients import admin_client, create_topic
+from tests.helpers.raw_client import RawClient
+from tests.helpers.raw_requests import (
+    FETCH,
+    FIND_COORDINATOR,
+    INIT_PRODUCER_ID,
+    LIST_OFFSETS,
+    METADATA,
+    PRODUCE,
+    fetch_body,
+    produce,
+    topic_id,
+)
 
 pytestmark = pytest.mark.integration
-
-PRODUCE, FETCH, LIST_OFFSETS, METADATA, FIND_COORDINATOR, INIT_PRODUCER_ID = 0, 1, 2, 3, 10, 22
-
-
-def produce(client: RawClient, topic: str, records: bytes, partition: int = 0, acks: int = -1):
-    resp = client.call(PRODUCE, 9, {"acks": acks, "timeout_ms": 5000, "topic_data": [
-        {"name": topic, "partition_data": [{"index": partition, "records": records}]}]})
-    return resp.responses[0].partition_responses[0]
-
-
-def topic_id(client: RawClient, topic: str) -> uuid.UUID:
-    meta = client.call(METADATA, 12, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})
-    return meta.topics[0].topic_id
-
-
-def fetch_body(topic: str, offset: int, *, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, partition_max=1 << 20,
-               partitions=(0,)) -> dict:
-    return {"max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes, "topics": [
-        {"topic": topic, "partitions": [
-            {"partition": p, "fetch_offset": offset, "partition_max_bytes": partition_max} for p in partitions]}]}
 
 
 def test_fetch_long_poll_is_woken_by_an_append(broker):
@@ -52,6 +42,9 @@ def test_fetch_long_poll_is_woken_by_an_append(broker):
 
     waiter = threading.Thread(target=park)
     waiter.start()
+    # Time for the Fetch to park (nothing outside the broker shows it). Not needed for correctness: an append
+    # that came first would be returned at once, which the assertions accept too; it makes the test exercise
+    # the wake-up.
     time.sleep(0.5)
     producer = Producer({"bootstrap.servers": broker.bootstrap})
     producer.produce("poll", b"wake", partition=0)
@@ -178,7 +171,7 @@ def test_find_coordinator_versions(broker):
 
 
 def test_describe_cluster_and_metadata(broker):
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     cluster = admin.describe_cluster().result(timeout=30)
     assert cluster.cluster_id and [(n.id, n.port) for n in cluster.nodes] == [(1, broker.port)]
     assert cluster.controller.id == 1

@@ -7,7 +7,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
-from tests.integration.raw_client import RawClient
+from tests.helpers.confluent_clients import admin_client
+from tests.helpers.raw_client import RawClient
 
 pytestmark = pytest.mark.integration
 
@@ -23,7 +24,7 @@ def _create_error(admin: AdminClient, topic: NewTopic) -> int:
 
 def test_cluster_metadata_name_is_refused_and_restart_keeps_data(broker):
     """The reported sequence: create `__cluster_metadata`, produce 20 records to it, restart cleanly."""
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     admin.create_topics([NewTopic("keep", num_partitions=2)])["keep"].result(timeout=30)
     producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
     for i in range(10):
@@ -52,14 +53,14 @@ def test_cluster_metadata_name_is_refused_and_restart_keeps_data(broker):
 
     assert broker.stop() == 0
     broker.start()
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     topics = admin.list_topics(timeout=10).topics
     assert len(topics["keep"].partitions) == 2
     assert "__cluster_metadata" not in topics
 
 
 def test_internal_topic_answers(broker):
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     # internal topics exist from the start: creating them again is TOPIC_ALREADY_EXISTS, as in Kafka
     assert _create_error(admin, NewTopic("__consumer_offsets", num_partitions=1)) == KafkaError.TOPIC_ALREADY_EXISTS
     with pytest.raises(KafkaException) as err:

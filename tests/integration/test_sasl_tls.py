@@ -12,21 +12,17 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
-    ScramCredentialInfo,
     ScramMechanism,
-    UserScramCredentialUpsertion,
 )
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka import errors as kafka_errors
 
-from tests.integration.raw_client import RawClient
-from tests.integration.tls_material import make_tls_files
+from tests.helpers.raw_client import RawClient
+from tests.helpers.sasl import PLAIN_JAAS, add_scram_user, sasl_ssl_broker
+from tests.helpers.tls_material import make_tls_files
 
 pytestmark = pytest.mark.integration
-
-PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
-              'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
 
 
 @pytest.fixture
@@ -34,22 +30,10 @@ def tls(tmp_path):
     return make_tls_files(tmp_path / "tls")
 
 
-def add_scram_user(broker, user: str, password: str, mechanism=ScramMechanism.SCRAM_SHA_256) -> None:
-    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{broker.ports['PLAINTEXT']}"})
-    upsert = UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanism, 4096), password.encode())
-    admin.alter_user_scram_credentials([upsert])[user].result(timeout=30)
-
-
 def scram_ssl_config(broker, tls, user: str, password: str, mechanism: str = "SCRAM-SHA-256") -> dict:
     return {"bootstrap.servers": f"127.0.0.1:{broker.ports['SASL_SSL']}", "security.protocol": "SASL_SSL",
             "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password,
             "ssl.ca.location": str(tls.ca)}
-
-
-def sasl_ssl_broker(broker_factory, tls, **extra):
-    return broker_factory({"listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
-                           "ssl.keystore.location": str(tls.broker_keystore),
-                           "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512", **extra})
 
 
 def produce_consume(config: dict, topic: str, count: int = 20) -> list[bytes]:

@@ -17,9 +17,8 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from tests.conftest import _python
-from tests.integration.broker_process import BrokerProcess
-from tests.integration.tls_material import make_tls_files
+from tests.helpers.broker_process import BrokerProcess, venv_python
+from tests.helpers.tls_material import make_tls_files
 
 pytestmark = pytest.mark.integration
 
@@ -36,7 +35,7 @@ def secured(tmp_path):
         "sasl.enabled.mechanisms=SCRAM-SHA-512\n"
         "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n"
         "super.users=User:admin\n")
-    proc = BrokerProcess(tmp_path / "data", tmp_path / "broker.log", python=_python(),
+    proc = BrokerProcess(tmp_path / "data", tmp_path / "broker.log", python=venv_python(),
                          overrides={"listeners": "SASL_SSL://127.0.0.1:0"},
                          extra_args=[str(properties), "--add-scram",
                                      "SCRAM-SHA-512=[name=admin,password=admin-secret]"])

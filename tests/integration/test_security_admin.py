@@ -28,6 +28,8 @@ from kafka.admin import (
 )
 from kafka.admin import ResourceType as KafkaResourceType
 
+from tests.helpers.confluent_clients import admin_client
+
 pytestmark = pytest.mark.integration
 
 AUTHORIZER = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
@@ -35,7 +37,7 @@ AUTHORIZER = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.Sta
 
 
 def admin_for(broker) -> AdminClient:
-    return AdminClient({"bootstrap.servers": broker.bootstrap})
+    return admin_client(broker.bootstrap)
 
 
 def describe_scram(admin: AdminClient) -> dict:
@@ -153,7 +155,7 @@ def test_cluster_authorization_for_security_admin(broker_factory):
 
 def test_acl_requests_with_unknown_codes_close_the_connection(broker_factory):
     """Kafka cannot parse an ACL request holding an UNKNOWN (0) or undefined code: the connection is closed."""
-    from tests.integration.raw_client import RawClient
+    from tests.helpers.raw_client import RawClient
 
     broker = broker_factory(AUTHORIZER)
     creation = {"resource_type": 2, "resource_name": "t", "resource_pattern_type": 3, "principal": "User:x",

@@ -3,11 +3,9 @@ acknowledge whole ranges, renew locks, release on close, survive a broker restar
 
 from __future__ import annotations
 
-import socket
 import time
 
 import pytest
-from confluent_kafka.admin import AdminClient
 
 from protocol.records import iter_batch_views, iter_records
 from shoal_client import (
@@ -19,16 +17,16 @@ from shoal_client import (
     TopicIdPartition,
     acknowledgements,
 )
-from tests.integration.test_confluent_roundtrip import create_topic, produce_all
-from tests.integration.test_group_configs import _alter
+from tests.helpers.broker_process import free_port
+from tests.helpers.confluent_clients import (
+    create_topic,
+    produce_all,
+    share_from_earliest,
+)
 
 pytestmark = pytest.mark.integration
 
 SHORT_LOCKS = {"group.share.record.lock.duration.ms": "1000", "group.share.min.record.lock.duration.ms": "1000"}
-
-
-def earliest(bootstrap: str, group: str) -> None:
-    _alter(AdminClient({"bootstrap.servers": bootstrap}), group, "share.auto.offset.reset", "earliest")
 
 
 def values_in(acquired: list[Acquired]) -> list[bytes]:
@@ -65,7 +63,7 @@ def drain(member: ShareGroupMember, want: int, *, ack: int | None = ACCEPT, max_
 
 def test_fetch_acknowledge_and_bounds(broker):
     create_topic(broker.bootstrap, "sc-basic", partitions=2)
-    earliest(broker.bootstrap, "g")
+    share_from_earliest(broker.bootstrap, "g")
     values = [f"v{i}".encode() for i in range(300)]
     produce_all(broker.bootstrap, "sc-basic", values, partition=None)
     with ShareGroupMember(broker.bootstrap, "g", ["sc-basic"]) as member:
@@ -85,7 +83,7 @@ def test_fetch_acknowledge_and_bounds(broker):
 
 def test_close_releases_to_another_member_at_once(broker):
     create_topic(broker.bootstrap, "sc-close")
-    earliest(broker.bootstrap, "g")
+    share_from_earliest(broker.bootstrap, "g")
     produce_all(broker.bootstrap, "sc-close", [b"a", b"b", b"c"])
     a = ShareGroupMember(broker.bootstrap, "g", ["sc-close"]).start()
     held = drain(a, 3, ack=None)
@@ -107,7 +105,7 @@ def test_close_releases_to_another_member_at_once(broker):
 def test_renew_keeps_locks_past_the_lock_duration(broker_factory):
     broker = broker_factory(SHORT_LOCKS)
     create_topic(broker.bootstrap, "sc-renew")
-    earliest(broker.bootstrap, "g")
+    share_from_earliest(broker.bootstrap, "g")
     produce_all(broker.bootstrap, "sc-renew", [b"x"] * 5)
     with ShareGroupMember(broker.bootstrap, "g", ["sc-renew"]) as a, \
             ShareGroupMember(broker.bootstrap, "g", ["sc-renew"]) as b:
@@ -122,17 +120,11 @@ def test_renew_keeps_locks_past_the_lock_duration(broker_factory):
         assert b.fetch(max_records=10, max_bytes=1 << 20, max_wait_ms=1500).count == 0
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_broker_restart_loses_the_session_and_redelivers(broker_factory):
     # A fixed port, so that the client finds the restarted broker where it was.
     broker = broker_factory({"listeners": f"PLAINTEXT://127.0.0.1:{free_port()}"})
     create_topic(broker.bootstrap, "sc-restart")
-    earliest(broker.bootstrap, "g")
+    share_from_earliest(broker.bootstrap, "g")
     produce_all(broker.bootstrap, "sc-restart", [f"r{i}".encode() for i in range(10)])
     member = ShareGroupMember(broker.bootstrap, "g", ["sc-restart"]).start()
     try:

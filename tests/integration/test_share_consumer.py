@@ -11,53 +11,16 @@ import time
 from collections import Counter
 
 import pytest
-from confluent_kafka import AcknowledgeType, ShareConsumer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import AcknowledgeType
 
-from tests.integration.test_confluent_roundtrip import create_topic, produce_all
-from tests.integration.test_group_configs import _alter
+from tests.helpers.raw_client import RawClient
+from tests.helpers.share_consumers import consumer, drain, messages, send, setup
+from tests.helpers.share_raw import describe
+from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
 Key = tuple[int, int]  # (partition, offset)
-
-
-def earliest(broker, group: str) -> None:
-    _alter(AdminClient({"bootstrap.servers": broker.bootstrap}), group, "share.auto.offset.reset", "earliest")
-
-
-def consumer(broker, group: str, topic: str, mode: str = "implicit", **conf) -> ShareConsumer:
-    c = ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
-                       "share.acknowledgement.mode": mode, **conf})
-    c.subscribe([topic])
-    return c
-
-
-def messages(c: ShareConsumer, timeout: float = 1.0) -> list:
-    out = []
-    for m in c.poll(timeout):
-        assert m.error() is None, m.error()
-        out.append(m)
-    return out
-
-
-def drain(c: ShareConsumer, want: int, deadline_s: float, seen: list) -> None:
-    end = time.monotonic() + deadline_s
-    while len(seen) < want and time.monotonic() < end:
-        seen.extend((m.partition(), m.offset()) for m in messages(c))
-
-
-def setup(broker, topic: str, group: str, n: int, partitions: int = 2, *, produce: bool = True) -> set[Key]:
-    create_topic(broker.bootstrap, topic, partitions)
-    earliest(broker, group)
-    return send(broker, topic, n) if produce else set()
-
-
-def send(broker, topic: str, n: int) -> set[Key]:
-    # Small producer batches (~100 records): acquisition takes whole batches, so big ones would go to one consumer.
-    delivered = produce_all(broker.bootstrap, topic, [f"r{i}".encode() for i in range(n)], **{"batch.size": 2000})
-    assert len(delivered) == n
-    return set(delivered)
 
 
 def test_implicit_one_consumer_gets_every_record_once(broker):
@@ -90,7 +53,8 @@ def test_implicit_three_consumers_share_the_records(broker):
     threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
     for t in threads:
         t.start()
-    time.sleep(3)  # all three join the group before the records arrive
+    with RawClient(broker.port) as raw:  # all three join the group before the records arrive
+        wait_until(lambda: len(describe(raw, "g-three").groups[0].members) == 3, 30, "the three members")
     t0 = time.monotonic()
     produced = send(broker, "sc-three", n)
     done.wait(120)

@@ -6,11 +6,16 @@ import time
 
 import pytest
 from confluent_kafka import AcknowledgeType, Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+from confluent_kafka.admin import ConfigResource, NewTopic, ResourceType
 
-from tests.integration.test_confluent_roundtrip import create_topic, produce_all
-from tests.integration.test_group_configs import _alter, _describe
-from tests.integration.test_share_consumer import consumer, messages
+from tests.helpers.confluent_clients import (
+    admin_client,
+    alter_group_config,
+    create_topic,
+    describe_group_config,
+    produce_all,
+)
+from tests.helpers.share_consumers import consumer, messages
 
 pytestmark = pytest.mark.integration
 
@@ -53,11 +58,11 @@ def consume_with(c, handle, until, timeout_s: float = 30.0) -> None:
 def test_poison_records_land_in_the_dlq_with_their_context(broker_factory):
     broker = broker_factory({"group.share.delivery.count.limit": "2",
                              "errors.deadletterqueue.auto.create.topics.enable": "true"})
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     create_topic(broker.bootstrap, "orders", 1)
     for name, value in [("share.auto.offset.reset", "earliest"),
                         ("errors.deadletterqueue.topic.name", "dlq.orders")]:
-        _alter(admin, "g-dlq", name, value)
+        alter_group_config(admin, "g-dlq", name, value)
     produce_all(broker.bootstrap, "orders", [b"ok-0", b"poison-1", b"ok-2", b"stuck-3", b"ok-4"])
     c = consumer(broker, "g-dlq", "orders", "explicit")
     seen: dict[int, int] = {}
@@ -91,13 +96,13 @@ def test_poison_records_land_in_the_dlq_with_their_context(broker_factory):
 
 
 def test_copy_record_and_existing_topics_must_allow_being_a_dlq(broker):
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     create_topic(broker.bootstrap, "payments", 1)
     for f in admin.create_topics([NewTopic("payments-dead", 2, config={"errors.deadletterqueue.group.enable": "true"}),
                                   NewTopic("not-a-dlq", 1)]).values():
         f.result(timeout=30)
     for name, value in [("share.auto.offset.reset", "earliest"), ("errors.deadletterqueue.topic.name", "not-a-dlq")]:
-        _alter(admin, "g-copy", name, value)
+        alter_group_config(admin, "g-copy", name, value)
     produce_keyed(broker, "payments", b"k0", b"bad-0")
     c = consumer(broker, "g-copy", "payments", "explicit")
     done: list = []
@@ -105,8 +110,8 @@ def test_copy_record_and_existing_topics_must_allow_being_a_dlq(broker):
         # A topic that does not allow being a DLQ: the record is archived without a DLQ copy.
         consume_with(c, lambda m: done.append(m.offset()) or AcknowledgeType.REJECT, lambda: len(done) == 1)
         assert done == [0]
-        _alter(admin, "g-copy", "errors.deadletterqueue.topic.name", "payments-dead")
-        _alter(admin, "g-copy", "errors.deadletterqueue.copy.record.enable", "true")
+        alter_group_config(admin, "g-copy", "errors.deadletterqueue.topic.name", "payments-dead")
+        alter_group_config(admin, "g-copy", "errors.deadletterqueue.copy.record.enable", "true")
         produce_keyed(broker, "payments", b"k1", b"bad-1")
         consume_with(c, lambda m: done.append(m.offset()) or AcknowledgeType.REJECT, lambda: len(done) == 2)
     finally:
@@ -116,11 +121,11 @@ def test_copy_record_and_existing_topics_must_allow_being_a_dlq(broker):
     assert copy.partition() == 0  # source partition % DLQ partitions
     assert (copy.key(), copy.value()) == (b"k1", b"bad-1")
     assert headers(copy)["__dlq.errors.offset"] == "1" and headers(copy)["__dlq.errors.group"] == "g-copy"
-    assert _describe(admin, "g-copy")["errors.deadletterqueue.topic.name"].value == "payments-dead"
+    assert describe_group_config(admin, "g-copy")["errors.deadletterqueue.topic.name"].value == "payments-dead"
 
 
 def test_dlq_topic_name_must_not_be_internal(broker):
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = admin_client(broker.bootstrap)
     with pytest.raises(KafkaException) as err:
-        _alter(admin, "g", "errors.deadletterqueue.topic.name", "__consumer_offsets")
+        alter_group_config(admin, "g", "errors.deadletterqueue.topic.name", "__consumer_offsets")
     assert "must not start with '__'" in err.value.args[0].str()

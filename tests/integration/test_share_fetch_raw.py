@@ -7,80 +7,28 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka.admin import AdminClient
 
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch, iter_batches
-from tests.integration.raw_client import RawClient
-from tests.integration.test_confluent_roundtrip import create_topic
-from tests.integration.test_protocol_semantics import produce, topic_id
+from tests.helpers.confluent_clients import admin_client
+from tests.helpers.raw_client import RawClient
+from tests.helpers.raw_requests import produce
+from tests.helpers.share_raw import (
+    ACCEPT,
+    REJECT,
+    RELEASE,
+    SHARE_ACK,
+    SHARE_FETCH,
+    acknowledge,
+    acquired,
+    batch,
+    ensure_member,
+    fetch,
+    part,
+    setup,
+)
 
 pytestmark = pytest.mark.integration
-
-SHARE_FETCH, SHARE_ACK = 78, 79
-ACCEPT, RELEASE, REJECT = 1, 2, 3
-
-
-def batch(n: int, tag: str = "v") -> bytes:
-    return build_batch([Record(value=f"{tag}{i}".encode()) for i in range(n)])
-
-
-# topic id -> (name, partitions) of the topics made by setup(): fetch() joins members to the group first.
-TOPICS: dict[uuid.UUID, tuple[str, int]] = {}
-
-
-def ensure_member(client: RawClient, group: str, member: str, tid: uuid.UUID) -> None:
-    """Only members of the group may open a share session: join (a re-join is harmless) and wait until the
-    topic's partitions are assigned."""
-    from tests.integration.test_share_groups_raw import join_until_assigned
-
-    if tid in TOPICS:
-        name, partitions = TOPICS[tid]
-        join_until_assigned(client, group, member, name, partitions)
-
-
-def fetch(client: RawClient, group: str, member: str, epoch: int, tid: uuid.UUID, partitions=(0,), *, acks=None,
-          max_wait_ms: int = 0, max_records: int = 500, version: int = 1, forget=(), join: bool = True):
-    acks = acks or {}
-    if epoch == 0 and join:
-        ensure_member(client, group, member, tid)
-    body = {"group_id": group, "member_id": member, "share_session_epoch": epoch, "max_wait_ms": max_wait_ms,
-            "min_bytes": 1, "max_bytes": 1 << 20, "max_records": max_records, "batch_size": max_records,
-            "topics": [{"topic_id": tid, "partitions": [
-                {"partition_index": p, "acknowledgement_batches": [
-                    {"first_offset": a, "last_offset": b, "acknowledge_types": [t]} for a, b, t in acks.get(p, [])]}
-                for p in partitions]}] if partitions else [],
-            "forgotten_topics_data": [{"topic_id": tid, "partitions": list(forget)}] if forget else []}
-    return client.call(SHARE_FETCH, version, body)
-
-
-def acknowledge(client: RawClient, group: str, member: str, epoch: int, tid: uuid.UUID, acks: dict):
-    return client.call(SHARE_ACK, 1, {"group_id": group, "member_id": member, "share_session_epoch": epoch,
-                                      "topics": [{"topic_id": tid, "partitions": [
-                                          {"partition_index": p, "acknowledgement_batches": [
-                                              {"first_offset": a, "last_offset": b, "acknowledge_types": [t]}
-                                              for a, b, t in ranges]} for p, ranges in acks.items()]}]})
-
-
-def part(resp, p: int = 0):
-    for t in resp.responses:
-        for x in t.partitions:
-            if x.partition_index == p:
-                return x
-    return None
-
-
-def acquired(resp, p: int = 0) -> list[tuple[int, int, int]]:
-    x = part(resp, p)
-    return [] if x is None else [(r.first_offset, r.last_offset, r.delivery_count) for r in x.acquired_records]
-
-
-def setup(broker, name: str, partitions: int = 1) -> tuple[RawClient, uuid.UUID]:
-    create_topic(broker.bootstrap, name, partitions)
-    client = RawClient(broker.port)
-    tid = topic_id(client, name)
-    TOPICS[tid] = (name, partitions)
-    return client, tid
 
 
 def test_session_errors_and_latest_start(broker):
@@ -197,11 +145,11 @@ def test_acknowledged_state_survives_kill9(broker):
 
 
 def test_auto_offset_reset_from_group_config(broker):
-    from tests.integration.test_group_configs import _alter
+    from tests.helpers.confluent_clients import alter_group_config
 
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    _alter(admin, "early", "share.auto.offset.reset", "earliest")
-    _alter(admin, "recent", "share.auto.offset.reset", "by_duration:PT1H")
+    admin = admin_client(broker.bootstrap)
+    alter_group_config(admin, "early", "share.auto.offset.reset", "earliest")
+    alter_group_config(admin, "recent", "share.auto.offset.reset", "by_duration:PT1H")
     client, tid = setup(broker, "sf-reset")
     with client:
         old = build_batch([Record(value=b"old")], timestamp=int(time.time() * 1000) - 7_200_000)
@@ -213,7 +161,7 @@ def test_auto_offset_reset_from_group_config(broker):
 
 
 def test_member_leaving_the_group_releases_its_records(broker):
-    from tests.integration.test_share_groups_raw import heartbeat, join_until_assigned
+    from tests.helpers.share_raw import heartbeat, join_until_assigned
 
     client, tid = setup(broker, "sf-leave")
     with client:
@@ -269,7 +217,7 @@ def test_v2_record_limit_mode_and_renew(broker_factory):
         assert acquired(resp) == [(0, 2, 1)]  # record_limit: exactly MaxRecords, inside one log batch
         # Renew the lock twice over 1.6 s (lock 1 s): the records stay with m1.
         for epoch in (2, 3):
-            time.sleep(0.8)
+            time.sleep(0.8)  # time passing is the test: each renew comes inside the lock, the two outlast it
             ack = client.call(SHARE_ACK, 2, {"group_id": "g", "member_id": "m1", "share_session_epoch": epoch,
                                              "is_renew_ack": True, "topics": [{"topic_id": tid, "partitions": [
                                                  {"partition_index": 0, "acknowledgement_batches": [
@@ -313,7 +261,7 @@ def test_reopened_session_keeps_the_members_records(broker):
 
 def test_only_members_open_sessions_and_only_assigned_partitions_are_served(broker):
     """Regression: ShareFetch served any member id, member of the group or not, from any partition."""
-    from tests.integration.test_share_groups_raw import heartbeat, join_until_assigned
+    from tests.helpers.share_raw import heartbeat, join_until_assigned
 
     client, tid = setup(broker, "sf-members", partitions=2)
     with client:

@@ -13,11 +13,11 @@ import time
 import pytest
 from confluent_kafka import ShareConsumer
 
-from tests.integration.raw_client import RawClient
-from tests.integration.share_consumers import close_within, poll_until_served
-from tests.integration.test_confluent_roundtrip import create_topic, produce_all
-from tests.integration.test_share_consumer import earliest
-from tests.integration.test_share_groups_raw import FAST, describe
+from tests.helpers.bounded_close import close_within
+from tests.helpers.confluent_clients import create_topic, produce_all
+from tests.helpers.raw_client import RawClient
+from tests.helpers.share_consumers import earliest, poll_until_served
+from tests.helpers.share_raw import FAST, describe
 
 pytestmark = pytest.mark.integration
 

@@ -12,10 +12,11 @@ import pytest
 
 from protocol.errors import ErrorCode
 from shoal_client import ACCEPT, RELEASE, ShareGroupMember
-from tests.integration.raw_client import RawClient
-from tests.integration.test_confluent_roundtrip import create_topic, produce_all
-from tests.integration.test_protocol_semantics import topic_id
-from tests.integration.test_share_consumer import earliest
+from tests.helpers.confluent_clients import create_topic, produce_all
+from tests.helpers.raw_client import RawClient
+from tests.helpers.raw_requests import topic_id
+from tests.helpers.share_consumers import earliest
+from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -76,15 +77,13 @@ def setup(broker, topic: str, group: str, per_partition: list[int]) -> None:
         produce_all(broker.bootstrap, topic, [f"{p}-{i}".encode() for i in range(n)], partition=p)
 
 
+def share_group_state(c: RawClient, group: str) -> str | None:
+    listed = c.call(LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["share"]})
+    return {g.group_id: g.group_state for g in listed.groups}.get(group)
+
+
 def wait_empty(c: RawClient, group: str) -> None:
-    end = time.monotonic() + 30
-    while True:
-        listed = c.call(LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["share"]})
-        states = {g.group_id: g.group_state for g in listed.groups}
-        if states.get(group) == "Empty":
-            return
-        assert time.monotonic() < end, states
-        time.sleep(0.05)
+    wait_until(lambda: share_group_state(c, group) == "Empty", 30, f"share group {group} to be Empty")
 
 
 def test_describe_offsets_start_offset_and_lag(broker_factory):

@@ -8,17 +8,16 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
 from confluent_kafka import ShareConsumer
 
-from tests.integration.group_members import wait_until
-from tests.integration.test_confluent_roundtrip import create_topic, produce_all
-from tests.integration.test_sasl_tls import add_scram_user, sasl_ssl_broker
-from tests.integration.test_share_consumer import earliest
-from tests.integration.tls_material import make_tls_files
+from tests.helpers.confluent_clients import create_topic, produce_all
+from tests.helpers.sasl import add_scram_user, sasl_ssl_broker
+from tests.helpers.share_consumers import earliest
+from tests.helpers.tls_material import make_tls_files
+from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -65,6 +64,7 @@ class LiveConsumer:
         self.seen: list[tuple[int, int]] = []
         self.polling = threading.Event()
         self.polling.set()
+        self.paused = threading.Event()  # set by the thread once it stopped polling
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -72,11 +72,18 @@ class LiveConsumer:
     def _run(self) -> None:
         while not self.stop.is_set():
             if not self.polling.is_set():
-                time.sleep(0.05)
+                self.paused.set()
+                self.stop.wait(0.05)  # idle until resumed or stopped
                 continue
             for m in self.consumer.poll(0.2):
                 if m.error() is None:
                     self.seen.append((m.partition(), m.offset()))
+
+    def pause(self) -> None:
+        """Stop polling; returns once the poll in progress has returned."""
+        self.paused.clear()
+        self.polling.clear()
+        wait_until(self.paused.is_set, 10, "the poll in progress to return")
 
     def close(self) -> None:
         self.stop.set()
@@ -102,8 +109,7 @@ def test_list_and_describe_with_live_consumers(broker_factory):
         # Acknowledged (implicitly, by the following polls): nothing left to deliver.
         wait_until(lambda: offsets_table(broker, "cli-g") == {("cli-t", 0): ("10", "0"), ("cli-t", 1): ("10", "0")},
                    30, "the acknowledgements to reach the share coordinator")
-        live.polling.clear()
-        time.sleep(0.5)  # the poll in progress returns
+        live.pause()
         produce_all(broker.bootstrap, "cli-t", [b"late"] * 7, partition=0)
         assert offsets_table(broker, "cli-g") == {("cli-t", 0): ("10", "7"), ("cli-t", 1): ("10", "0")}
 
@@ -262,7 +268,7 @@ def test_command_config_sasl_ssl_scram(broker_factory, tmp_path):
 
 
 def test_command_config_sasl_plaintext_plain(broker_factory, tmp_path):
-    from tests.integration.test_sasl_tls import PLAIN_JAAS
+    from tests.helpers.sasl import PLAIN_JAAS
 
     broker = broker_factory({"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",
                              "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS})

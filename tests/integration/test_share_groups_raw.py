@@ -9,47 +9,15 @@ import uuid
 import pytest
 
 from protocol.errors import ErrorCode
-from tests.integration.raw_client import RawClient
-from tests.integration.test_confluent_roundtrip import create_topic
-from tests.integration.test_protocol_semantics import topic_id
+from tests.helpers.confluent_clients import admin_client, create_topic
+from tests.helpers.raw_client import RawClient
+from tests.helpers.raw_requests import topic_id
+from tests.helpers.share_raw import FAST, assigned, describe, heartbeat, join_until_assigned
 
 pytestmark = pytest.mark.integration
 
 HEARTBEAT, DESCRIBE = 76, 77
 INITIALIZE, READ, WRITE, DELETE, SUMMARY = 83, 84, 85, 86, 87
-FAST = {"group.share.min.heartbeat.interval.ms": "50", "group.share.heartbeat.interval.ms": "100"}
-
-
-def heartbeat(c: RawClient, group: str, member: str, epoch: int, topics=None, rack=None):
-    return c.call(HEARTBEAT, 1, {"group_id": group, "member_id": member, "member_epoch": epoch, "rack_id": rack,
-                                 "subscribed_topic_names": topics})
-
-
-def describe(c: RawClient, *groups: str):
-    return c.call(DESCRIBE, 1, {"group_ids": list(groups), "include_authorized_operations": False})
-
-
-def assigned(resp) -> dict[uuid.UUID, list[int]]:
-    if resp.assignment is None:
-        return {}
-    return {t.topic_id: list(t.partitions) for t in resp.assignment.topic_partitions}
-
-
-def join_until_assigned(c: RawClient, group: str, member: str, topic: str, want: int, timeout: float = 10.0):
-    """Join and heartbeat until `want` partitions in total are assigned (initialization is asynchronous)."""
-    resp = heartbeat(c, group, member, 0, [topic])
-    assert resp.error_code == 0, resp
-    epoch, got = resp.member_epoch, assigned(resp)
-    end = time.monotonic() + timeout
-    while sum(len(p) for p in got.values()) != want:
-        assert time.monotonic() < end, (got, resp)
-        time.sleep(0.05)
-        resp = heartbeat(c, group, member, epoch)
-        assert resp.error_code == 0, resp
-        epoch = resp.member_epoch
-        if resp.assignment is not None:
-            got = assigned(resp)
-    return epoch, got
 
 
 def test_join_gets_assignment_after_share_partitions_are_initialized(broker_factory):
@@ -266,14 +234,13 @@ def test_apis_are_advertised(broker):
 
 
 def test_topic_deletion_is_forgotten_by_the_group_and_the_share_state(broker_factory):
-    from confluent_kafka.admin import AdminClient
 
     broker = broker_factory(FAST)
     create_topic(broker.bootstrap, "sg-del", partitions=2)
     with RawClient(broker.port) as c:
         tid = topic_id(c, "sg-del")
         epoch, _ = join_until_assigned(c, "g6", "m", "sg-del", 2)
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin = admin_client(broker.bootstrap)
         admin.delete_topics(["sg-del"])["sg-del"].result(30)
         end = time.monotonic() + 10
         while True:  # the next heartbeat sees the metadata change and drops the assignment

@@ -13,8 +13,8 @@ import pytest
 from confluent_kafka import Producer
 
 from protocol.errors import ErrorCode
-from tests.integration.raw_client import RawClient
-from tests.integration.test_confluent_roundtrip import create_topic
+from tests.helpers.confluent_clients import create_topic
+from tests.helpers.raw_client import RawClient
 
 pytestmark = pytest.mark.integration
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.broker_process import REPO, BrokerProcess
-from tests.integration.test_confluent_roundtrip import consume_all, create_topic, produce_all
+from tests.helpers.broker_process import REPO, BrokerProcess
+from tests.helpers.confluent_clients import consume_all, create_topic, produce_all
 
 pytestmark = pytest.mark.integration
 

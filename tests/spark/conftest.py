@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import _python
+from tests.helpers.broker_process import venv_python
 
 
 def spark_env() -> dict[str, str]:
-    python = _python()
+    python = venv_python()
     return {"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python, "SPARK_LOCAL_IP": "127.0.0.1"}
 
 

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import socket
-import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient
 
-from tests.conftest import _python
-from tests.integration.broker_process import BrokerProcess
-from tests.integration.test_confluent_roundtrip import create_topic
-from tests.integration.test_group_configs import _alter
+from tests.helpers import waiting
+from tests.helpers.broker_process import BrokerProcess, venv_python
+from tests.helpers.confluent_clients import create_topic
 
 __all__ = ["create_topic"]
 
@@ -31,11 +28,7 @@ def start_broker(tmp: Path, overrides: dict[str, str] | None = None, *, fixed_po
     props = dict(overrides or {})
     if fixed_port:  # restarts come back on the same port, where the clients look for it
         props["listeners"] = f"PLAINTEXT://127.0.0.1:{free_port()}"
-    return BrokerProcess(tmp / "data", tmp / "broker.log", overrides=props, python=_python()).start()
-
-
-def earliest(bootstrap: str, group: str) -> None:
-    _alter(AdminClient({"bootstrap.servers": bootstrap}), group, "share.auto.offset.reset", "earliest")
+    return BrokerProcess(tmp / "data", tmp / "broker.log", overrides=props, python=venv_python()).start()
 
 
 def group_members(bootstrap: str, group: str) -> list[str]:
@@ -99,9 +92,5 @@ def written(path: Path) -> Counter:
         return Counter()
 
 
-def wait_until(condition: Callable[[], bool], timeout: float, what: str, interval: float = 0.2) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
+# Spark conditions read sink files or a query's progress: five checks a second are plenty.
+wait_until = functools.partial(waiting.wait_until, interval=0.2)

@@ -9,9 +9,10 @@ import subprocess
 
 import pytest
 
-from tests.integration.broker_process import REPO
+from tests.helpers.broker_process import REPO
+from tests.helpers.confluent_clients import share_from_earliest
 from tests.spark.conftest import spark_env
-from tests.spark.helpers import create_topic, earliest, numbers, produce, read_rows, start_broker, wait_until
+from tests.spark.helpers import create_topic, numbers, produce, read_rows, start_broker, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -20,9 +21,9 @@ PER_TRIGGER = 1000
 
 
 def start_driver(broker, out, checkpoint, log):
-    from tests.conftest import _python
+    from tests.helpers.broker_process import venv_python
 
-    cmd = [_python(), "-m", "tests.spark.stream_driver", broker.bootstrap, "kill", "g", str(out), str(checkpoint),
+    cmd = [venv_python(), "-m", "tests.spark.stream_driver", broker.bootstrap, "kill", "g", str(out), str(checkpoint),
            str(RECORDS), str(PER_TRIGGER)]
     # A session of its own: the driver, its JVM and the Python workers form one process group to kill.
     return subprocess.Popen(cmd, cwd=REPO, env={**os.environ, **spark_env()}, stdout=log, stderr=subprocess.STDOUT,
@@ -36,7 +37,7 @@ def test_driver_killed_mid_stream_restarts_from_its_checkpoint_without_loss(tmp_
     driver = None
     try:
         create_topic(broker.bootstrap, "kill", 2)
-        earliest(broker.bootstrap, "g")
+        share_from_earliest(broker.bootstrap, "g")
         produce(broker.bootstrap, "kill", 0, RECORDS, partitions=2)
         with open(log_path, "ab") as log:
             driver = start_driver(broker, out, checkpoint, log)

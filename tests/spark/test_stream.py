@@ -16,9 +16,9 @@ from confluent_kafka import ShareConsumer
 from pyspark.errors import StreamingQueryException
 
 from shoal_client import RELEASE, ShareGroupMember, acknowledgements
+from tests.helpers.confluent_clients import share_from_earliest
 from tests.spark.helpers import (
     create_topic,
-    earliest,
     group_members,
     numbers,
     produce,
@@ -53,7 +53,7 @@ def test_records_reach_the_files_intact_and_a_failed_batch_is_not_lost(spark, tm
     broker = start_broker(tmp_path / "b")
     try:
         create_topic(broker.bootstrap, "files", 2)
-        earliest(broker.bootstrap, "g")
+        share_from_earliest(broker.bootstrap, "g")
         produce(broker.bootstrap, "files", 0, 50_000, partitions=2)
         out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
         failed: list[int] = []
@@ -91,7 +91,7 @@ def test_available_now_drains_what_exists_at_start_and_terminates(spark, tmp_pat
     broker = start_broker(tmp_path / "b")
     try:
         create_topic(broker.bootstrap, "avail")
-        earliest(broker.bootstrap, "g")
+        share_from_earliest(broker.bootstrap, "g")
         produce(broker.bootstrap, "avail", 0, 3000)
         out = tmp_path / "out"
         later: list[int] = []
@@ -126,7 +126,7 @@ def test_two_queries_in_one_group_split_the_records(spark, tmp_path):
     broker = start_broker(tmp_path / "b")
     try:
         create_topic(broker.bootstrap, "split", 2)
-        earliest(broker.bootstrap, "g")
+        share_from_earliest(broker.bootstrap, "g")
         queries = []
         for name in ("a", "b"):
             df = source(spark, broker.bootstrap, "split", "g", maxRecordsPerTrigger=300)
@@ -155,7 +155,7 @@ def test_stop_releases_held_records_to_another_member_at_once(spark, tmp_path):
     broker = start_broker(tmp_path / "b", {"group.share.record.lock.duration.ms": "60000"})
     try:
         create_topic(broker.bootstrap, "stop")
-        earliest(broker.bootstrap, "g")
+        share_from_earliest(broker.bootstrap, "g")
         produce(broker.bootstrap, "stop", 0, 100)
         entered, leave = threading.Event(), threading.Event()
 
@@ -196,7 +196,7 @@ def test_a_batch_slower_than_the_lock_duration_is_not_redelivered(spark, tmp_pat
                                            "group.share.min.record.lock.duration.ms": "1000"})
     try:
         create_topic(broker.bootstrap, "slow")
-        earliest(broker.bootstrap, "g")
+        share_from_earliest(broker.bootstrap, "g")
         produce(broker.bootstrap, "slow", 0, 500)
         stolen: list[int] = []
         probing = threading.Event()
@@ -245,7 +245,7 @@ def test_a_broker_restart_mid_stream_is_survived(spark, tmp_path):
     broker = start_broker(tmp_path / "b", fixed_port=True)
     try:
         create_topic(broker.bootstrap, "restart")
-        earliest(broker.bootstrap, "g")
+        share_from_earliest(broker.bootstrap, "g")
         produce(broker.bootstrap, "restart", 0, 3000)
         out = tmp_path / "out"
         df = source(spark, broker.bootstrap, "restart", "g", maxRecordsPerTrigger=500)
@@ -269,7 +269,7 @@ def test_a_query_started_while_the_broker_is_down_waits_for_it(spark, tmp_path):
     broker = start_broker(tmp_path / "b", fixed_port=True)
     try:
         create_topic(broker.bootstrap, "late")
-        earliest(broker.bootstrap, "g")
+        share_from_earliest(broker.bootstrap, "g")
         broker.stop()
         out = tmp_path / "out"
         q = source(spark, broker.bootstrap, "late", "g").writeStream.foreachBatch(writer(out)).option(
@@ -292,7 +292,7 @@ def test_batch_reader_peek_releases_and_drain_accepts(spark, tmp_path):
     broker = start_broker(tmp_path / "b")
     try:
         create_topic(broker.bootstrap, "batch")
-        earliest(broker.bootstrap, "g")
+        share_from_earliest(broker.bootstrap, "g")
         produce(broker.bootstrap, "batch", 0, 200)
 
         def read(mode: str) -> list[dict]:

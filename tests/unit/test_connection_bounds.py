@@ -11,6 +11,7 @@ import pytest
 from broker.connection_quotas import ConnectionQuotas
 from broker.router import CloseConnection
 from broker.server import Server
+from tests.helpers.waiting import async_wait_until
 
 FETCH, PRODUCE = 1, 0
 
@@ -28,13 +29,6 @@ def frame(api_key: int, correlation_id: int, pad: int = 0) -> bytes:
 
 def response(correlation_id: int, size: int) -> bytes:
     return struct.pack(">ii", size + 4, correlation_id) + b"\x00" * size
-
-
-async def until(condition, timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.01)
 
 
 async def start(server: Server) -> int:
@@ -67,7 +61,8 @@ async def test_never_reading_client_holds_about_one_response():
     reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 16)
     writer.transport.pause_reading()  # the client reads nothing
     writer.write(b"".join(frame(FETCH, i) for i in range(50)))
-    await until(lambda: dispatched)
+    await async_wait_until(lambda: dispatched)
+    # A window in which further dispatches would happen if the unsent bytes were not bounded: none may.
     for _ in range(50):
         await asyncio.sleep(0)
     await asyncio.sleep(0.2)
@@ -95,8 +90,8 @@ async def test_small_requests_still_run_concurrently():
     port = await start(server)
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(b"".join(frame(PRODUCE, i) for i in range(20)))
-    await until(lambda: len(started) == 8)  # queued.max.requests in flight, the rest wait in the buffer
-    await asyncio.sleep(0.05)
+    await async_wait_until(lambda: len(started) == 8)  # queued.max.requests in flight, the rest wait in the buffer
+    await asyncio.sleep(0.05)  # a window for a ninth to start: none may
     assert len(started) == 8
     release.set()
     assert await read_responses(reader, 20) == list(range(20))
@@ -121,8 +116,8 @@ async def test_large_response_apis_run_one_at_a_time_per_connection():
     port = await start(server)
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(b"".join(frame(FETCH, i) for i in range(5)))
-    await until(lambda: running)
-    await asyncio.sleep(0.05)
+    await async_wait_until(lambda: running)
+    await asyncio.sleep(0.05)  # a window for a second Fetch to start: none may
     assert running == [0]
     release.set()
     assert await read_responses(reader, 5) == list(range(5))
@@ -149,8 +144,8 @@ async def test_every_failed_task_is_retrieved():
         writer.write(b"".join(frame(PRODUCE, i) for i in range(30)))
         assert await asyncio.wait_for(reader.read(), 10) == b""
         writer.close()
-    await until(lambda: not server.connections)
-    for _ in range(5):
+    await async_wait_until(lambda: not server.connections)
+    for _ in range(5):  # a window for an unretrieved task's report to come (from gc): none may
         await asyncio.sleep(0.01)
         gc.collect()
     await server.close()
@@ -177,7 +172,7 @@ async def test_idle_connections_are_closed():
             w3.write(frame(PRODUCE, i))
             answered.extend(await read_responses(r3, 1))
             i += 1
-            await asyncio.sleep(0.03)
+            await asyncio.sleep(0.03)  # the client's pace, well inside idle_ms
 
     busy = asyncio.ensure_future(keep_busy())
     assert await asyncio.wait_for(r1.read(), 10) == b""
@@ -189,7 +184,7 @@ async def test_idle_connections_are_closed():
     stop.set()
     await asyncio.wait_for(busy, 10)
     assert answered == list(range(len(answered))) and answered
-    await until(lambda: not server.connections)  # now idle too
+    await async_wait_until(lambda: not server.connections)  # now idle too
     for w in (w1, w2, w3):
         w.close()
     await server.close()
@@ -206,8 +201,8 @@ async def test_idle_expiry_aborts_a_client_that_reads_nothing():
     reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 16)
     writer.transport.pause_reading()
     writer.write(frame(FETCH, 1))
-    await until(lambda: server.connections and next(iter(server.connections)).write_buffer_size() > 0)
-    await until(lambda: not server.connections)
+    await async_wait_until(lambda: server.connections and next(iter(server.connections)).write_buffer_size() > 0)
+    await async_wait_until(lambda: not server.connections)
     writer.close()
     await server.close()
 
@@ -245,7 +240,7 @@ async def test_max_connections_per_ip_closes_new_connections_at_accept():
     server = Server(dispatch, quotas=ConnectionQuotas(settings.__getitem__))
     port = await start(server)
     kept = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]
-    await until(lambda: len(server.connections) == 2)
+    await async_wait_until(lambda: len(server.connections) == 2)
     r3, w3 = await asyncio.open_connection("127.0.0.1", port)
     assert await asyncio.wait_for(r3.read(), 10) == b""  # closed at accept
     w3.close()
@@ -256,7 +251,7 @@ async def test_max_connections_per_ip_closes_new_connections_at_accept():
     assert await read_responses(r4, 1) == [4]
     for _, w in [*kept, (r4, w4)]:
         w.close()
-    await until(lambda: not server.connections)
+    await async_wait_until(lambda: not server.connections)
     assert server.quotas.total == 0 and not server.quotas.per_ip
     await server.close()
 
@@ -269,7 +264,7 @@ async def test_max_connections_makes_new_connections_wait():
     server = Server(dispatch, quotas=ConnectionQuotas(settings.__getitem__))
     port = await start(server)
     first = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]
-    await until(lambda: len(server.connections) == 2)
+    await async_wait_until(lambda: len(server.connections) == 2)
     r3, w3 = await asyncio.open_connection("127.0.0.1", port)  # the kernel queues it; the broker waits
     w3.write(frame(PRODUCE, 3))
     with pytest.raises(TimeoutError):
@@ -279,7 +274,7 @@ async def test_max_connections_makes_new_connections_wait():
     assert await read_responses(r3, 1) == [3]
     for _, w in (first[1], (r3, w3)):
         w.close()
-    await until(lambda: not server.connections)
+    await async_wait_until(lambda: not server.connections)
     await server.close()
 
 
@@ -299,10 +294,10 @@ async def test_client_eof_closes_the_connection_and_cancels_what_is_in_flight():
     port = await start(server)
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(frame(FETCH, 1))
-    await until(lambda: server.connections)
+    await async_wait_until(lambda: server.connections)
     writer.write_eof()
     await asyncio.wait_for(cancelled.wait(), 10)
-    await until(lambda: not server.connections)
+    await async_wait_until(lambda: not server.connections)
     writer.close()
     await server.close()
 
@@ -327,13 +322,13 @@ async def test_reading_goes_on_behind_a_waiting_long_poll():
     port = await start(server)
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(frame(FETCH, 1) + frame(FETCH, 2))
-    await until(lambda: started == [1])
+    await async_wait_until(lambda: started == [1])
     conn = next(iter(server.connections))
     writer.write(b"".join(frame(PRODUCE, 10 + i, pad=100) for i in range(20)))
-    await until(lambda: len(conn._buf) >= 20 * 110)  # read although whole frames wait in the buffer
+    await async_wait_until(lambda: len(conn._buf) >= 20 * 110)  # read although whole frames wait in the buffer
     writer.write_eof()
     await asyncio.wait_for(cancelled.wait(), 10)
-    await until(lambda: not server.connections)
+    await async_wait_until(lambda: not server.connections)
     assert started == [1]
     writer.close()
     await server.close()
@@ -353,10 +348,9 @@ async def test_reading_pauses_when_much_waits_behind_a_long_poll():
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     n = 400
     writer.write(frame(FETCH, 0) + b"".join(frame(FETCH, i, pad=4000) for i in range(1, n)))
-    await until(lambda: server.connections and len(next(iter(server.connections))._buf) >= 64 << 10)
+    await async_wait_until(lambda: server.connections and len(next(iter(server.connections))._buf) >= 64 << 10)
     conn = next(iter(server.connections))
-    await asyncio.sleep(0.2)
-    assert conn._read_paused
+    await async_wait_until(lambda: conn._read_paused)
     assert len(conn._buf) <= (64 << 10) + (1 << 20)  # the bound plus one read
     release.set()
     assert await read_responses(reader, n) == list(range(n))

@@ -8,16 +8,19 @@ from types import SimpleNamespace
 
 from broker.coordinator_log import CoordinatorLog
 from protocol.errors import ErrorCode
+from tests.helpers.waiting import async_wait_until
 
 
 class FakeReplicas:
     def __init__(self) -> None:
         self.flushed = asyncio.Event()
+        self.flushing = False
 
     def append(self, info, partition, batch, allow_internal=False):
         return SimpleNamespace(error=ErrorCode.NONE, error_message=None, base_offset=0), object()
 
     async def make_durable(self, logs) -> None:
+        self.flushing = True
         await self.flushed.wait()
 
 
@@ -32,9 +35,9 @@ async def test_a_cancelled_waiter_does_not_cancel_the_shared_durability_wait():
 
     doomed = asyncio.ensure_future(request_awaiting_append())
     other = asyncio.ensure_future(clog.barrier([0]))
-    await asyncio.sleep(0.01)
+    await async_wait_until(lambda: replicas.flushing)  # the shared durability wait is running
     doomed.cancel()  # its connection closed
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0.01)  # a window for the cancel to reach the other request: it may not
     assert not other.done()
     replicas.flushed.set()
     await asyncio.wait_for(other, 5)  # the other request still gets "durable", not CancelledError

@@ -10,6 +10,7 @@ import pytest
 
 from broker.cluster.journal import MetadataJournal
 from broker.cluster.topics import PRODUCER_IDS_RECORD
+from tests.helpers.waiting import async_wait_until
 
 
 class SlowLog:
@@ -44,7 +45,7 @@ def test_commits_run_off_the_loop_in_order_and_apply_after_their_fsync() -> None
         first = asyncio.ensure_future(journal.commit(_entry(1), lambda: plog.events.append("apply 1")))
         second = asyncio.ensure_future(journal.commit(_entry(2), lambda: plog.events.append("apply 2")))
         ticks = 0
-        for _ in range(20):  # the loop keeps running while the fsync is stuck
+        for _ in range(20):  # a window: the loop keeps running while the fsync is stuck, and nothing is applied
             await asyncio.sleep(0.005)
             ticks += 1
         assert ticks == 20 and not first.done() and "apply 1" not in plog.events
@@ -60,7 +61,7 @@ def test_a_cancelled_caller_still_gets_its_change_written_then_applied() -> None
         plog = SlowLog()
         journal = MetadataJournal(plog)
         waiter = asyncio.ensure_future(journal.commit(_entry(1), lambda: plog.events.append("apply")))
-        await asyncio.sleep(0.01)
+        await async_wait_until(lambda: "append" in plog.events)  # the write is under way in the worker
         waiter.cancel()
         plog.release.set()
         with pytest.raises(asyncio.CancelledError):

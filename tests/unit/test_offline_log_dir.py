@@ -14,10 +14,9 @@ from broker.app import Broker
 from broker.config import load_config
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch
-from tests.integration.raw_client import RawClient
-from tests.integration.test_protocol_semantics import fetch_body, produce, topic_id
-from tests.integration.test_share_fetch_raw import acquired, fetch, part
-from tests.integration.test_share_groups_raw import join_until_assigned
+from tests.helpers.raw_client import RawClient
+from tests.helpers.raw_requests import fetch_body, produce, topic_id
+from tests.helpers.share_raw import acquired, fetch, join_until_assigned, part
 
 FETCH, LIST_OFFSETS = 1, 2
 LATEST, EARLIEST = -1, -2

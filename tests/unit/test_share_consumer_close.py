@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from tests.integration.share_consumers import close_within
+from tests.helpers.bounded_close import close_within
 
 
 class _StuckConsumer:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from share_helpers import Topics, assigned, complete_init, hb, make, request
-
 from broker.groups.share import records as rec
 from broker.groups.share.manager import ShareGroupManager
 from protocol.codec import response_codec
 from protocol.errors import ErrorCode
+from tests.unit.groups.share_helpers import Topics, assigned, complete_init, hb, make, request
 
 
 def joined(svc: ShareGroupManager, topics: list[str], members: list[str], now: int = 0) -> dict[str, int]:

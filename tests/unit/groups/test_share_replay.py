@@ -8,13 +8,13 @@ import uuid
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from share_helpers import Topics, complete_init, hb, make
 
 from broker.groups.share import records as rec
 from broker.groups.share.group import ShareMember
 from broker.groups.share.manager import ShareGroupManager
 from protocol.codec import record_codec
 from protocol.errors import DecodeError
+from tests.unit.groups.share_helpers import Topics, complete_init, hb, make
 
 
 def test_key_and_value_layout() -> None:

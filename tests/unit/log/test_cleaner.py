@@ -20,6 +20,7 @@ from broker.log.cleaner import CLEANER_CHECKPOINT, LogCleaner, ProcessWorker, cl
 from broker.log.dir_failure import KafkaStorageError
 from broker.log.log_manager import read_checkpoint
 from protocol import records as rec
+from tests.helpers.waiting import async_wait_until
 
 CODECS = [rec.COMPRESSION_NONE, rec.COMPRESSION_GZIP, rec.COMPRESSION_SNAPPY, rec.COMPRESSION_LZ4,
           rec.COMPRESSION_ZSTD]
@@ -380,9 +381,10 @@ def test_closing_stops_a_round_in_progress_and_leaves_nothing_behind(tmp_path: P
     async def run() -> tuple[bool, float]:
         cleaner = LogCleaner(h.manager, h.broker_config.get, clock=h.clock, worker=ProcessWorker)
         task = asyncio.create_task(cleaner.clean_once())
-        deadline = time.monotonic() + 20
-        while not (cleaner._workers and cleaner._workers[0].pid) and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
+        await async_wait_until(lambda: cleaner._workers and cleaner._workers[0].pid, 20, "the cleaner's worker",
+                               interval=0.02)
+        # Not a wait for a state: the round runs ~10 s from here and close() must stop it at any point; this only
+        # lets the worker get past its start-up into the reading.
         await asyncio.sleep(0.5)
         started = time.monotonic()
         await cleaner.close()

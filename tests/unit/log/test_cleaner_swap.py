@@ -8,15 +8,18 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from cleaner_helpers import Harness, append, compact_config, latest_view, records
+from cleaner_helpers import (
+    COMMITTED,
+    STEPS,
+    Harness,
+    append,
+    check_consistent,
+    compact_config,
+    latest_view,
+    records,
+)
 
 from broker.log import swap
-from protocol import records as rec
-
-STEPS = ["before-swap-rename", "after-swap-rename.log", "after-swap-rename.index", "after-swap-rename.timeindex",
-         "swap-committed", "before-install", "installed", "after-old-deleted", "before-final-rename",
-         "after-final-log-rename", "swap-done"]
-COMMITTED = STEPS.index("after-swap-rename.log")
 
 
 class SimulatedCrash(BaseException):
@@ -31,26 +34,6 @@ def filled(tmp: Path) -> tuple[Harness, dict[bytes, bytes], int]:
             append(h.log, [(b"key-%d" % (i % 25), None)])  # a tombstone now and then
     h.log.roll()
     return h, latest_view(records(h.log)), h.log.size_bytes
-
-
-def check_consistent(h: Harness, expected: dict[bytes, bytes]) -> None:
-    batches = []
-    offset = h.log.log_start_offset
-    while offset < h.log.log_end_offset:
-        data = h.log.read(offset, 1 << 20).data
-        if not data:
-            break
-        for _pos, header in rec.iter_batches(data):
-            batches.append(header)
-            offset = header.next_offset
-    assert offset == h.log.log_end_offset
-    ends = [b.next_offset for b in batches]
-    assert all(b.base_offset >= prev for b, prev in zip(batches[1:], ends, strict=False))  # no overlap, in order
-    bases = [s.base_offset for s in h.log.segments]
-    assert bases == sorted(set(bases))
-    assert latest_view(records(h.log)) == expected
-    leftovers = [p.name for p in h.log.directory.iterdir() if p.name.endswith((".cleaned", ".swap", ".deleted"))]
-    assert leftovers == []
 
 
 @pytest.mark.parametrize("occurrence", [1, 3])

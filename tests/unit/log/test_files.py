@@ -7,10 +7,9 @@ import resource
 import threading
 from pathlib import Path
 
-from log_helpers import batch
-
 from broker.log import LogConfig, PartitionLog
 from broker.log.files import LOG_FLAGS, MIN_CAPACITY, FileCache
+from tests.helpers.record_batches import batch
 
 
 def make_files(tmp_path: Path, n: int) -> list[str]:

@@ -8,9 +8,10 @@ import time
 from pathlib import Path
 
 import pytest
-from log_helpers import batch
 
 from broker.log import GroupCommitFlusher, PartitionLog
+from tests.helpers.record_batches import batch
+from tests.helpers.waiting import async_wait_until
 
 
 class CountingLog:
@@ -30,8 +31,8 @@ class CountingLog:
 
     def flush(self) -> None:
         self.threads.add(threading.current_thread().name)
+        covered = self.appended  # before the count: a test that sees the count knows what this flush covers
         self.flushes += 1
-        covered = self.appended
         time.sleep(self.delay)
         if self.fail:
             raise OSError(5, "EIO")
@@ -57,7 +58,7 @@ async def test_requests_during_a_flush_wait_for_the_next_one() -> None:
     log = CountingLog(delay=0.05)
     log.append()
     first = asyncio.create_task(flusher.sync(log))
-    await asyncio.sleep(0.01)  # the first flush is running now
+    await async_wait_until(lambda: log.flushes == 1)  # the first flush is running now
     mine = log.append()
     await flusher.sync(log)
     assert log.durable >= mine and log.flushes == 2
@@ -89,7 +90,7 @@ async def test_cancelled_waiter_does_not_break_the_round(n: int) -> None:
     flusher = GroupCommitFlusher()
     log = CountingLog(delay=0.02)
     tasks = [asyncio.create_task(flusher.sync(log)) for _ in range(n)]
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # one loop turn, not a timed wait: every task has entered sync()
     tasks[0].cancel()
     results = await asyncio.gather(*tasks, return_exceptions=True)
     assert isinstance(results[0], asyncio.CancelledError)

@@ -7,10 +7,9 @@ import asyncio
 import threading
 from pathlib import Path
 
-from log_helpers import batch
-
 from broker.log import LogConfig, LogManager, log_manager
 from broker.log.log_manager import LOG_START_CHECKPOINT, read_checkpoint
+from tests.helpers.record_batches import batch
 
 
 def _fill(plog, n: int) -> None:

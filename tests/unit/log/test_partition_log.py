@@ -6,10 +6,10 @@ import os
 from pathlib import Path
 
 import pytest
-from log_helpers import batch, batches_in
 
 from broker.log import LogConfig, LogManager, OffsetOutOfRangeError, PartitionLog
 from protocol import records as rec
+from tests.helpers.record_batches import batch, batches_in
 
 
 class Clock:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from log_helpers import batch, batches_in
 
 from broker.log import LogConfig, PartitionLog
 from broker.log.index import OffsetIndex, TimeIndex
+from tests.helpers.record_batches import batch, batches_in
 
 
 def test_offset_index_lookup_and_reload(tmp_path: Path) -> None:

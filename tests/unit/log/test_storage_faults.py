@@ -10,10 +10,10 @@ import os
 from pathlib import Path
 
 import pytest
-from log_helpers import batch, batches_in
 
 from broker.log import GroupCommitFlusher, LogConfig, PartitionLog
 from broker.log.dir_failure import KafkaStorageError, LogDirFailureChannel
+from tests.helpers.record_batches import batch, batches_in
 
 REAL_WRITE, REAL_PWRITE, REAL_FSYNC = os.write, os.pwrite, os.fsync
 

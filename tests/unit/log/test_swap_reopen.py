@@ -9,8 +9,16 @@ import shutil
 from pathlib import Path
 
 import pytest
-from cleaner_helpers import Harness, append, compact_config, latest_view, records
-from test_cleaner_swap import COMMITTED, STEPS, check_consistent
+from cleaner_helpers import (
+    COMMITTED,
+    STEPS,
+    Harness,
+    append,
+    check_consistent,
+    compact_config,
+    latest_view,
+    records,
+)
 
 from broker.log import LogManager, swap
 from broker.log.files import FileCache

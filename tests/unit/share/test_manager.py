@@ -14,34 +14,11 @@ from broker.share.inflight import ACK_ACCEPT, ACK_RELEASE
 from broker.share.manager import ShareError
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch, iter_batches
+from tests.helpers.share_state import MemoryShareState
 
 TOPIC_ID = uuid.uuid4()
 CONFIG = {"group.share.max.share.sessions": 10, "group.share.partition.max.record.locks": 2000,
           "group.share.delivery.count.limit": 5, "group.share.record.lock.duration.ms": 30_000}
-
-
-class MemoryState:
-    """In-memory Persister (the share coordinator's role): the last written start offset and batches per key."""
-
-    def __init__(self) -> None:
-        self.writes: list[tuple] = []
-        self.state: dict[tuple, SimpleNamespace] = {}
-
-    async def read_state(self, group, topic_id, partition):
-        state = self.state.get((group, topic_id, partition))
-        return SimpleNamespace(error_code=0, state=state)
-
-    async def initialize(self, group, topic_id, partition, state_epoch, start_offset):
-        self.state[(group, topic_id, partition)] = SimpleNamespace(
-            state_epoch=state_epoch, start_offset=start_offset, state_batches=[])
-        return SimpleNamespace(error_code=0)
-
-    async def write_state(self, group, topic_id, partition, state_epoch, leader_epoch, start_offset, batches,
-                          delivery_complete_count=-1):
-        self.writes.append((start_offset, list(batches)))
-        s = self.state[(group, topic_id, partition)]
-        s.start_offset = start_offset
-        return SimpleNamespace(error_code=0)
 
 
 def make(tmp_path, store=None):
@@ -58,7 +35,7 @@ def make(tmp_path, store=None):
 
 def test_control_batches_are_archived_as_gaps_and_only_acquired_batches_are_served(tmp_path):
     async def run():
-        store = MemoryState()
+        store = MemoryShareState()
         mgr, plog = make(tmp_path, store)
         plog.append(build_batch([Record(value=b"a%d" % i) for i in range(3)]))  # 0-2
         plog.append(build_batch([Record(value=b"")], control=True, transactional=True, producer_id=1))  # 3
@@ -79,7 +56,7 @@ def test_control_batches_are_archived_as_gaps_and_only_acquired_batches_are_serv
 
 def test_released_records_are_served_again_and_state_is_written_before_the_answer(tmp_path):
     async def run():
-        store = MemoryState()
+        store = MemoryShareState()
         mgr, plog = make(tmp_path, store)
         for _ in range(3):
             plog.append(build_batch([Record(value=b"x")] * 10))
@@ -102,7 +79,7 @@ def test_released_records_are_served_again_and_state_is_written_before_the_answe
 
 def test_loaded_state_resumes_after_a_restart(tmp_path):
     async def run():
-        store = MemoryState()
+        store = MemoryShareState()
         mgr, plog = make(tmp_path, store)
         plog.append(build_batch([Record(value=b"x")] * 5))
         sp = await mgr.partition("g", TOPIC_ID, 0)
@@ -122,7 +99,7 @@ def test_a_stored_state_the_leader_cannot_load_fails_only_its_partition(tmp_path
     """A state written before the share coordinator validated batches (an unknown delivery state): loading the
     share-partition answers an error for it (ShareError), it does not raise anything else."""
     async def run():
-        store = MemoryState()
+        store = MemoryShareState()
         store.state[("g", TOPIC_ID, 0)] = SimpleNamespace(
             state_epoch=1, start_offset=0, state_batches=[SimpleNamespace(
                 first_offset=0, last_offset=2, delivery_state=7, delivery_count=1)])
@@ -147,7 +124,7 @@ def test_lock_expiry_loop_survives_a_failed_round(tmp_path):
     """Regression: one exception in the lock-expiry loop ended it for good, so no lock expired any more."""
     async def run():
         clock = FakeClock()
-        mgr, plog = make(tmp_path, MemoryState())
+        mgr, plog = make(tmp_path, MemoryShareState())
         mgr._clock = clock
         plog.append(build_batch([Record(value=b"x")] * 5))
         sp = await mgr.partition("g", TOPIC_ID, 0)
@@ -180,7 +157,7 @@ def test_lock_expiry_loop_survives_a_failed_round(tmp_path):
 
 def test_share_partitions_of_a_deleted_topic_are_dropped(tmp_path):
     async def run():
-        mgr, plog = make(tmp_path, MemoryState())
+        mgr, plog = make(tmp_path, MemoryShareState())
         plog.append(build_batch([Record(value=b"x")] * 2))
         sp = await mgr.partition("g", TOPIC_ID, 0)
         other = await mgr.partition("h", TOPIC_ID, 0)
@@ -200,7 +177,7 @@ def test_the_leader_follows_topic_deletion(tmp_path):
     groups = SimpleNamespace(add_member_removed_listener=hooks.append, add_group_deleted_listener=hooks.append,
                              add_share_state_reset_listener=hooks.append)
     topics = SimpleNamespace(on_delete=listeners.append)
-    mgr = make_manager(config=SimpleNamespace(get=CONFIG.__getitem__), topics=topics, persister=MemoryState(),
+    mgr = make_manager(config=SimpleNamespace(get=CONFIG.__getitem__), topics=topics, persister=MemoryShareState(),
                        group_configs=lambda g: {})
     follow_events(mgr, topics=topics, groups=groups, server=SimpleNamespace(close_listeners=[]))
     mgr._partitions[("g", TOPIC_ID, 0)] = SimpleNamespace(dead=False, waiters=set())
@@ -215,7 +192,7 @@ def test_serving_acquired_records_reads_only_what_is_sent(tmp_path, monkeypatch)
     from broker.log import segment
 
     async def run():
-        mgr, plog = make(tmp_path, MemoryState())
+        mgr, plog = make(tmp_path, MemoryShareState())
         for i in range(200):
             plog.append(build_batch([Record(value=bytes([i % 256]) * 100) for _ in range(5)]))  # ~560 B each
         sp = await mgr.partition("g", TOPIC_ID, 0)
@@ -241,7 +218,7 @@ def test_far_apart_redelivered_ranges_are_read_one_by_one(tmp_path, monkeypatch)
     from broker.log import segment
 
     async def run():
-        mgr, plog = make(tmp_path, MemoryState())
+        mgr, plog = make(tmp_path, MemoryShareState())
         for i in range(300):
             plog.append(build_batch([Record(value=bytes([i % 256]) * 1000)]))  # ~1 KB, one record each
         sp = await mgr.partition("g", TOPIC_ID, 0)
@@ -264,7 +241,7 @@ def test_failed_state_write_rolls_memory_back_to_the_durable_state(tmp_path):
     records were never delivered again) although the share coordinator never stored it."""
     from protocol.errors import ErrorCode
 
-    class FailingState(MemoryState):
+    class FailingState(MemoryShareState):
         fail = False
 
         async def write_state(self, group, topic_id, partition, state_epoch, leader_epoch, start_offset, batches,
@@ -303,7 +280,7 @@ def test_dead_letters_are_written_before_the_archived_state_and_a_failed_dlq_wri
 
     order: list[str] = []
 
-    class OrderedState(MemoryState):
+    class OrderedState(MemoryShareState):
         async def write_state(self, *args, **kwargs):
             order.append("state")
             return await super().write_state(*args)
@@ -337,7 +314,7 @@ def test_dead_letters_are_written_before_the_archived_state_and_a_failed_dlq_wri
         again = mgr.acquire(fresh, "n", 4, 1 << 20, min_one=True)
         assert [(r.first_offset, r.last_offset) for r in again.ranges] == [(1, 3)]
         assert await mgr.acknowledge(fresh, "n", [(1, 3, [ACK_RELEASE])]) == 0
-        # (MemoryState keeps no delivery counts; the real share coordinator brings back count 1 here.)
+        # (MemoryShareState keeps no delivery counts; the real share coordinator brings back count 1 here.)
         mgr.acquire(fresh, "n", 4, 1 << 20, min_one=True)
         mgr.group_configs = lambda g: {"share.auto.offset.reset": "earliest", "share.delivery.count.limit": "2"}
         dlq.fail = False
@@ -357,7 +334,7 @@ def test_record_locks_limit_in_each_acquire_mode(tmp_path, strict):
     flight as available records, later acquired up to that batch's end whatever the limit; ours leaves them
     in the log: not pinned here.)"""
     async def run():
-        mgr, plog = make(tmp_path, MemoryState())
+        mgr, plog = make(tmp_path, MemoryShareState())
         plog.append(build_batch([Record(value=b"x")] * 1500))  # 0-1499
         plog.append(build_batch([Record(value=b"x")] * 1000))  # 1500-2499
         plog.append(build_batch([Record(value=b"x")] * 10))  # 2500-2509

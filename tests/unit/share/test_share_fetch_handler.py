@@ -12,36 +12,11 @@ from broker.handlers.share_fetch import handle_share_acknowledge, handle_share_f
 from broker.log.partition_log import PartitionLog
 from protocol.codec import request_codec
 from protocol.records import Record, build_batch
+from tests.helpers.share_state import MemoryShareState
 
 TOPIC_ID = uuid.uuid4()
 CONFIG = {"group.share.max.share.sessions": 10, "group.share.partition.max.record.locks": 2000,
           "group.share.delivery.count.limit": 5, "group.share.record.lock.duration.ms": 30_000}
-
-
-class GatedState:
-    """A Persister stand-in whose writes wait for `gate` while `gating` is set."""
-
-    def __init__(self) -> None:
-        self.state: dict[tuple, SimpleNamespace] = {}
-        self.gating = False
-        self.gate = asyncio.Event()
-        self.started: list[int] = []
-
-    async def read_state(self, group, topic_id, partition):
-        return SimpleNamespace(error_code=0, state=self.state.get((group, topic_id, partition)))
-
-    async def initialize(self, group, topic_id, partition, state_epoch, start_offset):
-        self.state[(group, topic_id, partition)] = SimpleNamespace(
-            state_epoch=state_epoch, start_offset=start_offset, state_batches=[])
-        return SimpleNamespace(error_code=0)
-
-    async def write_state(self, group, topic_id, partition, state_epoch, leader_epoch, start_offset, batches,
-                          delivery_complete_count=-1):
-        if self.gating:
-            self.started.append(partition)
-            await self.gate.wait()
-        self.state[(group, topic_id, partition)].start_offset = start_offset
-        return SimpleNamespace(error_code=0)
 
 
 def make(tmp_path, store, partitions: int = 2):
@@ -79,7 +54,7 @@ def fetch_body(epoch: int, acks: dict[int, list[tuple[int, int, int]]] | None = 
             "forgotten_topics_data": []}
 
 
-async def _both_writes_start_together(store: GatedState, call) -> None:
+async def _both_writes_start_together(store: MemoryShareState, call) -> None:
     store.gating = True
     task = asyncio.get_running_loop().create_task(call)
     deadline = asyncio.get_running_loop().time() + 2
@@ -94,7 +69,7 @@ async def _both_writes_start_together(store: GatedState, call) -> None:
 def test_share_fetch_persists_acknowledgements_of_several_partitions_together(tmp_path):
     """Regression: acknowledgements riding on one ShareFetch were written one partition after another."""
     async def run():
-        store = GatedState()
+        store = MemoryShareState()
         broker, logs = make(tmp_path, store)
         for plog in logs:
             plog.append(build_batch([Record(value=b"x")] * 3))
@@ -108,7 +83,7 @@ def test_share_fetch_persists_acknowledgements_of_several_partitions_together(tm
 
 def test_share_acknowledge_persists_several_partitions_together(tmp_path):
     async def run():
-        store = GatedState()
+        store = MemoryShareState()
         broker, logs = make(tmp_path, store)
         for plog in logs:
             plog.append(build_batch([Record(value=b"x")] * 3))

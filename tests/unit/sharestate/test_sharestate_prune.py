@@ -9,6 +9,7 @@ import uuid
 from broker.app import Broker
 from broker.config import load_config
 from broker.sharestate import runtime as share_runtime
+from tests.helpers.waiting import async_wait_until
 
 TOPIC = "t"
 
@@ -120,12 +121,13 @@ def test_many_writes_trigger_a_round_without_waiting_for_the_interval(tmp_path, 
         try:
             tid = await setup(broker, keys=5)
             plog = broker.share_coordinator.log.partition_log(0)
+            offsets = broker.share_coordinator.offsets
             for round_ in range(3):  # rounds run in the background task, kicked by the record count
                 await write_acks(broker, tid, keys=5, writes=1_500, start=round_ * 1_500)
-                await asyncio.sleep(0.05)
-            deadline = asyncio.get_running_loop().time() + 10
-            while plog.log_start_offset == 0 and asyncio.get_running_loop().time() < deadline:
-                await asyncio.sleep(0.05)
+                await async_wait_until(
+                    lambda: offsets.appended_since_prune.get(0, 0) < share_runtime.PRUNE_AFTER_RECORDS, 10,
+                    "the kicked prune round")
+            await async_wait_until(lambda: plog.log_start_offset > 0, 10, "the log start to move")
             assert plog.log_start_offset > 0
         finally:
             await broker.stop()

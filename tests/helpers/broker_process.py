@@ -15,12 +15,21 @@ from __future__ import annotations
 import os
 import resource
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+VENV_PYTHON = REPO / ".venv" / "bin" / "python"
+
+
+def venv_python() -> str:
+    """The repository venv's interpreter (`make install` makes it), else the one running the tests."""
+    return str(VENV_PYTHON) if VENV_PYTHON.exists() else sys.executable
 
 
 class BrokerProcess:
@@ -145,3 +154,19 @@ class BrokerProcess:
         except FileNotFoundError:
             return "(no broker log)"
         return "\n".join(text.splitlines()[-lines:])
+
+
+def free_port() -> int:
+    """A port free now: for a broker that must come back on the same port after a restart."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def restart(broker: BrokerProcess, how: str) -> None:
+    """Stop the broker by `how` ("kill9", or a clean SIGTERM stop that must exit 0) and start it again."""
+    if how == "kill9":
+        broker.kill9()
+    else:
+        assert broker.stop() == 0  # SIGTERM: a clean shutdown
+    broker.start()

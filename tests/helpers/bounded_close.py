@@ -1,26 +1,29 @@
-"""Bounded waits around confluent_kafka.ShareConsumer for tests: a test must fail by its own deadline, not hang.
+"""A bounded close for confluent_kafka.ShareConsumer in tests: a test must fail by its own deadline, not hang.
 
 ShareConsumer.close() takes no timeout. librdkafka 2.16.0's close waits for every partition of the group
 assignment to leave, and an assignment whose heartbeat response arrived just before close() is applied after
 the close began: its partitions never leave, and close() never returns (seen with `debug=cgrp`: "waiting for
 3 toppar(s) ... before terminating" once a second, forever). Close only consumers whose assignment was applied
-(`poll_until_served`), and close them with `close_within`.
+(`share_consumers.poll_until_served`), and close them with `close_within`.
 """
 
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import pytest
-from confluent_kafka import ShareConsumer
+
+
+class Closable(Protocol):
+    def close(self) -> None: ...
+
 
 # librdkafka documents close as bounded by about socket.timeout.ms (60 s by default); past that it is stuck.
 CLOSE_TIMEOUT_S = 90.0
 
 
-def close_within(consumer: ShareConsumer, timeout: float = CLOSE_TIMEOUT_S) -> None:
+def close_within(consumer: Closable, timeout: float = CLOSE_TIMEOUT_S) -> None:
     """consumer.close(), failing the test if it has not returned after `timeout` seconds. The close runs in a
     daemon thread: a stuck one is left behind (it holds no lock of ours) and cannot keep the interpreter up."""
     errors: list[BaseException] = []
@@ -40,19 +43,3 @@ def close_within(consumer: ShareConsumer, timeout: float = CLOSE_TIMEOUT_S) -> N
                     "after close began never leaves)", pytrace=False)
     if errors:
         raise errors[0]
-
-
-def poll_until_served(consumers: Sequence[ShareConsumer], check: Callable[[list[set[int]]], bool],
-                      timeout: float = 30.0) -> list[set[int]]:
-    """Poll the consumers until `check(partitions each consumer received records from)` holds, and return those
-    sets. A record from a partition shows that the consumer applied an assignment holding it and opened its
-    share session there (the broker serves a member only its assigned partitions)."""
-    end = time.monotonic() + timeout
-    served: list[set[int]] = [set() for _ in consumers]
-    while not check(served):
-        assert time.monotonic() < end, f"consumers were served partitions {served} after {timeout:.0f} s"
-        for c, parts in zip(consumers, served, strict=True):
-            for m in c.poll(0.1):
-                assert m.error() is None, m.error()
-                parts.add(m.partition())
-    return served

@@ -6,17 +6,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
-
-
-def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 class Member(threading.Thread):
@@ -144,3 +135,17 @@ def check_delivery(produced: set[tuple[int, int]], members: list[Member]) -> tup
             late = [t for t in times if t > first_commit_past]
             assert not late, f"record {p}:{o} read again after a commit past it was accepted"
     return len(reads), duplicates
+
+
+PARTITIONS = 6  # of the topic the membership scenarios use
+
+
+def covered(members: list[Member]) -> bool:
+    """Every partition of the scenario topic is assigned to exactly one member."""
+    owned = [p for m in members for p in m.assigned]
+    return sorted(owned) == list(range(PARTITIONS))
+
+
+def consumed_all(members: list[Member], wanted: set[tuple[int, int]]) -> bool:
+    seen = {rec for m in members for rec in list(m.consumed)}
+    return wanted <= seen

@@ -1,0 +1,17 @@
+"""Helpers shared by the test folders; no tests here. Test modules import from these, never from each other.
+
+broker_process     a broker as a child process (the `broker`, `broker_module`, `broker_factory` fixtures of
+                   tests/conftest.py use it), free_port, restart
+waiting            wait_until / async_wait_until: poll a condition with a deadline instead of sleeping
+raw_client         RawClient: one request at a time over a socket, for any (api, version)
+raw_requests       raw Produce, Metadata topic id, Fetch bodies, CreateTopics, classic JoinGroup
+share_raw          raw ShareGroupHeartbeat / ShareFetch / ShareAcknowledge, and readers of their responses
+confluent_clients  confluent-kafka: admin_client, create_topic, produce_all, consume_all, group configs, offsets
+share_consumers    confluent-kafka ShareConsumer: make one, poll, drain, poll until every member was served
+bounded_close      close a ShareConsumer within a deadline (librdkafka's close can hang)
+group_members      consumer-group members in threads that record what they read and committed
+share_state        MemoryShareState: an in-memory share-state store for share-partition unit tests
+record_batches     record batches for log tests
+sasl, tls_material SASL users and listeners; TLS files made on the fly
+kcat, proc_stats   the kcat CLI; a process's RSS and open files
+"""

@@ -1,0 +1,47 @@
+"""Raw requests for tests (RawClient): API keys, Produce, Metadata's topic id, Fetch bodies, classic JoinGroup."""
+
+from __future__ import annotations
+
+import uuid
+
+from protocol.codec import message_codec
+from tests.helpers.raw_client import RawClient
+
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, FIND_COORDINATOR, CREATE_TOPICS, INIT_PRODUCER_ID = 0, 1, 2, 3, 10, 19, 22
+
+
+def create_topic(client: RawClient, topic: str, partitions: int = 1) -> None:
+    resp = client.call(CREATE_TOPICS, 7, {"topics": [{"name": topic, "num_partitions": partitions,
+                                                      "replication_factor": -1}], "timeout_ms": 30_000})
+    assert resp.topics[0].error_code == 0, resp.topics[0]
+
+
+def produce(client: RawClient, topic: str, records: bytes, partition: int = 0, acks: int = -1):
+    resp = client.call(PRODUCE, 9, {"acks": acks, "timeout_ms": 5000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": partition, "records": records}]}]})
+    return resp.responses[0].partition_responses[0]
+
+
+def topic_id(client: RawClient, topic: str) -> uuid.UUID:
+    meta = client.call(METADATA, 12, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})
+    return meta.topics[0].topic_id
+
+
+def fetch_body(topic: str, offset: int, *, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, partition_max=1 << 20,
+               partitions=(0,)) -> dict:
+    return {"max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes, "topics": [
+        {"topic": topic, "partitions": [
+            {"partition": p, "fetch_offset": offset, "partition_max_bytes": partition_max} for p in partitions]}]}
+
+OFFSET_COMMIT, OFFSET_FETCH, JOIN, HEARTBEAT, LEAVE, SYNC = 8, 9, 11, 12, 13, 14
+DESCRIBE, LIST, DELETE, OFFSET_DELETE = 15, 16, 42, 47
+
+
+def subscription(*topics: str) -> bytes:
+    return b"\x00\x00" + message_codec("ConsumerProtocolSubscription", 0).encode({"topics": list(topics)})
+
+
+def join(c: RawClient, v: int, group: str, member: str = "", instance: str | None = None):
+    return c.call(JOIN, v, {"group_id": group, "session_timeout_ms": 10_000, "rebalance_timeout_ms": 10_000,
+                            "member_id": member, "group_instance_id": instance, "protocol_type": "consumer",
+                            "protocols": [{"name": "range", "metadata": subscription("raw")}], "reason": "test"})
