@@ -97,10 +97,10 @@ class Broker:
     replicas: ReplicaManager
     log_cleaner: LogCleaner
     producer_ids: ProducerIdManager
-    transaction_coordinator: TransactionCoordinatorRuntime
     share_coordinator: ShareCoordinatorRuntime
     group_coordinator: GroupCoordinatorRuntime
     share_partitions: SharePartitionManager  # the share-partition leader
+    transaction_coordinator: TransactionCoordinatorRuntime
     metrics: MetricsService
 
     def __init__(self, config: BrokerConfig, *, port_file: str | os.PathLike | None = None,
@@ -171,12 +171,13 @@ class Broker:
         topics.on_delete(lambda info: cleaner.forget(info.name))
         allocator = ProducerIdAllocator(topics.registry.next_producer_id, topics.reserve_producer_ids)
         self.producer_ids = ProducerIdManager(allocator)
-        # Markers: data partitions -> the ReplicaManager, __consumer_offsets -> the group coordinator, once they
-        # implement TxnMarkerWriter; until then markers are retried and transactions stay prepared.
-        markers = RoutedMarkerWriter(UnavailableMarkerWriter(), UnavailableMarkerWriter())
+        self._build_coordinators()
+        # Markers: __consumer_offsets -> the group coordinator (it settles transactional offset commits); data
+        # partitions -> the ReplicaManager once it implements TxnMarkerWriter (until then those markers are
+        # retried and their transactions stay prepared).
+        markers = RoutedMarkerWriter(UnavailableMarkerWriter(), self.group_coordinator)
         self.transaction_coordinator = self._closed_on_stop("transaction_coordinator", build_transaction_coordinator(
             config, topics, allocator, CoordinatorLog(topics, replicas, TRANSACTION_STATE_TOPIC), markers, self.spawn))
-        self._build_coordinators()
         self.metrics = self._closed_on_stop("metrics", MetricsService(
             config, self.router.request_metrics.registry, self.spawn, logs=logs,
             share_partitions=self.share_partitions, group_coordinator=self.group_coordinator, server=self.server))
@@ -192,7 +193,10 @@ class Broker:
                                             "share-state-delete-topic"))
         groups = self.group_coordinator = GroupCoordinatorRuntime(
             coordinator_config(config), CoordinatorLog(topics, replicas, OFFSETS_TOPIC), topics, self.configs,
-            share_coordinator, spawn, consumer_enabled="consumer" in config.get("group.coordinator.rebalance.protocols"),
+            share_coordinator, spawn,
+            # built after the group coordinator (whose markers it writes through it): a late-bound reference
+            txn_verifier=lambda: self.transaction_coordinator,
+            consumer_enabled="consumer" in config.get("group.coordinator.rebalance.protocols"),
             share_enabled=bool(config.get("group.share.enable")))
         topics.on_delete(lambda info: spawn(groups.topics_deleted([info.topic_id], [info.name]),
                                             "group-coordinator-delete-topic"))
@@ -205,7 +209,10 @@ class Broker:
 
     def _startables(self) -> tuple[Startable, ...]:
         """The components with work to start, in creation order."""
-        return (self.log_cleaner, self.transaction_coordinator, self.share_coordinator, self.group_coordinator, self.share_partitions, self.metrics)
+        # (The group coordinator loads before the transaction coordinator resends the markers of prepared
+        # transactions, some of which settle transactional offsets.)
+        return (self.log_cleaner, self.share_coordinator, self.group_coordinator, self.share_partitions,
+                self.transaction_coordinator, self.metrics)
 
     # --- lifecycle -----------------------------------------------------------------------------------------
     async def start(self) -> None:

@@ -58,6 +58,8 @@ API_ACLS: dict[int, ApiAcls] = {
     25: ApiAcls(((Op.WRITE, X), (Op.READ, G)), E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                 "AddOffsetsToTxn: WRITE transactional id, READ group"),
     26: ApiAcls(((Op.WRITE, X),), E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "EndTxn: WRITE transactional id"),
+    28: ApiAcls(((Op.WRITE, X), (Op.READ, G), (Op.READ, T)), E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "TxnOffsetCommit: WRITE transactional id, READ group, READ per topic"),
     29: ApiAcls(((Op.DESCRIBE, C),), E.CLUSTER_AUTHORIZATION_FAILED, "DescribeAcls"),
     30: ApiAcls(((Op.ALTER, C),), E.CLUSTER_AUTHORIZATION_FAILED, "CreateAcls"),
     31: ApiAcls(((Op.ALTER, C),), E.CLUSTER_AUTHORIZATION_FAILED, "DeleteAcls"),
