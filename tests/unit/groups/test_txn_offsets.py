@@ -279,9 +279,7 @@ def test_served_state_equals_replay_and_the_model(operations):
     pending: dict[int, dict[int, int]] = {}  # pid -> partition -> offset
     order: dict[int, int] = {}  # partition -> position of the record now committed
     pending_pos: dict[int, dict[int, int]] = {}
-    position = 0
-    for op in operations:
-        position += 1
+    for position, op in enumerate(operations, 1):
         if op[0] == "plain":
             _, p, off = op
             plain_commit(gc, log, partition=p, offset=off)
