@@ -44,7 +44,7 @@ from broker.share.manager import SharePartitionManager
 from broker.share.manager import follow_events as follow_share_events
 from broker.sharestate.runtime import TOPIC as SHARE_STATE_TOPIC
 from broker.sharestate.runtime import ShareCoordinatorRuntime
-from broker.txn.markers import RoutedMarkerWriter, UnavailableMarkerWriter
+from broker.txn.markers import RoutedMarkerWriter
 from broker.txn.runtime import TOPIC as TRANSACTION_STATE_TOPIC
 from broker.txn.runtime import TransactionCoordinatorRuntime
 from broker.txn.runtime import build as build_transaction_coordinator
@@ -97,10 +97,10 @@ class Broker:
     replicas: ReplicaManager
     log_cleaner: LogCleaner
     producer_ids: ProducerIdManager
-    transaction_coordinator: TransactionCoordinatorRuntime
     share_coordinator: ShareCoordinatorRuntime
     group_coordinator: GroupCoordinatorRuntime
     share_partitions: SharePartitionManager  # the share-partition leader
+    transaction_coordinator: TransactionCoordinatorRuntime
     metrics: MetricsService
 
     def __init__(self, config: BrokerConfig, *, port_file: str | os.PathLike | None = None,
@@ -171,15 +171,15 @@ class Broker:
         topics.on_delete(lambda info: cleaner.forget(info.name))
         allocator = ProducerIdAllocator(topics.registry.next_producer_id, topics.reserve_producer_ids)
         self.producer_ids = ProducerIdManager(allocator)
-        # Markers: data partitions -> the ReplicaManager, __consumer_offsets -> the group coordinator (not yet: its
-        # markers are retried, so a transaction with offsets stays prepared).
-        markers = RoutedMarkerWriter(replicas, UnavailableMarkerWriter())
+        self._build_coordinators()
+        # Markers: data partitions -> the ReplicaManager, __consumer_offsets -> the group coordinator (it settles
+        # transactional offset commits).
+        markers = RoutedMarkerWriter(replicas, self.group_coordinator)
         txn = self.transaction_coordinator = self._closed_on_stop("transaction_coordinator", build_transaction_coordinator(
             config, topics, allocator, CoordinatorLog(topics, replicas, TRANSACTION_STATE_TOPIC), markers, self.spawn))
         # The produce path asks the transaction coordinator whether a partition is in the transaction (KIP-890
         # part 1); bound here because the coordinator's log is written through the replica manager.
         replicas.set_txn_verifier(txn if config.get("transaction.partition.verification.enable") else None)
-        self._build_coordinators()
         self.metrics = self._closed_on_stop("metrics", MetricsService(
             config, self.router.request_metrics.registry, self.spawn, logs=logs,
             share_partitions=self.share_partitions, group_coordinator=self.group_coordinator, server=self.server))
@@ -195,7 +195,10 @@ class Broker:
                                             "share-state-delete-topic"))
         groups = self.group_coordinator = GroupCoordinatorRuntime(
             coordinator_config(config), CoordinatorLog(topics, replicas, OFFSETS_TOPIC), topics, self.configs,
-            share_coordinator, spawn, consumer_enabled="consumer" in config.get("group.coordinator.rebalance.protocols"),
+            share_coordinator, spawn,
+            # built after the group coordinator (whose markers it writes through it): a late-bound reference
+            txn_verifier=lambda: self.transaction_coordinator,
+            consumer_enabled="consumer" in config.get("group.coordinator.rebalance.protocols"),
             share_enabled=bool(config.get("group.share.enable")))
         topics.on_delete(lambda info: spawn(groups.topics_deleted([info.topic_id], [info.name]),
                                             "group-coordinator-delete-topic"))
@@ -208,7 +211,10 @@ class Broker:
 
     def _startables(self) -> tuple[Startable, ...]:
         """The components with work to start, in creation order."""
-        return (self.log_cleaner, self.transaction_coordinator, self.share_coordinator, self.group_coordinator, self.share_partitions, self.metrics)
+        # (The group coordinator loads before the transaction coordinator resends the markers of prepared
+        # transactions, some of which settle transactional offsets.)
+        return (self.log_cleaner, self.share_coordinator, self.group_coordinator, self.share_partitions,
+                self.transaction_coordinator, self.metrics)
 
     # --- lifecycle -----------------------------------------------------------------------------------------
     async def start(self) -> None:

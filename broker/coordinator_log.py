@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from broker.log.dir_failure import KafkaStorageError
 from protocol import records as rec
+from protocol.control_records import build_end_txn_marker, read_end_txn_marker
 
 if TYPE_CHECKING:
     from broker.cluster.manager import TopicManager
@@ -26,6 +28,10 @@ if TYPE_CHECKING:
     from broker.partitions import ReplicaManager
 
 log = structlog.get_logger(__name__)
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+# on_marker(producer_id, producer_epoch, commit, coordinator_epoch): a COMMIT/ABORT control batch on replay
+MarkerApply = Callable[[int, int, bool, int], Any]
 _SIZE_ERRORS = frozenset({"MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_FETCH_SIZE"})
 
 READ_CHUNK = 1 << 20
@@ -50,10 +56,14 @@ class CoordinatorLog:
         info = self._topics.registry.get(self.topic)
         return info.num_partitions if info is not None else 0
 
-    def replay(self, partition: int, apply: Callable[..., Any], *, with_offsets: bool = False) -> int:
+    def replay(self, partition: int, apply: Callable[..., Any], *, with_offsets: bool = False,
+               with_producer: bool = False, on_marker: MarkerApply | None = None) -> int:
         """Feed every record of `partition` to `apply(key, value)` (`apply(key, value, offset)` with
-        `with_offsets`), in offset order; returns the count. Keyless records and control batches are skipped
-        (Kafka's coordinator loader does the same)."""
+        `with_offsets`; `apply(key, value, producer_id, producer_epoch)` with `with_producer`, the ids of a
+        transactional batch, -1 for any other), in offset order; returns the count. Keyless records are skipped;
+        control batches are skipped too (Kafka's coordinator loader does the same), unless `on_marker` is given:
+        then each transaction marker (COMMIT/ABORT) calls `on_marker(producer_id, producer_epoch, commit,
+        coordinator_epoch)` in log order, as Kafka's loader calls replayEndTransactionMarker."""
         plog = self._topics.log(self.topic, partition)
         offset, end, count = plog.log_start_offset, plog.log_end_offset, 0
         while offset < end:
@@ -65,12 +75,21 @@ class CoordinatorLog:
                     continue
                 offset = header.next_offset
                 if header.is_control:
+                    if on_marker is not None and header.base_offset >= plog.log_start_offset:
+                        marker = read_end_txn_marker(view)
+                        if marker is not None:
+                            on_marker(header.producer_id, header.producer_epoch, marker.commit,
+                                      marker.coordinator_epoch)
                     continue
+                pid, epoch = ((header.producer_id, header.producer_epoch) if header.is_transactional
+                              else (NO_PRODUCER_ID, NO_PRODUCER_EPOCH))
                 for record in rec.iter_records(view):
                     if record.offset < plog.log_start_offset or record.key is None:
                         continue
                     if with_offsets:
                         apply(record.key, record.value, record.offset)
+                    elif with_producer:
+                        apply(record.key, record.value, pid, epoch)
                     else:
                         apply(record.key, record.value)
                     count += 1
@@ -82,13 +101,24 @@ class CoordinatorLog:
         while awaiting it (its client went away) cannot cancel the durability wait other requests share."""
         return self.append_at(partition, records)[1]
 
-    def append_at(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]
+    def append_transactional(self, partition: int, records: Sequence[tuple[bytes, bytes | None]], *,
+                             producer_id: int, producer_epoch: int) -> asyncio.Future:
+        """As `append`, as one transactional batch of `producer_id`/`producer_epoch` (no sequence), as Kafka's
+        coordinator runtime writes a transactional offset commit: its records stay pending until the
+        transaction's marker (`append_marker`) is written to the partition."""
+        return self.append_at(partition, records, producer_id=producer_id, producer_epoch=producer_epoch)[1]
+
+    def append_at(self, partition: int, records: Sequence[tuple[bytes, bytes | None]], *,
+                  producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH
                   ) -> tuple[int, asyncio.Future]:
         """As `append`, also returning the offset of the first record (-1 when there are none)."""
         if not records:
             return -1, self.barrier_future(partition)
         info = self._topics.registry.get(self.topic)
-        batch = rec.build_batch([rec.Record(key=bytes(k), value=None if v is None else bytes(v)) for k, v in records])
+        txn = {} if producer_id < 0 else {"producer_id": producer_id, "producer_epoch": producer_epoch,
+                                          "transactional": True}
+        batch = rec.build_batch([rec.Record(key=bytes(k), value=None if v is None else bytes(v)) for k, v in records],
+                                **txn)
         result, plog = self._replicas.append(info, partition, batch, allow_internal=True)
         if plog is None or result.error:
             # Too large a batch is the request's doing (a member with huge metadata): Kafka's coordinators answer
@@ -98,10 +128,30 @@ class CoordinatorLog:
             report("coordinator records not appended", topic=self.topic, partition=partition, error=name,
                    message=result.error_message)
             raise AppendFailed(f"{self.topic}-{partition}: {result.error!r} {result.error_message or ''}")
+        return result.base_offset, self._durable(partition, plog)
+
+    def append_marker(self, partition: int, *, producer_id: int, producer_epoch: int, commit: bool,
+                      coordinator_epoch: int) -> asyncio.Future:
+        """Append the COMMIT/ABORT control batch ending `producer_id`'s transaction on `partition` now and return
+        a future done when durable; raises AppendFailed. Written straight to the partition log: the produce path
+        refuses control batches from clients, and a coordinator's own partition needs none of its checks."""
+        plog = self._topics.log(self.topic, partition)
+        batch = build_end_txn_marker(producer_id=producer_id, producer_epoch=producer_epoch, commit=commit,
+                                     coordinator_epoch=coordinator_epoch)
+        if plog.failures.offline:
+            raise AppendFailed(f"{self.topic}-{partition}: log directory offline")
+        try:
+            plog.append(batch)
+        except (OSError, KafkaStorageError) as err:
+            log.error("transaction marker not appended", topic=self.topic, partition=partition, error=repr(err))
+            raise AppendFailed(f"{self.topic}-{partition}: {err!r}") from err
+        return self._durable(partition, plog)
+
+    def _durable(self, partition: int, plog: object) -> asyncio.Future:
         fut = asyncio.ensure_future(self._replicas.make_durable([plog]))
         self._pending[partition] = fut
         fut.add_done_callback(lambda f, p=partition: self._done(p, f))
-        return result.base_offset, asyncio.shield(fut)
+        return asyncio.shield(fut)
 
     def partition_log(self, partition: int) -> PartitionLog:
         return self._topics.log(self.topic, partition)

@@ -38,6 +38,8 @@ SERVED: dict[str, tuple[int, int] | None] = {
     "AddPartitionsToTxn": (0, 4),
     "AddOffsetsToTxn": (0, 4),
     "EndTxn": (0, 4),
+    # TxnOffsetCommit v6 names topics by id: not served yet.
+    "TxnOffsetCommit": (0, 5),
     "DescribeTransactions": None,
     "ListTransactions": None,
     # Next milestone (groups and share groups): the spec's full range.

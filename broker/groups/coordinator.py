@@ -28,6 +28,7 @@ from broker.groups.consumer.migration import MigrationPolicy
 from broker.groups.offsets import (
     INVALID_OFFSET,
     NO_LEADER_EPOCH,
+    NO_PRODUCER_ID,
     OffsetAndMetadata,
     OffsetStore,
     commit_record,
@@ -124,12 +125,14 @@ class GroupCoordinator:
 
     # ----------------------------------------------------------------------------------------------- replay
 
-    def replay(self, key: bytes | memoryview, value: bytes | memoryview | None) -> bool:
-        """Apply one `__consumer_offsets` record; False if no part owns its type (skipped, as Kafka's loader
-        skips unknown record types). Call `loaded(now_ms)` once every partition has been replayed."""
+    def replay(self, key: bytes | memoryview, value: bytes | memoryview | None,
+               producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1) -> bool:
+        """Apply one `__consumer_offsets` record (of a transactional batch of `producer_id` when >= 0: only
+        offsets are written so); False if no part owns its type (skipped, as Kafka's loader skips unknown record
+        types). Call `loaded(now_ms)` once every partition has been replayed."""
         owner = group_records.owner_of(key)
         if owner is Owner.OFFSETS:
-            gid = self.offsets.replay(key, value)
+            gid = self.offsets.replay(key, value, producer_id, producer_epoch)
             if value is not None and self.group_type_of(gid) is None:
                 # Offsets without a group: Kafka's "simple" group (standalone consumers, admin commits).
                 self.classic.get_or_create_simple(gid, self._now)
@@ -144,6 +147,23 @@ class GroupCoordinator:
             return self.share.replay(key, value)
         self.skipped_records += 1
         return False
+
+    def replay_end_txn(self, producer_id: int, producer_epoch: int, commit: bool,
+                       owns: Callable[[str], bool] = lambda group: True) -> list[str]:
+        """Apply a transaction marker of `producer_id` (written to a `__consumer_offsets` partition) to the
+        groups `owns` accepts, those of that partition: their pending transactional offsets are committed or
+        dropped. Returns the groups whose transaction ended."""
+        ended = self.offsets.replay_end_txn(producer_id, producer_epoch, commit, owns)
+        if ended:
+            log.debug("transactional offsets completed", producer_id=producer_id, commit=commit, groups=ended)
+        return ended
+
+    def check_marker(self, producer_id: int, producer_epoch: int) -> ErrorCode:
+        """A marker of an epoch older than the producer's latest on the offsets log is refused, as Kafka's
+        producer state refuses it (INVALID_PRODUCER_EPOCH: the marker comes from a stale coordinator)."""
+        if producer_epoch < self.offsets.producer_epochs.get(producer_id, -1):
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        return ErrorCode.NONE
 
     def begin_load(self, now_ms: int) -> None:
         self._now = now_ms
@@ -432,6 +452,67 @@ class GroupCoordinator:
         res.response = {"topics": topics_out}
         return res
 
+    def _validate_txn_commit(self, gid: str, req: Mapping[str, Any], now: int) -> ErrorCode:
+        """Kafka's validateTransactionalOffsetCommit: a group that does not exist is created (a simple group,
+        by the replay of the first offset record) if the request has no generation, else ILLEGAL_GENERATION;
+        then the group's own offset-commit check, as transactional (a stale member epoch is ILLEGAL_GENERATION)."""
+        generation = req["generation_id_or_member_epoch"]
+        kind = self.group_type_of(gid)
+        if kind is None:
+            return ErrorCode.NONE if generation < 0 else ErrorCode.ILLEGAL_GENERATION
+        if kind == "share":
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        try:
+            if kind == "consumer":
+                self.consumer.validate_member_epoch(gid, req["member_id"], generation, commit=True, version=0,
+                                                    transactional=True)
+            else:
+                self.classic.validate_offset_commit(self.classic.groups[gid], req["member_id"],
+                                                    req.get("group_instance_id"), generation, now,
+                                                    transactional=True)
+        except GroupError as e:
+            return ErrorCode.ILLEGAL_GENERATION if e.code == ErrorCode.STALE_MEMBER_EPOCH else e.code
+        return ErrorCode.NONE
+
+    def commit_txn_offsets(self, req: Mapping[str, Any], now: int) -> GroupResult:
+        """Serve TxnOffsetCommit (Kafka's commitTransactionalOffset) once the transaction coordinator has
+        verified that the group's offsets partition is in the producer's transaction. The records (one
+        OffsetCommit per partition) go into one transactional batch of the producer, written by the caller
+        (`GroupResult.records`); they are applied now as pending offsets of `producer_id`, which the
+        transaction's marker commits or drops (`replay_end_txn`). Unknown topics and partitions are answered by
+        the handler, as Kafka's KafkaApis does. A refused request answers every partition with the error."""
+        gid = req["group_id"]
+        pid, epoch = req["producer_id"], req["producer_epoch"]
+        res = GroupResult()
+        error = ErrorCode.NONE
+        if epoch < self.offsets.producer_epochs.get(pid, -1):
+            error = ErrorCode.INVALID_PRODUCER_EPOCH  # the offsets log has seen a newer epoch of the producer
+        if error == ErrorCode.NONE:
+            error = self._validate_txn_commit(gid, req, now)
+        max_metadata = self.config.offsets.metadata_max_bytes
+        records: list[Record] = []
+        topics_out = []
+        for topic in req["topics"]:
+            parts_out = []
+            for p in topic["partitions"]:
+                index = p["partition_index"]
+                code = error
+                if code == ErrorCode.NONE:
+                    if p["committed_metadata"] is not None and len(p["committed_metadata"]) > max_metadata:
+                        code = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                    else:
+                        leader_epoch = p.get("committed_leader_epoch", NO_LEADER_EPOCH)
+                        records.append(commit_record(gid, topic["name"], index, OffsetAndMetadata(
+                            p["committed_offset"], NO_LEADER_EPOCH if leader_epoch is None else leader_epoch,
+                            p["committed_metadata"] or "", now)))
+                parts_out.append({"partition_index": index, "error_code": int(code)})
+            topics_out.append({"name": topic["name"], "partitions": parts_out})
+        for r in records:
+            self.replay(r.key, r.value, pid, epoch)
+            res.records.append(r)
+        res.response = {"topics": topics_out}
+        return res
+
     def _resolve_topic(self, topic: Mapping[str, Any], by_id: bool) -> tuple[str, tuple[UUID, int] | None, ErrorCode]:
         """(name, (id, partitions) or None, the error for an unknown topic)."""
         if by_id:
@@ -444,9 +525,12 @@ class GroupCoordinator:
         return name, self._any_topic(name), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     def fetch_offsets(self, gid: str, topics: Sequence[Mapping[str, Any]] | None, version: int,
-                      member_id: str | None = None, member_epoch: int = -1) -> dict[str, Any]:
+                      member_id: str | None = None, member_epoch: int = -1, *,
+                      require_stable: bool = False) -> dict[str, Any]:
         """One OffsetFetch group (v8+ shape: group_id, topics, error_code; topics by id from v10).
-        `topics` None asks for every committed offset of the group."""
+        `topics` None asks for every committed offset of the group. With `require_stable` (v7+, KIP-447) a
+        partition with a pending transactional offset answers UNSTABLE_OFFSET_COMMIT, per partition in every
+        version, as Kafka's fetchOffsets / fetchAllOffsets; otherwise the committed offset is answered."""
         by_id = version >= 10
         out: list[dict[str, Any]] = []
         kind = self.group_type_of(gid)
@@ -467,7 +551,8 @@ class GroupCoordinator:
                         continue  # the topic is gone: it has no id to answer with
                     tid = info[0]
                 out.append({"name": name, "topic_id": tid, "partitions": [
-                    self._fetched(p, o) for p, o in sorted(parts.items())]})
+                    self._unstable(p) if require_stable and self.offsets.has_pending(gid, name, p)
+                    else self._fetched(p, o) for p, o in sorted(parts.items())]})
             return {"group_id": gid, "topics": out, "error_code": 0}
         for topic in topics:
             if by_id:
@@ -481,8 +566,14 @@ class GroupCoordinator:
                 name = topic["name"]
             parts = offsets.get(name, {})
             out.append({"name": name, "topic_id": topic.get("topic_id"), "partitions": [
-                self._fetched(p, parts.get(p)) for p in topic["partition_indexes"]]})
+                self._unstable(p) if require_stable and kind is not None and self.offsets.has_pending(gid, name, p)
+                else self._fetched(p, parts.get(p)) for p in topic["partition_indexes"]]})
         return {"group_id": gid, "topics": out, "error_code": 0}
+
+    @staticmethod
+    def _unstable(partition: int) -> dict[str, Any]:
+        return {"partition_index": partition, "committed_offset": INVALID_OFFSET, "committed_leader_epoch": -1,
+                "metadata": "", "error_code": int(ErrorCode.UNSTABLE_OFFSET_COMMIT)}
 
     @staticmethod
     def _fetched(partition: int, o: OffsetAndMetadata | None) -> dict[str, Any]:
@@ -529,7 +620,8 @@ class GroupCoordinator:
                     code = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
                 else:
                     code = ErrorCode.NONE
-                    if self.offsets.get(gid, name, index) is not None:
+                    # committed or pending transactional offsets: a tombstone (Kafka's deleteOffsets)
+                    if self.offsets.get(gid, name, index) is not None or self.offsets.has_pending(gid, name, index):
                         records.append(offset_tombstone(gid, name, index))
                 parts_out.append({"partition_index": index, "error_code": int(code)})
             topics_out.append({"name": name, "partitions": parts_out})
@@ -656,4 +748,7 @@ class GroupCoordinator:
                                   "members": {mid: (m.group_instance_id, m.assignment) for mid, m in g.members.items()}}
                             for gid, g in sorted(self.classic.groups.items())},
                 "offsets": {g: {t: dict(sorted(ps.items())) for t, ps in sorted(ts.items())}
-                            for g, ts in sorted(self.offsets.offsets.items())}}
+                            for g, ts in sorted(self.offsets.offsets.items())},
+                "pending_offsets": {g: {pid: {t: dict(sorted(ps.items())) for t, ps in sorted(ts.items())}
+                                        for pid, ts in self.offsets.pending_offsets(g).items()}
+                                    for g in sorted(self.offsets.open_transactions)}}

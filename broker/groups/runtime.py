@@ -10,7 +10,11 @@ broker:
    members were removed;
  * share-partition state is initialized and deleted through the share coordinator, and the share-group offsets
    admin APIs are served, by ShareStateAdmin (share/state_admin.py) once this runtime has let them through;
- * topic deletions are forgotten in every group (topics_deleted).
+ * topic deletions are forgotten in every group (topics_deleted);
+ * transactional offset commits (TxnOffsetCommit, KIP-98/447): verified with the transaction coordinator (its
+   TxnPartitionVerifier, KIP-890), written as one transactional batch of the producer and held pending; this
+   runtime is the TxnMarkerWriter of `__consumer_offsets`: a marker is appended as a control batch, then
+   commits or drops the pending offsets of its producer in the groups of that partition.
 
 Constructed with its collaborators (collaborators.py) by the composition root (broker/app.py).
 
@@ -46,6 +50,8 @@ from broker.groups.share.state_admin import (
     admin_error,
 )
 from broker.sharestate.keys import java_abs, java_string_hash
+from broker.txn.markers import TopicPartitionKey, TxnPartitionVerifier
+from broker.txn.results import TxnMarker
 from protocol.errors import ErrorCode
 
 log = structlog.get_logger(__name__)
@@ -61,6 +67,27 @@ def group_partition(group_id: str, num_partitions: int) -> int:
     return java_abs(java_string_hash(group_id)) % num_partitions
 
 
+# Kafka's handleOperationException: errors of the log or of the verification a client can act on.
+_OPERATION_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+}
+
+
+def txn_verification_error(code: ErrorCode, version: int) -> ErrorCode:
+    """The TxnOffsetCommit answer for a failed verification of the offsets partition (Kafka's
+    AddPartitionsToTxnManager and CoordinatorPartitionWriter): a fenced producer is INVALID_PRODUCER_EPOCH; a
+    partition not in the transaction TRANSACTION_ABORTABLE from v4 (genericError), INVALID_TXN_STATE below."""
+    if code == ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    if code == ErrorCode.TRANSACTION_ABORTABLE and version < 4:
+        return ErrorCode.INVALID_TXN_STATE
+    return _OPERATION_ERRORS.get(code, code)
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -68,12 +95,17 @@ def _now_ms() -> int:
 class GroupCoordinatorRuntime:
     def __init__(self, config: GroupCoordinatorConfig, coordinator_log: CoordinatorLog, topics: Topics,
                  group_configs: GroupConfigs, persister: ShareStatePersister, spawn: Spawn, *,
+                 txn_verifier: Callable[[], TxnPartitionVerifier],
                  consumer_enabled: bool, share_enabled: bool, clock: Callable[[], int] = _now_ms) -> None:
         """`config` the coordinator's settings (coordinator_config), `coordinator_log` the `__consumer_offsets`
         log, `topics` the broker's topics, `group_configs` their effective values per group, `persister` the
-        share coordinator, `spawn` for background tasks; `consumer_enabled` / `share_enabled` whether the consumer
-        group protocol (group.coordinator.rebalance.protocols) and share groups (group.share.enable) are on."""
+        share coordinator, `spawn` for background tasks; `txn_verifier()` the transaction coordinator (a late-bound
+        reference: it is built after this runtime, which is its marker writer), asked whether a TxnOffsetCommit's
+        offsets partition is in the producer's transaction; `consumer_enabled` / `share_enabled` whether the
+        consumer group protocol (group.coordinator.rebalance.protocols) and share groups (group.share.enable)
+        are on."""
         self._clock = clock
+        self._txn_verifier = txn_verifier
         self._spawn = spawn
         self._topics = topics
         self._group_configs = group_configs
@@ -155,7 +187,17 @@ class GroupCoordinatorRuntime:
             self._spawn(self._run(after_load), "group-coordinator-after-load")
 
     def _replay_partition(self, partition: int) -> int:
-        return self.log.replay(partition, self.coordinator.replay)
+        """Records with the producer of their transactional batch (pending offsets), and the transaction markers
+        of the partition, which settle them for the partition's groups."""
+        coordinator = self.coordinator
+
+        def marker(producer_id: int, producer_epoch: int, commit: bool, _coordinator_epoch: int) -> None:
+            coordinator.replay_end_txn(producer_id, producer_epoch, commit, self._owned_by(partition))
+
+        return self.log.replay(partition, coordinator.replay, with_producer=True, on_marker=marker)
+
+    def _owned_by(self, partition: int) -> Callable[[str], bool]:
+        return lambda group_id: self.partition_for(group_id) == partition
 
     def _reload(self) -> None:
         """After a failed append memory is ahead of the log: rebuild the coordinator from the log."""
@@ -189,11 +231,17 @@ class GroupCoordinatorRuntime:
             for p in sorted(partitions):
                 futures.append(self.log.append(p, by_partition.get(p, ())))
         except AppendFailed:
-            if any(self.log.offline(p) for p in partitions):
-                self._unload()
-            else:
-                self._reload()
+            self._append_failed(partitions)
             return False
+        return await self._durable(futures, partitions)
+
+    def _append_failed(self, partitions: Iterable[int]) -> None:
+        if any(self.log.offline(p) for p in partitions):
+            self._unload()
+        else:
+            self._reload()
+
+    async def _durable(self, futures: Sequence[asyncio.Future], partitions: Iterable[int]) -> bool:
         try:
             for fut in futures:
                 await fut
@@ -373,6 +421,72 @@ class GroupCoordinatorRuntime:
         res = self.coordinator.commit_offsets(req, version, self._clock())
         return await self._serve(res, req["group_id"], _commit_error(req, ErrorCode.COORDINATOR_NOT_AVAILABLE))
 
+    async def commit_txn_offsets(self, req: Mapping[str, Any], version: int) -> dict[str, Any]:
+        """Serve TxnOffsetCommit (topics already checked by the handler): verify with the transaction coordinator
+        that the group's offsets partition is in the producer's transaction (AddOffsetsToTxn added it; Kafka
+        verifies for every version, KIP-890 part 1), then write the offsets as one transactional batch of the
+        producer; they stay pending until the transaction's marker. Answers once durable."""
+        gid = req["group_id"]
+        if not self.loaded:
+            return _txn_commit_error(req, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        if not gid:
+            return _txn_commit_error(req, ErrorCode.INVALID_GROUP_ID)
+        pid, epoch = req["producer_id"], req["producer_epoch"]
+        offsets_partition: TopicPartitionKey = (TOPIC, self.partition_for(gid))
+        verified = await self._txn_verifier().verify_partitions(req["transactional_id"], pid, epoch,
+                                                                [offsets_partition])
+        code = verified.get(offsets_partition, ErrorCode.UNKNOWN_SERVER_ERROR)
+        if code != ErrorCode.NONE:
+            return _txn_commit_error(req, txn_verification_error(ErrorCode(code), version))
+        if not self.loaded:
+            return _txn_commit_error(req, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        res = self.coordinator.commit_txn_offsets(req, self._clock())
+        partition = offsets_partition[1]
+        try:
+            fut = (self.log.append_transactional(partition, [(r.key, r.value) for r in res.records],
+                                                 producer_id=pid, producer_epoch=epoch)
+                   if res.records else self.log.barrier_future(partition))
+        except AppendFailed:
+            self._append_failed([partition])
+            return _txn_commit_error(req, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if not await self._durable([fut], [partition]):
+            return _txn_commit_error(req, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return res.response or {"topics": []}
+
+    async def write_txn_markers(self, markers: Sequence[TxnMarker]) -> dict[TopicPartitionKey, ErrorCode]:
+        """TxnMarkerWriter for `__consumer_offsets`: each marker is appended to its partition as a COMMIT/ABORT
+        control batch, then the pending transactional offsets of its producer in the partition's groups are
+        committed or dropped (what the replay of that batch does); NONE once durable. A marker older than the
+        producer's epoch on the log is refused (INVALID_PRODUCER_EPOCH), as Kafka's producer state does."""
+        out: dict[TopicPartitionKey, ErrorCode] = {}
+        written: list[tuple[TopicPartitionKey, asyncio.Future]] = []
+        for m in markers:
+            key = (m.topic, m.partition)
+            if m.topic != TOPIC or not 0 <= m.partition < self.log.num_partitions:
+                out[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if not self.loaded:
+                out[key] = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS  # retried by the marker channel
+                continue
+            code = self.coordinator.check_marker(m.producer_id, m.producer_epoch)
+            if code != ErrorCode.NONE:
+                log.warning("transaction marker refused", partition=m.partition, producer_id=m.producer_id,
+                            producer_epoch=m.producer_epoch, error=code.name)
+                out[key] = code
+                continue
+            try:
+                fut = self.log.append_marker(m.partition, producer_id=m.producer_id, producer_epoch=m.producer_epoch,
+                                             commit=m.commit, coordinator_epoch=m.coordinator_epoch)
+            except AppendFailed:
+                self._append_failed([m.partition])
+                out[key] = ErrorCode.KAFKA_STORAGE_ERROR  # retried
+                continue
+            self.coordinator.replay_end_txn(m.producer_id, m.producer_epoch, m.commit, self._owned_by(m.partition))
+            written.append((key, fut))
+        for key, fut in written:
+            out[key] = ErrorCode.NONE if await self._durable([fut], [key[1]]) else ErrorCode.KAFKA_STORAGE_ERROR
+        return out
+
     async def fetch_offsets(self, groups: Sequence[Mapping[str, Any]], version: int, require_stable: bool
                             ) -> list[dict[str, Any]]:
         """One answer per requested group (group_id, member_id, member_epoch, topics or None)."""
@@ -382,7 +496,8 @@ class GroupCoordinatorRuntime:
         # Offsets whose records are still being written are not answered before they are durable.
         await self.log.barrier(self.partition_for(g["group_id"]) for g in groups)
         return [self.coordinator.fetch_offsets(g["group_id"], g["topics"], version, g.get("member_id"),
-                                               g.get("member_epoch", -1)) for g in groups]
+                                               g.get("member_epoch", -1), require_stable=require_stable)
+                for g in groups]
 
     async def delete_offsets(self, group_id: str, topics: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         if not self.loaded:
@@ -521,6 +636,12 @@ def _complete(waiter: Any, response: dict[str, Any]) -> None:
 
 def _commit_error(req: Mapping[str, Any], code: ErrorCode) -> dict[str, Any]:
     return {"topics": [{"name": t.get("name"), "topic_id": t.get("topic_id"), "partitions": [
+        {"partition_index": p["partition_index"], "error_code": int(code)} for p in t["partitions"]]}
+        for t in req["topics"]]}
+
+
+def _txn_commit_error(req: Mapping[str, Any], code: ErrorCode) -> dict[str, Any]:
+    return {"topics": [{"name": t["name"], "partitions": [
         {"partition_index": p["partition_index"], "error_code": int(code)} for p in t["partitions"]]}
         for t in req["topics"]]}
 

@@ -33,6 +33,7 @@ MODULES: tuple[str, ...] = (
     "groups",
     "consumer_groups",
     "offsets",
+    "txn_offsets",
     "share_state",
     "share_fetch",
     "sasl",

@@ -2,14 +2,15 @@
 
 As Kafka's KafkaApis.handleWriteTxnMarkersRequest: CLUSTER_ACTION on the cluster (else every partition answers
 CLUSTER_AUTHORIZATION_FAILED), UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist, and the answer only
-once the markers are durable. The writing itself is `ReplicaManager.write_markers` (the `TxnMarkerWriter`).
-Markers on `__consumer_offsets` are appended like any other; the group coordinator does not yet complete the
-transactional offset commits they end (TxnOffsetCommit is not served).
+once the markers are durable. Data partitions' markers are written by `ReplicaManager.write_markers`;
+`__consumer_offsets` markers go to the group coordinator, which settles the transactional offset commits they end
+(as the coordinator's own markers do, through `broker.txn.markers.RoutedMarkerWriter`).
 """
 
 from __future__ import annotations
 
 from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from broker.txn.markers import OFFSETS_TOPIC
 from broker.txn.results import TxnMarker
 from protocol.errors import ErrorCode
 
@@ -35,7 +36,12 @@ async def handle_write_txn_markers(ctx, req) -> dict:
             for p in topic.partition_indexes:
                 flat.append(TxnMarker("", topic.name, p, m.producer_id, m.producer_epoch, m.transaction_result,
                                       m.coordinator_epoch, m.get("transaction_version", 0)))
-    codes = await ctx.broker.replicas.write_markers(flat)
+    data = [m for m in flat if m.topic != OFFSETS_TOPIC]
+    offsets = [m for m in flat if m.topic == OFFSETS_TOPIC]
+    data_codes = iter(await ctx.broker.replicas.write_markers(data)) if data else iter(())
+    offsets_codes = await ctx.broker.group_coordinator.write_txn_markers(offsets) if offsets else {}
+    codes = [offsets_codes.get((m.topic, m.partition), ErrorCode.UNKNOWN_SERVER_ERROR) if m.topic == OFFSETS_TOPIC
+             else next(data_codes) for m in flat]
     out = []
     n = 0
     for m in req.markers:

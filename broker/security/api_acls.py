@@ -60,6 +60,8 @@ API_ACLS: dict[int, ApiAcls] = {
     26: ApiAcls(((Op.WRITE, X),), E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "EndTxn: WRITE transactional id"),
     27: ApiAcls(((Op.CLUSTER_ACTION, C),), E.CLUSTER_AUTHORIZATION_FAILED,
                 "WriteTxnMarkers: CLUSTER_ACTION on the cluster (every partition refused otherwise)"),
+    28: ApiAcls(((Op.WRITE, X), (Op.READ, G), (Op.READ, T)), E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "TxnOffsetCommit: WRITE transactional id, READ group, READ per topic"),
     29: ApiAcls(((Op.DESCRIBE, C),), E.CLUSTER_AUTHORIZATION_FAILED, "DescribeAcls"),
     30: ApiAcls(((Op.ALTER, C),), E.CLUSTER_AUTHORIZATION_FAILED, "CreateAcls"),
     31: ApiAcls(((Op.ALTER, C),), E.CLUSTER_AUTHORIZATION_FAILED, "DeleteAcls"),

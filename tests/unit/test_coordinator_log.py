@@ -55,3 +55,38 @@ def test_a_log_closed_by_the_broker_stop_counts_as_offline():
     online = SimpleNamespace(failures=SimpleNamespace(offline=False))
     topics = SimpleNamespace(find_log=lambda topic, partition: online, log=gone)
     assert CoordinatorLog(topics, FakeReplicas(), "__consumer_offsets").offline(0) is False
+
+
+class LogReplicas:
+    """Appends to one real PartitionLog; durable at once."""
+
+    def __init__(self, plog) -> None:
+        self.plog = plog
+
+    def append(self, info, partition, batch, allow_internal=False):
+        appended = self.plog.append(batch)
+        return SimpleNamespace(error=ErrorCode.NONE, error_message=None, base_offset=appended.base_offset), self.plog
+
+    async def make_durable(self, logs) -> None:
+        return None
+
+
+async def test_transactional_batches_and_markers_replay_with_their_producer(tmp_path):
+    from broker.log import PartitionLog  # noqa: PLC0415
+
+    plog = PartitionLog(tmp_path / "__consumer_offsets-0")
+    topics = SimpleNamespace(registry=SimpleNamespace(get=lambda name: object()), log=lambda t, p: plog)
+    clog = CoordinatorLog(topics, LogReplicas(plog), "__consumer_offsets")
+    await clog.append(0, [(b"k1", b"v1")])
+    await clog.append_transactional(0, [(b"k2", b"v2"), (b"k3", None)], producer_id=42, producer_epoch=3)
+    await clog.append_marker(0, producer_id=42, producer_epoch=3, commit=True, coordinator_epoch=5)
+    await clog.append_marker(0, producer_id=43, producer_epoch=0, commit=False, coordinator_epoch=5)
+    seen: list = []
+    count = clog.replay(0, lambda k, v, pid, epoch: seen.append((k, v, pid, epoch)), with_producer=True,
+                        on_marker=lambda *m: seen.append(m))
+    assert count == 3
+    assert seen == [(b"k1", b"v1", -1, -1), (b"k2", b"v2", 42, 3), (b"k3", None, 42, 3), (42, 3, True, 5),
+                    (43, 0, False, 5)]
+    plain: list = []
+    assert clog.replay(0, lambda k, v: plain.append(k)) == 3 and plain == [b"k1", b"k2", b"k3"]
+    plog.close()

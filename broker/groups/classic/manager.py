@@ -603,8 +603,10 @@ class ClassicGroupManager:
     # ========================================================================================= admin, load
 
     def validate_offset_commit(self, group: ClassicGroup, mid: str, instance_id: str | None, generation: int,
-                               now: int) -> None:
-        """Kafka's ClassicGroup.validateOffsetCommit; raises GroupError. A valid commit keeps the session alive."""
+                               now: int, *, transactional: bool = False) -> None:
+        """Kafka's ClassicGroup.validateOffsetCommit; raises GroupError. A valid commit keeps the session alive.
+        A transactional commit (TxnOffsetCommit) without member id and generation is accepted whatever the
+        group's state (its older versions carry neither), and the group's state is not enforced."""
         if group.state is ClassicState.DEAD:
             raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if generation < 0 and group.state is ClassicState.EMPTY:
@@ -613,8 +615,10 @@ class ClassicGroupManager:
             self._validate_member(group, mid, instance_id)
             if generation != group.generation_id:
                 raise GroupError(ErrorCode.ILLEGAL_GENERATION)
-        elif group.state is not ClassicState.EMPTY:
+        elif not transactional and group.state is not ClassicState.EMPTY:
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+        if transactional:
+            return
         if group.state is ClassicState.COMPLETING_REBALANCE:
             raise GroupError(ErrorCode.REBALANCE_IN_PROGRESS)
         if group.state in (ClassicState.STABLE, ClassicState.PREPARING_REBALANCE) and mid in group.members:

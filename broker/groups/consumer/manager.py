@@ -664,15 +664,17 @@ class ConsumerGroupManager(ClassicMembers):
         group = self.groups.get(gid)
         return group is not None and topic in group.subscribed_topic_names()
 
-    def validate_member_epoch(self, gid: str, mid: str | None, epoch: int, *, commit: bool, version: int) -> None:
-        """Kafka's ConsumerGroup.validateOffsetCommit / validateOffsetFetch; raises GroupError."""
+    def validate_member_epoch(self, gid: str, mid: str | None, epoch: int, *, commit: bool, version: int,
+                              transactional: bool = False) -> None:
+        """Kafka's ConsumerGroup.validateOffsetCommit / validateOffsetFetch; raises GroupError. A transactional
+        commit has no OffsetCommit version to check."""
         group = self.groups[gid]
         if epoch < 0 and (not group.members if commit else mid is None):
             return  # the admin client, or a consumer without group management, on an empty group
         member = group.members.get(mid or "")
         if member is None:
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {mid} is not a member of group {gid}.")
-        if commit and not member.uses_classic_protocol and version < 9:
+        if commit and not transactional and not member.uses_classic_protocol and version < 9:
             raise GroupError(ErrorCode.UNSUPPORTED_VERSION, "OffsetCommit version 9 or above must be used by "
                              "members using the modern group protocol")
         if epoch != member.member_epoch:

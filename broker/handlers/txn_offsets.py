@@ -1,0 +1,77 @@
+"""TxnOffsetCommit (28): a transactional producer commits a consumer group's offsets in its transaction (KIP-98,
+KIP-447), a thin wrapper over the group coordinator (`commit_txn_offsets`).
+
+As Kafka's KafkaApis.handleTxnOffsetCommitRequest: WRITE on the transactional id, then READ on the group (each
+refusal answers every partition), then READ per topic (TOPIC_AUTHORIZATION_FAILED); unknown topics and partitions
+are answered UNKNOWN_TOPIC_OR_PARTITION here, the rest goes to the coordinator. Before v2 a loading coordinator
+answers COORDINATOR_NOT_AVAILABLE (older clients do not expect COORDINATOR_LOAD_IN_PROGRESS).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.security.acl import AclOperation, ResourceType
+from protocol.errors import ErrorCode
+
+TXN_OFFSET_COMMIT = 28
+
+
+def _answer(topics, code: ErrorCode) -> list[dict[str, Any]]:
+    return [{"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": int(code)}
+                                            for p in t.partitions]} for t in topics]
+
+
+def _merge(*parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    by_name: dict[str, dict[str, Any]] = {}
+    for topics in parts:
+        for t in topics:
+            entry = by_name.setdefault(t["name"], {"name": t["name"], "partitions": []})
+            entry["partitions"] = entry["partitions"] + list(t["partitions"])
+    return list(by_name.values())
+
+
+async def handle_txn_offset_commit(ctx, req) -> dict[str, Any]:
+    version = ctx.api_version
+    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+        topics = _answer(req.topics, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    elif not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        topics = _answer(req.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    else:
+        refused: list[dict[str, Any]] = []
+        valid: list[dict[str, Any]] = []
+        registry = ctx.broker.topics.registry
+        for topic in req.topics:
+            if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, topic.name):
+                refused += _answer([topic], ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                continue
+            info = registry.get(topic.name)
+            if info is None:
+                refused += _answer([topic], ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                continue
+            known = [p for p in topic.partitions if 0 <= p.partition_index < info.num_partitions]
+            unknown = [p for p in topic.partitions if not 0 <= p.partition_index < info.num_partitions]
+            if unknown:
+                refused.append({"name": topic.name, "partitions": [
+                    {"partition_index": p.partition_index, "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}
+                    for p in unknown]})
+            if known:
+                valid.append({"name": topic.name, "partitions": [dict(p) for p in known]})
+        answered: list[dict[str, Any]] = []
+        if valid:
+            request = {"transactional_id": req.transactional_id, "group_id": req.group_id,
+                       "producer_id": req.producer_id, "producer_epoch": req.producer_epoch,
+                       "generation_id_or_member_epoch": req.get("generation_id_or_member_epoch", -1),
+                       "member_id": req.get("member_id", ""), "group_instance_id": req.get("group_instance_id"),
+                       "topics": valid}
+            answered = (await ctx.broker.group_coordinator.commit_txn_offsets(request, version))["topics"]
+        topics = _merge(refused, answered)
+    if version < 2:
+        for t in topics:
+            for p in t["partitions"]:
+                if p["error_code"] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                    p["error_code"] = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+HANDLERS = {TXN_OFFSET_COMMIT: handle_txn_offset_commit}
