@@ -167,7 +167,8 @@ class Broker:
             topics, flusher, producer_expiration_ms=lambda: config.get("producer.id.expiration.ms"))
         topics.on_delete(lambda info: replicas.forget_topic(info.name))
         cleaner = self.log_cleaner = self._closed_on_stop("log_cleaner", LogCleaner(
-            logs, config.get, producer_last_offsets=replicas.producer_last_offsets))
+            logs, config.get, producer_last_offsets=replicas.producer_last_offsets,
+            last_stable_offset=replicas.last_stable_offset, load_partition_state=replicas.ensure_loaded))
         topics.on_delete(lambda info: cleaner.forget(info.name))
         allocator = ProducerIdAllocator(topics.registry.next_producer_id, topics.reserve_producer_ids)
         self.producer_ids = ProducerIdManager(allocator)

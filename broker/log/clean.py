@@ -2,12 +2,12 @@
 
 This module touches no broker state: a `CleanJob` (plain values taken from the live log on the event loop)
 describes the segments; a `CleaningSession` reads them and writes cleaned segments as `<base>.log.cleaned` (with
-`.index.cleaned` and `.timeindex.cleaned`), fsynced. Swapping them into the live log is the caller's job
+`.index.cleaned`, `.timeindex.cleaned` and, when it keeps an aborted transaction, `.txnindex.cleaned`), fsynced. Swapping them into the live log is the caller's job
 (`broker.log.cleaner`). It runs in a cleaner process (`broker.log.cleaner_worker`) so decoding records never
 holds the broker's GIL, or in a thread (tests).
 
 One round, given the first dirty offset (the cleaner checkpoint) and the first uncleanable offset (the active
-segment, `min.compaction.lag.ms`):
+segment, `min.compaction.lag.ms`, the last stable offset):
 1. `build_map`: read the dirty records [first dirty, first uncleanable) into a key -> latest offset map, at most
    `max_map_entries` keys; if the map fills up, the round ends where it stopped (`end_offset`).
 2. Group every segment below `end_offset` into runs of at most `segment.bytes` (and `segment.index.bytes` of
@@ -22,9 +22,19 @@ segment, `min.compaction.lag.ms`):
    - a batch left empty is dropped, except the last batch of each active producer (its sequence numbers keep
      idempotence working after a restart) and the batch ending at the first uncleanable offset: those stay as
      record-less batch headers, as Kafka keeps them;
-   - transaction markers stay while any batch of their transaction is in the log, and go (after their own delete
-     horizon) once none is. This broker takes no transactional writes, so aborted data is never seen here.
    - records without a key (written before the topic became compacted) are dropped, as Kafka drops them.
+
+Transactions (Kafka's CleanedTransactionMetadata): the first uncleanable offset is never above the partition's last
+stable offset (the caller's job), so every transaction met here is decided. The aborted ones are the entries of the
+log's `.txnindex` files (`CleanJob.aborted_txns`); walking the batches in offset order, an entry becomes current at
+its first offset and ends at its producer's ABORT marker. Then:
+   - batches of an aborted transaction add no key to the map, and are removed (all their records; an empty header
+     stays when it is the producer's last batch, as above);
+   - an ABORT marker whose transaction still had batches in this pass stays, and its `.txnindex` entry is written
+     to the cleaned segment's `.txnindex.cleaned` (swapped in with the segment); a COMMIT marker whose transaction
+     still had batches stays. A marker whose transaction has no batch left gets the delete horizon (now +
+     `delete.retention.ms`, KIP-534) and its index entry is not carried over; once a cleaning runs after the
+     horizon, the marker goes.
 """
 
 from __future__ import annotations
@@ -39,6 +49,7 @@ from pathlib import Path
 
 from broker.log.files import FileCache
 from broker.log.segment import Segment, segment_name
+from broker.log.txn_index import AbortedTxn, TxnIndex
 from protocol import compression as codecs
 from protocol import records as rec
 
@@ -92,6 +103,8 @@ class CleanJob:
     producer_last_offsets: dict[int, int] | None = None
     tail_segments: tuple[SegmentSpec, ...] = ()
     producer_expiration_ms: int = 86_400_000
+    # the `.txnindex` entries of the log's segments whose transaction starts below the first uncleanable offset
+    aborted_txns: tuple[AbortedTxn, ...] = ()
 
 
 @dataclass(slots=True)
@@ -428,27 +441,58 @@ def group_segments(segments: list[SegmentSpec], max_bytes: int, max_index_bytes:
 
 
 # --- one round ---------------------------------------------------------------------------------------------------
-class _Transactions:
-    """What Kafka's CleanedTransactionMetadata decides without a transaction index: a marker may go once no batch
-    of its transaction is left in the log (seen in this pass before the marker)."""
+class CleanedTransactionMetadata:
+    """Kafka's CleanedTransactionMetadata: which batches belong to an aborted transaction, and which markers may go,
+    from the aborted transactions of the log (its `.txnindex` entries) and the batches read so far, in order."""
 
-    def __init__(self) -> None:
-        self.ongoing: set[int] = set()
+    def __init__(self, aborted: tuple[AbortedTxn, ...] | list[AbortedTxn]) -> None:
+        self._pending = sorted(aborted, key=lambda t: t.first_offset)  # Kafka's min-heap by first offset
+        self._next = 0
+        self.ongoing_committed: set[int] = set()  # producer ids with a transactional batch not (yet) aborted
+        # producer id -> (its aborted transaction, whether a batch of it was read in this pass)
+        self.ongoing_aborted: dict[int, tuple[AbortedTxn, bool]] = {}
+        self.cleaned_index: TxnIndex | None = None  # the cleaned segment's `.txnindex` (None while mapping)
 
-    def on_data(self, header: rec.BatchHeader) -> None:
-        if header.attributes & rec.ATTR_TRANSACTIONAL:
-            self.ongoing.add(header.producer_id)
+    def _consume_up_to(self, offset: int) -> None:
+        pending = self._pending
+        while self._next < len(pending) and pending[self._next].first_offset <= offset:
+            txn = pending[self._next]
+            self._next += 1
+            self.ongoing_aborted.setdefault(txn.producer_id, (txn, False))
+
+    def on_batch(self, header: rec.BatchHeader) -> bool:
+        """A data batch was read: True if it belongs to an aborted transaction (it may be discarded)."""
+        self._consume_up_to(header.base_offset + header.last_offset_delta)
+        if not header.attributes & rec.ATTR_TRANSACTIONAL:
+            return False
+        aborted = self.ongoing_aborted.get(header.producer_id)
+        if aborted is not None:
+            self.ongoing_aborted[header.producer_id] = (aborted[0], True)
+            return True
+        self.ongoing_committed.add(header.producer_id)
+        return False
 
     def on_marker(self, header: rec.BatchHeader, payload) -> bool:
-        """True if the marker's transaction has no batch left (the marker may be discarded)."""
+        """A control batch was read: True if it may be discarded (its transaction has no batch left). An ABORT
+        marker kept has its transaction's entry written to the cleaned index."""
+        self._consume_up_to(header.base_offset + header.last_offset_delta)
         if header.records_count == 0:
             return True  # a marker emptied by an earlier cleaning
         kind = _control_type(payload)
-        if kind not in (_CONTROL_ABORT, _CONTROL_COMMIT):
-            return False
-        had_data = header.producer_id in self.ongoing
-        self.ongoing.discard(header.producer_id)
-        return not had_data
+        pid = header.producer_id
+        if kind == _CONTROL_ABORT:
+            aborted = self.ongoing_aborted.pop(pid, None)
+            if aborted is not None and aborted[1]:
+                if self.cleaned_index is not None:
+                    self.cleaned_index.append(aborted[0])
+                return False
+            return True
+        if kind == _CONTROL_COMMIT:
+            if pid in self.ongoing_committed:
+                self.ongoing_committed.discard(pid)
+                return False
+            return True
+        return False
 
 
 class CleaningSession:
@@ -464,7 +508,8 @@ class CleaningSession:
         self.plan: Plan | None = None
         self._throttle = _Throttle(job.max_io_bytes_per_second)
         self._producers: dict[int, int] | None = job.producer_last_offsets
-        self._txns = _Transactions()
+        self._txns = CleanedTransactionMetadata(job.aborted_txns)  # shared by the groups of the round, as Kafka's
+        self._map_txns = CleanedTransactionMetadata(())
 
     def _path(self, base: int) -> Path:
         return self.directory / f"{segment_name(base)}.log"
@@ -482,6 +527,10 @@ class CleaningSession:
         segments = job.segments
         dirty = [i for i, s in enumerate(segments)
                  if s.base_offset < upper and (i + 1 == len(segments) or segments[i + 1].base_offset > first_dirty)]
+        # the aborted transactions overlapping the dirty range (Kafka's collectAbortedTransactions(start, end)):
+        # one that ended before it would otherwise never see its marker and hide its producer's later batches
+        self._map_txns = CleanedTransactionMetadata(
+            [t for t in job.aborted_txns if t.last_offset >= first_dirty and t.first_offset < upper])
         full = False
         for n, i in enumerate(dirty):
             spec = segments[i]
@@ -502,13 +551,19 @@ class CleaningSession:
         """Add the keys of one dirty segment; True if the map filled up (the round stops there)."""
         first_dirty = self.job.first_dirty_offset
         offset_map = self.map
+        txns = self._map_txns
         for _pos, header, batch in self._batches(spec, start):
             self.check()
             stats.map_bytes += header.batch_length + rec.LOG_OVERHEAD
             last = header.base_offset + header.last_offset_delta
+            if header.attributes & rec.ATTR_CONTROL:
+                txns.on_marker(header, _payload(header, batch) if header.records_count else b"")
+                aborted = True
+            else:
+                aborted = txns.on_batch(header)  # an aborted batch's keys do not enter the map
             if last < first_dirty:
                 continue
-            if not header.attributes & rec.ATTR_CONTROL and header.records_count:
+            if not aborted and header.records_count:
                 base = header.base_offset
                 entries, limit, put = offset_map._map, offset_map.max_entries, offset_map.put
                 for offset_delta, key in _keys(_payload(header, batch), header.records_count):
@@ -547,11 +602,12 @@ class CleaningSession:
         by_base = {s.base_offset: s for s in self.job.segments}
         producers = self.producer_last_offsets()
         base = sources[0]
-        for suffix in (".log", ".index", ".timeindex"):  # leftovers of an earlier, interrupted attempt
+        for suffix in (".log", ".index", ".timeindex", ".txnindex"):  # leftovers of an earlier, interrupted attempt
             (self.directory / f"{segment_name(base)}{suffix}{CLEANED_SUFFIX}").unlink(missing_ok=True)
         out = Segment(self.directory, base, index_interval_bytes=self.job.index_interval_bytes, files=self.files,
                       suffix=CLEANED_SUFFIX)
         stats = Stats()
+        self._txns.cleaned_index = out.txn_index
         try:
             for source in sources:
                 self._clean_into(by_base[source], out, producers, stats)
@@ -599,8 +655,9 @@ class CleaningSession:
                 can_discard = self._txns.on_marker(header, payload)
                 discard_records = can_discard and has_horizon and header.base_timestamp <= now
             else:
-                self._txns.on_data(header)
-                can_discard = discard_records = False
+                # a batch of an aborted transaction loses all its records (Kafka's discardBatchRecords)
+                discard_records = self._txns.on_batch(header)
+                can_discard = False
             if header.producer_id >= 0 and producers.get(header.producer_id) == last:
                 retain_empty = True  # the producer's last batch keeps its sequence numbers
             elif last + 1 == upper:

@@ -6,8 +6,9 @@ Every pass (on the event loop, cheap: segment sizes and timestamps are in memory
   when smaller) is rolled, so a quiet topic's last records become cleanable too;
 - each compacted log gets its cleanable range: from the first dirty offset (its entry in
   `<log.dir>/cleaner-offset-checkpoint`, Kafka's file, else the log start offset) to the first uncleanable offset
-  (the active segment, or the first segment with records newer than `min.compaction.lag.ms`); its dirty ratio is
-  the cleanable bytes over the clean plus cleanable bytes;
+  (the active segment, the first segment with records newer than `min.compaction.lag.ms`, or the segment holding
+  the last stable offset: an open transaction's records stay dirty until it ends); its dirty ratio is the
+  cleanable bytes over the clean plus cleanable bytes;
 - the dirtiest log with a ratio above `min.cleanable.dirty.ratio` (or with records older than
   `max.compaction.lag.ms` waiting) is cleaned; with none, the cleaner sleeps `log.cleaner.backoff.ms`.
 
@@ -30,7 +31,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -94,14 +95,18 @@ def _floor(segments: list[Segment], offset: int) -> int:
     return i
 
 
-def cleanable_range(key: Key, plog: PartitionLog, checkpoint: int | None, now_ms: int) -> LogToClean:
-    """Kafka's LogCleanerManager.cleanableOffsets + calculateCleanableBytes + maxCompactionDelay for one log."""
+def cleanable_range(key: Key, plog: PartitionLog, checkpoint: int | None, now_ms: int,
+                    last_stable_offset: int | None = None) -> LogToClean:
+    """Kafka's LogCleanerManager.cleanableOffsets + calculateCleanableBytes + maxCompactionDelay for one log.
+    `last_stable_offset`: the partition's LSO (None: no transaction state known, no bound)."""
     cfg = plog.config
     segments = plog.segments
     start, end = plog.log_start_offset, plog.log_end_offset
     first_dirty = start if checkpoint is None or checkpoint < start or checkpoint > end else checkpoint
     active = segments[-1]
     first_uncleanable = active.base_offset
+    if last_stable_offset is not None:  # never clean past the first unstable offset
+        first_uncleanable = min(first_uncleanable, last_stable_offset)
     dirty_non_active = segments[_floor(segments, first_dirty):-1]
     if cfg.min_compaction_lag_ms > 0:
         for segment in dirty_non_active:
@@ -139,6 +144,10 @@ def make_job(todo: LogToClean, now_ms: int, *, max_map_entries: int, io_buffer_b
     def spec(s: Segment) -> SegmentSpec:
         return SegmentSpec(s.base_offset, s.size, s.offset_index.file_bytes, s.time_index.file_bytes)
 
+    # every aborted transaction that may have batches in the cleaned segments (entries are few and in memory)
+    aborted = tuple(txn for s in segments for txn in s.txn_index.entries
+                    if txn.first_offset < todo.first_uncleanable_offset)
+
     job = CleanJob(
         directory=str(plog.directory), segments=tuple(spec(s) for s in below),
         first_dirty_offset=todo.first_dirty_offset, first_uncleanable_offset=todo.first_uncleanable_offset,
@@ -147,7 +156,8 @@ def make_job(todo: LogToClean, now_ms: int, *, max_map_entries: int, io_buffer_b
         segment_index_bytes=cfg.segment_index_bytes, index_interval_bytes=cfg.index_interval_bytes,
         max_map_entries=max_map_entries, io_buffer_bytes=io_buffer_bytes,
         max_io_bytes_per_second=max_io_bytes_per_second, producer_last_offsets=producer_last_offsets,
-        tail_segments=tuple(spec(s) for s in tail), producer_expiration_ms=producer_expiration_ms)
+        tail_segments=tuple(spec(s) for s in tail), producer_expiration_ms=producer_expiration_ms,
+        aborted_txns=aborted)
     return job, {s.base_offset: s for s in below}
 
 
@@ -313,13 +323,20 @@ class CleanerStats:
 class LogCleaner:
     def __init__(self, logs: LogManager, config: Callable[[str], Any], *, clock: Callable[[], float] = time.time,
                  producer_last_offsets: Callable[[str, int, int], dict[int, int] | None] | None = None,
+                 last_stable_offset: Callable[[str, int], int] | None = None,
+                 load_partition_state: Callable[[list[Key]], Awaitable[None]] | None = None,
                  worker: Callable[[str], Worker] = ProcessWorker) -> None:
         """`config(name)` answers the broker settings (log.cleaner.*, producer.id.expiration.ms);
-        `producer_last_offsets(topic, partition, newer_than_ms)` what the broker knows of the producers."""
+        `producer_last_offsets(topic, partition, newer_than_ms)` what the broker knows of the producers;
+        `last_stable_offset(topic, partition)` the partition's LSO, the bound of cleaning (from its transaction
+        state, which `load_partition_state(keys)` loads off the loop first). Without it, no bound: only for logs
+        that never hold transactions (tests)."""
         self._logs = logs
         self._config = config
         self._clock = clock
         self._producers = producer_last_offsets
+        self._stable_offset = last_stable_offset
+        self._load_state = load_partition_state
         self._make_worker = worker
         self._path = Path(logs.log_dir) / CLEANER_CHECKPOINT
         self.checkpoints: dict[Key, int] = read_checkpoint(self._path)
@@ -398,13 +415,15 @@ class LogCleaner:
         self.stats.rolled += rolled
         return rolled
 
-    def candidates(self, now_ms: int) -> list[LogToClean]:
+    def candidates(self, now_ms: int, stable: dict[Key, int] | None = None) -> list[LogToClean]:
+        """The logs worth cleaning; with `stable` (last stable offsets), only those it holds, bounded by them."""
         out = []
         for key, plog in self._logs.logs():
             if (not plog.config.compact or plog.closed or plog.failures.offline or key in self._in_progress
-                    or key in self._uncleanable):
+                    or key in self._uncleanable or (stable is not None and key not in stable)):
                 continue
-            todo = cleanable_range(key, plog, self.checkpoints.get(key), now_ms)
+            todo = cleanable_range(key, plog, self.checkpoints.get(key), now_ms,
+                                   None if stable is None else stable[key])
             if todo.total_bytes <= 0:
                 continue
             if (todo.needs_compaction_now and todo.cleanable_bytes > 0) or \
@@ -416,7 +435,12 @@ class LogCleaner:
         """Roll idle compacted logs, then clean the dirtiest log if one is cleanable. True if one was cleaned."""
         now = int(self._clock() * 1000)
         self.roll_idle(now)
-        todo = max(self.candidates(now), key=lambda t: t.cleanable_ratio, default=None)
+        found = self.candidates(now)
+        if found and self._stable_offset is not None:
+            # the LSO can only shrink a range: ask for it (loading transaction state) only for logs worth it
+            stable = await self._stable_offsets([t.key for t in found])
+            found = self.candidates(now, stable)
+        todo = max(found, key=lambda t: t.cleanable_ratio, default=None)
         if todo is None:
             return False
         self._in_progress.add(todo.key)
@@ -426,6 +450,20 @@ class LogCleaner:
         finally:
             todo.log.cleaning = False
             self._in_progress.discard(todo.key)
+
+    async def _stable_offsets(self, keys: list[Key]) -> dict[Key, int]:
+        """The last stable offset of each of `keys` still known (a log whose LSO cannot be had is not cleaned)."""
+        assert self._stable_offset is not None
+        if self._load_state is not None:
+            await self._load_state(keys)
+        out = {}
+        for key in keys:
+            try:
+                out[key] = self._stable_offset(*key)
+            except Exception as err:  # noqa: BLE001 - deleted meanwhile, or its state cannot be read: skip it
+                log.info("no last stable offset; not cleaning the log", topic=key[0], partition=key[1],
+                         error=repr(err))
+        return out
 
     async def _clean(self, todo: LogToClean, now: int, worker: Worker) -> bool:
         cfg = self._config

@@ -1,6 +1,7 @@
 """Crash-safe replacement of segments by a cleaned one: Kafka's `.cleaned` -> `.swap` -> replace protocol.
 
-The cleaner writes `<base>.log.cleaned` (+ `.index.cleaned`, `.timeindex.cleaned`) and fsyncs it. Then:
+The cleaner writes `<base>.log.cleaned` (+ `.index.cleaned`, `.timeindex.cleaned`, and `.txnindex.cleaned` when
+the cleaned segment keeps aborted transactions) and fsyncs it. Then:
 1. `commit_cleaned` (worker thread): rename the cleaned files to `.swap`, the log first, and fsync the directory.
    From the moment `<base>.log.swap` exists, the swap is decided: recovery completes it.
 2. `PartitionLog.install_cleaned` (event loop): the log's segment list holds the new segment (still named
@@ -9,7 +10,9 @@ The cleaner writes `<base>.log.cleaned` (+ `.index.cleaned`, `.timeindex.cleaned
    to their final names (the log first), fsync the directory again.
 
 `complete_interrupted_swaps` runs when a log is opened (before its segments are read): `.cleaned`, `.deleted` and
-`.tmp` files are leftovers of an unfinished step 0 and are deleted (roll back); a `<base>.log.swap` means the
+`.tmp` files are leftovers of an unfinished step 0 and are deleted (roll back), except the `.cleaned` index files
+of a committed swap (a crash in step 1 between the log's rename and theirs): they are renamed to `.swap` with it (a
+`.txnindex` cannot be rebuilt from a cleaned segment whose aborted batches are gone); a `<base>.log.swap` means the
 crash came after step 1: every other segment file whose base offset lies in [base, the swap's next offset) is
 deleted and the `.swap` files take their final names (roll forward). A `.swap` index file without a `.swap` log
 means the crash came in the middle of the final renames: it is renamed too.
@@ -33,7 +36,7 @@ from broker.log.segment import Segment
 log = structlog.get_logger(__name__)
 
 CRASH_HOOK: Callable[[str], None] | None = None
-_KINDS = (".log", ".index", ".timeindex")
+_KINDS = (".log", ".index", ".timeindex", ".txnindex")
 _LEFTOVERS = (CLEANED_SUFFIX, ".deleted", ".tmp")
 
 
@@ -124,6 +127,17 @@ def complete_interrupted_swaps(directory: Path, files: FileCache) -> int:
         # still cache descriptors by these names: after this they would be other files (an old segment deleted
         # here, a `.swap` file renamed to its final name), so reads and appends would go to the wrong inode.
         files.forget(str(directory / name))
+
+    committed = {parsed[0] for n in names
+                 if (parsed := _segment_file(n)) is not None and parsed[1:] == (".log", SWAP_SUFFIX)}
+    for name in names:
+        parsed = _segment_file(name)
+        if parsed is not None and parsed[2] == CLEANED_SUFFIX and parsed[0] in committed:
+            # an index of a committed swap not yet renamed (the log's rename is the commit point)
+            forget(name)
+            os.replace(directory / name, directory / _name(parsed[0], parsed[1], SWAP_SUFFIX))
+            changed = True
+    names = os.listdir(directory)
 
     for name in names:
         if name.endswith(_LEFTOVERS):

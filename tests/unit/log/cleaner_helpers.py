@@ -116,7 +116,7 @@ def latest_view(items: list[rec.Record]) -> dict[bytes, bytes]:
 
 # The crash points of the cleaner's segment swap, in order; from COMMITTED on, the swap has taken effect.
 STEPS = ["before-swap-rename", "after-swap-rename.log", "after-swap-rename.index", "after-swap-rename.timeindex",
-         "swap-committed", "before-install", "installed", "after-old-deleted", "before-final-rename",
+         "after-swap-rename.txnindex", "swap-committed", "before-install", "installed", "after-old-deleted", "before-final-rename",
          "after-final-log-rename", "swap-done"]
 COMMITTED = STEPS.index("after-swap-rename.log")
 
