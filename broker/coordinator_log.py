@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from broker.log.dir_failure import KafkaStorageError
+from broker.txn.results import TxnMarker
 from protocol import records as rec
-from protocol.control_records import build_end_txn_marker, read_end_txn_marker
+from protocol.control_records import read_end_txn_marker
+from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from broker.cluster.manager import TopicManager
@@ -131,21 +132,23 @@ class CoordinatorLog:
         return result.base_offset, self._durable(partition, plog)
 
     def append_marker(self, partition: int, *, producer_id: int, producer_epoch: int, commit: bool,
-                      coordinator_epoch: int) -> asyncio.Future:
-        """Append the COMMIT/ABORT control batch ending `producer_id`'s transaction on `partition` now and return
-        a future done when durable; raises AppendFailed. Written straight to the partition log: the produce path
-        refuses control batches from clients, and a coordinator's own partition needs none of its checks."""
-        plog = self._topics.log(self.topic, partition)
-        batch = build_end_txn_marker(producer_id=producer_id, producer_epoch=producer_epoch, commit=commit,
-                                     coordinator_epoch=coordinator_epoch)
-        if plog.failures.offline:
-            raise AppendFailed(f"{self.topic}-{partition}: log directory offline")
-        try:
-            plog.append(batch)
-        except (OSError, KafkaStorageError) as err:
-            log.error("transaction marker not appended", topic=self.topic, partition=partition, error=repr(err))
-            raise AppendFailed(f"{self.topic}-{partition}: {err!r}") from err
-        return self._durable(partition, plog)
+                      coordinator_epoch: int) -> tuple[ErrorCode, asyncio.Future | None]:
+        """Append the COMMIT/ABORT control batch ending `producer_id`'s transaction on `partition` now, through the
+        replica manager's marker path (so the partition's transaction state, LSO and aborted-transaction index
+        follow it), and return NONE with a future done when durable, or the error of a refused marker; raises
+        AppendFailed when the log could not take it. Call `load_transaction_state` first (the partition's
+        transaction state is loaded in worker threads there, not on the loop here)."""
+        code, plog = self._replicas.append_marker(TxnMarker(
+            "", self.topic, partition, producer_id, producer_epoch, commit, coordinator_epoch, 0))
+        if code == ErrorCode.KAFKA_STORAGE_ERROR or (code == ErrorCode.NONE and plog is None):
+            raise AppendFailed(f"{self.topic}-{partition}: transaction marker not appended ({code.name})")
+        if code != ErrorCode.NONE:
+            return code, None
+        return code, self._durable(partition, plog)
+
+    async def load_transaction_state(self, partitions: Iterable[int]) -> None:
+        """Load the transaction state of `partitions` (worker threads) before markers are appended to them."""
+        await self._replicas.ensure_loaded((self.topic, p) for p in partitions)
 
     def _durable(self, partition: int, plog: object) -> asyncio.Future:
         fut = asyncio.ensure_future(self._replicas.make_durable([plog]))

@@ -41,6 +41,7 @@ from protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from broker.cluster.manager import TopicManager
     from broker.log.flusher import GroupCommitFlusher
+    from broker.log.partition_log import PartitionLog
     from broker.txn.markers import TxnPartitionVerifier
     from broker.txn.results import TxnMarker
 
@@ -330,6 +331,9 @@ class ReplicaManager:
         if header.is_control:
             return ProduceResult(ErrorCode.INVALID_RECORD, error_message="Clients may not write control batches"), None
         idempotent = header.producer_id >= 0 and header.base_sequence >= 0
+        # a coordinator's own transactional batch (a transactional offset commit: no sequence) opens a
+        # transaction on its partition like a producer's, without the produce path's checks
+        coordinator_txn = allow_internal and header.is_transactional and header.producer_id >= 0
         # only idempotent batches need the producer state (coordinators' and plain producers' batches do not)
         table = self.producer_table(info.name, partition) if idempotent else None
         last_seq = header.base_sequence + header.last_offset_delta
@@ -342,8 +346,8 @@ class ReplicaManager:
             return ProduceResult(
                 base_offset=check.duplicate_of.base_offset, log_start_offset=plog.log_start_offset
             ), plog
-        txns = self.txn_table(info.name, partition) if idempotent else None
-        if txns is not None:
+        txns = self.txn_table(info.name, partition) if idempotent or coordinator_txn else None
+        if txns is not None and not coordinator_txn:
             refused = self._check_transactional(info.name, partition, header, txns, verified)
             if refused is not None:
                 refused.log_start_offset = plog.log_start_offset
@@ -458,7 +462,7 @@ class ReplicaManager:
         codes: list[ErrorCode] = []
         written: list[tuple[int, object]] = []
         for i, m in enumerate(markers):
-            code, plog = self._write_marker(m)
+            code, plog = self.append_marker(m)
             codes.append(code)
             if plog is not None:
                 written.append((i, plog))
@@ -468,7 +472,11 @@ class ReplicaManager:
                 codes[i] = ErrorCode.KAFKA_STORAGE_ERROR
         return codes
 
-    def _write_marker(self, m: TxnMarker) -> tuple[ErrorCode, object | None]:
+    def append_marker(self, m: TxnMarker) -> tuple[ErrorCode, PartitionLog | None]:
+        """Append one marker now (not yet durable: the caller makes the returned log durable): Kafka's marker
+        checks, the control batch, the aborted-transaction index, the LSO, fetch wake-ups. Used for every
+        partition, `__consumer_offsets` included (the group coordinator's markers), so each partition's
+        transaction state and index follow its log."""
         info = self._topics.registry.get(m.topic)
         if info is None or not 0 <= m.partition < info.num_partitions:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None

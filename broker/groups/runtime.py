@@ -460,6 +460,10 @@ class GroupCoordinatorRuntime:
         producer's epoch on the log is refused (INVALID_PRODUCER_EPOCH), as Kafka's producer state does."""
         out: dict[TopicPartitionKey, ErrorCode] = {}
         written: list[tuple[TopicPartitionKey, asyncio.Future]] = []
+        # the partitions' transaction state is loaded off the loop first; from here on each marker's append and
+        # its replay happen in one loop step, so memory follows the log's order
+        await self.log.load_transaction_state({m.partition for m in markers
+                                               if m.topic == TOPIC and 0 <= m.partition < self.log.num_partitions})
         for m in markers:
             key = (m.topic, m.partition)
             if m.topic != TOPIC or not 0 <= m.partition < self.log.num_partitions:
@@ -475,11 +479,17 @@ class GroupCoordinatorRuntime:
                 out[key] = code
                 continue
             try:
-                fut = self.log.append_marker(m.partition, producer_id=m.producer_id, producer_epoch=m.producer_epoch,
-                                             commit=m.commit, coordinator_epoch=m.coordinator_epoch)
+                code, fut = self.log.append_marker(m.partition, producer_id=m.producer_id,
+                                                   producer_epoch=m.producer_epoch, commit=m.commit,
+                                                   coordinator_epoch=m.coordinator_epoch)
             except AppendFailed:
                 self._append_failed([m.partition])
                 out[key] = ErrorCode.KAFKA_STORAGE_ERROR  # retried
+                continue
+            if fut is None:
+                log.warning("transaction marker refused by the partition", partition=m.partition,
+                            producer_id=m.producer_id, producer_epoch=m.producer_epoch, error=code.name)
+                out[key] = code
                 continue
             self.coordinator.replay_end_txn(m.producer_id, m.producer_epoch, m.commit, self._owned_by(m.partition))
             written.append((key, fut))

@@ -67,6 +67,13 @@ class LogReplicas:
         appended = self.plog.append(batch)
         return SimpleNamespace(error=ErrorCode.NONE, error_message=None, base_offset=appended.base_offset), self.plog
 
+    def append_marker(self, m):
+        from protocol.control_records import build_end_txn_marker  # noqa: PLC0415
+
+        self.plog.append(build_end_txn_marker(producer_id=m.producer_id, producer_epoch=m.producer_epoch,
+                                              commit=m.commit, coordinator_epoch=m.coordinator_epoch))
+        return ErrorCode.NONE, self.plog
+
     async def make_durable(self, logs) -> None:
         return None
 
@@ -79,8 +86,11 @@ async def test_transactional_batches_and_markers_replay_with_their_producer(tmp_
     clog = CoordinatorLog(topics, LogReplicas(plog), "__consumer_offsets")
     await clog.append(0, [(b"k1", b"v1")])
     await clog.append_transactional(0, [(b"k2", b"v2"), (b"k3", None)], producer_id=42, producer_epoch=3)
-    await clog.append_marker(0, producer_id=42, producer_epoch=3, commit=True, coordinator_epoch=5)
-    await clog.append_marker(0, producer_id=43, producer_epoch=0, commit=False, coordinator_epoch=5)
+    for pid, epoch, commit in ((42, 3, True), (43, 0, False)):
+        code, durable = clog.append_marker(0, producer_id=pid, producer_epoch=epoch, commit=commit,
+                                           coordinator_epoch=5)
+        assert code == ErrorCode.NONE
+        await durable
     seen: list = []
     count = clog.replay(0, lambda k, v, pid, epoch: seen.append((k, v, pid, epoch)), with_producer=True,
                         on_marker=lambda *m: seen.append(m))
