@@ -6,25 +6,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from broker.cluster.journal import MetadataJournal
-from broker.cluster.manager import TopicManager
-from broker.config import BrokerConfig
-from broker.log import GroupCommitFlusher, LogManager, PartitionLog
-from broker.log.log_manager import METADATA_LOG_DIR
 from broker.log.producer_state import BatchMetadata, ProducerStateTable, scan_producers
-from broker.replica_manager import ReplicaManager
 from protocol import records as rec
 from protocol.errors import ErrorCode
-
-EXPIRATION_MS = 60_000
-
-
-class Clock:
-    def __init__(self, now_ms: int) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> float:
-        return self.now_ms / 1000
+from tests.helpers.replica_node import EXPIRATION_MS, Clock, Node
+from tests.helpers.replica_node import node_with_topic as _node_with_topic
 
 
 def test_table_forgets_producers_whose_last_batch_is_old_enough() -> None:
@@ -37,38 +23,6 @@ def test_table_forgets_producers_whose_last_batch_is_old_enough() -> None:
     assert table.entry(1) is None and table.entry(2) is not None
     assert table.remove_expired(now_ms=5_000 + EXPIRATION_MS, expiration_ms=EXPIRATION_MS) == 1
     assert len(table) == 0
-
-
-class Node:
-    """A TopicManager and ReplicaManager over one data directory, with an injected clock."""
-
-    def __init__(self, data: Path, clock: Clock) -> None:
-        config = BrokerConfig({"log.dirs": str(data)})
-        self.logs = LogManager(data, config.log_config({}))
-        self.logs.start()
-        self.journal_log = PartitionLog(data / METADATA_LOG_DIR, strict_recovery=True)
-        self.topics = TopicManager(config, self.logs, MetadataJournal(self.journal_log), 1)
-        self.topics.load()
-        self.replicas = ReplicaManager(self.topics, GroupCommitFlusher(), clock=clock,
-                                       producer_expiration_ms=lambda: EXPIRATION_MS)
-        self.clock = clock
-
-    def produce(self, topic: str, pid: int, seq: int, *, count: int = 1):
-        batch = rec.build_batch([rec.Record(key=None, value=b"v%d" % (seq + i)) for i in range(count)],
-                                timestamp=self.clock.now_ms, producer_id=pid, producer_epoch=0, base_sequence=seq)
-        result, _plog = self.replicas.append(self.topics.registry.get(topic), 0, batch)
-        return result
-
-    def close(self) -> None:
-        self.logs.close()
-        self.journal_log.close()
-
-
-def _node_with_topic(tmp_path: Path, clock: Clock, name: str = "t") -> Node:
-    node = Node(tmp_path / "data", clock)
-    asyncio.run(node.topics.create_topic(name, num_partitions=1, replication_factor=1, assignments=[], configs={},
-                                         validate_only=False))
-    return node
 
 
 def test_an_expired_producer_is_forgotten_and_its_next_batch_accepted_as_kafka(tmp_path: Path) -> None:

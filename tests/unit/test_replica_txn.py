@@ -11,7 +11,8 @@ from broker.replica_manager import ReplicaManager
 from broker.txn.results import TxnMarker
 from protocol import records as rec
 from protocol.errors import ErrorCode
-from tests.unit.test_producer_expiry import Clock, Node, _node_with_topic
+from tests.helpers.replica_node import Clock, Node
+from tests.helpers.replica_node import node_with_topic as _node_with_topic
 
 NOW = 1_700_000_000_000
 
