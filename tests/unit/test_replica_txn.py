@@ -164,3 +164,22 @@ def test_verification_of_a_transaction_start(tmp_path: Path) -> None:
             assert produce(node, txn_batch(7, 2), verified).error == expected
     finally:
         node.close()
+
+
+def test_a_coordinators_transactional_batch_and_marker_move_the_lso(tmp_path: Path) -> None:
+    """A group coordinator's transactional offset commit (an internal append, no sequence) opens a transaction on
+    its partition and its marker ends it, as for a producer: the LSO and the aborted index follow them."""
+    node = _node_with_topic(tmp_path, Clock(NOW))
+    try:
+        info = node.topics.registry.get("t")
+        batch = txn_batch(9, -1, count=2)
+        result, _plog = node.replicas.append(info, 0, batch, allow_internal=True)
+        assert result.error == ErrorCode.NONE and result.base_offset == 0
+        assert node.replicas.last_stable_offset("t", 0) == 0  # pending: the LSO stays at the batch
+        code, plog = node.replicas.append_marker(marker(9, commit=False))
+        assert code == ErrorCode.NONE and plog is not None
+        assert node.replicas.last_stable_offset("t", 0) == 3  # marker at 2
+        assert [(t.producer_id, t.first_offset) for t in read(node, 0, committed=True).aborted_transactions] == [
+            (9, 0)]
+    finally:
+        node.close()
