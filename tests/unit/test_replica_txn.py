@@ -172,6 +172,7 @@ def test_a_coordinators_transactional_batch_and_marker_move_the_lso(tmp_path: Pa
     node = _node_with_topic(tmp_path, Clock(NOW))
     try:
         info = node.topics.registry.get("t")
+        assert node.replicas.last_stable_offset("t", 0) == 0  # the partition's state is loaded (empty)
         batch = txn_batch(9, -1, count=2)
         result, _plog = node.replicas.append(info, 0, batch, allow_internal=True)
         assert result.error == ErrorCode.NONE and result.base_offset == 0
