@@ -149,13 +149,17 @@ def _error(code: int, message: str | None = None) -> str:
     return message or error_name(code)
 
 
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
 def chunks(items: Sequence, size: int) -> list[Sequence]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
 class TransactionsService:
     def __init__(self, args: argparse.Namespace, admin: Admin, out: TextIO,
-                 now_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+                 now_ms: Callable[[], int] = wall_clock_ms) -> None:
         self.a, self.admin, self.out, self.now_ms = args, admin, out, now_ms
 
     def table(self, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
@@ -338,7 +342,9 @@ class TransactionsService:
 
 
 def run(argv: Sequence[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr,
-        admin_factory: Callable[..., TransactionAdmin] = TransactionAdmin) -> int:
+        admin_factory: Callable[..., TransactionAdmin] = TransactionAdmin,
+        now_ms: Callable[[], int] = wall_clock_ms) -> int:
+    """The tool on `argv`; `admin_factory` and `now_ms` are the seams unit tests replace."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -364,7 +370,7 @@ def run(argv: Sequence[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr,
     try:
         with admin_factory(args.bootstrap_server, security=security,
                            client_id=props.get("client.id", PROG)) as admin:
-            TransactionsService(args, admin, out).run()
+            TransactionsService(args, admin, out, now_ms).run()
             return 0
     except CommandError as e:
         print(e, file=err)
