@@ -1,4 +1,4 @@
-"""A small synchronous admin client for share groups, on Shoal's protocol package.
+"""A small synchronous admin client for share groups and transactions, on Shoal's protocol package.
 
     admin = ShareGroupAdmin("127.0.0.1:9092", security=ClientSecurity.from_properties(props), timeout_s=30)
     admin.list_groups(types=["share"])                   # ListGroups v5 on every broker
@@ -9,24 +9,33 @@
     admin.delete_groups(["g"])                           # DeleteGroups
     admin.list_offsets({("t", 0)}, EARLIEST)             # ListOffsets on the partitions' leaders
 
+    txn = TransactionAdmin("127.0.0.1:9092")
+    txn.list_transactions()                              # ListTransactions on every broker, by broker id
+    txn.describe_transactions(["tx"])                    # DescribeTransactions on each id's coordinator
+    txn.describe_producers([("t", 0)])                   # DescribeProducers on the leaders (or one broker)
+    txn.abort_transaction(AbortSpec("t", 0, pid, epoch, coordinator_epoch))  # WriteTxnMarkers ABORT on the leader
+
 Errors the broker answers are returned as values (error code + message) where a tool reports them per item;
 `AdminError` is raised for a whole request that failed.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 from protocol.errors import ErrorCode
 from shoal_client.connection import BrokerConnection, ConnectionLost, parse_bootstrap
 from shoal_client.security import ClientSecurity
 
 METADATA, LIST_OFFSETS, FIND_COORDINATOR, LIST_GROUPS, DELETE_GROUPS = 3, 2, 10, 16, 42
+WRITE_TXN_MARKERS, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 27, 61, 65, 66
 SHARE_GROUP_DESCRIBE, DESCRIBE_SHARE_OFFSETS, ALTER_SHARE_OFFSETS, DELETE_SHARE_OFFSETS = 77, 90, 91, 92
 EARLIEST, LATEST = -2, -1
+GROUP, TRANSACTION = 0, 1  # FindCoordinator key types
 
 TopicPartition = tuple[str, int]
 
@@ -80,9 +89,11 @@ class SharePartitionOffset:
     error_message: str | None = None
 
 
-class ShareGroupAdmin:
+class AdminClient:
+    """Connections, metadata and offsets: what the share-group and transaction admins share."""
+
     def __init__(self, bootstrap_servers: str, *, security: ClientSecurity | None = None, timeout_s: float = 30.0,
-                 client_id: str = "shoal-share-groups") -> None:
+                 client_id: str = "shoal-admin") -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
         self.security = security
         self.timeout_s = timeout_s
@@ -95,7 +106,7 @@ class ShareGroupAdmin:
             conn.close()
         self._conns.clear()
 
-    def __enter__(self) -> ShareGroupAdmin:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -122,12 +133,15 @@ class ShareGroupAdmin:
     def _call(self, conn: BrokerConnection, api_key: int, lowest: int, body: dict, highest: int | None = None) -> Any:
         return conn.call(api_key, conn.version(api_key, lowest, highest), body)
 
-    def coordinator(self, group_id: str) -> Node:
-        resp = self._call(self._any(), FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group_id]})
+    def coordinator(self, key: str, key_type: int = GROUP) -> Node:
+        resp = self._call(self._any(), FIND_COORDINATOR, 4, {"key_type": key_type, "coordinator_keys": [key]})
         c = resp.coordinators[0]
         if c.error_code != 0:
             raise AdminError(c.error_code, c.error_message)
         return Node(c.node_id, c.host, c.port)
+
+    def node_conn(self, node: Node) -> BrokerConnection:
+        return self._connect(node.host, node.port)
 
     def _coordinator_conn(self, group_id: str) -> tuple[Node, BrokerConnection]:
         node = self.coordinator(group_id)
@@ -147,15 +161,21 @@ class ShareGroupAdmin:
         _, found = self.metadata(list(topics))
         return {name: sorted(p.partition_index for p in t.partitions) for name, t in found.items()}
 
-    def list_offsets(self, partitions: Iterable[TopicPartition], spec: int) -> dict[TopicPartition, int]:
-        """Offsets by ListOffsets (`spec`: EARLIEST, LATEST or a timestamp in ms); -1 where none is found."""
+    def by_leader(self, partitions: Iterable[TopicPartition]
+                  ) -> tuple[dict[int, Node], dict[int, dict[str, list[int]]]]:
+        """(brokers, leader id -> topic -> partitions); leader -1 for partitions that do not exist."""
         wanted = sorted(set(partitions))
         nodes, topics = self.metadata({t for t, _ in wanted})
-        by_leader: dict[int, dict[str, list[int]]] = {}
+        grouped: dict[int, dict[str, list[int]]] = {}
         for topic, p in wanted:
             entry = topics.get(topic)
             leader = next((x.leader_id for x in entry.partitions if x.partition_index == p), -1) if entry else -1
-            by_leader.setdefault(leader, {}).setdefault(topic, []).append(p)
+            grouped.setdefault(leader, {}).setdefault(topic, []).append(p)
+        return nodes, grouped
+
+    def list_offsets(self, partitions: Iterable[TopicPartition], spec: int) -> dict[TopicPartition, int]:
+        """Offsets by ListOffsets (`spec`: EARLIEST, LATEST or a timestamp in ms); -1 where none is found."""
+        nodes, by_leader = self.by_leader(partitions)
         out: dict[TopicPartition, int] = {}
         for leader, parts in by_leader.items():
             if leader not in nodes:
@@ -173,6 +193,13 @@ class ShareGroupAdmin:
                                                        f"{error_name(p.error_code)}")
                     out[(t.name, p.partition_index)] = p.offset
         return out
+
+
+
+class ShareGroupAdmin(AdminClient):
+    def __init__(self, bootstrap_servers: str, *, security: ClientSecurity | None = None, timeout_s: float = 30.0,
+                 client_id: str = "shoal-share-groups") -> None:
+        super().__init__(bootstrap_servers, security=security, timeout_s=timeout_s, client_id=client_id)
 
     # ------------------------------------------------------------------ groups
     def list_groups(self, states: Sequence[str] = (), types: Sequence[str] = ("share",)) -> list[tuple[str, str]]:
@@ -251,3 +278,164 @@ class ShareGroupAdmin:
     def topic_id(self, topic: str) -> uuid.UUID | None:
         _, found = self.metadata([topic])
         return found[topic].topic_id if topic in found else None
+
+
+# ---------------------------------------------------------------------- transactions
+_COORDINATOR_RETRIABLE = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                          ErrorCode.NOT_COORDINATOR)
+_RETRY_BACKOFF_S = 0.1
+
+
+@dataclass(frozen=True)
+class TransactionListing:
+    transactional_id: str
+    producer_id: int
+    state: str
+
+
+@dataclass
+class TransactionDescription:
+    transactional_id: str
+    coordinator_id: int
+    error_code: int = 0
+    error_message: str | None = None
+    state: str = ""
+    producer_id: int = -1
+    producer_epoch: int = -1
+    transaction_timeout_ms: int = 0
+    transaction_start_time_ms: int = -1  # -1: no transaction in progress
+    topic_partitions: list[TopicPartition] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ProducerState:
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int  # -1: no marker written for this producer yet
+    current_txn_start_offset: int  # -1: no open transaction
+
+
+@dataclass
+class PartitionProducers:
+    error_code: int = 0
+    error_message: str | None = None
+    producers: list[ProducerState] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class AbortSpec:
+    """Kafka's AbortTransactionSpec: which producer's transaction to end with an ABORT marker on one partition."""
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+
+
+class TransactionAdmin(AdminClient):
+    """The calls of Kafka's Admin that kafka-transactions.sh uses."""
+
+    def __init__(self, bootstrap_servers: str, *, security: ClientSecurity | None = None, timeout_s: float = 30.0,
+                 client_id: str = "shoal-transactions") -> None:
+        super().__init__(bootstrap_servers, security=security, timeout_s=timeout_s, client_id=client_id)
+
+    def _until_not_loading(self, call):  # noqa: ANN001, ANN202 - call() -> (error code, result)
+        """Retry `call` while the coordinator is loading or moving, as Kafka's admin does, up to the timeout."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            code, result = call()
+            if code not in _COORDINATOR_RETRIABLE or time.monotonic() >= deadline:
+                return code, result
+            time.sleep(_RETRY_BACKOFF_S)
+
+    def list_transactions(self, *, states: Sequence[str] = (), producer_ids: Iterable[int] = (),
+                          duration_ms: int = -1) -> dict[int, list[TransactionListing]]:
+        """broker id -> the transactions its coordinator knows (ListTransactions on every broker)."""
+        nodes, _ = self.metadata([])
+        out: dict[int, list[TransactionListing]] = {}
+        body = {"state_filters": list(states), "producer_id_filters": list(producer_ids),
+                "duration_filter": duration_ms}
+        for node in nodes.values():
+            conn = self.node_conn(node)
+            version = conn.version(LIST_TRANSACTIONS, 0, 1 if duration_ms >= 0 else 0)
+            code, resp = self._until_not_loading(lambda c=conn, v=version: self._list_once(c, v, body))
+            if code != 0:
+                raise AdminError(code, f"ListTransactions on broker {node.node_id}: {error_name(code)}")
+            out[node.node_id] = [TransactionListing(t.transactional_id, t.producer_id, t.transaction_state)
+                                 for t in resp.transaction_states]
+        return out
+
+    @staticmethod
+    def _list_once(conn: BrokerConnection, version: int, body: dict) -> tuple[int, Any]:
+        resp = conn.call(LIST_TRANSACTIONS, version, body)
+        return resp.error_code, resp
+
+    def describe_transactions(self, transactional_ids: Iterable[str]) -> dict[str, TransactionDescription]:
+        """DescribeTransactions on each transactional id's coordinator; errors are values per id."""
+        out: dict[str, TransactionDescription] = {}
+        for tid in dict.fromkeys(transactional_ids):
+            _, out[tid] = self._until_not_loading(lambda t=tid: self._describe_once(t))
+        return out
+
+    def _describe_once(self, tid: str) -> tuple[int, TransactionDescription]:
+        try:
+            node = self.coordinator(tid, TRANSACTION)
+        except AdminError as e:
+            return e.code, TransactionDescription(tid, -1, e.code, str(e))
+        resp = self._call(self.node_conn(node), DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [tid]})
+        s = resp.transaction_states[0]
+        if s.error_code != 0:
+            return s.error_code, TransactionDescription(tid, node.node_id, s.error_code, None)
+        partitions = sorted((t.topic, p) for t in s.topics for p in t.partitions)
+        return 0, TransactionDescription(tid, node.node_id, 0, None, s.transaction_state, s.producer_id,
+                                         s.producer_epoch, s.transaction_timeout_ms, s.transaction_start_time_ms,
+                                         partitions)
+
+    def describe_producers(self, partitions: Iterable[TopicPartition], broker_id: int | None = None
+                           ) -> dict[TopicPartition, PartitionProducers]:
+        """The active producers of each partition, from its leader or, with `broker_id`, from that broker."""
+        wanted = sorted(set(partitions))
+        out: dict[TopicPartition, PartitionProducers] = {}
+        if broker_id is not None:
+            nodes, _ = self.metadata([])
+            if broker_id not in nodes:
+                raise AdminError(int(ErrorCode.BROKER_NOT_AVAILABLE), f"broker {broker_id} is not in the cluster")
+            grouped: dict[int, dict[str, list[int]]] = {}
+            for topic, p in wanted:
+                grouped.setdefault(broker_id, {}).setdefault(topic, []).append(p)
+        else:
+            nodes, grouped = self.by_leader(wanted)
+        for leader, parts in grouped.items():
+            if leader not in nodes:
+                for t, ps in parts.items():
+                    for p in ps:
+                        out[(t, p)] = PartitionProducers(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            resp = self._call(self.node_conn(nodes[leader]), DESCRIBE_PRODUCERS, 0, {"topics": [
+                {"name": t, "partition_indexes": ps} for t, ps in parts.items()]})
+            for t in resp.topics:
+                for p in t.partitions:
+                    out[(t.name, p.partition_index)] = PartitionProducers(p.error_code, p.error_message, [
+                        ProducerState(a.producer_id, a.producer_epoch, a.last_sequence, a.last_timestamp,
+                                      a.coordinator_epoch, a.current_txn_start_offset)
+                        for a in p.active_producers])
+        return out
+
+    def abort_transaction(self, spec: AbortSpec) -> None:
+        """Kafka's Admin.abortTransaction: a WriteTxnMarkers ABORT for the producer on the partition's leader.
+        AdminError when the leader refuses it."""
+        nodes, grouped = self.by_leader([(spec.topic, spec.partition)])
+        (leader,) = grouped
+        if leader not in nodes:
+            raise AdminError(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                             f"{spec.topic}-{spec.partition} does not exist or has no leader")
+        conn = self.node_conn(nodes[leader])
+        resp = self._call(conn, WRITE_TXN_MARKERS, 1, {"markers": [{
+            "producer_id": spec.producer_id, "producer_epoch": spec.producer_epoch, "transaction_result": False,
+            "coordinator_epoch": spec.coordinator_epoch, "transaction_version": 0,
+            "topics": [{"name": spec.topic, "partition_indexes": [spec.partition]}]}]})
+        code = resp.markers[0].topics[0].partitions[0].error_code
+        if code != 0:
+            raise AdminError(code)

@@ -82,6 +82,17 @@ def test_installed_package_is_used_and_complete(installed: tuple[Path, Path], tm
     _run([py, "-m", "pip", "check"], cwd=tmp_path)  # the wheel's declared dependencies are all satisfied
 
 
+def test_installed_console_scripts_run(installed: tuple[Path, Path], tmp_path: Path) -> None:
+    """Every console script in pyproject.toml is installed from the wheel and starts (the operator tools answer
+    --help with their commands)."""
+    _, venv = installed
+    bin_dir = venv / "bin"
+    assert (bin_dir / "shoal-broker").exists()
+    assert "--reset-offsets" in _run([str(bin_dir / "shoal-share-groups"), "--help"], cwd=tmp_path)
+    help_text = _run([str(bin_dir / "shoal-transactions"), "--help"], cwd=tmp_path)
+    assert all(c in help_text for c in ("list", "describe-producers", "abort", "find-hanging")), help_text
+
+
 def test_installed_broker_round_trips_a_record(installed: tuple[Path, Path], tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     _, venv = installed
