@@ -326,3 +326,33 @@ def test_a_parked_read_committed_share_fetch_wakes_when_the_transaction_commits(
             journal.close()
 
     asyncio.run(run())
+
+
+# --- ShareInFlight.acquire with archived ranges (sans-IO) ----------------------------------------------------
+
+def test_inflight_archived_ranges_are_skipped_not_counted_and_persisted():
+    from broker.share.inflight import ShareInFlight
+
+    sp = ShareInFlight(0)
+    # batches 0-1, 5-6, 9-10; archived 2-4 (an aborted batch) and 7-8 (a marker and an aborted batch), 11-11
+    got = sp.acquire("m", [(0, 1), (5, 6), (9, 10)], 4, 0, archived=[(2, 4), (7, 8), (11, 11)])
+    # 4 records: up to the end of the batch holding the 4th acquired one; archived offsets do not count
+    assert [(r.first_offset, r.last_offset) for r in got] == [(0, 1), (5, 6)]
+    assert sp.end_offset == 7  # the archived range after the last batch taken waits for the next acquisition
+    delta = sp.take_dirty()
+    assert [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in delta.state_batches] == [
+        (2, 4, ARCHIVED, 0)]
+    got = sp.acquire("m", [(9, 10)], 10, 0, archived=[(7, 8), (11, 11)])
+    assert [(r.first_offset, r.last_offset) for r in got] == [(9, 10)]
+    assert sp.end_offset == 12 and sp.archived_count == 3 + 2 + 1
+    assert sp.acknowledge("m", [(0, 1, [ACK_ACCEPT]), (5, 6, [ACK_ACCEPT]), (9, 10, [ACK_ACCEPT])], 0) == [0, 0, 0]
+    assert (sp.start_offset, sp.piece_count) == (12, 0)
+
+
+def test_inflight_archived_only_at_the_head_moves_the_start_offset():
+    from broker.share.inflight import ShareInFlight
+
+    sp = ShareInFlight(0)
+    assert sp.acquire("m", [], 10, 0, archived=[(0, 3)]) == []
+    assert (sp.start_offset, sp.end_offset, sp.piece_count) == (4, 4, 0)
+    assert sp.take_dirty().start_offset == 4
