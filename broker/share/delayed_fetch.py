@@ -2,7 +2,8 @@
 of its share session, waiting up to MaxWaitMs while there is less than MinBytes to acquire.
 
 It waits without acquiring (acquired records would sit locked while the fetch waits) and is woken by appends
-and by records becoming available again (SharePartitionManager.wait). Only partitions assigned to the member
+(transaction markers too: they move the LSO a read_committed group reads up to) and by records becoming available
+again (SharePartitionManager.wait). Only partitions assigned to the member
 are served, looked up each round since a rebalance may move them; the others stay in the session and are
 served again once assigned.
 """
@@ -59,6 +60,7 @@ class DelayedShareFetch:
                 self.results[tp] = PartitionFetch(error=err.code, message=err.message)
         if not partitions:
             return self.results
+        await mgr.ensure_txn_state(partitions)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(params.max_wait_ms, 0) / 1000
         start = 0

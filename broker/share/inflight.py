@@ -210,6 +210,7 @@ class ShareInFlight:
         batches: Sequence[tuple[int, int]],
         max_records: int,
         now_ms: int,
+        archived: Sequence[tuple[int, int]] = (),
     ) -> list[AcquiredRange]:
         """Acquire records for `member_id`: released/expired in-flight records first, lowest offsets first,
         then new records from `batches` (the log's batch boundaries, ascending, read from SPEO; batches
@@ -220,6 +221,10 @@ class ShareInFlight:
         while fewer than `max_in_flight_records` offsets lie between SPSO and SPEO, and at most that many
         (again rounded up to a batch end). Offsets missing between batches (compaction) are acquired too;
         the client acknowledges them as gaps.
+
+        `archived` (ascending, disjoint from `batches`): offsets among the new ones that are archived instead of
+        acquired (read_committed: aborted transactions' batches and control batches). They join the window
+        ARCHIVED with delivery count 0, are never delivered, and do not count against `max_records`.
         """
         self.expire_locks(now_ms)
         out: list[AcquiredRange] = []
@@ -250,35 +255,57 @@ class ShareInFlight:
         self._advance_start()  # archiving above may have freed the head of the window
         room = self.max_in_flight_records - self.in_flight_count
         if remaining > 0 and room > 0:
-            new = self._acquire_new(member_id, batches, min(remaining, room), deadline)
-            if new is not None:
-                _append(out, new)
+            for p in self._acquire_new(member_id, batches, min(remaining, room), deadline, archived):
+                _append(out, p)
+            if archived:
+                self._advance_start()  # an archived run at the head of the window moves SPSO on
         return out
 
     def _acquire_new(
-        self, member_id: str, batches: Sequence[tuple[int, int]], cap: int, deadline: int
-    ) -> Piece | None:
+        self, member_id: str, batches: Sequence[tuple[int, int]], cap: int, deadline: int,
+        archived: Sequence[tuple[int, int]] = (),
+    ) -> list[Piece]:
+        """Take new offsets from SPEO up to the end of the batch reaching `cap` acquired offsets: one ACQUIRED
+        piece per run between `archived` ranges, one ARCHIVED piece per archived range."""
         first = self._end
         last: int | None = None
-        for b_first, b_last in batches:
+        skipped = 0  # archived offsets in [first, last]: not counted against the cap
+        cuts: list[tuple[int, int]] = []
+        items = heapq.merge(((a, b, False) for a, b in batches), ((a, b, True) for a, b in archived))
+        for b_first, b_last, is_archived in items:
             if b_last < self._end:
                 continue
             if last is None and b_first > first and not self._index:
                 # Nothing in flight and the log has nothing at SPEO (deleted or compacted away): move on.
                 self._start = self._end = first = b_first
                 self._start_dirty = True
+            if is_archived:
+                a = max(b_first, first)
+                cuts.append((a, b_last))
+                skipped += b_last - a + 1
             last = b_last
-            if last - first + 1 >= cap:
+            if not is_archived and last - first + 1 - skipped >= cap:
                 break
         if last is None:
-            return None
-        p = Piece(first, last, ACQUIRED, count=1, owner=member_id, deadline=deadline)
-        self._add(p)
-        self.acquired_total += p.size
+            return []
+        out: list[Piece] = []
+        at = first
+        for a, b in cuts + [(last + 1, last)]:
+            if a > at:  # the run before this archived range (or before the end) is acquired
+                p = Piece(at, a - 1, ACQUIRED, count=1, owner=member_id, deadline=deadline)
+                self._add(p)
+                self.acquired_total += p.size
+                if self.persist_acquisitions:
+                    self._dirty.add(p)
+                out.append(p)
+            if b >= a:
+                q = Piece(a, b, ARCHIVED)
+                self._add(q)
+                self.archived_total += q.size
+                self._dirty.add(q)
+            at = b + 1
         self._end = last + 1
-        if self.persist_acquisitions:
-            self._dirty.add(p)
-        return p
+        return out
 
     # ------------------------------------------------------------------ acknowledge
     def acknowledge(self, member_id: str, ranges: Sequence[AckRange], now_ms: int) -> list[int]:

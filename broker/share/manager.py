@@ -3,8 +3,13 @@
 Ties the sans-IO pieces to the broker: share sessions (sessions.py), in-flight state (inflight.py), the logs
 (batch headers to acquire whole batches, bytes to serve) and the share coordinator through the Persister
 (persister.py: read_state on first use, write_state before an acknowledgement is answered). A background task
-expires record locks; parked share fetches (delayed_fetch.py) are woken by appends (ReplicaManager) and by
-records becoming available again here (releases, expiries).
+expires record locks; parked share fetches (delayed_fetch.py) are woken by appends and transaction markers
+(ReplicaManager) and by records becoming available again here (releases, expiries).
+
+`share.isolation.level=read_committed` (a group config, read at each acquisition): new records are acquired only
+below the partition's LSO, and the batches of aborted transactions are archived, never delivered (Kafka's
+SharePartition.filterAbortedTransactionalAcquiredRecords), from batch headers and the `.txnindex` only (see
+broker/log/read_committed.py). Control batches are never delivered under either level.
 
 The group coordinator tells the leader about members that left, deleted groups and reset share state through
 the `on_*` hooks, which whoever builds the manager wires (see `follow_events`); the leader asks it back only who is a
@@ -17,8 +22,9 @@ import asyncio
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import takewhile
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
@@ -26,11 +32,13 @@ import structlog
 from broker.aio import wait_event
 from broker.log.dir_failure import KafkaStorageError
 from broker.log.partition_log import OffsetOutOfRangeError
+from broker.log.read_committed import Fate, classify_batches
 from broker.share.dlq import DeadLetterQueue
 from broker.share.inflight import DeadLetter, ShareInFlight, StateDelta
 from broker.share.persister import UNINITIALIZED_START_OFFSET, Persister, StateBatch
 from broker.share.sessions import ShareSessionCache
 from protocol.errors import ErrorCode
+from protocol.records import BatchHeader
 
 if TYPE_CHECKING:
     from broker.cluster.manager import TopicManager
@@ -204,6 +212,13 @@ class SharePartitionManager:
 
     def read_committed(self, group: str) -> bool:
         return self.group_configs(group).get("share.isolation.level") == "read_committed"
+
+    async def ensure_txn_state(self, partitions: Sequence[SharePartition]) -> None:
+        """Load the transaction state of the read_committed groups' partitions in worker threads (their LSO is
+        read at each acquisition; loading it there would block the loop)."""
+        keys = [(sp.topic, sp.key[2]) for sp in partitions if self.read_committed(sp.key[0])]
+        if keys:
+            await self._replicas.ensure_loaded(keys)
 
     def _configure(self, sp: SharePartition) -> None:
         """Apply the group's current configs to the share-partition: a change (IncrementalAlterConfigs on the
@@ -413,11 +428,18 @@ class SharePartitionManager:
             inflight.advance_log_start(plog.log_start_offset)
         now = self.now_ms()
         spans: list[_Span] = []
-        # read_committed stops at the last stable offset; this broker takes no transactional writes, so that is
-        # the high watermark and both isolation levels serve the same records.
-        end = plog.high_watermark if self.read_committed(sp.key[0]) else plog.log_end_offset
-        batches = self._new_batches(inflight, plog, max_records, max_bytes, min_one, strict, spans, end)
-        ranges = inflight.acquire(member, batches, max_records, now)
+        if self.read_committed(sp.key[0]):
+            # KIP-932 share.isolation.level=read_committed (Kafka's SharePartition with the fetch isolation
+            # READ_COMMITTED): new records only below the LSO; aborted transactions' batches and control batches
+            # are archived as they are passed, never delivered.
+            end = self._replicas.last_stable_offset(sp.topic, partition)
+            batches, archived = self._committed_batches(inflight, plog, max_records, max_bytes, min_one, strict,
+                                                        spans, end)
+            ranges = inflight.acquire(member, batches, max_records, now, archived)
+        else:
+            batches = self._new_batches(inflight, plog, max_records, max_bytes, min_one, strict, spans,
+                                        plog.log_end_offset)
+            ranges = inflight.acquire(member, batches, max_records, now)
         if not ranges:
             return None
         self._timer_kick.set()
@@ -437,13 +459,70 @@ class SharePartitionManager:
         if inflight.in_flight_count >= inflight.max_in_flight_records:
             return 0
         total = 0
-        if inflight.end_offset < plog.log_end_offset:
+        if self.read_committed(sp.key[0]):
+            end = self._replicas.last_stable_offset(sp.topic, sp.key[2])
+            if inflight.end_offset < end:
+                for header, fate in self._classified(plog, inflight.end_offset, end):
+                    if header.last_offset >= inflight.end_offset and fate is Fate.DELIVER:
+                        total += header.size
+                        if total >= enough:
+                            break
+        elif inflight.end_offset < plog.log_end_offset:
             for header in plog.iter_batch_headers(inflight.end_offset):
                 if header.last_offset >= inflight.end_offset and not header.is_control:
                     total += header.size
                     if total >= enough:
                         break
         return total
+
+    @staticmethod
+    def _classified(plog: Any, start: int, end: int) -> Iterator[tuple[BatchHeader, Fate]]:
+        """The batches holding offsets [start, end) (`end` the LSO: a batch boundary), with their read_committed
+        fate: headers only, as a read_committed Fetch (the aborted transactions come from the `.txnindex`)."""
+        headers = takewhile(lambda h: h.base_offset < end, plog.iter_batch_headers(start))
+        return classify_batches(headers, plog.collect_aborted_txns(start, end))
+
+    def _committed_batches(self, inflight: ShareInFlight, plog: Any, max_records: int, max_bytes: int,
+                           min_one: bool, strict: bool, spans: list[_Span], end: int
+                           ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        """read_committed `_new_batches`: (batches to acquire, ranges to archive) from SPEO up to `end` (the LSO).
+        Batches of aborted transactions and control batches are archived wherever they are (one range per run
+        of batches, never per offset) and count against neither budget: only delivered batches are read and
+        served. Every batch passed is appended to `spans` (they are consecutive in the file)."""
+        room = min(max_records, inflight.max_in_flight_records - inflight.in_flight_count)
+        start = inflight.end_offset
+        if room <= 0 or start >= end:
+            return [], []
+        out: list[tuple[int, int]] = []
+        archive: list[tuple[int, int]] = []
+        records = size = 0
+        for header, fate in self._classified(plog, start, end):
+            first, last = max(header.base_offset, start), header.last_offset
+            if last < start:
+                continue
+            if last >= end:
+                break  # defensive: the LSO is the first offset of an open transaction's batch
+            if fate is not Fate.DELIVER:
+                spans.append(_Span(header.base_offset, last, header.size))
+                if archive and archive[-1][1] + 1 == first:
+                    archive[-1] = (archive[-1][0], last)
+                else:
+                    archive.append((first, last))
+                continue
+            if out and size + header.size > max_bytes:
+                break
+            if not out and not min_one and header.size > max_bytes:
+                break
+            spans.append(_Span(header.base_offset, last, header.size))
+            records += last - first + 1
+            size += header.size
+            if strict and records > room:
+                last -= records - room  # record_limit mode: cut the batch; the client filters by ranges
+                records = room
+            out.append((first, last))
+            if records >= room:
+                break
+        return out, archive
 
     def _new_batches(self, inflight: ShareInFlight, plog: Any, max_records: int, max_bytes: int,
                      min_one: bool, strict: bool, spans: list[_Span], end: int) -> list[tuple[int, int]]:
