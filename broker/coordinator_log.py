@@ -26,7 +26,7 @@ from protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from broker.cluster.manager import TopicManager
     from broker.log import PartitionLog
-    from broker.partitions import ReplicaManager
+    from broker.replica_manager import ReplicaManager
 
 log = structlog.get_logger(__name__)
 NO_PRODUCER_ID = -1

@@ -33,7 +33,7 @@ from protocol.records import Record, build_batch, iter_batch_views, iter_records
 if TYPE_CHECKING:
     from broker.cluster.manager import TopicManager
     from broker.config import BrokerConfig
-    from broker.partitions import ReplicaManager
+    from broker.replica_manager import ReplicaManager
 
 log = structlog.get_logger(__name__)
 

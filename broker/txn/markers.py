@@ -63,15 +63,6 @@ class RoutedMarkerWriter:
         return out
 
 
-class UnavailableMarkerWriter:
-    """Stands in for a partition side that cannot write markers yet: every marker answers
-    NOT_LEADER_OR_FOLLOWER, which the retry policy retries (with backoff, until a real writer is wired and the
-    broker restarted, whose load then resends them)."""
-
-    async def write_txn_markers(self, markers: Sequence[TxnMarker]) -> dict[TopicPartitionKey, ErrorCode]:
-        return {(m.topic, m.partition): ErrorCode.NOT_LEADER_OR_FOLLOWER for m in markers}
-
-
 # Kafka's TransactionMarkerRequestCompletionHandler: retried (the partition's leader is elsewhere or its log is
 # momentarily unable to take it).
 RETRIABLE = frozenset({
