@@ -9,8 +9,10 @@ import json
 import time
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from protocol import records as rec
+from tests.helpers.broker_process import free_port
 from tests.helpers.confluent_clients import create_topic
 from tests.helpers.raw_client import RawClient
 from tests.helpers.txn_clients import (
@@ -94,3 +96,44 @@ def test_kill9_mid_transaction_and_mid_commit(broker_factory):
     assert sorted(uncommitted) == sorted(committed + [f"open-{p}".encode() for p in range(OPEN_PARTS)])
     # the kill landed between EndTxn and the end of its markers: the restarted coordinator finished the commit
     assert "crash-commit" in prepared_at_load(broker)
+
+
+def test_kill9_with_a_confluent_transaction_open(broker_factory):
+    """The broker comes back on the same port; the producer whose transaction the restarted coordinator aborted
+    at its timeout is fenced, a new instance with the same id carries on."""
+    port = free_port()
+    broker = broker_factory({"listeners": f"PLAINTEXT://127.0.0.1:{port}",
+                             "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"})
+    topic = "crash-confluent"
+    create_topic(broker.bootstrap, topic, 2)
+    conf = {"bootstrap.servers": broker.bootstrap, "transactional.id": "crash-confluent",
+            "transaction.timeout.ms": 6000, "linger.ms": 5}
+    p = Producer(conf)
+    p.init_transactions(30)
+    p.begin_transaction()
+    for part in (0, 1):
+        p.produce(topic, f"committed-{part}".encode(), partition=part)
+    p.commit_transaction(30)
+    p.begin_transaction()
+    for part in (0, 1):
+        p.produce(topic, f"lost-{part}".encode(), partition=part)
+    assert p.flush(30) == 0
+    broker.kill9()
+    broker.start()
+    assert broker.port == port
+    with RawClient(broker.port) as c:
+        wait_until(lambda: describe_txn(c, "crash-confluent").transaction_state == "CompleteAbort", 30,
+                   "the open transaction aborted at its timeout after the restart")
+    with pytest.raises(KafkaException) as failed:
+        p.commit_transaction(30)
+    err = failed.value.args[0]
+    assert err.fatal() and err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED), err
+    successor = Producer(conf)
+    successor.init_transactions(30)
+    successor.begin_transaction()
+    successor.produce(topic, b"after-0", partition=0)
+    successor.commit_transaction(30)
+    assert read_to_end(broker.bootstrap, topic, 2, committed=True) == [b"committed-0", b"after-0", b"committed-1"]
+    with RawClient(broker.port) as c:
+        assert not open_transactions(c)
+        assert not any(open_producer_transactions(c, topic, 2).values())
