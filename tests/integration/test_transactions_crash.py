@@ -82,6 +82,9 @@ def test_kill9_mid_transaction_and_mid_commit(broker_factory):
     with RawClient(broker.port) as c:
         if time.monotonic() - opened < OPEN_TIMEOUT_MS / 1000 - 1:
             assert describe_txn(c, "crash-open").transaction_state == "Ongoing"  # still open after the restart
+            # the partitions rebuilt their open transaction from the log: the LSO stops at its first record
+            # (done-p, its marker, then open-p at offset 2)
+            assert offsets(c, TOPIC, PARTS, committed=True)[:OPEN_PARTS] == [2] * OPEN_PARTS
         wait_until(lambda: not open_transactions(c), 60, "every transaction completed or aborted")
         assert describe_txn(c, "crash-commit").transaction_state == "CompleteCommit"
         open_state = describe_txn(c, "crash-open")
