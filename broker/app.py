@@ -183,7 +183,8 @@ class Broker:
         replicas.set_txn_verifier(txn if config.get("transaction.partition.verification.enable") else None)
         self.metrics = self._closed_on_stop("metrics", MetricsService(
             config, self.router.request_metrics.registry, self.spawn, logs=logs,
-            share_partitions=self.share_partitions, group_coordinator=self.group_coordinator, server=self.server))
+            share_partitions=self.share_partitions, group_coordinator=self.group_coordinator, server=self.server,
+            transaction_coordinator=txn, replicas=replicas))
 
     def _build_coordinators(self) -> None:
         """The share coordinator, the group coordinator and the share-partition leader, wired to each other and to

@@ -218,6 +218,20 @@ class ReplicaManager:
         plog = self._topics.log(topic, partition)
         return self.txn_table(topic, partition).last_stable_offset(plog.high_watermark, plog.log_start_offset)
 
+    def unstable_partitions(self) -> list[tuple[str, int, int, int]]:
+        """(topic, partition, high watermark - LSO, open transactions) of the partitions whose transaction state is
+        loaded and that have an open transaction or an LSO below the high watermark (metrics; never loads one)."""
+        out = []
+        for (topic, partition), txns in self._txns.items():
+            open_txns = len(txns.ongoing_txns())
+            plog = self._topics.find_log(topic, partition)
+            if plog is None:
+                continue
+            lag = plog.high_watermark - txns.last_stable_offset(plog.high_watermark, plog.log_start_offset)
+            if open_txns or lag:
+                out.append((topic, partition, lag, open_txns))
+        return out
+
     async def _load(self, key: tuple[str, int]) -> None:
         """Rebuild a partition's producer state in a worker thread up to the log end offset seen now, then the
         few batches appended meanwhile on the loop. Never raises: on failure the state stays unloaded and the

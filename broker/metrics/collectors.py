@@ -19,8 +19,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 if TYPE_CHECKING:
     from broker.groups.runtime import GroupCoordinatorRuntime
     from broker.log import LogManager
+    from broker.replica_manager import ReplicaManager
     from broker.server import Server
     from broker.share.manager import SharePartitionManager
+    from broker.txn.runtime import TransactionCoordinatorRuntime
 
 # id(collector) -> rows read on the event loop, for the scrape in progress.
 SNAPSHOTS: ContextVar[dict[int, Any] | None] = ContextVar("shoal_metrics_snapshots", default=None)
@@ -207,3 +209,48 @@ class ServerCollector(LoopStateCollector):
         for group, count in sorted(skipped.items()):
             lost.add_metric([group], count)
         yield lost
+
+
+# Ids in these states have a transaction begun and not yet completed.
+_OPEN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort")
+
+
+class TransactionCollector(LoopStateCollector):
+    """The transaction coordinator's transactional ids, by state and open ones (Ongoing, PrepareCommit,
+    PrepareAbort); and per partition the LSO lag (high watermark - last stable offset: what read_committed
+    consumers cannot see yet) and the open transactions, only for partitions with an open transaction or a
+    non-zero lag (whose transaction state is loaded), so the series stay few."""
+
+    def __init__(self, coordinator: TransactionCoordinatorRuntime | None, replicas: ReplicaManager | None) -> None:
+        self._coordinator = coordinator
+        self._replicas = replicas
+
+    def empty_rows(self) -> Any:
+        return {}, []
+
+    def read(self) -> Any:
+        states = {} if self._coordinator is None else {
+            state.display_name: count for state, count in self._coordinator.coordinator.state_counts().items()}
+        partitions = [] if self._replicas is None else self._replicas.unstable_partitions()
+        return states, partitions
+
+    def build(self, rows: Any) -> Iterator[Metric]:
+        states, partitions = rows
+        yield GaugeMetricFamily("shoal_transactional_ids", "Transactional ids the transaction coordinator holds.",
+                                value=sum(states.values()))
+        yield GaugeMetricFamily("shoal_transactions_ongoing", "Transactions begun and not completed (Ongoing, "
+                                "PrepareCommit, PrepareAbort).", value=sum(states.get(s, 0) for s in _OPEN_STATES))
+        by_state = GaugeMetricFamily("shoal_transactions", "Transactional ids by transaction state.",
+                                     labels=["state"])
+        for state, count in sorted(states.items()):
+            by_state.add_metric([state], count)
+        yield by_state
+        lag = GaugeMetricFamily("shoal_partition_lso_lag", "High watermark - last stable offset: records "
+                                "read_committed consumers cannot read yet.", labels=PARTITION)
+        open_txns = GaugeMetricFamily("shoal_partition_open_transactions", "Producers with a transaction open "
+                                      "on the partition.", labels=PARTITION)
+        for topic, partition, lag_records, open_count in sorted(partitions):
+            lag.add_metric([topic, str(partition)], lag_records)
+            open_txns.add_metric([topic, str(partition)], open_count)
+        yield lag
+        yield open_txns

@@ -14,15 +14,23 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
 
 from broker.config import BrokerConfig, parse_host_port
-from broker.metrics.collectors import GroupCollector, LogCollector, ServerCollector, SharePartitionCollector
+from broker.metrics.collectors import (
+    GroupCollector,
+    LogCollector,
+    ServerCollector,
+    SharePartitionCollector,
+    TransactionCollector,
+)
 from broker.metrics.http import MetricsEndpoint
 from broker.metrics.loop_lag import LoopLagWatchdog
 
 if TYPE_CHECKING:
     from broker.groups.runtime import GroupCoordinatorRuntime
     from broker.log import LogManager
+    from broker.replica_manager import ReplicaManager
     from broker.server import Server
     from broker.share.manager import SharePartitionManager
+    from broker.txn.runtime import TransactionCoordinatorRuntime
 
 Spawn = Callable[[Coroutine[Any, Any, Any], str], asyncio.Task]
 
@@ -33,11 +41,14 @@ class MetricsService:
 
     def __init__(self, config: BrokerConfig, registry: CollectorRegistry, spawn: Spawn, *,
                  logs: LogManager | None, share_partitions: SharePartitionManager | None,
-                 group_coordinator: GroupCoordinatorRuntime | None, server: Server | None) -> None:
+                 group_coordinator: GroupCoordinatorRuntime | None, server: Server | None,
+                 transaction_coordinator: TransactionCoordinatorRuntime | None,
+                 replicas: ReplicaManager | None) -> None:
         self._spawn = spawn
         self.registry = registry
         self.collectors = (LogCollector(logs), SharePartitionCollector(share_partitions, logs),
-                           GroupCollector(group_coordinator), ServerCollector(server, share_partitions))
+                           GroupCollector(group_coordinator), ServerCollector(server, share_partitions),
+                           TransactionCollector(transaction_coordinator, replicas))
         for collector in self.collectors:
             registry.register(collector)
         # process_*: RSS, CPU seconds, open file descriptors (read from /proc at scrape time); python_info.

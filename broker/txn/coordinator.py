@@ -121,6 +121,14 @@ class TransactionCoordinator:
     def transactional_ids(self) -> list[str]:
         return list(self._txns)
 
+    def state_counts(self) -> dict[TxnState, int]:
+        """Transactional ids per state, of the partitions being served (metrics)."""
+        counts: dict[TxnState, int] = {}
+        for m in self._txns.values():
+            if self._serving(m.transactional_id):
+                counts[m.state] = counts.get(m.state, 0) + 1
+        return counts
+
     def pending_completions(self) -> TxnResult:
         """Markers of every transaction in PrepareCommit/PrepareAbort (to resend, e.g. after marker errors)."""
         return self._markers_for(m for m in self._txns.values() if self._serving(m.transactional_id))

@@ -112,6 +112,11 @@ class TransactionCoordinatorRuntime:
         for p in range(self.coordinator.config.num_partitions):
             n, result = self._load(p)
             total += n
+            if result.markers:
+                # Kafka logs the transactions it completes after a load; operators (and tests) see a crash between
+                # EndTxn and the markers being finished here.
+                log.info("completing prepared transactions after load", partition=p,
+                         transactional_ids=sorted({m.transactional_id for m in result.markers}))
             await self._apply_background(result, "transactions completed at load")
         self.loaded = True
         log.info("transaction coordinator loaded", partitions=self.coordinator.config.num_partitions,

@@ -25,6 +25,7 @@ from broker.metrics.collectors import (
     LoopStateCollector,
     ServerCollector,
     SharePartitionCollector,
+    TransactionCollector,
 )
 from broker.metrics.http import MetricsEndpoint
 from broker.metrics.loop_lag import LoopLagWatchdog
@@ -144,7 +145,7 @@ def test_server_collector_counts_connections_sessions_and_dlq_records():
 def test_family_names_are_unique_in_the_exposition():
     """A gauge and a counter sharing a base name would be two families of one name (invalid exposition)."""
     registry = registry_with(LogCollector(None), SharePartitionCollector(None, None), GroupCollector(None),
-                             ServerCollector(None, None))
+                             ServerCollector(None, None), TransactionCollector(None, None))
     LoopLagWatchdog(registry, warn_s=0.1)
     text = generate_latest(registry).decode()
     names = [family.name for family in text_string_to_metric_families(text)]
@@ -277,8 +278,33 @@ def test_two_brokers_in_one_process_have_their_own_registries(tmp_path):
 
     brokers = [Broker(BrokerConfig({"log.dirs": str(tmp_path / name)})) for name in "ab"]
     services = [MetricsService(b.config, b.router.request_metrics.registry, b.spawn, logs=None, share_partitions=None,
-                               group_coordinator=None, server=b.server) for b in brokers]
+                               group_coordinator=None, server=b.server, transaction_coordinator=None, replicas=None)
+                for b in brokers]
     assert services[0].registry is not services[1].registry
     assert all(s.registry is b.router.request_metrics.registry for s, b in zip(services, brokers, strict=True))
     assert all(s.endpoint is None and s.port is None for s in services)  # off by default
     assert REGISTRY.get_sample_value("shoal_event_loop_stalls_total") is None
+
+
+def test_transaction_collector_counts_states_and_unstable_partitions():
+    from broker.txn.coordinator import TransactionCoordinator
+
+    coordinator = TransactionCoordinator(clock=lambda: 1_000)
+    for tid in ("a", "b", "c"):
+        r = coordinator.init_producer_id(tid, 60_000, new_producer_id=ord(tid))
+        assert r.error == 0
+    coordinator.add_partitions("a", ord("a"), 0, [("t", 0)])
+    coordinator.add_partitions("b", ord("b"), 0, [("t", 1)])
+    coordinator.end_txn("b", ord("b"), 0, commit=True)  # PrepareCommit until its markers are written
+    replicas = SimpleNamespace(unstable_partitions=lambda: [("t", 0, 7, 1)])
+    registry = registry_with(TransactionCollector(SimpleNamespace(coordinator=coordinator), replicas))
+    assert get(registry, "shoal_transactional_ids") == 3
+    assert get(registry, "shoal_transactions_ongoing") == 2
+    assert get(registry, "shoal_transactions", state="Ongoing") == 1
+    assert get(registry, "shoal_transactions", state="PrepareCommit") == 1
+    assert get(registry, "shoal_transactions", state="Empty") == 1
+    assert get(registry, "shoal_partition_lso_lag", topic="t", partition="0") == 7
+    assert get(registry, "shoal_partition_open_transactions", topic="t", partition="0") == 1
+    assert get(registry, "shoal_partition_lso_lag", topic="t", partition="1") is None
+    empty = registry_with(TransactionCollector(None, None))
+    assert get(empty, "shoal_transactional_ids") == 0 and get(empty, "shoal_transactions", state="Empty") is None

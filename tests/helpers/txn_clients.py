@@ -1,0 +1,103 @@
+"""Helpers for transaction acceptance tests: read a topic to its end under an isolation level with a real client,
+and look at the coordinator and the partitions with raw requests (DescribeTransactions, ListTransactions,
+DescribeProducers, ListOffsets)."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from tests.helpers.raw_client import RawClient
+
+LIST_OFFSETS, INIT_PID, ADD_PARTITIONS, ADD_OFFSETS, END_TXN, WRITE_MARKERS = 2, 22, 24, 25, 26, 27
+DESCRIBE_PRODUCERS, DESCRIBE_TXNS, LIST_TXNS = 61, 65, 66
+
+
+def read_to_end(bootstrap: str, topic: str, partitions: int, *, committed: bool, timeout: float = 30.0) -> list[bytes]:
+    """Every value a confluent consumer sees from the beginning to the end of each partition (the LSO under
+    read_committed, the high watermark otherwise), in partition then offset order."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{time.monotonic_ns()}",
+                  "enable.auto.commit": False, "enable.partition.eof": True,
+                  "isolation.level": "read_committed" if committed else "read_uncommitted"})
+    try:
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        got: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
+        at_end: set[int] = set()
+        deadline = time.monotonic() + timeout
+        while len(at_end) < partitions:
+            assert time.monotonic() < deadline, f"not at the end of {topic} after {timeout}s: {sorted(at_end)}"
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error() is not None:
+                assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
+                at_end.add(m.partition())
+                continue
+            at_end.discard(m.partition())
+            got[m.partition()].append((m.offset(), m.value()))
+        return [v for p in range(partitions) for _, v in sorted(got[p])]
+    finally:
+        c.close()
+
+
+def describe_txn(c: RawClient, tid: str):
+    (state,) = c.call(DESCRIBE_TXNS, 0, {"transactional_ids": [tid]}).transaction_states
+    return state
+
+
+def txn_snapshot(c: RawClient, tid: str) -> tuple:
+    """What DescribeTransactions says of an id, comparable before and after a refused request."""
+    d = describe_txn(c, tid)
+    return (d.error_code, d.transaction_state, d.producer_id, d.producer_epoch, d.transaction_timeout_ms,
+            d.transaction_start_time_ms, sorted((t.topic, sorted(t.partitions)) for t in d.topics))
+
+
+def open_transactions(c: RawClient) -> list[str]:
+    r = c.call(LIST_TXNS, 0, {"state_filters": ["Ongoing", "PrepareCommit", "PrepareAbort"],
+                              "producer_id_filters": []})
+    assert r.error_code == 0
+    return sorted(t.transactional_id for t in r.transaction_states)
+
+
+def open_producer_transactions(c: RawClient, topic: str, partitions: int) -> dict[int, list[int]]:
+    """DescribeProducers: per partition, the producer ids with a transaction open on it."""
+    r = c.call(DESCRIBE_PRODUCERS, 0, {"topics": [{"name": topic, "partition_indexes": list(range(partitions))}]})
+    out = {}
+    for p in r.topics[0].partitions:
+        assert p.error_code == 0, p
+        out[p.partition_index] = [a.producer_id for a in p.active_producers if a.current_txn_start_offset >= 0]
+    return out
+
+
+def offsets(c: RawClient, topic: str, partitions: int, *, committed: bool) -> list[int]:
+    """ListOffsets latest: the LSO under read_committed, the high watermark otherwise."""
+    r = c.call(LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 1 if committed else 0, "topics": [
+        {"name": topic, "partitions": [{"partition_index": p, "timestamp": -1} for p in range(partitions)]}]})
+    parts = sorted(r.topics[0].partitions, key=lambda p: p.partition_index)
+    assert all(p.error_code == 0 for p in parts), parts
+    return [p.offset for p in parts]
+
+
+def init_pid(c: RawClient, tid: str, timeout_ms: int = 60_000, pid: int = -1, epoch: int = -1, version: int = 4):
+    return c.call(INIT_PID, version, {"transactional_id": tid, "transaction_timeout_ms": timeout_ms,
+                                      "producer_id": pid, "producer_epoch": epoch})
+
+
+def add_partitions(c: RawClient, tid: str, pid: int, epoch: int, topics: dict[str, list[int]],
+                   version: int = 3) -> dict[tuple[str, int], int]:
+    r = c.call(ADD_PARTITIONS, version, {
+        "v3_and_below_transactional_id": tid, "v3_and_below_producer_id": pid, "v3_and_below_producer_epoch": epoch,
+        "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
+    return {(t.name, p.partition_index): p.partition_error_code for t in r.results_by_topic_v3_and_below
+            for p in t.results_by_partition}
+
+
+def add_offsets(c: RawClient, tid: str, pid: int, epoch: int, group: str, version: int = 3) -> int:
+    return c.call(ADD_OFFSETS, version, {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
+                                         "group_id": group}).error_code
+
+
+def end_txn(c: RawClient, tid: str, pid: int, epoch: int, commit: bool, version: int = 3) -> int:
+    return c.call(END_TXN, version, {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
+                                     "committed": commit}).error_code
