@@ -20,10 +20,10 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
 
 
 def send(producer: Producer, topic: str, payload: bytes, records: int, partitions: int = 1,
-         on_delivery: Callable | None = None) -> None:
-    """Queue `records` copies of `payload`, round-robin over the partitions, waiting for room when the local
-    queue is full. Does not flush."""
-    for i in range(records):
+         on_delivery: Callable | None = None, first: int = 0) -> None:
+    """Queue `records` copies of `payload`, round-robin over the partitions starting after the `first`-th
+    record, waiting for room when the local queue is full. Does not flush."""
+    for i in range(first, first + records):
         while True:
             try:
                 producer.produce(topic, payload, partition=i % partitions, on_delivery=on_delivery)
@@ -41,7 +41,8 @@ def read(consumer: Consumer, topic: str, partitions: int, records: int, timeout:
     while seen < records:
         if time.perf_counter() - start > timeout:
             raise RuntimeError(f"fetch of {topic} stalled at {seen}/{records}")
-        for msg in consumer.consume(10_000, 0.5):
+        # Ask for no more than are missing: consume() waits out its timeout when fewer arrive.
+        for msg in consumer.consume(min(10_000, records - seen), 0.5):
             if msg.error():
                 raise KafkaException(msg.error())
             if first is None:
