@@ -10,7 +10,7 @@ warm-up record, which waits for its producer id) and topic creation are outside 
 every variant once, in the same order, each into a fresh topic, so machine noise hits all alike; the table shows
 the median per variant and its ratio to idempotent.
 
-Fetch: one topic filled by transactions of 100 records, 1 in 10 aborted, is read from the start by a confluent
+Fetch: one topic filled by transactions of 1 000 records, 1 in 10 aborted, is read from the start by a confluent
 Consumer per isolation level, alternating. Both read the same log to its end (read_uncommitted also delivers the
 aborted records, read_committed skips them), so the rate compared is log records per second of that read (the
 time from assign() to the last record); delivered records per second are shown too.
@@ -41,6 +41,7 @@ PRODUCER = {
 }
 PRODUCE_TARGET = ("txn-1000", 0.8)
 FETCH_TARGET = ("read_committed", 0.95)
+FILL_PER_TXN = 1000  # records per transaction of the fetched topic
 
 
 @dataclass
@@ -149,10 +150,11 @@ def target_note(row: dict, target: tuple[str, float]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.transactions")
     parser.add_argument("--records", type=int, default=50_000, help="records per produce measurement")
-    parser.add_argument("--fetch-records", type=int, default=100_000, help="records in the fetched topic")
+    parser.add_argument("--fetch-records", type=int, default=200_000, help="records in the fetched topic")
     parser.add_argument("--size", type=int, default=1024, help="record value bytes")
     parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the produce variants")
+    parser.add_argument("--fetch-rounds", type=int, default=5, help="rounds of the two fetches (each is short)")
     parser.add_argument("--max-transactions", type=int, default=1000,
                         help="at most this many transactions per produce measurement")
     parser.add_argument("--abort-every", type=int, default=10, help="1 in N transactions of the fetched topic abort")
@@ -176,10 +178,10 @@ def main(argv: list[str] | None = None) -> int:
 
         topic = f"txn-bench-fetch-{uuid.uuid4().hex[:6]}"
         create_topic(bootstrap, topic, args.partitions)
-        produce(bootstrap, topic, payload, args.fetch_records, args.partitions, 100, args.abort_every)
-        committed = committed_count(args.fetch_records, 100, args.abort_every)
+        produce(bootstrap, topic, payload, args.fetch_records, args.partitions, FILL_PER_TXN, args.abort_every)
+        committed = committed_count(args.fetch_records, FILL_PER_TXN, args.abort_every)
         expected = {"read_uncommitted": args.fetch_records, "read_committed": committed}
-        for rnd in range(args.rounds):
+        for rnd in range(args.fetch_rounds):
             for isolation, delivered in expected.items():
                 seconds = fetch(bootstrap, topic, args.partitions, delivered, isolation)
                 rows.append(Measurement("fetch", isolation, rnd, args.fetch_records, args.size, seconds, delivered))
@@ -189,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
 
     produce_summary = summarise(rows, "produce", "idempotent")
     fetch_summary = summarise(rows, "fetch", "read_uncommitted")
-    print(f"\n{args.size} B records, {args.partitions} partitions, median of {args.rounds} rounds; "
+    print(f"\n{args.size} B records, {args.partitions} partitions, median of {args.rounds} produce and "
+          f"{args.fetch_rounds} fetch rounds; "
           f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after")
     print(f"{'produce':18} {'records':>8} {'rec/s':>9} {'MiB/s':>7} {'x idem':>7}")
     for s in produce_summary:
