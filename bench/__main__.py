@@ -8,11 +8,8 @@ Results: a table on stdout and JSON under bench/results/.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
-import time
-from pathlib import Path
 
+from bench.clients import write_results
 from bench.servers import running_servers
 from bench.throughput import run_scenario
 
@@ -44,16 +41,7 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
 
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"throughput-{time.strftime('%Y%m%dT%H%M%S')}.json"
-    path.write_text(
-        json.dumps(
-            {"machine": platform.platform(), "python": platform.python_version(),
-             "results": [r.as_dict() for r in results]},
-            indent=2,
-        )
-    )
+    path = write_results(args.out, "throughput", [r.as_dict() for r in results])
     print(f"\nwrote {path}")
     return 0
 

@@ -25,28 +25,17 @@ import uuid
 from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.clients import create_topic, read, send
 from bench.servers import running_servers
 
 RECORD = b"x" * 1024
 PROTOCOLS = ("classic", "consumer")
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=partitions)])[topic].result(timeout=30)
-
-
 def produce(bootstrap: str, topic: str, partitions: int, records: int, value: bytes = RECORD) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 64_000})
-    for i in range(records):
-        while True:
-            try:
-                producer.produce(topic, value, partition=i % partitions)
-                break
-            except BufferError:
-                producer.poll(0.01)
+    send(producer, topic, value, records, partitions)
     if producer.flush(120):
         raise RuntimeError("produce did not finish")
 
@@ -211,20 +200,11 @@ def rebalance_on_join(bootstrap: str, protocol: str, members: int = 4, partition
 
 def assigned_fetch(bootstrap: str, topic: str, partitions: int, records: int) -> float:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4()}", "enable.auto.commit": False})
-    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    seen, first = 0, None
-    deadline = time.perf_counter() + 180
     try:
-        while seen < records:
-            if time.perf_counter() > deadline:
-                raise RuntimeError(f"assigned fetch stalled at {seen}/{records}")
-            got = sum(1 for m in c.consume(10_000, 0.5) if m.error() is None)
-            if got and first is None:
-                first = time.perf_counter()
-            seen += got
+        _start, first = read(c, topic, partitions, records)
+        return time.perf_counter() - first
     finally:
         c.close()
-    return time.perf_counter() - first
 
 
 def group_consume(bootstrap: str, topic: str, protocol: str, members: int, records: int,

@@ -14,35 +14,29 @@ import time
 import uuid
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, ShareConsumer, TopicPartition
+from confluent_kafka import Consumer, Producer, ShareConsumer
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
-    NewTopic,
     ResourceType,
 )
 
+from bench.clients import create_topic, read, send
 from bench.servers import running_servers
 
 RECORD = b"x" * 1024
 
 
 def _setup(bootstrap: str, topic: str, partitions: int, records: int, group: str) -> None:
+    create_topic(bootstrap, topic, partitions)
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=partitions)])[topic].result(timeout=30)
     resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
         ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
     admin.incremental_alter_configs([resource])[resource].result(timeout=30)
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 64_000})
-    for i in range(records):
-        while True:
-            try:
-                producer.produce(topic, RECORD, partition=i % partitions)
-                break
-            except BufferError:
-                producer.poll(0.01)
+    send(producer, topic, RECORD, records, partitions)
     if producer.flush(120):
         raise RuntimeError("produce did not finish")
 
@@ -84,17 +78,11 @@ def share_consume(bootstrap: str, topic: str, group: str, consumers: int, record
 
 def classic_fetch(bootstrap: str, topic: str, partitions: int, records: int) -> float:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4()}", "enable.auto.commit": False})
-    start = time.perf_counter()
-    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    seen = 0
     try:
-        while seen < records:
-            if time.perf_counter() - start > 180:
-                raise RuntimeError(f"classic fetch stalled at {seen}/{records}")
-            seen += sum(1 for m in c.consume(10_000, 0.5) if m.error() is None)
+        start, _first = read(c, topic, partitions, records)
+        return time.perf_counter() - start
     finally:
         c.close()
-    return time.perf_counter() - start
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,8 +12,9 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, KafkaException, Producer
+
+from bench.clients import create_topic, read, send
 
 
 @dataclass
@@ -44,10 +45,9 @@ class Result:
 
 
 def _create_topic(bootstrap: str, topic: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
     # Peers without CreateTopics auto-create the topic on first produce.
     with contextlib.suppress(KafkaException):
-        admin.create_topics([NewTopic(topic, num_partitions=1)])[topic].result(timeout=30)
+        create_topic(bootstrap, topic)
 
 
 def produce(bootstrap: str, topic: str, records: int, size: int, compression: str = "none") -> float:
@@ -61,7 +61,6 @@ def produce(bootstrap: str, topic: str, records: int, size: int, compression: st
             "compression.type": compression,
         }
     )
-    payload = b"x" * size
     errors = []
 
     def on_delivery(err, _msg):
@@ -69,13 +68,7 @@ def produce(bootstrap: str, topic: str, records: int, size: int, compression: st
             errors.append(err)
 
     start = time.perf_counter()
-    for _ in range(records):
-        while True:
-            try:
-                producer.produce(topic, payload, partition=0, on_delivery=on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.01)
+    send(producer, topic, b"x" * size, records, on_delivery=on_delivery)
     remaining = producer.flush(120)
     elapsed = time.perf_counter() - start
     if remaining or errors:
@@ -93,22 +86,11 @@ def fetch(bootstrap: str, topic: str, records: int) -> float:
             "max.partition.fetch.bytes": 10_485_760,
         }
     )
-    start = time.perf_counter()
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    seen = 0
-    deadline = start + 120
     try:
-        while seen < records:
-            if time.perf_counter() > deadline:
-                raise RuntimeError(f"fetch stalled at {seen}/{records}")
-            for msg in consumer.consume(10_000, 1.0):
-                if msg.error():
-                    raise KafkaException(msg.error())
-                seen += 1
+        start, _first = read(consumer, topic, 1, records, timeout=120)
+        return time.perf_counter() - start
     finally:
-        elapsed = time.perf_counter() - start
         consumer.close()
-    return elapsed
 
 
 def run_scenario(server: str, bootstrap: str, size: int, records: int, compression: str = "none") -> Result:
