@@ -47,6 +47,9 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
+# How long AddPartitionsToTxn/AddOffsetsToTxn wait for the previous transaction of their id to complete
+# before answering CONCURRENT_TRANSACTIONS (see TransactionCoordinatorRuntime._after_completion).
+COMPLETION_WAIT_S = 0.05
 TOPIC = "__transaction_state"
 # Answer of an operation whose records could not be made durable (Kafka maps append failures of the
 # transaction log to COORDINATOR_NOT_AVAILABLE or NOT_COORDINATOR: both make the client look up and retry).
@@ -266,9 +269,23 @@ class TransactionCoordinatorRuntime:
             transactional_id, transaction_timeout_ms, producer_id, producer_epoch, new_producer_id=new_pid))
         return await self._finish(transactional_id, result)
 
+    async def _after_completion(self, transactional_id: str) -> None:
+        """Wait (at most COMPLETION_WAIT_S) for the markers of `transactional_id`'s previous transaction.
+
+        A producer starts its next transaction as soon as EndTxn is answered, while the markers are still being
+        written: Kafka answers that AddPartitionsToTxn/AddOffsetsToTxn CONCURRENT_TRANSACTIONS at once, and the
+        clients retry after 20 ms (librdkafka's and the Java producer's fixed backoff), which costs more than
+        the completion itself here (markers and their fsyncs: a few ms). Holding the request briefly instead
+        answers it as soon as the previous transaction is complete; past the bound, Kafka's answer."""
+        running = [t for key, t in self._completing.items() if key[0] == transactional_id and not t.done()]
+        if running:
+            await asyncio.wait(running, timeout=COMPLETION_WAIT_S)
+
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: Sequence[TopicPartitionKey], *, verify_only: bool = False,
                              client_transaction_version: int = TV_0) -> dict[TopicPartition, ErrorCode]:
+        if not verify_only:
+            await self._after_completion(transactional_id)
         result = self.coordinator.add_partitions(transactional_id, producer_id, producer_epoch, partitions,
                                                  verify_only=verify_only,
                                                  client_transaction_version=client_transaction_version)
@@ -287,6 +304,7 @@ class TransactionCoordinatorRuntime:
     async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
                           group_id: str) -> ErrorCode:
         offsets = ("__consumer_offsets", self._offsets_partition(group_id))
+        await self._after_completion(transactional_id)
         result = self.coordinator.add_offsets(transactional_id, producer_id, producer_epoch, offsets)
         return (await self._finish(transactional_id, result)).error
 

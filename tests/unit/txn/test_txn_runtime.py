@@ -355,3 +355,28 @@ def test_routed_writer_and_fenced_markers() -> None:
             await write_until_done(data, [_marker("t", 0)], partition_exists=lambda t, p: True, backoff_ms=1)
 
     run(scenario())
+
+
+def test_the_next_transaction_waits_briefly_for_the_previous_ones_markers() -> None:
+    """AddPartitionsToTxn right after EndTxn: answered once the previous transaction is complete when that takes
+    less than COMPLETION_WAIT_S (instead of CONCURRENT_TRANSACTIONS and the client's 20 ms retry), and
+    CONCURRENT_TRANSACTIONS, as Kafka, when the markers take longer."""
+    async def scenario() -> None:
+        h = Harness()
+        await h.rt.start()
+        pid, epoch = await begin(h, "a")
+        h.writer.gate = asyncio.Event()
+        assert (await h.rt.end_txn("a", pid, epoch, commit=True)).error is E.NONE
+        asyncio.get_running_loop().call_later(0.01, h.writer.gate.set)  # markers written 10 ms later
+        errors = await h.rt.add_partitions("a", pid, epoch, [("t", 0)])
+        assert set(errors.values()) == {E.NONE} and h.state("a") is TxnState.ONGOING
+
+        h.writer.gate = asyncio.Event()  # the next markers are stuck
+        assert (await h.rt.end_txn("a", pid, epoch, commit=False)).error is E.NONE
+        errors = await h.rt.add_partitions("a", pid, epoch, [("t", 1)])
+        assert set(errors.values()) == {E.CONCURRENT_TRANSACTIONS} and h.state("a") is TxnState.PREPARE_ABORT
+        h.writer.gate.set()
+        await h.rt.wait_completions()
+        await h.stop()
+
+    run(scenario())
