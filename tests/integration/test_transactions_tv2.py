@@ -162,7 +162,23 @@ def test_tv2_zombie_on_a_fresh_partition_is_fenced(tv2_broker) -> None:
         assert end_v5(raw, tid, pid, epoch, commit=True).producer_epoch == epoch + 1
         p = produce_v12(raw, "tv2-fenced", tid, pid, epoch, 0, [b"zombie"])
         assert p.error_code == ErrorCode.INVALID_PRODUCER_EPOCH
-        assert read_committed(raw, "tv2-fenced") == (0, [])
+        assert read_committed(raw, "tv2-fenced")[1] == []
+
+
+def test_add_partitions_to_txn_v5_adds_the_tv2_way(tv2_broker) -> None:
+    """The brokers' batched form at v5 (verify_only false): a TV2 add, so EndTxn v5 ends it with a bumped epoch."""
+    tid = f"tv2-a-{uuid.uuid4().hex[:8]}"
+    with RawClient(tv2_broker.port) as raw:
+        pid, epoch = init(raw, tid)
+        r = raw.call(ADD_PARTITIONS_TO_TXN, 5, {"transactions": [
+            {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch, "verify_only": False,
+             "topics": [{"name": "tv2-fenced", "partitions": [0]}]}]})
+        assert r.error_code == 0
+        [txn] = r.results_by_transaction
+        assert [(t.name, [(p.partition_index, p.partition_error_code) for p in t.results_by_partition])
+                for t in txn.topic_results] == [("tv2-fenced", [(0, 0)])]
+        r = end_v5(raw, tid, pid, epoch, commit=False)
+        assert (r.error_code, r.producer_id, r.producer_epoch) == (0, pid, epoch + 1)
 
 
 def test_txn_offset_commit_v5_adds_the_offsets_partition(tv2_broker) -> None:
