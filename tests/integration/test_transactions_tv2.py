@@ -212,6 +212,9 @@ def test_tv1_broker_serves_no_tv2_versions(broker_factory) -> None:
         versions = max_versions(r)
         assert (versions[PRODUCE], versions[END_TXN], versions[ADD_PARTITIONS_TO_TXN],
                 versions[TXN_OFFSET_COMMIT]) == (11, 4, 4, 4)
+        pid, epoch = init(raw, "tv1-only")
+        with pytest.raises(ConnectionError):  # an unsupported version closes the connection, as Kafka
+            end_v5(raw, "tv1-only", pid, epoch, commit=True)
 
 
 def confluent_transaction(bootstrap: str, topic: str, tid: str, values: list[bytes], commit: bool) -> None:
