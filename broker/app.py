@@ -27,6 +27,7 @@ from broker.cluster.manager import TopicManager
 from broker.config import BrokerConfig, Listener, ensure_meta_properties
 from broker.connection_quotas import ConnectionQuotas
 from broker.coordinator_log import CoordinatorLog
+from broker.features import Features, broker_features
 from broker.groups.runtime import TOPIC as OFFSETS_TOPIC
 from broker.groups.runtime import GroupCoordinatorRuntime, coordinator_config
 from broker.log import GroupCommitFlusher, LogManager, PartitionLog
@@ -102,6 +103,7 @@ class Broker:
     share_partitions: SharePartitionManager  # the share-partition leader
     transaction_coordinator: TransactionCoordinatorRuntime
     metrics: MetricsService
+    features: Features  # finalized feature levels (ApiVersions; transaction.version gates the TV2 versions)
 
     def __init__(self, config: BrokerConfig, *, port_file: str | os.PathLike | None = None,
                  add_scram: list | None = None) -> None:
@@ -113,6 +115,7 @@ class Broker:
         self.node: Node | None = None  # as advertised on the first advertised listener
         self.nodes: dict[str, Node] = {}  # listener name -> this broker as advertised on that listener
         self._closables: list[tuple[str, Closable]] = []  # in creation order; stop() closes them in reverse
+        self.features = broker_features(config, epoch=int(time.time() * 1000))
         self.router = Router(self)
         self.server = Server(self.router.handle, max_request_bytes=config.get("socket.request.max.bytes"),
                              max_inflight=config.get("queued.max.requests"),
@@ -231,7 +234,7 @@ class Broker:
         self.nodes = {a.name: Node(self.node_id, advertised_host(a.host), a.port, rack)
                       for a in self.config.advertised_listeners}
         self.node = self.nodes[self.config.advertised_listeners[0].name]
-        registered = handlers.register_all(self.router)
+        registered = handlers.register_all(self.router, max_versions=self.features.version_caps())
         log.info("handlers registered", modules=registered, apis=len(self.router.registrations()))
         self.server.listener_security = self.security.listener_security(self.router.version_range)
         bound = await self.server.start(self.config.listeners)

@@ -96,18 +96,22 @@ def storage_error() -> ProduceResult:
 
 
 # Kafka's ReplicaManager turns the coordinator's retriable verification errors into NOT_ENOUGH_REPLICAS, which
-# every client retries without refreshing metadata; PRODUCER_FENCED is answered INVALID_PRODUCER_EPOCH and
-# TRANSACTION_ABORTABLE INVALID_TXN_STATE (Produce before v12, all we serve), as AddPartitionsToTxnManager does.
+# every client retries without refreshing metadata; PRODUCER_FENCED is answered INVALID_PRODUCER_EPOCH and, to
+# clients that do not know it (Produce before v11), TRANSACTION_ABORTABLE INVALID_TXN_STATE, as
+# AddPartitionsToTxnManager does.
 _RETRIABLE_VERIFICATION = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION,
                                      ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                                      ErrorCode.NOT_COORDINATOR})
 NOT_IN_TRANSACTION = "Partition was not added to the transaction"
 
 
-def verification_failure(code: ErrorCode) -> ProduceResult:
-    """The produce answer for a partition whose verification returned `code` (not NONE)."""
+def verification_failure(code: ErrorCode, abortable: bool = False) -> ProduceResult:
+    """The produce answer for a partition whose verification returned `code` (not NONE); `abortable`: the
+    client knows TRANSACTION_ABORTABLE (Produce v11+)."""
     if code == ErrorCode.PRODUCER_FENCED:
         return ProduceResult(ErrorCode.INVALID_PRODUCER_EPOCH)
+    if code == ErrorCode.TRANSACTION_ABORTABLE and abortable:
+        return ProduceResult(code)
     if code in (ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE):
         return ProduceResult(ErrorCode.INVALID_TXN_STATE, error_message=NOT_IN_TRANSACTION)
     if code in _RETRIABLE_VERIFICATION:
@@ -416,11 +420,14 @@ class ReplicaManager:
         return None
 
     async def verify_transactional(self, transactional_id: str | None,
-                                   batches: Sequence[tuple[tuple[str, int], rec.BatchHeader]],
+                                   batches: Sequence[tuple[tuple[str, int], rec.BatchHeader]], *,
+                                   add: bool = False, abortable: bool = False,
                                    ) -> dict[tuple[str, int], VerificationGuard | ProduceResult]:
         """Ask the coordinator about the partitions where a transactional batch would start a transaction (call
         after the request's produce turn: the partitions' state is loaded). A guard per verified partition, the
-        produce answer per refused one; partitions needing no verification are left out."""
+        produce answer per refused one; partitions needing no verification are left out. `add` (Produce v12,
+        KIP-890 part 2): the coordinator adds the partitions to the transaction instead of verifying them;
+        `abortable`: the client knows TRANSACTION_ABORTABLE (Produce v11+)."""
         verifier = self.txn_verifier
         if verifier is None or not batches:
             return {}
@@ -442,7 +449,8 @@ class ReplicaManager:
             for key, guard in guards.items():
                 self._guards[(key, pid)] = guard
             try:
-                errors = await verifier.verify_partitions(transactional_id, pid, epoch, keys)
+                errors = await (verifier.verify_partitions(transactional_id, pid, epoch, keys, add=True) if add
+                                else verifier.verify_partitions(transactional_id, pid, epoch, keys))
             except Exception as err:  # noqa: BLE001 - a failed verification is retriable, as a network error
                 log.warning("transaction verification failed", transactional_id=transactional_id, error=repr(err))
                 errors = dict.fromkeys(keys, ErrorCode.NETWORK_EXCEPTION)
@@ -451,7 +459,7 @@ class ReplicaManager:
                 if code == ErrorCode.NONE:
                     out[key] = guards[key]
                 else:
-                    out[key] = verification_failure(code)
+                    out[key] = verification_failure(code, abortable)
                     if self._guards.get((key, pid)) is guards[key]:
                         del self._guards[(key, pid)]
         return out

@@ -22,7 +22,7 @@ DEFAULT_SPEC = ROOT.parent / "shared" / "kafka-spec"
 SERVED: dict[str, tuple[int, int] | None] = {
     "ApiVersions": (0, 4),
     "Metadata": (0, 13),
-    "Produce": (3, 11),
+    "Produce": (3, 12),
     "Fetch": (4, 17),
     "ListOffsets": (1, 10),
     "CreateTopics": (2, 7),
@@ -33,11 +33,11 @@ SERVED: dict[str, tuple[int, int] | None] = {
     "DescribeCluster": (0, 2),
     "FindCoordinator": (0, 6),
     "InitProducerId": (0, 5),
-    # Transactions (coordinator side). EndTxn v5 / AddPartitionsToTxn v5 are TV2 (KIP-890 part 2): not served
-    # until Produce v12 and a finalized transaction.version 2 are (broker.handlers.transactions).
-    "AddPartitionsToTxn": (0, 4),
+    # Transactions (coordinator side). EndTxn v5, AddPartitionsToTxn v5, Produce v12 and TxnOffsetCommit v5 are
+    # TV2 (KIP-890 part 2): advertised only while transaction.version 2 is finalized (broker.features).
+    "AddPartitionsToTxn": (0, 5),
     "AddOffsetsToTxn": (0, 4),
-    "EndTxn": (0, 4),
+    "EndTxn": (0, 5),
     # TxnOffsetCommit v6 names topics by id: not served yet.
     "TxnOffsetCommit": (0, 5),
     "DescribeTransactions": None,

@@ -125,6 +125,11 @@ _DEFS = [
               doc="A transactional produce that starts a transaction on a partition is checked with the "
                   "transaction coordinator first (KIP-890 part 1): a partition not added to the transaction is "
                   "refused."),
+    ConfigDef("transaction.version", "short", 2, between(0, 2),
+              doc="The finalized transaction.version feature (Kafka sets it with `kafka-storage format --feature "
+                  "transaction.version=N` or UpdateFeatures): 2 is KIP-890 part 2 (the epoch bumped by every "
+                  "EndTxn, partitions added implicitly by Produce v12 and TxnOffsetCommit v5), below 2 clients use "
+                  "transactions v1. Needs transaction.partition.verification.enable for 2 (else 1 is used)."),
     ConfigDef("transaction.max.timeout.ms", "int", 900_000, at_least(1),
               doc="The largest transaction timeout a producer may ask for (InitProducerId)."),
     # Internal topics.

@@ -433,8 +433,12 @@ class GroupCoordinatorRuntime:
             return _txn_commit_error(req, ErrorCode.INVALID_GROUP_ID)
         pid, epoch = req["producer_id"], req["producer_epoch"]
         offsets_partition: TopicPartitionKey = (TOPIC, self.partition_for(gid))
-        verified = await self._txn_verifier().verify_partitions(req["transactional_id"], pid, epoch,
-                                                                [offsets_partition])
+        verifier = self._txn_verifier()
+        # v5 (transaction.version 2, KIP-890 part 2): the partition is added to the transaction here, not by an
+        # AddOffsetsToTxn (Kafka's `addPartition` operation)
+        verified = await (verifier.verify_partitions(req["transactional_id"], pid, epoch, [offsets_partition],
+                                                     add=True) if version >= 5
+                          else verifier.verify_partitions(req["transactional_id"], pid, epoch, [offsets_partition]))
         code = verified.get(offsets_partition, ErrorCode.UNKNOWN_SERVER_ERROR)
         if code != ErrorCode.NONE:
             return _txn_commit_error(req, txn_verification_error(ErrorCode(code), version))

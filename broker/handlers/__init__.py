@@ -9,7 +9,7 @@ before the handlers are registered.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -42,14 +42,19 @@ MODULES: tuple[str, ...] = (
 )
 
 
-def register_all(router: Router, modules: Iterable[str] = MODULES) -> list[str]:
-    """Import and register the handler modules (by default all of them); returns the modules registered."""
+def register_all(router: Router, modules: Iterable[str] = MODULES,
+                 max_versions: Mapping[int, int] | None = None) -> list[str]:
+    """Import and register the handler modules (by default all of them); returns the modules registered.
+    `max_versions` (api key -> max) narrows further: the versions a finalized feature gates (broker.features)."""
     registered = []
+    caps = max_versions or {}
     for name in modules:
         module = importlib.import_module(f"broker.handlers.{name}")
         limits = getattr(module, "VERSIONS", {})
         for api_key, handler in module.HANDLERS.items():
             lo, hi = limits.get(api_key, (None, None))
+            if api_key in caps:
+                hi = caps[api_key] if hi is None else min(hi, caps[api_key])
             router.register(api_key, handler, lo, hi)
         registered.append(name)
     return registered

@@ -1,7 +1,9 @@
 """ApiVersions (api key 18): the versions this broker serves, computed from the router's registrations.
 
-v3+ responses carry no SupportedFeatures/FinalizedFeatures tags: librdkafka 2.0.2 (kcat 1.7.1) rejects the
-empty-array variant, and no tags at all is accepted by every client we test. Versions above the ones we serve
+v3+ responses carry the features (SupportedFeatures, FinalizedFeaturesEpoch, FinalizedFeatures) of
+broker.features, as Kafka's ApiVersionsResponse: never empty (librdkafka 2.0.2, kcat 1.7.1, rejects empty
+arrays; metadata.version is always there), v3 without the supported features whose minimum is 0 (KAFKA-17492).
+A client reads transaction.version there to choose transactions v2 (KIP-890). Versions above the ones we serve
 are answered by the router (v0 layout, UNSUPPORTED_VERSION, KIP-511).
 """
 
@@ -30,6 +32,8 @@ async def handle_api_versions(ctx: RequestContext, req) -> dict:
             return {"error_code": int(ErrorCode.INVALID_REQUEST), "api_keys": [], "throttle_time_ms": 0}
         ctx.connection.client_software_name = name
         ctx.connection.client_software_version = version
+        return {"error_code": 0, "api_keys": ctx.router.api_keys(), "throttle_time_ms": 0,
+                **ctx.broker.features.api_versions_fields(ctx.api_version)}
     return {"error_code": 0, "api_keys": ctx.router.api_keys(), "throttle_time_ms": 0}
 
 

@@ -2,7 +2,8 @@
 
 A transactional produce (TransactionalId set) needs WRITE on the transactional id; with a transaction verifier
 (KIP-890) the partitions where a batch would start a transaction are verified with the coordinator, inside the
-request's produce turn so pipelined batches keep their order."""
+request's produce turn so pipelined batches keep their order. From v12 (transaction.version 2, KIP-890 part 2) the
+coordinator adds those partitions to the transaction instead: a TV2 client sends no AddPartitionsToTxn."""
 
 from __future__ import annotations
 
@@ -64,8 +65,11 @@ async def handle_produce(ctx: RequestContext, req) -> dict | None:
     try:
         if turn is not None:
             await turn.wait()
-        verified = await broker.replicas.verify_transactional(req.transactional_id, txn_batches) \
-            if txn_batches else None
+        # Produce v12 (transaction.version 2): the partitions are added to the transaction here, on the
+        # producer's behalf (Kafka's `addPartition` operation); before, only verified.
+        verified = await broker.replicas.verify_transactional(
+            req.transactional_id, txn_batches, add=ctx.api_version >= 12,
+            abortable=ctx.api_version >= 11) if txn_batches else None
         responses, written = _append_all(ctx, req, error, verified)
     finally:
         if turn is not None:

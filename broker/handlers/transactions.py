@@ -9,9 +9,10 @@ is the brokers' batched/verify-only form and needs CLUSTER_ACTION; DESCRIBE on e
 ids the client may DESCRIBE.
 
 Versions: EndTxn v5 and AddPartitionsToTxn v5 are transaction version 2 (KIP-890 part 2: the epoch bumped by
-every EndTxn, partitions added by their leaders on Produce v12). Kafka offers them only with transaction.version
-2 finalized; Shoal finalizes no feature and serves no Produce v12, so the schemas stop at v4 and clients speak
-TV1. AddPartitionsToTxn v4 (batched, verify-only: KIP-890 part 1) is served.
+every EndTxn, whose v5 answer carries the producer id and epoch to use next; partitions added by their leaders
+on Produce v12). They are served only while transaction.version 2 is finalized (broker.features; Kafka serves
+them always, but a client only uses them when it sees TV2 finalized). AddPartitionsToTxn v4+ is the brokers'
+batched form (v4: KIP-890 part 1 verification; v5 adds partitions the TV2 way).
 """
 
 from __future__ import annotations
@@ -104,7 +105,11 @@ async def handle_end_txn(ctx, req) -> dict[str, Any]:
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}
     result = await ctx.broker.transaction_coordinator.end_txn(req.transactional_id, req.producer_id, req.producer_epoch,
                                                       req.committed, client_transaction_version("EndTxn", version))
-    return {"throttle_time_ms": 0, "error_code": int(error_for_version(result.error, "EndTxn", version))}
+    answer = {"throttle_time_ms": 0, "error_code": int(error_for_version(result.error, "EndTxn", version))}
+    if version >= 5:
+        # TV2: the epoch was bumped (or a new producer id given on overflow); -1/-1 with an error, as Kafka
+        answer.update(producer_id=result.producer_id, producer_epoch=result.producer_epoch)
+    return answer
 
 
 async def handle_describe_transactions(ctx, req) -> dict[str, Any]:

@@ -4,7 +4,9 @@ KIP-447), a thin wrapper over the group coordinator (`commit_txn_offsets`).
 As Kafka's KafkaApis.handleTxnOffsetCommitRequest: WRITE on the transactional id, then READ on the group (each
 refusal answers every partition), then READ per topic (TOPIC_AUTHORIZATION_FAILED); unknown topics and partitions
 are answered UNKNOWN_TOPIC_OR_PARTITION here, the rest goes to the coordinator. Before v2 a loading coordinator
-answers COORDINATOR_NOT_AVAILABLE (older clients do not expect COORDINATOR_LOAD_IN_PROGRESS).
+answers COORDINATOR_NOT_AVAILABLE (older clients do not expect COORDINATOR_LOAD_IN_PROGRESS). From v5
+(transaction.version 2, served only while it is finalized: broker.features) the group coordinator adds the
+offsets partition to the transaction itself: a TV2 client sends no AddOffsetsToTxn.
 """
 
 from __future__ import annotations

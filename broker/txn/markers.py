@@ -40,9 +40,11 @@ class TxnMarkerWriter(Protocol):
 
 class TxnPartitionVerifier(Protocol):
     async def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                                partitions: Sequence[TopicPartitionKey]) -> dict[TopicPartitionKey, ErrorCode]:
+                                partitions: Sequence[TopicPartitionKey], *,
+                                add: bool = False) -> dict[TopicPartitionKey, ErrorCode]:
         """Per partition: NONE if it is in the producer's ongoing transaction, else the error to answer the
-        produce request with (TRANSACTION_ABORTABLE, PRODUCER_FENCED, INVALID_PRODUCER_ID_MAPPING, ...)."""
+        produce request with (TRANSACTION_ABORTABLE, PRODUCER_FENCED, INVALID_PRODUCER_ID_MAPPING, ...).
+        `add`: add the partitions to the transaction instead (TV2: Produce v12, TxnOffsetCommit v5)."""
         ...
 
 

@@ -31,6 +31,7 @@ import structlog
 
 from broker.aio import wait_event
 from broker.coordinator_log import AppendFailed
+from broker.features import finalized_transaction_version
 from protocol.errors import ErrorCode
 
 from .config import TransactionCoordinatorConfig
@@ -39,7 +40,7 @@ from .markers import MarkersFenced, TopicPartitionKey, TxnMarkerWriter, write_un
 from .metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TopicPartition
 from .records import Record
 from .results import ListTransactionsResult, TransactionDescription, TxnMarker, TxnResult
-from .state import TV_0
+from .state import TV_0, TV_2
 
 if TYPE_CHECKING:
     from broker.cluster.manager import TopicManager
@@ -295,10 +296,13 @@ class TransactionCoordinatorRuntime:
         return result.errors
 
     async def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                                partitions: Sequence[TopicPartitionKey]) -> dict[TopicPartitionKey, ErrorCode]:
-        """TxnPartitionVerifier (KIP-890 part 1)."""
+                                partitions: Sequence[TopicPartitionKey], *,
+                                add: bool = False) -> dict[TopicPartitionKey, ErrorCode]:
+        """TxnPartitionVerifier: verify only (KIP-890 part 1), or with `add` add them to the transaction as a TV2
+        client's AddPartitionsToTxn would (Produce v12, TxnOffsetCommit v5: Kafka's `addPartition` operation)."""
         errors = await self.add_partitions(transactional_id, producer_id, producer_epoch, partitions,
-                                           verify_only=True)
+                                           verify_only=not add,
+                                           client_transaction_version=TV_2 if add else TV_0)
         return {(tp.topic, tp.partition): code for tp, code in errors.items()}
 
     async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -369,9 +373,9 @@ def build(config: BrokerConfig, topics: TopicManager, producer_ids: ProducerIdSo
             transaction_max_timeout_ms=config.get("transaction.max.timeout.ms"),
             transactional_id_expiration_ms=config.get("transactional.id.expiration.ms"),
             num_partitions=log.num_partitions or config.get("transaction.state.log.num.partitions"),
-            # No transaction.version is finalized (ApiVersions advertises no features): clients speak TV1 and
-            # the coordinator logs value version 0 and starts TV0 aborts, as Kafka at transaction.version 0.
-            transaction_version_level=TV_0),
+            # The finalized transaction.version (broker.features, advertised in ApiVersions): it picks the log
+            # value version and the version of the aborts the coordinator starts itself, as Kafka.
+            transaction_version_level=finalized_transaction_version(config)),
         partition_exists=partition_exists, offsets_partition=offsets_partition,
         abort_timed_out_interval_ms=config.get("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
         remove_expired_interval_ms=config.get("transaction.remove.expired.transaction.cleanup.interval.ms"))

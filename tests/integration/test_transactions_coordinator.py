@@ -174,7 +174,8 @@ def test_state_survives_restart_and_kill9(broker):
         # a new producer instance fences the ongoing transaction and aborts it (the client retries)
         assert init(c, "durable").error_code == E.CONCURRENT_TRANSACTIONS
         fenced_epoch = describe(c, "durable").producer_epoch
-        assert fenced_epoch == 1
+        # transaction.version 2 (the default): the fencing bump, then the abort's own bump, as Kafka
+        assert fenced_epoch == 2
     broker.kill9()
     broker.start()
     with RawClient(broker.port) as c:

@@ -166,6 +166,35 @@ def test_verification_of_a_transaction_start(tmp_path: Path) -> None:
         node.close()
 
 
+class AddingVerifier(Verifier):
+    """Also takes `add` (TV2: Produce v12 asks the coordinator to add the partitions)."""
+
+    async def verify_partitions(self, transactional_id, producer_id, producer_epoch, partitions, *, add=False):
+        self.calls.append((transactional_id, producer_id, producer_epoch, list(partitions), add))
+        return {p: self.errors.get(p, ErrorCode.NONE) for p in partitions}
+
+
+def test_produce_v12_adds_the_partition_and_knows_transaction_abortable(tmp_path: Path) -> None:
+    node = _node_with_topic(tmp_path, Clock(NOW))
+    try:
+        replicas: ReplicaManager = node.replicas
+        verifier = AddingVerifier({})
+        replicas.set_txn_verifier(verifier)
+        header = rec.read_header(txn_batch(7, 0))
+        verified = asyncio.run(replicas.verify_transactional("tx", [(("t", 0), header)], add=True, abortable=True))
+        assert verifier.calls == [("tx", 7, header.producer_epoch, [("t", 0)], True)]
+        assert produce(node, txn_batch(7, 0), verified).error == ErrorCode.NONE
+        # TRANSACTION_ABORTABLE as is from v11 (Kafka's genericErrorSupported), INVALID_TXN_STATE before
+        asyncio.run(replicas.write_txn_markers([marker(7, commit=True)]))
+        verifier.errors = {("t", 0): ErrorCode.TRANSACTION_ABORTABLE}
+        for abortable, expected in ((True, ErrorCode.TRANSACTION_ABORTABLE), (False, ErrorCode.INVALID_TXN_STATE)):
+            verified = asyncio.run(replicas.verify_transactional("tx", [(("t", 0), rec.read_header(txn_batch(7, 1)))],
+                                                                 add=True, abortable=abortable))
+            assert produce(node, txn_batch(7, 1), verified).error == expected
+    finally:
+        node.close()
+
+
 def test_a_coordinators_transactional_batch_and_marker_move_the_lso(tmp_path: Path) -> None:
     """A group coordinator's transactional offset commit (an internal append, no sequence) opens a transaction on
     its partition and its marker ends it, as for a producer: the LSO and the aborted index follow them."""

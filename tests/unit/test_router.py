@@ -1,10 +1,12 @@
 import asyncio
 import random
 import struct
+from types import SimpleNamespace
 
 import pytest
 
 from broker.context import ConnectionInfo
+from broker.features import Features
 from broker.handlers import api_versions
 from broker.router import CloseConnection, Router
 from broker.server import Server
@@ -31,8 +33,12 @@ def split_response(frame: bytes, header_version: int = 0) -> tuple[int, bytes]:
     return correlation_id, frame[8 + header_version:]
 
 
+FEATURES = Features(finalized={"transaction.version": 2, "group.version": 0}, epoch=7,
+                    supported={"transaction.version": (0, 2), "metadata.version": (7, 25)})
+
+
 def make_router() -> Router:
-    router = Router(broker=None)
+    router = Router(broker=SimpleNamespace(features=FEATURES))
     router.register(API_VERSIONS, api_versions.handle_api_versions)
     return router
 
@@ -53,7 +59,13 @@ async def test_api_versions_lists_registrations():
         keys = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
         assert keys == {API_VERSIONS: (0, 4), FIND_COORDINATOR: (0, 3)}
         if version >= 3:
-            assert payload.endswith(b"\x00")  # no feature tags at all
+            # v3 leaves out the supported features whose minimum is 0 (KAFKA-17492); finalized levels 0 too
+            assert [(f.name, f.min_version, f.max_version) for f in resp.supported_features] == (
+                [("transaction.version", 0, 2), ("metadata.version", 7, 25)] if version >= 4
+                else [("metadata.version", 7, 25)])
+            assert [(f.name, f.min_version_level, f.max_version_level) for f in resp.finalized_features] == [
+                ("transaction.version", 2, 2)]
+            assert resp.finalized_features_epoch == 7
 
 
 async def test_unsupported_api_versions_gets_v0_body_with_error_35():
