@@ -150,8 +150,9 @@ def test_zombie_is_fenced_and_its_transaction_aborted(txn_broker):
     successor = producer(txn_broker.bootstrap, "tc-zombie")
     with RawClient(txn_broker.port) as c:
         d = describe_txn(c, "tc-zombie")
-        # epoch 1 fenced the zombie (its abort markers carry it), the successor's retried init got 2, as in Kafka
-        assert (d.producer_epoch, d.transaction_state) == (2, "Empty")
+        # at transaction.version 2 (the default) epoch 1 fenced the zombie and the coordinator's abort bumped it
+        # to 2 (its markers carry 2); the successor's retried init got 3, as Kafka's prepareAbortOrCommit
+        assert (d.producer_epoch, d.transaction_state) == (3, "Empty")
     # the zombie's next produce fails fatally, and so does its commit
     zombie.produce(topic, b"zombie-3", partition=0)
     with pytest.raises(KafkaException) as failed:
@@ -207,7 +208,8 @@ def test_abandoned_transaction_is_aborted_at_its_timeout(txn_broker):
         # the coordinator aborts it at its timeout (3 s) and the LSO moves past it
         wait_until(lambda: describe_txn(c, "tc-abandoned").transaction_state == "CompleteAbort", 30,
                    "the abandoned transaction aborted")
-        assert describe_txn(c, "tc-abandoned").producer_epoch == 1  # fenced by the abort
+        # fenced by the abort: the timeout fences (epoch 1) and, at transaction.version 2, the abort bumps again
+        assert describe_txn(c, "tc-abandoned").producer_epoch == 2
     assert read_to_end(txn_broker.bootstrap, topic, 1, committed=True) == [b"after"]
     no_open_transactions(txn_broker.port, topic, 1)
 
