@@ -11,8 +11,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from datetime import datetime
-from importlib import metadata
-from typing import NoReturn, TextIO
+from typing import TextIO
 
 from protocol.errors import ErrorCode
 from shoal_client.admin import (
@@ -23,13 +22,8 @@ from shoal_client.admin import (
     ShareGroupDescription,
     error_name,
 )
-from shoal_client.connection import ConnectionLost, UnsupportedVersionError
-from shoal_client.security import (
-    AuthenticationError,
-    ClientSecurity,
-    SecurityConfigError,
-    load_properties,
-)
+from shoal_client.cli_common import COMMAND_FAILURES, ToolParser, UsageError, load_security, tool_version
+from shoal_client.security import SecurityConfigError
 
 MISSING = "-"
 VALID_STATES = ("Dead", "Empty", "Stable")
@@ -37,21 +31,12 @@ ACTIONS = ("list", "describe", "delete", "reset_offsets", "delete_offsets")
 DESCRIPTION = "This tool helps to list, describe, reset and delete share groups."
 
 
-class UsageError(Exception):
-    """A command line Kafka's tool refuses with its usage (exit code 1)."""
-
-
 class CommandError(Exception):
     """The command failed: message printed as Kafka's tool prints it, exit code 1."""
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # argparse's own errors: Kafka's tool exits 1, not 2
-        raise UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="shoal-share-groups", description=DESCRIPTION, allow_abbrev=False)
+    p = ToolParser(prog="shoal-share-groups", description=DESCRIPTION, allow_abbrev=False)
     p.add_argument("--bootstrap-server", metavar="<String: server to connect to>",
                    help="REQUIRED: The server(s) to connect to.")
     p.add_argument("--command-config", metavar="<String: command config property file>",
@@ -418,7 +403,7 @@ def run(argv: Sequence[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr)
     try:
         args = parser.parse_args(argv)
         if args.version:
-            print(_version(), file=out)
+            print(tool_version(), file=out)
             return 0
         check_args(args)
     except UsageError as e:
@@ -426,13 +411,10 @@ def run(argv: Sequence[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr)
         parser.print_usage(err)
         return 1
     try:
-        props = load_properties(args.command_config) if args.command_config else {}
-        security = ClientSecurity.from_properties(props)
+        props, security = load_security(args.command_config, err)
     except (OSError, SecurityConfigError) as e:
         print(f"Invalid --command-config: {e}", file=err)
         return 1
-    if security.unused:
-        print(f"These properties are not used by this tool: {', '.join(security.unused)}", file=err)
     try:
         with ShareGroupAdmin(args.bootstrap_server, security=security, timeout_s=args.timeout / 1000,
                              client_id=props.get("client.id", "shoal-share-groups")) as admin:
@@ -456,16 +438,9 @@ def run(argv: Sequence[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr)
         else:
             print(e, file=err)
         return 1
-    except (ConnectionLost, UnsupportedVersionError, AuthenticationError, AdminError, ValueError) as e:
+    except COMMAND_FAILURES as e:
         print(f"\nError: Executing share group command failed due to {e}", file=out)
         return 1
-
-
-def _version() -> str:
-    try:
-        return metadata.version("shoal")
-    except metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def main() -> None:

@@ -15,8 +15,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
-from importlib import metadata
-from typing import NoReturn, Protocol, TextIO
+from typing import Protocol, TextIO
 
 from protocol.errors import ErrorCode
 from shoal_client.admin import (
@@ -31,13 +30,8 @@ from shoal_client.admin import (
     TransactionListing,
     error_name,
 )
-from shoal_client.connection import ConnectionLost, UnsupportedVersionError
-from shoal_client.security import (
-    AuthenticationError,
-    ClientSecurity,
-    SecurityConfigError,
-    load_properties,
-)
+from shoal_client.cli_common import COMMAND_FAILURES, ToolParser, UsageError, load_security, tool_version
+from shoal_client.security import SecurityConfigError
 
 PROG = "shoal-transactions"
 DESCRIPTION = ("This tool is used to analyze the transactional state of producers in the cluster. "
@@ -52,10 +46,6 @@ PRODUCERS_HEADERS = ("ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "L
                      "CurrentTransactionStartOffset")
 HANGING_HEADERS = ("Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset",
                    "LastTimestamp", "Duration(min)")
-
-
-class UsageError(Exception):
-    """A command line the parser refuses: message and usage on standard error, exit code 1."""
 
 
 class CommandError(Exception):
@@ -74,13 +64,8 @@ class Admin(Protocol):
     def abort_transaction(self, spec: AbortSpec) -> None: ...
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # argparse exits 2; Kafka's tool exits 1
-        raise UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=PROG, description=DESCRIPTION, allow_abbrev=False)
+    p = ToolParser(prog=PROG, description=DESCRIPTION, allow_abbrev=False)
     p.add_argument("-v", "--version", action="store_true", help="show the version of this Shoal distribution and exit")
     p.add_argument("--command-config", metavar="FILE",
                    help="property file containing configs to be passed to admin client (security.protocol, "
@@ -349,7 +334,7 @@ def run(argv: Sequence[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr,
     try:
         args = parser.parse_args(argv)
         if args.version:
-            print(_version(), file=out)
+            print(tool_version(), file=out)
             return 0
         if not args.bootstrap_server:
             raise UsageError("argument --bootstrap-server is required")
@@ -360,13 +345,10 @@ def run(argv: Sequence[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr,
         print(f"{PROG}: error: {e}", file=err)
         return 1
     try:
-        props = load_properties(args.command_config) if args.command_config else {}
-        security = ClientSecurity.from_properties(props)
+        props, security = load_security(args.command_config, err)
     except (OSError, SecurityConfigError) as e:
         print(f"Failed to load admin client properties: {e}. Enable debug logging for additional detail.", file=err)
         return 1
-    if security.unused:
-        print(f"These properties are not used by this tool: {', '.join(security.unused)}", file=err)
     try:
         with admin_factory(args.bootstrap_server, security=security,
                            client_id=props.get("client.id", PROG)) as admin:
@@ -375,17 +357,10 @@ def run(argv: Sequence[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr,
     except CommandError as e:
         print(e, file=err)
         return 1
-    except (ConnectionLost, UnsupportedVersionError, AuthenticationError, AdminError, ValueError) as e:
+    except COMMAND_FAILURES as e:
         print(f"Failed to run the `{args.command}` command: {e}. Enable debug logging for additional detail.",
               file=err)
         return 1
-
-
-def _version() -> str:
-    try:
-        return metadata.version("shoal")
-    except metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def main() -> None:
