@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -679,10 +679,9 @@ class ProduceTurn:
         self.replicas._end_turn(self.keys, self.mine)
 
 
-def idempotent_keys(topic_data, registry) -> list[tuple[str, int]]:
-    """Partitions of a produce request whose first batch carries a producer id and sequence (cheap: one header
-    read each; the full validation comes later)."""
-    keys = []
+def _first_headers(topic_data, registry) -> Iterator[tuple[tuple[str, int], rec.BatchHeader]]:
+    """(partition, first batch header) of each partition of a produce request with a known topic, a partition
+    in range and at least a header's bytes (one header read each)."""
     for topic in topic_data:
         name = topic.get("name")
         info = registry.get(name) if name is not None else registry.by_id(topic.get("topic_id"))
@@ -691,24 +690,17 @@ def idempotent_keys(topic_data, registry) -> list[tuple[str, int]]:
         for part in topic.partition_data:
             records = part.records
             if 0 <= part.index < info.num_partitions and records is not None and len(records) >= rec.HEADER_SIZE:
-                header = rec.read_header(records)
-                if header.producer_id >= 0 and header.base_sequence >= 0:
-                    keys.append((info.name, part.index))
-    return keys
+                yield (info.name, part.index), rec.read_header(records)
+
+
+def idempotent_keys(topic_data, registry) -> list[tuple[str, int]]:
+    """Partitions of a produce request whose first batch carries a producer id and sequence (cheap: one header
+    read each; the full validation comes later)."""
+    return [key for key, header in _first_headers(topic_data, registry)
+            if header.producer_id >= 0 and header.base_sequence >= 0]
 
 
 def transactional_batches(topic_data, registry) -> list[tuple[tuple[str, int], rec.BatchHeader]]:
     """(partition, first batch header) of a produce request's transactional batches (one header read each)."""
-    out = []
-    for topic in topic_data:
-        name = topic.get("name")
-        info = registry.get(name) if name is not None else registry.by_id(topic.get("topic_id"))
-        if info is None:
-            continue
-        for part in topic.partition_data:
-            records = part.records
-            if 0 <= part.index < info.num_partitions and records is not None and len(records) >= rec.HEADER_SIZE:
-                header = rec.read_header(records)
-                if header.is_transactional and not header.is_control and header.producer_id >= 0:
-                    out.append(((info.name, part.index), header))
-    return out
+    return [(key, header) for key, header in _first_headers(topic_data, registry)
+            if header.is_transactional and not header.is_control and header.producer_id >= 0]
