@@ -119,6 +119,36 @@ class _Span:
     size: int
 
 
+@dataclass(slots=True)
+class _Budget:
+    """The record and byte budgets of one acquisition, spent batch by batch (new and read_committed alike)."""
+
+    room: int  # records the acquisition may take: MaxRecords within the in-flight limit
+    max_bytes: int
+    min_one: bool  # the first batch is taken even when larger than max_bytes
+    strict: bool  # record_limit mode: the last batch is cut to the room left
+    records: int = 0
+    size: int = 0
+
+    def refuses(self, batch_size: int, first_batch: bool) -> bool:
+        if first_batch:
+            return not self.min_one and batch_size > self.max_bytes
+        return self.size + batch_size > self.max_bytes
+
+    def take(self, first: int, last: int, batch_size: int) -> tuple[int, int]:
+        """Spend on offsets first..last of a batch; the range to acquire (cut in record_limit mode)."""
+        self.records += last - first + 1
+        self.size += batch_size
+        if self.strict and self.records > self.room:
+            last -= self.records - self.room  # the client filters by ranges
+            self.records = self.room
+        return first, last
+
+    @property
+    def spent(self) -> bool:
+        return self.records >= self.room
+
+
 def _spans_bytes(spans: Sequence[_Span], first: int, last: int) -> int | None:
     """Bytes of the batches holding offsets first..last if `spans` (batches just scanned, consecutive in the
     file) cover them, else None."""
@@ -489,13 +519,13 @@ class SharePartitionManager:
         Batches of aborted transactions and control batches are archived wherever they are (one range per run
         of batches, never per offset) and count against neither budget: only delivered batches are read and
         served. Every batch passed is appended to `spans` (they are consecutive in the file)."""
-        room = min(max_records, inflight.max_in_flight_records - inflight.in_flight_count)
+        budget = _Budget(min(max_records, inflight.max_in_flight_records - inflight.in_flight_count), max_bytes,
+                         min_one, strict)
         start = inflight.end_offset
-        if room <= 0 or start >= end:
+        if budget.room <= 0 or start >= end:
             return [], []
         out: list[tuple[int, int]] = []
         archive: list[tuple[int, int]] = []
-        records = size = 0
         for header, fate in self._classified(plog, start, end):
             first, last = max(header.base_offset, start), header.last_offset
             if last < start:
@@ -509,18 +539,11 @@ class SharePartitionManager:
                 else:
                     archive.append((first, last))
                 continue
-            if out and size + header.size > max_bytes:
-                break
-            if not out and not min_one and header.size > max_bytes:
+            if budget.refuses(header.size, not out):
                 break
             spans.append(_Span(header.base_offset, last, header.size))
-            records += last - first + 1
-            size += header.size
-            if strict and records > room:
-                last -= records - room  # record_limit mode: cut the batch; the client filters by ranges
-                records = room
-            out.append((first, last))
-            if records >= room:
+            out.append(budget.take(first, last, header.size))
+            if budget.spent:
                 break
         return out, archive
 
@@ -529,11 +552,11 @@ class SharePartitionManager:
         """Batch boundaries from SPEO: whole data batches up to the record and byte budgets. Control batches
         (transaction markers) at SPEO are archived as gaps; a later one ends the list (archived next time).
         The batches' file spans are appended to `spans` so that serving them needs no second header scan."""
-        room = min(max_records, inflight.max_in_flight_records - inflight.in_flight_count)
-        if room <= 0 or inflight.end_offset >= end:
+        budget = _Budget(min(max_records, inflight.max_in_flight_records - inflight.in_flight_count), max_bytes,
+                         min_one, strict)
+        if budget.room <= 0 or inflight.end_offset >= end:
             return []
         out: list[tuple[int, int]] = []
-        records = size = 0
         for header in plog.iter_batch_headers(inflight.end_offset):
             first, last = header.base_offset, header.last_offset
             if last < inflight.end_offset:
@@ -545,19 +568,11 @@ class SharePartitionManager:
                     break
                 inflight.archive_range(inflight.end_offset, last)
                 continue
-            if out and size + header.size > max_bytes:
-                break
-            if not out and not min_one and header.size > max_bytes:
+            if budget.refuses(header.size, not out):
                 break
             spans.append(_Span(first, last, header.size))
-            first = max(first, inflight.end_offset)
-            records += last - first + 1
-            size += header.size
-            if strict and records > room:
-                last -= records - room  # record_limit mode: cut the batch; the client filters by ranges
-                records = room
-            out.append((first, last))
-            if records >= room:
+            out.append(budget.take(max(first, inflight.end_offset), last, header.size))
+            if budget.spent:
                 break
         return out
 
