@@ -16,11 +16,12 @@ from protocol.errors import ErrorCode
 from tests.helpers.confluent_clients import create_topic
 from tests.helpers.raw_client import RawClient
 from tests.helpers.raw_requests import join
+from tests.helpers.txn_clients import add_offsets, end_txn, init_pid
 from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
-OFFSET_COMMIT, OFFSET_FETCH, SYNC, INIT_PID, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT = 8, 9, 14, 22, 25, 26, 28
+OFFSET_COMMIT, OFFSET_FETCH, SYNC, TXN_OFFSET_COMMIT = 8, 9, 14, 28
 E = ErrorCode
 TOPIC = "txo"
 
@@ -31,16 +32,10 @@ def txo_broker(broker_module):
     return broker_module
 
 
-def init(c: RawClient, tid: str):
-    r = c.call(INIT_PID, 4, {"transactional_id": tid, "transaction_timeout_ms": 60_000, "producer_id": -1,
-                             "producer_epoch": -1})
+def init(c: RawClient, tid: str) -> tuple[int, int]:
+    r = init_pid(c, tid)
     assert r.error_code == 0, r
     return r.producer_id, r.producer_epoch
-
-
-def add_offsets(c: RawClient, tid: str, pid: int, epoch: int, group: str) -> int:
-    return c.call(ADD_OFFSETS, 3, {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
-                                   "group_id": group}).error_code
 
 
 def txn_commit(c: RawClient, tid: str, pid: int, epoch: int, group: str, offsets: dict[int, int], *, version=3,
@@ -52,11 +47,6 @@ def txn_commit(c: RawClient, tid: str, pid: int, epoch: int, group: str, offsets
             {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1, "committed_metadata": "m"}
             for p, o in offsets.items()]}]})
     return {p.partition_index: p.error_code for t in r.topics for p in t.partitions}
-
-
-def end(c: RawClient, tid: str, pid: int, epoch: int, commit: bool) -> int:
-    return c.call(END_TXN, 3, {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
-                               "committed": commit}).error_code
 
 
 def fetch(c: RawClient, group: str, partitions=(0, 1, 2), *, stable: bool, version: int = 8):
@@ -100,7 +90,7 @@ def test_commit_is_pending_until_end_txn_commit(txo_broker, version):
         assert fetch(c, group, stable=True, version=7) == [UNSTABLE, UNSTABLE, (-1, 0)]
         assert fetch(c, group, stable=True) == [UNSTABLE, UNSTABLE, (-1, 0)]
         assert fetch(c, group, stable=False) == [(-1, 0)] * 3  # the committed (non-pending) offsets
-        assert end(c, tid, pid, epoch, commit=True) == 0
+        assert end_txn(c, tid, pid, epoch, commit=True) == 0
         wait_stable(c, group, [(10, 0), (11, 0), (-1, 0)])
         assert fetch(c, group, stable=False, version=7) == [(10, 0), (11, 0), (-1, 0)]
 
@@ -114,7 +104,7 @@ def test_abort_leaves_the_committed_offsets(txo_broker):
         assert txn_commit(c, tid, pid, epoch, group, {0: 50, 2: 52}) == {0: 0, 2: 0}
         assert fetch(c, group, stable=True) == [UNSTABLE, (-1, 0), UNSTABLE]
         assert fetch(c, group, stable=False) == [(5, 0), (-1, 0), (-1, 0)]
-        assert end(c, tid, pid, epoch, commit=False) == 0
+        assert end_txn(c, tid, pid, epoch, commit=False) == 0
         wait_stable(c, group, [(5, 0), (-1, 0), (-1, 0)])
 
 
@@ -134,7 +124,7 @@ def test_partition_not_in_the_transaction_and_fenced_producer(txo_broker):
             0: E.UNKNOWN_TOPIC_OR_PARTITION}
         assert add_offsets(c, tid, pid2, epoch2, group) == 0
         assert txn_commit(c, tid, pid2, epoch2, group, {0: 7, 9: 1}) == {0: 0, 9: E.UNKNOWN_TOPIC_OR_PARTITION}
-        assert end(c, tid, pid2, epoch2, commit=True) == 0
+        assert end_txn(c, tid, pid2, epoch2, commit=True) == 0
         wait_stable(c, group, [(7, 0), (-1, 0), (-1, 0)])
 
 
@@ -165,7 +155,7 @@ def test_member_and_generation_checks_from_v3(txo_broker):
         assert txn_commit(c, tid, pid, epoch, group, {0: 3}, generation=gen, member=mid) == {0: 0}
         # v0-2 carry no member: accepted for a group with members (transactional commits)
         assert txn_commit(c, tid, pid, epoch, group, {1: 4}, version=2) == {1: 0}
-        assert end(c, tid, pid, epoch, commit=True) == 0
+        assert end_txn(c, tid, pid, epoch, commit=True) == 0
         wait_stable(c, group, [(3, 0), (4, 0), (-1, 0)])
 
 
@@ -175,7 +165,7 @@ def test_pending_and_completed_offsets_survive_sigterm_and_kill9(broker):
         done_pid, done_epoch = init(c, "tx-done")
         assert add_offsets(c, "tx-done", done_pid, done_epoch, "g-done") == 0
         assert txn_commit(c, "tx-done", done_pid, done_epoch, "g-done", {0: 100}) == {0: 0}
-        assert end(c, "tx-done", done_pid, done_epoch, commit=True) == 0
+        assert end_txn(c, "tx-done", done_pid, done_epoch, commit=True) == 0
         wait_stable(c, "g-done", [(100, 0)], partitions=(0,))
         pid, epoch = init(c, "tx-open")
         assert add_offsets(c, "tx-open", pid, epoch, "g-open") == 0
@@ -185,7 +175,7 @@ def test_pending_and_completed_offsets_survive_sigterm_and_kill9(broker):
         assert fetch(c, "g-done", (0,), stable=True) == [(100, 0)]
         assert fetch(c, "g-open", (1,), stable=True) == [UNSTABLE]
         assert fetch(c, "g-open", (1,), stable=False) == [(-1, 0)]
-        assert end(c, "tx-open", pid, epoch, commit=True) == 0
+        assert end_txn(c, "tx-open", pid, epoch, commit=True) == 0
         wait_stable(c, "g-open", [(200, 0)], partitions=(1,))
         # another pending commit over the completed one, then kill -9
         assert add_offsets(c, "tx-open", pid, epoch, "g-open") == 0
@@ -196,7 +186,7 @@ def test_pending_and_completed_offsets_survive_sigterm_and_kill9(broker):
         assert fetch(c, "g-done", (0,), stable=True) == [(100, 0)]
         assert fetch(c, "g-open", (1,), stable=True) == [UNSTABLE]
         assert fetch(c, "g-open", (1,), stable=False) == [(200, 0)]
-        assert end(c, "tx-open", pid, epoch, commit=False) == 0
+        assert end_txn(c, "tx-open", pid, epoch, commit=False) == 0
         wait_stable(c, "g-open", [(200, 0)], partitions=(1,))
     broker.restart()
     with RawClient(broker.port) as c:
