@@ -5,7 +5,9 @@ DescribeProducers, ListOffsets)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
+from aiokafka import AIOKafkaProducer
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from tests.helpers.raw_client import RawClient
@@ -39,6 +41,26 @@ def read_to_end(bootstrap: str, topic: str, partitions: int, *, committed: bool,
         return [v for p in range(partitions) for _, v in sorted(got[p])]
     finally:
         c.close()
+
+
+async def aiokafka_commit_abort_commit(bootstrap: str, transactional_id: str, topic: str, partition: int,
+                                       committed: Sequence[bytes], aborted: bytes, last: bytes,
+                                       **config: object) -> None:
+    """An aiokafka transactional producer (TV1 only) on one partition: commits `committed`, aborts `aborted`,
+    then commits `last`, with `config` passed to the producer."""
+    p = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=transactional_id, **config)
+    await p.start()
+    try:
+        async with p.transaction():
+            for value in committed:
+                await p.send_and_wait(topic, value, partition=partition)
+        await p.begin_transaction()
+        await p.send_and_wait(topic, aborted, partition=partition)
+        await p.abort_transaction()
+        async with p.transaction():
+            await p.send_and_wait(topic, last, partition=partition)
+    finally:
+        await p.stop()
 
 
 def describe_txn(c: RawClient, tid: str):
@@ -82,6 +104,13 @@ def offsets(c: RawClient, topic: str, partitions: int, *, committed: bool) -> li
 def init_pid(c: RawClient, tid: str, timeout_ms: int = 60_000, pid: int = -1, epoch: int = -1, version: int = 4):
     return c.call(INIT_PID, version, {"transactional_id": tid, "transaction_timeout_ms": timeout_ms,
                                       "producer_id": pid, "producer_epoch": epoch})
+
+
+def init_producer(c: RawClient, tid: str, version: int = 4) -> tuple[int, int]:
+    """InitProducerId that must succeed: the producer id and epoch."""
+    r = init_pid(c, tid, version=version)
+    assert r.error_code == 0, r
+    return r.producer_id, r.producer_epoch
 
 
 def add_partitions(c: RawClient, tid: str, pid: int, epoch: int, topics: dict[str, list[int]],

@@ -8,14 +8,20 @@ import asyncio
 import time
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as AioTP
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTP
 
 from tests.helpers.confluent_clients import create_topic
 from tests.helpers.raw_client import RawClient
-from tests.helpers.txn_clients import describe_txn, offsets, open_transactions, read_to_end
+from tests.helpers.txn_clients import (
+    aiokafka_commit_abort_commit,
+    describe_txn,
+    offsets,
+    open_transactions,
+    read_to_end,
+)
 from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -40,23 +46,6 @@ def kafka_python_transactions(bootstrap: str) -> KafkaProducer:
     p.send(TOPIC, b"kp-open", partition=0)
     p.flush(30)
     return p
-
-
-async def aiokafka_transactions(bootstrap: str) -> None:
-    """Commit, abort, commit on partition 1."""
-    p = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="aio-txn", acks="all")
-    await p.start()
-    try:
-        async with p.transaction():
-            await p.send_and_wait(TOPIC, b"aio-c1", partition=1)
-            await p.send_and_wait(TOPIC, b"aio-c2", partition=1)
-        await p.begin_transaction()
-        await p.send_and_wait(TOPIC, b"aio-a1", partition=1)
-        await p.abort_transaction()
-        async with p.transaction():
-            await p.send_and_wait(TOPIC, b"aio-c3", partition=1)
-    finally:
-        await p.stop()
 
 
 def kafka_python_read(bootstrap: str, ends: list[int]) -> list[bytes]:
@@ -101,7 +90,8 @@ async def aiokafka_read(bootstrap: str, ends: list[int]) -> list[bytes]:
 def test_python_clients_transactions_and_read_committed(broker):
     create_topic(broker.bootstrap, TOPIC, PARTS)
     open_producer = kafka_python_transactions(broker.bootstrap)
-    asyncio.run(aiokafka_transactions(broker.bootstrap))
+    asyncio.run(aiokafka_commit_abort_commit(broker.bootstrap, "aio-txn", TOPIC, 1, [b"aio-c1", b"aio-c2"],
+                                             b"aio-a1", b"aio-c3", acks="all"))
     committed = [b"kp-c1", b"kp-c2", b"kp-c3", b"aio-c1", b"aio-c2", b"aio-c3"]
     with RawClient(broker.port) as c:
         assert describe_txn(c, "kp-txn").transaction_state == "Ongoing"

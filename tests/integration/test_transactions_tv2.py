@@ -18,11 +18,12 @@ from protocol import records as rec
 from protocol.control_records import ControlRecordType, parse_control_key
 from protocol.errors import ErrorCode
 from tests.helpers.raw_client import RawClient
+from tests.helpers.txn_clients import aiokafka_commit_abort_commit, init_producer
 from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
-PRODUCE, FETCH, API_VERSIONS, INIT_PRODUCER_ID = 0, 1, 18, 22
+PRODUCE, FETCH, API_VERSIONS = 0, 1, 18
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT, FIND_COORDINATOR = 24, 25, 26, 28, 10
 OFFSET_FETCH = 9
 
@@ -44,13 +45,6 @@ def api_versions(raw: RawClient, version: int):
 
 def max_versions(r) -> dict[int, int]:
     return {k.api_key: k.max_version for k in r.api_keys}
-
-
-def init(raw: RawClient, tid: str) -> tuple[int, int]:
-    r = raw.call(INIT_PRODUCER_ID, 5, {"transactional_id": tid, "transaction_timeout_ms": 60_000,
-                                       "producer_id": -1, "producer_epoch": -1})
-    assert r.error_code == 0, r
-    return r.producer_id, r.producer_epoch
 
 
 def produce_v12(raw: RawClient, topic: str, tid: str, pid: int, epoch: int, seq: int, values: list[bytes]):
@@ -122,7 +116,7 @@ def test_api_versions_advertise_transaction_version_2(tv2_broker) -> None:
 def test_tv2_transaction_with_raw_requests(tv2_broker) -> None:
     topic, tid = "tv2-raw", f"tv2-{uuid.uuid4().hex[:8]}"
     with RawClient(tv2_broker.port) as raw:
-        pid, epoch = init(raw, tid)
+        pid, epoch = init_producer(raw, tid, version=5)
         # no AddPartitionsToTxn: Produce v12 adds the partition
         p = produce_v12(raw, topic, tid, pid, epoch, 0, [b"one", b"two"])
         assert (p.error_code, p.base_offset) == (0, 0)
@@ -157,7 +151,7 @@ def test_tv2_zombie_on_a_fresh_partition_is_fenced(tv2_broker) -> None:
     """The old epoch on a partition the transaction never touched: the coordinator's implicit add refuses it."""
     tid = f"tv2-z-{uuid.uuid4().hex[:8]}"
     with RawClient(tv2_broker.port) as raw:
-        pid, epoch = init(raw, tid)
+        pid, epoch = init_producer(raw, tid, version=5)
         assert produce_v12(raw, "tv2-raw", tid, pid, epoch, 0, [b"x"]).error_code == 0
         assert end_v5(raw, tid, pid, epoch, commit=True).producer_epoch == epoch + 1
         p = produce_v12(raw, "tv2-fenced", tid, pid, epoch, 0, [b"zombie"])
@@ -169,7 +163,7 @@ def test_add_partitions_to_txn_v5_adds_the_tv2_way(tv2_broker) -> None:
     """The brokers' batched form at v5 (verify_only false): a TV2 add, so EndTxn v5 ends it with a bumped epoch."""
     tid = f"tv2-a-{uuid.uuid4().hex[:8]}"
     with RawClient(tv2_broker.port) as raw:
-        pid, epoch = init(raw, tid)
+        pid, epoch = init_producer(raw, tid, version=5)
         r = raw.call(ADD_PARTITIONS_TO_TXN, 5, {"transactions": [
             {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch, "verify_only": False,
              "topics": [{"name": "tv2-fenced", "partitions": [0]}]}]})
@@ -184,7 +178,7 @@ def test_add_partitions_to_txn_v5_adds_the_tv2_way(tv2_broker) -> None:
 def test_txn_offset_commit_v5_adds_the_offsets_partition(tv2_broker) -> None:
     tid, group = f"tv2-o-{uuid.uuid4().hex[:8]}", f"tv2-group-{uuid.uuid4().hex[:8]}"
     with RawClient(tv2_broker.port) as raw:
-        pid, epoch = init(raw, tid)
+        pid, epoch = init_producer(raw, tid, version=5)
         assert produce_v12(raw, "tv2-offsets", tid, pid, epoch, 0, [b"a"]).error_code == 0
         r = raw.call(TXN_OFFSET_COMMIT, 5, {
             "transactional_id": tid, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
@@ -212,7 +206,7 @@ def test_tv1_broker_serves_no_tv2_versions(broker_factory) -> None:
         versions = max_versions(r)
         assert (versions[PRODUCE], versions[END_TXN], versions[ADD_PARTITIONS_TO_TXN],
                 versions[TXN_OFFSET_COMMIT]) == (11, 4, 4, 4)
-        pid, epoch = init(raw, "tv1-only")
+        pid, epoch = init_producer(raw, "tv1-only", version=5)
         with pytest.raises(ConnectionError):  # an unsupported version closes the connection, as Kafka
             end_v5(raw, "tv1-only", pid, epoch, commit=True)
 
@@ -276,23 +270,7 @@ def test_kafka_python_tv1_transactions_against_tv2(tv2_broker) -> None:
 
 
 def test_aiokafka_tv1_transactions_against_tv2(tv2_broker) -> None:
-    from aiokafka import AIOKafkaProducer
-
     topic = "tv2-aiokafka"
-
-    async def run() -> None:
-        p = AIOKafkaProducer(bootstrap_servers=tv2_broker.bootstrap, transactional_id="tv2-aio-1")
-        await p.start()
-        try:
-            async with p.transaction():
-                await p.send_and_wait(topic, b"a1", partition=0)
-            await p.begin_transaction()
-            await p.send_and_wait(topic, b"a-aborted", partition=0)
-            await p.abort_transaction()
-            async with p.transaction():
-                await p.send_and_wait(topic, b"a2", partition=0)
-        finally:
-            await p.stop()
-
-    asyncio.run(run())
+    asyncio.run(aiokafka_commit_abort_commit(tv2_broker.bootstrap, "tv2-aio-1", topic, 0, [b"a1"], b"a-aborted",
+                                             b"a2"))
     assert consume_committed(tv2_broker.bootstrap, topic, 2) == [b"a1", b"a2"]

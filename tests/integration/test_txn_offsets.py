@@ -16,7 +16,7 @@ from protocol.errors import ErrorCode
 from tests.helpers.confluent_clients import create_topic
 from tests.helpers.raw_client import RawClient
 from tests.helpers.raw_requests import join
-from tests.helpers.txn_clients import add_offsets, end_txn, init_pid
+from tests.helpers.txn_clients import add_offsets, end_txn, init_producer
 from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -30,12 +30,6 @@ TOPIC = "txo"
 def txo_broker(broker_module):
     create_topic(broker_module.bootstrap, TOPIC, 3)
     return broker_module
-
-
-def init(c: RawClient, tid: str) -> tuple[int, int]:
-    r = init_pid(c, tid)
-    assert r.error_code == 0, r
-    return r.producer_id, r.producer_epoch
 
 
 def txn_commit(c: RawClient, tid: str, pid: int, epoch: int, group: str, offsets: dict[int, int], *, version=3,
@@ -83,7 +77,7 @@ UNSTABLE = (-1, E.UNSTABLE_OFFSET_COMMIT)
 def test_commit_is_pending_until_end_txn_commit(txo_broker, version):
     group, tid = f"txo-commit-{version}", f"tx-commit-{version}"
     with RawClient(txo_broker.port) as c:
-        pid, epoch = init(c, tid)
+        pid, epoch = init_producer(c, tid)
         assert add_offsets(c, tid, pid, epoch, group) == 0
         assert txn_commit(c, tid, pid, epoch, group, {0: 10, 1: 11}, version=version) == {0: 0, 1: 0}
         # KIP-447: per partition, in v7 and in v8+
@@ -99,7 +93,7 @@ def test_abort_leaves_the_committed_offsets(txo_broker):
     group, tid = "txo-abort", "tx-abort"
     with RawClient(txo_broker.port) as c:
         plain_commit(c, group, {0: 5})
-        pid, epoch = init(c, tid)
+        pid, epoch = init_producer(c, tid)
         assert add_offsets(c, tid, pid, epoch, group) == 0
         assert txn_commit(c, tid, pid, epoch, group, {0: 50, 2: 52}) == {0: 0, 2: 0}
         assert fetch(c, group, stable=True) == [UNSTABLE, (-1, 0), UNSTABLE]
@@ -111,12 +105,12 @@ def test_abort_leaves_the_committed_offsets(txo_broker):
 def test_partition_not_in_the_transaction_and_fenced_producer(txo_broker):
     group, tid = "txo-verify", "tx-verify"
     with RawClient(txo_broker.port) as c:
-        pid, epoch = init(c, tid)
+        pid, epoch = init_producer(c, tid)
         # no AddOffsetsToTxn: the transaction coordinator does not have the offsets partition (KIP-890 verification)
         assert txn_commit(c, tid, pid, epoch, group, {0: 1}, version=3) == {0: E.INVALID_TXN_STATE}
         assert txn_commit(c, tid, pid, epoch, group, {0: 1}, version=4) == {0: E.TRANSACTION_ABORTABLE}
         assert fetch(c, group, stable=True) == [(-1, 0)] * 3
-        pid2, epoch2 = init(c, tid)  # a new instance fences the first
+        pid2, epoch2 = init_producer(c, tid)  # a new instance fences the first
         assert (pid2, epoch2) == (pid, epoch + 1)
         assert txn_commit(c, tid, pid, epoch, group, {0: 1}) == {0: E.INVALID_PRODUCER_EPOCH}
         # unknown topic and partition are answered by the handler
@@ -140,7 +134,7 @@ def test_member_and_generation_checks_from_v3(txo_broker):
                                   "group_instance_id": None, "protocol_type": "consumer", "protocol_name": "range",
                                   "assignments": [{"member_id": mid, "assignment": b""}]})
         assert synced.error_code == 0
-        pid, epoch = init(c, tid)
+        pid, epoch = init_producer(c, tid)
         assert add_offsets(c, tid, pid, epoch, group) == 0
         assert txn_commit(c, tid, pid, epoch, group, {0: 1}, generation=gen + 1, member=mid) == {
             0: E.ILLEGAL_GENERATION}
@@ -162,12 +156,12 @@ def test_member_and_generation_checks_from_v3(txo_broker):
 def test_pending_and_completed_offsets_survive_sigterm_and_kill9(broker):
     create_topic(broker.bootstrap, TOPIC, 3)
     with RawClient(broker.port) as c:
-        done_pid, done_epoch = init(c, "tx-done")
+        done_pid, done_epoch = init_producer(c, "tx-done")
         assert add_offsets(c, "tx-done", done_pid, done_epoch, "g-done") == 0
         assert txn_commit(c, "tx-done", done_pid, done_epoch, "g-done", {0: 100}) == {0: 0}
         assert end_txn(c, "tx-done", done_pid, done_epoch, commit=True) == 0
         wait_stable(c, "g-done", [(100, 0)], partitions=(0,))
-        pid, epoch = init(c, "tx-open")
+        pid, epoch = init_producer(c, "tx-open")
         assert add_offsets(c, "tx-open", pid, epoch, "g-open") == 0
         assert txn_commit(c, "tx-open", pid, epoch, "g-open", {1: 200}) == {1: 0}
     broker.restart()
