@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import struct
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from protocol import schema
 from protocol.codec import record_codec
@@ -19,6 +19,14 @@ from protocol.errors import DecodeError
 
 VALUE_VERSION = 0
 _I16 = struct.Struct(">h")
+
+
+class CoordinatorRecord(NamedTuple):
+    """One record to append to a coordinator's topic: the partition, key bytes, value bytes (None = tombstone)."""
+
+    partition: int
+    key: bytes
+    value: bytes | None
 
 
 @functools.cache

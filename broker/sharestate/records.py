@@ -8,9 +8,9 @@ Wire format (Kafka's CoordinatorRecordSerde):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from protocol.coordinator_records import (
+    CoordinatorRecord,
     decode_key,
     decode_value,
     encode_key,
@@ -29,12 +29,7 @@ UPDATE_TYPE = record_type_of(UPDATE)
 _NAMES = {SNAPSHOT_TYPE: SNAPSHOT, UPDATE_TYPE: UPDATE}
 
 
-class Record(NamedTuple):
-    """One record to append: the `__share_group_state` partition, key bytes, value bytes (None = tombstone)."""
-
-    partition: int
-    key: bytes
-    value: bytes | None
+Record = CoordinatorRecord  # one record to append to `__share_group_state`
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import NamedTuple
 
-from protocol.coordinator_records import decode_key, decode_value, encode_key, encode_value, record_type
+from protocol.coordinator_records import (
+    CoordinatorRecord,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+    record_type,
+)
 
 from .metadata import TopicPartition, TxnMetadata
 from .state import TxnState
@@ -22,12 +28,7 @@ NAME = "TransactionLog"
 RECORD_TYPE = 0  # TransactionLogKey's apiKey (Kafka's CoordinatorRecordType.TRANSACTION_LOG)
 
 
-class Record(NamedTuple):
-    """One record to append: the `__transaction_state` partition, key bytes, value bytes (None = tombstone)."""
-
-    partition: int
-    key: bytes
-    value: bytes | None
+Record = CoordinatorRecord  # one record to append to `__transaction_state`
 
 
 @dataclass(frozen=True)
