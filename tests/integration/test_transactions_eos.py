@@ -9,7 +9,7 @@ DescribeProducers) and every output partition's LSO is its high watermark.
 Where the kill lands: after the transaction's records are produced (AddPartitionsToTxn and Produce done), or after
 its offsets are sent too (AddOffsetsToTxn and TxnOffsetCommit done, EndTxn not sent); and once with the
 transaction left to time out while the broker is down, so the restarted coordinator aborts it and fences the
-producer, which the loop replaces.
+producer, which the loop replaces; and once without holding anything, the kill landing wherever the running loop is.
 """
 
 from __future__ import annotations
@@ -69,7 +69,11 @@ def holding(progress: Path) -> bool:
     return any(e["event"] == "holding" for e in events(progress))
 
 
-@pytest.mark.parametrize("kill_at", ["produced", "offsets", "timed-out"])
+def committed_txns(progress: Path) -> int:
+    return max((e["txns"] for e in events(progress) if e["event"] == "committed"), default=0)
+
+
+@pytest.mark.parametrize("kill_at", ["produced", "offsets", "timed-out", "running"])
 def test_consume_transform_produce_exactly_once_across_kill9(broker_factory, tmp_path, kill_at):
     port = free_port()
     broker = broker_factory({"listeners": f"PLAINTEXT://127.0.0.1:{port}",
@@ -84,14 +88,17 @@ def test_consume_transform_produce_exactly_once_across_kill9(broker_factory, tmp
     progress, release = tmp_path / "eos.progress", tmp_path / "eos.release"
     cfg = {"bootstrap": broker.bootstrap, "input": INPUT, "output": OUTPUT, "group": GROUP, "tid": TID,
            "ends": ends, "progress": str(progress), "release": str(release), "hold_after": 3,
-           "hold_at": "offsets" if kill_at == "timed-out" else kill_at,
+           "hold_at": {"timed-out": "offsets", "running": None}.get(kill_at, kill_at),
            "timeout_ms": 3000 if kill_at == "timed-out" else 20_000, "batch": 100,
            "debug": os.environ.get("EOS_LOOP_DEBUG", "")}
     with open(tmp_path / "eos-loop.log", "wb") as log:
         loop = subprocess.Popen([venv_python(), "-m", "tests.helpers.eos_loop", json.dumps(cfg)], cwd=REPO,
                                 stdout=log, stderr=subprocess.STDOUT)
     try:
-        wait_until(lambda: holding(progress), 60, "the loop holding a transaction open after 3 commits")
+        if kill_at == "running":  # no hold: the kill lands wherever the loop is (polling, producing, committing)
+            wait_until(lambda: committed_txns(progress) >= 3, 60, "the loop committing 3 transactions")
+        else:
+            wait_until(lambda: holding(progress), 60, "the loop holding a transaction open after 3 commits")
         broker.kill9()
         broker.start()
         assert broker.port == port
