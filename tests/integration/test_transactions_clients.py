@@ -85,7 +85,9 @@ def test_commit_and_abort(txn_broker):
     assert read_to_end(txn_broker.bootstrap, topic, 1, committed=True) == [b"c1", b"c2", b"c3"]
     assert read_to_end(txn_broker.bootstrap, topic, 1, committed=False) == [b"c1", b"c2", b"a1", b"a2", b"c3"]
     with RawClient(txn_broker.port) as c:
-        d = describe_txn(c, "tc-ca")
+        # the markers are written (the LSO moved), the CompleteCommit record follows them
+        d = wait_until(lambda: (lambda d: d if d.transaction_state == "CompleteCommit" else None)(
+            describe_txn(c, "tc-ca")), 15, "the transaction completed")
         assert (d.error_code, d.transaction_state, d.topics) == (0, "CompleteCommit", [])
     no_open_transactions(txn_broker.port, topic, 1)
 

@@ -95,7 +95,9 @@ def test_python_clients_transactions_and_read_committed(broker):
     committed = [b"kp-c1", b"kp-c2", b"kp-c3", b"aio-c1", b"aio-c2", b"aio-c3"]
     with RawClient(broker.port) as c:
         assert describe_txn(c, "kp-txn").transaction_state == "Ongoing"
-        assert describe_txn(c, "aio-txn").transaction_state == "CompleteCommit"
+        # EndTxn is answered once PrepareCommit is durable; the markers, then CompleteCommit, follow (as Kafka)
+        wait_until(lambda: describe_txn(c, "aio-txn").transaction_state == "CompleteCommit", 15,
+                   "aiokafka's last transaction completed")
         lso = offsets(c, TOPIC, PARTS, committed=True)
         hw = offsets(c, TOPIC, PARTS, committed=False)
     assert lso[0] < hw[0] and lso[1] == hw[1]  # the open transaction holds partition 0's LSO back
