@@ -106,6 +106,9 @@ class TransactionCoordinatorRuntime:
         self.coordinator = TransactionCoordinator(config, clock=clock, partition_exists=partition_exists)
         # (transactional id, producer id, epoch, coordinator epoch) -> the task writing its markers
         self._completing: dict[tuple[str, int, int, int], asyncio.Future] = {}
+        # ... and a future done once that transaction is complete in memory with its record appended (its
+        # durability is awaited by whatever answers next on that partition), or its completion abandoned
+        self._settled: dict[tuple[str, int, int, int], asyncio.Future] = {}
         self.loaded = False
         self._stop = asyncio.Event()
 
@@ -160,19 +163,11 @@ class TransactionCoordinatorRuntime:
     async def _commit(self, records: Iterable[Record], transactional_ids: Iterable[str] = ()) -> ErrorCode:
         """Make `records` durable, after the earlier appends of the ids' partitions. NONE or the error to answer.
         On a failed append the partition is reloaded from the log (memory was ahead of it)."""
-        by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
-        for r in records:
-            by_partition.setdefault(r.partition, []).append((r.key, r.value))
-        partitions = set(by_partition) | {self.coordinator.partition_for(t) for t in transactional_ids if t}
-        if any(self.log.offline(p) for p in partitions):
+        return await self._durable(self._append(records, transactional_ids))
+
+    async def _durable(self, futures: list[asyncio.Future] | None) -> ErrorCode:
+        if futures is None:
             return NOT_DURABLE
-        futures = []
-        for p in sorted(partitions):
-            try:
-                futures.append(self.log.append(p, by_partition.get(p, ())))
-            except AppendFailed:
-                self._reload(p)
-                return NOT_DURABLE
         try:
             for fut in futures:
                 await fut
@@ -182,6 +177,25 @@ class TransactionCoordinatorRuntime:
             log.exception("transaction state not durable")
             return NOT_DURABLE
         return ErrorCode.NONE
+
+    def _append(self, records: Iterable[Record], transactional_ids: Iterable[str] = ()
+                ) -> list[asyncio.Future] | None:
+        """Append `records` now (one batch per partition); the futures are done when they, and the earlier appends
+        of the ids' partitions, are durable. None when a partition cannot take them (reloaded if need be)."""
+        by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        for r in records:
+            by_partition.setdefault(r.partition, []).append((r.key, r.value))
+        partitions = set(by_partition) | {self.coordinator.partition_for(t) for t in transactional_ids if t}
+        if any(self.log.offline(p) for p in partitions):
+            return None
+        futures = []
+        for p in sorted(partitions):
+            try:
+                futures.append(self.log.append(p, by_partition.get(p, ())))
+            except AppendFailed:
+                self._reload(p)
+                return None
+        return futures
 
     def _reload(self, partition: int) -> None:
         if self.log.offline(partition):
@@ -208,13 +222,17 @@ class TransactionCoordinatorRuntime:
             running = self._completing.get(key)
             if running is not None and not running.done():
                 continue
-            task = asyncio.ensure_future(self._complete(key, ms))
+            settled = self._settled[key] = asyncio.get_running_loop().create_future()
+            task = asyncio.ensure_future(self._complete(key, ms, settled))
             self._completing[key] = task
             task.add_done_callback(lambda t, k=key: self._completion_done(k, t))
 
     def _completion_done(self, key: tuple[str, int, int, int], task: asyncio.Future) -> None:
         if self._completing.get(key) is task:
             del self._completing[key]
+            settled = self._settled.pop(key)
+            if not settled.done():
+                settled.set_result(None)
         if not task.cancelled() and task.exception() is not None:
             log.error("transaction completion failed", transactional_id=key[0], exc_info=task.exception())
 
@@ -223,7 +241,8 @@ class TransactionCoordinatorRuntime:
         return (m is not None and m.state.is_prepare and m.producer_id == producer_id
                 and m.producer_epoch == epoch)
 
-    async def _complete(self, key: tuple[str, int, int, int], markers: list[TxnMarker]) -> None:
+    async def _complete(self, key: tuple[str, int, int, int], markers: list[TxnMarker],
+                        settled: asyncio.Future) -> None:
         tid, producer_id, epoch, coordinator_epoch = key
         try:
             written = await write_until_done(
@@ -239,7 +258,9 @@ class TransactionCoordinatorRuntime:
         if result.error is not ErrorCode.NONE:
             log.info("transaction completion skipped", transactional_id=tid, error=result.error.name)
             return
-        await self._commit(result.records)
+        futures = self._append(result.records)
+        settled.set_result(None)  # complete in memory and appended: the id's next transaction may go on
+        await self._durable(futures)
 
     async def wait_completions(self) -> None:
         """Wait until no marker task is running (tests, orderly stop)."""
@@ -278,7 +299,7 @@ class TransactionCoordinatorRuntime:
         clients retry after 20 ms (librdkafka's and the Java producer's fixed backoff), which costs more than
         the completion itself here (markers and their fsyncs: a few ms). Holding the request briefly instead
         answers it as soon as the previous transaction is complete; past the bound, Kafka's answer."""
-        running = [t for key, t in self._completing.items() if key[0] == transactional_id and not t.done()]
+        running = [f for key, f in self._settled.items() if key[0] == transactional_id and not f.done()]
         if running:
             await asyncio.wait(running, timeout=COMPLETION_WAIT_S)
 
