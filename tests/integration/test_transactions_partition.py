@@ -130,6 +130,8 @@ def test_transactions_on_a_partition(broker_factory) -> None:
             # a read_committed long poll returns when the marker moves the LSO
             with RawClient(broker.port) as waiting:
                 correlation = waiting.send(FETCH, 12, fetch_request(6, committed=True, wait_ms=10_000))
+                # lets the Fetch park (nothing outside the broker shows that it has); the assertions hold if the
+                # marker arrives first too, so this only makes the wake-up path the likely one
                 time.sleep(0.3)
                 started = time.monotonic()
                 assert write_marker(raw, pid, epoch, commit=True) == 0
