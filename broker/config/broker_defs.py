@@ -38,6 +38,11 @@ _DEFS = [
               doc="Largest request frame accepted; a larger size prefix closes the connection."),
     ConfigDef("queued.max.requests", "int", 100, at_least(1),
               doc="Requests in flight per connection before the broker stops reading from it."),
+    ConfigDef("queued.max.request.bytes", "long", 268_435_456, at_least(-1),
+              doc="Request bytes all connections together may hold buffered (a request in the middle of being "
+                  "received is counted at its full declared size); when reached, the broker stops reading from "
+                  "connections that are not in the middle of a request until requests are dispatched. -1: no "
+                  "bound (Kafka's default)."),
     ConfigDef("connections.max.unsent.bytes", "long", 1_048_576, at_least(0),
               doc="Response bytes a connection may have waiting to be sent (in its socket write buffer, or "
                   "finished behind an earlier response) before the broker stops dispatching its requests and "
