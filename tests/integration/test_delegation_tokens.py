@@ -10,6 +10,7 @@ both are driven with raw requests (tests/helpers/sasl.py `scram_raw_client`).
 from __future__ import annotations
 
 import base64
+import ssl
 import time
 
 import pytest
@@ -18,6 +19,7 @@ from tests.helpers.raw_client import RawClient
 from tests.helpers.raw_requests import FETCH, create_topic, fetch_body, produce
 from tests.helpers.record_batches import batch
 from tests.helpers.sasl import SaslRefused, scram_raw_client
+from tests.helpers.tls_material import make_tls_files
 from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -227,3 +229,28 @@ def test_tokens_disabled_without_a_secret_key(broker_factory):
         assert alice.call(EXPIRE, 2, {"hmac": b"x", "expiry_time_period_ms": -1}).error_code == TOKEN_AUTH_DISABLED
     with pytest.raises(SaslRefused):
         with_token(broker, "0c2f6c2e-2a43-4b59-9f0e-7b9c1f1d2e3a", b"x" * 64)
+
+
+def test_two_way_tls_only(broker_factory, tmp_path):
+    """Over SSL a token request needs a client certificate (Kafka refuses one-way SSL, principal ANONYMOUS)."""
+    tls = make_tls_files(tmp_path / "tls")
+    broker = broker_factory({"listeners": "SSL://127.0.0.1:0", "ssl.keystore.location": str(tls.broker_keystore),
+                             "ssl.truststore.location": str(tls.ca), "ssl.client.auth": "requested",
+                             "delegation.token.secret.key": "token-secret"})
+
+    def tls_client(certificate: str | None) -> RawClient:
+        context = ssl.create_default_context(cafile=str(tls.ca))
+        if certificate is not None:
+            context.load_cert_chain(*tls.client(certificate))
+        raw = RawClient(broker.port)
+        raw.sock = context.wrap_socket(raw.sock, server_hostname="127.0.0.1")
+        return raw
+
+    with tls_client(None) as anonymous:
+        assert create(anonymous).error_code == REQUEST_NOT_ALLOWED
+        assert describe(anonymous).error_code == REQUEST_NOT_ALLOWED
+    with tls_client("alice") as alice:
+        created = create(alice)
+        assert created.error_code == NONE, created
+        assert (created.principal_type, created.principal_name) == ("User", "CN=alice,O=Shoal Tests")
+        assert created.token_id in described_ids(alice)
