@@ -177,7 +177,13 @@ def test_owners_renewers_and_describe_acls(tokens_broker):
         assert for_bob.error_code == NONE and for_bob.principal_name == "bob"
         assert for_bob.token_requester_principal_name == "admin"
         allow(admin, 7, "User:bob", "User:alice", 13)  # USER, CREATE_TOKENS
-        assert create(alice, owner="User:bob").error_code == NONE
+        by_alice = create(alice, owner="User:bob")
+        assert by_alice.error_code == NONE and by_alice.token_requester_principal_name == "alice"
+
+        # others' tokens: DESCRIBE on the token id (DELEGATION_TOKEN resource) or DESCRIBE_TOKENS on USER:<owner>
+        assert not {for_bob.token_id, by_alice.token_id} & described_ids(alice)  # the requester is no owner
+        allow(admin, 6, for_bob.token_id, "User:alice", 8)  # DELEGATION_TOKEN, DESCRIBE
+        assert for_bob.token_id in described_ids(alice) and by_alice.token_id not in described_ids(alice)
 
         assert for_bob.token_id in described_ids(bob)
         assert for_bob.token_id not in described_ids(carol)
