@@ -266,6 +266,9 @@ class Broker:
         interval = self.config.get("producer.id.expiration.check.interval.ms") / 1000
         self.spawn(self._every(interval, self.replicas.expire_producers, "producer id expiration"),
                    "producer-id-expiration")
+        interval = self.config.get("delegation.token.expiry.check.interval.ms") / 1000
+        self.spawn(self._every(interval, self.security.expire_tokens, "delegation token expiry"),
+                   "delegation-token-expiry")
 
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task:
         """Run a background task for the life of the broker; it is cancelled on stop and failures are logged."""

@@ -253,6 +253,7 @@ class KafkaConnection(asyncio.Protocol):
         fut.add_done_callback(self._on_done)
         if self._sasl.authenticated:
             self.info.principal = self._sasl.principal
+            self.info.token_authenticated = self._sasl.token_authenticated
         if step.close:
             fut.set_exception(CloseConnection("SASL state"))
         elif step.fail:

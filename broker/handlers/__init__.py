@@ -38,6 +38,7 @@ MODULES: tuple[str, ...] = (
     "share_fetch",
     "sasl",
     "scram_admin",
+    "delegation_tokens",
     "acls",
 )
 
