@@ -1,6 +1,6 @@
 """What clients push, kept for the Prometheus endpoint (the broker's telemetry receiver).
 
-Per client instance: its labels (instance id, client id, software name and version), the time of its last push
+Per client instance: its labels (instance id as Kafka prints a Uuid, client id, software name and version), the time of its last push
 and one value per (metric name, data-point attributes). Gauges keep the last value; monotonic sums pushed as
 deltas (the broker asks for delta temporality, as Kafka) are added up so they export as counters. Cardinality is
 bounded: at most MAX_SERIES_PER_CLIENT series per instance (new ones beyond are dropped and counted), an instance's
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from broker.telemetry import otlp
-from broker.telemetry.manager import EXPIRY_INTERVALS, ClientInstance
+from broker.telemetry.manager import EXPIRY_INTERVALS, ClientInstance, kafka_uuid_text
 from broker.telemetry.subscriptions import CLIENT_ID, CLIENT_SOFTWARE_NAME, CLIENT_SOFTWARE_VERSION
 
 MAX_SERIES_PER_CLIENT = 2000
@@ -54,7 +54,7 @@ class ClientMetricsStore:
         attrs = instance.attributes
         series = self.clients.get(instance.instance_id)
         if series is None:
-            labels = ClientLabels(str(instance.instance_id), attrs.get(CLIENT_ID) or "",
+            labels = ClientLabels(kafka_uuid_text(instance.instance_id), attrs.get(CLIENT_ID) or "",
                                   attrs.get(CLIENT_SOFTWARE_NAME) or "", attrs.get(CLIENT_SOFTWARE_VERSION) or "")
             series = self.clients[instance.instance_id] = ClientSeries(labels, instance.push_interval_ms, now_ms)
         series.interval_ms = instance.push_interval_ms

@@ -1,0 +1,83 @@
+"""OTLP payload decoding (every codec) and the store of pushed metrics (gauges, delta counters, bounds)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.metrics.v1.metrics_pb2 import (
+    AggregationTemporality,
+    Gauge,
+    Metric,
+    MetricsData,
+    NumberDataPoint,
+    ResourceMetrics,
+    ScopeMetrics,
+    Sum,
+)
+
+from broker.telemetry import otlp
+from broker.telemetry.manager import ClientInstance, PayloadError
+from broker.telemetry.store import ClientMetricsStore
+from protocol import compression
+
+
+def payload(lag: float = 5, sent: int = 3) -> bytes:
+    attrs = [KeyValue(key="topic", value=AnyValue(string_value="t")), KeyValue(key="partition",
+                                                                               value=AnyValue(int_value=0))]
+    gauge = Metric(name="org.apache.kafka.consumer.fetch.manager.records.lag",
+                   gauge=Gauge(data_points=[NumberDataPoint(as_double=lag, attributes=attrs)]))
+    total = Metric(name="org.apache.kafka.producer.record.send.total", sum=Sum(
+        aggregation_temporality=AggregationTemporality.AGGREGATION_TEMPORALITY_DELTA, is_monotonic=True,
+        data_points=[NumberDataPoint(as_int=sent)]))
+    data = MetricsData(resource_metrics=[ResourceMetrics(scope_metrics=[ScopeMetrics(metrics=[gauge, total])])])
+    return data.SerializeToString()
+
+
+@pytest.mark.parametrize("codec", [compression.NONE, compression.GZIP, compression.SNAPPY, compression.LZ4,
+                                   compression.ZSTD])
+def test_decode_every_codec(codec):
+    raw = payload()
+    data = raw if codec == compression.NONE else compression.compress(codec, raw)
+    points = otlp.decode(codec, data)
+    assert points == [
+        otlp.Point(otlp.GAUGE, "org.apache.kafka.consumer.fetch.manager.records.lag", "partition=0,topic=t", 5.0,
+                   False),
+        otlp.Point(otlp.COUNTER, "org.apache.kafka.producer.record.send.total", "", 3.0, True),
+    ]
+
+
+@pytest.mark.parametrize("codec, data", [(compression.NONE, b"\xff\xff\xff"), (compression.ZSTD, b"not zstd"),
+                                         (compression.GZIP, b"\x1f\x8b garbage")])
+def test_undecodable(codec, data):
+    with pytest.raises(PayloadError):
+        otlp.decode(codec, data)
+
+
+def instance(interval_ms: int = 1000) -> ClientInstance:
+    return ClientInstance(uuid.UUID(int=7), {"client_id": "c", "client_software_name": "librdkafka",
+                                             "client_software_version": "2"}, 1, 0, ("*",), interval_ms, 1)
+
+
+def test_gauges_keep_the_last_value_deltas_add_up_and_stale_clients_go():
+    now = [0]
+    store = ClientMetricsStore(lambda: now[0])
+    store.export(instance(), 0, payload(lag=5, sent=3), 0)
+    store.export(instance(), 0, payload(lag=2, sent=4), 1000)
+    series = store.clients[uuid.UUID(int=7)]
+    assert series.labels.client_id == "c"
+    assert series.gauges[("org.apache.kafka.consumer.fetch.manager.records.lag", "partition=0,topic=t")] == 2
+    assert series.counters[("org.apache.kafka.producer.record.send.total", "")] == 7
+    store.expire(1000 + 3000)
+    assert uuid.UUID(int=7) in store.clients
+    store.expire(1000 + 3001)  # last push older than 3 intervals
+    assert store.clients == {}
+
+
+def test_series_per_client_are_bounded():
+    store = ClientMetricsStore(lambda: 0, max_series=1)
+    store.export(instance(), 0, payload(), 0)
+    series = store.clients[uuid.UUID(int=7)]
+    assert len(series.gauges) + len(series.counters) == 1
+    assert series.dropped == 1
