@@ -5,34 +5,13 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from opentelemetry.proto.metrics.v1.metrics_pb2 import (
-    AggregationTemporality,
-    Gauge,
-    Metric,
-    MetricsData,
-    NumberDataPoint,
-    ResourceMetrics,
-    ScopeMetrics,
-    Sum,
-)
 
 from broker.telemetry import otlp
 from broker.telemetry.manager import ClientInstance, PayloadError
 from broker.telemetry.store import ClientMetricsStore
 from protocol import compression
-
-
-def payload(lag: float = 5, sent: int = 3) -> bytes:
-    attrs = [KeyValue(key="topic", value=AnyValue(string_value="t")), KeyValue(key="partition",
-                                                                               value=AnyValue(int_value=0))]
-    gauge = Metric(name="org.apache.kafka.consumer.fetch.manager.records.lag",
-                   gauge=Gauge(data_points=[NumberDataPoint(as_double=lag, attributes=attrs)]))
-    total = Metric(name="org.apache.kafka.producer.record.send.total", sum=Sum(
-        aggregation_temporality=AggregationTemporality.AGGREGATION_TEMPORALITY_DELTA, is_monotonic=True,
-        data_points=[NumberDataPoint(as_int=sent)]))
-    data = MetricsData(resource_metrics=[ResourceMetrics(scope_metrics=[ScopeMetrics(metrics=[gauge, total])])])
-    return data.SerializeToString()
+from tests.helpers.telemetry import LAG, SENT
+from tests.helpers.telemetry import metrics_payload as payload
 
 
 @pytest.mark.parametrize("codec", [compression.NONE, compression.GZIP, compression.SNAPPY, compression.LZ4,
@@ -42,9 +21,8 @@ def test_decode_every_codec(codec):
     data = raw if codec == compression.NONE else compression.compress(codec, raw)
     points = otlp.decode(codec, data)
     assert points == [
-        otlp.Point(otlp.GAUGE, "org.apache.kafka.consumer.fetch.manager.records.lag", "partition=0,topic=t", 5.0,
-                   False),
-        otlp.Point(otlp.COUNTER, "org.apache.kafka.producer.record.send.total", "", 3.0, True),
+        otlp.Point(otlp.GAUGE, LAG, "partition=0,topic=t", 5.0, False),
+        otlp.Point(otlp.COUNTER, SENT, "", 3.0, True),
     ]
 
 
@@ -67,8 +45,8 @@ def test_gauges_keep_the_last_value_deltas_add_up_and_stale_clients_go():
     store.export(instance(), 0, payload(lag=2, sent=4), 1000)
     series = store.clients[uuid.UUID(int=7)]
     assert series.labels.client_id == "c"
-    assert series.gauges[("org.apache.kafka.consumer.fetch.manager.records.lag", "partition=0,topic=t")] == 2
-    assert series.counters[("org.apache.kafka.producer.record.send.total", "")] == 7
+    assert series.gauges[(LAG, "partition=0,topic=t")] == 2
+    assert series.counters[(SENT, "")] == 7
     store.expire(1000 + 3000)
     assert uuid.UUID(int=7) in store.clients
     store.expire(1000 + 3001)  # last push older than 3 intervals
