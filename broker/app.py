@@ -47,6 +47,7 @@ from broker.sharestate.runtime import TOPIC as SHARE_STATE_TOPIC
 from broker.sharestate.runtime import ShareCoordinatorRuntime
 from broker.telemetry.manager import ClientMetricsManager
 from broker.telemetry.resources import ClientMetricsResources
+from broker.telemetry.runtime import ClientTelemetry
 from broker.telemetry.store import ClientMetricsStore
 from broker.txn.markers import RoutedMarkerWriter
 from broker.txn.runtime import TOPIC as TRANSACTION_STATE_TOPIC
@@ -112,6 +113,7 @@ class Broker:
     metrics: MetricsService
     client_metrics: ClientMetricsManager  # KIP-714 client telemetry
     client_metrics_store: ClientMetricsStore
+    client_telemetry: ClientTelemetry  # pushes: checked by the manager, decoded off the loop, kept in the store
     client_metrics_resources: ClientMetricsResources
     features: Features  # finalized feature levels (ApiVersions; transaction.version gates the TV2 versions)
 
@@ -207,6 +209,7 @@ class Broker:
         store = self.client_metrics_store = ClientMetricsStore(_monotonic_ms)
         manager = self.client_metrics = ClientMetricsManager(
             max_bytes=self.config.get("telemetry.max.bytes"), clock=_monotonic_ms, receiver=store)
+        self.client_telemetry = ClientTelemetry(manager, store, _monotonic_ms)
         self.client_metrics_resources = ClientMetricsResources(self.topics, manager)
         self.client_metrics_resources.load()
         self.server.close_listeners.append(lambda info: manager.connection_closed(info.id))

@@ -52,7 +52,7 @@ async def handle_get_telemetry_subscriptions(ctx: RequestContext, req) -> dict:
 
 
 async def handle_push_telemetry(ctx: RequestContext, req) -> dict:
-    answer = ctx.broker.client_metrics.push(
+    answer = await ctx.broker.client_telemetry.push(
         req.client_instance_id, req.subscription_id, req.terminating, req.compression_type, bytes(req.metrics or b""),
         client_attributes(ctx), ctx.connection.id)
     if answer.error != ErrorCode.NONE:

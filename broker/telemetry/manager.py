@@ -13,7 +13,8 @@ out; no sockets, no awaits).
   the push interval after the previous push (unless a GetTelemetrySubscriptions came in between, or this push
   terminates) -> THROTTLING_QUOTA_EXCEEDED; another subscription id -> UNKNOWN_SUBSCRIPTION_ID; a compression type
   Kafka does not know -> UNSUPPORTED_COMPRESSION_TYPE; a payload over `telemetry.max.bytes` ->
-  TELEMETRY_TOO_LARGE. An accepted payload goes to the receiver; one it cannot decode is INVALID_RECORD.
+  TELEMETRY_TOO_LARGE. The caller decodes an accepted payload (off the event loop) and reports one it cannot
+  decode with `payload_refused` (INVALID_RECORD).
 - An instance is forgotten (with what it pushed) max(60 s, 3 push intervals) after its last request, when the
   connection it was created on closes, or beyond 16384 instances (least recently used first), as Kafka's cache.
 """
@@ -53,10 +54,7 @@ class PayloadError(Exception):
 
 
 class TelemetryReceiver(Protocol):
-    """Where accepted pushes go (Kafka's ClientTelemetryReceiver plugin)."""
-
-    def export(self, instance: ClientInstance, compression_type: int, payload: bytes, now_ms: int) -> None:
-        """Decode and keep the payload; raises PayloadError when it cannot be decoded."""
+    """Where pushed metrics are kept (Kafka's ClientTelemetryReceiver plugin): told when an instance goes."""
 
     def forget(self, instance_id: uuid.UUID) -> None:
         """The instance is gone (terminated, expired, disconnected): drop what it pushed."""
@@ -177,14 +175,13 @@ class ClientMetricsManager:
             # the client is going away: its series go with it (bounded cardinality), the instance stays to
             # refuse further pushes until it expires
             self._receiver.forget(instance_id)
-        elif payload:
-            try:
-                self._receiver.export(instance, compression_type, payload, now)
-            except PayloadError as err:
-                instance.last_error = ErrorCode.INVALID_RECORD
-                return Answer(ErrorCode.INVALID_RECORD, str(err), instance)
         instance.last_error = ErrorCode.NONE
         return Answer(ErrorCode.NONE, None, instance)
+
+    def payload_refused(self, instance: ClientInstance, message: str) -> Answer:
+        """The accepted push's payload could not be decoded (Kafka: the receiver failed): INVALID_RECORD."""
+        instance.last_error = ErrorCode.INVALID_RECORD
+        return Answer(ErrorCode.INVALID_RECORD, message, instance)
 
     def _check_push(self, instance: ClientInstance, subscription: int, terminating: bool, compression_type: int,
                     payload: bytes, now: int) -> tuple[ErrorCode, str] | None:

@@ -41,16 +41,13 @@ class ClientSeries:
 
 
 class ClientMetricsStore:
-    def __init__(self, clock: Callable[[], int], *, max_series: int = MAX_SERIES_PER_CLIENT,
-                 decode: Callable[[int, bytes], list[otlp.Point]] = otlp.decode) -> None:
+    def __init__(self, clock: Callable[[], int], *, max_series: int = MAX_SERIES_PER_CLIENT) -> None:
         self._clock = clock  # milliseconds
         self._max_series = max_series
-        self._decode = decode
         self.clients: dict[uuid.UUID, ClientSeries] = {}
 
-    # --- TelemetryReceiver ---------------------------------------------------------------------------------
-    def export(self, instance: ClientInstance, compression_type: int, payload: bytes, now_ms: int) -> None:
-        points = self._decode(compression_type, payload)  # PayloadError goes to the manager (INVALID_RECORD)
+    def record(self, instance: ClientInstance, points: list[otlp.Point], now_ms: int) -> None:
+        """Keep the decoded points of an accepted push."""
         attrs = instance.attributes
         series = self.clients.get(instance.instance_id)
         if series is None:
@@ -68,6 +65,7 @@ class ClientMetricsStore:
                 continue
             table[key] = table.get(key, 0.0) + point.value if point.delta else point.value
 
+    # --- TelemetryReceiver ---------------------------------------------------------------------------------
     def forget(self, instance_id: uuid.UUID) -> None:
         self.clients.pop(instance_id, None)
 

@@ -9,9 +9,7 @@ import pytest
 from broker.telemetry import subscriptions as sub
 from broker.telemetry.manager import (
     ZERO_UUID,
-    ClientInstance,
     ClientMetricsManager,
-    PayloadError,
     kafka_uuid_text,
     subscription_id,
 )
@@ -23,14 +21,7 @@ ATTRS = {sub.CLIENT_ID: "app-1", sub.CLIENT_SOFTWARE_NAME: "librdkafka", sub.CLI
 
 class Receiver:
     def __init__(self) -> None:
-        self.exported: list[tuple[uuid.UUID, int, bytes]] = []
         self.forgotten: list[uuid.UUID] = []
-        self.fail = False
-
-    def export(self, instance: ClientInstance, compression_type: int, payload: bytes, now_ms: int) -> None:
-        if self.fail:
-            raise PayloadError("bad")
-        self.exported.append((instance.instance_id, compression_type, payload))
 
     def forget(self, instance_id: uuid.UUID) -> None:
         self.forgotten.append(instance_id)
@@ -108,12 +99,11 @@ def test_match_on_instance_id_uses_kafkas_uuid_text(env):
 
 
 def test_push_accepted_then_throttled_until_the_interval(env):
-    manager, clock, receiver = env
+    manager, clock, _ = env
     instance = get(manager).instance
     push = lambda terminating=False, sid=None: manager.push(  # noqa: E731
         instance.instance_id, instance.subscription_id if sid is None else sid, terminating, 0, b"m", ATTRS, 1)
     assert push().error == E.NONE  # right after the Get: accepted
-    assert receiver.exported == [(instance.instance_id, 0, b"m")]
     clock.now += 500
     assert push().error == E.THROTTLING_QUOTA_EXCEEDED
     clock.now += 500
@@ -129,7 +119,7 @@ def test_get_throttled_within_the_interval(env):
 
 
 def test_push_errors_in_kafkas_order(env):
-    manager, clock, receiver = env
+    manager, clock, _ = env
     instance = get(manager).instance
     iid, sid = instance.instance_id, instance.subscription_id
     assert manager.push(ZERO_UUID, sid, False, 0, b"", ATTRS, 1).error == E.INVALID_REQUEST
@@ -145,8 +135,10 @@ def test_push_errors_in_kafkas_order(env):
     clock.now += 1
     assert manager.push(iid, sid, False, 0, b"x" * 1001, ATTRS, 1).error == E.TELEMETRY_TOO_LARGE
     clock.now += 1000
-    receiver.fail = True
-    assert manager.push(iid, sid, False, 0, b"x", ATTRS, 1).error == E.INVALID_RECORD
+    accepted = manager.push(iid, sid, False, 0, b"x", ATTRS, 1)
+    assert accepted.error == E.NONE
+    assert manager.payload_refused(accepted.instance, "bad").error == E.INVALID_RECORD
+    assert manager.instance(iid).last_error == E.INVALID_RECORD
 
 
 def test_terminating_push_is_accepted_early_forgets_series_and_ends_the_instance(env):

@@ -41,8 +41,8 @@ def instance(interval_ms: int = 1000) -> ClientInstance:
 def test_gauges_keep_the_last_value_deltas_add_up_and_stale_clients_go():
     now = [0]
     store = ClientMetricsStore(lambda: now[0])
-    store.export(instance(), 0, payload(lag=5, sent=3), 0)
-    store.export(instance(), 0, payload(lag=2, sent=4), 1000)
+    store.record(instance(), otlp.decode(0, payload(lag=5, sent=3)), 0)
+    store.record(instance(), otlp.decode(0, payload(lag=2, sent=4)), 1000)
     series = store.clients[uuid.UUID(int=7)]
     assert series.labels.client_id == "c"
     assert series.gauges[(LAG, "partition=0,topic=t")] == 2
@@ -55,7 +55,31 @@ def test_gauges_keep_the_last_value_deltas_add_up_and_stale_clients_go():
 
 def test_series_per_client_are_bounded():
     store = ClientMetricsStore(lambda: 0, max_series=1)
-    store.export(instance(), 0, payload(), 0)
+    store.record(instance(), otlp.decode(0, payload()), 0)
     series = store.clients[uuid.UUID(int=7)]
     assert len(series.gauges) + len(series.counters) == 1
     assert series.dropped == 1
+
+
+async def test_runtime_decodes_off_the_loop_and_refuses_undecodable_payloads():
+    from broker.telemetry.manager import ClientMetricsManager
+    from broker.telemetry.runtime import ClientTelemetry
+    from protocol.errors import ErrorCode
+
+    now = [0]
+    store = ClientMetricsStore(lambda: now[0])
+    manager = ClientMetricsManager(max_bytes=10_000, clock=lambda: now[0], receiver=store)
+    manager.update_subscription("all", {"metrics": "*", "interval.ms": "100"})
+    telemetry = ClientTelemetry(manager, store, lambda: now[0])
+    got = manager.get_subscriptions(uuid.UUID(int=0), {}, 1).instance
+    now[0] += 1
+    answer = await telemetry.push(got.instance_id, got.subscription_id, False, compression.ZSTD,
+                                  compression.compress(compression.ZSTD, payload(lag=9)), {}, 1)
+    assert answer.error == ErrorCode.NONE
+    assert store.clients[got.instance_id].gauges[(LAG, "partition=0,topic=t")] == 9
+    now[0] += 100
+    answer = await telemetry.push(got.instance_id, got.subscription_id, False, 0, b"\xff\xff", {}, 1)
+    assert answer.error == ErrorCode.INVALID_RECORD
+    now[0] += 100
+    assert (await telemetry.push(got.instance_id, got.subscription_id, True, 0, b"", {}, 1)).error == ErrorCode.NONE
+    assert got.instance_id not in store.clients  # terminated: its series are gone
