@@ -3,7 +3,8 @@
 Per client instance: its labels (instance id as Kafka prints a Uuid, client id, software name and version), the time of its last push
 and one value per (metric name, data-point attributes). Gauges keep the last value; monotonic sums pushed as
 deltas (the broker asks for delta temporality, as Kafka) are added up so they export as counters. Cardinality is
-bounded: at most MAX_SERIES_PER_CLIENT series per instance (new ones beyond are dropped and counted), an instance's
+bounded: at most MAX_SERIES_PER_CLIENT series per instance and MAX_SERIES in all (new ones beyond are dropped and
+counted), an instance's
 series go when it terminates, expires or disconnects (the manager calls `forget`) and when its last push is older
 than EXPIRY_INTERVALS push intervals.
 """
@@ -20,6 +21,7 @@ from broker.telemetry.manager import EXPIRY_INTERVALS, ClientInstance, kafka_uui
 from broker.telemetry.subscriptions import CLIENT_ID, CLIENT_SOFTWARE_NAME, CLIENT_SOFTWARE_VERSION
 
 MAX_SERIES_PER_CLIENT = 2000
+MAX_SERIES = 200_000  # all clients together: a scrape stays around a hundred megabytes of text at most
 
 
 class ClientLabels(NamedTuple):
@@ -41,9 +43,12 @@ class ClientSeries:
 
 
 class ClientMetricsStore:
-    def __init__(self, clock: Callable[[], int], *, max_series: int = MAX_SERIES_PER_CLIENT) -> None:
+    def __init__(self, clock: Callable[[], int], *, max_series: int = MAX_SERIES_PER_CLIENT,
+                 max_total: int = MAX_SERIES) -> None:
         self._clock = clock  # milliseconds
         self._max_series = max_series
+        self._max_total = max_total
+        self.total = 0  # series kept, all clients together
         self.clients: dict[uuid.UUID, ClientSeries] = {}
 
     def record(self, instance: ClientInstance, points: list[otlp.Point], now_ms: int) -> None:
@@ -60,18 +65,22 @@ class ClientMetricsStore:
         for point in points:
             key = (point.name, point.attributes)
             table = series.gauges if point.kind == otlp.GAUGE else series.counters
-            if key not in table and len(series.gauges) + len(series.counters) >= self._max_series:
-                series.dropped += 1
-                continue
+            if key not in table:
+                if len(series.gauges) + len(series.counters) >= self._max_series or self.total >= self._max_total:
+                    series.dropped += 1
+                    continue
+                self.total += 1
             table[key] = table.get(key, 0.0) + point.value if point.delta else point.value
 
     # --- TelemetryReceiver ---------------------------------------------------------------------------------
     def forget(self, instance_id: uuid.UUID) -> None:
-        self.clients.pop(instance_id, None)
+        series = self.clients.pop(instance_id, None)
+        if series is not None:
+            self.total -= len(series.gauges) + len(series.counters)
 
     # --- expiry and reading --------------------------------------------------------------------------------
     def expire(self, now_ms: int | None = None) -> None:
         now = self._clock() if now_ms is None else now_ms
         stale = [i for i, s in self.clients.items() if now - s.last_push_ms > EXPIRY_INTERVALS * s.interval_ms]
         for instance_id in stale:
-            del self.clients[instance_id]
+            self.forget(instance_id)

@@ -53,12 +53,20 @@ def test_gauges_keep_the_last_value_deltas_add_up_and_stale_clients_go():
     assert store.clients == {}
 
 
-def test_series_per_client_are_bounded():
+def test_series_per_client_and_in_all_are_bounded():
     store = ClientMetricsStore(lambda: 0, max_series=1)
     store.record(instance(), otlp.decode(0, payload()), 0)
     series = store.clients[uuid.UUID(int=7)]
     assert len(series.gauges) + len(series.counters) == 1
     assert series.dropped == 1
+    store = ClientMetricsStore(lambda: 0, max_total=3)
+    other = instance()
+    other.instance_id = uuid.UUID(int=8)
+    store.record(instance(), otlp.decode(0, payload()), 0)
+    store.record(other, otlp.decode(0, payload()), 0)
+    assert store.total == 3 and store.clients[other.instance_id].dropped == 1
+    store.forget(uuid.UUID(int=7))
+    assert store.total == 1
 
 
 async def test_runtime_decodes_off_the_loop_and_refuses_undecodable_payloads():
