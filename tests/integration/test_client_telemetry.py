@@ -182,3 +182,23 @@ def test_subscriptions_listed_described_and_kept_across_a_restart(tmp_path):
             assert get(client).push_interval_ms == 1000
     finally:
         broker.stop()
+
+
+def test_telemetry_needs_no_acl_client_metrics_configs_need_the_cluster(tmp_path):
+    """With the authorizer on and no ACLs: Get/PushTelemetry are served (Kafka checks nothing), describing or
+    altering a CLIENT_METRICS resource is CLUSTER_AUTHORIZATION_FAILED (DESCRIBE_CONFIGS / ALTER_CONFIGS on the
+    cluster), as is ListConfigResources."""
+    broker = BrokerProcess(tmp_path / "data", tmp_path / "broker.log", python=venv_python(), overrides={
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}).start()
+    try:
+        with RawClient(broker.port) as client:
+            answer = get(client)
+            assert answer.error_code == 0 and answer.client_instance_id != ZERO
+            assert push(client, answer.client_instance_id, answer.subscription_id) == 0
+            assert alter_subscription(client, "s", {"metrics": "*"})[0] == E.CLUSTER_AUTHORIZATION_FAILED
+            described = client.call(DESCRIBE, 4, {"resources": [{"resource_type": 16, "resource_name": "s",
+                                                                 "configuration_keys": None}]})
+            assert described.results[0].error_code == E.CLUSTER_AUTHORIZATION_FAILED
+            assert client.call(LIST, 1, {}).error_code == E.CLUSTER_AUTHORIZATION_FAILED
+    finally:
+        broker.stop()
