@@ -91,3 +91,21 @@ async def test_runtime_decodes_off_the_loop_and_refuses_undecodable_payloads():
     now[0] += 100
     assert (await telemetry.push(got.instance_id, got.subscription_id, True, 0, b"", {}, 1)).error == ErrorCode.NONE
     assert got.instance_id not in store.clients  # terminated: its series are gone
+
+
+def test_a_real_librdkafka_push_decodes():
+    """The PushTelemetry frame librdkafka 2.16 sent to tools/capture_requests.py (zstd, every metric)."""
+    from pathlib import Path
+
+    from protocol.codec import request_codec
+    from protocol.framing import decode_request_header
+
+    fixture = Path(__file__).parents[1] / "protocol" / "fixtures" / "confluent-PushTelemetry-v0.hex"
+    frame = bytes.fromhex(fixture.read_text().strip())
+    _, offset = decode_request_header(frame)
+    body = request_codec(72, 0).decode(frame[offset:])
+    assert body.compression_type == compression.ZSTD
+    points = otlp.decode(body.compression_type, bytes(body.metrics))
+    names = {p.name for p in points}
+    assert "org.apache.kafka.producer.node.request.latency.avg" in names
+    assert otlp.Point(otlp.COUNTER, "org.apache.kafka.producer.connection.creation.total", "", 0.0, True) in points
