@@ -135,9 +135,6 @@ class ClientMetricsManager:
             self._subscriptions[name] = sub.Subscription.from_configs(name, props)
         self._version += 1
 
-    def subscription_names(self) -> list[str]:
-        return sorted(self._subscriptions)
-
     # --- requests ------------------------------------------------------------------------------------------
     def get_subscriptions(self, instance_id: uuid.UUID, attributes: dict[str, str | None],
                           connection_id: int) -> Answer:
@@ -167,7 +164,9 @@ class ClientMetricsManager:
         self._maybe_sweep(now)
         instance = self._instance(instance_id, attributes, connection_id, now)
         error = self._check_push(instance, subscription, terminating, compression_type, payload, now)
-        instance.terminating = terminating  # set whatever the answer, as Kafka
+        # Kafka sets the flag from every push whatever the answer, so a second push after the terminating one
+        # would clear it; here it sticks: nothing is accepted after a terminating push, as Kafka's message says
+        instance.terminating = instance.terminating or terminating
         if error is not None:
             instance.last_error = error[0]
             return Answer(error[0], error[1], instance)

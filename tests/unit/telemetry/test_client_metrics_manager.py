@@ -149,6 +149,7 @@ def test_terminating_push_is_accepted_early_forgets_series_and_ends_the_instance
     assert manager.push(iid, sid, True, 0, b"m", ATTRS, 1).error == E.NONE  # within the interval: allowed
     assert receiver.forgotten == [iid]
     assert manager.push(iid, sid, False, 0, b"m", ATTRS, 1).error == E.INVALID_REQUEST
+    assert manager.push(iid, sid, False, 0, b"m", ATTRS, 1).error == E.INVALID_REQUEST  # and stays so
 
 
 def test_changed_subscription_gives_unknown_subscription_id_then_the_new_id(env):
