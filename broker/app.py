@@ -45,6 +45,10 @@ from broker.share.manager import SharePartitionManager
 from broker.share.manager import follow_events as follow_share_events
 from broker.sharestate.runtime import TOPIC as SHARE_STATE_TOPIC
 from broker.sharestate.runtime import ShareCoordinatorRuntime
+from broker.telemetry.manager import ClientMetricsManager
+from broker.telemetry.resources import ClientMetricsResources
+from broker.telemetry.runtime import ClientTelemetry
+from broker.telemetry.store import ClientMetricsStore
 from broker.txn.markers import RoutedMarkerWriter
 from broker.txn.runtime import TOPIC as TRANSACTION_STATE_TOPIC
 from broker.txn.runtime import TransactionCoordinatorRuntime
@@ -62,6 +66,10 @@ class Node:
     host: str
     port: int
     rack: str | None = None
+
+
+def _monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
 
 
 def advertised_host(host: str) -> str:
@@ -103,6 +111,10 @@ class Broker:
     share_partitions: SharePartitionManager  # the share-partition leader
     transaction_coordinator: TransactionCoordinatorRuntime
     metrics: MetricsService
+    client_metrics: ClientMetricsManager  # KIP-714 client telemetry
+    client_metrics_store: ClientMetricsStore
+    client_telemetry: ClientTelemetry  # pushes: checked by the manager, decoded off the loop, kept in the store
+    client_metrics_resources: ClientMetricsResources
     features: Features  # finalized feature levels (ApiVersions; transaction.version gates the TV2 versions)
 
     def __init__(self, config: BrokerConfig, *, port_file: str | os.PathLike | None = None,
@@ -167,6 +179,7 @@ class Broker:
         })
         self.configs = ConfigService(config, topics)
         self.configs.load()
+        self._build_client_telemetry()
         replicas = self.replicas = ReplicaManager(
             topics, flusher, producer_expiration_ms=lambda: config.get("producer.id.expiration.ms"))
         topics.on_delete(lambda info: replicas.forget_topic(info.name))
@@ -188,7 +201,19 @@ class Broker:
         self.metrics = self._closed_on_stop("metrics", MetricsService(
             config, self.router.request_metrics.registry, self.spawn, logs=logs,
             share_partitions=self.share_partitions, group_coordinator=self.group_coordinator, server=self.server,
-            transaction_coordinator=txn, replicas=replicas))
+            transaction_coordinator=txn, replicas=replicas, client_metrics=self.client_metrics,
+            client_metrics_store=self.client_metrics_store, clock_ms=_monotonic_ms))
+
+    def _build_client_telemetry(self) -> None:
+        """KIP-714: the client metrics manager, what clients push (exported on /metrics) and the client-metrics
+        subscriptions journaled as CLIENT_METRICS configs."""
+        store = self.client_metrics_store = ClientMetricsStore(_monotonic_ms)
+        manager = self.client_metrics = ClientMetricsManager(
+            max_bytes=self.config.get("telemetry.max.bytes"), clock=_monotonic_ms, receiver=store)
+        self.client_telemetry = ClientTelemetry(manager, store, _monotonic_ms)
+        self.client_metrics_resources = ClientMetricsResources(self.topics, manager)
+        self.client_metrics_resources.load()
+        self.server.close_listeners.append(lambda info: manager.connection_closed(info.id))
 
     def _build_coordinators(self) -> None:
         """The share coordinator, the group coordinator and the share-partition leader, wired to each other and to

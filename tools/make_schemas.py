@@ -69,6 +69,9 @@ SERVED: dict[str, tuple[int, int] | None] = {
     "OffsetDelete": None,
     "DescribeTopicPartitions": None,
     "ListConfigResources": None,
+    # Client telemetry (KIP-714).
+    "GetTelemetrySubscriptions": None,
+    "PushTelemetry": None,
     # Security (SASL, SCRAM credentials, ACLs): the spec's full range.
     "SaslHandshake": None,
     "SaslAuthenticate": None,

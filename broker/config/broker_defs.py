@@ -243,6 +243,9 @@ _DEFS = [
     # KIP-1191 share-group dead-letter queues (cluster configs, dynamic as in Kafka).
     ConfigDef("errors.deadletterqueue.auto.create.topics.enable", "bool", False, dynamic=True),
     ConfigDef("errors.deadletterqueue.topic.name.prefix", "string", "dlq.", dynamic=True),
+    # KIP-714 client telemetry (Kafka's ServerConfigs, read-only).
+    ConfigDef("telemetry.max.bytes", "int", 1_048_576, at_least(1),
+              doc="The largest metrics payload (compressed) a client may push with PushTelemetry."),
 ]
 BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
 

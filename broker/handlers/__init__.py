@@ -40,6 +40,7 @@ MODULES: tuple[str, ...] = (
     "scram_admin",
     "delegation_tokens",
     "acls",
+    "telemetry",
 )
 
 

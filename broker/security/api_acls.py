@@ -92,6 +92,8 @@ API_ACLS: dict[int, ApiAcls] = {
                 "ConsumerGroupHeartbeat: READ group, DESCRIBE subscribed topics"),
     69: ApiAcls(((Op.DESCRIBE, G), (Op.DESCRIBE, T)), E.GROUP_AUTHORIZATION_FAILED,
                 "ConsumerGroupDescribe: DESCRIBE group; assigned topics DESCRIBE-able"),
+    71: ApiAcls((), None, "GetTelemetrySubscriptions: no ACL (KIP-714)"),
+    72: ApiAcls((), None, "PushTelemetry: no ACL (KIP-714)"),
     74: ApiAcls(((Op.DESCRIBE_CONFIGS, C),), E.CLUSTER_AUTHORIZATION_FAILED, "ListConfigResources"),
     75: ApiAcls(((Op.DESCRIBE, T),), E.TOPIC_AUTHORIZATION_FAILED, "DescribeTopicPartitions: DESCRIBE per topic"),
     76: ApiAcls(((Op.READ, G), (Op.DESCRIBE, T)), E.GROUP_AUTHORIZATION_FAILED,
