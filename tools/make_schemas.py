@@ -20,11 +20,11 @@ DEFAULT_SPEC = ROOT.parent / "shared" / "kafka-spec"
 
 # api name -> (min, max) we serve; None means "the spec's full validVersions".
 SERVED: dict[str, tuple[int, int] | None] = {
-    "ApiVersions": (0, 4),
+    "ApiVersions": (0, 5),
     "Metadata": (0, 13),
-    "Produce": (3, 12),
-    "Fetch": (4, 17),
-    "ListOffsets": (1, 10),
+    "Produce": (3, 13),
+    "Fetch": (4, 18),
+    "ListOffsets": (1, 11),
     "CreateTopics": (2, 7),
     "DeleteTopics": (1, 6),
     "CreatePartitions": (0, 3),
@@ -32,7 +32,7 @@ SERVED: dict[str, tuple[int, int] | None] = {
     "IncrementalAlterConfigs": (0, 1),
     "DescribeCluster": (0, 2),
     "FindCoordinator": (0, 6),
-    "InitProducerId": (0, 5),
+    "InitProducerId": (0, 6),
     # Transactions (coordinator side). EndTxn v5, AddPartitionsToTxn v5, Produce v12 and TxnOffsetCommit v5 are
     # TV2 (KIP-890 part 2): advertised only while transaction.version 2 is finalized (broker.features).
     "AddPartitionsToTxn": (0, 5),

@@ -50,14 +50,14 @@ async def test_api_versions_lists_registrations():
         return {"error_code": 0}
 
     router.register(FIND_COORDINATOR, find_coordinator, max_version=3)
-    for version in range(5):
+    for version in range(6):
         body = {"client_software_name": "unit", "client_software_version": "1.0"} if version >= 3 else {}
         corr, payload = split_response(await router.handle(request(API_VERSIONS, version, 9, body), ConnectionInfo()))
         assert corr == 9
         resp = response_codec(API_VERSIONS, version).decode(payload)
         assert resp.error_code == 0
         keys = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-        assert keys == {API_VERSIONS: (0, 4), FIND_COORDINATOR: (0, 3)}
+        assert keys == {API_VERSIONS: (0, 5), FIND_COORDINATOR: (0, 3)}
         if version >= 3:
             # v3 leaves out the supported features whose minimum is 0 (KAFKA-17492); finalized levels 0 too
             assert [(f.name, f.min_version, f.max_version) for f in resp.supported_features] == (
@@ -75,7 +75,7 @@ async def test_unsupported_api_versions_gets_v0_body_with_error_35():
     assert corr == 5
     resp = response_codec(API_VERSIONS, 0).decode(payload)
     assert resp.error_code == ErrorCode.UNSUPPORTED_VERSION
-    assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [(API_VERSIONS, 0, 4)]
+    assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [(API_VERSIONS, 0, 5)]
 
 
 async def test_invalid_client_software_name():
