@@ -5,7 +5,8 @@ v6 (KIP-939) adds two-phase commit: Enable2Pc asks for transactions that never t
 a prepared one to be kept across the producer's restart. Shoal serves no 2PC, as a Kafka broker with
 `transaction.two.phase.commit.enable` false (its default): Kafka's TransactionCoordinator answers Enable2Pc with
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED there. Without Enable2Pc nothing is kept, so OngoingTxnProducerId and
-OngoingTxnProducerEpoch are always -1.
+OngoingTxnProducerEpoch are always -1. Kafka marks v6 latestVersionUnstable: served and advertised only with
+`unstable.api.versions.enable` (UNSTABLE), as Kafka's ApiVersions leaves unstable versions out by default.
 """
 
 from __future__ import annotations
@@ -48,3 +49,4 @@ def _refused(code: ErrorCode) -> dict:
 
 
 HANDLERS = {INIT_PRODUCER_ID: handle_init_producer_id}
+UNSTABLE = {INIT_PRODUCER_ID: 6}
