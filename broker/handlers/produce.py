@@ -101,7 +101,7 @@ def _append_all(ctx: RequestContext, req, error: ProduceResult | None, verified=
     written: list = []
     denied = ProduceResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     for topic in req.topic_data:
-        name = topic.get("name")
+        name = topic.get("name") if ctx.api_version < 13 else None  # v13 names topics by id only
         info = broker.topics.registry.get(name) if name is not None else None
         if info is None and name is None:
             info = broker.topics.registry.by_id(topic.get("topic_id", ZERO_UUID))
