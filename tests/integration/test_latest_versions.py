@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer
 
+from protocol import records as rec
 from protocol.errors import ErrorCode
 from protocol.framing import decode_response_header, response_header_version
 from tests.helpers.broker_process import BrokerProcess, venv_python
@@ -36,6 +37,7 @@ from tests.helpers.raw_requests import (
     topic_id,
 )
 from tests.helpers.record_batches import batch, batches_in
+from tests.helpers.txn_clients import describe_txn, end_txn, init_producer, offsets
 
 pytestmark = pytest.mark.integration
 
@@ -124,6 +126,39 @@ def test_produce_v13_and_fetch_v18_by_topic_id(broker_module):
         (fp,) = ft.partitions
         assert (fp.error_code, fp.high_watermark, fp.last_stable_offset, fp.log_start_offset) == (0, 5, 5, 0)
         assert [(h.base_offset, h.records_count) for h in batches_in(fp.records)] == [(0, 3), (3, 2)]
+
+
+def test_produce_v13_idempotent_and_transactional(broker_module):
+    """The producer state and the transaction checks find partitions named by id."""
+    with RawClient(broker_module.port) as c:
+        create_topic(c, "latest-eos")
+        tid = topic_id(c, "latest-eos")
+        pid = c.call(INIT_PRODUCER_ID, 5, {"transactional_id": None, "transaction_timeout_ms": 0,
+                                           "producer_id": -1, "producer_epoch": -1})
+        assert pid.error_code == 0
+
+        def idempotent(seq: int):
+            records = rec.build_batch([rec.Record(None, b"i")], producer_id=pid.producer_id,
+                                      producer_epoch=pid.producer_epoch, base_sequence=seq)
+            p = produce_v13(c, tid, records).responses[0].partition_responses[0]
+            return p.error_code, p.base_offset
+
+        assert idempotent(0) == (0, 0)
+        assert idempotent(0) == (0, 0)  # a retried batch: the duplicate's offset, not a second copy
+        assert idempotent(5)[0] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+        # transaction.version 2: Produce v12+ adds the partition to the transaction (no AddPartitionsToTxn).
+        txn_pid, epoch = init_producer(c, "latest-eos-txn", version=5)
+        records = rec.build_batch([rec.Record(None, b"t")], producer_id=txn_pid, producer_epoch=epoch,
+                                  base_sequence=0, transactional=True)
+        resp = c.call(PRODUCE, 13, {"transactional_id": "latest-eos-txn", "acks": -1, "timeout_ms": 5000,
+                                    "topic_data": [{"topic_id": tid, "partition_data": [{"index": 0,
+                                                                                        "records": records}]}]})
+        assert resp.responses[0].partition_responses[0].error_code == 0
+        assert [(t.topic, list(t.partitions)) for t in describe_txn(c, "latest-eos-txn").topics] == [
+            ("latest-eos", [0])]
+        assert offsets(c, "latest-eos", 1, committed=True) == [1]  # the open transaction holds the LSO
+        assert end_txn(c, "latest-eos-txn", txn_pid, epoch, commit=True, version=5) == 0
 
 
 def test_produce_v13_unknown_topic_id(broker_module):
