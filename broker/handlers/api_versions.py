@@ -8,8 +8,9 @@ are answered by the router (v0 layout, UNSUPPORTED_VERSION, KIP-511).
 
 v5 (KIP-1242): a client that knows which cluster and node it means to reach sends ClusterId and NodeId; when
 they name another cluster or node (a stale address after a rolling restart) the answer is REBOOTSTRAP_REQUIRED,
-with no api keys, and a Kafka client configured with metadata.recovery.strategy=rebootstrap rebootstraps. Both
-are optional (null and -1 when the client does not know them): only what is sent is checked.
+with no api keys, and a Kafka client configured with metadata.recovery.strategy=rebootstrap rebootstraps. As
+Kafka's KafkaApis (clusterIdOrNodeIdIsInvalid), only a request naming a cluster is checked, and then both must
+be this broker's; a NodeId without a ClusterId is an invalid request (INVALID_REQUEST, as Kafka 4.4).
 """
 
 from __future__ import annotations
@@ -30,17 +31,16 @@ def valid_software(name: str | None, version: str | None) -> bool:
 
 
 def _misrouted(ctx: RequestContext, cluster_id: str | None, node_id: int) -> bool:
-    """KIP-1242: the ClusterId or NodeId the client expects is not this broker's."""
-    if cluster_id is not None and cluster_id != ctx.broker.cluster_id:
-        return True
-    return node_id >= 0 and node_id != ctx.node.node_id
+    """KIP-1242: the client names a cluster, and it or the node is not this broker's."""
+    return cluster_id is not None and (cluster_id != ctx.broker.cluster_id or node_id != ctx.node.node_id)
 
 
 async def handle_api_versions(ctx: RequestContext, req) -> dict:
     if ctx.api_version >= 3:
         name, version = req.client_software_name, req.client_software_version
-        if not valid_software(name, version):
-            ctx.log.info("invalid client software name or version", software_name=name, software_version=version)
+        if not valid_software(name, version) or (ctx.api_version >= 5 and req.cluster_id is None
+                                                 and req.node_id != -1):
+            ctx.log.info("invalid ApiVersions request", software_name=name, software_version=version)
             return {"error_code": int(ErrorCode.INVALID_REQUEST), "api_keys": [], "throttle_time_ms": 0}
         ctx.connection.client_software_name = name
         ctx.connection.client_software_version = version

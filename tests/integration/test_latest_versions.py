@@ -6,7 +6,8 @@ compared byte for byte with Kafka's definitions; and real clients negotiating do
 - Produce v13 / Fetch v18: topics by id (KIP-516), UNKNOWN_TOPIC_ID for an id the broker does not know; Fetch
   v18 carries the follower's HighWatermark (KIP-1166), a tagged request field a consumer's fetch may send too.
 - ListOffsets v11: EARLIEST_PENDING_UPLOAD (-6, KIP-1023) answers no offset, as Kafka without tiered storage.
-- ApiVersions v5 (KIP-1242): ClusterId/NodeId of another cluster or node get REBOOTSTRAP_REQUIRED.
+- ApiVersions v5 (KIP-1242): ClusterId/NodeId of another cluster or node get REBOOTSTRAP_REQUIRED, a NodeId
+  without a ClusterId INVALID_REQUEST.
 - InitProducerId v6 (KIP-939, latestVersionUnstable): only with unstable.api.versions.enable; Enable2Pc is
   refused as by Kafka with 2PC disabled.
 """
@@ -92,8 +93,11 @@ def test_api_versions_v5_checks_cluster_and_node(broker_module):
         assert raw_body(c, API_VERSIONS, 5, {**SOFTWARE, "cluster_id": "another-cluster", "node_id": node}) \
             == rebootstrap
         assert raw_body(c, API_VERSIONS, 5, {**SOFTWARE, "cluster_id": cluster, "node_id": node + 1}) == rebootstrap
-        assert raw_body(c, API_VERSIONS, 5, {**SOFTWARE, "cluster_id": None, "node_id": node + 1}) == rebootstrap
-        assert c.call(API_VERSIONS, 5, SOFTWARE).error_code == 0  # nothing claimed, nothing checked
+        assert raw_body(c, API_VERSIONS, 5, {**SOFTWARE, "cluster_id": cluster, "node_id": -1}) == rebootstrap
+        assert c.call(API_VERSIONS, 5, SOFTWARE).error_code == 0  # no cluster named, nothing checked
+        # A node named without its cluster: INVALID_REQUEST (as Kafka 4.4), no api keys.
+        assert raw_body(c, API_VERSIONS, 5, {**SOFTWARE, "cluster_id": None, "node_id": node}) \
+            == b"\x00\x2a" + b"\x01" + b"\x00\x00\x00\x00" + b"\x00"
         # The connection keeps serving: the client decides whether to rebootstrap.
         assert c.call(METADATA, 12, {"topics": [], "allow_auto_topic_creation": False}).cluster_id == cluster
 
