@@ -8,8 +8,8 @@ compared byte for byte with Kafka's definitions; and real clients negotiating do
 - ListOffsets v11: EARLIEST_PENDING_UPLOAD (-6, KIP-1023) answers no offset, as Kafka without tiered storage.
 - ApiVersions v5 (KIP-1242): ClusterId/NodeId of another cluster or node get REBOOTSTRAP_REQUIRED, a NodeId
   without a ClusterId INVALID_REQUEST.
-- InitProducerId v6 (KIP-939, latestVersionUnstable): only with unstable.api.versions.enable; Enable2Pc is
-  refused as by Kafka with 2PC disabled.
+- InitProducerId v6 (KIP-939, latestVersionUnstable): only with unstable.api.versions.enable; Enable2Pc and
+  KeepPreparedTxn are refused as by Kafka with 2PC disabled.
 """
 
 from __future__ import annotations
@@ -230,10 +230,14 @@ def test_init_producer_id_v6_refuses_two_phase_commit(unstable_broker):
         plain = init_pid_v6(c, "latest-2pc")
         assert plain.error_code == 0 and plain.producer_id >= 0 and plain.producer_epoch >= 0
         assert (plain.ongoing_txn_producer_id, plain.ongoing_txn_producer_epoch) == (-1, -1)
-        again = init_pid_v6(c, "latest-2pc", keep=True)  # nothing prepared is ever kept without 2PC
+        # Keeping a prepared transaction: Kafka's coordinator answers UNSUPPORTED_VERSION (not implemented there).
+        kept = init_pid_v6(c, "latest-2pc", keep=True)
+        assert (kept.error_code, kept.producer_id, kept.ongoing_txn_producer_id) == (
+            ErrorCode.UNSUPPORTED_VERSION, -1, -1)
+        again = init_pid_v6(c, "latest-2pc")  # refusals change nothing: the next epoch of the same producer
         assert (again.error_code, again.producer_id) == (0, plain.producer_id)
-        assert (again.ongoing_txn_producer_id, again.ongoing_txn_producer_epoch) == (-1, -1)
-        idempotent = init_pid_v6(c, None)
+        assert again.producer_epoch > plain.producer_epoch
+        idempotent = init_pid_v6(c, None, enable2pc=True, keep=True)  # no transactional id: no 2PC to refuse
         assert idempotent.error_code == 0 and idempotent.producer_id >= 0
 
 
