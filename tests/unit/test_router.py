@@ -7,7 +7,7 @@ import pytest
 
 from broker.context import ConnectionInfo
 from broker.features import Features
-from broker.handlers import api_versions
+from broker.handlers import api_versions, register_all
 from broker.router import CloseConnection, Router
 from broker.server import Server
 from protocol.codec import request_codec, response_codec
@@ -66,6 +66,17 @@ async def test_api_versions_lists_registrations():
             assert [(f.name, f.min_version_level, f.max_version_level) for f in resp.finalized_features] == [
                 ("transaction.version", 2, 2)]
             assert resp.finalized_features_epoch == 7
+
+
+def test_unstable_versions_only_when_enabled():
+    """InitProducerId v6 is latestVersionUnstable in Kafka: served with unstable.api.versions.enable only."""
+    for unstable, top in ((False, 5), (True, 6)):
+        router = Router(broker=SimpleNamespace())
+        register_all(router, modules=["producer_ids"], unstable=unstable)
+        assert router.version_range(22) == (0, top)
+    router = Router(broker=SimpleNamespace())
+    register_all(router, modules=["producer_ids"], max_versions={22: 4}, unstable=True)
+    assert router.version_range(22) == (0, 4)  # a feature's cap still applies
 
 
 async def test_unsupported_api_versions_gets_v0_body_with_error_35():
