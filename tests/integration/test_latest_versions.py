@@ -42,15 +42,17 @@ from tests.helpers.txn_clients import describe_txn, end_txn, init_producer, offs
 
 pytestmark = pytest.mark.integration
 
-API_VERSIONS = 18
+API_VERSIONS, CREATE_ACLS = 18, 30
 SOFTWARE = {"client_software_name": "latest-versions", "client_software_version": "1.0"}
 
 
 @pytest.fixture(scope="module")
 def unstable_broker(tmp_path_factory: pytest.TempPathFactory):
+    """unstable.api.versions.enable, and the authorizer on with everything allowed that no ACL names."""
     tmp: Path = tmp_path_factory.mktemp("unstable")
-    proc = BrokerProcess(tmp / "data", tmp / "broker.log", python=venv_python(),
-                         overrides={"unstable.api.versions.enable": "true"}).start()
+    proc = BrokerProcess(tmp / "data", tmp / "broker.log", python=venv_python(), overrides={
+        "unstable.api.versions.enable": "true", "allow.everyone.if.no.acl.found": "true",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}).start()
     try:
         yield proc
     finally:
@@ -163,6 +165,22 @@ def test_produce_v13_idempotent_and_transactional(broker_module):
             ("latest-eos", [0])]
         assert offsets(c, "latest-eos", 1, committed=True) == [1]  # the open transaction holds the LSO
         assert end_txn(c, "latest-eos-txn", txn_pid, epoch, commit=True, version=5) == 0
+
+
+def test_produce_v13_authorizes_the_topic_of_the_id(unstable_broker):
+    """WRITE is checked on the topic an id names; an id no topic has is UNKNOWN_TOPIC_ID, as Kafka (no name to
+    authorize)."""
+    with RawClient(unstable_broker.port) as c:
+        create_topic(c, "latest-denied")
+        tid = topic_id(c, "latest-denied")
+        acl = c.call(CREATE_ACLS, 3, {"creations": [{
+            "resource_type": 2, "resource_name": "latest-denied", "resource_pattern_type": 3,
+            "principal": "User:ANONYMOUS", "host": "*", "operation": 4, "permission_type": 2}]})  # DENY WRITE
+        assert [r.error_code for r in acl.results] == [0]
+        assert produce_v13(c, tid, batch(1)).responses[0].partition_responses[0].error_code \
+            == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        assert produce_v13(c, uuid.uuid4(), batch(1)).responses[0].partition_responses[0].error_code \
+            == ErrorCode.UNKNOWN_TOPIC_ID
 
 
 def test_produce_v13_unknown_topic_id(broker_module):
