@@ -2,7 +2,8 @@
 
 Reads the reference specs (default ../shared/kafka-spec) and writes protocol/schemas/messages/*.json
 and protocol/schemas/records/*.json. Only wire facts are kept: prose ("about", comments, listeners) is dropped,
-validVersions is set to the range Shoal serves and every version range inside is clipped to it.
+validVersions is set to the range Shoal serves and every version range inside is clipped to it. It then checks
+that docs/api-coverage.md names every API key of the definitions (exit status 1 if not).
 
     python tools/make_schemas.py [--spec DIR] [--out DIR]
 """
@@ -376,8 +377,15 @@ def main(argv: list[str] | None = None) -> int:
         write(records / f"{record['name']}.json", record)
         count += 1
     print(f"wrote {count} schema files under {args.out}", file=sys.stderr)
-    return 0
+    # The API coverage table must name every API of these definitions (tools/api_coverage.py).
+    from tools.api_coverage import differences, load_table, spec_apis
+
+    diffs = differences(load_table(), spec_apis(args.spec))
+    for line in diffs:
+        print(f"docs/api-coverage.md: {line}", file=sys.stderr)
+    return 1 if diffs else 0
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
     raise SystemExit(main())
