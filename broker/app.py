@@ -260,7 +260,8 @@ class Broker:
         self.nodes = {a.name: Node(self.node_id, advertised_host(a.host), a.port, rack)
                       for a in self.config.advertised_listeners}
         self.node = self.nodes[self.config.advertised_listeners[0].name]
-        registered = handlers.register_all(self.router, max_versions=self.features.version_caps())
+        registered = handlers.register_all(self.router, max_versions=self.features.version_caps(),
+                                           unstable=self.config.get("unstable.api.versions.enable"))
         log.info("handlers registered", modules=registered, apis=len(self.router.registrations()))
         self.server.listener_security = self.security.listener_security(self.router.version_range)
         bound = await self.server.start(self.config.listeners)

@@ -137,6 +137,9 @@ _DEFS = [
                   "transactions v1. Needs transaction.partition.verification.enable for 2 (else 1 is used)."),
     ConfigDef("transaction.max.timeout.ms", "int", 900_000, at_least(1),
               doc="The largest transaction timeout a producer may ask for (InitProducerId)."),
+    ConfigDef("unstable.api.versions.enable", "bool", False, internal=True,
+              doc="Serve (and advertise) the API versions Kafka marks latestVersionUnstable: InitProducerId v6 "
+                  "(KIP-939)."),
     # Internal topics.
     ConfigDef("offsets.topic.num.partitions", "int", 4, at_least(1),
               doc="Partitions of __consumer_offsets (Kafka: 50; 4 here, see README)."),
