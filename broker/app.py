@@ -26,6 +26,7 @@ from broker.cluster.journal import MetadataJournal
 from broker.cluster.manager import TopicManager
 from broker.config import BrokerConfig, Listener, ensure_meta_properties
 from broker.connection_quotas import ConnectionQuotas
+from broker.console.service import Console
 from broker.coordinator_log import CoordinatorLog
 from broker.features import Features, broker_features
 from broker.groups.runtime import TOPIC as OFFSETS_TOPIC
@@ -102,6 +103,7 @@ class Broker:
     group_coordinator: GroupCoordinatorRuntime
     share_partitions: SharePartitionManager  # the share-partition leader
     transaction_coordinator: TransactionCoordinatorRuntime
+    console: Console
     metrics: MetricsService
     features: Features  # finalized feature levels (ApiVersions; transaction.version gates the TV2 versions)
 
@@ -184,10 +186,13 @@ class Broker:
         # The produce path asks the transaction coordinator whether a partition is in the transaction (KIP-890
         # part 1); bound here because the coordinator's log is written through the replica manager.
         replicas.set_txn_verifier(txn if config.get("transaction.partition.verification.enable") else None)
+        # Served on the metrics listener only (read-only views of these components).
+        self.console = Console(topics=topics, logs=logs, group_coordinator=self.group_coordinator,
+                               share_partitions=self.share_partitions, group_configs=self.configs.group_config)
         self.metrics = self._closed_on_stop("metrics", MetricsService(
             config, self.router.request_metrics.registry, self.spawn, logs=logs,
             share_partitions=self.share_partitions, group_coordinator=self.group_coordinator, server=self.server,
-            transaction_coordinator=txn, replicas=replicas))
+            transaction_coordinator=txn, replicas=replicas, console=self.console))
 
     def _build_coordinators(self) -> None:
         """The share coordinator, the group coordinator and the share-partition leader, wired to each other and to
