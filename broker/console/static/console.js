@@ -101,7 +101,8 @@ function renderSharePartition(sp) {
   if (sp.ranges_truncated) card.append(el("p", { class: "muted" }, `first ${sp.ranges.length} ranges shown`));
   card.append(table(["first", "last", "state", "delivery count", "member", "lock left (ms)"], sp.ranges.map((r) =>
     row([r.first, r.last, r.state, r.delivery_count, r.member || "", r.lock_deadline_ms === null ? "" : Math.max(0, r.lock_deadline_ms - sp.now_ms)],
-      { class: "range", "data-state": r.state, "data-member": r.member, "data-delivery-count": r.delivery_count }))));
+      { class: "range", "data-state": r.state, "data-member": r.member, "data-first": r.first, "data-last": r.last,
+        "data-delivery-count": r.delivery_count }))));
   return card;
 }
 
