@@ -46,6 +46,7 @@ MAX_RANGES = 1000  # pieces of one share-partition window
 DLQ_RECORDS = 20  # latest records per DLQ partition
 DLQ_PARTITIONS = 16
 DLQ_READ_BYTES = 256 * 1024  # per DLQ partition (more only for a single larger batch, as Fetch does)
+DLQ_HEADER_PREFIX = "__dlq."
 STATIC = {"console.js": "application/javascript", "console.css": "text/css"}
 
 
@@ -54,7 +55,8 @@ def _json(body: Any, status: int = 200) -> web.Response:
 
 
 def _decode_tail(data: bytes, partition: int, keep: int) -> list[dict[str, Any]]:
-    """The last `keep` data records of `data` (whole batches), headers decoded as UTF-8 where they are text."""
+    """The last `keep` data records of `data` (whole batches) with their DLQ context headers (`__dlq.` ones: a copied
+    record's own headers, keys and values are the application's data and are not shown, only their sizes)."""
     out: list[dict[str, Any]] = []
     for _pos, header, view in iter_batch_views(data):
         if header.is_control:
@@ -63,7 +65,7 @@ def _decode_tail(data: bytes, partition: int, keep: int) -> list[dict[str, Any]]
             out.append({"partition": partition, "offset": r.offset,
                         "timestamp": r.timestamp if r.timestamp is not None else header.max_timestamp,
                         "headers": {k: (v.decode("utf-8", "replace") if v is not None else None)
-                                    for k, v in r.headers},
+                                    for k, v in r.headers if k.startswith(DLQ_HEADER_PREFIX)},
                         "key_bytes": None if r.key is None else len(r.key),
                         "value_bytes": None if r.value is None else len(r.value)})
     return out[-keep:]
