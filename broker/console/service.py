@@ -145,41 +145,53 @@ class Console:
 
     def groups(self) -> dict[str, Any]:
         coordinator = self._groups.coordinator
-        rows: list[dict[str, Any]] = []
-        for gid, g in coordinator.classic.groups.items():
-            rows.append({"group_id": gid, "type": "classic", "state": g.state.value, "epoch": g.generation_id,
-                         "protocol_type": g.protocol_type, "members": [
-                             {"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
-                              "instance_id": m.group_instance_id, "assignment": None}
-                             for m in itertools.islice(g.members.values(), MAX_MEMBERS)],
-                         "member_count": len(g.members)})
-        for gid, cg in coordinator.consumer.groups.items():
-            rows.append({"group_id": gid, "type": "consumer", "state": cg.state().value, "epoch": cg.group_epoch,
-                         "members": [
-                             {"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
-                              "instance_id": m.instance_id, "member_epoch": m.member_epoch,
-                              "assignment": self._assignment(m.assigned_partitions)}
-                             for m in itertools.islice(cg.members.values(), MAX_MEMBERS)],
-                         "member_count": len(cg.members)})
-        for row in rows:
-            row["offsets"], row["offsets_truncated"] = self._consumer_lag(row["group_id"])
+        by_type = (("classic", coordinator.classic.groups), ("consumer", coordinator.consumer.groups),
+                   ("share", coordinator.share.groups))
+        # The first MAX_GROUPS by (type, id): rows are built for those only.
+        chosen = sorted((kind, gid) for kind, groups in by_type for gid in groups)
+        total = len(chosen)
         loaded: dict[str, list[SharePartition]] = {}
         for sp in self._share.loaded_partitions():
             loaded.setdefault(sp.key[0], []).append(sp)
-        for gid, sg in coordinator.share.groups.items():
-            parts = sorted(loaded.get(gid, ()), key=lambda sp: (sp.topic, sp.key[2]))
-            rows.append({"group_id": gid, "type": "share", "state": sg.state.value, "epoch": sg.group_epoch,
-                         "members": [
-                             {"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
-                              "member_epoch": m.member_epoch,
-                              "assignment": self._assignment(m.assigned_partitions)}
-                             for m in itertools.islice(sg.members.values(), MAX_MEMBERS)],
-                         "member_count": len(sg.members),
-                         "dlq_topic": self._group_configs(gid).get(DLQ_TOPIC_NAME) or None,
-                         "share_partitions": [self._share_summary(sp) for sp in parts[:MAX_SHARE_PARTITIONS]],
-                         "share_partitions_truncated": len(parts) > MAX_SHARE_PARTITIONS})
-        rows.sort(key=lambda r: (r["type"], r["group_id"]))
-        return {"groups": rows[:MAX_GROUPS], "truncated": len(rows) > MAX_GROUPS}
+        rows = []
+        for kind, gid in chosen[:MAX_GROUPS]:
+            if kind == "classic":
+                rows.append(self._classic(gid, coordinator.classic.groups[gid]))
+            elif kind == "consumer":
+                rows.append(self._consumer(gid, coordinator.consumer.groups[gid]))
+            else:
+                rows.append(self._share_group(gid, coordinator.share.groups[gid], loaded.get(gid, [])))
+        return {"groups": rows, "truncated": total > MAX_GROUPS}
+
+    def _classic(self, gid: str, g: Any) -> dict[str, Any]:
+        offsets, truncated = self._consumer_lag(gid)
+        return {"group_id": gid, "type": "classic", "state": g.state.value, "epoch": g.generation_id,
+                "protocol_type": g.protocol_type, "member_count": len(g.members), "members": [
+                    {"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
+                     "instance_id": m.group_instance_id, "assignment": None}
+                    for m in itertools.islice(g.members.values(), MAX_MEMBERS)],
+                "offsets": offsets, "offsets_truncated": truncated}
+
+    def _consumer(self, gid: str, g: Any) -> dict[str, Any]:
+        offsets, truncated = self._consumer_lag(gid)
+        return {"group_id": gid, "type": "consumer", "state": g.state().value, "epoch": g.group_epoch,
+                "member_count": len(g.members), "members": [
+                    {"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
+                     "instance_id": m.instance_id, "member_epoch": m.member_epoch,
+                     "assignment": self._assignment(m.assigned_partitions)}
+                    for m in itertools.islice(g.members.values(), MAX_MEMBERS)],
+                "offsets": offsets, "offsets_truncated": truncated}
+
+    def _share_group(self, gid: str, g: Any, loaded: list[SharePartition]) -> dict[str, Any]:
+        parts = sorted(loaded, key=lambda sp: (sp.topic, sp.key[2]))
+        return {"group_id": gid, "type": "share", "state": g.state.value, "epoch": g.group_epoch,
+                "member_count": len(g.members), "members": [
+                    {"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
+                     "member_epoch": m.member_epoch, "assignment": self._assignment(m.assigned_partitions)}
+                    for m in itertools.islice(g.members.values(), MAX_MEMBERS)],
+                "dlq_topic": self._group_configs(gid).get(DLQ_TOPIC_NAME) or None,
+                "share_partitions": [self._share_summary(sp) for sp in parts[:MAX_SHARE_PARTITIONS]],
+                "share_partitions_truncated": len(parts) > MAX_SHARE_PARTITIONS}
 
     def share_partition(self, group: str, topic: str, partition: int) -> dict[str, Any] | None:
         info = self._topics.registry.get(topic)
