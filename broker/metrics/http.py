@@ -168,8 +168,10 @@ class MetricsEndpoint:
                 conn, _addr = self._sock.accept()
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError as err:  # EMFILE and the like: try again on the next readiness
-                log.warning("metrics listener accept failed", error=repr(err))
+            except OSError as err:  # EMFILE and the like: pause a second rather than spin on a readable socket
+                log.warning("metrics listener accept failed; retrying in 1 s", error=repr(err))
+                self._accepting(False)
+                self._loop.call_later(1.0, self._closed)
                 return
             conn.setblocking(False)
             self._connecting += 1
@@ -216,7 +218,13 @@ class MetricsEndpoint:
             response = web.Response(status=413, text="request bodies are not accepted\n")
             response.force_close()
             return response
-        response = await handler(request)
+        try:
+            response = await handler(request)
+        except web.HTTPException:
+            raise
+        except Exception:  # aiohttp answers 500; its own log of it is silenced (_QUIET), so it is logged here
+            log.exception("metrics listener request failed", path=request.path)
+            raise
         opened = self._opened.get(request.protocol)
         if opened is None or asyncio.get_running_loop().time() - opened > MAX_CONNECTION_AGE_S:
             response.force_close()
