@@ -50,8 +50,15 @@ DLQ_HEADER_PREFIX = "__dlq."
 STATIC = {"console.js": "application/javascript", "console.css": "text/css"}
 
 
+# The page runs only its own script and stylesheet, talks only to this listener, and is not framed elsewhere.
+PAGE_HEADERS = {"Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
+                                           "connect-src 'self'; img-src 'self'; frame-ancestors 'none'",
+                "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
+
+
 def _json(body: Any, status: int = 200) -> web.Response:
-    return web.json_response(body, status=status, headers={"Cache-Control": "no-store"})
+    return web.json_response(body, status=status, headers={"Cache-Control": "no-store",
+                                                           "X-Content-Type-Options": "nosniff"})
 
 
 def _decode_tail(data: bytes, partition: int, keep: int) -> list[dict[str, Any]]:
@@ -100,13 +107,14 @@ class Console:
 
     async def _page(self, _request: web.Request) -> web.Response:
         return web.Response(body=self._asset("index.html"), content_type="text/html", charset="utf-8",
-                            headers={"Cache-Control": "no-store"})
+                            headers={"Cache-Control": "no-store", **PAGE_HEADERS})
 
     async def _static(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
         if name not in STATIC:  # a fixed list: no path from the request reaches the file system
             raise web.HTTPNotFound()
-        return web.Response(body=self._asset(name), content_type=STATIC[name], charset="utf-8")
+        return web.Response(body=self._asset(name), content_type=STATIC[name], charset="utf-8",
+                            headers={"X-Content-Type-Options": "nosniff"})
 
     async def _share_partition(self, request: web.Request) -> web.Response:
         try:

@@ -197,6 +197,11 @@ def test_json_api_matches_what_the_admin_apis_report(scene):
         assert h["__dlq.errors.delivery.count"] == "1"
         assert h["__dlq.errors.message"] == "Record rejected by the consumer."
 
+    # The page: its own script only (the browser test shows it runs under this policy).
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as response:
+        assert "script-src 'self'" in response.headers["Content-Security-Policy"]
+        assert b'<script src="/static/console.js">' in response.read()
+
     # Bad requests get errors, not crashes.
     for path, code in ((f"/api/share-groups/{GROUP}/partitions/{TOPIC}/x", 400),
                        (f"/api/share-groups/{GROUP}/partitions/nope/0", 404),
