@@ -1,8 +1,9 @@
 """The share-group console against a broker with live clients: a confluent ShareConsumer holding acquired records,
-having accepted some, rejected some (to the group's DLQ) and released some that were redelivered; and a classic
-consumer group with a committed offset. The JSON API is checked against what the broker reports through its
-admin APIs (DescribeShareGroupOffsets and ShareGroupDescribe with Shoal's admin client, DescribeGroups and
-OffsetFetch with confluent's AdminClient), and the page is loaded in headless Chromium and its DOM checked."""
+having accepted some, rejected some (to the group's DLQ) and released some that were redelivered; a classic
+consumer group and a consumer-protocol (KIP-848) group with committed offsets. The JSON API is checked against what
+the broker reports through its admin APIs (DescribeShareGroupOffsets and ShareGroupDescribe with Shoal's admin
+client; DescribeGroups, ConsumerGroupDescribe and OffsetFetch with confluent's AdminClient; ListOffsets), and the
+page is loaded in headless Chromium and its DOM checked."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
-TOPIC, GROUP, CLASSIC, DLQ = "c-topic", "c-share", "c-classic", "dlq.c-topic"
+TOPIC, GROUP, CLASSIC, MODERN, DLQ = "c-topic", "c-share", "c-classic", "c-consumer", "dlq.c-topic"
 N = 100
 ON = {"metrics.prometheus.listener": "127.0.0.1:0", "errors.deadletterqueue.auto.create.topics.enable": "true",
       "group.share.record.lock.duration.ms": "600000", "group.share.max.record.lock.duration.ms": "3600000"}
@@ -92,7 +93,8 @@ def ack_round(c, want: set[int], ack, timeout: float = 60) -> dict[int, int]:
 def scene(tmp_path_factory: pytest.TempPathFactory):
     tmp = tmp_path_factory.mktemp("console")
     broker = BrokerProcess(tmp / "data", tmp / "broker.log", python=venv_python(), overrides=ON).start()
-    share = classic = None
+    share = None
+    consumers: list[Consumer] = []
     try:
         create_topic(broker.bootstrap, TOPIC, 1)
         earliest(broker, GROUP)
@@ -118,12 +120,15 @@ def scene(tmp_path_factory: pytest.TempPathFactory):
             AcknowledgeType.ACCEPT if 50 <= o < 60 else AcknowledgeType.RELEASE if 60 <= o < 70 else None))
         assert set(again.values()) == {2}
 
-        # A classic consumer group member with a committed offset (lag 60).
-        classic = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": CLASSIC,
-                            "auto.offset.reset": "earliest", "enable.auto.commit": False})
-        classic.subscribe([TOPIC])
-        wait_until(lambda: classic.poll(0.2) is not None, 30, "the classic consumer to get a record")
-        classic.commit(offsets=[TopicPartition(TOPIC, 0, 40)], asynchronous=False)
+        # A classic consumer group member with a committed offset (lag 60), and a consumer-protocol (KIP-848)
+        # member with offset 90 (lag 10).
+        for group, offset, protocol in ((CLASSIC, 40, "classic"), (MODERN, 90, "consumer")):
+            c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "group.protocol": protocol,
+                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
+            consumers.append(c)
+            c.subscribe([TOPIC])
+            wait_until(lambda c=c: c.poll(0.2) is not None, 30, f"the {protocol} consumer to get a record")
+            c.commit(offsets=[TopicPartition(TOPIC, 0, offset)], asynchronous=False)
 
         port = broker.ports["prometheus"]
         with ShareGroupAdmin(broker.bootstrap) as admin:
@@ -133,7 +138,7 @@ def scene(tmp_path_factory: pytest.TempPathFactory):
                    "the share-partition to settle")
         yield broker, member
     finally:
-        for c in (share, classic):
+        for c in [share, *consumers]:
             if c is not None:
                 close_within(c)
         broker.stop()
@@ -180,6 +185,16 @@ def test_json_api_matches_what_the_admin_apis_report(scene):
     [(topic, partition, offset)] = [(tp.topic, tp.partition, tp.offset) for tp in committed.topic_partitions]
     assert classic["offsets"] == [{"topic": topic, "partition": partition, "committed_offset": offset,
                                    "high_watermark": high, "lag": high - offset}]
+
+    # ConsumerGroupDescribe (KIP-848) for the consumer-protocol group: members, their assignment, epoch.
+    modern_desc = admin.describe_consumer_groups([MODERN])[MODERN].result(timeout=30)
+    modern = groups[MODERN]
+    assert modern["type"] == "consumer" and modern["state"].lower() == modern_desc.state.name.lower()
+    assert {m["member_id"]: m["assignment"] for m in modern["members"]} == {
+        m.member_id: [{"topic": TOPIC, "partitions": sorted(tp.partition for tp in m.assignment.topic_partitions)}]
+        for m in modern_desc.members}
+    assert modern["offsets"] == [{"topic": TOPIC, "partition": 0, "committed_offset": 90, "high_watermark": high,
+                                  "lag": high - 90}]
 
     # Topics: the partition's offsets as ListOffsets gives them.
     topics = {t["name"]: t for t in api(port, "/api/topics")["topics"]}
