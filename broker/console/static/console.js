@@ -31,6 +31,10 @@ async function getJson(path) {
   return response.json();
 }
 
+function windowKey(s) {
+  return `${s.group}/${s.topic}/${s.partition}`;
+}
+
 function renderTopics(data) {
   const body = document.querySelector("#topics tbody");
   const rows = [];
@@ -61,7 +65,8 @@ function renderGroups(data) {
     if (g.type === "share") {
       if (g.dlq_topic) card.append(el("p", {}, "dead-letter queue: ", el("code", { class: "dlq-topic" }, g.dlq_topic)));
       card.append(table(["topic", "partition", "start", "end", "available", "acquired", "acknowledged", "archived", "lag"],
-        g.share_partitions.map((s) => row([s.topic, s.partition, s.start_offset, s.end_offset, s.available, s.acquired,
+        g.share_partitions.map((s) => row([el("a", { href: "#" + windowKey(s), title: "show this window first" },
+          `${s.topic}`), s.partition, s.start_offset, s.end_offset, s.available, s.acquired,
           s.acknowledged, s.archived, s.lag], { class: "share-partition-row", "data-topic": s.topic, "data-partition": s.partition }))));
     }
     return card;
@@ -124,7 +129,11 @@ async function refresh() {
     renderTopics(topics);
     renderGroups(groups);
     const shareGroups = groups.groups.filter((g) => g.type === "share");
-    const wanted = shareGroups.flatMap((g) => g.share_partitions).slice(0, MAX_WINDOWS);
+    // The window named in the URL's fragment (a link in the group's table) first, then the others.
+    const selected = decodeURIComponent(location.hash.slice(1));
+    const all = shareGroups.flatMap((g) => g.share_partitions);
+    const wanted = [...all.filter((s) => windowKey(s) === selected), ...all.filter((s) => windowKey(s) !== selected)]
+      .slice(0, MAX_WINDOWS);
     const enc = encodeURIComponent;
     const windows = await Promise.all(wanted.map((s) =>
       getJson(`/api/share-groups/${enc(s.group)}/partitions/${enc(s.topic)}/${s.partition}`)));
