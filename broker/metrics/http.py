@@ -11,8 +11,8 @@ watchdog's) are thread-safe and read there directly.
 
 The listener has no authentication and no TLS: anyone who can reach its address can read it, so it must stay on
 loopback or behind a reverse proxy. What one client can cost the broker is bounded: aiohttp's C parser caps the
-request line, each header and the header count (so a request head is at most about `MAX_HEADERS *
-MAX_FIELD_BYTES`), the listener only serves GET and HEAD and never reads a body, at most `MAX_CONNECTIONS`
+request line, each header and the header count, a whole request head is at most `MAX_HEAD_BYTES` (the connection
+is cut beyond), the listener only serves GET and HEAD and never reads a body, at most `MAX_CONNECTIONS`
 connections are open (others wait in the kernel's backlog), a connection without a whole request head within
 `IDLE_TIMEOUT_S` is closed (slowloris), and a connection older than `MAX_CONNECTION_AGE_S` is closed after its
 current response (a client that never reads its responses cannot hold a slot for ever).
@@ -45,7 +45,8 @@ log = structlog.get_logger(__name__)
 MAX_CONNECTIONS = 32
 MAX_LINE_BYTES = 8190  # request line (aiohttp's default)
 MAX_FIELD_BYTES = 8190  # one header, name and value
-MAX_HEADERS = 32  # so a request head is at most about 256 KiB, and all connections' heads about 8 MiB
+MAX_HEADERS = 32
+MAX_HEAD_BYTES = 64 * 1024  # a whole request head (aiohttp bounds each line and the count, not their sum)
 IDLE_TIMEOUT_S = 10.0  # no whole request head within this: closed (at connection start and between requests)
 MAX_CONNECTION_AGE_S = 60.0  # then `Connection: close` on the next response
 HARD_CONNECTION_AGE_S = 120.0  # then closed whatever it is doing (a client not reading its response)
@@ -76,14 +77,25 @@ class _Tracked(asyncio.Protocol):
         self._opened = opened
         self._on_closed = on_closed
         self._timer: asyncio.TimerHandle | None = None
+        self._transport: asyncio.BaseTransport | None = None
+        self._head = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport
         loop = asyncio.get_running_loop()
         self._opened[self.inner] = loop.time()
         self._timer = loop.call_later(HARD_CONNECTION_AGE_S, self.inner.force_close)
         self.inner.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
+        # Bytes since the end of the last request head ("\r\n\r\n"; no request here has a body). aiohttp answers a
+        # head with too many or too long headers with a 400, but keeps reading what the client sends until that
+        # answer is written: a client streaming header lines is cut off here at once instead.
+        first = data.find(b"\r\n\r\n")  # where the head in progress ends, if it does in this chunk
+        if self._head + (first + 4 if first >= 0 else len(data)) > MAX_HEAD_BYTES:
+            self._transport.abort()  # type: ignore[attr-defined]
+            return
+        self._head = len(data) - data.rfind(b"\r\n\r\n") - 4 if first >= 0 else self._head + len(data)
         self.inner.data_received(data)
 
     def eof_received(self) -> bool | None:
