@@ -26,6 +26,7 @@ from broker.cluster.journal import MetadataJournal
 from broker.cluster.manager import TopicManager
 from broker.config import BrokerConfig, Listener, ensure_meta_properties
 from broker.connection_quotas import ConnectionQuotas
+from broker.console.service import Console
 from broker.coordinator_log import CoordinatorLog
 from broker.features import Features, broker_features
 from broker.groups.runtime import TOPIC as OFFSETS_TOPIC
@@ -110,6 +111,7 @@ class Broker:
     group_coordinator: GroupCoordinatorRuntime
     share_partitions: SharePartitionManager  # the share-partition leader
     transaction_coordinator: TransactionCoordinatorRuntime
+    console: Console
     metrics: MetricsService
     client_metrics: ClientMetricsManager  # KIP-714 client telemetry
     client_metrics_store: ClientMetricsStore
@@ -198,10 +200,13 @@ class Broker:
         # The produce path asks the transaction coordinator whether a partition is in the transaction (KIP-890
         # part 1); bound here because the coordinator's log is written through the replica manager.
         replicas.set_txn_verifier(txn if config.get("transaction.partition.verification.enable") else None)
+        # Served on the metrics listener only (read-only views of these components).
+        self.console = Console(topics=topics, logs=logs, group_coordinator=self.group_coordinator,
+                               share_partitions=self.share_partitions, group_configs=self.configs.group_config)
         self.metrics = self._closed_on_stop("metrics", MetricsService(
             config, self.router.request_metrics.registry, self.spawn, logs=logs,
             share_partitions=self.share_partitions, group_coordinator=self.group_coordinator, server=self.server,
-            transaction_coordinator=txn, replicas=replicas, client_metrics=self.client_metrics,
+            transaction_coordinator=txn, replicas=replicas, console=self.console, client_metrics=self.client_metrics,
             client_metrics_store=self.client_metrics_store, clock_ms=_monotonic_ms))
 
     def _build_client_telemetry(self) -> None:
