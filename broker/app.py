@@ -36,6 +36,7 @@ from broker.log.dir_failure import LogDirFailureChannel
 from broker.log.log_manager import METADATA_LOG_DIR
 from broker.metrics.service import MetricsService
 from broker.producer_ids import ProducerIdAllocator, ProducerIdManager
+from broker.quotas.service import QuotaService
 from broker.replica_manager import ReplicaManager
 from broker.router import LARGE_RESPONSE_APIS, Router
 from broker.security.manager import SecurityManager
@@ -95,6 +96,7 @@ class Broker:
     topics: TopicManager
     security: SecurityManager
     configs: ConfigService
+    quotas: QuotaService  # client quotas (Kafka's QuotaManagers), journaled; the router throttles with them
     replicas: ReplicaManager
     log_cleaner: LogCleaner
     producer_ids: ProducerIdManager
@@ -166,6 +168,9 @@ class Broker:
         })
         self.configs = ConfigService(config, topics)
         self.configs.load()
+        quotas = self.quotas = QuotaService(config, journal)
+        await asyncio.to_thread(quotas.load)
+        self.router.quotas = quotas
         replicas = self.replicas = ReplicaManager(
             topics, flusher, producer_expiration_ms=lambda: config.get("producer.id.expiration.ms"))
         topics.on_delete(lambda info: replicas.forget_topic(info.name))
@@ -187,7 +192,7 @@ class Broker:
         self.metrics = self._closed_on_stop("metrics", MetricsService(
             config, self.router.request_metrics.registry, self.spawn, logs=logs,
             share_partitions=self.share_partitions, group_coordinator=self.group_coordinator, server=self.server,
-            transaction_coordinator=txn, replicas=replicas))
+            transaction_coordinator=txn, replicas=replicas, quotas=quotas))
 
     def _build_coordinators(self) -> None:
         """The share coordinator, the group coordinator and the share-partition leader, wired to each other and to

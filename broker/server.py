@@ -90,6 +90,8 @@ class KafkaConnection(asyncio.Protocol):
         self.last_active = time.monotonic()
         self.write_buffer_seen = 0  # write buffer size at the idle sweep (a draining buffer is activity)
         self.info = ConnectionInfo(listener=listener)
+        self.info.mute_for = self.mute_for
+        self._unmute_handle: asyncio.TimerHandle | None = None  # set while muted by a quota throttle
 
     # --- transport callbacks -------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -116,6 +118,9 @@ class KafkaConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
         self._cancel_pump()
+        if self._unmute_handle is not None:
+            self._unmute_handle.cancel()
+            self._unmute_handle = None
         self._server.connection_closed(self)
         for fut in self._pending:
             fut.cancel()  # finished ones are unaffected; their own _on_done retrieved their outcome
@@ -165,13 +170,43 @@ class KafkaConnection(asyncio.Protocol):
         # answers would be dropped anyway), so a long poll with a huge MaxWaitMs cannot outlive its client.
         return None
 
+    # --- quota throttling (KIP-219) ------------------------------------------------------------------------
+    def mute_for(self, seconds: float) -> None:
+        """Stop reading and dispatching this connection's requests for `seconds` (a client over its quota: the
+        broker answers at once with the throttle time and mutes the channel, as Kafka's SocketServer does). A
+        longer throttle extends the mute; a shorter one inside it changes nothing."""
+        if seconds <= 0 or self._closing:
+            return
+        loop = asyncio.get_running_loop()
+        until = loop.time() + seconds
+        handle = self._unmute_handle
+        if handle is not None:
+            if handle.when() >= until:
+                return
+            handle.cancel()
+        self._unmute_handle = loop.call_at(until, self._unmute)
+        self._update_reading()
+
+    @property
+    def muted(self) -> bool:
+        return self._unmute_handle is not None
+
+    def _unmute(self) -> None:
+        self._unmute_handle = None
+        if self._closing:
+            return
+        if self._pump_handle is None:
+            self._pump()  # dispatches what arrived meanwhile, and resumes reading
+        else:
+            self._update_reading()
+
     # --- dispatching ---------------------------------------------------------------------------------------
     def _unsent(self) -> int:
         transport = self._transport
         return self._held + (transport.get_write_buffer_size() if transport is not None else 0)
 
     def _may_dispatch(self, api_key: int) -> bool:
-        if len(self._pending) >= self._max_inflight or self._write_paused:
+        if len(self._pending) >= self._max_inflight or self._write_paused or self._unmute_handle is not None:
             return False
         if self._held and self._unsent() >= self._max_unsent:
             return False
@@ -306,7 +341,7 @@ class KafkaConnection(asyncio.Protocol):
         transport = self._transport
         if transport is None or self._closing:
             return
-        should_pause = (self._write_paused or self._auth_failed
+        should_pause = (self._write_paused or self._auth_failed or self._unmute_handle is not None
                         or (len(self._buf.buffer) >= READ_AHEAD_BYTES and self._buf.has_frame()))
         if should_pause and not self._read_paused:
             self._read_paused = True

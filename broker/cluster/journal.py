@@ -1,4 +1,4 @@
-"""The metadata journal: topic, partition, config, producer-id, SCRAM credential and ACL records on a Kafka-format
+"""The metadata journal: topic, partition, config, client quota, producer-id, SCRAM credential and ACL records on a Kafka-format
 log.
 
 Like KRaft's `__cluster_metadata`, each record value is framed as unsigned varints (frame version, record type,
@@ -18,7 +18,7 @@ from protocol.primitives import read_uvarint, write_uvarint
 
 FRAME_VERSION = 1
 RECORD_NAMES = {2: "TopicRecord", 3: "PartitionRecord", 4: "ConfigRecord", 9: "RemoveTopicRecord",
-                11: "UserScramCredentialRecord", 15: "ProducerIdsRecord", 18: "AccessControlEntryRecord",
+                11: "UserScramCredentialRecord", 14: "ClientQuotaRecord", 15: "ProducerIdsRecord", 18: "AccessControlEntryRecord",
                 19: "RemoveAccessControlEntryRecord", 22: "RemoveUserScramCredentialRecord"}
 RECORD_VERSION = 0
 

@@ -39,6 +39,7 @@ MODULES: tuple[str, ...] = (
     "sasl",
     "scram_admin",
     "acls",
+    "client_quotas",
 )
 
 

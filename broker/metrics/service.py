@@ -23,10 +23,12 @@ from broker.metrics.collectors import (
 )
 from broker.metrics.http import MetricsEndpoint
 from broker.metrics.loop_lag import LoopLagWatchdog
+from broker.quotas.metrics import QuotaCollector
 
 if TYPE_CHECKING:
     from broker.groups.runtime import GroupCoordinatorRuntime
     from broker.log import LogManager
+    from broker.quotas.service import QuotaService
     from broker.replica_manager import ReplicaManager
     from broker.server import Server
     from broker.share.manager import SharePartitionManager
@@ -43,12 +45,12 @@ class MetricsService:
                  logs: LogManager | None, share_partitions: SharePartitionManager | None,
                  group_coordinator: GroupCoordinatorRuntime | None, server: Server | None,
                  transaction_coordinator: TransactionCoordinatorRuntime | None,
-                 replicas: ReplicaManager | None) -> None:
+                 replicas: ReplicaManager | None, quotas: QuotaService | None = None) -> None:
         self._spawn = spawn
         self.registry = registry
         self.collectors = (LogCollector(logs), SharePartitionCollector(share_partitions, logs),
                            GroupCollector(group_coordinator), ServerCollector(server, share_partitions),
-                           TransactionCollector(transaction_coordinator, replicas))
+                           TransactionCollector(transaction_coordinator, replicas), QuotaCollector(quotas))
         for collector in self.collectors:
             registry.register(collector)
         # process_*: RSS, CPU seconds, open file descriptors (read from /proc at scrape time); python_info.
