@@ -171,6 +171,7 @@ class Broker:
         quotas = self.quotas = QuotaService(config, journal)
         await asyncio.to_thread(quotas.load)
         self.router.quotas = quotas
+        self.server.connection_throttle = quotas.connection_throttle
         replicas = self.replicas = ReplicaManager(
             topics, flusher, producer_expiration_ms=lambda: config.get("producer.id.expiration.ms"))
         topics.on_delete(lambda info: replicas.forget_topic(info.name))

@@ -400,6 +400,9 @@ class Server:
         self.idle_ms = idle_ms
         self.backlog = backlog
         self.quotas = quotas or ConnectionQuotas()
+        # fn(ip) -> ms: a new connection's throttle for connection_creation_rate (0 accepts it); set by the broker
+        self.connection_throttle: Callable[[str], int] = lambda _ip: 0
+        self._delayed_close: set[socket.socket] = set()  # throttled connections, closed when their delay ends
         self.serial_api_keys = frozenset(serial_api_keys)
         self.listener_security: dict[str, ListenerSecurity] = {}  # listener name -> security (PLAINTEXT if absent)
         self._handshakes: set[asyncio.Task] = set()  # TLS connections being set up
@@ -468,6 +471,15 @@ class Server:
                 continue
             await quotas.refresh()
             ip = normalize_ip(address[0]) if isinstance(address, tuple) else str(address)
+            throttle_ms = self.connection_throttle(ip)
+            if throttle_ms > 0:
+                # Kafka's acceptor holds a connection over its address's creation rate and closes it after the
+                # throttle time (a delayed close, so a client retrying at once is slowed too)
+                log.info("connection throttled: its address is over connection_creation_rate", listener=listener,
+                         peer=_address(address), throttle_ms=throttle_ms)
+                self._delayed_close.add(sock)
+                loop.call_later(throttle_ms / 1000, self._close_throttled, sock)
+                continue
             if not quotas.try_acquire(ip):
                 log.info("connection rejected: too many connections from its address", listener=listener,
                          peer=_address(address), limit=quotas.limit_for(ip))
@@ -495,6 +507,10 @@ class Server:
             self.quotas.release(ip)
             sock.close()
             log.info("accepted connection failed", listener=listener, peer=_address(address), error=str(err))
+
+    def _close_throttled(self, sock: socket.socket) -> None:
+        self._delayed_close.discard(sock)
+        sock.close()
 
     # --- connection bookkeeping ----------------------------------------------------------------------------
     def connection_opened(self, conn: KafkaConnection) -> None:
@@ -549,9 +565,10 @@ class Server:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks.clear()
-        for sock in self._sockets:
+        for sock in [*self._sockets, *self._delayed_close]:
             sock.close()
         self._sockets.clear()
+        self._delayed_close.clear()
         for conn in list(self.connections):
             conn.close()
         deadline = time.monotonic() + grace_s

@@ -19,7 +19,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker.quotas.stats import MetricConfig, Rate, TokenBucket, throttle_time_ms
-from broker.quotas.store import CLIENT_ID, CONTROLLER_MUTATION_RATE, USER, ClientQuotaStore, Entity
+from broker.quotas.store import (
+    CLIENT_ID,
+    CONNECTION_CREATION_RATE,
+    CONTROLLER_MUTATION_RATE,
+    IP,
+    USER,
+    ClientQuotaStore,
+    Entity,
+    normalize_ip,
+)
 
 Tags = tuple[str, str]  # (user, client-id) as Kafka's metric tags; "" for a tag not used
 INACTIVE_SENSOR_MS = 3_600_000  # Kafka's InactiveSensorExpirationTimeSeconds
@@ -85,6 +94,10 @@ class ThrottleStats:
         self.total_ms[tags] = self.total_ms.get(tags, 0.0) + ms
         self.count[tags] = self.count.get(tags, 0) + 1
 
+    def forget(self, tags: Tags) -> None:
+        self.total_ms.pop(tags, None)
+        self.count.pop(tags, None)
+
 
 class _Quotas:
     """The entities holding a value for one key, with the sensors of that quota type."""
@@ -126,6 +139,7 @@ class _Quotas:
             self._swept_ms = now_ms
             for old in [t for t, s in self.sensors.items() if now_ms - s.last_ms >= INACTIVE_SENSOR_MS]:
                 del self.sensors[old]
+                self.throttles.forget(old)  # its metrics go with it, as Kafka's expired sensors
         sensor = self.sensors.get(tags)
         if sensor is None:
             sensor = self.sensors[tags] = Sensor(tags, make(), now_ms)
@@ -245,3 +259,42 @@ class ControllerMutationQuotaManager(_Quotas):
             if limit is not None:
                 return ControllerMutationQuota(self, tags, limit, strict, self._clock)
         return ControllerMutationQuota(None, ("", ""), math.inf, strict, self._clock)
+
+
+class IpConnectionRateManager(_Quotas):
+    """connection_creation_rate of ip entities (Kafka's ConnectionQuotas.recordIpConnectionMaybeThrottle): the
+    address's own quota, else the default ip entity's. A new connection over it is not accepted: it is un-recorded
+    and the acceptor closes it after the throttle time (at most one window)."""
+
+    def __init__(self, store: ClientQuotaStore, config: Callable[[], MetricConfig]) -> None:
+        super().__init__(CONNECTION_CREATION_RATE, store, config)
+        self._by_ip: dict[str | None, float] = {}
+        self._ip_version = -1
+
+    def limit_for(self, ip: str) -> float | None:
+        self._refresh()
+        if self._ip_version != self._version:
+            self._ip_version = self._version
+            self._by_ip = {None if e[0][1] is None else normalize_ip(e[0][1]): v
+                           for e, v in self._quotas.items() if e[0][0] == IP}
+        limit = self._by_ip.get(ip)
+        return self._by_ip.get(None) if limit is None else limit
+
+    def record(self, ip: str, now_ms: int) -> int:
+        """Record a new connection from `ip`; its throttle time in ms (0: accepted)."""
+        limit = self.limit_for(ip)
+        if limit is None:
+            return 0
+        config = self.metric_config()
+        tags = (ip, "")
+        rate = self.sensor(tags, now_ms, Rate).rate
+        assert isinstance(rate, Rate)
+        rate.record(config, 1.0, now_ms)
+        observed = rate.measure(config, now_ms)
+        if observed <= limit:
+            return 0
+        rate.record(config, -1.0, now_ms)  # not accepted: not counted
+        throttle = min(throttle_time_ms(observed, limit, rate.window_size_ms(config, now_ms)), config.window_ms)
+        if throttle > 0:
+            self.throttles.add(tags, throttle)
+        return max(throttle, 0)

@@ -1,5 +1,6 @@
 """Prometheus export of quota throttling, read at scrape time (broker/metrics/collectors.py's contract): the
-throttle time given per quota type and (user, client-id), Kafka's per-sensor `throttle-time` metric as counters."""
+throttle time given per quota type and (user, client-id), Kafka's per-sensor `throttle-time` metric as counters
+(for ConnectionCreation the `user` label holds the address, as Kafka's ip tag)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ class QuotaCollector(LoopStateCollector):
             return []
         rows = []
         for quota_type, manager in (("Produce", quotas.produce), ("Fetch", quotas.fetch),
-                                    ("Request", quotas.request), ("ControllerMutation", quotas.controller_mutation)):
+                                    ("Request", quotas.request), ("ControllerMutation", quotas.controller_mutation),
+                                    ("ConnectionCreation", quotas.connection_creation)):
             stats = manager.throttles
             for (user, client_id), total in stats.total_ms.items():
                 rows.append((quota_type, user, client_id, total, stats.count[(user, client_id)]))

@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING
 import structlog
 
 from broker.log.dir_failure import KafkaStorageError
-from broker.quotas.managers import ClientQuotaManager, ControllerMutationQuota, ControllerMutationQuotaManager
+from broker.quotas.managers import (
+    ClientQuotaManager,
+    ControllerMutationQuota,
+    ControllerMutationQuotaManager,
+    IpConnectionRateManager,
+)
 from broker.quotas.request_time import NANOS_TO_PERCENTAGE
 from broker.quotas.stats import MetricConfig
 from broker.quotas.store import (
@@ -69,6 +74,7 @@ class QuotaService:
         self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, self.store, client_window)
         self.request = ClientQuotaManager(REQUEST_PERCENTAGE, self.store, client_window, cap_at_window=True)
         self.controller_mutation = ControllerMutationQuotaManager(self.store, controller_window, clock)
+        self.connection_creation = IpConnectionRateManager(self.store, client_window)
         self._changes = asyncio.Lock()
 
     def load(self) -> None:
@@ -132,6 +138,11 @@ class QuotaService:
         if throttle > 0:
             self.fetch.unrecord(user, client_id, response_bytes, now)
         return throttle
+
+    def connection_throttle(self, ip: str) -> int:
+        """The acceptor's question for a new connection from `ip`: 0 to accept it, else the ms after which to close
+        it (its address is over connection_creation_rate)."""
+        return self.connection_creation.record(ip, self.clock())
 
     def controller_mutation_quota(self, connection: ConnectionInfo, client_id: str | None, *,
                                   strict: bool) -> ControllerMutationQuota:

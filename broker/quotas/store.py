@@ -32,6 +32,14 @@ MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 Entity = tuple[tuple[str, str | None], ...]  # sorted (type, name) pairs; name None = the default entity
 
 
+def normalize_ip(address: str) -> str:
+    """One spelling per address, as the acceptor compares peers (`::1`, `127.0.0.1`)."""
+    try:
+        return ipaddress.ip_address(address.split("%", 1)[0]).compressed
+    except ValueError:
+        return address
+
+
 def entity_of(pairs: Iterable[tuple[str, str | None]]) -> Entity:
     """As Kafka builds the entity map from a request: a type given twice keeps its last name."""
     return tuple(sorted(dict(pairs).items()))

@@ -226,6 +226,29 @@ def test_controller_mutation_rate_refuses_topic_creation_over_it(broker):
         assert permissive.topics[0].error_code == 0 and permissive.throttle_time_ms > 0
 
 
+def test_connection_creation_rate_closes_connections_over_it(broker):
+    api_versions = {"client_software_name": "quota-test", "client_software_version": "1"}
+
+    def connects() -> bool:
+        try:
+            with raw(broker, "newcomer") as c:
+                c.call(18, 3, api_versions)
+            return True
+        except ConnectionError:  # held by the acceptor, then closed: Kafka's delayed close of a throttled socket
+            return False
+
+    with raw(broker) as admin:  # opened before the quota: never throttled
+        assert cq.alter(admin, {"ip": "127.0.0.1"}, {"connection_creation_rate": 2})[0].error_code == 0
+        try:
+            outcomes = [connects() for _ in range(8)]
+        finally:
+            assert cq.alter(admin, {"ip": "127.0.0.1"}, {"connection_creation_rate": None})[0].error_code == 0
+    # 2 per second over the 2 s a young sensor is measured on: the first 4 connections, then throttled ones
+    assert outcomes[:4] == [True] * 4 and False in outcomes, outcomes
+    assert connects()  # the quota removed: accepted at once
+    assert scrape(broker, "shoal_quota_throttle_time_ms")[("ConnectionCreation", "127.0.0.1", "")] > 0
+
+
 def test_quotas_survive_a_restart(broker):
     with raw(broker) as c:
         before = cq.as_dict(cq.describe(c, []))

@@ -7,7 +7,13 @@ import math
 
 import pytest
 
-from broker.quotas.managers import ClientQuotaManager, ControllerMutationQuotaManager, quota_limit, quota_tags
+from broker.quotas.managers import (
+    ClientQuotaManager,
+    ControllerMutationQuotaManager,
+    IpConnectionRateManager,
+    quota_limit,
+    quota_tags,
+)
 from broker.quotas.stats import MetricConfig
 from broker.quotas.store import ClientQuotaStore, entity_of
 
@@ -115,3 +121,18 @@ def test_controller_mutation_strict_and_permissive():
     permissive = mutations.quota_for("alice", "app", strict=False)
     assert permissive.record(10)  # never refused, only throttled
     assert permissive.throttle_time_ms() == 2500
+
+
+def test_connection_creation_rate_per_address_then_default():
+    store = ClientQuotaStore()
+    connections = IpConnectionRateManager(store, lambda: CONFIG)
+    assert connections.record("10.0.0.1", 0) == 0  # no ip quota
+    set_quota(store, entity_of([("ip", None)]), "connection_creation_rate", 100)
+    set_quota(store, entity_of([("ip", "10.0.0.1")]), "connection_creation_rate", 1)
+    assert connections.limit_for("10.0.0.1") == 1 and connections.limit_for("10.0.0.2") == 100
+    # 1 per second over the 10 s a young sensor is measured on: 10 accepted, the 11th throttled (and not counted)
+    assert [connections.record("10.0.0.1", 0) for _ in range(10)] == [0] * 10
+    # (1.1 - 1) / 1 * 10 000 ms = 1 000 ms, which is also the cap (one window); not counted, so again the same
+    assert connections.record("10.0.0.1", 0) == 1000
+    assert connections.record("10.0.0.1", 0) == 1000
+    assert connections.record("10.0.0.2", 0) == 0
