@@ -144,6 +144,14 @@ class QuotaService:
         it (its address is over connection_creation_rate)."""
         return self.connection_creation.record(ip, self.clock())
 
+    def share_fetch_throttle(self, ctx: RequestContext, response_bytes: int) -> int:
+        """Record a ShareFetch response's size against consumer_byte_rate and return its throttle time. Unlike
+        Kafka, which then answers empty and leaves the records it acquired locked until their lock times out,
+        the answer keeps them: the mute alone holds the member to its rate."""
+        if not self.fetch.enabled:
+            return 0
+        return self.fetch.record(user_of(ctx.connection), ctx.client_id or "", response_bytes, self.clock())
+
     def controller_mutation_quota(self, connection: ConnectionInfo, client_id: str | None, *,
                                   strict: bool) -> ControllerMutationQuota:
         return self.controller_mutation.quota_for(user_of(connection), client_id or "", strict=strict)

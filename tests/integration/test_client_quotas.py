@@ -17,8 +17,9 @@ from confluent_kafka import Producer
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers import client_quotas as cq
+from tests.helpers import share_raw
 from tests.helpers.broker_process import BrokerProcess, restart, venv_python
-from tests.helpers.confluent_clients import create_topic
+from tests.helpers.confluent_clients import create_topic, share_from_earliest
 from tests.helpers.raw_client import RawClient
 from tests.helpers.raw_requests import CREATE_TOPICS, FETCH, METADATA, fetch_body, produce
 from tests.helpers.raw_requests import create_topic as raw_create_topic
@@ -205,6 +206,23 @@ def test_fetch_is_bounded_and_throttled_by_consumer_byte_rate(broker):
 
         # the rate comes back under the quota as its samples age out: the reader is slowed, never starved
         assert wait_until(served, 15, "a fetch served after the throttle")
+
+
+def test_share_fetch_is_bounded_and_throttled_by_consumer_byte_rate(broker):
+    client, tid = share_raw.setup(broker, "quota-share")  # client id "raw-test"
+    with client:
+        share_from_earliest(broker.bootstrap, "quota-share-group")
+        for _ in range(40):
+            assert produce(client, "quota-share", batch(5, value_size=200)).error_code == 0
+        with raw(broker) as admin:
+            assert cq.alter(admin, {"client-id": "raw-test"}, {"consumer_byte_rate": 2000})[0].error_code == 0
+        first = share_raw.fetch(client, "quota-share-group", "m1", 0, tid)
+        records = share_raw.part(first).records
+        assert 0 < len(records) <= 4000 + 1100  # MaxBytes bounded by the quota window, as Fetch
+        assert first.throttle_time_ms == 0
+        second = share_raw.fetch(client, "quota-share-group", "m1", 1, tid)
+        # over the rate: throttled (and muted), the records it acquired still handed over
+        assert second.throttle_time_ms > 0 and share_raw.acquired(second)
 
 
 def test_controller_mutation_rate_refuses_topic_creation_over_it(broker):
