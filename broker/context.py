@@ -37,6 +37,7 @@ class ConnectionInfo:
     client_software_version: str | None = None
     host: str = "?"  # the client's address without the port (ACL host matching)
     principal: str = "User:ANONYMOUS"  # Kafka's principal string once authenticated (SASL, TLS client auth)
+    token_authenticated: bool = False  # authenticated with a delegation token (may not manage tokens, as Kafka)
     # Stop reading from the connection for this many seconds (a quota throttle, KIP-219); set by the server.
     mute_for: Callable[[float], None] = _not_muted
 
