@@ -81,6 +81,8 @@ API_ACLS: dict[int, ApiAcls] = {
     44: ApiAcls(((Op.ALTER_CONFIGS, T), (Op.ALTER_CONFIGS, G), (Op.ALTER_CONFIGS, C)),
                 E.TOPIC_AUTHORIZATION_FAILED, "IncrementalAlterConfigs: per resource (broker resources on the cluster)"),
     47: ApiAcls(((Op.DELETE, G), (Op.READ, T)), E.GROUP_AUTHORIZATION_FAILED, "OffsetDelete: DELETE group, READ topics"),
+    48: ApiAcls(((Op.DESCRIBE_CONFIGS, C),), E.CLUSTER_AUTHORIZATION_FAILED, "DescribeClientQuotas"),
+    49: ApiAcls(((Op.ALTER_CONFIGS, C),), E.CLUSTER_AUTHORIZATION_FAILED, "AlterClientQuotas"),
     50: ApiAcls(((Op.DESCRIBE, C),), E.CLUSTER_AUTHORIZATION_FAILED, "DescribeUserScramCredentials"),
     51: ApiAcls(((Op.ALTER, C),), E.CLUSTER_AUTHORIZATION_FAILED, "AlterUserScramCredentials"),
     60: ApiAcls(((Op.DESCRIBE, C),), None, "DescribeCluster: DESCRIBE on the cluster only for authorized operations"),
