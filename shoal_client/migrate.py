@@ -30,8 +30,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from protocol.errors import ErrorCode
 from shoal_client.admin import AdminError, ShareGroupAdmin, error_name
 from shoal_client.cli_common import COMMAND_FAILURES, ToolParser, UsageError
+from shoal_client.connection import BrokerConnection, parse_bootstrap
 from shoal_client.offset_map import MigrationState, PartitionCopy
 from shoal_client.security import ClientSecurity, load_properties
 
@@ -40,6 +42,7 @@ DESCRIPTION = ("Migrates topics (partitions, configs, records), consumer-group a
 CHECKPOINT_RECORDS = 50_000  # records between saves of the state file (each waits for the target's acks)
 CHECKPOINT_S = 5.0
 TIMEOUT_S = 30.0
+DESCRIBE_ACLS = 29
 
 
 class MigrationError(Exception):
@@ -99,6 +102,19 @@ class Side:
             self._admin = AdminClient(self.conf())
         return self._admin
 
+    def describe_acls_error(self) -> int:
+        """The error code of a DescribeAcls matching every ACL, from the first bootstrap server. librdkafka
+        answers an empty list where the broker says SECURITY_DISABLED (no authorizer); this tells them apart."""
+        host, port = parse_bootstrap(self.bootstrap)[0]
+        conn = BrokerConnection(host, port, client_id="shoal-migrate", timeout_s=TIMEOUT_S, security=self.security)
+        try:
+            any_ = 1  # ResourceType / PatternType / AclOperation / AclPermissionType ANY
+            body = {"resource_type_filter": any_, "resource_name_filter": None, "pattern_type_filter": any_,
+                    "principal_filter": None, "host_filter": None, "operation": any_, "permission_type": any_}
+            return conn.call(DESCRIBE_ACLS, conn.version(DESCRIBE_ACLS, 1), body).error_code
+        finally:
+            conn.close()
+
     def groups_admin(self) -> ShareGroupAdmin:
         return ShareGroupAdmin(self.bootstrap, security=self.security, timeout_s=TIMEOUT_S,
                                client_id="shoal-migrate")
@@ -150,7 +166,8 @@ def prepare_topics(source: Side, target: Side, wanted: Sequence[str] | None, rep
             continue
         have = len(tgt_md[t].partitions)
         if have < counts[t]:
-            _result(target.admin.create_partitions([NewPartitions(t, counts[t])])[t])
+            grown = target.admin.create_partitions([NewPartitions(t, counts[t])])
+            _result(grown[t])
             print(f"Topic {t}: partitions {have} -> {counts[t]}", file=out)
         if configs[t]:
             resource = ConfigResource(RT.TOPIC, t, incremental_configs=[
@@ -280,8 +297,10 @@ def _load_state(path: str) -> MigrationState:
     return state
 
 
-def group_configs(source: Side, target: Side, group: str, out: TextIO) -> None:
-    """Copy the configs set on a group (share.auto.offset.reset, ...) with IncrementalAlterConfigs."""
+def group_configs(source: Side, target: Side, group: str, out: TextIO, problems: list[str]) -> None:
+    """Copy the configs set on a group (share.auto.offset.reset, ...) with IncrementalAlterConfigs. A target
+    that refuses one (e.g. a config its release does not know) is reported; the offsets are migrated anyway."""
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import (
         AlterConfigOpType,
         ConfigEntry,
@@ -290,16 +309,21 @@ def group_configs(source: Side, target: Side, group: str, out: TextIO) -> None:
         ResourceType,
     )
     resource = ConfigResource(ResourceType.GROUP, group)
-    futures = source.admin.describe_configs([resource])  # kept: its futures stop resolving once it is dropped
+    # Keep the dict confluent-kafka returns until its futures are done: they stop resolving once it is dropped.
+    futures = source.admin.describe_configs([resource])
     entries = _result(futures[resource])
     dynamic = {k: e.value for k, e in entries.items()
                if e.source == ConfigSource.GROUP_CONFIG.value and e.value is not None}
     if not dynamic:
         return
-    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+    change = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
         ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in dynamic.items()])
-    for future in target.admin.incremental_alter_configs([resource]).values():
-        _result(future)
+    try:
+        for future in target.admin.incremental_alter_configs([change]).values():
+            _result(future)
+    except KafkaException as e:
+        problems.append(f"group {group}: configs {dynamic} on the target: {e}")
+        return
     print(f"Group {group}: configs set {dynamic}", file=out)
 
 
@@ -321,7 +345,8 @@ def _translate(state: MigrationState, group: str, topic: str, p: int, offset: in
 def migrate_consumer_group(source: Side, target: Side, state: MigrationState, group: str, out: TextIO,
                            problems: list[str]) -> None:
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-    listed = _result(source.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group])
+    fetched = source.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])
+    listed = _result(fetched[group])
     offsets = []
     for tp in listed.topic_partitions or []:
         if tp.error is not None:
@@ -333,7 +358,8 @@ def migrate_consumer_group(source: Side, target: Side, state: MigrationState, gr
                 offsets.append(TopicPartition(tp.topic, tp.partition, translated, **extra))
     if offsets:
         request = ConsumerGroupTopicPartitions(group, offsets)
-        done = _result(target.admin.alter_consumer_group_offsets([request])[group])
+        altered = target.admin.alter_consumer_group_offsets([request])
+        done = _result(altered[group])
         problems.extend(f"group {group}: {tp.topic}-{tp.partition} on the target: {tp.error}"
                         for tp in done.topic_partitions if tp.error is not None)
 
@@ -369,7 +395,7 @@ def run_groups(a: argparse.Namespace, source: Side, target: Side, out: TextIO) -
             if listed[group] not in ("Empty",):
                 problems.append(f"group {group} is {listed[group]} on the source: stop its members first")
                 continue
-            group_configs(source, target, group, out)
+            group_configs(source, target, group, out, problems)
             if group in share:
                 migrate_share_group(src, tgt, state, group, out, problems)
             else:
@@ -381,6 +407,7 @@ def run_groups(a: argparse.Namespace, source: Side, target: Side, out: TextIO) -
 
 
 def run_acls(source: Side, target: Side, out: TextIO) -> list[str]:
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import (
         AclBindingFilter,
         AclOperation,
@@ -390,6 +417,9 @@ def run_acls(source: Side, target: Side, out: TextIO) -> list[str]:
     )
     everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
                                   AclPermissionType.ANY)
+    if source.describe_acls_error() == ErrorCode.SECURITY_DISABLED:
+        print("The source has no authorizer (SECURITY_DISABLED): no ACLs to copy", file=out)
+        return []
     bindings = _result(source.admin.describe_acls(everything))
     if not bindings:
         print("No ACLs on the source", file=out)
@@ -399,7 +429,7 @@ def run_acls(source: Side, target: Side, out: TextIO) -> list[str]:
         try:
             _result(future)
             print(f"Created {binding}", file=out)
-        except Exception as err:  # noqa: BLE001 - reported per binding, as kafka-acls does
+        except KafkaException as err:  # reported per binding, as kafka-acls does
             problems.append(f"{binding}: {err}")
     return problems
 

@@ -251,3 +251,15 @@ def test_migrate_reports_what_it_cannot_do(clusters) -> None:
     assert done.returncode == 1 and "Topics not found on the source: nope" in done.stderr, done
     done = run_script("shoal-migrate", "copy", *common)
     assert done.returncode == 1 and "--state" in done.stderr, done
+    done = run_script("shoal-migrate", "--help")
+    assert done.returncode == 0 and "usage:" in done.stdout, done
+
+
+def test_acls_from_a_source_without_authorizer(tmp_path) -> None:
+    """A source without an authorizer has no ACLs (SECURITY_DISABLED): nothing to copy, not a failure."""
+    plain = BrokerProcess(tmp_path / "plain", tmp_path / "plain.log").start()
+    try:
+        done = run_script("shoal-migrate", "acls", "--source", plain.bootstrap, "--target", plain.bootstrap)
+    finally:
+        plain.stop()
+    assert done.returncode == 0 and "no authorizer" in done.stdout, done
