@@ -175,7 +175,23 @@ def prepare_topics(source: Side, target: Side, wanted: Sequence[str] | None, rep
             for future in target.admin.incremental_alter_configs([resource]).values():
                 _result(future)
         print(f"Topic {t} exists on the target; configs set: {configs[t]}", file=out)
+    _wait_for_leaders(target, counts)
     return counts
+
+
+def _wait_for_leaders(target: Side, counts: dict[str, int]) -> None:
+    """Until the target's metadata shows every topic with all its partitions led (a cluster's brokers learn of
+    new topics a moment after CreateTopics answers)."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        topics = target.admin.list_topics(timeout=TIMEOUT_S).topics
+        waiting = [t for t, n in counts.items() if t not in topics or topics[t].error is not None
+                   or len(topics[t].partitions) < n or any(p.leader < 0 for p in topics[t].partitions.values())]
+        if not waiting:
+            return
+        if time.monotonic() >= deadline:
+            raise MigrationError(f"Topics without leaders on the target: {', '.join(waiting)}")
+        time.sleep(0.2)
 
 
 def _target_ends(target: Side, partitions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
@@ -279,9 +295,16 @@ def copy_records(source: Side, target: Side, state: MigrationState, state_path: 
     return written
 
 
+def _check_pair(state: MigrationState, a: argparse.Namespace) -> None:
+    if (state.source, state.target) != (a.source, a.target):
+        raise MigrationError(f"The state file {a.state} was written for --source {state.source} --target "
+                             f"{state.target}: use those (or another state file)")
+
+
 def run_copy(a: argparse.Namespace, source: Side, target: Side, out: TextIO) -> None:
     state_path = Path(a.state)
     state = MigrationState.load(state_path) or MigrationState(a.source, a.target)
+    _check_pair(state, a)
     counts = prepare_topics(source, target, a.topic, a.replication_factor, out)
     written = copy_records(source, target, state, state_path, counts, out)
     print(f"Copied {written} records; state saved in {state_path}", file=out)
@@ -382,6 +405,7 @@ def migrate_share_group(source: ShareGroupAdmin, target: ShareGroupAdmin, state:
 
 def run_groups(a: argparse.Namespace, source: Side, target: Side, out: TextIO) -> list[str]:
     state = _load_state(a.state)
+    _check_pair(state, a)
     problems: list[str] = []
     with source.groups_admin() as src, target.groups_admin() as tgt:
         listed = dict(src.list_groups(types=("consumer", "classic", "share")))

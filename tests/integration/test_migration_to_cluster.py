@@ -31,6 +31,7 @@ from confluent_kafka.admin import (
 )
 
 from shoal_client.admin import ShareGroupAdmin
+from shoal_client.offset_map import MigrationState
 from tests.helpers.bounded_close import close_within
 from tests.helpers.broker_process import BrokerProcess
 from tests.helpers.confluent_clients import (
@@ -251,6 +252,10 @@ def test_migrate_reports_what_it_cannot_do(clusters) -> None:
     assert done.returncode == 1 and "Topics not found on the source: nope" in done.stderr, done
     done = run_script("shoal-migrate", "copy", *common)
     assert done.returncode == 1 and "--state" in done.stderr, done
+    other = tmp / "other-pair.json"
+    MigrationState("elsewhere:9092", target.bootstrap).save(other)
+    done = run_script("shoal-migrate", "groups", *common, "--state", str(other))
+    assert done.returncode == 1 and "was written for --source elsewhere:9092" in done.stderr, done
     done = run_script("shoal-migrate", "--help")
     assert done.returncode == 0 and "usage:" in done.stdout, done
 
