@@ -474,7 +474,8 @@ def run(argv: Sequence[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr)
     try:
         from confluent_kafka import KafkaException
     except ImportError:
-        print("shoal-migrate needs confluent-kafka: pip install 'shoal[migrate]'", file=err)
+        print("shoal-migrate needs confluent-kafka (Shoal's `migrate` extra: pip install 'confluent-kafka==2.16.1')",
+              file=err)
         return 1
     try:
         source, target = Side(a.source, a.source_config), Side(a.target, a.target_config)
