@@ -260,11 +260,24 @@ def test_migrate_reports_what_it_cannot_do(clusters) -> None:
     assert done.returncode == 0 and "usage:" in done.stdout, done
 
 
-def test_acls_from_a_source_without_authorizer(tmp_path) -> None:
-    """A source without an authorizer has no ACLs (SECURITY_DISABLED): nothing to copy, not a failure."""
-    plain = BrokerProcess(tmp_path / "plain", tmp_path / "plain.log").start()
+def test_acls_from_a_source_without_authorizer_over_sasl(tmp_path) -> None:
+    """A source without an authorizer has no ACLs (SECURITY_DISABLED): nothing to copy, not a failure. The
+    source is reached over SASL_PLAINTEXT/SCRAM with --source-config (librdkafka's names), as documented."""
+    plain = BrokerProcess(tmp_path / "plain", tmp_path / "plain.log",
+                          overrides={"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                                     "sasl.enabled.mechanisms": "SCRAM-SHA-512"},
+                          extra_args=["--add-scram", "SCRAM-SHA-512=[name=admin,password=admin-secret]"]).start()
+    config = tmp_path / "source.properties"
+    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
+                      "sasl.username=admin\nsasl.password=admin-secret\n")
     try:
-        done = run_script("shoal-migrate", "acls", "--source", plain.bootstrap, "--target", plain.bootstrap)
+        sasl = f"127.0.0.1:{plain.ports['SASL_PLAINTEXT']}"
+        done = run_script("shoal-migrate", "acls", "--source", sasl, "--source-config", str(config),
+                          "--target", plain.bootstrap)
+        assert done.returncode == 0 and "no authorizer" in done.stdout, done
+        config.write_text(config.read_text().replace("admin-secret", "wrong"))
+        done = run_script("shoal-migrate", "acls", "--source", sasl, "--source-config", str(config),
+                          "--target", plain.bootstrap)
+        assert done.returncode == 1 and "Error:" in done.stderr and "auth" in done.stderr.lower(), done
     finally:
         plain.stop()
-    assert done.returncode == 0 and "no authorizer" in done.stdout, done
