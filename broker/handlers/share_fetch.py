@@ -158,7 +158,8 @@ async def handle_share_fetch(ctx, req) -> dict:
 async def _fetch(ctx, req, group: str, member: str, tps: list[tuple[uuid.UUID, int]], entry) -> None:
     params = ShareFetchParams(
         max_wait_ms=req.max_wait_ms, min_bytes=req.min_bytes, max_bytes=req.max_bytes, max_records=req.max_records,
-        strict=ctx.api_version >= 2 and req.get("share_acquire_mode", 0) == RECORD_LIMIT_MODE)
+        strict=ctx.api_version >= 2 and req.get("share_acquire_mode", 0) == RECORD_LIMIT_MODE,
+        session_epoch=req.share_session_epoch)
     results = await DelayedShareFetch(ctx.broker.share_partitions, group, member, params).run(tps)
     for tp, got in results.items():
         e = entry(tp)
