@@ -83,6 +83,43 @@ def test_unknown_later_epoch_resets_by_policy(node):
     assert not errors and got[0][0] == 0
 
 
+def test_the_leader_epoch_survives_a_restart(tmp_path):
+    """librdkafka commits the leader epoch of the last record it consumed. After a kill -9 of the broker the
+    partition still has epoch 0 (records, Metadata, OffsetForLeaderEpoch), so a member resuming from the committed
+    (offset, epoch) reads on (librdkafka validates a position when the epoch it knows changes, or after a seek
+    with an epoch: it does not here) and a position checked explicitly is still valid."""
+    proc = _start(tmp_path)
+    try:
+        create_topic(proc.bootstrap, "ep-resume", 1)
+        assert len(produce_all(proc.bootstrap, "ep-resume", [b"v%d" % i for i in range(20)])) == 20
+        c = Consumer({"bootstrap.servers": proc.bootstrap, "group.id": "ep-resume-g", "enable.auto.commit": False,
+                      "auto.offset.reset": "earliest"})
+        c.subscribe(["ep-resume"])
+        got: list = []
+        end = time.monotonic() + 30
+        while len(got) < 10 and time.monotonic() < end:
+            got.extend(m for m in c.consume(10 - len(got), 0.5) if m.error() is None)
+        c.commit(message=got[-1], asynchronous=False)  # offset 10, leader epoch 0
+        c.close()
+        committed = got[-1].offset() + 1
+        proc.kill9()
+        proc.start()
+        c = Consumer({"bootstrap.servers": proc.bootstrap, "group.id": "ep-resume-g", "enable.auto.commit": False,
+                      "auto.offset.reset": "error"})
+        c.subscribe(["ep-resume"])
+        first = None
+        end = time.monotonic() + 30
+        while first is None and time.monotonic() < end:
+            for m in c.consume(1, 0.5):
+                assert m.error() is None, m.error()
+                first = m
+        c.close()
+        assert first is not None and (first.offset(), first.leader_epoch()) == (committed, 0)
+        assert _ask(proc.port, 4, [("ep-resume", 0, 0, 0)]) == [("ep-resume", 0, 0, 0, 20)]
+    finally:
+        proc.stop()
+
+
 def _ask(port: int, version: int, parts: list[tuple[str, int, int, int]]) -> list[tuple[str, int, int, int, int]]:
     body: dict = {"replica_id": -1, "topics": []}
     for topic, partition, current, epoch in parts:
