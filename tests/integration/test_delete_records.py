@@ -4,6 +4,7 @@ share groups resume at the new start; Kafka's errors; every version over raw req
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -156,6 +157,33 @@ def test_errors_as_kafka(node):
         assert _raw_delete(node.port, version, {"dr-errors": {1: version + 1}}) == {
             ("dr-errors", 1): (0, version + 1)}
     assert _raw_delete(node.port, 2, {"dr-errors": {0: 10}}) == {("dr-errors", 0): (0, 10)}  # == the high watermark
+
+
+def test_python_admin_clients_delete_records(node):
+    """kafka-python's and aiokafka's admin clients speak DeleteRecords too."""
+    from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
+    from aiokafka.structs import TopicPartition as AioTopicPartition
+    from kafka import TopicPartition as KafkaTopicPartition
+    from kafka.admin import KafkaAdminClient
+
+    _topic(node, "dr-python", n=30)
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    try:
+        got = admin.delete_records({KafkaTopicPartition("dr-python", 0): 10})
+    finally:
+        admin.close()
+    assert [(r["error_code"], r["low_watermark"]) for r in got.values()] == [(0, 10)]
+
+    async def aio() -> dict:
+        client = AIOKafkaAdminClient(bootstrap_servers=node.bootstrap)
+        await client.start()
+        try:
+            return await client.delete_records({AioTopicPartition("dr-python", 0): RecordsToDelete(before_offset=20)})
+        finally:
+            await client.close()
+
+    assert list(asyncio.run(aio()).values()) == [20]
+    assert _earliest(node.port, "dr-python") == 20
 
 
 def test_kill9_after_delete_records_keeps_the_start(tmp_path):
