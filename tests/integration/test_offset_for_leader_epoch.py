@@ -4,7 +4,6 @@ check the answers of Kafka's leader epoch cache with one epoch (0) and the curre
 
 from __future__ import annotations
 
-import logging
 import time
 
 import pytest
@@ -12,6 +11,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from protocol.errors import ErrorCode
 from tests.conftest import _start
+from tests.helpers.client_logs import captured_logger
 from tests.helpers.confluent_clients import create_topic, produce_all
 from tests.helpers.raw_client import RawClient
 
@@ -29,23 +29,11 @@ def node(tmp_path_factory):
         proc.stop()
 
 
-class _Lines(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__()
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
-
 
 def _assign_and_poll(node, offset: int, epoch: int, reset: str) -> tuple[list[tuple[int, int]], list, list[str]]:
     """Assign partition 0 at (offset, epoch); return the (offset, leader epoch) of the first records or the
     errors, with librdkafka's protocol log lines."""
-    handler = _Lines()
-    logger = logging.getLogger(f"rdkafka-epoch-{offset}-{epoch}-{reset}")
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    logger.propagate = False
+    logger, lines = captured_logger(f"rdkafka-epoch-{offset}-{epoch}-{reset}")
     c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "ep-g", "enable.auto.commit": False,
                   "auto.offset.reset": reset, "debug": "protocol,fetch"}, logger=logger)
     got: list[tuple[int, int]] = []
@@ -61,7 +49,7 @@ def _assign_and_poll(node, offset: int, epoch: int, reset: str) -> tuple[list[tu
                     got.append((m.offset(), m.leader_epoch()))
     finally:
         c.close()
-    return got, errors, handler.lines
+    return got, errors, lines
 
 
 def test_seek_with_leader_epoch_is_validated(node):

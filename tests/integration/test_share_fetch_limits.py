@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import logging
 import time
 
 import pytest
@@ -18,6 +17,7 @@ from protocol.errors import ErrorCode
 from tests.conftest import _start
 from tests.helpers import share_consumers as share
 from tests.helpers.bounded_close import close_within
+from tests.helpers.client_logs import captured_logger
 from tests.helpers.confluent_clients import create_topic, produce_all
 from tests.helpers.raw_requests import produce
 from tests.helpers.share_raw import FAST, acquired, batch, fetch, part, setup
@@ -34,14 +34,6 @@ def node(tmp_path_factory):
     finally:
         proc.stop()
 
-
-class _Lines(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__()
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
 
 
 @pytest.mark.parametrize("version", [1, 2])
@@ -66,18 +58,14 @@ def test_share_consumer_with_fetch_max_bytes_zero_gets_no_records(node):
     create_topic(node.bootstrap, "sfl-zero", 1)
     share.earliest(node, "sfl-zero-g")
     assert len(produce_all(node.bootstrap, "sfl-zero", [b"v%d" % i for i in range(20)])) == 20
-    handler = _Lines()
-    logger = logging.getLogger("rdkafka-share-max-bytes-0")
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    logger.propagate = False
+    logger, lines = captured_logger("rdkafka-share-max-bytes-0")
     zero = share.consumer(node, "sfl-zero-g", "sfl-zero", **{"fetch.max.bytes": 0, "debug": "fetch",
                                                              "logger": logger})
     got: list = []
 
     def refused() -> bool:
         got.extend(zero.poll(0.2))
-        return any(MAX_BYTES_ERROR in line for line in handler.lines)
+        return any(MAX_BYTES_ERROR in line for line in lines)
 
     try:
         wait_until(refused, 30, "the broker's refusal of MaxBytes 0")
