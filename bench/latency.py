@@ -91,7 +91,7 @@ def fill(bootstrap: str, topic: str, partitions: int, records: int, size: int) -
 
     from bench.clients import send
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 1_000_000,
+    producer = Producer({"bootstrap.servers": bootstrap, "log_level": 3, "acks": "all", "linger.ms": 5, "batch.size": 1_000_000,
                          "queue.buffering.max.kbytes": 1_048_576})
     send(producer, topic, make_value(size, True, b"x" * max(0, size - HEADER.size)), records, partitions)
     if producer.flush(120):
@@ -106,6 +106,7 @@ class _Tally:
     latencies_us: list[float] = field(default_factory=list)
     received: int = 0
     first: float | None = None
+    first_batch: int = 0  # records of the first batch: they arrived before `first`, outside the drain window
     last: float = 0.0
 
     def add(self, values: list[bytes]) -> int:
@@ -116,7 +117,7 @@ class _Tally:
             self.latencies_us.extend(lats)
             self.received += len(lats)
             if self.first is None:
-                self.first = t
+                self.first, self.first_batch = t, len(lats)
             self.last = t
             return self.received
 
@@ -206,26 +207,38 @@ def consume(kind: str, bootstrap: str, topic: str, partitions: int, group: str, 
             stop.set()
 
     threads = [threading.Thread(target=run, daemon=True) for _ in range(members)]
+    started = time.perf_counter()
     for t in threads:
         t.start()
     stop.wait(timeout)
     stop.set()
     for t in threads:
         t.join(30)
-    drain_s = (tally.last - tally.first) if tally.first is not None else 0.0
-    out.put({"received": tally.received, "drain_s": drain_s, **percentiles(tally.latencies_us)})
+    # Drain rate: records after the first batch over the time from it to the last one (joining is outside it);
+    # when all came in one batch, everything over the time since the consumers started.
+    if tally.first is not None and tally.last > tally.first and tally.received > tally.first_batch:
+        drained, drain_s = tally.received - tally.first_batch, tally.last - tally.first
+    else:
+        drained, drain_s = tally.received, max(tally.last - started, 1e-3)
+    out.put({"received": tally.received, "drained": drained, "drain_s": drain_s, **percentiles(tally.latencies_us)})
 
 
 # ---- orchestration (parent process) -----------------------------------------------------------------------------
 
 def new_share_group(bootstrap: str, prefix: str) -> str:
     """A fresh share group that starts at the earliest offset (records produced before the join count)."""
-    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
 
     group = f"{prefix}-{uuid.uuid4().hex[:8]}"
     resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
         ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
     admin.incremental_alter_configs([resource])[resource].result(timeout=30)
     return group
 
@@ -284,17 +297,23 @@ def latency(bootstrap: str, kind: str, *, partitions: int, rate: float, seconds:
             **{k: res[k] for k in ("received", "p50_ms", "p99_ms", "p999_ms", "max_ms")}}
 
 
-def drain(bootstrap: str, kind: str, *, partitions: int, records: int, size: int, members: int) -> dict:
-    """Records/s with which `members` consumers of `kind` drain a topic filled beforehand."""
+def drain(bootstrap: str, kind: str, *, partitions: int, records: int, size: int, members: int,
+          topic: str | None = None) -> dict:
+    """Records/s with which `members` consumers of `kind` drain `records` records: of `topic`, filled beforehand;
+    without one, of a fresh topic filled (as fast as a producer goes) once every member is in its group, so that a
+    classic group's rebalances as members join are outside the figure."""
     from bench.clients import create_topic
 
-    topic = f"drain-{uuid.uuid4().hex[:8]}"
-    create_topic(bootstrap, topic, partitions)
-    fill(bootstrap, topic, partitions, records, size)
+    prefilled = topic is not None
+    if topic is None:
+        topic = f"drain-{uuid.uuid4().hex[:8]}"
+        create_topic(bootstrap, topic, partitions)
     proc, out = _start_consumer(kind, bootstrap, topic, partitions, members, records, 300, 500)
+    if not prefilled:
+        fill(bootstrap, topic, partitions, records, size)
     res = _result(proc, out, 330)
     if res["received"] < records:
         raise RuntimeError(f"{kind}: drained {res['received']} of {records}")
-    seconds = max(res["drain_s"], 1e-6)
+    rate = res["drained"] / res["drain_s"]
     return {"kind": kind, "partitions": partitions, "members": members, "records": records, "record_bytes": size,
-            "seconds": round(seconds, 3), "records_s": round(records / seconds)}
+            "seconds": round(records / rate, 3), "records_s": round(rate)}

@@ -1,0 +1,149 @@
+"""The throughput matrix: partitions x record size x operation, for every server of the run.
+
+Operations (confluent-kafka clients, one process, against a broker process on 127.0.0.1):
+- produce: acks=all, linger 5 ms, 1 MB batches, round-robin over the partitions (bench.throughput.produce).
+- txn-produce: idempotent, transactions of 1 000 records each committed (bench.transactions.produce).
+- consume: the produce cell's topic read back from offset 0 by an assigned Consumer (bench.throughput.fetch).
+- share-consume: the same topic read by one ShareConsumer of a fresh share group, implicit acknowledgement, from
+  the first record to the last (the group join is outside the time). Tansu has no share groups (KIP-932): on
+  Tansu this cell is not run.
+
+A cell's records are sized so each moves about the same bytes (`budget`), between `floor` and `cap` records.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from bench.latency import drain
+from bench.throughput import _create_topic, fetch, produce
+from bench.transactions import produce as txn_produce
+
+OPERATIONS = ("produce", "txn-produce", "consume", "share-consume")
+SHARE_SERVERS = {"shoal"}  # servers with share groups
+
+
+@dataclass(frozen=True)
+class MatrixSize:
+    partitions: tuple[int, ...]
+    record_bytes: tuple[int, ...]
+    budget: int  # bytes per cell
+    floor: int
+    cap: int
+
+    def records(self, size: int) -> int:
+        return max(self.floor, min(self.cap, self.budget // size))
+
+
+SIZES = {
+    "quick": MatrixSize((1, 4), (100, 1024), 8 << 20, 1_000, 20_000),
+    "full": MatrixSize((1, 4, 16, 64), (100, 1024, 16384), 64 << 20, 2_000, 200_000),
+}
+
+
+@dataclass
+class Cell:
+    server: str
+    operation: str
+    partitions: int
+    record_bytes: int
+    records: int
+    seconds: float | None = None
+    error: str | None = None
+
+    @property
+    def mib_s(self) -> float | None:
+        return None if not self.seconds else self.records * self.record_bytes / self.seconds / 2**20
+
+    def as_dict(self) -> dict:
+        rate = None if not self.seconds else round(self.records / self.seconds)
+        return {**asdict(self), "records_s": rate, "mib_s": None if self.mib_s is None else round(self.mib_s, 1)}
+
+
+def human_bytes(n: int) -> str:
+    return f"{n // 1024} KiB" if n >= 1024 else f"{n} B"
+
+
+class Progress:
+    """Prints `[k/n] what ... elapsed, ETA` lines; the ETA weights cells by the bytes they move."""
+
+    def __init__(self, weights: list[float]) -> None:
+        self.weights = weights
+        self.done_weight = 0.0
+        self.k = 0
+        self.start = time.monotonic()
+
+    def begin(self, what: str) -> None:
+        self.k += 1
+        elapsed = time.monotonic() - self.start
+        left = sum(self.weights[self.k - 1:])
+        eta = f"ETA {elapsed / self.done_weight * left:5.0f} s" if self.done_weight else "ETA    ?"
+        print(f"[{self.k:>3}/{len(self.weights)}] {elapsed:6.0f} s  {eta}  {what}", end="", flush=True)
+
+    def end(self, text: str) -> None:
+        self.done_weight += self.weights[self.k - 1]
+        print(f"  -> {text}", flush=True)
+
+
+def plan(servers: list[str], size: MatrixSize, records: int | None) -> list[Cell]:
+    cells = []
+    for server in servers:
+        for partitions in size.partitions:
+            for rb in size.record_bytes:
+                n = records or size.records(rb)
+                for op in OPERATIONS:
+                    if op == "share-consume" and server not in SHARE_SERVERS:
+                        continue
+                    cells.append(Cell(server, op, partitions, rb, n))
+    return cells
+
+
+def run_matrix(servers: dict[str, str], size: MatrixSize, records: int | None = None, compression: str = "none",
+               progress: Progress | None = None, on_cell: Callable[[Cell], None] | None = None) -> list[Cell]:
+    """Run every cell in order (produce before the reads of its topic). A failed cell is recorded, not fatal."""
+    cells = plan(list(servers), size, records)
+    progress = progress or Progress([c.records * c.record_bytes for c in cells])
+    topics: dict[tuple[str, int, int], str] = {}
+    for cell in cells:
+        bootstrap = servers[cell.server]
+        key = (cell.server, cell.partitions, cell.record_bytes)
+        progress.begin(f"{cell.server:6} {cell.operation:13} {cell.partitions:>2} partitions "
+                       f"{human_bytes(cell.record_bytes):>6} x {cell.records} records")
+        try:
+            cell.seconds = _run_cell(cell, bootstrap, topics, key, compression)
+            progress.end(f"{cell.records / cell.seconds:9.0f} rec/s {cell.mib_s:7.1f} MiB/s")
+        except Exception as exc:  # one broken cell (say a peer lacking an API) must not lose the others
+            cell.error = f"{type(exc).__name__}: {exc}"[:300]
+            progress.end(f"FAILED {cell.error}")
+        if on_cell:
+            on_cell(cell)
+    return cells
+
+
+def _run_cell(cell: Cell, bootstrap: str, topics: dict, key: tuple, compression: str) -> float:
+    payload = b"x" * cell.record_bytes
+    if cell.operation == "produce":
+        topic = f"m-{cell.partitions}p-{cell.record_bytes}-{uuid.uuid4().hex[:6]}"
+        _create_topic(bootstrap, topic, cell.partitions)
+        seconds = produce(bootstrap, topic, cell.records, cell.record_bytes, compression, cell.partitions)
+        topics[key] = topic
+        return seconds
+    if cell.operation == "txn-produce":
+        topic = f"mtx-{cell.partitions}p-{cell.record_bytes}-{uuid.uuid4().hex[:6]}"
+        _create_topic(bootstrap, topic, cell.partitions)
+        return txn_produce(bootstrap, topic, payload, cell.records, cell.partitions, 1000)
+    topic = topics.get(key)
+    if topic is None:
+        raise RuntimeError("its produce cell failed: no topic to read")
+    if cell.operation == "consume":
+        return fetch(bootstrap, topic, cell.records, cell.partitions)
+    return drain_topic(bootstrap, topic, cell)
+
+
+def drain_topic(bootstrap: str, topic: str, cell: Cell) -> float:
+    """One ShareConsumer (implicit acks) from the first record to the last, in its own process."""
+    return drain(bootstrap, "share", partitions=cell.partitions, records=cell.records, size=cell.record_bytes,
+                 members=1, topic=topic)["seconds"]
