@@ -3,10 +3,11 @@
 Operations (confluent-kafka clients, one process, against a broker process on 127.0.0.1):
 - produce: acks=all, linger 5 ms, 1 MB batches, round-robin over the partitions (bench.throughput.produce).
 - txn-produce: idempotent, transactions of 1 000 records each committed (bench.transactions.produce).
-- consume: the produce cell's topic read back from offset 0 by an assigned Consumer (bench.throughput.fetch).
-- share-consume: the same topic read by one ShareConsumer of a fresh share group, implicit acknowledgement, from
-  the first record to the last (the group join is outside the time). Tansu has no share groups (KIP-932): on
-  Tansu this cell is not run.
+- consume: the produce cell's topic read back from offset 0 by a Consumer assigned every partition.
+- share-consume: the same topic read by one ShareConsumer of a fresh share group, implicit acknowledgement. Tansu
+  has no share groups (KIP-932): on Tansu this cell is not run.
+Both reads run in a process of their own and are timed alike (bench.latency.drain): the records after the first
+batch over the time from it to the last record, so connecting and joining a group are outside both.
 
 A cell's records are sized so each moves about the same bytes (`budget`), between `floor` and `cap` records.
 """
@@ -19,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from bench.latency import drain
-from bench.throughput import _create_topic, fetch, produce
+from bench.throughput import _create_topic, produce
 from bench.transactions import produce as txn_produce
 
 OPERATIONS = ("produce", "txn-produce", "consume", "share-consume")
@@ -138,12 +139,6 @@ def _run_cell(cell: Cell, bootstrap: str, topics: dict, key: tuple, compression:
     topic = topics.get(key)
     if topic is None:
         raise RuntimeError("its produce cell failed: no topic to read")
-    if cell.operation == "consume":
-        return fetch(bootstrap, topic, cell.records, cell.partitions)
-    return drain_topic(bootstrap, topic, cell)
-
-
-def drain_topic(bootstrap: str, topic: str, cell: Cell) -> float:
-    """One ShareConsumer (implicit acks) from the first record to the last, in its own process."""
-    return drain(bootstrap, "share", partitions=cell.partitions, records=cell.records, size=cell.record_bytes,
+    kind = "assign" if cell.operation == "consume" else "share"
+    return drain(bootstrap, kind, partitions=cell.partitions, records=cell.records, size=cell.record_bytes,
                  members=1, topic=topic)["seconds"]
