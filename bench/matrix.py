@@ -9,7 +9,9 @@ Operations (confluent-kafka clients, one process, against a broker process on 12
 Both reads run in a process of their own and are timed alike (bench.latency.drain): the records after the first
 batch over the time from it to the last record, so connecting and joining a group are outside both.
 
-A cell's records are sized so each moves about the same bytes (`budget`), between `floor` and `cap` records.
+A cell's records are sized so each moves about the same bytes (`budget`), between `floor` and `cap` records;
+txn-produce writes at most TXN_CAP records (a transaction over many partitions costs a chain of fsynced steps
+per partition: 200 of them over 64 partitions took minutes).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from bench.transactions import produce as txn_produce
 
 OPERATIONS = ("produce", "txn-produce", "consume", "share-consume")
 SHARE_SERVERS = {"shoal"}  # servers with share groups
+TXN_CAP = 20_000
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,7 @@ def plan(servers: list[str], size: MatrixSize, records: int | None) -> list[Cell
                 for op in OPERATIONS:
                     if op == "share-consume" and server not in SHARE_SERVERS:
                         continue
-                    cells.append(Cell(server, op, partitions, rb, n))
+                    cells.append(Cell(server, op, partitions, rb, min(n, TXN_CAP) if op == "txn-produce" else n))
     return cells
 
 
