@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
+import queue
 import struct
 import threading
 import time
@@ -256,11 +257,11 @@ def _start_consumer(kind: str, bootstrap: str, topic: str, partitions: int, memb
                                                members, expected, timeout, max_wait_ms, ready, out), daemon=True)
     proc.start()
     if not ready.wait(60):
-        with contextlib.suppress(Exception):
+        err = None
+        with contextlib.suppress(queue.Empty):
             err = out.get(timeout=1)
-            raise RuntimeError(f"{kind} consumers not ready: {err}")
         proc.kill()
-        raise RuntimeError(f"{kind} consumers not ready within 60 s")
+        raise RuntimeError(f"{kind} consumers not ready within 60 s" + (f": {err['error']}" if err else ""))
     return proc, out
 
 

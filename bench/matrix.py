@@ -72,7 +72,7 @@ def human_bytes(n: int) -> str:
 
 
 class Progress:
-    """Prints `[k/n] what ... elapsed, ETA` lines; the ETA weights cells by the bytes they move."""
+    """Prints `[k/n] elapsed ETA what` lines; the ETA scales the time so far by the weights of the cells left."""
 
     def __init__(self, weights: list[float]) -> None:
         self.weights = weights
@@ -109,7 +109,8 @@ def run_matrix(servers: dict[str, str], size: MatrixSize, records: int | None = 
                progress: Progress | None = None, on_cell: Callable[[Cell], None] | None = None) -> list[Cell]:
     """Run every cell in order (produce before the reads of its topic). A failed cell is recorded, not fatal."""
     cells = plan(list(servers), size, records)
-    progress = progress or Progress([c.records * c.record_bytes for c in cells])
+    # ETA weights: a fixed cost per cell (clients, topic, group) plus records and bytes moved.
+    progress = progress or Progress([1 + c.records / 50_000 + c.records * c.record_bytes / (64 << 20) for c in cells])
     topics: dict[tuple[str, int, int], str] = {}
     for cell in cells:
         bootstrap = servers[cell.server]
