@@ -1,7 +1,7 @@
 """Produce and fetch throughput with confluent-kafka against a Kafka-wire server.
 
-One scenario = produce N records of a given size with acks=all into a fresh topic (one partition), then read
-them back with an assigned Consumer from offset 0. Times are wall-clock from first produce() to flush() and
+One scenario = produce N records of a given size with acks=all into a fresh topic (one partition unless told),
+then read them back with an assigned Consumer from offset 0. Times are wall-clock from first produce() to flush() and
 from assign() to the last record.
 """
 
