@@ -140,11 +140,12 @@ def run_latency(servers: dict[str, str], rates: tuple[int, ...], seconds: float,
         progress.begin(label)
         try:
             if rate:
-                row = latency(servers[server], kind, partitions=partitions, rate=rate, seconds=seconds)
+                row = latency(servers[server], kind, partitions=partitions, rate=rate, seconds=seconds,
+                              warmup=min(1.0, seconds))
             else:
                 # One record every 200 ms into a member parked in ShareFetch: each must wake it.
-                row = latency(servers[server], kind, partitions=1, rate=5, seconds=max(seconds, 2.0),
-                              max_wait_ms=LONG_POLL_MAX_WAIT_MS)
+                row = latency(servers[server], kind, partitions=1, rate=5, seconds=max(seconds, 1.0),
+                              warmup=min(1.0, seconds), max_wait_ms=LONG_POLL_MAX_WAIT_MS)
             row.update(server=server, label=label)
             rows.append(row)
             progress.end(f"p50 {row['p50_ms']:8.2f} ms  p99 {row['p99_ms']:8.2f} ms  p99.9 {row['p999_ms']:8.2f} ms"
@@ -168,7 +169,7 @@ def run_members(bootstrap: str, plan: Plan, records: int, seconds: float) -> lis
                 progress.end(f"{row['records_s']:9} rec/s")
             else:
                 row = latency(bootstrap, kind, partitions=16, rate=plan.member_rate, seconds=seconds, size=1024,
-                              members=n)
+                              members=n, warmup=min(1.0, seconds))
                 progress.end(f"p50 {row['p50_ms']:8.2f} ms  p99 {row['p99_ms']:8.2f} ms")
             rows.append(row)
         except Exception as exc:
