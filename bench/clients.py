@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
     admin.create_topics([NewTopic(topic, num_partitions=partitions)])[topic].result(timeout=30)
 
 

@@ -1,7 +1,7 @@
 """Produce and fetch throughput with confluent-kafka against a Kafka-wire server.
 
-One scenario = produce N records of a given size with acks=all into a fresh topic (one partition), then read
-them back with an assigned Consumer from offset 0. Times are wall-clock from first produce() to flush() and
+One scenario = produce N records of a given size with acks=all into a fresh topic (one partition unless told),
+then read them back with an assigned Consumer from offset 0. Times are wall-clock from first produce() to flush() and
 from assign() to the last record.
 """
 
@@ -44,16 +44,17 @@ class Result:
         }
 
 
-def _create_topic(bootstrap: str, topic: str) -> None:
+def _create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
     # Peers without CreateTopics auto-create the topic on first produce.
     with contextlib.suppress(KafkaException):
-        create_topic(bootstrap, topic)
+        create_topic(bootstrap, topic, partitions)
 
 
-def produce(bootstrap: str, topic: str, records: int, size: int, compression: str = "none") -> float:
+def produce(bootstrap: str, topic: str, records: int, size: int, compression: str = "none",
+            partitions: int = 1) -> float:
     producer = Producer(
         {
-            "bootstrap.servers": bootstrap,
+            "bootstrap.servers": bootstrap, "log_level": 3,
             "acks": "all",
             "linger.ms": 5,
             "batch.size": 1_000_000,
@@ -68,7 +69,7 @@ def produce(bootstrap: str, topic: str, records: int, size: int, compression: st
             errors.append(err)
 
     start = time.perf_counter()
-    send(producer, topic, b"x" * size, records, on_delivery=on_delivery)
+    send(producer, topic, b"x" * size, records, partitions, on_delivery=on_delivery)
     remaining = producer.flush(120)
     elapsed = time.perf_counter() - start
     if remaining or errors:
@@ -76,10 +77,10 @@ def produce(bootstrap: str, topic: str, records: int, size: int, compression: st
     return elapsed
 
 
-def fetch(bootstrap: str, topic: str, records: int) -> float:
+def fetch(bootstrap: str, topic: str, records: int, partitions: int = 1) -> float:
     consumer = Consumer(
         {
-            "bootstrap.servers": bootstrap,
+            "bootstrap.servers": bootstrap, "log_level": 3,
             "group.id": f"bench-{uuid.uuid4()}",
             "enable.auto.commit": False,
             "fetch.max.bytes": 52_428_800,
@@ -87,7 +88,7 @@ def fetch(bootstrap: str, topic: str, records: int) -> float:
         }
     )
     try:
-        start, _first = read(consumer, topic, 1, records, timeout=120)
+        start, _first = read(consumer, topic, partitions, records, timeout=120)
         return time.perf_counter() - start
     finally:
         consumer.close()

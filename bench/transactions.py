@@ -59,7 +59,7 @@ def produce(bootstrap: str, topic: str, payload: bytes, records: int, partitions
             per_txn: int | None, abort_every: int = 0) -> float:
     """Write `records` records idempotently (per_txn None) or in committed transactions of `per_txn` records,
     aborting every `abort_every`-th one (0: none); returns the seconds from the first record to the end."""
-    config = {"bootstrap.servers": bootstrap, **PRODUCER}
+    config = {"bootstrap.servers": bootstrap, "log_level": 3, **PRODUCER}
     if per_txn is not None:
         config["transactional.id"] = f"bench-{uuid.uuid4().hex[:12]}"
     producer = Producer(config)
@@ -103,7 +103,7 @@ def committed_count(records: int, per_txn: int, abort_every: int) -> int:
 
 def fetch(bootstrap: str, topic: str, partitions: int, records: int, isolation: str) -> float:
     consumer = Consumer({
-        "bootstrap.servers": bootstrap,
+        "bootstrap.servers": bootstrap, "log_level": 3,
         "group.id": f"bench-{uuid.uuid4()}",
         "enable.auto.commit": False,
         "isolation.level": isolation,

@@ -1,0 +1,94 @@
+"""PNG charts of a `python -m bench` run (matplotlib, Agg backend: no display needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402 - after the backend is chosen
+
+STYLE = {"produce": "o-", "txn-produce": "s--", "consume": "^-", "share-consume": "D-"}
+COLOUR = {"shoal": "tab:blue", "tansu": "tab:orange"}
+
+
+def _caption(fig, machine: dict) -> None:
+    fig.text(0.01, 0.005, f"{machine.get('nproc')} CPUs ({machine.get('cpu')}), load average "
+             f"{machine.get('load_before', '?')} -> {machine.get('load_after', '?')}; one run, client and brokers "
+             "share the CPUs", fontsize=7, color="dimgray")
+
+
+def throughput_chart(cells: list[dict], machine: dict, path: Path) -> Path:
+    """MiB/s against partitions, one panel per record size, a line per server and operation."""
+    sizes = sorted({c["record_bytes"] for c in cells})
+    fig, axes = plt.subplots(1, len(sizes), figsize=(4.2 * len(sizes), 3.6), squeeze=False)
+    for ax, size in zip(axes[0], sizes, strict=True):
+        mine = [c for c in cells if c["record_bytes"] == size and c["mib_s"]]
+        for server, op in dict.fromkeys((c["server"], c["operation"]) for c in mine):
+            pts = sorted((c["partitions"], c["mib_s"]) for c in mine if c["server"] == server
+                         and c["operation"] == op)
+            ax.plot([p for p, _ in pts], [v for _, v in pts], STYLE.get(op, "o-"), color=COLOUR.get(server),
+                    label=f"{server} {op}", markersize=4, alpha=0.6 if op == "txn-produce" else 1.0)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted({c["partitions"] for c in cells}))
+        ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        ax.set_title(f"{size} B records" if size < 1024 else f"{size // 1024} KiB records", fontsize=10)
+        ax.set_xlabel("partitions")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("MiB/s")
+    axes[0][-1].legend(fontsize=7, loc="best")
+    fig.suptitle("Throughput (acks=all; Shoal fsyncs, Tansu in memory; Tansu has no share groups)", fontsize=10)
+    _caption(fig, machine)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def latency_chart(rows: list[dict], machine: dict, path: Path) -> Path:
+    """p50/p99/p99.9 bars per scenario (log scale)."""
+    labels = [r["label"] for r in rows]
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.7 * len(rows) + 2), 4.2))
+    width = 0.27
+    for i, (key, name) in enumerate((("p50_ms", "p50"), ("p99_ms", "p99"), ("p999_ms", "p99.9"))):
+        ax.bar([x + (i - 1) * width for x in range(len(rows))], [r[key] for r in rows], width, label=name)
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels(labels, rotation=35, ha="right", fontsize=7)
+    ax.set_yscale("log")
+    ax.set_ylabel("end-to-end latency (ms)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title("Produce -> consume latency at fixed rates (acks=all, separate processes)", fontsize=10)
+    _caption(fig, machine)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def members_chart(rows: list[dict], machine: dict, path: Path) -> Path:
+    """Drain records/s and p99 latency of share vs classic groups by member count."""
+    counts = sorted({r["members"] for r in rows})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
+    for i, kind in enumerate(("group", "share")):
+        xs = [x + (i - 0.5) * 0.38 for x in range(len(counts))]
+        tput = [next((r["records_s"] for r in rows if r["kind"] == kind and r["members"] == n
+                      and "records_s" in r), 0) for n in counts]
+        p99 = [next((r["p99_ms"] for r in rows if r["kind"] == kind and r["members"] == n
+                     and "p99_ms" in r), 0) for n in counts]
+        name = "classic group" if kind == "group" else "share group"
+        left.bar(xs, tput, 0.38, label=name)
+        right.bar(xs, p99, 0.38, label=name)
+    for ax, title in ((left, "drain records/s"), (right, "p99 latency (ms)")):
+        ax.set_xticks(range(len(counts)))
+        ax.set_xticklabels([f"{n} members" for n in counts])
+        ax.set_title(title, fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+    left.legend(fontsize=8)
+    fig.suptitle("Consumers on 16 partitions: share group vs classic group of the same size", fontsize=10)
+    _caption(fig, machine)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
