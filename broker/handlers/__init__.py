@@ -39,6 +39,9 @@ MODULES: tuple[str, ...] = (
     "sasl",
     "scram_admin",
     "acls",
+    "log_dirs",
+    "elections",
+    "quorum",
 )
 
 
