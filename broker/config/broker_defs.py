@@ -38,6 +38,8 @@ _DEFS = [
               doc="Largest request frame accepted; a larger size prefix closes the connection."),
     ConfigDef("queued.max.requests", "int", 100, at_least(1),
               doc="Requests in flight per connection before the broker stops reading from it."),
+    ConfigDef("max.request.partition.size.limit", "int", 2000, at_least(1),
+              doc="The most partitions one DescribeTopicPartitions response holds."),
     ConfigDef("connections.max.unsent.bytes", "long", 1_048_576, at_least(0),
               doc="Response bytes a connection may have waiting to be sent (in its socket write buffer, or "
                   "finished behind an earlier response) before the broker stops dispatching its requests and "

@@ -42,6 +42,7 @@ MODULES: tuple[str, ...] = (
     "log_dirs",
     "elections",
     "quorum",
+    "describe_topic_partitions",
 )
 
 

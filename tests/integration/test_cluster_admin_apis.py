@@ -180,3 +180,69 @@ def test_describe_quorum(cluster):
                                                            "partitions": [{"partition_index": 0}]}]})
         assert resp.error_code == NONE
         assert resp.topics[0].partitions[0].error_code == UNKNOWN_TOPIC_OR_PARTITION
+
+
+DESCRIBE_TOPIC_PARTITIONS = 75
+INVALID_TOPIC_EXCEPTION = 17
+
+
+def _dtp(client: RawClient, names, limit: int = 2000, cursor=None):
+    return client.call(DESCRIBE_TOPIC_PARTITIONS, 0, {"topics": [{"name": n} for n in names],
+                                                      "response_partition_limit": limit, "cursor": cursor})
+
+
+def test_describe_topic_partitions_kafka_python(cluster):
+    create_topic(cluster.bootstrap, "paged-a", partitions=3)
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        result = admin.describe_topic_partitions(["paged-a", "missing"])
+    finally:
+        admin.close()
+    topics = {t["name"]: t for t in result["topics"]}
+    assert topics["paged-a"]["error_code"] == NONE
+    assert [p["partition_index"] for p in topics["paged-a"]["partitions"]] == [0, 1, 2]
+    assert topics["paged-a"]["partitions"][0]["leader_id"] == 1
+    assert topics["paged-a"]["topic_authorized_operations"] > 0  # no authorizer: every topic operation
+    assert topics["missing"]["error_code"] == UNKNOWN_TOPIC_OR_PARTITION
+    assert result["next_cursor"] is None
+
+
+def test_describe_topic_partitions_pages(cluster):
+    for name in ("pg-a", "pg-b", "pg-c"):
+        create_topic(cluster.bootstrap, name, partitions=3)
+    with RawClient(cluster.port) as client:
+        # 3 + 3 + 3 partitions, 4 at a time, from the cursor on
+        names = ["pg-c", "pg-b", "pg-a", "pg-b"]
+        seen = []
+        cursor = None
+        for _ in range(5):
+            resp = _dtp(client, names, limit=4, cursor=cursor)
+            for topic in resp.topics:
+                assert topic.error_code == NONE
+                assert [p.eligible_leader_replicas for p in topic.partitions] == [[]] * len(topic.partitions)
+                assert all(p.last_known_elr == [] and p.isr_nodes == [1] for p in topic.partitions)
+                seen += [(topic.name, p.partition_index) for p in topic.partitions]
+            assert sum(len(t.partitions) for t in resp.topics) <= 4
+            cursor = resp.next_cursor
+            if cursor is None:
+                break
+            cursor = {"topic_name": cursor.topic_name, "partition_index": cursor.partition_index}
+        assert seen == [(n, p) for n in ("pg-a", "pg-b", "pg-c") for p in range(3)]
+        # a cursor ending a topic exactly: the next topic's first partition
+        resp = _dtp(client, ["pg-a", "pg-b"], limit=3)
+        assert resp.next_cursor.topic_name == "pg-b" and resp.next_cursor.partition_index == 0
+        # every topic (an empty list), from a cursor
+        resp = _dtp(client, [], limit=2, cursor={"topic_name": "pg-b", "partition_index": 2})
+        assert [(t.name, [p.partition_index for p in t.partitions]) for t in resp.topics] == \
+            [("pg-b", [2]), ("pg-c", [0])]
+        assert (resp.next_cursor.topic_name, resp.next_cursor.partition_index) == ("pg-c", 1)
+        # a limit of 0 serves 1; unknown and illegal names
+        resp = _dtp(client, ["pg-a", "nope", "bad name"], limit=0)
+        got = {t.name: (t.error_code, len(t.partitions)) for t in resp.topics}
+        assert got["bad name"] == (INVALID_TOPIC_EXCEPTION, 0) and got["nope"] == (UNKNOWN_TOPIC_OR_PARTITION, 0)
+        assert got["pg-a"] == (NONE, 1)
+        # bad cursors: the whole request is INVALID_REQUEST
+        for cursor in ({"topic_name": "pg-z", "partition_index": 0},
+                       {"topic_name": "pg-a", "partition_index": -1}):
+            resp = _dtp(client, ["pg-a"], cursor=cursor)
+            assert [(t.name, t.error_code) for t in resp.topics] == [("pg-a", INVALID_REQUEST)]
