@@ -82,8 +82,10 @@ class TopicRegistry:
         # Names that a RemoveTopicRecord removed (and not created again): their leftover directories may go.
         self.removed_names: set[str] = set()
         self.next_producer_id = 0
-        # Dynamic broker config overrides (IncrementalAlterConfigs on the BROKER resource), name -> value.
+        # Dynamic broker configs (IncrementalAlterConfigs, AlterConfigs on the BROKER resource), name -> value:
+        # the cluster-wide defaults (resource name "") and each broker's own (resource name = its id).
         self.broker_configs: dict[str, str] = {}
+        self.node_configs: dict[str, dict[str, str]] = {}
         # Group config overrides (IncrementalAlterConfigs on the GROUP resource), group id -> name -> value.
         self.group_configs: dict[str, dict[str, str]] = {}
         # Bumped by every applied record: lets caches keyed on topic metadata (regex subscriptions) see changes.
@@ -155,10 +157,12 @@ class TopicRegistry:
                 else:
                     overrides[value["name"]] = value["value"]
             elif value["resource_type"] == BROKER_RESOURCE:
+                layer = self.broker_configs if not value["resource_name"] else \
+                    self.node_configs.setdefault(value["resource_name"], {})
                 if value["value"] is None:
-                    self.broker_configs.pop(value["name"], None)
+                    layer.pop(value["name"], None)
                 else:
-                    self.broker_configs[value["name"]] = value["value"]
+                    layer[value["name"]] = value["value"]
         elif record_type == REMOVE_TOPIC_RECORD:
             info = self._by_id.pop(value["topic_id"], None)
             if info is not None:

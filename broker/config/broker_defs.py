@@ -12,6 +12,7 @@ from broker.config.definitions import (
     one_of,
     to_text,
 )
+from broker.config.kafka_broker_defs import CLUSTER_WIDE, KAFKA_BROKER_CONFIGS, READ_ONLY
 from broker.config.listeners import (
     SASL_MECHANISMS,
     check_listeners,
@@ -232,7 +233,40 @@ _DEFS = [
     ConfigDef("errors.deadletterqueue.auto.create.topics.enable", "bool", False, dynamic=True),
     ConfigDef("errors.deadletterqueue.topic.name.prefix", "string", "dlq.", dynamic=True),
 ]
-BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
+SHOAL_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
+
+# Kafka's other broker configs: accepted, stored and described as Kafka does, with no effect here.
+INERT_DOC = "A Kafka broker config that Shoal accepts and reports but does not use: it has no effect."
+_KAFKA_TYPES = {"boolean": "bool", "class": "class"}
+
+
+def _inert(name: str, kafka_type: str, default: str | None, mode: str, internal: bool) -> ConfigDef:
+    type_name = _KAFKA_TYPES.get(kafka_type, kafka_type)
+    definition = ConfigDef(name, type_name, None, dynamic=mode != READ_ONLY, doc=INERT_DOC, internal=internal)
+    if default is not None:
+        definition = ConfigDef(name, type_name, definition.parse(default), dynamic=mode != READ_ONLY, doc=INERT_DOC,
+                               internal=internal)
+    return definition
+
+
+BROKER_CONFIGS: dict[str, ConfigDef] = {
+    **{name: _inert(name, *facts) for name, facts in KAFKA_BROKER_CONFIGS.items() if name not in SHOAL_CONFIGS},
+    **SHOAL_CONFIGS,
+}
+
+
+def update_mode(name: str) -> str:
+    """How a broker config may change at run time, by Kafka's rules (DynamicBrokerConfig): read-only,
+    per-broker or cluster-wide. A Kafka-dynamic config that Shoal reads only at start (listeners, TLS and SASL
+    settings, transaction.partition.verification.enable) is read-only here: a change could not take effect.
+    Shoal's own configs: cluster-wide when Shoal applies them at run time."""
+    kafka = KAFKA_BROKER_CONFIGS.get(name)
+    shoal = SHOAL_CONFIGS.get(name)
+    if kafka is None:
+        return CLUSTER_WIDE if shoal is not None and shoal.dynamic else READ_ONLY
+    if kafka[2] != READ_ONLY and shoal is not None and not shoal.dynamic:
+        return READ_ONLY
+    return kafka[2]
 
 # Keys whose effective value is derived from a family (Kafka: ms beats minutes beats hours).
 DERIVED: dict[str, tuple[tuple[str, int], ...]] = {

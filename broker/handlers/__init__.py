@@ -43,6 +43,7 @@ MODULES: tuple[str, ...] = (
     "elections",
     "quorum",
     "describe_topic_partitions",
+    "alter_configs",
 )
 
 

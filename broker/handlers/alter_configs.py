@@ -1,0 +1,36 @@
+"""AlterConfigs (33), the legacy, non-incremental form: each resource's dynamic configs become exactly the ones
+given (Kafka's ConfigurationControlManager.legacyAlterConfigs); the config service checks and journals them.
+
+As Kafka: a resource named twice is refused (every copy, INVALID_REQUEST "Each resource must appear at most
+once."), ALTER_CONFIGS on the topic, the group, or the cluster for broker resources (that type's authorization
+error otherwise), validate_only checks without changing anything.
+"""
+
+from __future__ import annotations
+
+from broker.context import RequestContext
+from broker.handlers.configs import _refused, _repeated
+from broker.security.acl import AclOperation
+from protocol.errors import ErrorCode
+
+ALTER_CONFIGS = 33
+DUPLICATE = (int(ErrorCode.INVALID_REQUEST), "Each resource must appear at most once.")
+
+
+async def handle_alter_configs(ctx: RequestContext, req) -> dict:
+    service = ctx.broker.configs
+    repeated = _repeated(req.resources)
+    responses = []
+    for resource in req.resources:
+        kind, name = resource.resource_type, resource.resource_name
+        refused = DUPLICATE if (kind, name) in repeated else _refused(ctx, AclOperation.ALTER_CONFIGS, kind, name)
+        if refused is None:
+            code, message = await service.replace(kind, name, [(c.name, c.value) for c in resource.configs],
+                                                  validate_only=req.validate_only)
+            refused = (int(code), message)
+        responses.append({"error_code": refused[0], "error_message": refused[1], "resource_type": kind,
+                          "resource_name": name})
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+HANDLERS = {ALTER_CONFIGS: handle_alter_configs}
