@@ -27,7 +27,7 @@ from broker.cluster.manager import TopicManager
 from broker.config import BrokerConfig, Listener, ensure_meta_properties
 from broker.connection_quotas import ConnectionQuotas
 from broker.coordinator_log import CoordinatorLog
-from broker.features import Features, broker_features
+from broker.features import FeatureControl, Features
 from broker.groups.runtime import TOPIC as OFFSETS_TOPIC
 from broker.groups.runtime import GroupCoordinatorRuntime, coordinator_config
 from broker.log import GroupCommitFlusher, LogManager, PartitionLog
@@ -103,7 +103,7 @@ class Broker:
     share_partitions: SharePartitionManager  # the share-partition leader
     transaction_coordinator: TransactionCoordinatorRuntime
     metrics: MetricsService
-    features: Features  # finalized feature levels (ApiVersions; transaction.version gates the TV2 versions)
+    feature_control: FeatureControl  # finalized feature levels and UpdateFeatures
 
     def __init__(self, config: BrokerConfig, *, port_file: str | os.PathLike | None = None,
                  add_scram: list | None = None) -> None:
@@ -115,7 +115,6 @@ class Broker:
         self.node: Node | None = None  # as advertised on the first advertised listener
         self.nodes: dict[str, Node] = {}  # listener name -> this broker as advertised on that listener
         self._closables: list[tuple[str, Closable]] = []  # in creation order; stop() closes them in reverse
-        self.features = broker_features(config, epoch=int(time.time() * 1000))
         self.router = Router(self)
         self.server = Server(self.router.handle, max_request_bytes=config.get("socket.request.max.bytes"),
                              max_inflight=config.get("queued.max.requests"),
@@ -130,6 +129,11 @@ class Broker:
         self._stop_task: asyncio.Task | None = None
 
     # --- components ----------------------------------------------------------------------------------------
+    @property
+    def features(self) -> Features:
+        """The finalized feature levels (ApiVersions; transaction.version gates the TV2 versions)."""
+        return self.feature_control.features
+
     def _closed_on_stop(self, name: str, component: C) -> C:
         """Record a component stop() must close (reverse creation order); returns it."""
         self._closables.append((name, component))
@@ -166,6 +170,7 @@ class Broker:
         })
         self.configs = ConfigService(config, topics)
         self.configs.load()
+        self.feature_control = FeatureControl(config, topics, self.router, self.node_id)
         replicas = self.replicas = ReplicaManager(
             topics, flusher, producer_expiration_ms=lambda: config.get("producer.id.expiration.ms"))
         topics.on_delete(lambda info: replicas.forget_topic(info.name))
@@ -184,6 +189,7 @@ class Broker:
         # The produce path asks the transaction coordinator whether a partition is in the transaction (KIP-890
         # part 1); bound here because the coordinator's log is written through the replica manager.
         replicas.set_txn_verifier(txn if config.get("transaction.partition.verification.enable") else None)
+        self.feature_control.follow_transaction_version(txn.set_transaction_version)
         self.metrics = self._closed_on_stop("metrics", MetricsService(
             config, self.router.request_metrics.registry, self.spawn, logs=logs,
             share_partitions=self.share_partitions, group_coordinator=self.group_coordinator, server=self.server,

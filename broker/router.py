@@ -85,6 +85,15 @@ class Router:
         self.metrics.setdefault(api_key, self.request_metrics.for_api(api_key, spec.name))
         self._api_versions_fallback = None
 
+    def set_max_version(self, api_key: int, max_version: int | None) -> None:
+        """Serve a registered API up to `max_version` (None: its schema's maximum) from now on: a finalized
+        feature changed (UpdateFeatures of transaction.version)."""
+        reg = self._routes[api_key]
+        spec_max = schema.api_specs()[api_key].max_version
+        hi = spec_max if max_version is None else min(max_version, spec_max)
+        self._routes[api_key] = Registration(reg.api_key, reg.name, reg.handler, reg.min_version, hi)
+        self._api_versions_fallback = None
+
     def registrations(self) -> list[Registration]:
         return [self._routes[k] for k in sorted(self._routes)]
 

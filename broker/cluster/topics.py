@@ -24,6 +24,7 @@ TOPIC_RECORD = 2
 PARTITION_RECORD = 3
 CONFIG_RECORD = 4
 REMOVE_TOPIC_RECORD = 9
+FEATURE_LEVEL_RECORD = 12
 PRODUCER_IDS_RECORD = 15
 
 TOPIC_RESOURCE = 2  # ConfigResource type for topics
@@ -88,6 +89,8 @@ class TopicRegistry:
         self.node_configs: dict[str, dict[str, str]] = {}
         # Group config overrides (IncrementalAlterConfigs on the GROUP resource), group id -> name -> value.
         self.group_configs: dict[str, dict[str, str]] = {}
+        # Finalized feature levels changed by UpdateFeatures (FeatureLevelRecord), name -> level.
+        self.feature_levels: dict[str, int] = {}
         # Bumped by every applied record: lets caches keyed on topic metadata (regex subscriptions) see changes.
         self.version = 0
 
@@ -169,5 +172,7 @@ class TopicRegistry:
                 self._by_name.pop(info.name, None)
                 self._collisions.pop(_collision_key(info.name), None)
                 self.removed_names.add(info.name)
+        elif record_type == FEATURE_LEVEL_RECORD:
+            self.feature_levels[value["name"]] = value["feature_level"]
         elif record_type == PRODUCER_IDS_RECORD:
             self.next_producer_id = max(self.next_producer_id, value["next_producer_id"])

@@ -44,6 +44,7 @@ MODULES: tuple[str, ...] = (
     "quorum",
     "describe_topic_partitions",
     "alter_configs",
+    "update_features",
 )
 
 
