@@ -67,7 +67,7 @@ API_ACLS: dict[int, ApiAcls] = {
     31: ApiAcls(((Op.ALTER, C),), E.CLUSTER_AUTHORIZATION_FAILED, "DeleteAcls"),
     32: ApiAcls(((Op.DESCRIBE_CONFIGS, T), (Op.DESCRIBE_CONFIGS, G), (Op.DESCRIBE_CONFIGS, C)),
                 E.TOPIC_AUTHORIZATION_FAILED, "DescribeConfigs: per resource (broker resources on the cluster)"),
-    33: ApiAcls(((Op.ALTER_CONFIGS, T), (Op.ALTER_CONFIGS, C)), E.TOPIC_AUTHORIZATION_FAILED,
+    33: ApiAcls(((Op.ALTER_CONFIGS, T), (Op.ALTER_CONFIGS, G), (Op.ALTER_CONFIGS, C)), E.TOPIC_AUTHORIZATION_FAILED,
                 "AlterConfigs: per resource (broker resources on the cluster)"),
     34: ApiAcls(((Op.ALTER, C),), E.CLUSTER_AUTHORIZATION_FAILED, "AlterReplicaLogDirs: every partition refused"),
     35: ApiAcls(((Op.DESCRIBE, C),), E.CLUSTER_AUTHORIZATION_FAILED, "DescribeLogDirs: top-level error, no results"),
