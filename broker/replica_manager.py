@@ -684,7 +684,7 @@ def _first_headers(topic_data, registry) -> Iterator[tuple[tuple[str, int], rec.
     in range and at least a header's bytes (one header read each)."""
     for topic in topic_data:
         name = topic.get("name")
-        info = registry.get(name) if name is not None else registry.by_id(topic.get("topic_id"))
+        info = registry.get(name) if name else registry.by_id(topic.get("topic_id"))  # Produce v13: by id
         if info is None:
             continue
         for part in topic.partition_data:

@@ -38,6 +38,7 @@ import structlog
 
 from broker.connection_quotas import ConnectionQuotas, normalize_ip
 from broker.context import ConnectionInfo
+from broker.request_memory import RequestMemoryPool, give_back_memory
 from broker.router import CloseConnection
 from broker.security.listener import ListenerSecurity
 from protocol.errors import ErrorCode
@@ -79,6 +80,8 @@ class KafkaConnection(asyncio.Protocol):
         self._serial_apis = server.serial_api_keys
         self.peer_ip = peer_ip  # counted in the server's connection quotas until the connection is lost
         self._buf = FrameSplitter()  # received, not yet dispatched: whole frames and at most one partial frame
+        self._charged = 0  # bytes charged to the server's request memory pool (broker.request_memory)
+        self._granted = False  # the partial frame in the buffer holds a reservation for its whole declared size
         self._pending: deque[asyncio.Future] = deque()  # dispatched requests, answered in this order
         self._held = 0  # bytes of finished responses not yet handed to the transport
         self._serial_inflight = 0  # in-flight requests of the large-response APIs
@@ -111,7 +114,16 @@ class KafkaConnection(asyncio.Protocol):
         if security.authenticator is not None:
             self._sasl = security.authenticator(self.info)
         self._server.connection_opened(self)
+        if self._server.request_memory.muting:
+            # A new connection needs memory too: not read until there is room. The transport starts reading after
+            # connection_made returns, so pause it from the loop's next turn.
+            self._update_reading()
+            asyncio.get_running_loop().call_soon(self._mute_new)
         log.debug("connection opened", conn=self.info.id, peer=self.info.peer)
+
+    def _mute_new(self) -> None:
+        self._read_paused = False  # the transport reads on its own after connection_made, whatever we asked
+        self._update_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
@@ -121,6 +133,11 @@ class KafkaConnection(asyncio.Protocol):
             fut.cancel()  # finished ones are unaffected; their own _on_done retrieved their outcome
         self._pending.clear()
         self._buf.clear()
+        self._granted = False
+        self._server.memory_muted.discard(self)
+        if self._charged:
+            charged, self._charged = self._charged, 0
+            self._server.request_memory_charged(charged, 0)
         self._held = 0
         log.debug("connection closed", conn=self.info.id, peer=self.info.peer, error=str(exc) if exc else None)
         for listener in list(self._server.close_listeners):
@@ -236,6 +253,7 @@ class KafkaConnection(asyncio.Protocol):
         fut.add_done_callback(self._on_done)
         if self._sasl.authenticated:
             self.info.principal = self._sasl.principal
+            self.info.token_authenticated = self._sasl.token_authenticated
         if step.close:
             fut.set_exception(CloseConnection("SASL state"))
         elif step.fail:
@@ -302,18 +320,42 @@ class KafkaConnection(asyncio.Protocol):
         else:
             self._update_reading()
 
+    def _recharge(self) -> None:
+        """Charge the request memory pool for what the buffer holds, and for the rest of a partial frame once
+        that frame got a reservation (granted while the pool is not exhausted)."""
+        buf = self._buf
+        held = len(buf.buffer)
+        missing = buf.missing() if held else 0
+        if missing:
+            if not self._granted and not self._server.request_memory.muting:
+                self._granted = True
+            if self._granted:
+                held += min(missing, self._max_frame + 4)
+        else:
+            self._granted = False
+        if held != self._charged:
+            charged, self._charged = self._charged, held
+            self._server.request_memory_charged(charged, held)
+
     def _update_reading(self) -> None:
         transport = self._transport
         if transport is None or self._closing:
             return
-        should_pause = (self._write_paused or self._auth_failed
+        self._recharge()
+        memory_muted = self._server.request_memory.muting and not self._granted
+        should_pause = (self._write_paused or self._auth_failed or memory_muted
                         or (len(self._buf.buffer) >= READ_AHEAD_BYTES and self._buf.has_frame()))
+        if memory_muted:
+            self._server.memory_muted.add(self)
+        # RuntimeError: the transport closed under us (the peer went away) and connection_lost is on its way.
         if should_pause and not self._read_paused:
             self._read_paused = True
-            transport.pause_reading()
+            with contextlib.suppress(RuntimeError):
+                transport.pause_reading()
         elif not should_pause and self._read_paused:
             self._read_paused = False
-            transport.resume_reading()
+            with contextlib.suppress(RuntimeError):
+                transport.resume_reading()
 
     def _bad_frame_size(self, size: int, max_size: int) -> None:
         log.warning("invalid request size, closing connection", conn=self.info.id, peer=self.info.peer, size=size,
@@ -355,7 +397,8 @@ class Server:
     def __init__(self, dispatch: Dispatch, *, max_request_bytes: int = 104_857_600, max_inflight: int = 100,
                  max_unsent_bytes: int = 1_048_576, idle_ms: int = 600_000, backlog: int = 1024,
                  quotas: ConnectionQuotas | None = None, serial_api_keys: Iterable[int] = (),
-                 refused: Callable[[int | None, ErrorCode | None], None] | None = None) -> None:
+                 refused: Callable[[int | None, ErrorCode | None], None] | None = None,
+                 max_queued_bytes: int = -1) -> None:
         self.dispatch = dispatch
         # fn(api key or None, error or None) for a request refused before it reaches the router (request metrics)
         self.refused = refused or (lambda _api_key, _error: None)
@@ -372,6 +415,12 @@ class Server:
         self.connections: OrderedDict[KafkaConnection, None] = OrderedDict()
         # fn(ConnectionInfo) after a connection closed (share sessions are tied to their connection).
         self.close_listeners: list[Callable[[ConnectionInfo], None]] = []
+        # Kafka's queued.max.request.bytes: while exhausted, connections holding no reservation are not read.
+        self.request_memory = RequestMemoryPool(max_queued_bytes)
+        self.memory_muted: set[KafkaConnection] = set()  # connections not read until the pool has room
+        self._memory_room = asyncio.Event()  # set while the pool is not muting: new connections are accepted
+        self._memory_room.set()
+        self._trimming = False
         self._sockets: list[socket.socket] = []
         self._tasks: list[asyncio.Task] = []
         self.bound: list[tuple[str, str, int]] = []  # (listener name, host, port) after start()
@@ -425,6 +474,10 @@ class Server:
                 log.info("max.connections reached: new connections wait until one closes", listener=listener,
                          connections=quotas.total, max_connections=quotas.max_connections())
                 await quotas.wait_for_slot()
+            if self.request_memory.muting:
+                # A new connection would need memory too (its first read may take a whole socket buffer before it
+                # could be paused): it waits in the listen backlog until the pool has room, like a muted one.
+                await self._memory_room.wait()
             try:
                 sock, address = await loop.sock_accept(lsock)
             except OSError as err:  # EMFILE, ENFILE, ENOBUFS...: keep serving the open connections, retry soon
@@ -460,6 +513,32 @@ class Server:
             self.quotas.release(ip)
             sock.close()
             log.info("accepted connection failed", listener=listener, peer=_address(address), error=str(err))
+
+    # --- request memory ------------------------------------------------------------------------------------
+    def request_memory_charged(self, before: int, after: int) -> None:
+        pool = self.request_memory
+        was = pool.muting
+        pool.charge(before, after)
+        if pool.muting and not was:
+            log.warning("request memory pool exhausted: reading only connections in the middle of a request",
+                        used=pool.used, capacity=pool.capacity, connections=len(self.connections))
+            self._memory_room.clear()
+            for conn in list(self.connections):
+                conn._update_reading()  # noqa: SLF001 - same module
+        elif was and not pool.muting:
+            self._memory_room.set()
+            muted, self.memory_muted = self.memory_muted, set()
+            for conn in muted:
+                conn._update_reading()  # noqa: SLF001 - same module
+        if pool.drained_after_burst() and not self._trimming:
+            self._trimming = True
+            task = asyncio.get_running_loop().run_in_executor(None, give_back_memory)
+            task.add_done_callback(self._trimmed)
+
+    def _trimmed(self, fut: asyncio.Future) -> None:
+        self._trimming = False
+        if not fut.cancelled() and fut.exception() is not None:
+            log.warning("giving memory back failed", error=repr(fut.exception()))
 
     # --- connection bookkeeping ----------------------------------------------------------------------------
     def connection_opened(self, conn: KafkaConnection) -> None:

@@ -193,6 +193,14 @@ class FrameSplitter:
         buf = self.buffer
         return len(buf) >= 4 and len(buf) - 4 >= _SIZE.unpack_from(buf, 0)[0]
 
+    def missing(self) -> int:
+        """Bytes still to come of the first frame: its declared size (prefix included) less what is buffered; 0
+        when it is whole or its prefix is not in yet. A negative size counts as 0 (frame_size() refuses it)."""
+        buf = self.buffer
+        if len(buf) < 4:
+            return 0
+        return max(0, 4 + _SIZE.unpack_from(buf, 0)[0] - len(buf))
+
     def pop(self, size: int) -> bytes | memoryview:
         """Remove the first frame (of `size` bytes, whole) and return it without its prefix: the buffer itself
         when the frame is all it holds (no copy), else a copy."""

@@ -41,3 +41,30 @@ def tool_version() -> str:
         return metadata.version("shoal")
     except metadata.PackageNotFoundError:
         return "unknown"
+
+
+class Progress:
+    """"label: done/total" on `err`, rewritten in place, for operations over many items; shown only when `err` is a
+    terminal (a pipe or a test reading the output sees nothing, as with Kafka's tools) and `total` reaches
+    `minimum`. `done()` ends the line."""
+
+    def __init__(self, err: TextIO, label: str, total: int, minimum: int = 1) -> None:
+        self._err, self._label, self.total = err, label, total
+        isatty = getattr(err, "isatty", None)
+        self.shown = bool(isatty and isatty()) and total >= minimum
+        self.count = 0
+
+    def advance(self, n: int) -> None:
+        self.count = min(self.total, self.count + n)
+        if self.shown:
+            self._err.write(f"\r{self._label}: {self.count}/{self.total}")
+            self._err.flush()
+
+    def done(self) -> None:
+        if self.shown:
+            self._err.write("\n")
+            self._err.flush()
+
+
+def chunks(items: list, size: int) -> list[list]:
+    return [items[i:i + size] for i in range(0, len(items), size)]

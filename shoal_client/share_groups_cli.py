@@ -22,11 +22,20 @@ from shoal_client.admin import (
     ShareGroupDescription,
     error_name,
 )
-from shoal_client.cli_common import COMMAND_FAILURES, ToolParser, UsageError, load_security, tool_version
+from shoal_client.cli_common import (
+    COMMAND_FAILURES,
+    Progress,
+    ToolParser,
+    UsageError,
+    chunks,
+    load_security,
+    tool_version,
+)
 from shoal_client.security import SecurityConfigError
 
 MISSING = "-"
 VALID_STATES = ("Dead", "Empty", "Stable")
+RESET_CHUNK = 1000  # partitions per ListOffsets / AlterShareGroupOffsets request of --reset-offsets
 ACTIONS = ("list", "describe", "delete", "reset_offsets", "delete_offsets")
 DESCRIPTION = "This tool helps to list, describe, reset and delete share groups."
 
@@ -345,17 +354,21 @@ class ShareGroupService:
         partitions = self.partitions_to_reset(gid, d.error_code == 0)
         if not partitions:
             return
-        if self.a.to_earliest:
-            plan = self.admin.list_offsets(partitions, EARLIEST)
-        elif self.a.to_latest:
-            plan = self.admin.list_offsets(partitions, LATEST)
-        else:
-            at = self.admin.list_offsets(partitions, parse_datetime(self.a.to_datetime))
-            missing = [tp for tp, offset in at.items() if offset < 0]
-            # No record at or after that time: the log end, as Kafka's tool does.
-            plan = {**at, **(self.admin.list_offsets(missing, LATEST) if missing else {})}
+        plan: dict[tuple[str, int], int] = {}
+        # Many partitions go in requests of RESET_CHUNK, with progress on a terminal's standard error.
+        progress = Progress(self.err, "Reading offsets", len(partitions), minimum=RESET_CHUNK)
+        for chunk in chunks(partitions, RESET_CHUNK):
+            plan.update(self.planned_offsets(chunk))
+            progress.advance(len(chunk))
+        progress.done()
         if self.a.execute:
-            errors = {tp: r for tp, r in self.admin.alter_share_group_offsets(gid, plan).items() if r[0] != 0}
+            errors: dict[tuple[str, int], tuple[int, str | None]] = {}
+            progress = Progress(self.err, "Resetting offsets", len(plan), minimum=RESET_CHUNK)
+            for chunk in chunks(sorted(plan.items()), RESET_CHUNK):
+                answers = self.admin.alter_share_group_offsets(gid, dict(chunk))
+                errors.update({tp: r for tp, r in answers.items() if r[0] != 0})
+                progress.advance(len(chunk))
+            progress.done()
             if errors:
                 tp, (code, message) = next(iter(sorted(errors.items())))
                 raise CommandError(f"Executing share group command failed due to {message or error_name(code)} "
@@ -366,6 +379,16 @@ class ShareGroupService:
         self.say(f"{'GROUP':<{g}} {'TOPIC':<{t}} {'PARTITION':<10} NEW-OFFSET")
         for (topic, p), offset in sorted(plan.items()):
             self.say(f"{gid:<{g}} {topic:<{t}} {p:<10} {offset}")
+
+    def planned_offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        if self.a.to_earliest:
+            return self.admin.list_offsets(partitions, EARLIEST)
+        if self.a.to_latest:
+            return self.admin.list_offsets(partitions, LATEST)
+        at = self.admin.list_offsets(partitions, parse_datetime(self.a.to_datetime))
+        missing = [tp for tp, offset in at.items() if offset < 0]
+        # No record at or after that time: the log end, as Kafka's tool does.
+        return {**at, **(self.admin.list_offsets(missing, LATEST) if missing else {})}
 
     def partitions_to_reset(self, gid: str, exists: bool) -> list[tuple[str, int]]:
         if self.a.topic:

@@ -1,8 +1,8 @@
 """The streaming reader: the driver-side runner process is the share group's only member for this query.
 
 Offsets are micro-batch sequence numbers ({"seq": n}), not Kafka offsets: the share group, not Spark, decides
-which records a batch gets. Where PySpark 4.3 calls what, and why the protocol below is at-least-once (see
-../shared/research/spark-source.md, design (c)):
+which records a batch gets. Where PySpark 4.3 calls what, and why the protocol below is at-least-once (why it is
+built this way: docs/spark-source.md):
 
 - `latestOffset(start, limit)` (runner): joins the group the first time (heartbeat thread, SIGTERM handler),
   ACCEPTs every held batch with seq <= start (Spark calls latestOffset(start) only once batch `start` is in the

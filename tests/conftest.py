@@ -63,3 +63,12 @@ def pytest_runtest_makereport(item, call):
     for name, value in getattr(item, "funcargs", {}).items():
         if isinstance(value, BrokerProcess):
             report.sections.append((f"broker log ({name}, tail)", value.tail()))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Groups for pytest-xdist's `--dist loadgroup` (what `make test` runs): a test module's tests stay on one
+    worker (module-scoped brokers are started once), and the Spark tests all share one worker, as each starts a
+    JVM that wants both cores."""
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group("spark" if module.startswith("tests/spark/") else module))

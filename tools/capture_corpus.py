@@ -326,12 +326,15 @@ def drive_sasl(bootstrap: str, sasl_bootstrap: str) -> None:
 
 
 def synthetic_frames() -> list[tuple[str, bytes]]:
-    """Seeds for served APIs no client above sends (share-state RPCs, ShareGroupDescribe, DescribeCluster), encoded
+    """Seeds for served APIs no client above sends (share-state RPCs, ShareGroupDescribe, DescribeCluster,
+    PushTelemetry, ListConfigResources), encoded
     with our codecs; topic ids are placeholders the fuzzer replaces with live ones."""
     import uuid
 
     from protocol.codec import request_codec
+    from protocol.compression import GZIP, compress
     from protocol.framing import RequestHeader, encode_request
+    from tests.helpers.telemetry import metrics_payload
 
     tid = uuid.UUID("0b7ad1d8-5b32-4c8e-9d36-6f2f0a3a8e11")
     bodies = [
@@ -347,6 +350,11 @@ def synthetic_frames() -> list[tuple[str, bytes]]:
         (86, 0, {"group_id": "cap-share-group", "topics": [{"topic_id": tid, "partitions": [{"partition": 0}]}]}),
         (87, 1, {"group_id": "cap-share-group", "topics": [
             {"topic_id": tid, "partitions": [{"partition": 0, "leader_epoch": 0}]}]}),
+        # client telemetry (KIP-714): a push of a gzip'd OTLP payload, and ListConfigResources v1
+        (71, 0, {"client_instance_id": uuid.UUID(int=0)}),
+        (72, 0, {"client_instance_id": tid, "subscription_id": 1, "terminating": False, "compression_type": 1,
+                 "metrics": compress(GZIP, metrics_payload())}),
+        (74, 1, {"resource_types": [16, 2]}),
     ]
     out = []
     for n, (api_key, version, body) in enumerate(bodies):

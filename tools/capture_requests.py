@@ -1,7 +1,7 @@
 """Capture real clients' request bytes as test fixtures.
 
 Starts a tiny asyncio TCP server on a free 127.0.0.1 port that answers ApiVersions, Metadata,
-InitProducerId, Produce and CreateTopics with minimal valid responses (built with our own
+InitProducerId, Produce, CreateTopics, GetTelemetrySubscriptions and PushTelemetry with minimal valid responses (built with our own
 codecs), drives confluent-kafka and kafka-python against it, and writes every request frame
 (without the size prefix) as hex to tests/unit/protocol/fixtures/<client>-<Api>-v<N>.hex.
 
@@ -51,6 +51,12 @@ def response_body(api_key: int, version: int, request: Any, port: int) -> dict[s
                 {"index": p.index, "error_code": 0, "base_offset": 0, "log_append_time_ms": -1,
                  "log_start_offset": 0} for p in t.partition_data]}
             for t in request.topic_data]}
+    if api_key == 71:  # GetTelemetrySubscriptions: every metric, pushed every 100 ms, uncompressed or zstd
+        return {"error_code": 0, "client_instance_id": uuid.UUID("3f1c5a2e-7b7d-4c8e-a4e1-9f0b2c3d4e5f"),
+                "subscription_id": 7, "accepted_compression_types": [4], "push_interval_ms": 100,
+                "telemetry_max_bytes": 1 << 20, "delta_temporality": True, "requested_metrics": ["*"]}
+    if api_key == 72:  # PushTelemetry
+        return {"error_code": 0}
     if api_key == 19:  # CreateTopics
         return {"topics": [{"name": t.name, "topic_id": TOPIC_ID, "error_code": 0, "num_partitions": 1,
                             "replication_factor": 1} for t in request.topics]}
@@ -98,9 +104,10 @@ def drive_confluent(port: int) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     p = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "client.id": "capture-confluent",
-                  "linger.ms": 0, "message.timeout.ms": 5000})
+                  "linger.ms": 0, "message.timeout.ms": 5000, "enable.metrics.push": True})
     p.produce(TOPIC, key=b"k", value=b"hello shoal")
     p.flush(8)
+    p.poll(1.0)  # a second of 100 ms telemetry pushes (KIP-714)
     a = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "client.id": "capture-confluent-admin"})
     futures = a.create_topics([NewTopic("capture-new", 1, 1)], operation_timeout=3)
     for f in futures.values():

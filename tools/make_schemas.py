@@ -2,7 +2,8 @@
 
 Reads the reference specs (default ../shared/kafka-spec) and writes protocol/schemas/messages/*.json
 and protocol/schemas/records/*.json. Only wire facts are kept: prose ("about", comments, listeners) is dropped,
-validVersions is set to the range Shoal serves and every version range inside is clipped to it.
+validVersions is set to the range Shoal serves and every version range inside is clipped to it. It then checks
+that docs/api-coverage.md names every API key of the definitions (exit status 1 if not).
 
     python tools/make_schemas.py [--spec DIR] [--out DIR]
 """
@@ -20,11 +21,11 @@ DEFAULT_SPEC = ROOT.parent / "shared" / "kafka-spec"
 
 # api name -> (min, max) we serve; None means "the spec's full validVersions".
 SERVED: dict[str, tuple[int, int] | None] = {
-    "ApiVersions": (0, 4),
+    "ApiVersions": (0, 5),
     "Metadata": (0, 13),
-    "Produce": (3, 12),
-    "Fetch": (4, 17),
-    "ListOffsets": (1, 10),
+    "Produce": (3, 13),
+    "Fetch": (4, 18),
+    "ListOffsets": (1, 11),
     "CreateTopics": (2, 7),
     "DeleteTopics": (1, 6),
     "CreatePartitions": (0, 3),
@@ -32,7 +33,7 @@ SERVED: dict[str, tuple[int, int] | None] = {
     "IncrementalAlterConfigs": (0, 1),
     "DescribeCluster": (0, 2),
     "FindCoordinator": (0, 6),
-    "InitProducerId": (0, 5),
+    "InitProducerId": (0, 6),
     # Transactions (coordinator side). EndTxn v5, AddPartitionsToTxn v5, Produce v12 and TxnOffsetCommit v5 are
     # TV2 (KIP-890 part 2): advertised only while transaction.version 2 is finalized (broker.features).
     "AddPartitionsToTxn": (0, 5),
@@ -69,6 +70,9 @@ SERVED: dict[str, tuple[int, int] | None] = {
     "OffsetDelete": None,
     "DescribeTopicPartitions": None,
     "ListConfigResources": None,
+    # Client telemetry (KIP-714).
+    "GetTelemetrySubscriptions": None,
+    "PushTelemetry": None,
     # Security (SASL, SCRAM credentials, ACLs): the spec's full range.
     "SaslHandshake": None,
     "SaslAuthenticate": None,
@@ -77,6 +81,10 @@ SERVED: dict[str, tuple[int, int] | None] = {
     "CreateAcls": None,
     "DescribeAcls": None,
     "DeleteAcls": None,
+    "CreateDelegationToken": None,
+    "RenewDelegationToken": None,
+    "ExpireDelegationToken": None,
+    "DescribeDelegationToken": None,
     # Transactions, partition side (issue 17): markers from the coordinator, active producers.
     "WriteTxnMarkers": None,
     "DescribeProducers": None,
@@ -157,6 +165,30 @@ OWN_RECORDS: list[dict[str, Any]] = [
         "validVersions": "0",
         "flexibleVersions": "0+",
         "fields": [{"name": "TopicId", "type": "uuid", "versions": "0+"}],
+    },
+    {
+        "apiKey": 10,
+        "type": "metadata",
+        "name": "DelegationTokenRecord",
+        "validVersions": "0",
+        "flexibleVersions": "0+",
+        "fields": [
+            {"name": "Owner", "type": "string", "versions": "0+"},
+            {"name": "Requester", "type": "string", "versions": "0+"},
+            {"name": "Renewers", "type": "[]string", "versions": "0+"},
+            {"name": "IssueTimestamp", "type": "int64", "versions": "0+"},
+            {"name": "MaxTimestamp", "type": "int64", "versions": "0+"},
+            {"name": "ExpirationTimestamp", "type": "int64", "versions": "0+"},
+            {"name": "TokenId", "type": "string", "versions": "0+"},
+        ],
+    },
+    {
+        "apiKey": 26,
+        "type": "metadata",
+        "name": "RemoveDelegationTokenRecord",
+        "validVersions": "0",
+        "flexibleVersions": "0+",
+        "fields": [{"name": "TokenId", "type": "string", "versions": "0+"}],
     },
     {
         "apiKey": 11,
@@ -396,8 +428,15 @@ def main(argv: list[str] | None = None) -> int:
         write(records / f"{record['name']}.json", record)
         count += 1
     print(f"wrote {count} schema files under {args.out}", file=sys.stderr)
-    return 0
+    # The API coverage table must name every API of these definitions (tools/api_coverage.py).
+    from tools.api_coverage import differences, load_table, spec_apis
+
+    diffs = differences(load_table(), spec_apis(args.spec))
+    for line in diffs:
+        print(f"docs/api-coverage.md: {line}", file=sys.stderr)
+    return 1 if diffs else 0
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
     raise SystemExit(main())

@@ -30,6 +30,7 @@ PRODUCER_IDS_RECORD = 15
 TOPIC_RESOURCE = 2  # ConfigResource type for topics
 BROKER_RESOURCE = 4
 GROUP_RESOURCE = 32
+CLIENT_METRICS_RESOURCE = 16  # client-metrics subscriptions (KIP-714)
 
 
 class TopicError(Exception):
@@ -91,6 +92,8 @@ class TopicRegistry:
         self.group_configs: dict[str, dict[str, str]] = {}
         # Finalized feature levels changed by UpdateFeatures (FeatureLevelRecord), name -> level.
         self.feature_levels: dict[str, int] = {}
+        # Client-metrics subscriptions (the CLIENT_METRICS resource), subscription name -> name -> value.
+        self.client_metrics_configs: dict[str, dict[str, str]] = {}
         # Bumped by every applied record: lets caches keyed on topic metadata (regex subscriptions) see changes.
         self.version = 0
 
@@ -151,12 +154,13 @@ class TopicRegistry:
                         info.configs.pop(value["name"], None)
                     else:
                         info.configs[value["name"]] = value["value"]
-            elif value["resource_type"] == GROUP_RESOURCE:
-                overrides = self.group_configs.setdefault(value["resource_name"], {})
+            elif value["resource_type"] in (GROUP_RESOURCE, CLIENT_METRICS_RESOURCE):
+                table = self.group_configs if value["resource_type"] == GROUP_RESOURCE else self.client_metrics_configs
+                overrides = table.setdefault(value["resource_name"], {})
                 if value["value"] is None:
                     overrides.pop(value["name"], None)
                     if not overrides:
-                        del self.group_configs[value["resource_name"]]
+                        del table[value["resource_name"]]
                 else:
                     overrides[value["name"]] = value["value"]
             elif value["resource_type"] == BROKER_RESOURCE:

@@ -41,6 +41,11 @@ _DEFS = [
               doc="Requests in flight per connection before the broker stops reading from it."),
     ConfigDef("max.request.partition.size.limit", "int", 2000, at_least(1),
               doc="The most partitions one DescribeTopicPartitions response holds."),
+    ConfigDef("queued.max.request.bytes", "long", 268_435_456, at_least(-1),
+              doc="Request bytes all connections together may hold buffered (a request in the middle of being "
+                  "received is counted at its full declared size); when reached, the broker stops reading from "
+                  "connections that are not in the middle of a request until requests are dispatched. -1: no "
+                  "bound (Kafka's default)."),
     ConfigDef("connections.max.unsent.bytes", "long", 1_048_576, at_least(0),
               doc="Response bytes a connection may have waiting to be sent (in its socket write buffer, or "
                   "finished behind an earlier response) before the broker stops dispatching its requests and "
@@ -135,6 +140,9 @@ _DEFS = [
                   "transactions v1. Needs transaction.partition.verification.enable for 2 (else 1 is used)."),
     ConfigDef("transaction.max.timeout.ms", "int", 900_000, at_least(1),
               doc="The largest transaction timeout a producer may ask for (InitProducerId)."),
+    ConfigDef("unstable.api.versions.enable", "bool", False, internal=True,
+              doc="Serve (and advertise) the API versions Kafka marks latestVersionUnstable: InitProducerId v6 "
+                  "(KIP-939)."),
     # Internal topics.
     ConfigDef("offsets.topic.num.partitions", "int", 4, at_least(1),
               doc="Partitions of __consumer_offsets (Kafka: 50; 4 here, see README)."),
@@ -226,12 +234,24 @@ _DEFS = [
               one_of("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
                      "kafka.security.authorizer.AclAuthorizer"),
               doc="Empty: no authorization. Kafka's StandardAuthorizer (or AclAuthorizer) name: ACLs are enforced."),
+    # Delegation tokens (KIP-48, broker.security.delegation_tokens).
+    ConfigDef("delegation.token.secret.key", "password", None,
+              doc="Key of the tokens' HmacSHA512; unset or empty: delegation tokens are disabled."),
+    ConfigDef("delegation.token.max.lifetime.ms", "long", 7 * 24 * H, at_least(1),
+              doc="A token's maximum lifetime, beyond which it cannot be renewed."),
+    ConfigDef("delegation.token.expiry.time.ms", "long", 24 * H, at_least(1),
+              doc="How long a token stays valid before it must be renewed."),
+    ConfigDef("delegation.token.expiry.check.interval.ms", "long", H, at_least(1),
+              doc="How often expired tokens are removed."),
     ConfigDef("super.users", "string", "", doc="Principals allowed everything, separated by ';' (User:admin;User:x)."),
     ConfigDef("allow.everyone.if.no.acl.found", "bool", False,
               doc="Whether a resource that no ACL names is open to everyone."),
     # KIP-1191 share-group dead-letter queues (cluster configs, dynamic as in Kafka).
     ConfigDef("errors.deadletterqueue.auto.create.topics.enable", "bool", False, dynamic=True),
     ConfigDef("errors.deadletterqueue.topic.name.prefix", "string", "dlq.", dynamic=True),
+    # KIP-714 client telemetry (Kafka's ServerConfigs, read-only).
+    ConfigDef("telemetry.max.bytes", "int", 1_048_576, at_least(1),
+              doc="The largest metrics payload (compressed) a client may push with PushTelemetry."),
 ]
 SHOAL_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
 

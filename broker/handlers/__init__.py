@@ -1,7 +1,8 @@
 """Handler modules, one per API family.
 
 Each module exposes `HANDLERS = {api_key: async handler}` and optionally `VERSIONS = {api_key: (min, max)}`
-to narrow the versions served below the schema's range. List a new module in `MODULES`. Handlers reach the
+to narrow the versions served below the schema's range, and `UNSTABLE = {api_key: version}` for a version Kafka
+marks latestVersionUnstable (served only with `unstable.api.versions.enable`, as Kafka's ApiVersions). List a new module in `MODULES`. Handlers reach the
 broker's components through `ctx.broker` (typed attributes of `broker.app.Broker`), which has built them all
 before the handlers are registered.
 """
@@ -38,7 +39,9 @@ MODULES: tuple[str, ...] = (
     "share_fetch",
     "sasl",
     "scram_admin",
+    "delegation_tokens",
     "acls",
+    "telemetry",
     "log_dirs",
     "elections",
     "quorum",
@@ -49,14 +52,18 @@ MODULES: tuple[str, ...] = (
 
 
 def register_all(router: Router, modules: Iterable[str] = MODULES,
-                 max_versions: Mapping[int, int] | None = None) -> list[str]:
+                 max_versions: Mapping[int, int] | None = None, unstable: bool = False) -> list[str]:
     """Import and register the handler modules (by default all of them); returns the modules registered.
-    `max_versions` (api key -> max) narrows further: the versions a finalized feature gates (broker.features)."""
+    `max_versions` (api key -> max) narrows further: the versions a finalized feature gates (broker.features).
+    Without `unstable`, a module's UNSTABLE versions are not served."""
     registered = []
-    caps = max_versions or {}
     for name in modules:
         module = importlib.import_module(f"broker.handlers.{name}")
         limits = getattr(module, "VERSIONS", {})
+        caps = dict(max_versions or {})
+        if not unstable:
+            for api_key, first in getattr(module, "UNSTABLE", {}).items():
+                caps[api_key] = min(caps.get(api_key, first - 1), first - 1)
         for api_key, handler in module.HANDLERS.items():
             lo, hi = limits.get(api_key, (None, None))
             if api_key in caps:

@@ -1,7 +1,7 @@
 """DescribeConfigs (32) and IncrementalAlterConfigs (44): thin wrappers over the config service.
 
 Authorization as Kafka's ConfigHelper / ControllerApis: DESCRIBE_CONFIGS (ALTER_CONFIGS) on the topic, the group,
-or the cluster for broker resources; a refused resource gets its type's authorization error.
+or the cluster for broker and client-metrics resources; a refused resource gets its type's authorization error.
 
 A resource named twice in one request answers INVALID_REQUEST "Duplicate resource." (Kafka's ConfigAdminManager
 rule for alterations, applied to DescribeConfigs too): no client sends duplicates (librdkafka and the Java admin
@@ -10,7 +10,7 @@ refuse them), and answering each copy let one 100 KB request build a 260 MB resp
 
 from __future__ import annotations
 
-from broker.cluster.topics import BROKER_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE
+from broker.cluster.topics import BROKER_RESOURCE, CLIENT_METRICS_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE
 from broker.context import RequestContext
 from broker.security.acl import AUTHORIZATION_ERRORS, CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode
@@ -18,7 +18,8 @@ from protocol.errors import ErrorCode
 DESCRIBE_CONFIGS = 32
 INCREMENTAL_ALTER_CONFIGS = 44
 # Config resource type -> the ACL resource that guards it (and names it).
-_GUARD = {TOPIC_RESOURCE: ResourceType.TOPIC, GROUP_RESOURCE: ResourceType.GROUP, BROKER_RESOURCE: ResourceType.CLUSTER}
+_GUARD = {TOPIC_RESOURCE: ResourceType.TOPIC, GROUP_RESOURCE: ResourceType.GROUP, BROKER_RESOURCE: ResourceType.CLUSTER,
+          CLIENT_METRICS_RESOURCE: ResourceType.CLUSTER}
 DUPLICATE_RESOURCE = (int(ErrorCode.INVALID_REQUEST), "Duplicate resource.")
 
 
@@ -57,6 +58,10 @@ async def handle_describe_configs(ctx: RequestContext, req) -> dict:
             results.append({"error_code": refused[0], "error_message": refused[1], "configs": [],
                             "resource_type": resource.resource_type, "resource_name": resource.resource_name})
             continue
+        if resource.resource_type == CLIENT_METRICS_RESOURCE:  # client-metrics subscriptions (KIP-714)
+            results.append(ctx.broker.client_metrics_resources.describe(resource.resource_name,
+                                                                        resource.configuration_keys))
+            continue
         results.append(service.describe(
             resource.resource_type,
             resource.resource_name,
@@ -79,12 +84,13 @@ async def handle_incremental_alter_configs(ctx: RequestContext, req) -> dict:
             responses.append({"error_code": refused[0], "error_message": refused[1],
                               "resource_type": resource.resource_type, "resource_name": resource.resource_name})
             continue
-        code, message = await service.alter(
-            resource.resource_type,
-            resource.resource_name,
-            [(c.name, c.config_operation, c.value) for c in resource.configs],
-            validate_only=req.validate_only,
-        )
+        ops = [(c.name, c.config_operation, c.value) for c in resource.configs]
+        if resource.resource_type == CLIENT_METRICS_RESOURCE:  # client-metrics subscriptions (KIP-714)
+            code, message = await ctx.broker.client_metrics_resources.alter(
+                resource.resource_name, ops, validate_only=req.validate_only)
+        else:
+            code, message = await service.alter(
+                resource.resource_type, resource.resource_name, ops, validate_only=req.validate_only)
         responses.append(
             {
                 "error_code": int(code),

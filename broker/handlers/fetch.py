@@ -7,6 +7,10 @@ IsolationLevel 1 (read_committed) reads below the last stable offset only and ge
 what it reads; every answer carries the real LSO (the partitions' transaction state is loaded first, off the loop,
 on a partition's first fetch after a start). Markers wake parked fetches, so a read_committed long poll returns
 once the LSO moves.
+
+v13+ names topics by id (UNKNOWN_TOPIC_ID for an id not known). v18 (KIP-1166) changes only the request: a
+follower sends the high watermark it knows (a tagged partition field) so its leader can answer as soon as that
+moves; the response is v17's. With no followers, Shoal reads the field and ignores it, as Kafka does for consumers.
 """
 
 from __future__ import annotations

@@ -2,7 +2,10 @@
 
 As Kafka's Partition.fetchOffsetForTimestamp, the last fetchable offset bounds the answers: LATEST is the LSO for
 IsolationLevel 1 (read_committed), the high watermark otherwise, and a timestamp lookup (or MAX_TIMESTAMP) that
-lands at or past it answers no offset."""
+lands at or past it answers no offset. No offset (-1) comes with leader epoch -1, as Kafka's TimestampAndOffset
+without an epoch; LATEST_TIERED (v9) and EARLIEST_PENDING_UPLOAD (v11, KIP-1023) answer no offset: a broker without
+tiered storage has nothing uploaded nor pending upload (UnifiedLog.fetchOffsetByTimestamp when remote log storage
+is off)."""
 
 from __future__ import annotations
 
@@ -92,7 +95,7 @@ async def handle_list_offsets(ctx: RequestContext, req) -> dict:
                     "error_code": int(code),
                     "timestamp": ts,
                     "offset": offset,
-                    "leader_epoch": 0 if code == ErrorCode.NONE else -1,
+                    "leader_epoch": 0 if code == ErrorCode.NONE and offset >= 0 else -1,
                 }
             )
         out.append({"name": topic.name, "partitions": partitions})

@@ -3,7 +3,9 @@
 A transactional produce (TransactionalId set) needs WRITE on the transactional id; with a transaction verifier
 (KIP-890) the partitions where a batch would start a transaction are verified with the coordinator, inside the
 request's produce turn so pipelined batches keep their order. From v12 (transaction.version 2, KIP-890 part 2) the
-coordinator adds those partitions to the transaction instead: a TV2 client sends no AddPartitionsToTxn."""
+coordinator adds those partitions to the transaction instead: a TV2 client sends no AddPartitionsToTxn.
+v13 (KIP-516) names topics by TopicId: an id the registry does not know is answered UNKNOWN_TOPIC_ID, as Kafka's
+KafkaApis.handleProduceRequest does for an id its metadata cannot resolve, and the response carries the id."""
 
 from __future__ import annotations
 
@@ -99,13 +101,14 @@ def _append_all(ctx: RequestContext, req, error: ProduceResult | None, verified=
     written: list = []
     denied = ProduceResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     for topic in req.topic_data:
-        name = topic.get("name")
+        name = topic.get("name") if ctx.api_version < 13 else None  # v13 names topics by id only
         info = broker.topics.registry.get(name) if name is not None else None
         if info is None and name is None:
             info = broker.topics.registry.by_id(topic.get("topic_id", ZERO_UUID))
         # WRITE on the topic, checked before its existence so an unauthorized client learns nothing about it.
         target = info.name if info is not None else name  # None: an unknown topic id, answered as unknown
         allowed = error is not None or target is None or ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, target)
+        missing = ProduceResult(ErrorCode.UNKNOWN_TOPIC_ID if ctx.api_version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         partitions = []
         for part in topic.partition_data:
             if error is not None:
@@ -113,7 +116,7 @@ def _append_all(ctx: RequestContext, req, error: ProduceResult | None, verified=
             elif not allowed:
                 result = denied
             elif info is None:
-                result = ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                result = missing
             else:
                 result, plog = broker.replicas.append(info, part.index, part.records, verified=verified)
                 if result.error == ErrorCode.NONE:

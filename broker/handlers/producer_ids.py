@@ -1,5 +1,13 @@
 """InitProducerId (22): producer ids and epochs for idempotent producers (ProducerIdManager); with a
 transactional id, the transaction coordinator answers (broker.txn.runtime, component `transaction_coordinator`).
+
+v6 (KIP-939) adds two-phase commit: Enable2Pc asks for transactions that never time out and KeepPreparedTxn for
+a prepared one to be kept across the producer's restart. Shoal serves no 2PC, as a Kafka broker with
+`transaction.two.phase.commit.enable` false (its default). For a transactional id Kafka's TransactionCoordinator
+answers Enable2Pc with TRANSACTIONAL_ID_AUTHORIZATION_FAILED there, and KeepPreparedTxn with UNSUPPORTED_VERSION
+(its coordinator does not keep prepared transactions yet, KAFKA-20739); an idempotent producer's flags are
+ignored. Nothing prepared is kept, so OngoingTxnProducerId and OngoingTxnProducerEpoch are always -1. Kafka marks v6 latestVersionUnstable: served and advertised only with
+`unstable.api.versions.enable` (UNSTABLE), as Kafka's ApiVersions leaves unstable versions out by default.
 """
 
 from __future__ import annotations
@@ -25,6 +33,9 @@ async def handle_init_producer_id(ctx: RequestContext, req) -> dict:
         return _refused(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     current_id = req.get("producer_id", -1) if version >= 3 else -1
     current_epoch = req.get("producer_epoch", -1) if version >= 3 else -1
+    if req.transactional_id is not None and version >= 6 and (req.enable2_pc or req.keep_prepared_txn):
+        return _refused(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if req.enable2_pc
+                        else ErrorCode.UNSUPPORTED_VERSION)
     if req.transactional_id is not None:
         r = await ctx.broker.transaction_coordinator.init_producer_id(req.transactional_id, req.transaction_timeout_ms,
                                                               current_id, current_epoch)
@@ -40,3 +51,4 @@ def _refused(code: ErrorCode) -> dict:
 
 
 HANDLERS = {INIT_PRODUCER_ID: handle_init_producer_id}
+UNSTABLE = {INIT_PRODUCER_ID: 6}

@@ -1,5 +1,6 @@
 """Component `metrics`: the broker's Prometheus registry, its scrape-time collectors (with prometheus-client's
-process and platform collectors), the event-loop lag watchdog and, when `metrics.prometheus.listener` is set, the HTTP endpoint. Off by default: no port is opened.
+process and platform collectors), the event-loop lag watchdog and, when `metrics.prometheus.listener` is set, the HTTP
+listener (`/metrics`, and the share-group console at `/` when one is given). Off by default: no port is opened.
 
 One registry per broker (never prometheus-client's global default), so brokers in one process and tests do not
 collide.
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
 
 from broker.config import BrokerConfig, parse_host_port
+from broker.metrics.client_metrics import ClientTelemetryCollector
 from broker.metrics.collectors import (
     GroupCollector,
     LogCollector,
@@ -25,11 +27,14 @@ from broker.metrics.http import MetricsEndpoint
 from broker.metrics.loop_lag import LoopLagWatchdog
 
 if TYPE_CHECKING:
+    from broker.console.service import Console
     from broker.groups.runtime import GroupCoordinatorRuntime
     from broker.log import LogManager
     from broker.replica_manager import ReplicaManager
     from broker.server import Server
     from broker.share.manager import SharePartitionManager
+    from broker.telemetry.manager import ClientMetricsManager
+    from broker.telemetry.store import ClientMetricsStore
     from broker.txn.runtime import TransactionCoordinatorRuntime
 
 Spawn = Callable[[Coroutine[Any, Any, Any], str], asyncio.Task]
@@ -37,18 +42,23 @@ Spawn = Callable[[Coroutine[Any, Any, Any], str], asyncio.Task]
 
 class MetricsService:
     """`registry` is the one the router already counts requests in; `spawn` runs the watchdog for the life of the
-    broker. The components read at scrape time may be None (nothing exported for them)."""
+    broker. The components read at scrape time may be None (nothing exported for them); `console`, when given,
+    is served on the same listener."""
 
     def __init__(self, config: BrokerConfig, registry: CollectorRegistry, spawn: Spawn, *,
                  logs: LogManager | None, share_partitions: SharePartitionManager | None,
                  group_coordinator: GroupCoordinatorRuntime | None, server: Server | None,
                  transaction_coordinator: TransactionCoordinatorRuntime | None,
-                 replicas: ReplicaManager | None) -> None:
+                 replicas: ReplicaManager | None, console: Console | None = None,
+                 client_metrics: ClientMetricsManager | None = None,
+                 client_metrics_store: ClientMetricsStore | None = None,
+                 clock_ms: Callable[[], int] | None = None) -> None:
         self._spawn = spawn
         self.registry = registry
         self.collectors = (LogCollector(logs), SharePartitionCollector(share_partitions, logs),
                            GroupCollector(group_coordinator), ServerCollector(server, share_partitions),
-                           TransactionCollector(transaction_coordinator, replicas))
+                           TransactionCollector(transaction_coordinator, replicas),
+                           ClientTelemetryCollector(client_metrics, client_metrics_store, clock_ms or (lambda: 0)))
         for collector in self.collectors:
             registry.register(collector)
         # process_*: RSS, CPU seconds, open file descriptors (read from /proc at scrape time); python_info.
@@ -56,7 +66,7 @@ class MetricsService:
         PlatformCollector(registry=registry)
         self.watchdog = LoopLagWatchdog(registry, warn_s=config.get("shoal.loop.lag.warn.ms") / 1000)
         address = parse_host_port(config.get("metrics.prometheus.listener"))
-        self.endpoint = MetricsEndpoint(registry, *address, loop_collectors=self.collectors) \
+        self.endpoint = MetricsEndpoint(registry, *address, loop_collectors=self.collectors, console=console) \
             if address is not None else None
 
     @property

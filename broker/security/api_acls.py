@@ -73,6 +73,14 @@ API_ACLS: dict[int, ApiAcls] = {
     35: ApiAcls(((Op.DESCRIBE, C),), E.CLUSTER_AUTHORIZATION_FAILED, "DescribeLogDirs: top-level error, no results"),
     36: ApiAcls((), None, "SaslAuthenticate"),
     37: ApiAcls(((Op.ALTER, T),), E.TOPIC_AUTHORIZATION_FAILED, "CreatePartitions: ALTER per topic"),
+    38: ApiAcls(((Op.CREATE_TOKENS, Res.USER),), None,
+                "CreateDelegationToken: CREATE_TOKENS on USER:<owner> for another owner "
+                "(DELEGATION_TOKEN_AUTHORIZATION_FAILED); a token for oneself needs no ACL"),
+    39: ApiAcls((), None, "RenewDelegationToken: the token's owner or renewers only (no ACL)"),
+    40: ApiAcls((), None, "ExpireDelegationToken: the token's owner or renewers only (no ACL)"),
+    41: ApiAcls(((Op.DESCRIBE, Res.DELEGATION_TOKEN), (Op.DESCRIBE_TOKENS, Res.USER)), None,
+                "DescribeDelegationToken: others' tokens with DESCRIBE on the token id or DESCRIBE_TOKENS on "
+                "USER:<owner> (left out otherwise, no error)"),
     42: ApiAcls(((Op.DELETE, G),), E.GROUP_AUTHORIZATION_FAILED, "DeleteGroups: DELETE per group"),
     44: ApiAcls(((Op.ALTER_CONFIGS, T), (Op.ALTER_CONFIGS, G), (Op.ALTER_CONFIGS, C)),
                 E.TOPIC_AUTHORIZATION_FAILED, "IncrementalAlterConfigs: per resource (broker resources on the cluster)"),
@@ -93,6 +101,8 @@ API_ACLS: dict[int, ApiAcls] = {
                 "ConsumerGroupHeartbeat: READ group, DESCRIBE subscribed topics"),
     69: ApiAcls(((Op.DESCRIBE, G), (Op.DESCRIBE, T)), E.GROUP_AUTHORIZATION_FAILED,
                 "ConsumerGroupDescribe: DESCRIBE group; assigned topics DESCRIBE-able"),
+    71: ApiAcls((), None, "GetTelemetrySubscriptions: no ACL (KIP-714)"),
+    72: ApiAcls((), None, "PushTelemetry: no ACL (KIP-714)"),
     74: ApiAcls(((Op.DESCRIBE_CONFIGS, C),), E.CLUSTER_AUTHORIZATION_FAILED, "ListConfigResources"),
     75: ApiAcls(((Op.DESCRIBE, T),), E.TOPIC_AUTHORIZATION_FAILED, "DescribeTopicPartitions: DESCRIBE per topic"),
     76: ApiAcls(((Op.READ, G), (Op.DESCRIBE, T)), E.GROUP_AUTHORIZATION_FAILED,

@@ -1,7 +1,7 @@
-"""The `security` component: SCRAM credentials and ACLs (kept in the metadata journal), the authorizer decision
-for a connection, and the SASL settings of each listener.
+"""The `security` component: SCRAM credentials, delegation tokens and ACLs (kept in the metadata journal), the
+authorizer decision for a connection, and the SASL settings of each listener.
 
-Credentials and ACLs change only by records: `commit(records)` appends them to the metadata journal (fsynced)
+Credentials, tokens and ACLs change only by records: `commit(records)` appends them to the metadata journal (fsynced)
 and then applies them, and `load()` applies the journal's records on start. ACLs are kept even while no
 authorizer is configured (`authorizer.class.name` empty: every request is allowed and the ACL APIs answer
 SECURITY_DISABLED), so turning the authorizer on later finds them.
@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import re
+import time
 from typing import Any
 
 import structlog
@@ -30,6 +31,8 @@ from broker.security.credentials import (
     USER_SCRAM_CREDENTIAL_RECORD,
     ScramCredentialStore,
 )
+from broker.security.delegation_tokens import RECORD_TYPES as _TOKEN_RECORDS
+from broker.security.delegation_tokens import DelegationTokenManager
 from broker.security.jaas import JaasError, plain_users
 from broker.security.listener import ListenerSecurity
 from broker.security.plain import PlainServer
@@ -80,6 +83,10 @@ class SecurityManager:
         self.config = config
         self._journal = journal
         self.credentials = ScramCredentialStore()
+        self.tokens = DelegationTokenManager(
+            secret_key=config.get("delegation.token.secret.key"),
+            max_lifetime_ms=config.get("delegation.token.max.lifetime.ms"),
+            renew_ms=config.get("delegation.token.expiry.time.ms"), now_ms=lambda: int(time.time() * 1000))
         self.enforcing = bool(config.get("authorizer.class.name"))
         self.acls = Authorizer(super_users=parse_super_users(config.get("super.users")),
                                allow_everyone_if_no_acl_found=config.get("allow.everyone.if.no.acl.found"))
@@ -100,8 +107,9 @@ class SecurityManager:
     def load(self) -> None:
         for record_type, value in self._journal.replay():
             self._apply(record_type, value)
+        self.tokens.prepare_credentials()  # PBKDF2 per token: load runs in a worker thread
         log.info("security state loaded", scram_credentials=len(self.credentials), acls=len(self.acls),
-                 authorizer=self.enforcing)
+                 delegation_tokens=len(self.tokens), authorizer=self.enforcing)
 
     async def commit(self, records: list[tuple[int, dict]]) -> None:
         """Journal `records` (fsynced in a worker thread), then apply them. Callers that compute records from the
@@ -120,6 +128,13 @@ class SecurityManager:
             self.credentials.apply(record_type, value)
         elif record_type in _ACL_RECORDS:
             self.acls.apply(record_type, value)
+        elif record_type in _TOKEN_RECORDS:
+            self.tokens.apply(record_type, value)
+
+    async def expire_tokens(self) -> None:
+        """Remove the delegation tokens past their expiry (every delegation.token.expiry.check.interval.ms)."""
+        async with self.changes:
+            await self.commit(self.tokens.sweep())
 
     async def add_missing_scram(self, entries: list[tuple[str, str, str, int]]) -> None:
         """Start-up credentials (--add-scram): created only for a user without one for that mechanism, so a
@@ -191,4 +206,5 @@ class SecurityManager:
         if mechanism == "PLAIN":
             return PlainServer(self._plain_users.get(listener, {}))
         scram = MECHANISMS[mechanism]
-        return ScramServer(scram, lambda user: self.credentials.lookup(scram, user))
+        return ScramServer(scram, lambda user: self.credentials.lookup(scram, user),
+                           token_lookup=lambda token_id: self.tokens.lookup(scram, token_id))

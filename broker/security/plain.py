@@ -11,6 +11,8 @@ from broker.security.sasl_errors import SaslAuthenticationError
 
 class PlainServer:
     mechanism_name = "PLAIN"
+    token_authenticated = False  # only SCRAM authenticates delegation tokens
+    credential_expiry_ms: int | None = None
 
     def __init__(self, users: Mapping[str, str]) -> None:
         self._users = users

@@ -13,7 +13,8 @@ answer when it arrives in place of SaslAuthenticate, as Kafka).
 
 Session lifetime (KIP-368): with `connections.max.reauth.ms` > 0 the successful SaslAuthenticate carries that
 SessionLifetimeMs; the client must re-authenticate (SaslHandshake + SaslAuthenticate on the same connection, same
-mechanism and principal, at most once a second) before it ends, or its next request closes the connection.
+mechanism and principal, at most once a second) before it ends, or its next request closes the connection. A
+session authenticated with a delegation token ends at the token's expiry at the latest, as in Kafka.
 """
 
 from __future__ import annotations
@@ -53,18 +54,21 @@ class SaslStep:
 class SaslAuthenticator:
     def __init__(self, *, listener: str, mechanisms: list[str], new_server: Callable[[str], Any],
                  version_range: Callable[[int], tuple[int, int] | None], reauth_ms: int = 0,
-                 clock: Callable[[], float] = time.monotonic, connection: Any = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, connection: Any = None,
+                 wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
         self.listener = listener
         self.mechanisms = mechanisms
         self._new_server = new_server
         self._version_range = version_range
         self._reauth_ms = reauth_ms
         self._clock = clock
+        self._wall_ms = wall_ms  # token expiry timestamps are wall-clock milliseconds
         self._connection = connection  # for log lines
         self._state = "versions"  # versions | handshake | authenticate | raw | complete | bad_mechanism | failed
         self._server: Any = None
         self.mechanism: str | None = None
         self.principal: str | None = None
+        self.token_authenticated = False  # Kafka's KafkaPrincipal.tokenAuthenticated
         self._expires_at: float | None = None
         self._previous: tuple[str, str] | None = None  # (mechanism, principal) while re-authenticating
         self._last_reauth_start = 0.0
@@ -198,13 +202,19 @@ class SaslAuthenticator:
 
     def _finish(self) -> int:
         """Authentication complete: the principal, and the session lifetime in ms (0: none)."""
-        self.principal = f"User:{self._server.authorization_id}"
+        server = self._server
+        self.principal = f"User:{server.authorization_id}"
+        self.token_authenticated = server.token_authenticated
         self._state = "complete"
         reauthenticated = self._previous is not None
         self._previous = None
         self._server = None
         lifetime = max(0, self._reauth_ms)
-        self._expires_at = self._clock() + lifetime / 1000 if lifetime else None
+        expiry_ms = server.credential_expiry_ms
+        if expiry_ms is not None:  # Kafka: the lesser of the token's remaining life and connections.max.reauth.ms
+            left = max(0, expiry_ms - self._wall_ms())
+            lifetime = min(left, lifetime) if lifetime else left
+        self._expires_at = self._clock() + lifetime / 1000 if lifetime or expiry_ms is not None else None
         self._log("re-authenticated" if reauthenticated else "authenticated", principal=self.principal,
                   mechanism=self.mechanism, session_lifetime_ms=lifetime)
         return lifetime

@@ -8,6 +8,10 @@ derives the two keys from it. Mechanism type codes (1, 2) and the iteration boun
 `ScramServer` is one exchange: `evaluate(client_first)` returns the server-first message, `evaluate(client_final)`
 the server-final message; a failure raises `SaslFailure` (standard message to the client) or
 `SaslAuthenticationError` (its own message to the client), as Kafka's ScramSaslServer does.
+
+Delegation tokens (KIP-48): a client-first message with the extension `tokenauth=true` names a token id as its
+user and proves the token's HMAC (base64) as its password; the credential comes from `token_lookup`, the
+authenticated user is the token's owner, and the session may not outlive the token (`credential_expiry_ms`).
 """
 
 from __future__ import annotations
@@ -19,8 +23,12 @@ import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from broker.security.sasl_errors import SaslAuthenticationError, SaslFailure
+
+if TYPE_CHECKING:
+    from broker.security.delegation_tokens import TokenCredential
 
 
 @dataclass(frozen=True)
@@ -111,9 +119,11 @@ class ScramServer:
     """One server-side SCRAM exchange. `lookup(username)` returns the user's credential for this mechanism."""
 
     def __init__(self, mechanism: ScramMechanism, lookup: Callable[[str], ScramCredential | None],
-                 nonce: Callable[[], str] = new_server_nonce) -> None:
+                 nonce: Callable[[], str] = new_server_nonce,
+                 token_lookup: Callable[[str], TokenCredential | None] | None = None) -> None:
         self.mechanism = mechanism
         self._lookup = lookup
+        self._token_lookup = token_lookup
         self._nonce = nonce
         self._state = "first"
         self._credential: ScramCredential | None = None
@@ -122,6 +132,8 @@ class ScramServer:
         self._server_first = b""
         self._combined_nonce = ""
         self.authorization_id: str | None = None  # the authenticated user once complete
+        self.token_authenticated = False  # with a delegation token (Kafka's KafkaPrincipal.tokenAuthenticated)
+        self.credential_expiry_ms: int | None = None  # the token's expiry (wall clock), which ends the session
 
     @property
     def complete(self) -> bool:
@@ -145,10 +157,16 @@ class ScramServer:
         if match is None:
             raise SaslFailure("Invalid SCRAM client first message format")
         extensions = _extensions(match["extensions"])
-        if extensions.get("tokenauth", "").lower() == "true":
-            raise SaslFailure("Token Authentication failed: delegation tokens are not supported")
         username = username_from_saslname(match["saslname"])
-        credential = self._lookup(username)
+        credential: ScramCredential | None
+        if extensions.get("tokenauth", "").lower() == "true":  # Boolean.parseBoolean, as Kafka
+            token = self._token_lookup(username) if self._token_lookup is not None else None
+            if token is None:
+                raise SaslFailure(f"Token Authentication failed: Invalid tokenId : {username}")
+            credential, authorization_id = token.credential, token.owner
+            self.token_authenticated, self.credential_expiry_ms = True, token.expiry_ms
+        else:
+            credential, authorization_id = self._lookup(username), username
         if credential is None:
             raise SaslFailure("Authentication failed: Invalid user credentials")
         authzid = match["authzid"]
@@ -164,7 +182,7 @@ class ScramServer:
         self._combined_nonce = match["nonce"] + self._nonce()
         salt = base64.b64encode(credential.salt).decode()
         self._server_first = f"r={self._combined_nonce},s={salt},i={credential.iterations}".encode()
-        self.authorization_id = username
+        self.authorization_id = authorization_id
         self._state = "final"
         return self._server_first
 
@@ -203,12 +221,16 @@ def _ascii(data: bytes, what: str) -> str:
 class ScramClient:
     """The client side, for tests and tools (the broker never authenticates to anyone)."""
 
-    def __init__(self, mechanism: ScramMechanism, username: str, password: str, nonce: str | None = None) -> None:
+    def __init__(self, mechanism: ScramMechanism, username: str, password: str, nonce: str | None = None,
+                 extensions: dict[str, str] | None = None) -> None:
+        """`extensions={"tokenauth": "true"}` authenticates with a delegation token (username = token id,
+        password = the token's HMAC in base64)."""
         self.mechanism = mechanism
         self.username = username
         self.password = password
         self.nonce = nonce or new_server_nonce()
-        self._bare = f"n={saslname_from_username(username)},r={self.nonce}"
+        extra = "".join(f",{key}={value}" for key, value in (extensions or {}).items())
+        self._bare = f"n={saslname_from_username(username)},r={self.nonce}{extra}"
         self._server_signature = b""
 
     def first(self) -> bytes:

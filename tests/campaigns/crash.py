@@ -372,10 +372,12 @@ class CrashCampaign:
             c.close()
         dlq, dlq_errors = self.read_topic(DLQ, dlq_ends) if dlq_ends else ({}, 0)
         archived: set[Key] = set()
+        dlq_copies = 0  # DLQ records of TOPIC: at least one per archived offset, more after a crash (at-least-once)
         for _, headers in dlq.values():
             h = {k: v.decode() for k, v in headers or ()}
             if h.get("__dlq.errors.topic") == TOPIC:
                 archived.add((int(h["__dlq.errors.partition"]), int(h["__dlq.errors.offset"])))
+                dlq_copies += 1
         produced = len(log)
         accepted = produced - len(archived & set(log))
         never_delivered = [k for k in log if k not in ledger.deliveries]
@@ -385,6 +387,7 @@ class CrashCampaign:
         share = {
             "produced": produced, "accepted": accepted, "archived": len(archived),
             "archived_outside_log": len(archived - set(log)), "dlq_records": len(dlq),
+            "dlq_duplicates": dlq_copies - len(archived),
             "accepted_confirmed": len(ledger.accepted), "rejected_confirmed": len(ledger.rejected),
             "accepted_unconfirmed_never_redelivered": accepted - len(ledger.accepted - archived),
             "unconfirmed_acknowledgements": ledger.unconfirmed_acks,

@@ -103,9 +103,10 @@ REQUESTS: dict[int, dict] = {
 }
 
 
-# Fetch by name (v12): an unknown topic id would be answered UNKNOWN_TOPIC_ID before any ACL (as Kafka).
-# AddPartitionsToTxn v4+ is the brokers' form (CLUSTER_ACTION, see test_add_partitions_v4_needs_cluster_action).
-MAX_VERSION = {1: 12, 24: 3}
+# Produce (v12) and Fetch (v12) by name: an unknown topic id would be answered UNKNOWN_TOPIC_ID before any ACL
+# (as Kafka). AddPartitionsToTxn v4+ is the brokers' form (CLUSTER_ACTION, see
+# test_add_partitions_v4_needs_cluster_action).
+MAX_VERSION = {0: 12, 1: 12, 24: 3}
 
 
 def error_codes(value) -> set[int]:

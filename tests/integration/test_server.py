@@ -22,7 +22,7 @@ def connect(port: int) -> socket.socket:
 
 def api_versions_request(version: int, correlation_id: int) -> bytes:
     body = {"client_software_name": "shoal-test", "client_software_version": "1.0"} if version >= 3 else {}
-    payload = request_codec(API_VERSIONS, version).encode(body) if version <= 4 else b"\x00\x00\x00"
+    payload = request_codec(API_VERSIONS, version).encode(body) if version <= 5 else b"\x00\x00\x00"
     return encode_request(RequestHeader(API_VERSIONS, version, correlation_id, "raw"), payload)
 
 
@@ -56,7 +56,7 @@ def assert_works(port: int) -> None:
         assert response_codec(API_VERSIONS, 0).decode(frame[4:]).error_code == 0
 
 
-@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 5])
 def test_api_versions_every_version(broker_module, version):
     with connect(broker_module.port) as sock:
         sock.sendall(api_versions_request(version, 1000 + version))
@@ -66,7 +66,7 @@ def test_api_versions_every_version(broker_module, version):
     resp = response_codec(API_VERSIONS, version).decode(frame[4:])  # response header v0 always
     assert resp.error_code == 0
     keys = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-    assert keys[API_VERSIONS] == (0, 4)
+    assert keys[API_VERSIONS] == (0, 5)
     if version >= 3:
         # features (broker.features; field by field in test_transactions_tv2): never empty arrays, which
         # librdkafka 2.0.2 rejects
@@ -82,7 +82,7 @@ def test_newer_api_versions_gets_v0_unsupported_answer(broker_module):
         resp = response_codec(API_VERSIONS, 0).decode(frame[4:])
         assert resp.error_code == ErrorCode.UNSUPPORTED_VERSION
         keys = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-        assert keys[API_VERSIONS] == (0, 4)
+        assert keys[API_VERSIONS] == (0, 5)
         # The connection stays usable: the client retries with a version we serve.
         sock.sendall(api_versions_request(4, 6))
         frame = read_frame(sock)
@@ -145,6 +145,6 @@ def test_kafka_python_api_versions_handshake(broker_module):
         client.await_ready(node_id, timeout_ms=10_000)
         conn = manager._conns[node_id]
         assert conn._api_versions_idx == 4  # no UNSUPPORTED_VERSION round trip
-        assert conn.broker_version_data.api_versions[API_VERSIONS] == (0, 4)
+        assert conn.broker_version_data.api_versions[API_VERSIONS] == (0, 5)
     finally:
         client.close()

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import urllib.request
 import uuid
 import zipfile
 from pathlib import Path
@@ -66,6 +67,9 @@ def test_wheel_contents(installed: tuple[Path, Path]) -> None:
     assert any(n.endswith("/records/TopicRecord.json") for n in schemas)
     expected = len(list((REPO / "protocol" / "schemas").rglob("*.json")))
     assert len(schemas) == expected
+    # The console's page, script and stylesheet (package data: no build step, nothing fetched at run time).
+    assert {"broker/console/static/index.html", "broker/console/static/console.js",
+            "broker/console/static/console.css"} <= set(names)
 
 
 def test_installed_package_is_used_and_complete(installed: tuple[Path, Path], tmp_path: Path) -> None:
@@ -100,7 +104,7 @@ def test_installed_broker_round_trips_a_record(installed: tuple[Path, Path], tmp
     work = tmp_path / "elsewhere"
     work.mkdir()
     proc = BrokerProcess(work / "data", tmp_path / "broker.log", program=[str(venv / "bin" / "shoal-broker")],
-                         cwd=work)
+                         cwd=work, overrides={"metrics.prometheus.listener": "127.0.0.1:0"})
     proc.start()
     try:
         topic = f"wheel-{uuid.uuid4().hex[:8]}"
@@ -108,6 +112,9 @@ def test_installed_broker_round_trips_a_record(installed: tuple[Path, Path], tmp
         produce_all(proc.bootstrap, topic, [b"from an installed wheel"])
         records = consume_all(proc.bootstrap, topic, 1)
         assert [value for _, value, _ in records] == [b"from an installed wheel"]
+        for path, text in (("/", b"/static/console.js"), ("/static/console.js", b"/api/groups")):
+            with urllib.request.urlopen(f"http://127.0.0.1:{proc.ports['prometheus']}{path}", timeout=30) as r:
+                assert text in r.read(), path  # the console served from the wheel's package data
         assert proc.alive()
     finally:
         code = proc.stop()

@@ -7,7 +7,7 @@ import pytest
 
 from broker.context import ConnectionInfo
 from broker.features import Features
-from broker.handlers import api_versions
+from broker.handlers import api_versions, register_all
 from broker.router import CloseConnection, Router
 from broker.server import Server
 from protocol.codec import request_codec, response_codec
@@ -50,14 +50,14 @@ async def test_api_versions_lists_registrations():
         return {"error_code": 0}
 
     router.register(FIND_COORDINATOR, find_coordinator, max_version=3)
-    for version in range(5):
+    for version in range(6):
         body = {"client_software_name": "unit", "client_software_version": "1.0"} if version >= 3 else {}
         corr, payload = split_response(await router.handle(request(API_VERSIONS, version, 9, body), ConnectionInfo()))
         assert corr == 9
         resp = response_codec(API_VERSIONS, version).decode(payload)
         assert resp.error_code == 0
         keys = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-        assert keys == {API_VERSIONS: (0, 4), FIND_COORDINATOR: (0, 3)}
+        assert keys == {API_VERSIONS: (0, 5), FIND_COORDINATOR: (0, 3)}
         if version >= 3:
             # v3 leaves out the supported features whose minimum is 0 (KAFKA-17492); finalized levels 0 too
             assert [(f.name, f.min_version, f.max_version) for f in resp.supported_features] == (
@@ -68,6 +68,17 @@ async def test_api_versions_lists_registrations():
             assert resp.finalized_features_epoch == 7
 
 
+def test_unstable_versions_only_when_enabled():
+    """InitProducerId v6 is latestVersionUnstable in Kafka: served with unstable.api.versions.enable only."""
+    for unstable, top in ((False, 5), (True, 6)):
+        router = Router(broker=SimpleNamespace())
+        register_all(router, modules=["producer_ids"], unstable=unstable)
+        assert router.version_range(22) == (0, top)
+    router = Router(broker=SimpleNamespace())
+    register_all(router, modules=["producer_ids"], max_versions={22: 4}, unstable=True)
+    assert router.version_range(22) == (0, 4)  # a feature's cap still applies
+
+
 async def test_unsupported_api_versions_gets_v0_body_with_error_35():
     router = make_router()
     frame = encode_request(RequestHeader(API_VERSIONS, 7, 5, "future"), b"\x00\x00\x00")[4:]
@@ -75,7 +86,7 @@ async def test_unsupported_api_versions_gets_v0_body_with_error_35():
     assert corr == 5
     resp = response_codec(API_VERSIONS, 0).decode(payload)
     assert resp.error_code == ErrorCode.UNSUPPORTED_VERSION
-    assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [(API_VERSIONS, 0, 4)]
+    assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [(API_VERSIONS, 0, 5)]
 
 
 async def test_invalid_client_software_name():

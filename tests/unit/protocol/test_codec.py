@@ -16,26 +16,27 @@ from protocol.errors import DecodeError, EncodeError
 from protocol.primitives import Reader, read_uvarint, write_uvarint
 
 API_VERSIONS, METADATA, PRODUCE, FETCH = 18, 3, 0, 1
+ABSENT_V5 = {"cluster_id": None, "node_id": -1}  # ApiVersions v5 fields (KIP-1242), defaulted below v5
 
 
 def test_compact_strings_and_empty_tag_section() -> None:
     c = request_codec(API_VERSIONS, 3)
     data = c.encode({"client_software_name": "ab", "client_software_version": "1"})
     assert data == b"\x03ab\x021\x00"
-    assert c.decode(data) == {"client_software_name": "ab", "client_software_version": "1"}
+    assert c.decode(data) == {"client_software_name": "ab", "client_software_version": "1", **ABSENT_V5}
 
 
 def test_non_flexible_strings_and_absent_fields_default() -> None:
     c = request_codec(API_VERSIONS, 2)
     assert c.encode({}) == b""
     # v3+ fields are absent in v2 but still present (defaulted) in the decoded value
-    assert c.decode(b"") == {"client_software_name": "", "client_software_version": ""}
+    assert c.decode(b"") == {"client_software_name": "", "client_software_version": "", **ABSENT_V5}
 
 
 def test_unknown_tagged_fields_are_skipped() -> None:
     c = request_codec(API_VERSIONS, 3)
     data = b"\x03ab\x021" + b"\x02" + b"\x63\x02zz" + b"\x64\x00"
-    assert c.decode(data) == {"client_software_name": "ab", "client_software_version": "1"}
+    assert c.decode(data) == {"client_software_name": "ab", "client_software_version": "1", **ABSENT_V5}
     assert c.encode(c.decode(data)) == b"\x03ab\x021\x00"
 
 

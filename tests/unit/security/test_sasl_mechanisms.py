@@ -55,7 +55,7 @@ def test_wrong_proof_fails_with_the_standard_message() -> None:
     b"p=tls-unique,,n=user,r=abc",
     b"n,,n=user",  # no nonce
     b"n,,n=us=er,r=abc",  # '=' must be escaped as =3D
-    b"n,,n=user,r=abc,tokenauth=true",  # delegation tokens are not supported
+    b"n,,n=user,r=abc,tokenauth=true",  # no such delegation token
     "n,,n=usér,r=abc".encode(),
 ])
 def test_bad_client_first(message: bytes) -> None:
