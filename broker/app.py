@@ -37,6 +37,7 @@ from broker.log.dir_failure import LogDirFailureChannel
 from broker.log.log_manager import METADATA_LOG_DIR
 from broker.metrics.service import MetricsService
 from broker.producer_ids import ProducerIdAllocator, ProducerIdManager
+from broker.quotas.service import QuotaService
 from broker.replica_manager import ReplicaManager
 from broker.router import LARGE_RESPONSE_APIS, Router
 from broker.security.manager import SecurityManager
@@ -104,6 +105,7 @@ class Broker:
     topics: TopicManager
     security: SecurityManager
     configs: ConfigService
+    quotas: QuotaService  # client quotas (Kafka's QuotaManagers), journaled; the router throttles with them
     replicas: ReplicaManager
     log_cleaner: LogCleaner
     producer_ids: ProducerIdManager
@@ -185,6 +187,10 @@ class Broker:
         })
         self.configs = ConfigService(config, topics)
         self.configs.load()
+        quotas = self.quotas = QuotaService(config, journal)
+        await asyncio.to_thread(quotas.load)
+        self.router.quotas = quotas
+        self.server.connection_throttle = quotas.connection_throttle
         self.feature_control = FeatureControl(config, topics, self.router, self.node_id)
         self._build_client_telemetry()
         replicas = self.replicas = ReplicaManager(
@@ -213,7 +219,7 @@ class Broker:
             config, self.router.request_metrics.registry, self.spawn, logs=logs,
             share_partitions=self.share_partitions, group_coordinator=self.group_coordinator, server=self.server,
             transaction_coordinator=txn, replicas=replicas, console=self.console, client_metrics=self.client_metrics,
-            client_metrics_store=self.client_metrics_store, clock_ms=_monotonic_ms))
+            client_metrics_store=self.client_metrics_store, clock_ms=_monotonic_ms, quotas=quotas))
 
     def _build_client_telemetry(self) -> None:
         """KIP-714: the client metrics manager, what clients push (exported on /metrics) and the client-metrics

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,10 @@ if TYPE_CHECKING:
 
 _connection_ids = itertools.count(1)
 _log = structlog.get_logger("broker.request")
+
+
+def _not_muted(_seconds: float) -> None:
+    """A connection without a network layer behind it (tests, raw dispatch) cannot be muted."""
 
 
 @dataclass(slots=True)
@@ -33,6 +38,8 @@ class ConnectionInfo:
     host: str = "?"  # the client's address without the port (ACL host matching)
     principal: str = "User:ANONYMOUS"  # Kafka's principal string once authenticated (SASL, TLS client auth)
     token_authenticated: bool = False  # authenticated with a delegation token (may not manage tokens, as Kafka)
+    # Stop reading from the connection for this many seconds (a quota throttle, KIP-219); set by the server.
+    mute_for: Callable[[float], None] = _not_muted
 
 
 class RequestContext:
@@ -45,9 +52,11 @@ class RequestContext:
     connection: `ConnectionInfo` of the client connection
     log: a structlog logger bound with api, version, correlation id, client id and connection id (lazy)
     received_ns: `time.monotonic_ns()` when the frame was taken off the socket
+    throttle_ms: a quota throttle the handler computed (a Fetch over its byte rate, topic mutations over their
+        rate); the router answers the largest throttle and mutes the connection for it
     """
 
-    __slots__ = ("header", "api_version", "broker", "router", "connection", "received_ns", "_log")
+    __slots__ = ("header", "api_version", "broker", "router", "connection", "received_ns", "throttle_ms", "_log")
 
     def __init__(self, header: RequestHeader, broker: Broker, router: Router | None, connection: ConnectionInfo,
                  received_ns: int | None = None) -> None:
@@ -57,6 +66,7 @@ class RequestContext:
         self.router = router
         self.connection = connection
         self.received_ns = received_ns if received_ns is not None else time.monotonic_ns()
+        self.throttle_ms = 0
         self._log = None
 
     @property

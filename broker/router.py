@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry
 
 from broker.context import ConnectionInfo, RequestContext
 from broker.metrics.requests import ApiMetrics, RequestMetrics
+from broker.quotas.request_time import Timed
 from protocol import schema
 from protocol.codec import request_codec, response_codec
 from protocol.error_responses import error_body
@@ -28,6 +29,7 @@ from protocol.framing import decode_request_header, encode_response, response_he
 
 if TYPE_CHECKING:
     from broker.app import Broker
+    from broker.quotas.service import QuotaService
 
 log = structlog.get_logger(__name__)
 
@@ -64,6 +66,7 @@ class Router:
         self.request_metrics = RequestMetrics(registry if registry is not None else CollectorRegistry())
         self.metrics: dict[int, ApiMetrics] = {}
         self._api_versions_fallback: bytes | None = None
+        self.quotas: QuotaService | None = None  # set by the broker once built: throttles every response
 
     # --- registration --------------------------------------------------------------------------------------
     def register(self, api_key: int, handler: Handler, min_version: int | None = None,
@@ -174,8 +177,22 @@ class Router:
         metrics = self.metrics[header.api_key]
         metrics.requests.inc()
         ctx = RequestContext(header, self.broker, self, connection, received)
+        quotas = self.quotas
+        # the loop time the request takes, charged to its request quota (broker/quotas/request_time.py)
+        timed = Timed(reg.handler(ctx, request)) if quotas is not None and quotas.request_time_counted(
+            header.api_key) else None
         try:
-            result = await reg.handler(ctx, request)
+            if timed is None:
+                result = await reg.handler(ctx, request)
+            else:
+                timed.busy_ns += time.monotonic_ns() - received  # the header and body decode
+                result = await timed
+            if quotas is not None:
+                throttle_ms = quotas.throttle(ctx, len(frame), None if timed is None else timed.busy_ns)
+                if throttle_ms > 0:
+                    if type(result) is dict:
+                        result["throttle_time_ms"] = throttle_ms
+                    connection.mute_for(throttle_ms / 1000)
             if result is None:
                 return None
             if type(result) is dict:

@@ -93,6 +93,8 @@ class KafkaConnection(asyncio.Protocol):
         self.last_active = time.monotonic()
         self.write_buffer_seen = 0  # write buffer size at the idle sweep (a draining buffer is activity)
         self.info = ConnectionInfo(listener=listener)
+        self.info.mute_for = self.mute_for
+        self._unmute_handle: asyncio.TimerHandle | None = None  # set while muted by a quota throttle
 
     # --- transport callbacks -------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -128,6 +130,9 @@ class KafkaConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
         self._cancel_pump()
+        if self._unmute_handle is not None:
+            self._unmute_handle.cancel()
+            self._unmute_handle = None
         self._server.connection_closed(self)
         for fut in self._pending:
             fut.cancel()  # finished ones are unaffected; their own _on_done retrieved their outcome
@@ -182,13 +187,43 @@ class KafkaConnection(asyncio.Protocol):
         # answers would be dropped anyway), so a long poll with a huge MaxWaitMs cannot outlive its client.
         return None
 
+    # --- quota throttling (KIP-219) ------------------------------------------------------------------------
+    def mute_for(self, seconds: float) -> None:
+        """Stop reading and dispatching this connection's requests for `seconds` (a client over its quota: the
+        broker answers at once with the throttle time and mutes the channel, as Kafka's SocketServer does). A
+        longer throttle extends the mute; a shorter one inside it changes nothing."""
+        if seconds <= 0 or self._closing:
+            return
+        loop = asyncio.get_running_loop()
+        until = loop.time() + seconds
+        handle = self._unmute_handle
+        if handle is not None:
+            if handle.when() >= until:
+                return
+            handle.cancel()
+        self._unmute_handle = loop.call_at(until, self._unmute)
+        self._update_reading()
+
+    @property
+    def muted(self) -> bool:
+        return self._unmute_handle is not None
+
+    def _unmute(self) -> None:
+        self._unmute_handle = None
+        if self._closing:
+            return
+        if self._pump_handle is None:
+            self._pump()  # dispatches what arrived meanwhile, and resumes reading
+        else:
+            self._update_reading()
+
     # --- dispatching ---------------------------------------------------------------------------------------
     def _unsent(self) -> int:
         transport = self._transport
         return self._held + (transport.get_write_buffer_size() if transport is not None else 0)
 
     def _may_dispatch(self, api_key: int) -> bool:
-        if len(self._pending) >= self._max_inflight or self._write_paused:
+        if len(self._pending) >= self._max_inflight or self._write_paused or self._unmute_handle is not None:
             return False
         if self._held and self._unsent() >= self._max_unsent:
             return False
@@ -343,7 +378,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         self._recharge()
         memory_muted = self._server.request_memory.muting and not self._granted
-        should_pause = (self._write_paused or self._auth_failed or memory_muted
+        should_pause = (self._write_paused or self._auth_failed or memory_muted or self._unmute_handle is not None
                         or (len(self._buf.buffer) >= READ_AHEAD_BYTES and self._buf.has_frame()))
         if memory_muted:
             self._server.memory_muted.add(self)
@@ -408,6 +443,9 @@ class Server:
         self.idle_ms = idle_ms
         self.backlog = backlog
         self.quotas = quotas or ConnectionQuotas()
+        # fn(ip) -> ms: a new connection's throttle for connection_creation_rate (0 accepts it); set by the broker
+        self.connection_throttle: Callable[[str], int] = lambda _ip: 0
+        self._delayed_close: set[socket.socket] = set()  # throttled connections, closed when their delay ends
         self.serial_api_keys = frozenset(serial_api_keys)
         self.listener_security: dict[str, ListenerSecurity] = {}  # listener name -> security (PLAINTEXT if absent)
         self._handshakes: set[asyncio.Task] = set()  # TLS connections being set up
@@ -486,6 +524,15 @@ class Server:
                 continue
             await quotas.refresh()
             ip = normalize_ip(address[0]) if isinstance(address, tuple) else str(address)
+            throttle_ms = self.connection_throttle(ip)
+            if throttle_ms > 0:
+                # Kafka's acceptor holds a connection over its address's creation rate and closes it after the
+                # throttle time (a delayed close, so a client retrying at once is slowed too)
+                log.info("connection throttled: its address is over connection_creation_rate", listener=listener,
+                         peer=_address(address), throttle_ms=throttle_ms)
+                self._delayed_close.add(sock)
+                loop.call_later(throttle_ms / 1000, self._close_throttled, sock)
+                continue
             if not quotas.try_acquire(ip):
                 log.info("connection rejected: too many connections from its address", listener=listener,
                          peer=_address(address), limit=quotas.limit_for(ip))
@@ -513,6 +560,10 @@ class Server:
             self.quotas.release(ip)
             sock.close()
             log.info("accepted connection failed", listener=listener, peer=_address(address), error=str(err))
+
+    def _close_throttled(self, sock: socket.socket) -> None:
+        self._delayed_close.discard(sock)
+        sock.close()
 
     # --- request memory ------------------------------------------------------------------------------------
     def request_memory_charged(self, before: int, after: int) -> None:
@@ -593,9 +644,10 @@ class Server:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks.clear()
-        for sock in self._sockets:
+        for sock in [*self._sockets, *self._delayed_close]:
             sock.close()
         self._sockets.clear()
+        self._delayed_close.clear()
         for conn in list(self.connections):
             conn.close()
         deadline = time.monotonic() + grace_s

@@ -88,6 +88,9 @@ SERVED: dict[str, tuple[int, int] | None] = {
     # Transactions, partition side (issue 17): markers from the coordinator, active producers.
     "WriteTxnMarkers": None,
     "DescribeProducers": None,
+    # Client quotas (issue 18): the spec's full range.
+    "DescribeClientQuotas": None,
+    "AlterClientQuotas": None,
     # Admin and cluster APIs for one node (issue 18): the spec's full range.
     "AlterConfigs": None,
     "DescribeLogDirs": None,
@@ -239,6 +242,22 @@ OWN_RECORDS: list[dict[str, Any]] = [
         "fields": [
             {"name": "Name", "type": "string", "versions": "0+"},
             {"name": "Mechanism", "type": "int8", "versions": "0+"},
+        ],
+    },
+    {
+        "apiKey": 14,
+        "type": "metadata",
+        "name": "ClientQuotaRecord",
+        "validVersions": "0",
+        "flexibleVersions": "0+",
+        "fields": [
+            {"name": "Entity", "type": "[]EntityData", "versions": "0+", "fields": [
+                {"name": "EntityType", "type": "string", "versions": "0+"},
+                {"name": "EntityName", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+            ]},
+            {"name": "Key", "type": "string", "versions": "0+"},
+            {"name": "Value", "type": "float64", "versions": "0+"},
+            {"name": "Remove", "type": "bool", "versions": "0+"},
         ],
     },
     {

@@ -50,6 +50,15 @@ _DEFS = [
               doc="Response bytes a connection may have waiting to be sent (in its socket write buffer, or "
                   "finished behind an earlier response) before the broker stops dispatching its requests and "
                   "reading from it. Kafka has no such setting: it serves one request per connection at a time."),
+    # Client quotas (Kafka's QuotaConfig): the samples a client's rates are measured over.
+    ConfigDef("quota.window.num", "int", 11, at_least(1),
+              doc="The number of samples to retain in memory for client quotas."),
+    ConfigDef("quota.window.size.seconds", "int", 1, at_least(1),
+              doc="The time span of each sample for client quotas."),
+    ConfigDef("controller.quota.window.num", "int", 11, at_least(1),
+              doc="The number of samples to retain in memory for controller mutation quotas."),
+    ConfigDef("controller.quota.window.size.seconds", "int", 1, at_least(1),
+              doc="The time span of each sample for controller mutations quotas."),
     ConfigDef("connections.max.idle.ms", "long", 600_000, at_least(-1),
               doc="Close connections that received and sent nothing for this long, including ones stuck in the "
                   "middle of a request; -1 never."),

@@ -42,6 +42,7 @@ MODULES: tuple[str, ...] = (
     "delegation_tokens",
     "acls",
     "telemetry",
+    "client_quotas",
     "log_dirs",
     "elections",
     "quorum",

@@ -21,6 +21,7 @@ import uuid
 from broker.context import RequestContext
 from broker.replica_manager import FetchResult
 from broker.security.acl import AclOperation, ResourceType
+from protocol.codec import response_codec
 from protocol.errors import ErrorCode
 
 FETCH = 1
@@ -46,11 +47,11 @@ def _denied(ctx: RequestContext, req) -> set[str]:
     return denied
 
 
-def _collect(ctx: RequestContext, req, denied: set[str]) -> tuple[list[dict], int]:
+def _collect(ctx: RequestContext, req, denied: set[str], max_bytes: int) -> tuple[list[dict], int]:
     """One pass over the requested partitions: build the response topics and count the bytes found."""
     broker = ctx.broker
     version = ctx.api_version
-    remaining = req.max_bytes if version >= 3 else 0x7FFFFFFF
+    remaining = max_bytes
     read_committed = req.get("isolation_level", 0) == READ_COMMITTED
     total = 0
     responses = []
@@ -102,7 +103,9 @@ async def handle_fetch(ctx: RequestContext, req) -> dict:
     denied = _denied(ctx, req)
     keys = _watch_keys(ctx, req, denied)
     await ctx.broker.replicas.ensure_loaded(keys)  # the LSO needs the transaction state
-    responses, total = _collect(ctx, req, denied)
+    # Kafka bounds MaxBytes by what the client's consumer_byte_rate allows in a quota window
+    max_bytes = int(min(req.max_bytes if version >= 3 else 0x7FFFFFFF, ctx.broker.quotas.fetch_max_bytes(ctx)))
+    responses, total = _collect(ctx, req, denied, max_bytes)
     wait_ms = req.max_wait_ms
     if total < req.min_bytes and wait_ms > 0 and not _has_errors_only(responses):
         loop = asyncio.get_running_loop()
@@ -113,8 +116,15 @@ async def handle_fetch(ctx: RequestContext, req) -> dict:
                 break
             if not await ctx.broker.replicas.wait_for_append(keys, left):
                 break
-            responses, total = _collect(ctx, req, denied)
-    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+            responses, total = _collect(ctx, req, denied, max_bytes)
+    response = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+    if ctx.broker.quotas.fetch.enabled:
+        # Over consumer_byte_rate: an empty answer with the throttle time, as Kafka's getThrottledResponse
+        size = len(response_codec(FETCH, version).encode(response))
+        ctx.throttle_ms = ctx.broker.quotas.fetch_throttle(ctx, size)
+        if ctx.throttle_ms > 0:
+            return {"throttle_time_ms": ctx.throttle_ms, "error_code": 0, "session_id": 0, "responses": []}
+    return response
 
 
 def _has_errors_only(responses: list[dict]) -> bool:

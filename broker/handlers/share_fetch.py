@@ -150,14 +150,20 @@ async def handle_share_fetch(ctx, req) -> dict:
     responses: dict[uuid.UUID, list[dict]] = {}
     for (tid, _), e in results.items():
         responses.setdefault(tid, []).append(e)
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "acquisition_lock_timeout_ms": lock_ms,
+    # consumer_byte_rate (Kafka records ShareFetch bytes too); the acquired records are still handed over
+    ctx.throttle_ms = ctx.broker.quotas.share_fetch_throttle(
+        ctx, sum(len(e.get("records") or b"") for e in results.values()))
+    return {"throttle_time_ms": ctx.throttle_ms, "error_code": 0, "error_message": None,
+            "acquisition_lock_timeout_ms": lock_ms,
             "responses": [{"topic_id": tid, "partitions": parts} for tid, parts in responses.items()],
             "node_endpoints": _node_endpoints(ctx) if results else []}
 
 
 async def _fetch(ctx, req, group: str, member: str, tps: list[tuple[uuid.UUID, int]], entry) -> None:
     params = ShareFetchParams(
-        max_wait_ms=req.max_wait_ms, min_bytes=req.min_bytes, max_bytes=req.max_bytes, max_records=req.max_records,
+        max_wait_ms=req.max_wait_ms, min_bytes=req.min_bytes,
+        # Kafka caps MaxBytes by what the client's consumer_byte_rate allows in a quota window
+        max_bytes=int(min(req.max_bytes, ctx.broker.quotas.fetch_max_bytes(ctx))), max_records=req.max_records,
         strict=ctx.api_version >= 2 and req.get("share_acquire_mode", 0) == RECORD_LIMIT_MODE)
     results = await DelayedShareFetch(ctx.broker.share_partitions, group, member, params).run(tps)
     for tp, got in results.items():

@@ -14,6 +14,14 @@ CREATE_TOPICS = 19
 DELETE_TOPICS = 20
 CREATE_PARTITIONS = 37
 ZERO_UUID = uuid.UUID(int=0)
+THROTTLED = "The throttling quota has been exceeded."
+
+
+def _mutation_quota(ctx: RequestContext, strict_since: int):
+    """Kafka's controller mutation quota for this request: strict (THROTTLING_QUOTA_EXCEEDED per topic) from the
+    versions that know that error (CreateTopics v6, DeleteTopics v5, CreatePartitions v3), else permissive."""
+    return ctx.broker.quotas.controller_mutation_quota(ctx.connection, ctx.client_id,
+                                                       strict=ctx.api_version >= strict_since)
 
 
 async def handle_create_topics(ctx: RequestContext, req) -> dict:
@@ -51,8 +59,11 @@ async def handle_create_topics(ctx: RequestContext, req) -> dict:
         for result in results:
             result.update(error_code=int(ErrorCode.POLICY_VIOLATION), error_message=POLICY_VIOLATION_MESSAGE)
         return {"throttle_time_ms": 0, "topics": results}
+    quota = _mutation_quota(ctx, 6)
     for result, plan in plans:
         try:
+            if not quota.record(plan.num_partitions):
+                raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
             if validate_only:
                 info = TopicInfo(plan.name, ZERO_UUID, plan.num_partitions, plan.configs)
             else:
@@ -72,7 +83,8 @@ async def handle_create_topics(ctx: RequestContext, req) -> dict:
             )
         except TopicError as err:
             result.update(error_code=int(err.code), error_message=err.message)
-    return {"throttle_time_ms": 0, "topics": results}
+    ctx.throttle_ms = quota.throttle_time_ms()
+    return {"throttle_time_ms": ctx.throttle_ms, "topics": results}
 
 
 async def handle_delete_topics(ctx: RequestContext, req) -> dict:
@@ -86,6 +98,7 @@ async def handle_delete_topics(ctx: RequestContext, req) -> dict:
     results = []
     # As Kafka: DELETE on the cluster, else DESCRIBE (to learn the topic exists) and DELETE on each topic.
     cluster_delete = ctx.authorize(AclOperation.DELETE, ResourceType.CLUSTER, CLUSTER_NAME)
+    quota = _mutation_quota(ctx, 5)
     for name, topic_id in wanted:
         result = {"name": name, "topic_id": topic_id, "error_code": 0, "error_message": None}
         try:
@@ -93,12 +106,16 @@ async def handle_delete_topics(ctx: RequestContext, req) -> dict:
                 raise TopicError(ErrorCode.INVALID_REQUEST, "Give a topic name or a topic id, not both")
             if not cluster_delete:
                 _check_deletable(ctx, topics, name, topic_id, result)
+            found = topics.registry.get(name) if name is not None else topics.registry.by_id(topic_id)
+            if found is not None and not quota.record(found.num_partitions):
+                raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
             info = await topics.delete_topic(name=name, topic_id=topic_id if name is None else None)
             result.update(name=info.name, topic_id=info.topic_id)
         except TopicError as err:
             result.update(error_code=int(err.code), error_message=err.message)
         results.append(result)
-    return {"throttle_time_ms": 0, "responses": results}
+    ctx.throttle_ms = quota.throttle_time_ms()
+    return {"throttle_time_ms": ctx.throttle_ms, "responses": results}
 
 
 def _check_deletable(ctx: RequestContext, topics, name: str | None, topic_id: uuid.UUID, result: dict) -> None:
@@ -123,6 +140,7 @@ async def handle_create_partitions(ctx: RequestContext, req) -> dict:
     topics = ctx.broker.topics
     results = []
     planned: list[tuple[dict, str, int, int]] = []
+    quota = _mutation_quota(ctx, 3)
     for topic in req.topics:
         result = {"name": topic.name, "error_code": 0, "error_message": None}
         results.append(result)
@@ -131,6 +149,8 @@ async def handle_create_partitions(ctx: RequestContext, req) -> dict:
             continue
         try:
             _info, added = topics.plan_partitions(topic.name, topic.count, topic.assignments)
+            if not quota.record(added):
+                raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
             planned.append((result, topic.name, topic.count, added))
         except TopicError as err:
             result.update(error_code=int(err.code), error_message=err.message)
@@ -145,7 +165,8 @@ async def handle_create_partitions(ctx: RequestContext, req) -> dict:
                 await topics.add_partitions(name, count)
             except TopicError as err:
                 result.update(error_code=int(err.code), error_message=err.message)
-    return {"throttle_time_ms": 0, "results": results}
+    ctx.throttle_ms = quota.throttle_time_ms()
+    return {"throttle_time_ms": ctx.throttle_ms, "results": results}
 
 
 HANDLERS = {

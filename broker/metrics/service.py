@@ -25,11 +25,13 @@ from broker.metrics.collectors import (
 )
 from broker.metrics.http import MetricsEndpoint
 from broker.metrics.loop_lag import LoopLagWatchdog
+from broker.quotas.metrics import QuotaCollector
 
 if TYPE_CHECKING:
     from broker.console.service import Console
     from broker.groups.runtime import GroupCoordinatorRuntime
     from broker.log import LogManager
+    from broker.quotas.service import QuotaService
     from broker.replica_manager import ReplicaManager
     from broker.server import Server
     from broker.share.manager import SharePartitionManager
@@ -52,13 +54,15 @@ class MetricsService:
                  replicas: ReplicaManager | None, console: Console | None = None,
                  client_metrics: ClientMetricsManager | None = None,
                  client_metrics_store: ClientMetricsStore | None = None,
-                 clock_ms: Callable[[], int] | None = None) -> None:
+                 clock_ms: Callable[[], int] | None = None,
+                 quotas: QuotaService | None = None) -> None:
         self._spawn = spawn
         self.registry = registry
         self.collectors = (LogCollector(logs), SharePartitionCollector(share_partitions, logs),
                            GroupCollector(group_coordinator), ServerCollector(server, share_partitions),
                            TransactionCollector(transaction_coordinator, replicas),
-                           ClientTelemetryCollector(client_metrics, client_metrics_store, clock_ms or (lambda: 0)))
+                           ClientTelemetryCollector(client_metrics, client_metrics_store, clock_ms or (lambda: 0)),
+                           QuotaCollector(quotas))
         for collector in self.collectors:
             registry.register(collector)
         # process_*: RSS, CPU seconds, open file descriptors (read from /proc at scrape time); python_info.

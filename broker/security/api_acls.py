@@ -88,6 +88,8 @@ API_ACLS: dict[int, ApiAcls] = {
     45: ApiAcls(((Op.ALTER, C),), E.CLUSTER_AUTHORIZATION_FAILED, "AlterPartitionReassignments (controller)"),
     46: ApiAcls(((Op.DESCRIBE, C),), E.CLUSTER_AUTHORIZATION_FAILED, "ListPartitionReassignments (controller)"),
     47: ApiAcls(((Op.DELETE, G), (Op.READ, T)), E.GROUP_AUTHORIZATION_FAILED, "OffsetDelete: DELETE group, READ topics"),
+    48: ApiAcls(((Op.DESCRIBE_CONFIGS, C),), E.CLUSTER_AUTHORIZATION_FAILED, "DescribeClientQuotas"),
+    49: ApiAcls(((Op.ALTER_CONFIGS, C),), E.CLUSTER_AUTHORIZATION_FAILED, "AlterClientQuotas"),
     50: ApiAcls(((Op.DESCRIBE, C),), E.CLUSTER_AUTHORIZATION_FAILED, "DescribeUserScramCredentials"),
     51: ApiAcls(((Op.ALTER, C),), E.CLUSTER_AUTHORIZATION_FAILED, "AlterUserScramCredentials"),
     55: ApiAcls(((Op.DESCRIBE, C),), E.CLUSTER_AUTHORIZATION_FAILED, "DescribeQuorum (controller)"),

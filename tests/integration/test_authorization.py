@@ -73,6 +73,10 @@ REQUESTS: dict[int, dict] = {
     46: {"timeout_ms": 1000, "topics": None},
     44: {"resources": [{"resource_type": 2, "resource_name": "t", "configs": [
         {"name": "retention.ms", "config_operation": 0, "value": "1000"}]}]},
+    48: {"components": [], "strict": False},
+    49: {"entries": [{"entity": [{"entity_type": "user", "entity_name": "u"}],
+                      "ops": [{"key": "producer_byte_rate", "value": 1000.0, "remove": False}]}],
+         "validate_only": False},
     50: {"users": None},
     51: {"deletions": [], "upsertions": [{"name": "u", "mechanism": 1, "iterations": 4096, "salt": b"s" * 16,
                                          "salted_password": b"p" * 32}]},

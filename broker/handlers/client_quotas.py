@@ -1,0 +1,53 @@
+"""DescribeClientQuotas (48) and AlterClientQuotas (49): client quotas in the metadata journal.
+
+Authorization as Kafka: DESCRIBE_CONFIGS, respectively ALTER_CONFIGS, on the CLUSTER resource. Validation and
+filters are Kafka's (broker/quotas/store.py); a refused Describe filter is a top-level error with null entries.
+"""
+
+from __future__ import annotations
+
+from broker.context import RequestContext
+from broker.quotas.store import QuotaRequestError, entity_of
+from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from protocol.errors import ErrorCode
+
+DESCRIBE_CLIENT_QUOTAS = 48
+ALTER_CLIENT_QUOTAS = 49
+CLUSTER_AUTHORIZATION_FAILED = "Cluster authorization failed."
+
+
+async def handle_describe(ctx: RequestContext, req) -> dict:
+    if not ctx.authorize(AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME):
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                "error_message": CLUSTER_AUTHORIZATION_FAILED, "entries": None}
+    try:
+        found = ctx.broker.quotas.store.describe(
+            [(c.entity_type, c.match_type, c.match) for c in req.components], req.strict)
+    except QuotaRequestError as err:
+        return {"throttle_time_ms": 0, "error_code": int(err.code), "error_message": err.message, "entries": None}
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "entries": [
+        {"entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
+         "values": [{"key": k, "value": v} for k, v in values.items()]}
+        for entity, values in found]}
+
+
+async def handle_alter(ctx: RequestContext, req) -> dict:
+    if not ctx.authorize(AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME):
+        code = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        # Kafka's error response: every entry, with its entity as sent
+        return {"throttle_time_ms": 0, "entries": [
+            {"error_code": code, "error_message": CLUSTER_AUTHORIZATION_FAILED,
+             "entity": [{"entity_type": e.entity_type, "entity_name": e.entity_name} for e in entry.entity]}
+            for entry in req.entries]}
+    entries = [(entity_of((e.entity_type, e.entity_name) for e in entry.entity),
+                [(op.key, None if op.remove else op.value) for op in entry.ops]) for entry in req.entries]
+    results = await ctx.broker.quotas.alter(entries, validate_only=req.validate_only)
+    changed = [r.entity for r in results if not r.error]
+    if changed and not req.validate_only:
+        ctx.log.info("client quotas altered", entities=[dict(e) for e in changed])
+    return {"throttle_time_ms": 0, "entries": [
+        {"error_code": int(r.error), "error_message": r.message,
+         "entity": [{"entity_type": t, "entity_name": n} for t, n in r.entity]} for r in results]}
+
+
+HANDLERS = {DESCRIBE_CLIENT_QUOTAS: handle_describe, ALTER_CLIENT_QUOTAS: handle_alter}

@@ -1,0 +1,277 @@
+"""Client quotas over TCP: DescribeClientQuotas/AlterClientQuotas (raw: no installed client exposes them), a real
+confluent-kafka producer held to its producer_byte_rate, request_percentage slowing one client and not another,
+consumer_byte_rate on Fetch, controller_mutation_rate on CreateTopics, ACLs, and quotas surviving a restart.
+
+One broker for the module, with quota.window.num=3 (Kafka's default is 11: the first 10 s of a client would then
+be one burst and a long throttle, too long for a fast test; the algorithm is the same)."""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+import urllib.request
+
+import pytest
+from confluent_kafka import Producer
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.helpers import client_quotas as cq
+from tests.helpers import share_raw
+from tests.helpers.broker_process import BrokerProcess, restart, venv_python
+from tests.helpers.confluent_clients import create_topic, share_from_earliest
+from tests.helpers.raw_client import RawClient
+from tests.helpers.raw_requests import CREATE_TOPICS, FETCH, METADATA, fetch_body, produce
+from tests.helpers.raw_requests import create_topic as raw_create_topic
+from tests.helpers.record_batches import batch, batches_in
+from tests.helpers.waiting import wait_until
+
+pytestmark = pytest.mark.integration
+
+MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
+INVALID_REQUEST, UNSUPPORTED_VERSION, THROTTLING_QUOTA_EXCEEDED = 42, 35, 89
+OVERRIDES = {"quota.window.num": "3", "controller.quota.window.num": "3",
+             "metrics.prometheus.listener": "127.0.0.1:0"}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("quotas")
+    proc = BrokerProcess(tmp / "data", tmp / "broker.log", overrides=OVERRIDES, python=venv_python()).start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def raw(broker, client_id: str = "quota-admin") -> RawClient:
+    return RawClient(broker.port, client_id)
+
+
+def test_alter_validate_and_describe_with_filters(broker):
+    with raw(broker) as c:
+        ok = [({"user": "alice"}, {"producer_byte_rate": 1_000_000, "request_percentage": 50.5}),
+              ({"user": "alice", "client-id": "app"}, {"consumer_byte_rate": 2_000_000}),
+              ({"user": None}, {"producer_byte_rate": 9_000_000}),
+              ({"client-id": None}, {"controller_mutation_rate": 100}),
+              ({"ip": "127.0.0.2"}, {"connection_creation_rate": 50})]
+        for entity, ops in ok:
+            entries = cq.alter(c, entity, ops, version=0)
+            assert [(e.error_code, e.error_message) for e in entries] == [(0, None)], entity
+        # validate_only checks and writes nothing; bad keys and entities are INVALID_REQUEST as in Kafka
+        assert cq.alter(c, {"user": "bob"}, {"producer_byte_rate": 5}, validate_only=True)[0].error_code == 0
+        for entity, ops in [({"user": "bob"}, {"bogus": 1}), ({"group": "g"}, {"producer_byte_rate": 1}),
+                            ({"user": "bob"}, {"producer_byte_rate": 1.5}), ({"user": "bob"}, {"request_percentage": -1}),
+                            ({"ip": "127.0.0.1", "user": "bob"}, {"connection_creation_rate": 1}),
+                            ({"client-id": ""}, {"producer_byte_rate": 1})]:
+            entry = cq.alter(c, entity, ops)[0]
+            assert entry.error_code == INVALID_REQUEST, (entity, ops)
+            assert entry.error_message
+        everything = cq.as_dict(cq.describe(c, []))
+        assert everything == {
+            (("user", "alice"),): {"producer_byte_rate": 1_000_000.0, "request_percentage": 50.5},
+            (("client-id", "app"), ("user", "alice")): {"consumer_byte_rate": 2_000_000.0},
+            (("user", None),): {"producer_byte_rate": 9_000_000.0},
+            (("client-id", None),): {"controller_mutation_rate": 100.0},
+            (("ip", "127.0.0.2"),): {"connection_creation_rate": 50.0},
+        }
+        assert set(cq.as_dict(cq.describe(c, [("user", MATCH_EXACT, "alice")]))) == {
+            (("user", "alice"),), (("client-id", "app"), ("user", "alice"))}
+        assert set(cq.as_dict(cq.describe(c, [("user", MATCH_EXACT, "alice")], strict=True))) == {(("user", "alice"),)}
+        assert set(cq.as_dict(cq.describe(c, [("user", MATCH_DEFAULT, None)], version=0))) == {(("user", None),)}
+        assert set(cq.as_dict(cq.describe(c, [("user", MATCH_SPECIFIED, None)], strict=True))) == {
+            (("user", "alice"),), (("user", None),)}
+        assert set(cq.as_dict(cq.describe(c, [("ip", MATCH_SPECIFIED, None)]))) == {(("ip", "127.0.0.2"),)}
+        bad = cq.describe(c, [("user", MATCH_EXACT, None)])
+        assert (bad.error_code, bad.entries) == (INVALID_REQUEST, None)
+        assert cq.describe(c, [("topic", MATCH_SPECIFIED, None)]).error_code == UNSUPPORTED_VERSION
+        # removing every key removes the entity (the default-user quota would also take precedence over the
+        # client-id quotas of the next tests, whose clients are all user ANONYMOUS)
+        for entity, key in [({"client-id": None}, "controller_mutation_rate"), ({"user": None}, "producer_byte_rate")]:
+            assert cq.alter(c, entity, {key: None})[0].error_code == 0
+        left = cq.as_dict(cq.describe(c, []))
+        assert (("client-id", None),) not in left and (("user", None),) not in left
+
+
+def produce_for(bootstrap: str, topic: str, client_id: str, seconds: float) -> list[tuple[float, int]]:
+    """Produce 1 000-byte records as fast as the client may for `seconds`; (delivery time, bytes) of each."""
+    delivered: list[tuple[float, int]] = []
+
+    def on_delivery(err, msg):
+        if err is None:
+            delivered.append((time.monotonic(), len(msg.value())))
+
+    producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "acks": "1", "linger.ms": 5,
+                         "batch.size": 16_384, "compression.type": "none", "queue.buffering.max.messages": 300})
+    value = b"q" * 1000
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            producer.produce(topic, value, partition=0, on_delivery=on_delivery)
+        except BufferError:
+            producer.poll(0.02)
+        producer.poll(0)
+    producer.flush(30)
+    return delivered
+
+
+def test_confluent_producer_is_held_to_its_producer_byte_rate(broker):
+    quota = 400_000  # bytes per second
+    create_topic(broker.bootstrap, "quota-produce")
+    with raw(broker) as c:
+        assert cq.alter(c, {"client-id": "capped-producer"}, {"producer_byte_rate": quota})[0].error_code == 0
+    start = time.monotonic()
+    delivered = produce_for(broker.bootstrap, "quota-produce", "capped-producer", 12.0)
+    # After the first windows' allowance (2 s of quota up front), the rate over 9 s. Kafka's algorithm lets a
+    # client through in bursts that repeat every quota.window.num windows (3 s here: about 350, 800 and 100 kB in
+    # its seconds), so the span measured is a whole number of those periods.
+    rate = sum(size for t, size in delivered if start + 3 <= t < start + 12) / 9
+    assert abs(rate - quota) <= quota * 0.10, f"{rate:.0f} B/s against a quota of {quota} B/s"
+    samples = scrape(broker, "shoal_quota_throttle_time_ms")
+    assert samples[("Produce", "", "capped-producer")] > 0
+
+
+def scrape(broker, name: str) -> dict[tuple, float]:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{broker.ports['prometheus']}/metrics", timeout=10).read()
+    return {(s.labels["quota_type"], s.labels["user"], s.labels["client_id"]): s.value
+            for family in text_string_to_metric_families(text.decode()) for s in family.samples
+            if s.name in (name, name + "_total")}
+
+
+def timed_calls(client: RawClient, api_key: int, version: int, body: dict, seconds: float) -> list[float]:
+    latencies = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        began = time.monotonic()
+        client.call(api_key, version, body)
+        latencies.append(time.monotonic() - began)
+    return latencies
+
+
+def test_request_quota_slows_its_client_and_not_another(broker):
+    metadata = {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+    with raw(broker, "busy") as busy, raw(broker, "calm") as calm:
+        baseline = statistics.median(timed_calls(calm, METADATA, 12, metadata, 1.0))
+        free = len(timed_calls(busy, METADATA, 12, metadata, 1.0))  # the busy client's rate without a quota
+        with raw(broker) as admin:
+            assert cq.alter(admin, {"client-id": "busy"}, {"request_percentage": 1})[0].error_code == 0
+        throttles: list[int] = []
+        stop = threading.Event()
+
+        def hammer() -> None:
+            while not stop.is_set():
+                throttles.append(busy.call(METADATA, 12, metadata).throttle_time_ms)
+
+        thread = threading.Thread(target=hammer)
+        thread.start()
+        try:
+            wait_until(lambda: any(throttles), 10, "a throttled response to the busy client")
+            counted = len(throttles)
+            during = statistics.median(timed_calls(calm, METADATA, 12, metadata, 2.0))
+            busy_rate = (len(throttles) - counted) / 2.0
+        finally:
+            stop.set()
+            thread.join(30)
+        assert busy_rate < free / 4, (busy_rate, free)
+        assert during < baseline * 2 + 0.002, (during, baseline)
+        # the calm client was never throttled
+        assert calm.call(METADATA, 12, metadata).throttle_time_ms == 0
+
+
+def test_fetch_is_bounded_and_throttled_by_consumer_byte_rate(broker):
+    with raw(broker, "reader") as c:
+        raw_create_topic(c, "quota-fetch")
+        for _ in range(40):
+            assert produce(c, "quota-fetch", batch(5, value_size=200)).error_code == 0
+        with raw(broker) as admin:
+            assert cq.alter(admin, {"client-id": "reader"}, {"consumer_byte_rate": 2000})[0].error_code == 0
+        first = c.call(FETCH, 12, fetch_body("quota-fetch", 0))
+        records = first.responses[0].partitions[0].records
+        # MaxBytes is bounded by what the quota window allows, 2000 B/s * (3 - 1) samples * 1 s, so that the
+        # answer itself is not throttled (whole batches: up to one batch more)
+        assert 0 < len(records) <= 4000 + 1100
+        assert first.throttle_time_ms == 0
+        last = batches_in(records)[-1]
+        following = last.base_offset + last.last_offset_delta + 1
+        second = c.call(FETCH, 12, fetch_body("quota-fetch", following))
+        # over the rate now: an empty answer with the throttle time, as Kafka's getThrottledResponse
+        assert second.throttle_time_ms > 0 and second.responses == []
+
+        def served() -> bytes | None:  # each call is read by the broker only once the previous mute ended
+            response = c.call(FETCH, 12, fetch_body("quota-fetch", following))
+            if not response.responses:
+                assert response.throttle_time_ms > 0
+                return None
+            return response.responses[0].partitions[0].records
+
+        # the rate comes back under the quota as its samples age out: the reader is slowed, never starved
+        assert wait_until(served, 15, "a fetch served after the throttle")
+
+
+def test_share_fetch_is_bounded_and_throttled_by_consumer_byte_rate(broker):
+    client, tid = share_raw.setup(broker, "quota-share")  # client id "raw-test"
+    with client:
+        share_from_earliest(broker.bootstrap, "quota-share-group")
+        for _ in range(40):
+            assert produce(client, "quota-share", batch(5, value_size=200)).error_code == 0
+        with raw(broker) as admin:
+            assert cq.alter(admin, {"client-id": "raw-test"}, {"consumer_byte_rate": 2000})[0].error_code == 0
+        first = share_raw.fetch(client, "quota-share-group", "m1", 0, tid)
+        records = share_raw.part(first).records
+        assert 0 < len(records) <= 4000 + 1100  # MaxBytes bounded by the quota window, as Fetch
+        assert first.throttle_time_ms == 0
+        second = share_raw.fetch(client, "quota-share-group", "m1", 1, tid)
+        # over the rate: throttled (and muted), the records it acquired still handed over
+        assert second.throttle_time_ms > 0 and share_raw.acquired(second)
+
+
+def test_controller_mutation_rate_refuses_topic_creation_over_it(broker):
+    with raw(broker, "creator") as c:
+        with raw(broker) as admin:
+            assert cq.alter(admin, {"client-id": "creator"}, {"controller_mutation_rate": 2})[0].error_code == 0
+
+        def create(name: str, partitions: int, version: int = 7):
+            return c.call(CREATE_TOPICS, version, {"topics": [{"name": name, "num_partitions": partitions,
+                                                               "replication_factor": -1}], "timeout_ms": 30_000})
+
+        # a full bucket holds 3 samples * 1 s * 2 = 6 partitions; a strict quota checks before it takes, so 10
+        # go through (unthrottled) and leave it at -4; the next creation is refused for the 4 missing tokens
+        first = create("quota-mut-1", 10)
+        assert (first.topics[0].error_code, first.throttle_time_ms) == (0, 0)
+        refused = create("quota-mut-2", 1)
+        assert refused.topics[0].error_code == THROTTLING_QUOTA_EXCEEDED
+        assert 0 < refused.throttle_time_ms <= 2000
+        permissive = create("quota-mut-3", 1, version=5)  # before v6 the quota only throttles
+        assert permissive.topics[0].error_code == 0 and permissive.throttle_time_ms > 0
+
+
+def test_connection_creation_rate_closes_connections_over_it(broker):
+    api_versions = {"client_software_name": "quota-test", "client_software_version": "1"}
+
+    def connects() -> bool:
+        try:
+            with raw(broker, "newcomer") as c:
+                c.call(18, 3, api_versions)
+            return True
+        except ConnectionError:  # held by the acceptor, then closed: Kafka's delayed close of a throttled socket
+            return False
+
+    with raw(broker) as admin:  # opened before the quota: never throttled
+        assert cq.alter(admin, {"ip": "127.0.0.1"}, {"connection_creation_rate": 2})[0].error_code == 0
+        try:
+            outcomes = [connects() for _ in range(8)]
+        finally:
+            assert cq.alter(admin, {"ip": "127.0.0.1"}, {"connection_creation_rate": None})[0].error_code == 0
+    # 2 per second over the 2 s a young sensor is measured on: the first 4 connections, then throttled ones
+    assert outcomes[:4] == [True] * 4 and False in outcomes, outcomes
+    assert connects()  # the quota removed: accepted at once
+    assert scrape(broker, "shoal_quota_throttle_time_ms")[("ConnectionCreation", "127.0.0.1", "")] > 0
+
+
+def test_quotas_survive_a_restart(broker):
+    with raw(broker) as c:
+        before = cq.as_dict(cq.describe(c, []))
+    assert (("user", "alice"),) in before
+    restart(broker, "clean")
+    with raw(broker) as c:
+        assert cq.as_dict(cq.describe(c, [])) == before
