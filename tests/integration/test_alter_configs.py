@@ -99,6 +99,18 @@ def test_alter_configs_raw_errors(cluster):
         assert _describe(client, TOPIC, "legacy", ["retention.ms"])["retention.ms"].value == "604800000"
 
 
+def test_alter_configs_client_metrics_subscription(cluster):
+    CLIENT_METRICS = 16
+    with RawClient(cluster.port) as client:
+        assert _alter(client, CLIENT_METRICS, "sub", {"metrics": "org.apache.kafka.producer.",
+                                                      "interval.ms": "60000"}) == (NONE, None)
+        assert {n: c.value for n, c in _describe(client, CLIENT_METRICS, "sub").items()} == \
+            {"metrics": "org.apache.kafka.producer.", "interval.ms": "60000"}
+        assert _alter(client, CLIENT_METRICS, "sub", {"interval.ms": "30000"}) == (NONE, None)
+        assert {n: c.value for n, c in _describe(client, CLIENT_METRICS, "sub").items()} == {"interval.ms": "30000"}
+        assert _alter(client, CLIENT_METRICS, "sub", {"interval.ms": None})[0] == INVALID_REQUEST
+
+
 def test_broker_configs_by_kafka_rules(cluster):
     with RawClient(cluster.port) as client:
         # a Kafka broker config Shoal does not use: accepted per broker, stored, described as having no effect
