@@ -6,12 +6,14 @@ from __future__ import annotations
 import pytest
 from kafka.admin import KafkaAdminClient
 
+from protocol import schema
 from tests.helpers.raw_client import RawClient
 
 pytestmark = pytest.mark.integration
 
 PRODUCE, END_TXN, API_VERSIONS, UPDATE_FEATURES = 0, 26, 18, 57
 NONE, INVALID_UPDATE_VERSION = 0, 95
+TV2_PRODUCE, TV2_END_TXN = schema.api_specs()[PRODUCE].max_version, schema.api_specs()[END_TXN].max_version
 UPGRADE, SAFE_DOWNGRADE = 1, 2
 
 
@@ -34,7 +36,7 @@ def _update(broker, feature: str, level: int, upgrade_type: int = UPGRADE, *, ve
 
 def test_transaction_version_changes_at_run_time_and_sticks(broker):
     apis, finalized, epoch = _versions(broker)
-    assert finalized["transaction.version"] == 2 and apis[PRODUCE] == 12 and apis[END_TXN] == 5
+    assert finalized["transaction.version"] == 2 and apis[PRODUCE] == TV2_PRODUCE and apis[END_TXN] == TV2_END_TXN
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     try:
         assert "transaction.version" in repr(admin.describe_features())
@@ -52,7 +54,7 @@ def test_transaction_version_changes_at_run_time_and_sticks(broker):
     assert resp.error_code == NONE
     assert [(r.feature, r.error_code) for r in resp.results] == [("transaction.version", NONE)]
     apis, finalized, _ = _versions(broker)
-    assert finalized["transaction.version"] == 2 and apis[PRODUCE] == 12 and apis[END_TXN] == 5
+    assert finalized["transaction.version"] == 2 and apis[PRODUCE] == TV2_PRODUCE and apis[END_TXN] == TV2_END_TXN
 
 
 def test_update_features_errors(broker):
