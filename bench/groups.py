@@ -57,12 +57,14 @@ class Member(threading.Thread):
         self.count = 0
         self.first_at: float | None = None
         self.assigned: set[int] = set()
+        self.assignments = 0  # assign callbacks: 1 when the group formed in one generation
         self.seen_partitions: dict[int, float] = {}  # partition -> first time a record of it arrived
         self.stop_flag = threading.Event()
         self.closed_at: float | None = None
 
     def _assign(self, consumer, partitions) -> None:
         self.assigned |= {tp.partition for tp in partitions}
+        self.assignments += 1
 
     def _revoke(self, consumer, partitions) -> None:
         self.assigned -= {tp.partition for tp in partitions}
@@ -96,7 +98,8 @@ def wait(condition, timeout: float, what: str) -> float:
     return time.perf_counter()
 
 
-def formation(bootstrap: str, protocol: str, members: int = 10) -> float:
+def formation(bootstrap: str, protocol: str, members: int = 10) -> tuple[float, float]:
+    """(seconds until every member has a record, assign callbacks per member)."""
     topic = f"form-{protocol}-{uuid.uuid4().hex[:6]}"
     create_topic(bootstrap, topic, members)
     produce(bootstrap, topic, members, members * 20, b"f")
@@ -112,7 +115,7 @@ def formation(bootstrap: str, protocol: str, members: int = 10) -> float:
             t.stop_flag.set()
         for t in threads:
             t.join(30)
-    return done - start
+    return done - start, sum(t.assignments for t in threads) / members
 
 
 class Stream:
@@ -235,15 +238,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.groups")
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--out", default="bench/results")
+    parser.add_argument("--initial-rebalance-delay-ms", type=int, default=None,
+                        help="the broker's group.initial.rebalance.delay.ms (default: the broker's default, 0)")
+    parser.add_argument("--formation-only", action="store_true", help="measure group formation only")
+    parser.add_argument("--repeat", type=int, default=1, help="formation runs per protocol")
     args = parser.parse_args(argv)
     rows: list[dict] = []
-    with running_servers(include_peers=False) as servers:
+    overrides = {} if args.initial_rebalance_delay_ms is None else {
+        "group.initial.rebalance.delay.ms": str(args.initial_rebalance_delay_ms)}
+    with running_servers(include_peers=False, overrides=overrides) as servers:
         bootstrap = servers["shoal"]
         for protocol in PROTOCOLS:
-            seconds = formation(bootstrap, protocol)
-            rows.append({"bench": "formation", "protocol": protocol, "members": 10, "seconds": round(seconds, 3)})
-            print(f"formation       {protocol:8} 10 members: every member has a record after {seconds:.2f} s",
-                  flush=True)
+            for _ in range(args.repeat):
+                seconds, assigns = formation(bootstrap, protocol)
+                rows.append({"bench": "formation", "protocol": protocol, "members": 10, "seconds": round(seconds, 3),
+                             "assignments_per_member": assigns, **overrides})
+                print(f"formation       {protocol:8} 10 members: every member has a record after {seconds:.2f} s, "
+                      f"{assigns:.1f} assignments per member", flush=True)
+        if args.formation_only:
+            return _write(rows, args.out)
         for protocol in PROTOCOLS:
             owned, flowing = rebalance_on_leave(bootstrap, protocol)
             rows.append({"bench": "rebalance on leave", "protocol": protocol, "members": 5,
@@ -273,7 +286,11 @@ def main(argv: list[str] | None = None) -> int:
             row["mib_s"] = round(args.records * len(RECORD) / row["seconds"] / 2**20, 1)
             print(f"throughput      {row['mode']:18} members={row['members']} {row['records_s']:>8} rec/s "
                   f"{row['mib_s']:7.1f} MiB/s")
-    out = Path(args.out)
+    return _write(rows, args.out)
+
+
+def _write(rows: list[dict], out_dir: str) -> int:
+    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"groups-{time.strftime('%Y%m%dT%H%M%S')}.json"
     path.write_text(json.dumps(rows, indent=2))

@@ -80,13 +80,13 @@ def start_tansu(binary: str, data_dir: Path) -> tuple[subprocess.Popen, int]:
 
 
 @contextlib.contextmanager
-def running_servers(include_peers: bool = True) -> Iterator[dict[str, str]]:
+def running_servers(include_peers: bool = True, overrides: dict[str, str] | None = None) -> Iterator[dict[str, str]]:
     procs: list[subprocess.Popen] = []
     with tempfile.TemporaryDirectory(prefix="shoal-bench-") as tmp:
         tmp_path = Path(tmp)
         try:
             servers: dict[str, str] = {}
-            proc, port = start_shoal(tmp_path)
+            proc, port = start_shoal(tmp_path, overrides)
             procs.append(proc)
             servers["shoal"] = f"127.0.0.1:{port}"
             binary = tansu_binary() if include_peers else None

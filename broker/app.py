@@ -38,7 +38,7 @@ from broker.log.log_manager import METADATA_LOG_DIR
 from broker.metrics.service import MetricsService
 from broker.producer_ids import ProducerIdAllocator, ProducerIdManager
 from broker.quotas.service import QuotaService
-from broker.replica_manager import ReplicaManager
+from broker.replica_manager import LEADER_EPOCH, ReplicaManager
 from broker.router import LARGE_RESPONSE_APIS, Router
 from broker.security.manager import SecurityManager
 from broker.server import Server
@@ -166,7 +166,7 @@ class Broker:
         loop = asyncio.get_running_loop()
         failures.add_listener(lambda reason: loop.call_soon_threadsafe(self._log_dir_failed, reason))
         logs = self.logs = self._closed_on_stop(
-            "logs", LogManager(data_dir, config.log_config({}), failures=failures))
+            "logs", LogManager(data_dir, config.log_config({}), leader_epoch=LEADER_EPOCH, failures=failures))
         await asyncio.to_thread(logs.start)  # opening and recovering partition logs is blocking work
         # The journal is a log of its own, never visible as a topic (LogManager skips its directory). Its recovery
         # truncates only a torn tail: anything else stops start-up (JournalError/LogCorruptionError).
@@ -194,7 +194,7 @@ class Broker:
         self.feature_control = FeatureControl(config, topics, self.router, self.node_id)
         self._build_client_telemetry()
         replicas = self.replicas = ReplicaManager(
-            topics, flusher, producer_expiration_ms=lambda: config.get("producer.id.expiration.ms"))
+            topics, flusher, producer_expiration_ms=lambda: config.get("producer.id.expiration.ms"), logs=logs)
         topics.on_delete(lambda info: replicas.forget_topic(info.name))
         cleaner = self.log_cleaner = self._closed_on_stop("log_cleaner", LogCleaner(
             logs, config.get, producer_last_offsets=replicas.producer_last_offsets,

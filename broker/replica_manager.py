@@ -41,6 +41,7 @@ from protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from broker.cluster.manager import TopicManager
     from broker.log.flusher import GroupCommitFlusher
+    from broker.log.log_manager import LogManager
     from broker.log.partition_log import PartitionLog
     from broker.txn.markers import TxnPartitionVerifier
     from broker.txn.results import TxnMarker
@@ -49,6 +50,10 @@ log = structlog.get_logger(__name__)
 
 LOG_APPEND_TIME = "LogAppendTime"
 DEFAULT_PRODUCER_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
+# A single node leads every partition from its creation on, so every partition has one leader epoch: the one
+# Metadata answers and the log stamps into each batch.
+LEADER_EPOCH = 0
+NO_EPOCH = -1  # Kafka's RecordBatch.NO_PARTITION_LEADER_EPOCH / UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET
 
 
 @dataclass(slots=True)
@@ -132,8 +137,9 @@ class VerificationGuard:
 class ReplicaManager:
     def __init__(self, topics: TopicManager, flusher: GroupCommitFlusher, *, clock: Callable[[], float] = time.time,
                  producer_expiration_ms: Callable[[], int] = lambda: DEFAULT_PRODUCER_EXPIRATION_MS,
-                 txn_verifier: TxnPartitionVerifier | None = None) -> None:
+                 txn_verifier: TxnPartitionVerifier | None = None, logs: LogManager | None = None) -> None:
         self._topics = topics
+        self._logs = logs  # for the log start offset checkpoint DeleteRecords waits for (None: not waited for)
         self._flusher = flusher
         self._clock = clock
         self._expiration_ms = producer_expiration_ms  # producer.id.expiration.ms (dynamic)
@@ -652,6 +658,58 @@ class ReplicaManager:
             d.coordinator_epoch = e.coordinator_epoch
             d.current_txn_start_offset = e.txn_first_offset if e.in_transaction else -1
         return list(out.values())
+
+    # --- OffsetForLeaderEpoch --------------------------------------------------------------------------------
+    def end_offset_for_epoch(self, info: TopicInfo, partition: int, current_leader_epoch: int,
+                             leader_epoch: int) -> tuple[ErrorCode, int, int]:
+        """(error, epoch, end offset) as Kafka's Partition.lastOffsetForLeaderEpoch with a leader epoch cache
+        holding one entry, LEADER_EPOCH from the log start offset: the current epoch ends at the log end offset,
+        a later one is unknown (-1, -1), an earlier one ends where LEADER_EPOCH starts. `current_leader_epoch`
+        (-1: not given) must be ours: older is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH."""
+        if not 0 <= partition < info.num_partitions:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, NO_EPOCH, NO_EPOCH
+        if current_leader_epoch != NO_EPOCH and current_leader_epoch < LEADER_EPOCH:
+            return ErrorCode.FENCED_LEADER_EPOCH, NO_EPOCH, NO_EPOCH
+        if current_leader_epoch > LEADER_EPOCH:
+            return ErrorCode.UNKNOWN_LEADER_EPOCH, NO_EPOCH, NO_EPOCH
+        plog = self._topics.log(info.name, partition)
+        if plog.failures.offline:
+            return ErrorCode.KAFKA_STORAGE_ERROR, NO_EPOCH, NO_EPOCH
+        if leader_epoch == NO_EPOCH or leader_epoch > LEADER_EPOCH:
+            return ErrorCode.NONE, NO_EPOCH, NO_EPOCH
+        if leader_epoch == LEADER_EPOCH:
+            return ErrorCode.NONE, LEADER_EPOCH, plog.log_end_offset
+        return ErrorCode.NONE, leader_epoch, plog.log_start_offset
+
+    # --- DeleteRecords -----------------------------------------------------------------------------------------
+    def delete_records(self, info: TopicInfo, partition: int, offset: int) -> tuple[ErrorCode, int]:
+        """Move the partition's log start offset up to `offset` (-1: the high watermark), as Kafka's
+        ReplicaManager.deleteRecordsOnLocalLog and Partition.deleteRecordsOnLeader. Returns (error, low
+        watermark); segments wholly below it are dropped (unlinked off the loop by the LogManager). Call
+        `log_start_durable` before answering."""
+        if info.internal:
+            return ErrorCode.INVALID_TOPIC_EXCEPTION, -1
+        if not 0 <= partition < info.num_partitions:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
+        plog = self._topics.log(info.name, partition)
+        if plog.failures.offline:
+            return ErrorCode.KAFKA_STORAGE_ERROR, -1
+        if not plog.config.delete:  # a compact-only topic keeps the latest value of every key
+            return ErrorCode.POLICY_VIOLATION, -1
+        target = plog.high_watermark if offset == -1 else offset
+        if target < 0 or target > plog.high_watermark:
+            return ErrorCode.OFFSET_OUT_OF_RANGE, -1
+        try:
+            start = plog.delete_records_before(target)
+        except (OSError, KafkaStorageError) as err:
+            log.error("delete records failed", topic=info.name, partition=partition, error=repr(err))
+            return ErrorCode.KAFKA_STORAGE_ERROR, -1
+        self._wake(info.name, partition)  # parked fetches below the new start get OFFSET_OUT_OF_RANGE now
+        return ErrorCode.NONE, start
+
+    async def log_start_durable(self) -> bool:
+        """Wait until the log start offsets moved so far are checkpointed (False: the write failed)."""
+        return True if self._logs is None else await self._logs.log_start_durable()
 
     def forget_topic(self, topic: str) -> None:
         for key in [k for k in self._producers if k[0] == topic]:

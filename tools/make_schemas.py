@@ -91,6 +91,10 @@ SERVED: dict[str, tuple[int, int] | None] = {
     # Client quotas (issue 18): the spec's full range.
     "DescribeClientQuotas": None,
     "AlterClientQuotas": None,
+    # Partition admin (issue 18): DeleteRecords moves a log start offset; OffsetForLeaderEpoch answers the end
+    # offset of an epoch (one epoch per partition on a single node).
+    "DeleteRecords": None,
+    "OffsetForLeaderEpoch": None,
     # Admin and cluster APIs for one node (issue 18): the spec's full range.
     "AlterConfigs": None,
     "DescribeLogDirs": None,

@@ -26,6 +26,8 @@ MODULES: tuple[str, ...] = (
     "list_offsets",
     "txn_markers",
     "describe_producers",
+    "delete_records",
+    "leader_epochs",
     "topic_admin",
     "configs",
     "producer_ids",

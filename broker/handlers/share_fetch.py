@@ -164,7 +164,8 @@ async def _fetch(ctx, req, group: str, member: str, tps: list[tuple[uuid.UUID, i
         max_wait_ms=req.max_wait_ms, min_bytes=req.min_bytes,
         # Kafka caps MaxBytes by what the client's consumer_byte_rate allows in a quota window
         max_bytes=int(min(req.max_bytes, ctx.broker.quotas.fetch_max_bytes(ctx))), max_records=req.max_records,
-        strict=ctx.api_version >= 2 and req.get("share_acquire_mode", 0) == RECORD_LIMIT_MODE)
+        strict=ctx.api_version >= 2 and req.get("share_acquire_mode", 0) == RECORD_LIMIT_MODE,
+        session_epoch=req.share_session_epoch)
     results = await DelayedShareFetch(ctx.broker.share_partitions, group, member, params).run(tps)
     for tp, got in results.items():
         e = entry(tp)

@@ -112,6 +112,8 @@ class LogManager:
         self._checkpoint_written = 0  # generation last written: an older snapshot never overwrites a newer one
         self._checkpoint_wanted = False
         self._checkpoint_task: asyncio.Task | None = None
+        self._moves = 0  # log start offset moves so far, and how many of them the checkpoint file holds
+        self._moves_written = 0
         self._doomed: list[str] = []  # paths of dropped segments, renamed .deleted, to unlink in a worker thread
         self._unlink_task: asyncio.Task | None = None
         self.started = False
@@ -263,7 +265,9 @@ class LogManager:
     def write_log_start_checkpoint(self) -> None:
         """Write the checkpoint now (blocking: close, tools, tests)."""
         if self.log_dir.exists():
+            moves = self._moves
             self._write_checkpoint(*self._checkpoint_entries())
+            self._moves_written = max(self._moves_written, moves)
 
     def _checkpoint_entries(self) -> tuple[int, dict[tuple[str, int], int]]:
         self._checkpoint_taken += 1
@@ -277,6 +281,7 @@ class LogManager:
                 self._checkpoint_written = generation
 
     def _start_moved(self, _plog: PartitionLog) -> None:
+        self._moves += 1
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # no loop (tools, tests): write it now
@@ -289,6 +294,7 @@ class LogManager:
     async def _write_checkpoints(self) -> None:
         while self._checkpoint_wanted and not self.failures.offline and self.log_dir.exists():
             self._checkpoint_wanted = False
+            moves = self._moves
             generation, entries = self._checkpoint_entries()  # on the loop: the logs are the loop's
             try:
                 await asyncio.to_thread(self._write_checkpoint, generation, entries)
@@ -296,6 +302,19 @@ class LogManager:
                 log.error("cannot write the log start offset checkpoint", path=str(self._checkpoint_path),
                           error=repr(err))
                 return
+            self._moves_written = max(self._moves_written, moves)
+
+    async def log_start_durable(self) -> bool:
+        """Wait until the checkpoint file holds every log start offset move made so far; False if its write
+        failed. DeleteRecords answers after this, so a crash cannot bring the deleted records back (Kafka
+        checkpoints every log.flush.start.offset.checkpoint.interval.ms and counts on its replicas instead)."""
+        target = self._moves
+        while self._moves_written < target:
+            task = self._checkpoint_task
+            if task is None or task.done():
+                return self._moves_written >= target
+            await asyncio.shield(task)
+        return True
 
     def _delete_segment(self, segment: Segment) -> None:
         """PartitionLog's hook for a dropped (closed) segment: see the module docstring."""

@@ -24,6 +24,7 @@ from broker.log import swap
 from broker.log.config import LogConfig
 from broker.log.dir_failure import KafkaStorageError, LogDirFailureChannel, is_transient
 from broker.log.files import SHARED, FileCache
+from broker.log.fsync import fsync_all
 from broker.log.segment import BatchEntry, LogCorruptionError, RollbackFailedError, Segment
 from broker.log.txn_index import AbortedTxn, collect_across_segments
 from protocol import records as rec
@@ -560,10 +561,8 @@ class PartitionLog:
                 self._unpin(pinned, dir_fd)
                 raise
         try:
-            for _path, fd in pinned:
-                os.fsync(fd)
-            if dir_fd >= 0:
-                os.fsync(dir_fd)
+            # all at once (the filesystem shares one journal commit between them), the directory too
+            fsync_all([fd for _path, fd in pinned] + ([dir_fd] if dir_fd >= 0 else []))
         except OSError as err:
             self.failures.fail(f"fsync in {self.directory} failed", err)
             self._discard_unflushed()

@@ -19,15 +19,20 @@ from protocol.errors import ErrorCode
 
 TopicPartition = tuple[uuid.UUID, int]  # (topic id, partition)
 DEFAULT_MAX_RECORDS = 500  # when the request leaves MaxRecords unset (0)
+# Kafka's DelayedShareFetch splits MaxBytes over the partitions it acquires with PartitionMaxBytesStrategy, whose
+# checkValidArguments throws IllegalArgumentException for MaxBytes <= 0; the fetch completes at once with that
+# exception for each of those partitions, i.e. UNKNOWN_SERVER_ERROR and this message, and acquires nothing.
+MAX_BYTES_ERROR = "Request max bytes must be greater than 0"
 
 
 @dataclass(frozen=True, slots=True)
 class ShareFetchParams:
     max_wait_ms: int
     min_bytes: int
-    max_bytes: int  # 0: no limit
+    max_bytes: int  # must be > 0 (see MAX_BYTES_ERROR)
     max_records: int  # 0: DEFAULT_MAX_RECORDS
     strict: bool = False  # record_limit acquire mode (v2): MaxRecords is a hard limit
+    session_epoch: int = 0  # the request's ShareSessionEpoch: where the partition order is rotated to
 
 
 @dataclass(slots=True)
@@ -37,6 +42,17 @@ class PartitionFetch:
     acquired: Acquired | None = None
     error: ErrorCode = ErrorCode.NONE
     message: str | None = None
+
+
+def rotate(tps: list[TopicPartition], session_epoch: int) -> list[TopicPartition]:
+    """Kafka's PartitionRotateStrategy (round robin, applied by SharePartitionManager.fetchMessages): the
+    partitions of the request start at `session_epoch % n`, so that when MaxRecords or MaxBytes runs out before
+    the last partition, the next request of the session starts with another one and none starves. The initial
+    (0) and final (-1) epochs keep the order."""
+    if len(tps) < 2 or session_epoch < 1:
+        return tps
+    at = session_epoch % len(tps)
+    return tps[at:] + tps[:at]
 
 
 class DelayedShareFetch:
@@ -52,6 +68,7 @@ class DelayedShareFetch:
         """Fetch from `tps` (the session's partitions the member may read); returns the partitions that
         answer something: an error, or acquired records."""
         mgr, params = self._mgr, self._params
+        tps = rotate(tps, params.session_epoch)
         partitions: list[SharePartition] = []
         for tp in tps:
             try:
@@ -63,7 +80,6 @@ class DelayedShareFetch:
         await mgr.ensure_txn_state(partitions)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(params.max_wait_ms, 0) / 1000
-        start = 0
         min_bytes = max(params.min_bytes, 1)
         while True:
             left = deadline - loop.time()
@@ -72,14 +88,16 @@ class DelayedShareFetch:
                 return self.results
             serving = partitions if assignment is None else [
                 sp for sp in partitions if sp.key[2] in assignment.get(sp.key[1], ())]
+            if params.max_bytes <= 0:
+                for sp in serving:
+                    self.results[(sp.key[1], sp.key[2])] = PartitionFetch(
+                        error=ErrorCode.UNKNOWN_SERVER_ERROR, message=MAX_BYTES_ERROR)
+                return self.results
             # MinBytes: wait without acquiring until enough is there.
             short = left > 0 and sum(mgr.available_bytes(sp, min_bytes) for sp in serving) < min_bytes
             if short and await mgr.wait(partitions, left):
                 continue
-            # Rotate the starting partition so one busy partition does not starve the others.
-            order = serving[start % len(serving):] + serving[:start % len(serving)] if serving else []
-            start += 1
-            total_bytes, failed = self._acquire_round(order, partitions)
+            total_bytes, failed = self._acquire_round(serving, partitions)
             if total_bytes > 0 or failed or not partitions:
                 return self.results
             left = deadline - loop.time()
@@ -93,7 +111,7 @@ class DelayedShareFetch:
         total_bytes = 0
         failed = False
         remaining_records = params.max_records if params.max_records > 0 else DEFAULT_MAX_RECORDS
-        remaining_bytes = params.max_bytes if params.max_bytes > 0 else 0x7FFFFFFF
+        remaining_bytes = params.max_bytes
         for sp in order:
             if remaining_records <= 0 or remaining_bytes <= 0:
                 break

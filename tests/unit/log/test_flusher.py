@@ -71,7 +71,7 @@ async def test_several_logs_in_one_round_and_errors_go_to_their_waiters() -> Non
     results = await asyncio.gather(flusher.sync(good), flusher.sync(bad), flusher.sync(good),
                                    return_exceptions=True)
     assert results[0] is None and results[2] is None and isinstance(results[1], OSError)
-    assert flusher.flushes == 1 and good.flushes == 1
+    assert flusher.flushes == 2 and good.flushes == 1  # one flush per log, the two syncs of `good` share it
     await flusher.close()
 
 
@@ -96,3 +96,48 @@ async def test_cancelled_waiter_does_not_break_the_round(n: int) -> None:
     assert isinstance(results[0], asyncio.CancelledError)
     assert all(r is None for r in results[1:])
     await flusher.sync(log)
+
+
+class BarrierLog(CountingLog):
+    """A flush that returns only once `barrier` has as many flushes waiting as it has parties: the logs sharing
+    the barrier must be flushed at the same time (a flush one after the other breaks the barrier)."""
+
+    def __init__(self, barrier: threading.Barrier) -> None:
+        super().__init__(delay=0)
+        self.barrier = barrier
+
+    def flush(self) -> None:
+        self.barrier.wait()  # BrokenBarrierError after its timeout if the other log is not being flushed too
+        super().flush()
+
+
+async def test_different_logs_flush_concurrently() -> None:
+    flusher = GroupCommitFlusher()
+    barrier = threading.Barrier(3, timeout=5)
+    logs = [BarrierLog(barrier) for _ in range(3)]
+    await asyncio.gather(*(flusher.sync(log) for log in logs))
+    assert [log.flushes for log in logs] == [1, 1, 1] and flusher.flushes == 3
+    await flusher.close()
+
+
+async def test_a_log_waiting_for_its_flush_does_not_wait_for_another_logs() -> None:
+    flusher = GroupCommitFlusher()
+    started, release = threading.Event(), threading.Event()
+    slow = CountingLog(delay=0)
+
+    def slow_flush() -> None:
+        started.set()
+        release.wait(10)
+
+    slow.flush = slow_flush  # type: ignore[method-assign]
+    fast = CountingLog(delay=0)
+    slow_sync = asyncio.create_task(flusher.sync(slow))
+    await async_wait_until(started.is_set)  # the slow log's flush is running now
+    try:
+        async with asyncio.timeout(5):
+            await flusher.sync(fast)  # served while the slow log's flush still runs
+        assert fast.flushes == 1 and not slow_sync.done()
+    finally:
+        release.set()
+    await slow_sync
+    await flusher.close()

@@ -110,3 +110,41 @@ def test_an_older_checkpoint_never_overwrites_a_newer_one(tmp_path: Path) -> Non
     manager._write_checkpoint(*stale)  # a worker's write that lost the race with a newer one
     assert read_checkpoint(tmp_path / LOG_START_CHECKPOINT) == {("t", 0): 6}
     manager.close()
+
+
+def test_log_start_durable_waits_for_the_checkpoint_of_every_move(tmp_path: Path) -> None:
+    """DeleteRecords answers after log_start_durable: by then the file holds the move (so a kill -9 keeps it)."""
+    manager = LogManager(tmp_path, LogConfig(segment_bytes=700))
+    manager.start()
+    plog = manager.get_or_create("t", 0)
+    _fill(plog, 8)
+
+    async def scenario() -> tuple[bool, dict, bool]:
+        plog.delete_records_before(3)
+        first = await manager.log_start_durable()
+        seen = read_checkpoint(tmp_path / LOG_START_CHECKPOINT)
+        return first, seen, await manager.log_start_durable()  # nothing moved since: at once
+
+    first, seen, again = asyncio.run(scenario())
+    assert first and again and seen == {("t", 0): 3}
+    manager.close()
+
+
+def test_log_start_durable_reports_a_failed_write(tmp_path: Path, monkeypatch) -> None:
+    manager = LogManager(tmp_path, LogConfig(segment_bytes=700))
+    manager.start()
+    plog = manager.get_or_create("t", 0)
+    _fill(plog, 8)
+
+    def full_disk(*_args, **_kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(log_manager, "write_checkpoint", full_disk)
+
+    async def scenario() -> bool:
+        plog.delete_records_before(5)
+        return await manager.log_start_durable()
+
+    assert asyncio.run(scenario()) is False
+    monkeypatch.undo()
+    manager.close()

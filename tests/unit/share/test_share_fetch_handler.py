@@ -26,7 +26,9 @@ def make(tmp_path, store, partitions: int = 2):
         config=SimpleNamespace(get=CONFIG.__getitem__),
         topics=SimpleNamespace(registry=SimpleNamespace(by_id=lambda tid: info if tid == TOPIC_ID else None),
                                log=lambda name, p: logs[p]),
-        share_state=store, node=SimpleNamespace(node_id=1, host="127.0.0.1", port=9092, rack=None))
+        share_state=store, node=SimpleNamespace(node_id=1, host="127.0.0.1", port=9092, rack=None),
+        # no client quotas: MaxBytes as asked, never throttled
+        quotas=SimpleNamespace(fetch_max_bytes=lambda _ctx: float("inf"), share_fetch_throttle=lambda *_a: 0))
     broker.share_partitions = make_manager(config=broker.config, topics=broker.topics, persister=store,
                                            group_configs=lambda g: {"share.auto.offset.reset": "earliest"})
     return broker, logs
