@@ -28,7 +28,7 @@ from broker.config import BrokerConfig, Listener, ensure_meta_properties
 from broker.connection_quotas import ConnectionQuotas
 from broker.console.service import Console
 from broker.coordinator_log import CoordinatorLog
-from broker.features import Features, broker_features
+from broker.features import FeatureControl, Features
 from broker.groups.runtime import TOPIC as OFFSETS_TOPIC
 from broker.groups.runtime import GroupCoordinatorRuntime, coordinator_config
 from broker.log import GroupCommitFlusher, LogManager, PartitionLog
@@ -119,7 +119,7 @@ class Broker:
     client_metrics_store: ClientMetricsStore
     client_telemetry: ClientTelemetry  # pushes: checked by the manager, decoded off the loop, kept in the store
     client_metrics_resources: ClientMetricsResources
-    features: Features  # finalized feature levels (ApiVersions; transaction.version gates the TV2 versions)
+    feature_control: FeatureControl  # finalized feature levels and UpdateFeatures
 
     def __init__(self, config: BrokerConfig, *, port_file: str | os.PathLike | None = None,
                  add_scram: list | None = None) -> None:
@@ -131,7 +131,6 @@ class Broker:
         self.node: Node | None = None  # as advertised on the first advertised listener
         self.nodes: dict[str, Node] = {}  # listener name -> this broker as advertised on that listener
         self._closables: list[tuple[str, Closable]] = []  # in creation order; stop() closes them in reverse
-        self.features = broker_features(config, epoch=int(time.time() * 1000))
         self.router = Router(self)
         self.server = Server(self.router.handle, max_request_bytes=config.get("socket.request.max.bytes"),
                              max_inflight=config.get("queued.max.requests"),
@@ -147,6 +146,11 @@ class Broker:
         self._stop_task: asyncio.Task | None = None
 
     # --- components ----------------------------------------------------------------------------------------
+    @property
+    def features(self) -> Features:
+        """The finalized feature levels (ApiVersions; transaction.version gates the TV2 versions)."""
+        return self.feature_control.features
+
     def _closed_on_stop(self, name: str, component: C) -> C:
         """Record a component stop() must close (reverse creation order); returns it."""
         self._closables.append((name, component))
@@ -187,6 +191,7 @@ class Broker:
         await asyncio.to_thread(quotas.load)
         self.router.quotas = quotas
         self.server.connection_throttle = quotas.connection_throttle
+        self.feature_control = FeatureControl(config, topics, self.router, self.node_id)
         self._build_client_telemetry()
         replicas = self.replicas = ReplicaManager(
             topics, flusher, producer_expiration_ms=lambda: config.get("producer.id.expiration.ms"), logs=logs)
@@ -206,6 +211,7 @@ class Broker:
         # The produce path asks the transaction coordinator whether a partition is in the transaction (KIP-890
         # part 1); bound here because the coordinator's log is written through the replica manager.
         replicas.set_txn_verifier(txn if config.get("transaction.partition.verification.enable") else None)
+        self.feature_control.follow_transaction_version(txn.set_transaction_version)
         # Served on the metrics listener only (read-only views of these components).
         self.console = Console(topics=topics, logs=logs, group_coordinator=self.group_coordinator,
                                share_partitions=self.share_partitions, group_configs=self.configs.group_config)

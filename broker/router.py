@@ -62,6 +62,7 @@ class Router:
     def __init__(self, broker: Broker, registry: CollectorRegistry | None = None) -> None:
         self.broker = broker  # handed to every handler in its RequestContext
         self._routes: dict[int, Registration] = {}
+        self._ceilings: dict[int, int] = {}  # api key -> the highest version a feature change may serve
         # Per-API metrics in the broker's registry (a private one when none is given: tests, benchmarks).
         self.request_metrics = RequestMetrics(registry if registry is not None else CollectorRegistry())
         self.metrics: dict[int, ApiMetrics] = {}
@@ -70,9 +71,10 @@ class Router:
 
     # --- registration --------------------------------------------------------------------------------------
     def register(self, api_key: int, handler: Handler, min_version: int | None = None,
-                 max_version: int | None = None) -> None:
+                 max_version: int | None = None, *, ceiling: int | None = None) -> None:
         """Serve api_key with `async handler(ctx, request) -> dict | None`, for versions within the schema's
-        range narrowed by min_version/max_version."""
+        range narrowed by min_version/max_version; `ceiling` (default: the schema's maximum) is the highest version
+        set_max_version may serve later."""
         spec = schema.api_specs().get(api_key)
         if spec is None:
             raise ValueError(f"no request/response schema for api key {api_key}")
@@ -85,7 +87,17 @@ class Router:
         if api_key in self._routes:
             raise ValueError(f"{spec.name} is already registered")
         self._routes[api_key] = Registration(api_key, spec.name, handler, lo, hi)
+        self._ceilings[api_key] = spec.max_version if ceiling is None else min(max(ceiling, hi), spec.max_version)
         self.metrics.setdefault(api_key, self.request_metrics.for_api(api_key, spec.name))
+        self._api_versions_fallback = None
+
+    def set_max_version(self, api_key: int, max_version: int | None) -> None:
+        """Serve a registered API up to `max_version` (None: its ceiling, the versions its module serves) from
+        now on: a finalized feature changed (UpdateFeatures of transaction.version)."""
+        reg = self._routes[api_key]
+        ceiling = self._ceilings[api_key]
+        hi = ceiling if max_version is None else min(max_version, ceiling)
+        self._routes[api_key] = Registration(reg.api_key, reg.name, reg.handler, reg.min_version, hi)
         self._api_versions_fallback = None
 
     def registrations(self) -> list[Registration]:

@@ -95,6 +95,15 @@ SERVED: dict[str, tuple[int, int] | None] = {
     # offset of an epoch (one epoch per partition on a single node).
     "DeleteRecords": None,
     "OffsetForLeaderEpoch": None,
+    # Admin and cluster APIs for one node (issue 18): the spec's full range.
+    "AlterConfigs": None,
+    "DescribeLogDirs": None,
+    "AlterReplicaLogDirs": None,
+    "ElectLeaders": None,
+    "AlterPartitionReassignments": None,
+    "ListPartitionReassignments": None,
+    "DescribeQuorum": None,
+    "UpdateFeatures": None,
 }
 
 # Embedded "data" schemas: the consumer protocol's subscription and assignment inside JoinGroup/SyncGroup bytes
@@ -143,6 +152,17 @@ OWN_RECORDS: list[dict[str, Any]] = [
             {"name": "ResourceName", "type": "string", "versions": "0+"},
             {"name": "Name", "type": "string", "versions": "0+"},
             {"name": "Value", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+        ],
+    },
+    {
+        "apiKey": 12,
+        "type": "metadata",
+        "name": "FeatureLevelRecord",
+        "validVersions": "0",
+        "flexibleVersions": "0+",
+        "fields": [
+            {"name": "Name", "type": "string", "versions": "0+"},
+            {"name": "FeatureLevel", "type": "int16", "versions": "0+"},
         ],
     },
     {

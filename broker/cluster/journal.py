@@ -1,5 +1,5 @@
-"""The metadata journal: topic, partition, config, client quota, producer-id, SCRAM credential, delegation token
-and ACL records on a Kafka-format log.
+"""The metadata journal: topic, partition, config, feature level, client quota, producer-id, SCRAM credential,
+delegation token and ACL records on a Kafka-format log.
 
 Like KRaft's `__cluster_metadata`, each record value is framed as unsigned varints (frame version, record type,
 record version) followed by the record encoded with its schema from `schemas/records/`. The journal lives in its
@@ -18,8 +18,8 @@ from protocol.primitives import read_uvarint, write_uvarint
 
 FRAME_VERSION = 1
 RECORD_NAMES = {2: "TopicRecord", 3: "PartitionRecord", 4: "ConfigRecord", 9: "RemoveTopicRecord",
-                10: "DelegationTokenRecord", 11: "UserScramCredentialRecord", 14: "ClientQuotaRecord",
-                15: "ProducerIdsRecord", 18: "AccessControlEntryRecord", 19: "RemoveAccessControlEntryRecord",
+                10: "DelegationTokenRecord", 11: "UserScramCredentialRecord", 12: "FeatureLevelRecord",
+                14: "ClientQuotaRecord", 15: "ProducerIdsRecord", 18: "AccessControlEntryRecord", 19: "RemoveAccessControlEntryRecord",
                 22: "RemoveUserScramCredentialRecord", 26: "RemoveDelegationTokenRecord"}
 RECORD_VERSION = 0
 

@@ -24,6 +24,7 @@ TOPIC_RECORD = 2
 PARTITION_RECORD = 3
 CONFIG_RECORD = 4
 REMOVE_TOPIC_RECORD = 9
+FEATURE_LEVEL_RECORD = 12
 PRODUCER_IDS_RECORD = 15
 
 TOPIC_RESOURCE = 2  # ConfigResource type for topics
@@ -83,10 +84,14 @@ class TopicRegistry:
         # Names that a RemoveTopicRecord removed (and not created again): their leftover directories may go.
         self.removed_names: set[str] = set()
         self.next_producer_id = 0
-        # Dynamic broker config overrides (IncrementalAlterConfigs on the BROKER resource), name -> value.
+        # Dynamic broker configs (IncrementalAlterConfigs, AlterConfigs on the BROKER resource), name -> value:
+        # the cluster-wide defaults (resource name "") and each broker's own (resource name = its id).
         self.broker_configs: dict[str, str] = {}
+        self.node_configs: dict[str, dict[str, str]] = {}
         # Group config overrides (IncrementalAlterConfigs on the GROUP resource), group id -> name -> value.
         self.group_configs: dict[str, dict[str, str]] = {}
+        # Finalized feature levels changed by UpdateFeatures (FeatureLevelRecord), name -> level.
+        self.feature_levels: dict[str, int] = {}
         # Client-metrics subscriptions (the CLIENT_METRICS resource), subscription name -> name -> value.
         self.client_metrics_configs: dict[str, dict[str, str]] = {}
         # Bumped by every applied record: lets caches keyed on topic metadata (regex subscriptions) see changes.
@@ -159,15 +164,19 @@ class TopicRegistry:
                 else:
                     overrides[value["name"]] = value["value"]
             elif value["resource_type"] == BROKER_RESOURCE:
+                layer = self.broker_configs if not value["resource_name"] else \
+                    self.node_configs.setdefault(value["resource_name"], {})
                 if value["value"] is None:
-                    self.broker_configs.pop(value["name"], None)
+                    layer.pop(value["name"], None)
                 else:
-                    self.broker_configs[value["name"]] = value["value"]
+                    layer[value["name"]] = value["value"]
         elif record_type == REMOVE_TOPIC_RECORD:
             info = self._by_id.pop(value["topic_id"], None)
             if info is not None:
                 self._by_name.pop(info.name, None)
                 self._collisions.pop(_collision_key(info.name), None)
                 self.removed_names.add(info.name)
+        elif record_type == FEATURE_LEVEL_RECORD:
+            self.feature_levels[value["name"]] = value["feature_level"]
         elif record_type == PRODUCER_IDS_RECORD:
             self.next_producer_id = max(self.next_producer_id, value["next_producer_id"])

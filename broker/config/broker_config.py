@@ -1,7 +1,7 @@
 """Broker configuration: Kafka's property names, typed and validated.
 
-Sources, highest first: dynamic overrides (IncrementalAlterConfigs on the BROKER resource), the static
-properties (file plus `--override key=value`), then the default from `BROKER_CONFIGS`. Unknown keys are kept
+Sources, highest first: dynamic overrides set on this broker's id, dynamic cluster-wide defaults (both from
+IncrementalAlterConfigs or AlterConfigs on the BROKER resource, named by id or empty), the static properties (file plus `--override key=value`), then the default from `BROKER_CONFIGS`. Unknown keys are kept
 as strings and logged, as Kafka warns rather than fails. Topic-level values come from
 `broker.config.topic_config`, whose broker synonyms are resolved here.
 """
@@ -15,15 +15,17 @@ from typing import Any
 import structlog
 
 from broker.config import topic_config as tc
-from broker.config.broker_defs import BROKER_CONFIGS, DERIVED
+from broker.config.broker_defs import BROKER_CONFIGS, DERIVED, update_mode
 from broker.config.definitions import (
     DEFAULT_CONFIG,
+    DYNAMIC_BROKER_CONFIG,
     DYNAMIC_DEFAULT_BROKER_CONFIG,
     STATIC_BROKER_CONFIG,
     ConfigDescription,
     ConfigError,
     to_text,
 )
+from broker.config.kafka_broker_defs import PER_BROKER, READ_ONLY
 from broker.config.listeners import (
     Listener,
     parse_ip_overrides,
@@ -54,7 +56,8 @@ class BrokerConfig:
                     self.unknown[key] = str(text)
                 continue
             self._static[key] = definition.parse(str(text))
-        self._dynamic: dict[str, Any] = {}
+        self._dynamic: dict[str, Any] = {}  # cluster-wide dynamic defaults
+        self._per_broker: dict[str, Any] = {}  # dynamic settings of this broker (its id named)
         for key, text in (dynamic or {}).items():
             self._dynamic[key] = self.validate_dynamic(key, text)
         self._check_relations()
@@ -79,6 +82,9 @@ class BrokerConfig:
 
     def source(self, name: str) -> int:
         family = DERIVED.get(name, ((name, 1),))
+        for key, _ in family:
+            if key in self._per_broker:
+                return DYNAMIC_BROKER_CONFIG
         for key, _ in family:
             if key in self._dynamic:
                 return DYNAMIC_DEFAULT_BROKER_CONFIG
@@ -132,46 +138,69 @@ class BrokerConfig:
         return parse_protocol_map(self._values["listener.security.protocol.map"])
 
     # --- dynamic changes ---------------------------------------------------------------------------------------
-    def validate_dynamic(self, name: str, text: str | None) -> Any:
+    def validate_dynamic(self, name: str, text: str | None, *, per_broker: bool = False) -> Any:
+        """The typed value of a dynamic setting; ConfigError (in Kafka's words) if Kafka's DynamicBrokerConfig
+        refuses it: an unknown name, a read-only config, a per-broker one set cluster-wide, a bad value."""
         definition = BROKER_CONFIGS.get(name)
         if definition is None:
             raise ConfigError(f"Unknown broker config {name}")
-        if not definition.dynamic:
-            raise ConfigError(f"Cannot update these configs dynamically: {name}")
+        mode = update_mode(name)
+        if mode == READ_ONLY:
+            raise ConfigError(f"Cannot update these configs dynamically: [{name}]")
+        if mode == PER_BROKER and not per_broker:
+            raise ConfigError(f"Cannot update these configs at default cluster level, broker id must be specified: "
+                              f"[{name}]")
         return None if text is None else definition.parse(text)
 
-    def set_dynamic(self, name: str, text: str | None) -> None:
-        """Set (or with None remove) a cluster-wide dynamic override; ConfigError if not allowed."""
-        value = self.validate_dynamic(name, text)
+    def set_dynamic(self, name: str, text: str | None, *, per_broker: bool = False) -> None:
+        """Set (or with None remove) a dynamic setting, cluster-wide or of this broker; ConfigError if not
+        allowed."""
+        value = self.validate_dynamic(name, text, per_broker=per_broker)
+        layer = self._per_broker if per_broker else self._dynamic
         if value is None:
-            self._dynamic.pop(name, None)
+            layer.pop(name, None)
         else:
-            self._dynamic[name] = value
+            layer[name] = value
         self._resolve()
 
-    def dynamic_overrides(self) -> dict[str, str]:
-        return {k: to_text(v) or "" for k, v in self._dynamic.items()}
+    def dynamic_overrides(self, *, per_broker: bool = False) -> dict[str, str]:
+        layer = self._per_broker if per_broker else self._dynamic
+        return {k: to_text(v) or "" for k, v in layer.items()}
 
     # --- describe ----------------------------------------------------------------------------------------------
-    def describe(self, keys: Iterable[str] | None = None, *, include_synonyms: bool = False) -> list[ConfigDescription]:
+    def describe(self, keys: Iterable[str] | None = None, *, include_synonyms: bool = False,
+                 cluster_defaults: bool = False) -> list[ConfigDescription]:
+        """DescribeConfigs rows of this broker: every config but Kafka's internal ones not set (Kafka's
+        nonInternalValues plus originals); with `cluster_defaults` (the resource named by an empty string), only
+        the cluster-wide dynamic defaults, as Kafka's ConfigHelper answers."""
+        if cluster_defaults:
+            names = sorted(self._dynamic) if keys is None else [k for k in keys if k in self._dynamic]
+            return [ConfigDescription(n, None if BROKER_CONFIGS[n].sensitive else to_text(self._dynamic[n]),
+                                      DYNAMIC_DEFAULT_BROKER_CONFIG, BROKER_CONFIGS[n].sensitive, False,
+                                      BROKER_CONFIGS[n].type_code, BROKER_CONFIGS[n].doc or None,
+                                      ((n, None if BROKER_CONFIGS[n].sensitive else to_text(self._dynamic[n]),
+                                        DYNAMIC_DEFAULT_BROKER_CONFIG),) if include_synonyms else ())
+                    for n in names]
         names = sorted(BROKER_CONFIGS) if keys is None else list(keys)
         rows = []
         for name in names:
             definition = BROKER_CONFIGS.get(name)
-            if definition is None:
+            if definition is None or (definition.internal and keys is None and self.source(name) == DEFAULT_CONFIG):
                 continue
             value = None if definition.sensitive else to_text(self._values.get(name))
             synonyms: tuple[tuple[str, str | None, int], ...] = ()
             if include_synonyms:
                 synonyms = tuple(self._synonyms(name))
-            rows.append(ConfigDescription(name, value, self.source(name), definition.sensitive, not definition.dynamic,
+            rows.append(ConfigDescription(name, value, self.source(name), definition.sensitive,
+                                          update_mode(name) == READ_ONLY,
                                           definition.type_code, definition.doc or None, synonyms))
         return rows
 
     def _synonyms(self, name: str) -> list[tuple[str, str | None, int]]:
         out = []
         family = DERIVED.get(name, ((name, 1),))
-        for layer, source in ((self._dynamic, DYNAMIC_DEFAULT_BROKER_CONFIG), (self._static, STATIC_BROKER_CONFIG)):
+        for layer, source in ((self._per_broker, DYNAMIC_BROKER_CONFIG), (self._dynamic, DYNAMIC_DEFAULT_BROKER_CONFIG),
+                              (self._static, STATIC_BROKER_CONFIG)):
             out += [(key, to_text(layer[key]), source) for key, _ in family if key in layer]
         out += [(key, to_text(BROKER_CONFIGS[key].default), DEFAULT_CONFIG) for key, _ in family
                 if BROKER_CONFIGS[key].default is not None]
@@ -209,6 +238,8 @@ class BrokerConfig:
 
     # --- internals ---------------------------------------------------------------------------------------------
     def _raw(self, name: str) -> Any:
+        if name in self._per_broker:
+            return self._per_broker[name]
         if name in self._dynamic:
             return self._dynamic[name]
         if name in self._static:
@@ -219,7 +250,7 @@ class BrokerConfig:
         values = {name: self._raw(name) for name in BROKER_CONFIGS}
         for name, family in DERIVED.items():
             for key, scale in family:
-                raw = self._dynamic.get(key, self._static.get(key))
+                raw = self._per_broker.get(key, self._dynamic.get(key, self._static.get(key)))
                 if raw is not None:
                     values[name] = raw * scale if raw >= 0 else -1
                     break

@@ -12,6 +12,7 @@ from broker.config.definitions import (
     one_of,
     to_text,
 )
+from broker.config.kafka_broker_defs import CLUSTER_WIDE, KAFKA_BROKER_CONFIGS, READ_ONLY
 from broker.config.listeners import (
     SASL_MECHANISMS,
     check_listeners,
@@ -38,6 +39,8 @@ _DEFS = [
               doc="Largest request frame accepted; a larger size prefix closes the connection."),
     ConfigDef("queued.max.requests", "int", 100, at_least(1),
               doc="Requests in flight per connection before the broker stops reading from it."),
+    ConfigDef("max.request.partition.size.limit", "int", 2000, at_least(1),
+              doc="The most partitions one DescribeTopicPartitions response holds."),
     ConfigDef("queued.max.request.bytes", "long", 268_435_456, at_least(-1),
               doc="Request bytes all connections together may hold buffered (a request in the middle of being "
                   "received is counted at its full declared size); when reached, the broker stops reading from "
@@ -259,7 +262,40 @@ _DEFS = [
     ConfigDef("telemetry.max.bytes", "int", 1_048_576, at_least(1),
               doc="The largest metrics payload (compressed) a client may push with PushTelemetry."),
 ]
-BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
+SHOAL_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
+
+# Kafka's other broker configs: accepted, stored and described as Kafka does, with no effect here.
+INERT_DOC = "A Kafka broker config that Shoal accepts and reports but does not use: it has no effect."
+_KAFKA_TYPES = {"boolean": "bool", "class": "class"}
+
+
+def _inert(name: str, kafka_type: str, default: str | None, mode: str, internal: bool) -> ConfigDef:
+    type_name = _KAFKA_TYPES.get(kafka_type, kafka_type)
+    definition = ConfigDef(name, type_name, None, dynamic=mode != READ_ONLY, doc=INERT_DOC, internal=internal)
+    if default is not None:
+        definition = ConfigDef(name, type_name, definition.parse(default), dynamic=mode != READ_ONLY, doc=INERT_DOC,
+                               internal=internal)
+    return definition
+
+
+BROKER_CONFIGS: dict[str, ConfigDef] = {
+    **{name: _inert(name, *facts) for name, facts in KAFKA_BROKER_CONFIGS.items() if name not in SHOAL_CONFIGS},
+    **SHOAL_CONFIGS,
+}
+
+
+def update_mode(name: str) -> str:
+    """How a broker config may change at run time, by Kafka's rules (DynamicBrokerConfig): read-only,
+    per-broker or cluster-wide. A Kafka-dynamic config that Shoal reads only at start (listeners, TLS and SASL
+    settings, transaction.partition.verification.enable) is read-only here: a change could not take effect.
+    Shoal's own configs: cluster-wide when Shoal applies them at run time."""
+    kafka = KAFKA_BROKER_CONFIGS.get(name)
+    shoal = SHOAL_CONFIGS.get(name)
+    if kafka is None:
+        return CLUSTER_WIDE if shoal is not None and shoal.dynamic else READ_ONLY
+    if kafka[2] != READ_ONLY and shoal is not None and not shoal.dynamic:
+        return READ_ONLY
+    return kafka[2]
 
 # Keys whose effective value is derived from a family (Kafka: ms beats minutes beats hours).
 DERIVED: dict[str, tuple[tuple[str, int], ...]] = {

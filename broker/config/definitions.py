@@ -12,7 +12,7 @@ INT_MAX = 2**31 - 1
 # ConfigType codes (DescribeConfigs v3+).
 BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = 1, 2, 3, 4, 5, 6, 7, 8, 9
 TYPE_CODES = {"bool": BOOLEAN, "string": STRING, "int": INT, "short": SHORT, "long": LONG, "double": DOUBLE,
-              "list": LIST, "password": PASSWORD}
+              "list": LIST, "class": CLASS, "password": PASSWORD}
 
 # ConfigSource codes (DescribeConfigs).
 TOPIC_CONFIG = 1
@@ -42,6 +42,7 @@ def parse_list(text: str) -> list[str]:
 _PARSERS: dict[str, Callable[[str], Any]] = {
     "bool": _parse_bool,
     "string": lambda s: s.strip(),
+    "class": lambda s: s.strip(),
     "password": lambda s: s,
     "int": lambda s: int(s.strip()),
     "short": lambda s: int(s.strip()),
@@ -94,7 +95,7 @@ class ConfigDef:
     """
 
     name: str
-    type: str  # bool, string, int, short, long, double, list, password
+    type: str  # bool, string, int, short, long, double, list, class, password
     default: Any  # None = unset (a derived value or "absent")
     check: Callable[[Any], None] | None = None
     dynamic: bool = False  # may be changed with IncrementalAlterConfigs (cluster-wide default)

@@ -45,6 +45,12 @@ MODULES: tuple[str, ...] = (
     "acls",
     "telemetry",
     "client_quotas",
+    "log_dirs",
+    "elections",
+    "quorum",
+    "describe_topic_partitions",
+    "alter_configs",
+    "update_features",
 )
 
 
@@ -57,14 +63,19 @@ def register_all(router: Router, modules: Iterable[str] = MODULES,
     for name in modules:
         module = importlib.import_module(f"broker.handlers.{name}")
         limits = getattr(module, "VERSIONS", {})
-        caps = dict(max_versions or {})
+        caps: dict[int, int] = {}
         if not unstable:
             for api_key, first in getattr(module, "UNSTABLE", {}).items():
                 caps[api_key] = min(caps.get(api_key, first - 1), first - 1)
+        features = dict(max_versions or {})
         for api_key, handler in module.HANDLERS.items():
             lo, hi = limits.get(api_key, (None, None))
             if api_key in caps:
                 hi = caps[api_key] if hi is None else min(hi, caps[api_key])
-            router.register(api_key, handler, lo, hi)
+            # the ceiling a feature change may lift the served versions back to (UpdateFeatures)
+            ceiling = hi
+            if api_key in features:
+                hi = features[api_key] if hi is None else min(hi, features[api_key])
+            router.register(api_key, handler, lo, hi, ceiling=ceiling)
         registered.append(name)
     return registered

@@ -25,6 +25,7 @@ import asyncio
 import re
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
@@ -139,6 +140,13 @@ class TransactionCoordinatorRuntime:
             t.cancel()
         # stopping: the log resends their markers on the next start
         await asyncio.gather(*tasks, return_exceptions=True)
+
+    def set_transaction_version(self, level: int) -> None:
+        """The finalized transaction.version changed (UpdateFeatures, or the journaled level at start): the log
+        value version and the version of the aborts the coordinator starts itself follow it."""
+        config = self.coordinator.config
+        if config.transaction_version_level != level:
+            self.coordinator.config = replace(config, transaction_version_level=level)
 
     def _load(self, partition: int) -> tuple[int, TxnResult]:
         self.coordinator.load_begin(partition)

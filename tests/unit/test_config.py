@@ -4,6 +4,7 @@ import pytest
 
 from broker.config import (
     DEFAULT_CONFIG,
+    DYNAMIC_BROKER_CONFIG,
     DYNAMIC_DEFAULT_BROKER_CONFIG,
     STATIC_BROKER_CONFIG,
     BrokerConfig,
@@ -15,6 +16,7 @@ from broker.config import (
     parse_overrides,
     parse_properties,
 )
+from broker.config.broker_defs import INERT_DOC, update_mode
 
 
 def test_defaults():
@@ -175,3 +177,29 @@ def test_meta_properties(tmp_path):
     with pytest.raises(ConfigError):
         ensure_meta_properties(tmp_path / "d", 2, None)
     assert ensure_meta_properties(tmp_path / "e", 1, "fixed") == "fixed"
+
+
+def test_kafka_broker_configs_by_update_mode():
+    """Every broker config Kafka defines is known (those Shoal does not use are inert); the update modes are
+    Kafka's, except Kafka-dynamic configs Shoal reads only at start (read-only here)."""
+    c = BrokerConfig({})
+    assert update_mode("sasl.kerberos.min.time.before.relogin") == "per-broker"
+    assert update_mode("num.io.threads") == "cluster-wide"
+    assert update_mode("log.dirs") == "read-only"
+    assert update_mode("listeners") == "read-only"  # per-broker in Kafka; bound once here
+    assert update_mode("group.share.record.lock.duration.ms") == "read-only"  # as Kafka
+    assert c.get("num.io.threads") == 8
+    row = c.describe(["sasl.kerberos.min.time.before.relogin"])[0]
+    assert (row.value, row.read_only, row.documentation) == ("60000", False, INERT_DOC)
+    with pytest.raises(ConfigError, match="broker id must be specified"):
+        c.set_dynamic("sasl.kerberos.min.time.before.relogin", "1000")
+    c.set_dynamic("sasl.kerberos.min.time.before.relogin", "1000", per_broker=True)
+    c.set_dynamic("num.io.threads", "4")
+    assert c.source("num.io.threads") == DYNAMIC_DEFAULT_BROKER_CONFIG
+    c.set_dynamic("num.io.threads", "2", per_broker=True)
+    assert c.get("num.io.threads") == 2 and c.source("num.io.threads") == DYNAMIC_BROKER_CONFIG
+    assert [r.name for r in c.describe(cluster_defaults=True)] == ["num.io.threads"]
+    with pytest.raises(ConfigError, match=r"Cannot update these configs dynamically: \[log.dirs\]"):
+        c.set_dynamic("log.dirs", "/x")
+    # internal configs are not listed unless set
+    assert "unstable.api.versions.enable" not in {r.name for r in c.describe()}
