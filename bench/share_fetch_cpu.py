@@ -125,7 +125,7 @@ def share_fetch(pid: int, bootstrap: str, topic: str, records: int) -> tuple[flo
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records-1k", type=int, default=100_000)
-    ap.add_argument("--records-100", type=int, default=500_000)
+    ap.add_argument("--records-100", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="shoal-bench-") as tmp:

@@ -72,8 +72,10 @@ class DelayedShareFetch:
                 return self.results
             serving = partitions if assignment is None else [
                 sp for sp in partitions if sp.key[2] in assignment.get(sp.key[1], ())]
-            # MinBytes: wait without acquiring until enough is there.
-            short = left > 0 and sum(mgr.available_bytes(sp, min_bytes) for sp in serving) < min_bytes
+            # MinBytes: wait without acquiring until enough is there. With MinBytes 1 the acquisition below tells
+            # as much (it waits when it finds nothing), so the log is not scanned twice.
+            short = left > 0 and min_bytes > 1 and \
+                sum(mgr.available_bytes(sp, min_bytes) for sp in serving) < min_bytes
             if short and await mgr.wait(partitions, left):
                 continue
             # Rotate the starting partition so one busy partition does not starve the others.
