@@ -172,12 +172,11 @@ class _BatchCursor:
 
     def __init__(self, plog: Any) -> None:
         self._plog = plog
-        self._pending: deque[tuple[Any, memoryview]] = deque()
+        self._pending: deque[tuple[Any, memoryview, int]] = deque()
 
-    def batch_at(self, offset: int, want_bytes: int) -> tuple[Any, memoryview] | None:
-        """The batch a log read at `offset` would start with (header, bytes), reading `want_bytes` if the
-        buffered batches do not reach it."""
-
+    def batch_at(self, offset: int, want_bytes: int) -> tuple[Any, memoryview, int] | None:
+        """The batch a log read at `offset` would start with (header, the read, its position in the read),
+        reading `want_bytes` if the buffered batches do not reach it."""
         pending = self._pending
         while pending and pending[0][0].last_offset < offset:
             pending.popleft()  # a batch between acquired ranges: not served
@@ -186,12 +185,12 @@ class _BatchCursor:
                 data = memoryview(self._plog.read(offset, max(1, want_bytes), min_one_batch=True).data)
             except OffsetOutOfRangeError:  # retention moved the log start: nothing left to serve
                 return None
-            pending.extend((h, data[at:at + h.size]) for at, h in iter_batches(data))
+            pending.extend((h, data, at) for at, h in iter_batches(data))
             while pending and pending[0][0].last_offset < offset:
                 pending.popleft()
         return pending[0] if pending else None
 
-    def take(self) -> tuple[Any, memoryview]:
+    def take(self) -> tuple[Any, memoryview, int]:
         return self._pending.popleft()
 
 
@@ -199,6 +198,27 @@ class _BatchCursor:
 class Acquired:
     ranges: list  # [AcquiredRange]
     records: bytes | memoryview  # whole batches; a slice of the log read when only new records were acquired
+
+
+class _Slices:
+    """Byte ranges of log reads to answer, in order; ranges adjacent in one read are merged, so that serving
+    one read's batches gives one view of it (no copy); only batches from several reads are joined."""
+
+    __slots__ = ("_runs",)
+
+    def __init__(self) -> None:
+        self._runs: list[list] = []  # [read, start, end]
+
+    def add(self, data: memoryview, start: int, end: int) -> None:
+        runs = self._runs
+        if runs and runs[-1][0] is data and runs[-1][2] == start:
+            runs[-1][2] = end
+        else:
+            runs.append([data, start, end])
+
+    def bytes(self) -> bytes | memoryview:
+        views = [data[start:end] for data, start, end in self._runs]
+        return views[0] if len(views) == 1 else b"".join(views)
 
 
 @dataclass(slots=True)
@@ -212,18 +232,13 @@ class _NewRecords:
         self.lasts.append(last)
         self.places.append((data, start, end))
 
-    def served(self, first: int, last: int) -> list[memoryview]:
-        """The bytes of the batches holding offsets first..last (those acquired), as slices of the reads:
-        batches adjacent in one read make one slice (no copy), so a single read gives a single view."""
-        if last < first:
-            return []
-        runs: list[list] = []
-        for data, start, end in self.places[bisect_left(self.lasts, first):bisect_left(self.lasts, last) + 1]:
-            if runs and runs[-1][0] is data and runs[-1][2] == start:
-                runs[-1][2] = end
-            else:
-                runs.append([data, start, end])
-        return [data[start:end] for data, start, end in runs]
+    def served(self, first: int, last: int) -> bytes | memoryview:
+        """The bytes of the batches holding offsets first..last (those acquired)."""
+        out = _Slices()
+        if last >= first:
+            for place in self.places[bisect_left(self.lasts, first):bisect_left(self.lasts, last) + 1]:
+                out.add(*place)
+        return out.bytes()
 
 
 class SharePartitionManager:
@@ -506,9 +521,8 @@ class SharePartitionManager:
                 # Re-delivered records (below the old SPEO) are read again, with the new ones: a batch may hold
                 # both (record_limit mode cuts batches), and each batch is served once.
                 return Acquired(ranges, self._read_ranges(plog, ranges))
-            # Only new records: the slices of the read above, not a byte copied (one read gives one slice).
-            served = new.served(speo, inflight.end_offset - 1)
-            return Acquired(ranges, served[0] if len(served) == 1 else b"".join(served))
+            # Only new records: a slice of the read above, not a byte copied.
+            return Acquired(ranges, new.served(speo, inflight.end_offset - 1))
         if not ranges:
             return None
         self._locked(now + inflight.lock_duration_ms)
@@ -644,13 +658,13 @@ class SharePartitionManager:
                     stop = True
                     break
             want = max_bytes - budget.size
-            if stop or not by_estimate or want <= 0 or read_end <= offset:
+            if stop or not by_estimate or want <= 0 or read_end <= offset or read_end >= end:
                 break
             offset = read_end
         return out, new
 
     @classmethod
-    def _read_ranges(cls, plog: Any, ranges: Sequence, spans: Sequence[_Span] = ()) -> bytes:
+    def _read_ranges(cls, plog: Any, ranges: Sequence, spans: Sequence[_Span] = ()) -> bytes | memoryview:
         """The whole batches overlapping the acquired ranges, each once, in offset order, and nothing else.
 
         Reads ask for about the bytes served, not for MaxBytes per range (that read megabytes to serve
@@ -670,7 +684,7 @@ class SharePartitionManager:
             if gap * per_offset <= COALESCE_GAP_BYTES:
                 window_end[i] = window_end[i + 1]
         cursor = _BatchCursor(plog)
-        chunks: list[memoryview] = []
+        chunks = _Slices()
         covered = -1  # last offset already served
         for i, r in enumerate(ordered):
             pos = max(r.first_offset, covered + 1)
@@ -681,11 +695,11 @@ class SharePartitionManager:
                 got = cursor.batch_at(pos, want)
                 if got is None or got[0].base_offset > r.last_offset:
                     break  # nothing more in the log, or pos..last is a gap (compaction): the client acks a gap
-                header, view = cursor.take()
-                chunks.append(view)
+                header, data, at = cursor.take()
+                chunks.add(data, at, at + header.size)
                 covered = header.last_offset
                 pos = covered + 1
-        return b"".join(chunks)
+        return chunks.bytes()
 
     # --- acknowledge / release ---------------------------------------------------------------------------------
     async def acknowledge(self, sp: SharePartition, member: str, batches: Sequence[tuple[int, int, Sequence[int]]]
