@@ -1,6 +1,6 @@
 """Broker CPU per megabyte served: ShareFetch next to plain Fetch, for the same records, in one run.
 
-    .venv/bin/python -m bench.share_fetch_cpu [--records-1k N] [--records-100 N] [--rounds R]
+    .venv/bin/python -m bench.share_fetch_cpu [--records-1k N] [--records-100 N] [--rounds R] [--request-mib M]
 
 Starts one Shoal broker, produces N records of 1 KiB and N of 100 B (confluent Producer, ~64 KB batches) into
 two topics once, then reads each topic completely with plain Fetch (raw requests, 1 MiB per request) and with
@@ -54,18 +54,18 @@ def produce(bootstrap: str, topic: str, size: int, records: int) -> None:
         raise RuntimeError("produce did not finish")
 
 
-def plain_fetch(pid: int, port: int, topic: str, records: int) -> tuple[float, int]:
+def plain_fetch(pid: int, port: int, topic: str, records: int, max_bytes: int = MAX_BYTES) -> tuple[float, int]:
     """Read every record with Fetch v12 from offset 0; (broker CPU s, bytes served)."""
     served, offset = 0, 0
     with BrokerConnection("127.0.0.1", port, client_id="bench-fetch") as conn:
         before = cpu_seconds(pid)
         while offset < records:
             resp = conn.call(FETCH, 12, {
-                "replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": MAX_BYTES, "isolation_level": 0,
+                "replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": max_bytes, "isolation_level": 0,
                 "session_id": 0, "session_epoch": -1, "rack_id": "",
                 "topics": [{"topic": topic, "partitions": [{
                     "partition": 0, "current_leader_epoch": -1, "fetch_offset": offset, "last_fetched_epoch": -1,
-                    "log_start_offset": -1, "partition_max_bytes": MAX_BYTES}]}],
+                    "log_start_offset": -1, "partition_max_bytes": max_bytes}]}],
                 "forgotten_topics_data": []})
             p = resp.responses[0].partitions[0]
             if p.error_code:
@@ -89,7 +89,8 @@ def _next_offset(data: bytes, offset: int) -> int:
     return offset
 
 
-def share_fetch(pid: int, bootstrap: str, topic: str, records: int) -> tuple[float, int]:
+def share_fetch(pid: int, bootstrap: str, topic: str, records: int, max_bytes: int = MAX_BYTES
+                ) -> tuple[float, int]:
     """Read every record through a new share group with piggy-backed ACCEPTs; (broker CPU s, bytes served).
     The group's set-up (config, join, assignment) is not counted: only the fetches and acknowledgements."""
     group = f"bench-share-{uuid.uuid4()}"
@@ -108,7 +109,7 @@ def share_fetch(pid: int, bootstrap: str, topic: str, records: int) -> tuple[flo
         while acquired < records:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"share fetch stalled at {acquired}/{records}")
-            result = member.fetch(max_records=MAX_RECORDS, max_bytes=MAX_BYTES, max_wait_ms=500,
+            result = member.fetch(max_records=MAX_RECORDS, max_bytes=max_bytes, max_wait_ms=500,
                                   acknowledgements=acks)
             if result.ack_errors:
                 raise RuntimeError(f"acknowledgement errors {result.ack_errors}")
@@ -127,7 +128,10 @@ def main() -> None:
     ap.add_argument("--records-1k", type=int, default=100_000)
     ap.add_argument("--records-100", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--request-mib", type=float, default=MAX_BYTES / (1 << 20),
+                    help="MaxBytes of every Fetch and ShareFetch (ShareFetch also stops at 10 000 records)")
     args = ap.parse_args()
+    max_bytes = int(args.request_mib * (1 << 20))
     with tempfile.TemporaryDirectory(prefix="shoal-bench-") as tmp:
         proc, port = start_shoal(Path(tmp), OVERRIDES)
         bootstrap = f"127.0.0.1:{port}"
@@ -140,8 +144,8 @@ def main() -> None:
                 per: dict[str, list[float]] = {"Fetch": [], "ShareFetch": []}
                 mib: dict[str, float] = {}
                 for round_no in range(args.rounds + 1):  # round 0 warms up (codecs compiled, caches filled)
-                    for name, read in (("Fetch", lambda t=topic, n=records: plain_fetch(proc.pid, port, t, n)),
-                                       ("ShareFetch", lambda t=topic, n=records: share_fetch(proc.pid, bootstrap, t, n))):
+                    for name, read in (("Fetch", lambda t=topic, n=records: plain_fetch(proc.pid, port, t, n, max_bytes)),
+                                       ("ShareFetch", lambda t=topic, n=records: share_fetch(proc.pid, bootstrap, t, n, max_bytes))):
                         cpu, served = read()
                         if round_no == 0:
                             continue
