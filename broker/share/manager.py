@@ -631,6 +631,9 @@ class SharePartitionManager:
             except OffsetOutOfRangeError:  # retention moved the log start: nothing left to read
                 break
             data = memoryview(found.data)
+            if not data and by_estimate:
+                want = max_bytes - budget.size  # the next batch is larger than the guess: read what may fit
+                continue
             read_end = offset
             stop = not data
             for pos, header in iter_batches(data):

@@ -399,3 +399,20 @@ def test_a_batch_holding_redelivered_and_new_records_is_served_once(tmp_path):
         assert [h.base_offset for _, h in iter_batches(got.records)] == [0, 10]
 
     asyncio.run(run())
+
+
+def test_a_batch_larger_than_the_read_estimate_is_still_acquired(tmp_path):
+    """The first read asks for about the bytes MaxRecords needs; a batch larger than that guess (but within
+    MaxBytes) is read again in full rather than skipped, also when it need not be taken (not the first)."""
+    async def run():
+        mgr, plog = make(tmp_path, MemoryShareState())
+        for _ in range(100):
+            plog.append(build_batch([Record(value=b"s")]))  # 0-99, small
+        plog.append(build_batch([Record(value=b"L" * 100_000)]))  # 100, ~100 KB
+        sp = await mgr.partition("g", TOPIC_ID, 0)
+        assert mgr.acquire(sp, "m", 100, 1 << 20, min_one=True).ranges[-1].last_offset == 99
+        got = mgr.acquire(sp, "m", 1, 1 << 20, min_one=False)
+        assert got is not None and [(r.first_offset, r.last_offset) for r in got.ranges] == [(100, 100)]
+        assert [h.base_offset for _, h in iter_batches(got.records)] == [100]
+
+    asyncio.run(run())
