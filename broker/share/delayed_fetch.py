@@ -93,8 +93,10 @@ class DelayedShareFetch:
                     self.results[(sp.key[1], sp.key[2])] = PartitionFetch(
                         error=ErrorCode.UNKNOWN_SERVER_ERROR, message=MAX_BYTES_ERROR)
                 return self.results
-            # MinBytes: wait without acquiring until enough is there.
-            short = left > 0 and sum(mgr.available_bytes(sp, min_bytes) for sp in serving) < min_bytes
+            # MinBytes: wait without acquiring until enough is there. With MinBytes 1 the acquisition below tells
+            # as much (it waits when it finds nothing), so the log is not scanned twice.
+            short = left > 0 and min_bytes > 1 and \
+                sum(mgr.available_bytes(sp, min_bytes) for sp in serving) < min_bytes
             if short and await mgr.wait(partitions, left):
                 continue
             total_bytes, failed = self._acquire_round(serving, partitions)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Collection, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,7 +39,7 @@ from broker.share.inflight import DeadLetter, ShareInFlight, StateDelta
 from broker.share.persister import UNINITIALIZED_START_OFFSET, Persister, StateBatch
 from broker.share.sessions import ShareSessionCache
 from protocol.errors import ErrorCode
-from protocol.records import BatchHeader
+from protocol.records import BatchHeader, iter_batches
 
 if TYPE_CHECKING:
     from broker.cluster.manager import TopicManager
@@ -52,6 +53,8 @@ UNINITIALIZED = UNINITIALIZED_START_OFFSET
 EXPIRY_RETRY_S = 0.5  # pause after a failed lock-expiry round before the next one
 # Acquired ranges closer than this (estimated bytes between them) are served from one log read.
 COALESCE_GAP_BYTES = 8192
+# Read past the estimated bytes of new records, so that a batch straddling the estimate still comes in one read.
+_READ_SLACK_BYTES = 16384
 
 
 class ShareError(Exception):
@@ -169,13 +172,11 @@ class _BatchCursor:
 
     def __init__(self, plog: Any) -> None:
         self._plog = plog
-        self._pending: deque[tuple[Any, memoryview]] = deque()
+        self._pending: deque[tuple[Any, memoryview, int]] = deque()
 
-    def batch_at(self, offset: int, want_bytes: int) -> tuple[Any, memoryview] | None:
-        """The batch a log read at `offset` would start with (header, bytes), reading `want_bytes` if the
-        buffered batches do not reach it."""
-        from protocol.records import iter_batches
-
+    def batch_at(self, offset: int, want_bytes: int) -> tuple[Any, memoryview, int] | None:
+        """The batch a log read at `offset` would start with (header, the read, its position in the read),
+        reading `want_bytes` if the buffered batches do not reach it."""
         pending = self._pending
         while pending and pending[0][0].last_offset < offset:
             pending.popleft()  # a batch between acquired ranges: not served
@@ -184,19 +185,60 @@ class _BatchCursor:
                 data = memoryview(self._plog.read(offset, max(1, want_bytes), min_one_batch=True).data)
             except OffsetOutOfRangeError:  # retention moved the log start: nothing left to serve
                 return None
-            pending.extend((h, data[at:at + h.size]) for at, h in iter_batches(data))
+            pending.extend((h, data, at) for at, h in iter_batches(data))
             while pending and pending[0][0].last_offset < offset:
                 pending.popleft()
         return pending[0] if pending else None
 
-    def take(self) -> tuple[Any, memoryview]:
+    def take(self) -> tuple[Any, memoryview, int]:
         return self._pending.popleft()
 
 
 @dataclass(slots=True)
 class Acquired:
     ranges: list  # [AcquiredRange]
-    records: bytes
+    records: bytes | memoryview  # whole batches; a slice of the log read when only new records were acquired
+
+
+class _Slices:
+    """Byte ranges of log reads to answer, in order; ranges adjacent in one read are merged, so that serving
+    one read's batches gives one view of it (no copy); only batches from several reads are joined."""
+
+    __slots__ = ("_runs",)
+
+    def __init__(self) -> None:
+        self._runs: list[list] = []  # [read, start, end]
+
+    def add(self, data: memoryview, start: int, end: int) -> None:
+        runs = self._runs
+        if runs and runs[-1][0] is data and runs[-1][2] == start:
+            runs[-1][2] = end
+        else:
+            runs.append([data, start, end])
+
+    def bytes(self) -> bytes | memoryview:
+        views = [data[start:end] for data, start, end in self._runs]
+        return views[0] if len(views) == 1 else b"".join(views)
+
+
+@dataclass(slots=True)
+class _NewRecords:
+    """The new batches an acquisition read from SPEO: where each lies in its log read, in offset order."""
+
+    lasts: list[int] = field(default_factory=list)  # last offset of each batch
+    places: list[tuple[memoryview, int, int]] = field(default_factory=list)  # (read, start, end) of each batch
+
+    def add(self, last: int, data: memoryview, start: int, end: int) -> None:
+        self.lasts.append(last)
+        self.places.append((data, start, end))
+
+    def served(self, first: int, last: int) -> bytes | memoryview:
+        """The bytes of the batches holding offsets first..last (those acquired)."""
+        out = _Slices()
+        if last >= first:
+            for place in self.places[bisect_left(self.lasts, first):bisect_left(self.lasts, last) + 1]:
+                out.add(*place)
+        return out.bytes()
 
 
 class SharePartitionManager:
@@ -214,6 +256,7 @@ class SharePartitionManager:
         self._partitions: dict[PartitionKey, SharePartition] = {}
         self._loading: dict[PartitionKey, asyncio.Future] = {}
         self._timer_kick = asyncio.Event()
+        self._timer_due_ms = 0  # when the lock-expiry loop wakes next by itself (0: not sleeping)
         # Share sessions live on the connection that opened them (as in Kafka): (group, member) -> connection id.
         self._session_conn: dict[tuple[str, str], int] = {}
         self._releases: set[asyncio.Task] = set()
@@ -467,13 +510,29 @@ class SharePartitionManager:
                                                         spans, end)
             ranges = inflight.acquire(member, batches, max_records, now, archived)
         else:
-            batches = self._new_batches(inflight, plog, max_records, max_bytes, min_one, strict, spans,
-                                        plog.log_end_offset)
+            batches, new = self._new_batches(inflight, plog, max_records, max_bytes, min_one, strict,
+                                             plog.log_end_offset)
+            speo = inflight.end_offset
             ranges = inflight.acquire(member, batches, max_records, now)
+            if not ranges:
+                return None
+            self._locked(now + inflight.lock_duration_ms)
+            if ranges[0].first_offset < speo:
+                # Re-delivered records (below the old SPEO) are read again, with the new ones: a batch may hold
+                # both (record_limit mode cuts batches), and each batch is served once.
+                return Acquired(ranges, self._read_ranges(plog, ranges))
+            # Only new records: a slice of the read above, not a byte copied.
+            return Acquired(ranges, new.served(speo, inflight.end_offset - 1))
         if not ranges:
             return None
-        self._timer_kick.set()
+        self._locked(now + inflight.lock_duration_ms)
         return Acquired(ranges, self._read_ranges(plog, ranges, spans))
+
+    def _locked(self, deadline_ms: int) -> None:
+        """New locks expire at `deadline_ms`: wake the expiry loop only if it would sleep past that (one wake
+        per acquisition would cost every ShareFetch a round over all share-partitions)."""
+        if deadline_ms < self._timer_due_ms or not self._timer_due_ms:
+            self._timer_kick.set()
 
     def available_bytes(self, sp: SharePartition, enough: int) -> int:
         """Bytes acquirable now, counted up to `enough` (MinBytes); released records count as enough."""
@@ -548,36 +607,67 @@ class SharePartitionManager:
         return out, archive
 
     def _new_batches(self, inflight: ShareInFlight, plog: Any, max_records: int, max_bytes: int,
-                     min_one: bool, strict: bool, spans: list[_Span], end: int) -> list[tuple[int, int]]:
-        """Batch boundaries from SPEO: whole data batches up to the record and byte budgets. Control batches
-        (transaction markers) at SPEO are archived as gaps; a later one ends the list (archived next time).
-        The batches' file spans are appended to `spans` so that serving them needs no second header scan."""
+                     min_one: bool, strict: bool, end: int) -> tuple[list[tuple[int, int]], _NewRecords]:
+        """Batch boundaries from SPEO: whole data batches up to the record and byte budgets, read once as a
+        plain Fetch reads them (whole batches up to a byte limit); the acquired ones are served as slices of
+        that read (see `_NewRecords`). Control batches (transaction markers) at SPEO are archived as gaps; a
+        later one ends the list (archived next time)."""
         budget = _Budget(min(max_records, inflight.max_in_flight_records - inflight.in_flight_count), max_bytes,
                          min_one, strict)
+        new = _NewRecords()
         if budget.room <= 0 or inflight.end_offset >= end:
-            return []
+            return [], new
         out: list[tuple[int, int]] = []
-        for header in plog.iter_batch_headers(inflight.end_offset):
-            first, last = header.base_offset, header.last_offset
-            if last < inflight.end_offset:
-                continue
-            if last >= end:
+        # Read about what the record budget needs, not MaxBytes (a small MaxRecords must not read megabytes):
+        # the log's average bytes per offset, with slack for a partial batch; a short guess costs one more read.
+        offsets = plog.log_end_offset - plog.log_start_offset
+        per_offset = plog.size_bytes / offsets if offsets > 0 else 1024.0
+        want = min(max_bytes, int(budget.room * per_offset * 1.25) + _READ_SLACK_BYTES)
+        offset = speo = inflight.end_offset
+        while True:
+            by_estimate = want < max_bytes - budget.size  # else the read returns every batch that can fit
+            try:
+                found = plog.read(offset, max(1, want), min_one_batch=min_one and not out)
+            except OffsetOutOfRangeError:  # retention moved the log start: nothing left to read
                 break
-            if header.is_control:
-                if out:
+            data = memoryview(found.data)
+            if not data and by_estimate:
+                want = max_bytes - budget.size  # the next batch is larger than the guess: read what may fit
+                continue
+            read_end = offset
+            stop = not data
+            for pos, header in iter_batches(data):
+                first, last = header.base_offset, header.last_offset
+                read_end = last + 1
+                if last < speo:
+                    continue
+                if last >= end:
+                    stop = True
                     break
-                inflight.archive_range(inflight.end_offset, last)
-                continue
-            if budget.refuses(header.size, not out):
+                size = header.size
+                if header.is_control:
+                    if out:
+                        stop = True
+                        break
+                    inflight.archive_range(speo, last)
+                    speo = inflight.end_offset
+                    continue
+                if budget.refuses(size, not out):
+                    stop = True
+                    break
+                new.add(last, data, pos, pos + size)
+                out.append(budget.take(max(first, speo), last, size))
+                if budget.spent:
+                    stop = True
+                    break
+            want = max_bytes - budget.size
+            if stop or not by_estimate or want <= 0 or read_end <= offset or read_end >= end:
                 break
-            spans.append(_Span(first, last, header.size))
-            out.append(budget.take(max(first, inflight.end_offset), last, header.size))
-            if budget.spent:
-                break
-        return out
+            offset = read_end
+        return out, new
 
     @classmethod
-    def _read_ranges(cls, plog: Any, ranges: Sequence, spans: Sequence[_Span] = ()) -> bytes:
+    def _read_ranges(cls, plog: Any, ranges: Sequence, spans: Sequence[_Span] = ()) -> bytes | memoryview:
         """The whole batches overlapping the acquired ranges, each once, in offset order, and nothing else.
 
         Reads ask for about the bytes served, not for MaxBytes per range (that read megabytes to serve
@@ -597,7 +687,7 @@ class SharePartitionManager:
             if gap * per_offset <= COALESCE_GAP_BYTES:
                 window_end[i] = window_end[i + 1]
         cursor = _BatchCursor(plog)
-        chunks: list[memoryview] = []
+        chunks = _Slices()
         covered = -1  # last offset already served
         for i, r in enumerate(ordered):
             pos = max(r.first_offset, covered + 1)
@@ -608,11 +698,11 @@ class SharePartitionManager:
                 got = cursor.batch_at(pos, want)
                 if got is None or got[0].base_offset > r.last_offset:
                     break  # nothing more in the log, or pos..last is a gap (compaction): the client acks a gap
-                header, view = cursor.take()
-                chunks.append(view)
+                header, data, at = cursor.take()
+                chunks.add(data, at, at + header.size)
                 covered = header.last_offset
                 pos = covered + 1
-        return b"".join(chunks)
+        return chunks.bytes()
 
     # --- acknowledge / release ---------------------------------------------------------------------------------
     async def acknowledge(self, sp: SharePartition, member: str, batches: Sequence[tuple[int, int, Sequence[int]]]
@@ -742,10 +832,14 @@ class SharePartitionManager:
     async def _expiry_round(self) -> None:
         now = self.now_ms()
         deadlines = [d for sp in self._partitions.values() if (d := sp.inflight.next_deadline()) is not None]
-        wait_s = max(0.0, (min(deadlines) - now) / 1000) if deadlines else 3600.0
+        wait_s = min(max(0.0, (min(deadlines) - now) / 1000) if deadlines else 3600.0, 3600.0)
         self._timer_kick.clear()
-        if await wait_event(self._timer_kick, min(wait_s, 3600.0)):
-            return  # new locks: recompute the earliest deadline
+        self._timer_due_ms = now + int(wait_s * 1000)
+        try:
+            if await wait_event(self._timer_kick, wait_s):
+                return  # new locks: recompute the earliest deadline
+        finally:
+            self._timer_due_ms = 0
         now = self.now_ms()
         failed: Exception | None = None
         for sp in list(self._partitions.values()):

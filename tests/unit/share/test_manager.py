@@ -353,3 +353,66 @@ def test_record_locks_limit_in_each_acquire_mode(tmp_path, strict):
             assert [(r.first_offset, r.last_offset) for r in again.ranges] == [(2500, 2509)]
 
     asyncio.run(run())
+
+
+def test_new_records_are_served_as_a_slice_of_one_read(tmp_path, monkeypatch):
+    """As Fetch serves them: one log read from SPEO of about the bytes wanted (no header scan before it, no
+    second read after it), and the acquired batches are a slice of that read, not a copy."""
+    from broker.log import segment
+
+    async def run():
+        mgr, plog = make(tmp_path, MemoryShareState())
+        for i in range(200):
+            plog.append(build_batch([Record(value=bytes([i % 256]) * 100) for _ in range(5)]))  # ~560 B each
+        sp = await mgr.partition("g", TOPIC_ID, 0)
+        read = []
+        real = segment._pread_exact
+        monkeypatch.setattr(segment, "_pread_exact", lambda fd, size, pos: read.append(size) or real(fd, size, pos))
+        got = mgr.acquire(sp, "m", 2000, 64 << 10, min_one=True)
+        assert isinstance(got.records, memoryview)
+        assert len(read) == 1 and len(got.records) <= 64 << 10 < sum(read) < (64 << 10) + 16 * 1024, read
+        batches = [h for _, h in iter_batches(got.records)]
+        assert [(r.first_offset, r.last_offset) for r in got.ranges] == [(0, batches[-1].last_offset)]
+        # A small MaxRecords reads about its records' bytes, not MaxBytes.
+        read.clear()
+        small = mgr.acquire(sp, "m", 5, 50 << 20, min_one=True)
+        assert [h.base_offset for _, h in iter_batches(small.records)] == [batches[-1].last_offset + 1]
+        assert sum(read) < 32 * 1024, read
+
+    asyncio.run(run())
+
+
+def test_a_batch_holding_redelivered_and_new_records_is_served_once(tmp_path):
+    """record_limit mode acquires part of a batch; once that part is released, the next acquisition takes it
+    again with the rest of the batch: both ranges are answered, the batch's bytes once."""
+    async def run():
+        mgr, plog = make(tmp_path, MemoryShareState())
+        plog.append(build_batch([Record(value=b"a%d" % i) for i in range(10)]))  # 0-9
+        plog.append(build_batch([Record(value=b"b%d" % i) for i in range(10)]))  # 10-19
+        sp = await mgr.partition("g", TOPIC_ID, 0)
+        part = mgr.acquire(sp, "m", 5, 1 << 20, min_one=True, strict=True)
+        assert [(r.first_offset, r.last_offset) for r in part.ranges] == [(0, 4)]
+        assert [h.base_offset for _, h in iter_batches(part.records)] == [0]
+        assert await mgr.acknowledge(sp, "m", [(0, 4, [ACK_RELEASE])]) == 0
+        got = mgr.acquire(sp, "n", 100, 1 << 20, min_one=True)
+        assert [(r.first_offset, r.last_offset, r.delivery_count) for r in got.ranges] == [(0, 4, 2), (5, 19, 1)]
+        assert [h.base_offset for _, h in iter_batches(got.records)] == [0, 10]
+
+    asyncio.run(run())
+
+
+def test_a_batch_larger_than_the_read_estimate_is_still_acquired(tmp_path):
+    """The first read asks for about the bytes MaxRecords needs; a batch larger than that guess (but within
+    MaxBytes) is read again in full rather than skipped, also when it need not be taken (not the first)."""
+    async def run():
+        mgr, plog = make(tmp_path, MemoryShareState())
+        for _ in range(100):
+            plog.append(build_batch([Record(value=b"s")]))  # 0-99, small
+        plog.append(build_batch([Record(value=b"L" * 100_000)]))  # 100, ~100 KB
+        sp = await mgr.partition("g", TOPIC_ID, 0)
+        assert mgr.acquire(sp, "m", 100, 1 << 20, min_one=True).ranges[-1].last_offset == 99
+        got = mgr.acquire(sp, "m", 1, 1 << 20, min_one=False)
+        assert got is not None and [(r.first_offset, r.last_offset) for r in got.ranges] == [(100, 100)]
+        assert [h.base_offset for _, h in iter_batches(got.records)] == [100]
+
+    asyncio.run(run())

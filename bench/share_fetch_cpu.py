@@ -1,0 +1,165 @@
+"""Broker CPU per megabyte served: ShareFetch next to plain Fetch, for the same records, in one run.
+
+    .venv/bin/python -m bench.share_fetch_cpu [--records-1k N] [--records-100 N] [--rounds R] [--request-mib M]
+
+Starts one Shoal broker, produces N records of 1 KiB and N of 100 B (confluent Producer, ~64 KB batches) into
+two topics once, then reads each topic completely with plain Fetch (raw requests, 1 MiB per request) and with
+ShareFetch (shoal_client's ShareGroupMember: whole ranges acquired, 1 MiB / 10 000 records per request, every
+acquisition ACCEPTed piggy-backed on the next ShareFetch, as a consumer with implicit acknowledgement does).
+Each read is measured as the broker process's CPU time (utime + stime from /proc/<pid>/stat), which the
+machine's load barely affects, unlike wall time (the clock ticks at 10 ms: keep reads well above 1 s of CPU in
+total). A new share group reads each round from the earliest offset; a first round warms up and is not counted.
+Prints CPU seconds per MiB served and the ShareFetch/Fetch ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+from bench.clients import create_topic, send
+from bench.servers import start_shoal, stop
+from shoal_client.connection import BrokerConnection
+from shoal_client.member import ACCEPT, ShareGroupMember, acknowledgements
+
+FETCH = 1
+MAX_BYTES = 1 << 20
+MAX_RECORDS = 10_000
+# The in-flight limit caps what one ShareFetch may acquire: raised to its maximum so both paths serve about
+# 1 MiB per request and the comparison is per byte, not per request.
+OVERRIDES = {"group.share.partition.max.record.locks": "10000",
+             "group.share.max.partition.max.record.locks": "10000"}
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime (fields 14 and 15)
+
+
+def produce(bootstrap: str, topic: str, size: int, records: int) -> None:
+    create_topic(bootstrap, topic)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 64_000})
+    send(producer, topic, b"x" * size, records)
+    if producer.flush(120):
+        raise RuntimeError("produce did not finish")
+
+
+def plain_fetch(pid: int, port: int, topic: str, records: int, max_bytes: int = MAX_BYTES) -> tuple[float, int]:
+    """Read every record with Fetch v12 from offset 0; (broker CPU s, bytes served)."""
+    served, offset = 0, 0
+    with BrokerConnection("127.0.0.1", port, client_id="bench-fetch") as conn:
+        before = cpu_seconds(pid)
+        while offset < records:
+            resp = conn.call(FETCH, 12, {
+                "replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": max_bytes, "isolation_level": 0,
+                "session_id": 0, "session_epoch": -1, "rack_id": "",
+                "topics": [{"topic": topic, "partitions": [{
+                    "partition": 0, "current_leader_epoch": -1, "fetch_offset": offset, "last_fetched_epoch": -1,
+                    "log_start_offset": -1, "partition_max_bytes": max_bytes}]}],
+                "forgotten_topics_data": []})
+            p = resp.responses[0].partitions[0]
+            if p.error_code:
+                raise RuntimeError(f"fetch error {p.error_code}")
+            data = bytes(p.records or b"")
+            served += len(data)
+            offset = _next_offset(data, offset)
+        cpu = cpu_seconds(pid) - before
+    return cpu, served
+
+
+def _next_offset(data: bytes, offset: int) -> int:
+    """The offset after the last whole batch in `data` (batch headers only: baseOffset + lastOffsetDelta)."""
+    at = 0
+    while at + 61 <= len(data):
+        length = int.from_bytes(data[at + 8:at + 12], "big")
+        if at + 12 + length > len(data):
+            break
+        offset = int.from_bytes(data[at:at + 8], "big") + int.from_bytes(data[at + 23:at + 27], "big") + 1
+        at += 12 + length
+    return offset
+
+
+def share_fetch(pid: int, bootstrap: str, topic: str, records: int, max_bytes: int = MAX_BYTES
+                ) -> tuple[float, int]:
+    """Read every record through a new share group with piggy-backed ACCEPTs; (broker CPU s, bytes served).
+    The group's set-up (config, join, assignment) is not counted: only the fetches and acknowledgements."""
+    group = f"bench-share-{uuid.uuid4()}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+    member = ShareGroupMember(bootstrap, group, [topic]).start()
+    served = acquired = 0
+    acks: dict = {}
+    try:
+        if not member.wait_for_assignment(30):
+            raise RuntimeError("no assignment")
+        before = cpu_seconds(pid)
+        deadline = time.monotonic() + 300
+        while acquired < records:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"share fetch stalled at {acquired}/{records}")
+            result = member.fetch(max_records=MAX_RECORDS, max_bytes=max_bytes, max_wait_ms=500,
+                                  acknowledgements=acks)
+            if result.ack_errors:
+                raise RuntimeError(f"acknowledgement errors {result.ack_errors}")
+            served += result.bytes
+            acquired += result.count
+            acks = acknowledgements(result.acquired, ACCEPT)
+        member.close(acks, leave=False)  # the final ShareFetch carries the last acknowledgements
+        cpu = cpu_seconds(pid) - before
+    finally:
+        member.close()
+    return cpu, served
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--records-1k", type=int, default=100_000)
+    ap.add_argument("--records-100", type=int, default=1_000_000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--request-mib", type=float, default=MAX_BYTES / (1 << 20),
+                    help="MaxBytes of every Fetch and ShareFetch (ShareFetch also stops at 10 000 records)")
+    args = ap.parse_args()
+    max_bytes = int(args.request_mib * (1 << 20))
+    with tempfile.TemporaryDirectory(prefix="shoal-bench-") as tmp:
+        proc, port = start_shoal(Path(tmp), OVERRIDES)
+        bootstrap = f"127.0.0.1:{port}"
+        try:
+            print(f"load: {os.getloadavg()}")
+            print(f"{'size':>5} {'path':>10} {'MiB':>7} {'cpu s/MiB (median of rounds)':>30}")
+            for size, records in ((1024, args.records_1k), (100, args.records_100)):
+                topic = f"cpu-{size}"
+                produce(bootstrap, topic, size, records)
+                per: dict[str, list[float]] = {"Fetch": [], "ShareFetch": []}
+                mib: dict[str, float] = {}
+                for round_no in range(args.rounds + 1):  # round 0 warms up (codecs compiled, caches filled)
+                    for name, read in (("Fetch", lambda t=topic, n=records: plain_fetch(proc.pid, port, t, n, max_bytes)),
+                                       ("ShareFetch", lambda t=topic, n=records: share_fetch(proc.pid, bootstrap, t, n, max_bytes))):
+                        cpu, served = read()
+                        if round_no == 0:
+                            continue
+                        mib[name] = served / (1 << 20)
+                        per[name].append(cpu / mib[name])
+                for name, xs in per.items():
+                    print(f"{size:>5} {name:>10} {mib[name]:>7.1f} {statistics.median(xs):>14.5f}  "
+                          f"({' '.join(f'{x:.5f}' for x in xs)})")
+                ratio = statistics.median(per["ShareFetch"]) / statistics.median(per["Fetch"])
+                print(f"{size:>5} ShareFetch/Fetch CPU per MiB: {ratio:.2f}x")
+            print(f"load: {os.getloadavg()}")
+        finally:
+            stop(proc)
+
+
+if __name__ == "__main__":
+    main()
