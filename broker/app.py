@@ -219,7 +219,8 @@ class Broker:
             config, self.router.request_metrics.registry, self.spawn, logs=logs,
             share_partitions=self.share_partitions, group_coordinator=self.group_coordinator, server=self.server,
             transaction_coordinator=txn, replicas=replicas, console=self.console, client_metrics=self.client_metrics,
-            client_metrics_store=self.client_metrics_store, clock_ms=_monotonic_ms, quotas=quotas))
+            client_metrics_store=self.client_metrics_store, clock_ms=_monotonic_ms, quotas=quotas,
+            flusher=flusher))
 
     def _build_client_telemetry(self) -> None:
         """KIP-714: the client metrics manager, what clients push (exported on /metrics) and the client-metrics

@@ -555,6 +555,14 @@ class ReplicaManager:
         unique = {id(plog): plog for plog in logs if plog is not None}
         if not unique:
             return set()
+        if len(unique) == 1:  # most produce requests (librdkafka sends one per partition): no gather, no task
+            (key, plog), = unique.items()
+            try:
+                await self._flusher.sync(plog)
+            except Exception as err:  # noqa: BLE001 - answered as the partition's storage error
+                log.error("produce not durable", error=repr(err))
+                return {key}
+            return set()
         results = await asyncio.gather(*(self._flusher.sync(plog) for plog in unique.values()),
                                        return_exceptions=True)
         failed = set()

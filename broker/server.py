@@ -12,7 +12,7 @@ transport's write buffer plus finished responses waiting behind an earlier one) 
 `connections.max.unsent.bytes`, and, for the APIs whose responses can be large (Fetch, ShareFetch), while no
 other such request of the connection is in flight, as real clients never pipeline them. Frames are dispatched
 one per loop iteration, so a handler that finishes at once has its response counted before the next request
-starts. Reading pauses while the write buffer is above its high-water mark, so a client that never reads its
+starts; except pipelined Produce requests (small responses), dispatched together so they share one fsync. Reading pauses while the write buffer is above its high-water mark, so a client that never reads its
 responses holds at most about one response and one request, and while more than 64 KiB of whole frames wait in
 the buffer: below that the connection keeps reading behind a request that waits (a long poll), so the client's
 end of stream, its next small requests and its activity are still seen.
@@ -50,6 +50,7 @@ log = structlog.get_logger(__name__)
 # enough for a client's next small requests and its end of stream to be seen, bounded per connection.
 READ_AHEAD_BYTES = 64 * 1024
 _API_KEY = struct.Struct(">h")
+PRODUCE = 0
 Dispatch = Callable[[Any, ConnectionInfo], Any]  # coroutine function: (frame, connection) -> bytes | None
 
 
@@ -240,15 +241,27 @@ class KafkaConnection(asyncio.Protocol):
         except FrameSizeError as err:
             self._bad_frame_size(err.size, err.max_size)
             return
-        if size is not None:
-            if size >= 2:
-                api_key = _API_KEY.unpack_from(frames.buffer, 4)[0]
-                if self._may_dispatch(api_key):
-                    self._submit(frames.pop(size), api_key)  # the whole buffer when it is all one frame: no copy
-                    if frames.has_frame():
-                        self._pump_handle = asyncio.get_running_loop().call_soon(self._pump)
-            else:
+        while size is not None:
+            if size < 2:
                 self._submit(frames.pop(size), -1)  # too short for a header: the router says so
+                break
+            api_key = _API_KEY.unpack_from(frames.buffer, 4)[0]
+            if not self._may_dispatch(api_key):
+                break
+            self._submit(frames.pop(size), api_key)  # the whole buffer when it is all one frame: no copy
+            if api_key != PRODUCE or self._closing:
+                if frames.has_frame():
+                    self._pump_handle = asyncio.get_running_loop().call_soon(self._pump)
+                break
+            # Pipelined Produce requests go out together: one frame per loop iteration capped a connection at one
+            # request per iteration (a client with unbounded in flight, librdkafka's default, fell further behind
+            # the busier the loop got), and their appends now all precede the flush they share. Their responses
+            # are small, so the unsent bound needs no look at them first.
+            try:
+                size = frames.frame_size(self._frame_limit())
+            except FrameSizeError as err:
+                self._bad_frame_size(err.size, err.max_size)
+                return
         self._update_reading()
 
     def _cancel_pump(self) -> None:

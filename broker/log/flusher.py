@@ -37,11 +37,13 @@ class GroupCommitFlusher:
         self._pending: dict[int, tuple[Flushable, list[asyncio.Future[None]]]] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}  # log id -> the task flushing it
         self.flushes = 0  # log.flush() calls made
+        self.waits = 0  # sync() calls: flushes / waits is how well group commit shares the fsyncs
 
     async def sync(self, log: Flushable) -> None:
         """Return once everything appended to `log` before this call is on disk (raises the flush's OSError)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
+        self.waits += 1
         key = id(log)
         entry = self._pending.get(key)
         if entry is None:

@@ -18,7 +18,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 if TYPE_CHECKING:
     from broker.groups.runtime import GroupCoordinatorRuntime
-    from broker.log import LogManager
+    from broker.log import GroupCommitFlusher, LogManager
     from broker.replica_manager import ReplicaManager
     from broker.server import Server
     from broker.share.manager import SharePartitionManager
@@ -170,6 +170,27 @@ class GroupCollector(LoopStateCollector):
         yield members
         yield rebalances
         yield groups
+
+
+class FlushCollector(LoopStateCollector):
+    """Group commit: log flushes made (Kafka counts them in kafka.log LogFlushStats LogFlushRateAndTimeMs) and the
+    waits they served (an acks=all produce, a marker, a coordinator write waits for its log's flush)."""
+
+    def __init__(self, flusher: GroupCommitFlusher | None) -> None:
+        self._flusher = flusher
+
+    def empty_rows(self) -> Any:
+        return 0, 0
+
+    def read(self) -> Any:
+        return (0, 0) if self._flusher is None else (self._flusher.flushes, self._flusher.waits)
+
+    def build(self, rows: Any) -> Iterator[Metric]:
+        flushes, waits = rows
+        yield CounterMetricFamily("shoal_log_flushes", "Log flushes (fsyncs of one log's new data) made.",
+                                  value=flushes)
+        yield CounterMetricFamily("shoal_log_flush_waits", "Waits for a log flush; concurrent waits on one log share "
+                                  "one flush (group commit).", value=waits)
 
 
 class ServerCollector(LoopStateCollector):

@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry, PlatformCollector, ProcessColle
 from broker.config import BrokerConfig, parse_host_port
 from broker.metrics.client_metrics import ClientTelemetryCollector
 from broker.metrics.collectors import (
+    FlushCollector,
     GroupCollector,
     LogCollector,
     ServerCollector,
@@ -30,7 +31,7 @@ from broker.quotas.metrics import QuotaCollector
 if TYPE_CHECKING:
     from broker.console.service import Console
     from broker.groups.runtime import GroupCoordinatorRuntime
-    from broker.log import LogManager
+    from broker.log import GroupCommitFlusher, LogManager
     from broker.quotas.service import QuotaService
     from broker.replica_manager import ReplicaManager
     from broker.server import Server
@@ -55,14 +56,14 @@ class MetricsService:
                  client_metrics: ClientMetricsManager | None = None,
                  client_metrics_store: ClientMetricsStore | None = None,
                  clock_ms: Callable[[], int] | None = None,
-                 quotas: QuotaService | None = None) -> None:
+                 quotas: QuotaService | None = None, flusher: GroupCommitFlusher | None = None) -> None:
         self._spawn = spawn
         self.registry = registry
         self.collectors = (LogCollector(logs), SharePartitionCollector(share_partitions, logs),
                            GroupCollector(group_coordinator), ServerCollector(server, share_partitions),
                            TransactionCollector(transaction_coordinator, replicas),
                            ClientTelemetryCollector(client_metrics, client_metrics_store, clock_ms or (lambda: 0)),
-                           QuotaCollector(quotas))
+                           QuotaCollector(quotas), FlushCollector(flusher))
         for collector in self.collectors:
             registry.register(collector)
         # process_*: RSS, CPU seconds, open file descriptors (read from /proc at scrape time); python_info.
