@@ -439,6 +439,19 @@ def drain_spark(spark, bootstrap: str, topic: str, records: int, work: Path, max
                                                sorted(jvm_threads.items(), key=lambda kv: -kv[1]) if v / rows > 1e-8}}
 
 
+def drain_spark_retrying(*args, **kwargs) -> dict:
+    """drain_spark, once more (a new group) when Spark could not start a Python process: on a loaded machine
+    the runner or a worker misses Spark's connect-back timeout, which says nothing about the source."""
+    for attempt in range(3):
+        try:
+            return drain_spark(*args, **kwargs)
+        except Exception as err:
+            if "failed to connect back" not in str(err) or attempt == 2:
+                raise
+            print(f"retrying a query: {str(err)[:120]}", file=sys.stderr, flush=True)
+    raise AssertionError("unreachable")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.spark_source")
     parser.add_argument("--records", type=int, default=2_000_000, help="100 B records")
@@ -506,9 +519,9 @@ def main(argv: list[str] | None = None) -> int:
                     for _ in range(args.spark_runs):
                         # the ceiling and the source back to back, so both see the same load and JIT state
                         if ceiling is not None:
-                            ceilings.append(drain_spark(spark, bootstrap, topic, records, work,
+                            ceilings.append(drain_spark_retrying(spark, bootstrap, topic, records, work,
                                                         args.max_bytes_per_trigger, proc.pid, {}, ceiling))
-                        runs += [drain_spark(spark, bootstrap, topic, records, work, args.max_bytes_per_trigger,
+                        runs += [drain_spark_retrying(spark, bootstrap, topic, records, work, args.max_bytes_per_trigger,
                                              proc.pid, variant) for variant in variants]
                     row["spark"] = runs[-1]
                     row["spark_variants"] = runs[-len(variants):]
