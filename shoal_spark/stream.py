@@ -10,8 +10,7 @@ built this way: docs/spark-source.md):
   {"seq": start+1}; nothing acquired -> returns `start` (no batch). The first fetch long-polls pollTimeoutMs.
 - `partitions(start, end)` (runner): the held data of the batch as InputPartitions; a batch that is not held
   (replayed from the checkpoint after a restart) is empty: the broker redelivers its records, whose old session
-  died with the old process. With localDataDir, the data goes to a file there (one per micro-batch, deleted once
-  the batch is in the commit log) and the InputPartitions only point into it.
+  died with the old process.
 - `read(partition)` (executor): decodes the raw record batches into Arrow.
 - `commit(end)` (runner): ACCEPTs held batches <= end again, idempotently (Spark calls it one batch late and never
   for the last batch; after a restart it may name a batch of the previous process, which is simply not held).
