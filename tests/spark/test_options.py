@@ -131,16 +131,3 @@ def test_spilled_partitions_carry_no_bytes_and_read_the_same_rows(tmp_path) -> N
     (tmp_path / "batch.bin").unlink()
     with pytest.raises(RuntimeError, match="localDataDir needs the executors on the host of the driver"):
         list(read(spilled[0]))
-
-
-def test_files_of_dead_runners_are_removed_at_start(tmp_path) -> None:
-    import os
-
-    from shoal_spark.stream import _remove_orphans
-
-    mine, dead, other = (tmp_path / f"shoal-{os.getpid()}-ab12-3.bin", tmp_path / "shoal-999999999-ab12-3.bin",
-                         tmp_path / "shoal-notes.txt")
-    for f in (mine, dead, other):
-        f.write_bytes(b"x")
-    _remove_orphans(str(tmp_path))
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([mine.name, other.name])
