@@ -7,7 +7,6 @@ message that says which option and why.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -67,13 +66,6 @@ def _bool(name: str, text: str) -> bool:
     return text.strip().lower() == "true"
 
 
-def _directory(name: str, text: str) -> str:
-    path = text.strip()
-    if not os.path.isdir(path):
-        raise ValueError(f"option {name!r} must name an existing directory, got {text!r}")
-    return path
-
-
 def _mode(name: str, text: str) -> str:
     if text.lower() not in MODES:
         raise ValueError(f"option {name!r} must be one of {', '.join(MODES)}, got {text!r}")
@@ -94,7 +86,6 @@ _OPTIONS: dict[str, tuple[Callable[[str, str], object], bool, str]] = {
     "minPartitions": (_positive_int, False, "stream"),
     "maxPartitions": (_positive_int, False, "stream"),
     "acquireAhead": (_bool, False, "stream"),
-    "localDataDir": (_directory, False, "stream"),
     "mode": (_mode, False, "batch"),
     "maxRecords": (_positive_int, False, "batch"),
     "numPartitions": (_positive_int, False, "batch"),
@@ -116,7 +107,6 @@ class SourceOptions:
     min_partitions: int = 1
     max_partitions: int | None = None
     acquire_ahead: bool = True  # acquire the next micro-batch's records while Spark runs the current one
-    local_data_dir: str | None = None  # None: the data travels in the task descriptions
     mode: str = "peek"
     max_records: int = DEFAULT_BATCH_MAX_RECORDS
     num_partitions: int = 1
@@ -135,7 +125,7 @@ _FIELDS = {
     "kafka.client.id": "client_id", "pollTimeoutMs": "poll_timeout_ms", "requestTimeoutMs": "request_timeout_ms",
     "maxRecordsPerTrigger": "max_records_per_trigger", "maxBytesPerTrigger": "max_bytes_per_trigger",
     "lockRenewIntervalMs": "lock_renew_interval_ms", "minPartitions": "min_partitions", "maxPartitions": "max_partitions",
-    "acquireAhead": "acquire_ahead", "localDataDir": "local_data_dir", "mode": "mode",
+    "acquireAhead": "acquire_ahead", "mode": "mode",
     "maxRecords": "max_records", "numPartitions": "num_partitions",
 }
 

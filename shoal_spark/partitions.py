@@ -23,16 +23,12 @@ DEFAULT_BYTES_PER_PARTITION = 8 << 20
 
 @dataclass(frozen=True)
 class Chunk:
-    """Record batches of one topic-partition and the acquired (first, last, delivery count) ranges among them.
-    With `path`, the batches are not in `records` but at bytes [at, at + length) of that local file."""
+    """Record batches of one topic-partition and the acquired (first, last, delivery count) ranges among them."""
 
     topic: str
     partition: int
     records: bytes
     ranges: tuple[tuple[int, int, int], ...]
-    path: str | None = None
-    at: int = 0
-    length: int = 0
 
 
 class ShoalInputPartition(InputPartition):
@@ -42,7 +38,7 @@ class ShoalInputPartition(InputPartition):
         self.chunks = tuple(chunks)
 
     def __repr__(self) -> str:
-        size = sum(c.length if c.path else len(c.records) for c in self.chunks)
+        size = sum(len(c.records) for c in self.chunks)
         return f"ShoalInputPartition({self.index}, {len(self.chunks)} chunks, {size} bytes)"
 
 
@@ -91,40 +87,6 @@ def plan(chunks: Sequence[Chunk], min_partitions: int, max_partitions: int | Non
     return [ShoalInputPartition(i, b) for i, b in enumerate(bins)]
 
 
-def spill(partitions: list[ShoalInputPartition], path: str) -> list[ShoalInputPartition]:
-    """Write the partitions' record batches to the file `path` (one write) and return partitions whose chunks
-    point into it instead of carrying the bytes: executors on this host read them from there, so the data skips
-    the task descriptions (pickled by the runner, copied through the JVM, unpickled by the worker)."""
-    out: list[ShoalInputPartition] = []
-    pieces: list[bytes] = []
-    at = 0
-    for p in partitions:
-        chunks = []
-        for c in p.chunks:
-            chunks.append(Chunk(c.topic, c.partition, b"", c.ranges, path, at, len(c.records)))
-            pieces.append(c.records)
-            at += len(c.records)
-        out.append(ShoalInputPartition(p.index, chunks))
-    with open(path, "wb") as f:
-        f.writelines(pieces)
-    return out
-
-
-def _records(chunk: Chunk) -> bytes:
-    if chunk.path is None:
-        return chunk.records
-    try:
-        with open(chunk.path, "rb") as f:
-            f.seek(chunk.at)
-            data = f.read(chunk.length)
-    except FileNotFoundError:
-        raise RuntimeError(f"shoal: {chunk.path} is not on this host: option localDataDir needs the executors "
-                           "on the host of the driver (local mode)") from None
-    if len(data) != chunk.length:
-        raise RuntimeError(f"shoal: {chunk.path} is shorter than the micro-batch written to it")
-    return data
-
-
 _heap_frozen = False
 
 
@@ -146,6 +108,6 @@ def read(partition: ShoalInputPartition) -> Iterator:
 
     _freeze_worker_heap()
     for chunk in partition.chunks:
-        batch = decode(chunk.topic, chunk.partition, _records(chunk), chunk.ranges)
+        batch = decode(chunk.topic, chunk.partition, chunk.records, chunk.ranges)
         if batch.num_rows:
             yield batch

@@ -29,9 +29,7 @@ built this way: docs/spark-source.md):
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import signal
 import threading
 import time
@@ -90,7 +88,6 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._end_offsets: dict[TopicIdPartition, int] | None = None
         self._exhausted: set[TopicIdPartition] = set()
         self._ahead: AcquireAhead | None = None
-        self._files: dict[int, str] = {}  # localDataDir: micro-batch seq -> the file holding its record batches
 
     def __getstate__(self) -> dict:
         # Executors get copies for read(); runtime state never travels.
@@ -115,8 +112,6 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._keeper = threading.Thread(target=self._keep_locks, name="shoal-lock-keeper", daemon=True)
         self._keeper.start()
         _install_sigterm_handler()
-        if o.local_data_dir is not None:
-            _remove_orphans(o.local_data_dir)
         return member
 
     def _keep_locks(self) -> None:
@@ -167,8 +162,6 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         with self._lock:
             for seq in [s for s in self._held if s <= upto]:
                 _merge(acks, self._held.pop(seq).ranges(ACCEPT))
-        for seq in [s for s in self._files if s <= upto]:
-            _unlink(self._files.pop(seq))  # in the commit log: no task of that batch runs any more
         return acks
 
     # ------------------------------------------------------------------ engine calls (runner process)
@@ -302,13 +295,7 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 chunks += [parts.Chunk(a.topic, a.partition, a.records, tuple(a.ranges)) for a in held.acquired]
         o = self.options
         max_partitions = o.max_partitions or parts.default_max_partitions(chunks, o.min_partitions)
-        planned = parts.plan(chunks, o.min_partitions, max_partitions)
-        if o.local_data_dir is None or not chunks:
-            return planned
-        seq = _seq(end)
-        path = os.path.join(o.local_data_dir, f"shoal-{os.getpid()}-{id(self):x}-{seq}.bin")
-        self._files[seq] = path
-        return parts.spill(planned, path)
+        return parts.plan(chunks, o.min_partitions, max_partitions)
 
     def read(self, partition):
         return parts.read(partition)
@@ -340,29 +327,7 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 for held in self._held.values():
                     _merge(release, held.ranges(RELEASE))
                 self._held.clear()
-        for path in self._files.values():
-            _unlink(path)
-        self._files.clear()
         member.close(release)
-
-
-def _unlink(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-
-
-def _remove_orphans(directory: str) -> None:
-    """Delete micro-batch files that runners which died without stop() left in localDataDir (their pid is gone)."""
-    for name in os.listdir(directory):
-        fields = name.split("-")
-        if len(fields) != 4 or fields[0] != "shoal" or not fields[1].isdigit() or not name.endswith(".bin"):
-            continue
-        try:
-            os.kill(int(fields[1]), 0)
-        except ProcessLookupError:
-            _unlink(os.path.join(directory, name))
-        except PermissionError:
-            pass  # alive, another user's
 
 
 def _on_sigterm(signum, frame) -> None:

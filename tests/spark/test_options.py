@@ -106,28 +106,3 @@ def test_reading_a_partition_freezes_the_worker_heap_once() -> None:
         "assert gc.get_freeze_count() == frozen  # once per worker\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
-
-
-def test_local_data_dir_must_exist(tmp_path) -> None:
-    assert parse_options({**REQUIRED, "localDataDir": str(tmp_path)}).local_data_dir == str(tmp_path)
-    with pytest.raises(ValueError, match="'localDataDir' must name an existing directory"):
-        parse_options({**REQUIRED, "localDataDir": str(tmp_path / "nope")})
-    with pytest.raises(ValueError, match="localDataDir only apply to streaming"):
-        parse_options({**REQUIRED, "localDataDir": str(tmp_path)}).check_for("batch")
-
-
-def test_spilled_partitions_carry_no_bytes_and_read_the_same_rows(tmp_path) -> None:
-    from shoal_spark.partitions import read, spill
-
-    planned = plan([_chunk(p, n) for p, n in enumerate([3, 1, 2])], 1, 2)
-    path = str(tmp_path / "batch.bin")
-    spilled = spill(planned, path)
-    assert [len(p.chunks) for p in spilled] == [len(p.chunks) for p in planned]
-    assert all(c.records == b"" and c.path == path for p in spilled for c in p.chunks)
-    assert len(pickle.dumps(spilled)) < 2000  # the task descriptions no longer carry the data
-    for mine, theirs in zip(spilled, planned, strict=True):
-        got = [b.to_pylist() for b in read(pickle.loads(pickle.dumps(mine)))]
-        assert got == [b.to_pylist() for b in read(theirs)] and got
-    (tmp_path / "batch.bin").unlink()
-    with pytest.raises(RuntimeError, match="localDataDir needs the executors on the host of the driver"):
-        list(read(spilled[0]))

@@ -122,33 +122,6 @@ def test_available_now_drains_what_exists_at_start_and_terminates(spark, tmp_pat
         broker.stop()
 
 
-def test_local_data_dir_delivers_every_record_and_removes_its_files(spark, tmp_path):
-    broker = start_broker(tmp_path / "b")
-    try:
-        create_topic(broker.bootstrap, "local", 3)
-        share_from_earliest(broker.bootstrap, "g")
-        produce(broker.bootstrap, "local", 0, 6000, partitions=3)
-        out, shared = tmp_path / "out", tmp_path / "shared"
-        shared.mkdir()
-        seen: list[int] = []
-
-        def files_while_running(df, batch_id):
-            seen.append(len(list(shared.iterdir())))  # the batch being written has its file
-
-        df = source(spark, broker.bootstrap, "local", "g", maxRecordsPerTrigger=2000, minPartitions=2,
-                    localDataDir=shared)
-        q = (df.writeStream.foreachBatch(writer(out, files_while_running))
-             .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
-        assert q.awaitTermination(300)
-        assert q.exception() is None
-        assert numbers(read_rows(out)) == Counter(range(6000))
-        assert seen and all(n >= 1 for n in seen)
-        # Committed batches' files go at the next trigger, the last one when the runner stops.
-        wait_until(lambda: not list(shared.iterdir()), timeout=60, what="localDataDir emptied")
-    finally:
-        broker.stop()
-
-
 def test_two_queries_in_one_group_split_the_records(spark, tmp_path):
     broker = start_broker(tmp_path / "b")
     try:
