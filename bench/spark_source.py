@@ -24,6 +24,11 @@ drains the whole topic with a share group of its own (share.auto.offset.reset=ea
   the broker, over the whole query, and the same split per process kind (sampled from /proc every 0.2 s: the
   JVM, the source's runner, the Python workers, the driver's Python).
 
+Before each Spark query of the source, in the same session, a ceiling query runs (`--skip ceiling` leaves it out):
+a Python data source yielding the same rows as Arrow batches built in the executor from memory (no broker, no
+data in the task descriptions, 80 000 -> maxRecordsPerTrigger rows a trigger, two tasks), the floor for any
+Python source; the table ends with the source's rows/s and all-process CPU per million rows next to it.
+
 Every rate is timed from the first record on (joining the group is not counted). Results: a table and JSON under
 bench/results/.
 """
