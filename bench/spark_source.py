@@ -24,6 +24,11 @@ drains the whole topic with a share group of its own (share.auto.offset.reset=ea
   the broker, over the whole query, and the same split per process kind (sampled from /proc every 0.2 s: the
   JVM, the source's runner, the Python workers, the driver's Python).
 
+Before each Spark query of the source, in the same session, a ceiling query runs (`--skip ceiling` leaves it out):
+a Python data source yielding the same rows as Arrow batches built in the executor from memory (no broker, no
+data in the task descriptions, 80 000 -> maxRecordsPerTrigger rows a trigger, two tasks), the floor for any
+Python source; the table ends with the source's rows/s and all-process CPU per million rows next to it.
+
 Every rate is timed from the first record on (joining the group is not counted). Results: a table and JSON under
 bench/results/.
 """
@@ -150,7 +155,98 @@ def spark_session(conf: dict[str, str]):
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(ShareSource)
+    spark.dataSource.register(ceiling_source())
     return spark
+
+
+def ceiling_source():
+    """The ceiling for any Python data source: a streaming source yielding the same rows as the Shoal source
+    (value of the same size, key null, topic, partition, offset, timestamp, no headers, deliveryCount 1) as
+    Arrow batches built in the executor from memory (numpy, no per-row Python), with no broker, no network and
+    no data in the task descriptions. Options: rows, size, partitions (topic partitions the rows are spread
+    over), maxRecordsPerTrigger, tasks (InputPartitions per micro-batch). Built inside a function so that
+    cloudpickle ships the classes by value to Python workers (the bench is not an installed package)."""
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+    from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+
+    class CeilingPartition(InputPartition):
+        def __init__(self, first: int, end: int) -> None:
+            super().__init__((first, end))
+            self.first, self.end = first, end
+
+    class CeilingReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+        def __init__(self, options: dict) -> None:
+            options = {k.lower(): v for k, v in options.items()}  # Spark's option map is case-insensitive
+            self.rows = int(options["rows"])
+            self.size = int(options["size"])
+            self.topic_partitions = int(options["partitions"])
+            self.per_trigger = int(options["maxrecordspertrigger"])
+            self.tasks = int(options["tasks"])
+            self.topic = options["topic"]
+
+        def initialOffset(self) -> dict:
+            return {"row": 0}
+
+        def getDefaultReadLimit(self) -> ReadLimit:
+            return ReadMaxRows(self.per_trigger)
+
+        def prepareForTriggerAvailableNow(self) -> None:
+            pass  # the end is `rows`
+
+        def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+            n = limit.max_rows if isinstance(limit, ReadMaxRows) else self.rows
+            return {"row": min(self.rows, int(start["row"]) + n)}
+
+        def partitions(self, start: dict, end: dict) -> list:
+            a, b = int(start["row"]), int(end["row"])
+            cuts = [a + (b - a) * i // self.tasks for i in range(self.tasks + 1)]
+            return [CeilingPartition(x, y) for x, y in zip(cuts[:-1], cuts[1:], strict=True) if y > x]
+
+        def commit(self, end: dict) -> None:
+            pass
+
+        def read(self, partition):
+            import numpy as np
+            import pyarrow as pa
+
+            from shoal_spark.schema import ARROW_SCHEMA
+
+            row = np.arange(partition.first, partition.end, dtype=np.int64)
+            n = len(row)
+            value_offsets = pa.py_buffer(np.arange(n + 1, dtype=np.int32) * self.size)
+            topic = self.topic.encode()
+            header_type = ARROW_SCHEMA.field("headers").type
+            no_headers = pa.ListArray.from_arrays(
+                pa.array(np.zeros(n + 1, dtype=np.int32)),
+                pa.array([], header_type.value_type), type=header_type)
+            yield pa.RecordBatch.from_arrays([
+                pa.nulls(n, pa.binary()),
+                pa.Array.from_buffers(pa.binary(), n, [None, value_offsets, pa.py_buffer(b"v" * (self.size * n))]),
+                pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(np.arange(n + 1, dtype=np.int32)
+                                                                          * len(topic)),
+                                                       pa.py_buffer(topic * n)]),
+                pa.array((row % self.topic_partitions).astype(np.int32)),
+                pa.array(row // self.topic_partitions),
+                pa.array(np.full(n, 1_700_000_000_000_000, dtype=np.int64), type=pa.timestamp("us", tz="UTC")),
+                pa.array(np.zeros(n, dtype=np.int32)),
+                no_headers,
+                pa.array(np.ones(n, dtype=np.int32)),
+            ], schema=ARROW_SCHEMA)
+
+    class CeilingSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "shoal_ceiling"
+
+        def schema(self):
+            from shoal_spark.schema import spark_schema
+
+            return spark_schema()
+
+        def streamReader(self, schema):
+            return CeilingReader(dict(self.options))
+
+    return CeilingSource
 
 
 def proc_stat_fields() -> dict[int, list[str]]:
@@ -287,13 +383,21 @@ class CpuSampler:
 
 
 def drain_spark(spark, bootstrap: str, topic: str, records: int, work: Path, max_bytes: int,
-                broker_pid: int, options: dict[str, str]) -> dict:
-    group = new_group(bootstrap, "bench-spark")
-    reader = (spark.readStream.format("shoal").option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", topic).option("group.id", group).option("minPartitions", "2")
-              .option("maxPartitions", "2").option("maxBytesPerTrigger", str(max_bytes)))
+                broker_pid: int, options: dict[str, str], ceiling: dict[str, str] | None = None) -> dict:
+    """One query draining the topic through the Shoal source, or with `ceiling` (the ceiling source's options)
+    the same rows from memory."""
+    if ceiling is not None:
+        group = f"ceiling-{uuid.uuid4().hex[:6]}"
+        reader = spark.readStream.format("shoal_ceiling").option("topic", topic).option("tasks", "2")
+        options = {**ceiling, "source": "ceiling"}
+    else:
+        group = new_group(bootstrap, "bench-spark")
+        reader = (spark.readStream.format("shoal").option("kafka.bootstrap.servers", bootstrap)
+                  .option("subscribe", topic).option("group.id", group).option("minPartitions", "2")
+                  .option("maxPartitions", "2").option("maxBytesPerTrigger", str(max_bytes)))
     for key, value in options.items():
-        reader = reader.option(key, value)
+        if key != "source":
+            reader = reader.option(key, value)
     df = reader.load()
     start = time.perf_counter()
     cpu_start = tree_cpu_s(os.getpid())
@@ -333,10 +437,24 @@ def drain_spark(spark, bootstrap: str, topic: str, records: int, work: Path, max
             "steady_phase_ms": {k: round(sum(p["durationMs"].get(k, 0) for p in steady) / len(steady))
                                 for k in phases} if steady else {},
             "cpu_s_per_m_rows": round(cpu / rows * 1e6, 2),
+            "all_cpu_s_per_m_rows": round((cpu + broker_cpu) / rows * 1e6, 2),
             "broker_cpu_s_per_m_rows": round(broker_cpu / rows * 1e6, 2),
             "cpu_s_per_m_rows_by_process": {k: round(v / rows * 1e6, 2) for k, v in sorted(per_kind.items())},
             "jvm_cpu_s_per_m_rows_by_thread": {k: round(v / rows * 1e6, 2) for k, v in
                                                sorted(jvm_threads.items(), key=lambda kv: -kv[1]) if v / rows > 1e-8}}
+
+
+def drain_spark_retrying(*args, **kwargs) -> dict:
+    """drain_spark, once more (a new group) when Spark could not start a Python process: on a loaded machine
+    the runner or a worker misses Spark's connect-back timeout, which says nothing about the source."""
+    for attempt in range(3):
+        try:
+            return drain_spark(*args, **kwargs)
+        except Exception as err:
+            if "failed to connect back" not in str(err) or attempt == 2:
+                raise
+            print(f"retrying a query: {str(err)[:120]}", file=sys.stderr, flush=True)
+    raise AssertionError("unreachable")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -364,7 +482,7 @@ def main(argv: list[str] | None = None) -> int:
                              "group draining the whole topic); the last is reported: the JVM compiles Spark's code "
                              "paths for minutes, so the first run is still warming up")
     parser.add_argument("--out", default="bench/results")
-    parser.add_argument("--skip", default="", help="comma-separated: ours,arrow,librdkafka,spark")
+    parser.add_argument("--skip", default="", help="comma-separated: ours,arrow,librdkafka,spark,ceiling")
     args = parser.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
     variants = [dict(kv.split("=", 1) for kv in v.split(",") if kv) for v in args.variant] or [{}]
@@ -399,12 +517,23 @@ def main(argv: list[str] | None = None) -> int:
                     conf = {"spark.driver.memory": args.driver_memory,
                             **dict(kv.split("=", 1) for kv in args.spark_conf)}
                     spark = spark or spark_session(conf)
-                    runs = [drain_spark(spark, bootstrap, topic, records, work, args.max_bytes_per_trigger, proc.pid,
-                                        variant)
-                            for _ in range(args.spark_runs) for variant in variants]
+                    ceiling = None if "ceiling" in skip else {
+                        "rows": str(records), "size": str(size), "partitions": str(args.partitions),
+                        "maxRecordsPerTrigger": str(args.max_records_per_trigger or records)}
+                    runs, ceilings = [], []
+                    for _ in range(args.spark_runs):
+                        # the ceiling and the source back to back, so both see the same load and JIT state
+                        if ceiling is not None:
+                            ceilings.append(drain_spark_retrying(spark, bootstrap, topic, records, work,
+                                                        args.max_bytes_per_trigger, proc.pid, {}, ceiling))
+                        runs += [drain_spark_retrying(spark, bootstrap, topic, records, work, args.max_bytes_per_trigger,
+                                             proc.pid, variant) for variant in variants]
                     row["spark"] = runs[-1]
                     row["spark_variants"] = runs[-len(variants):]
                     row["spark_earlier_runs"] = runs[:-len(variants)]
+                    if ceilings:
+                        row["spark_ceiling"] = ceilings[-1]
+                        row["spark_ceiling_earlier_runs"] = ceilings[:-1]
                 results.append(row)
                 print(json.dumps(row), flush=True)
         finally:
@@ -420,6 +549,14 @@ def main(argv: list[str] | None = None) -> int:
               f"{r.get('shoal_client_arrow_rows_s', '-'):>9} {r.get('share_consumer_rows_s', '-'):>14} "
               f"{s.get('steady_rows_s', '-'):>13} {str(s.get('query_start_s', '-')) + ' s':>12}")
     for r in results:
+        c = r.get("spark_ceiling")
+        if c is not None:
+            s = r["spark"]
+            print(f"{r['record_bytes']:>6}B ceiling: steady {c['steady_rows_s']} rows/s, "
+                  f"{c['all_cpu_s_per_m_rows']} CPU s per M rows {c['cpu_s_per_m_rows_by_process']}; source: "
+                  f"{s['steady_rows_s'] / c['steady_rows_s']:.2f}x its rows/s, "
+                  f"+{s['all_cpu_s_per_m_rows'] - c['all_cpu_s_per_m_rows']:.2f} CPU s per M rows "
+                  f"({s['all_cpu_s_per_m_rows'] / c['all_cpu_s_per_m_rows']:.2f}x)")
         for v in r.get("spark_variants", []):
             print(f"{r['record_bytes']:>6}B {json.dumps(v['options'])}: steady {v['steady_rows_s']} rows/s, "
                   f"phases {v['steady_phase_ms']}, CPU s per M rows {v['cpu_s_per_m_rows_by_process']}")
