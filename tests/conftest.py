@@ -65,6 +65,7 @@ def pytest_runtest_makereport(item, call):
             report.sections.append((f"broker log ({name}, tail)", value.tail()))
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the marks into the scheduling groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Groups for pytest-xdist's `--dist loadgroup` (what `make test` runs): a test module's tests stay on one
     worker (module-scoped brokers are started once), and the Spark tests all share one worker, as each starts a
