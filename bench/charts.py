@@ -19,6 +19,15 @@ def _caption(fig, machine: dict) -> None:
              "share the CPUs", fontsize=7, color="dimgray")
 
 
+def _save(fig, machine: dict, path: Path) -> Path:
+    """Caption (machine and load), lay out, write the PNG and free the figure."""
+    _caption(fig, machine)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
 def throughput_chart(cells: list[dict], machine: dict, path: Path) -> Path:
     """MiB/s against partitions, one panel per record size, a line per server and operation."""
     sizes = sorted({c["record_bytes"] for c in cells})
@@ -39,11 +48,7 @@ def throughput_chart(cells: list[dict], machine: dict, path: Path) -> Path:
     axes[0][0].set_ylabel("MiB/s")
     axes[0][-1].legend(fontsize=7, loc="best")
     fig.suptitle("Throughput (acks=all; Shoal fsyncs, Tansu in memory; Tansu has no share groups)", fontsize=10)
-    _caption(fig, machine)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return _save(fig, machine, path)
 
 
 def latency_chart(rows: list[dict], machine: dict, path: Path) -> Path:
@@ -60,11 +65,7 @@ def latency_chart(rows: list[dict], machine: dict, path: Path) -> Path:
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8)
     ax.set_title("Produce -> consume latency at fixed rates (acks=all, separate processes)", fontsize=10)
-    _caption(fig, machine)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return _save(fig, machine, path)
 
 
 def members_chart(rows: list[dict], machine: dict, path: Path) -> Path:
@@ -87,8 +88,4 @@ def members_chart(rows: list[dict], machine: dict, path: Path) -> Path:
         ax.grid(axis="y", alpha=0.3)
     left.legend(fontsize=8)
     fig.suptitle("Consumers on 16 partitions: share group vs classic group of the same size", fontsize=10)
-    _caption(fig, machine)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return _save(fig, machine, path)

@@ -189,16 +189,8 @@ def test_the_leader_follows_topic_deletion(tmp_path):
 def test_serving_acquired_records_reads_only_what_is_sent(tmp_path, monkeypatch):
     """Regression: each acquired range was read with the request's MaxBytes (tens of MB read to serve 100 KB).
     Reads now ask for exactly the bytes of the batches served; header scans and index slack stay bounded."""
-    from broker.log import segment
-
     async def run():
-        mgr, plog = make(tmp_path, MemoryShareState())
-        for i in range(200):
-            plog.append(build_batch([Record(value=bytes([i % 256]) * 100) for _ in range(5)]))  # ~560 B each
-        sp = await mgr.partition("g", TOPIC_ID, 0)
-        read = []
-        real = segment._pread_exact
-        monkeypatch.setattr(segment, "_pread_exact", lambda fd, size, pos: read.append(size) or real(fd, size, pos))
+        mgr, plog, sp, read = await _logged_reads(tmp_path, monkeypatch)
         first = mgr.acquire(sp, "m", 2000, 50 << 20, min_one=True)
         assert sum(r.last_offset - r.first_offset + 1 for r in first.ranges) == 1000
         assert sum(read) < 3 * len(first.records), (sum(read), len(first.records))  # header scan + one read
@@ -358,16 +350,8 @@ def test_record_locks_limit_in_each_acquire_mode(tmp_path, strict):
 def test_new_records_are_served_as_a_slice_of_one_read(tmp_path, monkeypatch):
     """As Fetch serves them: one log read from SPEO of about the bytes wanted (no header scan before it, no
     second read after it), and the acquired batches are a slice of that read, not a copy."""
-    from broker.log import segment
-
     async def run():
-        mgr, plog = make(tmp_path, MemoryShareState())
-        for i in range(200):
-            plog.append(build_batch([Record(value=bytes([i % 256]) * 100) for _ in range(5)]))  # ~560 B each
-        sp = await mgr.partition("g", TOPIC_ID, 0)
-        read = []
-        real = segment._pread_exact
-        monkeypatch.setattr(segment, "_pread_exact", lambda fd, size, pos: read.append(size) or real(fd, size, pos))
+        mgr, plog, sp, read = await _logged_reads(tmp_path, monkeypatch)
         got = mgr.acquire(sp, "m", 2000, 64 << 10, min_one=True)
         assert isinstance(got.records, memoryview)
         assert len(read) == 1 and len(got.records) <= 64 << 10 < sum(read) < (64 << 10) + 16 * 1024, read
@@ -416,3 +400,18 @@ def test_a_batch_larger_than_the_read_estimate_is_still_acquired(tmp_path):
         assert [h.base_offset for _, h in iter_batches(got.records)] == [100]
 
     asyncio.run(run())
+
+
+async def _logged_reads(tmp_path, monkeypatch):
+    """A manager over a log of 200 batches of 5 records (~560 B each), that log, the share-partition, and the sizes of every log read
+    made from then on (recorded by wrapping the segment's pread)."""
+    from broker.log import segment
+
+    mgr, plog = make(tmp_path, MemoryShareState())
+    for i in range(200):
+        plog.append(build_batch([Record(value=bytes([i % 256]) * 100) for _ in range(5)]))
+    sp = await mgr.partition("g", TOPIC_ID, 0)
+    read: list[int] = []
+    real = segment._pread_exact
+    monkeypatch.setattr(segment, "_pread_exact", lambda fd, size, pos: read.append(size) or real(fd, size, pos))
+    return mgr, plog, sp, read
