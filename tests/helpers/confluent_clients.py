@@ -9,6 +9,7 @@ import time
 from confluent_kafka import (
     Consumer,
     ConsumerGroupTopicPartitions,
+    KafkaError,
     KafkaException,
     Producer,
     TopicPartition,
@@ -94,6 +95,31 @@ def consume_all(bootstrap: str, topic: str, count: int, timeout: float = 60.0) -
     finally:
         consumer.close()
     return out
+
+
+def read_partition(bootstrap: str, topic: str, isolation: str = "read_uncommitted",
+                   timeout: float = 60) -> list[tuple[bytes, bytes | None, int]]:
+    """(key, value, offset) of every record of partition 0 from offset 0 to its end (the LSO under read_committed,
+    the high watermark otherwise), as a consumer sees them."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{isolation}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "enable.partition.eof": True, "isolation.level": isolation})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    out = []
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    return out
+                raise KafkaException(msg.error())
+            out.append((msg.key(), msg.value(), msg.offset()))
+    finally:
+        consumer.close()
+    raise AssertionError(f"no end of partition within {timeout}s ({len(out)} records)")
 
 
 def alter_group_config(admin: AdminClient, group: str, name: str, value: str | None, op=AlterConfigOpType.SET) -> None:

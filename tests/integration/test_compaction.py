@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
@@ -20,7 +20,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from tests.helpers.confluent_clients import admin_client
+from tests.helpers.confluent_clients import admin_client, read_partition
 from tests.helpers.raw_client import RawClient
 from tests.helpers.waiting import wait_until
 
@@ -50,28 +50,6 @@ def produce(bootstrap: str, topic: str, items: list[tuple[bytes | None, bytes | 
         producer.poll(0)
     assert producer.flush(60) == 0
     return errors
-
-
-def consume_everything(bootstrap: str, topic: str, timeout: float = 60) -> list[tuple[bytes, bytes | None, int]]:
-    """Every record from offset 0 to the high watermark, as a consumer sees them."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "compaction-reader", "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest", "enable.partition.eof": True})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    out = []
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            msg = consumer.poll(1.0)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    return out
-                raise KafkaException(msg.error())
-            out.append((msg.key(), msg.value(), msg.offset()))
-    finally:
-        consumer.close()
-    raise AssertionError(f"no end of partition within {timeout}s ({len(out)} records)")
 
 
 def partition_dir(broker, topic: str, partition: int = 0) -> Path:
@@ -126,7 +104,7 @@ def test_a_compacted_topic_reads_back_one_value_per_key(broker_factory) -> None:
     wanted = {k: v for k, v in latest.items() if v is not None}
 
     def compacted():
-        got = consume_everything(broker.bootstrap, "users")
+        got = read_partition(broker.bootstrap, "users")
         values = [(k, v) for k, v, _o in got if v is not None]
         keys = [k for k, _v, _o in got]
         return got if len(keys) == len(set(keys)) and dict(values) == wanted else None
@@ -142,7 +120,7 @@ def test_a_compacted_topic_reads_back_one_value_per_key(broker_factory) -> None:
     wanted[b"user-new"] = b"1"
 
     def no_tombstones():
-        got = consume_everything(broker.bootstrap, "users")
+        got = read_partition(broker.bootstrap, "users")
         return got if all(v is not None for _k, v, _o in got) and {k: v for k, v, _o in got} == wanted else None
 
     wait_until(no_tombstones, 90, "tombstones dropped after delete.retention.ms")
@@ -210,13 +188,13 @@ def test_kill_9_during_cleaning_leaves_a_consistent_log(broker_factory) -> None:
                  .rsplit(")", 1)[1].split()[0], 10, f"cleaner process {pid} to exit")
     broker.overrides.pop("log.cleaner.io.max.bytes.per.second")
     broker.start()
-    got = consume_everything(broker.bootstrap, "crash")
+    got = read_partition(broker.bootstrap, "crash")
     offsets = [o for _k, _v, o in got]
     assert offsets == sorted(set(offsets))
     assert {k: v for k, v, _o in got} == latest  # every key's latest value
 
     def compacted():
-        got = consume_everything(broker.bootstrap, "crash")
+        got = read_partition(broker.bootstrap, "crash")
         return len(got) == len(latest) and {k: v for k, v, _o in got} == latest
 
     wait_until(compacted, 90, "the cleaning to finish after the restart")

@@ -5,41 +5,17 @@ every key, once, and no aborted value (the cleaner removed the aborted batches, 
 
 from __future__ import annotations
 
-import time
-
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
-from tests.helpers.confluent_clients import admin_client
+from tests.helpers.confluent_clients import admin_client, read_partition
 from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
 TOPIC = "txn-compacted"
 KEYS = 20
-
-
-def consume_everything(bootstrap: str, isolation: str, timeout: float = 30) -> list[tuple[bytes, bytes | None]]:
-    """Every record from offset 0 to the end of the partition (the LSO for read_committed), as a consumer sees them."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{isolation}",
-                         "enable.auto.commit": False, "enable.partition.eof": True, "isolation.level": isolation})
-    consumer.assign([TopicPartition(TOPIC, 0, 0)])
-    out = []
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            msg = consumer.poll(1.0)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    return out
-                raise KafkaException(msg.error())
-            out.append((msg.key(), msg.value()))
-    finally:
-        consumer.close()
-    raise AssertionError(f"no end of partition within {timeout}s ({len(out)} records)")
 
 
 def cleaned_rounds(broker) -> int:
@@ -80,7 +56,7 @@ def test_compaction_removes_aborted_transactions_and_keeps_the_latest_committed_
     assert aborted and len(committed) == KEYS
 
     def compacted(isolation: str):
-        got = consume_everything(broker.bootstrap, isolation)
+        got = [(k, v) for k, v, _offset in read_partition(broker.bootstrap, TOPIC, isolation, timeout=30)]
         keys = [k for k, _v in got]
         if len(keys) != len(set(keys)) or any(v in aborted for _k, v in got):
             return None
