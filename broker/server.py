@@ -12,8 +12,9 @@ transport's write buffer plus finished responses waiting behind an earlier one) 
 `connections.max.unsent.bytes`, and, for the APIs whose responses can be large (Fetch, ShareFetch), while no
 other such request of the connection is in flight, as real clients never pipeline them. Frames are dispatched
 one per loop iteration, so a handler that finishes at once has its response counted before the next request
-starts; except pipelined Produce requests (small responses), dispatched together so they share one fsync. Reading pauses while the write buffer is above its high-water mark, so a client that never reads its
-responses holds at most about one response and one request, and while more than 64 KiB of whole frames wait in
+starts; pipelined Produce requests (small responses) are dispatched together, so they share one fsync. Reading
+pauses while the write buffer is above its high-water mark, so a client that never reads its responses holds at
+most about one response and one request, and while more than 64 KiB of whole frames wait in
 the buffer: below that the connection keeps reading behind a request that waits (a long poll), so the client's
 end of stream, its next small requests and its activity are still seen.
 
@@ -119,8 +120,7 @@ class KafkaConnection(asyncio.Protocol):
         self._server.connection_opened(self)
         if self._server.request_memory.muting:
             # A new connection needs memory too: not read until there is room. The transport starts reading after
-            # connection_made returns, so pause it from the loop's next turn.
-            self._update_reading()
+            # connection_made returns (whatever is asked here), so it is paused from the loop's next turn.
             asyncio.get_running_loop().call_soon(self._mute_new)
         log.debug("connection opened", conn=self.info.id, peer=self.info.peer)
 
@@ -231,17 +231,20 @@ class KafkaConnection(asyncio.Protocol):
         return not (self._serial_inflight and api_key in self._serial_apis)
 
     def _pump(self) -> None:
-        """Dispatch the first buffered frame if the bounds allow, and come back next loop iteration for more."""
+        """Dispatch the first buffered frame if the bounds allow, and come back next loop iteration for more
+        (pipelined Produce frames all at once)."""
         self._pump_handle = None
         if self._closing:
             return
         frames = self._buf
-        try:
-            size = frames.frame_size(self._frame_limit())
-        except FrameSizeError as err:
-            self._bad_frame_size(err.size, err.max_size)
-            return
-        while size is not None:
+        while True:
+            try:
+                size = frames.frame_size(self._frame_limit())
+            except FrameSizeError as err:
+                self._bad_frame_size(err.size, err.max_size)
+                return
+            if size is None:
+                break
             if size < 2:
                 self._submit(frames.pop(size), -1)  # too short for a header: the router says so
                 break
@@ -257,11 +260,6 @@ class KafkaConnection(asyncio.Protocol):
             # request per iteration (a client with unbounded in flight, librdkafka's default, fell further behind
             # the busier the loop got), and their appends now all precede the flush they share. Their responses
             # are small, so the unsent bound needs no look at them first.
-            try:
-                size = frames.frame_size(self._frame_limit())
-            except FrameSizeError as err:
-                self._bad_frame_size(err.size, err.max_size)
-                return
         self._update_reading()
 
     def _cancel_pump(self) -> None:
