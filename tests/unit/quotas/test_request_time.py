@@ -38,8 +38,10 @@ async def test_errors_and_cancellation_pass_through():
         await Timed(failing())
 
     cleaned = asyncio.Event()
+    started = asyncio.Event()
 
     async def waiting() -> None:
+        started.set()
         try:
             await asyncio.sleep(10)
         finally:
@@ -49,7 +51,7 @@ async def test_errors_and_cancellation_pass_through():
         await Timed(waiting())
 
     task = asyncio.ensure_future(run())
-    await asyncio.sleep(0.01)
+    await asyncio.wait_for(started.wait(), 5)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
