@@ -10,18 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.broker_process import BrokerProcess, venv_python
-
-
-def _start(tmp: Path, overrides: dict[str, str] | None = None, extra_args: list[str] | None = None) -> BrokerProcess:
-    proc = BrokerProcess(tmp / "data", tmp / "broker.log", overrides=overrides, python=venv_python(),
-                         extra_args=extra_args)
-    return proc.start()
+from tests.helpers.broker_process import BrokerProcess, start_broker
 
 
 @pytest.fixture
 def broker(tmp_path: Path):
-    proc = _start(tmp_path)
+    proc = start_broker(tmp_path)
     try:
         yield proc
     finally:
@@ -30,7 +24,7 @@ def broker(tmp_path: Path):
 
 @pytest.fixture(scope="module")
 def broker_module(tmp_path_factory: pytest.TempPathFactory):
-    proc = _start(tmp_path_factory.mktemp("broker"))
+    proc = start_broker(tmp_path_factory.mktemp("broker"))
     try:
         yield proc
     finally:
@@ -43,7 +37,7 @@ def broker_factory(tmp_path: Path):
     started: list[BrokerProcess] = []
 
     def make(overrides: dict[str, str] | None = None, extra_args: list[str] | None = None) -> BrokerProcess:
-        proc = _start(tmp_path / f"b{len(started)}", overrides, extra_args)
+        proc = start_broker(tmp_path / f"b{len(started)}", overrides, extra_args)
         started.append(proc)
         return proc
 

@@ -156,6 +156,14 @@ class BrokerProcess:
         return "\n".join(text.splitlines()[-lines:])
 
 
+
+def start_broker(tmp: Path, overrides: dict[str, str] | None = None,
+                 extra_args: list[str] | None = None) -> BrokerProcess:
+    """A started broker process with its data and log under `tmp` (the tests' usual layout); stop it by its PID
+    with `.stop()`."""
+    return BrokerProcess(tmp / "data", tmp / "broker.log", overrides=overrides, python=venv_python(),
+                         extra_args=extra_args).start()
+
 def free_port() -> int:
     """A port free now: for a broker that must come back on the same port after a restart."""
     with socket.socket() as s:

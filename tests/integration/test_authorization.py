@@ -144,9 +144,9 @@ def test_requests_fit_the_schema(api_key):
 
 @pytest.fixture(scope="module")
 def locked_broker(tmp_path_factory):
-    from tests.conftest import _start
+    from tests.helpers.broker_process import start_broker
 
-    proc = _start(tmp_path_factory.mktemp("locked"), {"authorizer.class.name": STANDARD_AUTHORIZER})
+    proc = start_broker(tmp_path_factory.mktemp("locked"), {"authorizer.class.name": STANDARD_AUTHORIZER})
     try:
         yield proc
     finally:

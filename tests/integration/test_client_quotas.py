@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers import client_quotas as cq
 from tests.helpers import share_raw
-from tests.helpers.broker_process import BrokerProcess, restart, venv_python
+from tests.helpers.broker_process import restart, start_broker
 from tests.helpers.confluent_clients import create_topic, share_from_earliest
 from tests.helpers.raw_client import RawClient
 from tests.helpers.raw_requests import CREATE_TOPICS, FETCH, METADATA, fetch_body, produce
@@ -37,7 +37,7 @@ OVERRIDES = {"quota.window.num": "3", "controller.quota.window.num": "3",
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("quotas")
-    proc = BrokerProcess(tmp / "data", tmp / "broker.log", overrides=OVERRIDES, python=venv_python()).start()
+    proc = start_broker(tmp, OVERRIDES)
     try:
         yield proc
     finally:

@@ -6,14 +6,13 @@ the configs' validation, ListConfigResources and the subscriptions surviving a r
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 
 from protocol import compression
 from protocol.errors import ErrorCode as E
-from tests.helpers.broker_process import BrokerProcess, venv_python
+from tests.helpers.broker_process import BrokerProcess, start_broker, venv_python
 from tests.helpers.raw_client import RawClient
 from tests.helpers.telemetry import LAG, SENT, alter_subscription, client_samples, metrics_payload
 from tests.helpers.waiting import wait_until
@@ -26,13 +25,9 @@ ZERO = uuid.UUID(int=0)
 OVERRIDES = {"metrics.prometheus.listener": "127.0.0.1:0", "telemetry.max.bytes": str(MAX_BYTES)}
 
 
-def _start(tmp: Path) -> BrokerProcess:
-    return BrokerProcess(tmp / "data", tmp / "broker.log", overrides=OVERRIDES, python=venv_python()).start()
-
-
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory):
-    proc = _start(tmp_path_factory.mktemp("telemetry"))
+    proc = start_broker(tmp_path_factory.mktemp("telemetry"), OVERRIDES)
     try:
         yield proc
     finally:
@@ -155,7 +150,7 @@ def test_subscription_configs_validated_as_kafka(broker, configs, code):
 
 
 def test_subscriptions_listed_described_and_kept_across_a_restart(tmp_path):
-    broker = _start(tmp_path)
+    broker = start_broker(tmp_path, OVERRIDES)
     try:
         with RawClient(broker.port) as client:
             assert alter_subscription(client, "kept", {"metrics": "a,b", "interval.ms": "1000"}) == (0, None)

@@ -17,7 +17,7 @@ from confluent_kafka import AcknowledgeType, Consumer, ConsumerGroupTopicPartiti
 
 from shoal_client.admin import EARLIEST, LATEST, ShareGroupAdmin
 from tests.helpers.bounded_close import close_within
-from tests.helpers.broker_process import BrokerProcess, venv_python
+from tests.helpers.broker_process import start_broker
 from tests.helpers.browser import artifact_dir, headless_chromium
 from tests.helpers.confluent_clients import admin_client, alter_group_config, create_topic, produce_all
 from tests.helpers.share_consumers import consumer, earliest, messages
@@ -92,7 +92,7 @@ def ack_round(c, want: set[int], ack, timeout: float = 60) -> dict[int, int]:
 @pytest.fixture(scope="module")
 def scene(tmp_path_factory: pytest.TempPathFactory):
     tmp = tmp_path_factory.mktemp("console")
-    broker = BrokerProcess(tmp / "data", tmp / "broker.log", python=venv_python(), overrides=ON).start()
+    broker = start_broker(tmp, ON)
     share = None
     consumers: list[Consumer] = []
     try:

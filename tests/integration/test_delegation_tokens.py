@@ -45,10 +45,10 @@ def _broker_config(secret: str | None) -> tuple[dict, list[str]]:
 
 @pytest.fixture(scope="module")
 def tokens_broker(tmp_path_factory):
-    from tests.conftest import _start  # noqa: PLC0415 - the shared start of conftest's fixtures
+    from tests.helpers.broker_process import start_broker  # noqa: PLC0415
 
     overrides, scram = _broker_config("token-secret")
-    proc = _start(tmp_path_factory.mktemp("tokens"), overrides, scram)
+    proc = start_broker(tmp_path_factory.mktemp("tokens"), overrides, scram)
     try:
         with as_user(proc, "admin") as admin:
             create_topic(admin, TOPIC)

@@ -11,8 +11,8 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from protocol.errors import ErrorCode
-from tests.conftest import _start
 from tests.helpers import share_consumers as share
+from tests.helpers.broker_process import start_broker
 from tests.helpers.confluent_clients import admin_client, create_topic, produce_all
 from tests.helpers.raw_client import RawClient
 from tests.helpers.raw_requests import LIST_OFFSETS, fetch_body
@@ -24,7 +24,7 @@ SMALL_SEGMENTS = {"internal.segment.bytes": "1500"}  # ~20 records per segment: 
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
-    proc = _start(tmp_path_factory.mktemp("delrec"))
+    proc = start_broker(tmp_path_factory.mktemp("delrec"))
     try:
         yield proc
     finally:
@@ -187,7 +187,7 @@ def test_python_admin_clients_delete_records(node):
 
 
 def test_kill9_after_delete_records_keeps_the_start(tmp_path):
-    proc = _start(tmp_path)
+    proc = start_broker(tmp_path)
     try:
         _topic(proc, "dr-crash")
         assert _admin_delete(proc, "dr-crash", {0: 63})[0].low_watermark == 63

@@ -12,7 +12,7 @@ import threading
 import pytest
 from confluent_kafka import Consumer
 
-from tests.conftest import _start
+from tests.helpers.broker_process import start_broker
 from tests.helpers.confluent_clients import create_topic, produce_all
 from tests.helpers.waiting import wait_until
 
@@ -76,7 +76,7 @@ def _form(bootstrap: str, tag: str) -> tuple[list[_Member], list[set[int]]]:
 
 @pytest.fixture
 def kafka_delay(tmp_path):
-    proc = _start(tmp_path, {"group.initial.rebalance.delay.ms": "3000"})
+    proc = start_broker(tmp_path, {"group.initial.rebalance.delay.ms": "3000"})
     try:
         yield proc
     finally:

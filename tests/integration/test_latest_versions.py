@@ -26,7 +26,7 @@ from confluent_kafka import Consumer, Producer
 from protocol import records as rec
 from protocol.errors import ErrorCode
 from protocol.framing import decode_response_header, response_header_version
-from tests.helpers.broker_process import BrokerProcess, venv_python
+from tests.helpers.broker_process import start_broker
 from tests.helpers.raw_client import RawClient
 from tests.helpers.raw_requests import (
     FETCH,
@@ -50,9 +50,9 @@ SOFTWARE = {"client_software_name": "latest-versions", "client_software_version"
 def unstable_broker(tmp_path_factory: pytest.TempPathFactory):
     """unstable.api.versions.enable, and the authorizer on with everything allowed that no ACL names."""
     tmp: Path = tmp_path_factory.mktemp("unstable")
-    proc = BrokerProcess(tmp / "data", tmp / "broker.log", python=venv_python(), overrides={
+    proc = start_broker(tmp, {
         "unstable.api.versions.enable": "true", "allow.everyone.if.no.acl.found": "true",
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}).start()
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"})
     try:
         yield proc
     finally:

@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import Producer
 
 from broker.metrics import http as listener
-from tests.helpers.broker_process import REPO, BrokerProcess, venv_python
+from tests.helpers.broker_process import REPO, BrokerProcess, start_broker, venv_python
 from tests.helpers.confluent_clients import create_topic
 from tests.helpers.proc_stats import open_sockets, rss_mib
 from tests.helpers.waiting import wait_until
@@ -31,8 +31,7 @@ TOPIC = "flood"
 @pytest.fixture(scope="module")
 def metrics_broker(tmp_path_factory: pytest.TempPathFactory):
     tmp = tmp_path_factory.mktemp("flood")
-    proc = BrokerProcess(tmp / "data", tmp / "broker.log", python=venv_python(),
-                         overrides={"metrics.prometheus.listener": "127.0.0.1:0"}).start()
+    proc = start_broker(tmp, {"metrics.prometheus.listener": "127.0.0.1:0"})
     try:
         create_topic(proc.bootstrap, TOPIC, 1)
         yield proc

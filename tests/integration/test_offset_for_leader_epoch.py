@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from protocol.errors import ErrorCode
-from tests.conftest import _start
+from tests.helpers.broker_process import start_broker
 from tests.helpers.client_logs import captured_logger
 from tests.helpers.confluent_clients import create_topic, produce_all
 from tests.helpers.raw_client import RawClient
@@ -20,7 +20,7 @@ OFFSET_FOR_LEADER_EPOCH, DELETE_RECORDS = 23, 21
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
-    proc = _start(tmp_path_factory.mktemp("epochs"))
+    proc = start_broker(tmp_path_factory.mktemp("epochs"))
     try:
         create_topic(proc.bootstrap, "ep", 2)
         assert len(produce_all(proc.bootstrap, "ep", [b"v%d" % i for i in range(20)])) == 20
@@ -76,7 +76,7 @@ def test_the_leader_epoch_survives_a_restart(tmp_path):
     partition still has epoch 0 (records, Metadata, OffsetForLeaderEpoch), so a member resuming from the committed
     (offset, epoch) reads on (librdkafka validates a position when the epoch it knows changes, or after a seek
     with an epoch: it does not here) and a position checked explicitly is still valid."""
-    proc = _start(tmp_path)
+    proc = start_broker(tmp_path)
     try:
         create_topic(proc.bootstrap, "ep-resume", 1)
         assert len(produce_all(proc.bootstrap, "ep-resume", [b"v%d" % i for i in range(20)])) == 20
@@ -148,7 +148,7 @@ def test_every_version_answers_as_kafka(node, version):
 def test_an_epoch_before_ours_ends_at_the_log_start(tmp_path):
     """Kafka's cache after truncateFromStart: epoch 0 starts at the log start offset, so an older epoch (which
     no batch of ours has) ends there."""
-    proc = _start(tmp_path)
+    proc = start_broker(tmp_path)
     try:
         create_topic(proc.bootstrap, "ep-start", 1)
         assert len(produce_all(proc.bootstrap, "ep-start", [b"v%d" % i for i in range(10)])) == 10

@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from protocol.codec import request_codec
 from protocol.framing import RequestHeader, encode_request
-from tests.helpers.broker_process import BrokerProcess, venv_python
+from tests.helpers.broker_process import BrokerProcess, start_broker
 from tests.helpers.raw_client import RawClient
 from tests.helpers.raw_requests import PRODUCE, create_topic, produce
 from tests.helpers.record_batches import batch
@@ -29,8 +29,7 @@ PIPELINED = 50  # below queued.max.requests (100): all may be in flight at once
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory):
     tmp = tmp_path_factory.mktemp("group-commit")
-    proc = BrokerProcess(tmp / "data", tmp / "broker.log", python=venv_python(),
-                         overrides={"metrics.prometheus.listener": "127.0.0.1:0"}).start()
+    proc = start_broker(tmp, {"metrics.prometheus.listener": "127.0.0.1:0"})
     try:
         yield proc
     finally:

@@ -14,9 +14,9 @@ import time
 import pytest
 
 from protocol.errors import ErrorCode
-from tests.conftest import _start
 from tests.helpers import share_consumers as share
 from tests.helpers.bounded_close import close_within
+from tests.helpers.broker_process import start_broker
 from tests.helpers.client_logs import captured_logger
 from tests.helpers.confluent_clients import create_topic, produce_all
 from tests.helpers.raw_requests import produce
@@ -28,7 +28,7 @@ MAX_BYTES_ERROR = "Request max bytes must be greater than 0"
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
-    proc = _start(tmp_path_factory.mktemp("sflimits"), FAST)
+    proc = start_broker(tmp_path_factory.mktemp("sflimits"), FAST)
     try:
         yield proc
     finally:

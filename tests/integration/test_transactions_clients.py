@@ -14,7 +14,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from protocol import records as rec
 from protocol.errors import ErrorCode
-from tests.helpers.broker_process import BrokerProcess, venv_python
+from tests.helpers.broker_process import start_broker
 from tests.helpers.confluent_clients import create_topic
 from tests.helpers.raw_client import RawClient
 from tests.helpers.txn_clients import (
@@ -38,7 +38,7 @@ FAST_TIMEOUTS = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 
 @pytest.fixture(scope="module")
 def txn_broker(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("txn-clients")
-    proc = BrokerProcess(tmp / "data", tmp / "broker.log", overrides=FAST_TIMEOUTS, python=venv_python()).start()
+    proc = start_broker(tmp, FAST_TIMEOUTS)
     try:
         yield proc
     finally:
