@@ -13,6 +13,7 @@ from kafka.admin import KafkaAdminClient
 
 from tests.helpers.confluent_clients import admin_client, create_topic, produce_all
 from tests.helpers.raw_client import RawClient
+from tests.helpers.segment_files import log_bytes
 
 pytestmark = pytest.mark.integration
 
@@ -34,8 +35,7 @@ def _log_dir(broker) -> str:
 
 
 def _on_disk(broker, topic: str, partition: int) -> int:
-    directory = Path(broker.data_dir) / f"{topic}-{partition}"
-    return sum(f.stat().st_size for f in directory.glob("*.log"))
+    return log_bytes(Path(broker.data_dir) / f"{topic}-{partition}")
 
 
 def test_describe_log_dirs_kafka_python(cluster):

@@ -22,6 +22,7 @@ from confluent_kafka.admin import (
 
 from tests.helpers.confluent_clients import admin_client, read_partition
 from tests.helpers.raw_client import RawClient
+from tests.helpers.segment_files import log_bytes
 from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -54,10 +55,6 @@ def produce(bootstrap: str, topic: str, items: list[tuple[bytes | None, bytes | 
 
 def partition_dir(broker, topic: str, partition: int = 0) -> Path:
     return broker.data_dir / f"{topic}-{partition}"
-
-
-def log_bytes(directory: Path) -> int:
-    return sum(p.stat().st_size for p in directory.glob("*.log"))
 
 
 def cleaned_rounds(broker, topic: str) -> int:
