@@ -60,7 +60,8 @@ async def _add_one(ctx, version: int, tid: str, producer_id: int, epoch: int, ve
                     else ErrorCode.OPERATION_NOT_ATTEMPTED for t, p in parts}
     errors = await ctx.broker.transaction_coordinator.add_partitions(
         tid, producer_id, epoch, parts, verify_only=verify_only,
-        client_transaction_version=client_transaction_version("AddPartitionsToTxn", version))
+        client_transaction_version=client_transaction_version("AddPartitionsToTxn", version),
+        from_producer=version < 4)
     return {(tp.topic, tp.partition): error_for_version(code, "AddPartitionsToTxn", version)
             for tp, code in errors.items()}
 

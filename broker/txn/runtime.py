@@ -82,6 +82,11 @@ def wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _log_not_durable(fut: asyncio.Future) -> None:
+    if not fut.cancelled() and fut.exception() is not None:
+        log.error("transaction state not durable", exc_info=fut.exception())
+
+
 class TransactionCoordinatorRuntime:
     def __init__(self, *, log: TxnStateLog, producer_ids: ProducerIdSource, markers: TxnMarkerWriter,
                  config: TransactionCoordinatorConfig, spawn: Spawn,
@@ -90,8 +95,10 @@ class TransactionCoordinatorRuntime:
                  clock: Callable[[], int] = wall_clock_ms,
                  abort_timed_out_interval_ms: int = 10_000,
                  remove_expired_interval_ms: int = 3_600_000,
-                 marker_backoff_ms: int = 100) -> None:
+                 marker_backoff_ms: int = 100, produce_verified: bool = False) -> None:
         """`partition_exists(topic, partition)`: the metadata check of AddPartitionsToTxn and of marker retries.
+        `produce_verified`: the produce path verifies transactional batches with this coordinator (KIP-890 part 1,
+        transaction.partition.verification.enable).
         `offsets_partition(group_id)`: the group's `__consumer_offsets` partition (AddOffsetsToTxn).
         `spawn(coro, name)`: run a background task for the life of the broker (cancelled on stop)."""
         self.log = log
@@ -104,6 +111,7 @@ class TransactionCoordinatorRuntime:
         self._abort_interval_s = abort_timed_out_interval_ms / 1000
         self._expire_interval_s = remove_expired_interval_ms / 1000
         self._marker_backoff_ms = marker_backoff_ms
+        self._produce_verified = produce_verified
         self.coordinator = TransactionCoordinator(config, clock=clock, partition_exists=partition_exists)
         # (transactional id, producer id, epoch, coordinator epoch) -> the task writing its markers
         self._completing: dict[tuple[str, int, int, int], asyncio.Future] = {}
@@ -313,12 +321,26 @@ class TransactionCoordinatorRuntime:
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: Sequence[TopicPartitionKey], *, verify_only: bool = False,
-                             client_transaction_version: int = TV_0) -> dict[TopicPartition, ErrorCode]:
+                             client_transaction_version: int = TV_0,
+                             from_producer: bool = False) -> dict[TopicPartition, ErrorCode]:
+        """AddPartitionsToTxn for one transaction. `from_producer`: a producer's own request (v0-3), which is
+        answered once its record is appended when the produce path verifies partitions (see below)."""
         if not verify_only:
             await self._after_completion(transactional_id)
         result = self.coordinator.add_partitions(transactional_id, producer_id, producer_epoch, partitions,
                                                  verify_only=verify_only,
                                                  client_transaction_version=client_transaction_version)
+        if from_producer and self._produce_verified and result.records:
+            # The partitions' first transactional batch is verified before it is appended, and a verification
+            # answers only once the earlier appends of the id's partition are durable: the data can never be
+            # durable before the record adding its partition, so the producer need not wait for that fsync here
+            # (it overlaps with the producer's next steps). If the record is lost, the produce is refused.
+            futures = self._append(result.records, [transactional_id])
+            if futures is None:
+                return dict.fromkeys(result.errors, NOT_DURABLE)
+            for fut in futures:
+                fut.add_done_callback(_log_not_durable)
+            return result.errors
         code = await self._commit(result.records, [transactional_id])
         if code is not ErrorCode.NONE:
             return dict.fromkeys(result.errors, code)
@@ -407,4 +429,5 @@ def build(config: BrokerConfig, topics: TopicManager, producer_ids: ProducerIdSo
             transaction_version_level=finalized_transaction_version(config)),
         partition_exists=partition_exists, offsets_partition=offsets_partition,
         abort_timed_out_interval_ms=config.get("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
-        remove_expired_interval_ms=config.get("transaction.remove.expired.transaction.cleanup.interval.ms"))
+        remove_expired_interval_ms=config.get("transaction.remove.expired.transaction.cleanup.interval.ms"),
+        produce_verified=config.get("transaction.partition.verification.enable"))

@@ -89,7 +89,8 @@ class Ids:
 
 class Harness:
     def __init__(self, log: MemoryLog | None = None, writer: FakeWriter | None = None,
-                 clock: Clock | None = None, ids: Ids | None = None, **config: int) -> None:
+                 clock: Clock | None = None, ids: Ids | None = None, produce_verified: bool = False,
+                 **config: int) -> None:
         self.log = log or MemoryLog()
         self.writer = writer or FakeWriter()
         self.clock = clock or Clock()
@@ -102,7 +103,8 @@ class Harness:
             spawn=self.spawn, clock=self.clock,
             partition_exists=lambda t, p: 0 <= p < self.topics.get(t, 0),
             offsets_partition=lambda g: len(g) % 4, marker_backoff_ms=1,
-            abort_timed_out_interval_ms=3_600_000, remove_expired_interval_ms=3_600_000)
+            abort_timed_out_interval_ms=3_600_000, remove_expired_interval_ms=3_600_000,
+            produce_verified=produce_verified)
 
     def spawn(self, coro, name: str) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coro, name=name)
@@ -317,6 +319,32 @@ def test_verify_partitions() -> None:
             ("t", 0): E.NONE, ("t", 1): E.TRANSACTION_ABORTABLE}
         assert await h.rt.verify_partitions("a", pid, epoch + 1, [("t", 0)]) == {("t", 0): E.PRODUCER_FENCED}
         assert {tp.partition for tp in h.rt.coordinator.metadata("a").topic_partitions} == {0}  # nothing added
+        await h.stop()
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("produce_verified", [True, False])
+def test_a_producers_add_partitions_is_answered_before_its_fsync_only_when_produce_verifies(
+        produce_verified: bool) -> None:
+    """With the produce path verifying partitions, a producer's AddPartitionsToTxn is answered once appended, and
+    the verification of its first batch waits until the record is durable; without verification the answer
+    itself waits."""
+    async def scenario() -> None:
+        h = Harness(produce_verified=produce_verified)
+        await h.rt.start()
+        r = await h.rt.init_producer_id("a", 60_000)
+        h.log.hold = True
+        add = asyncio.ensure_future(h.rt.add_partitions("a", r.producer_id, r.producer_epoch, [("t", 0)],
+                                                        from_producer=True))
+        await asyncio.sleep(0.01)
+        assert add.done() is produce_verified
+        verify = asyncio.ensure_future(h.rt.verify_partitions("a", r.producer_id, r.producer_epoch, [("t", 0)]))
+        await asyncio.sleep(0.01)
+        assert not verify.done()  # the record adding the partition is not durable yet
+        h.log.release()
+        assert set((await add).values()) == {E.NONE}
+        assert await verify == {("t", 0): E.NONE}
         await h.stop()
 
     run(scenario())
