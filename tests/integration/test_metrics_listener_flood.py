@@ -118,7 +118,10 @@ def test_flood_leaves_producer_latency_and_memory_bounded(metrics_broker: Broker
     headers, connections, slowloris = counters
     assert headers["closed_by_server"] > 0 and headers["bytes_sent"] > 0
     assert connections["opened"] + slowloris["opened"] >= listener.MAX_CONNECTIONS
-    assert max(p50s) <= 2 * baseline, (baseline, p50s)
+    # Sub-millisecond medians move by a few ms with the machine's scheduling alone (seen at load 16 on two
+    # cores: 0.49 ms idle, 2.0 ms under the floods); a flood the listener did not bound holds the event loop
+    # for tens of ms per request.
+    assert max(p50s) <= 2 * baseline + 0.005, (baseline, p50s)
     assert peak_rss - rss_before < 64, (rss_before, peak_rss)
     # Once the flood is gone the endpoint serves again.
     wait_until(lambda: scrape_status(port) == 200, 30, "/metrics to answer after the flood")
