@@ -8,6 +8,7 @@ Wire format (Kafka's CoordinatorRecordSerde):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from protocol.coordinator_records import (
     CoordinatorRecord,
@@ -39,6 +40,7 @@ class DecodedRecord:
     value: SharePartitionState | ShareUpdate | None  # None for a tombstone
 
 
+@lru_cache(maxsize=1 << 14)  # one key per share-partition, encoded again by every write of its state
 def _key_bytes(name: str, key: SharePartitionKey) -> bytes:
     return encode_key(name, {"group_id": key.group_id, "topic_id": key.topic_id, "partition": key.partition})
 
