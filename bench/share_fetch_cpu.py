@@ -1,22 +1,26 @@
 """Broker CPU per megabyte served: ShareFetch next to plain Fetch, for the same records, in one run.
 
     .venv/bin/python -m bench.share_fetch_cpu [--records-1k N] [--records-100 N] [--rounds R] [--request-mib M]
+                                              [--base SOURCE_TREE]
 
 Starts one Shoal broker, produces N records of 1 KiB and N of 100 B (confluent Producer, ~64 KB batches) into
 two topics once, then reads each topic completely with plain Fetch (raw requests, 1 MiB per request) and with
 ShareFetch (shoal_client's ShareGroupMember: whole ranges acquired, 1 MiB / 10 000 records per request, every
 acquisition ACCEPTed piggy-backed on the next ShareFetch, as a consumer with implicit acknowledgement does).
-Each read is measured as the broker process's CPU time (utime + stime from /proc/<pid>/stat), which the
-machine's load barely affects, unlike wall time (the clock ticks at 10 ms: keep reads well above 1 s of CPU in
-total). A new share group reads each round from the earliest offset; a first round warms up and is not counted.
+Each read is measured as the broker process's CPU time, which the machine's load barely affects, unlike wall
+time: the run time of all its threads in nanoseconds (/proc/<pid>/task/*/schedstat; the broker's worker threads
+live as long as it does), else utime + stime from /proc/<pid>/stat (10 ms ticks: keep reads well above 1 s). A new share group reads each round from the earliest offset; a first round warms up and is not counted.
 Prints CPU seconds per MiB served and the ShareFetch/Fetch ratio.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -26,7 +30,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from bench.clients import create_topic, send
-from bench.servers import start_shoal, stop
+from bench.servers import free_port, start_shoal, stop, wait_for_port
 from shoal_client.connection import BrokerConnection
 from shoal_client.member import ACCEPT, ShareGroupMember, acknowledgements
 
@@ -41,9 +45,24 @@ _TICK = os.sysconf("SC_CLK_TCK")
 
 
 def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime (fields 14 and 15)
+    try:
+        return _run_ns(pid) / 1e9
+    except OSError:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime (fields 14 and 15)
+
+
+def _run_ns(pid: int) -> int:
+    """Nanoseconds the process's threads have run on a CPU (the first field of each thread's schedstat)."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except FileNotFoundError:  # the thread ended while we listed them
+            continue
+    return total
 
 
 def produce(bootstrap: str, topic: str, size: int, records: int) -> None:
@@ -123,6 +142,19 @@ def share_fetch(pid: int, bootstrap: str, topic: str, records: int, max_bytes: i
     return cpu, served
 
 
+def start_tree(tree: Path, data_dir: Path) -> tuple[subprocess.Popen, int]:
+    """A broker run from another source tree (--base: the code before a change), configured as start_shoal's."""
+    port = free_port()
+    extra = [arg for key, value in OVERRIDES.items() for arg in ("--override", f"{key}={value}")]
+    log = open(data_dir / "shoal.log", "wb")  # noqa: SIM115 - closed with the process
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "broker", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+         "--override", f"log.dirs={data_dir / 'data'}", "--log-level", "warning", *extra],
+        cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, stdout=log, stderr=subprocess.STDOUT)
+    wait_for_port(port, proc)
+    return proc, port
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records-1k", type=int, default=100_000)
@@ -130,35 +162,46 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--request-mib", type=float, default=MAX_BYTES / (1 << 20),
                     help="MaxBytes of every Fetch and ShareFetch (ShareFetch also stops at 10 000 records)")
+    ap.add_argument("--base", type=Path, default=None,
+                    help="also run a broker from this source tree (e.g. a `git worktree` of main), reading the "
+                         "same records with rounds alternated: before and after a change in one run")
     args = ap.parse_args()
     max_bytes = int(args.request_mib * (1 << 20))
-    with tempfile.TemporaryDirectory(prefix="shoal-bench-") as tmp:
-        proc, port = start_shoal(Path(tmp), OVERRIDES)
-        bootstrap = f"127.0.0.1:{port}"
-        try:
-            print(f"load: {os.getloadavg()}")
-            print(f"{'size':>5} {'path':>10} {'MiB':>7} {'cpu s/MiB (median of rounds)':>30}")
-            for size, records in ((1024, args.records_1k), (100, args.records_100)):
-                topic = f"cpu-{size}"
-                produce(bootstrap, topic, size, records)
-                per: dict[str, list[float]] = {"Fetch": [], "ShareFetch": []}
-                mib: dict[str, float] = {}
-                for round_no in range(args.rounds + 1):  # round 0 warms up (codecs compiled, caches filled)
-                    for name, read in (("Fetch", lambda t=topic, n=records: plain_fetch(proc.pid, port, t, n, max_bytes)),
-                                       ("ShareFetch", lambda t=topic, n=records: share_fetch(proc.pid, bootstrap, t, n, max_bytes))):
-                        cpu, served = read()
+    with contextlib.ExitStack() as stack:
+        brokers: dict[str, tuple[subprocess.Popen, int]] = {}
+        trees = {"": None} if args.base is None else {"base": args.base.resolve(), "this": None}
+        for label, tree in trees.items():
+            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="shoal-bench-")))
+            proc, port = start_shoal(tmp, OVERRIDES) if tree is None else start_tree(tree, tmp)
+            stack.callback(stop, proc)
+            brokers[label] = (proc, port)
+        print(f"load: {os.getloadavg()}")
+        print(f"{'size':>5} {'path':>16} {'MiB':>7} {'cpu s/MiB (median of rounds)':>30}")
+        for size, records in ((1024, args.records_1k), (100, args.records_100)):
+            topic = f"cpu-{size}"
+            for _proc, port in brokers.values():
+                produce(f"127.0.0.1:{port}", topic, size, records)
+            per: dict[str, list[float]] = {}
+            mib: dict[str, float] = {}
+            for round_no in range(args.rounds + 1):  # round 0 warms up (codecs compiled, caches filled)
+                for label, (proc, port) in brokers.items():
+                    bootstrap = f"127.0.0.1:{port}"
+                    for name in ("Fetch", "ShareFetch"):
+                        cpu, served = plain_fetch(proc.pid, port, topic, records, max_bytes) if name == "Fetch" \
+                            else share_fetch(proc.pid, bootstrap, topic, records, max_bytes)
                         if round_no == 0:
                             continue
-                        mib[name] = served / (1 << 20)
-                        per[name].append(cpu / mib[name])
-                for name, xs in per.items():
-                    print(f"{size:>5} {name:>10} {mib[name]:>7.1f} {statistics.median(xs):>14.5f}  "
-                          f"({' '.join(f'{x:.5f}' for x in xs)})")
-                ratio = statistics.median(per["ShareFetch"]) / statistics.median(per["Fetch"])
-                print(f"{size:>5} ShareFetch/Fetch CPU per MiB: {ratio:.2f}x")
-            print(f"load: {os.getloadavg()}")
-        finally:
-            stop(proc)
+                        key = f"{label} {name}".strip()
+                        mib[key] = served / (1 << 20)
+                        per.setdefault(key, []).append(cpu / mib[key])
+            for key, xs in per.items():
+                print(f"{size:>5} {key:>16} {mib[key]:>7.1f} {statistics.median(xs):>14.5f}  "
+                      f"({' '.join(f'{x:.5f}' for x in xs)})")
+            for label in brokers:
+                ratio = statistics.median(per[f"{label} ShareFetch".strip()]) / \
+                    statistics.median(per[f"{label} Fetch".strip()])
+                print(f"{size:>5} {label + ' ' if label else ''}ShareFetch/Fetch CPU per MiB: {ratio:.2f}x")
+        print(f"load: {os.getloadavg()}")
 
 
 if __name__ == "__main__":

@@ -547,7 +547,9 @@ class ReplicaManager:
     async def make_durable(self, logs: Iterable[object]) -> None:
         """Wait until everything appended so far to `logs` is fsynced (group commit shares the fsyncs)."""
         unique = {id(plog): plog for plog in logs if plog is not None}
-        if unique:
+        if len(unique) == 1:  # a coordinator's write: no gather, no task
+            await self._flusher.sync(next(iter(unique.values())))
+        elif unique:
             await asyncio.gather(*(self._flusher.sync(plog) for plog in unique.values()))
 
     async def not_durable(self, logs: Iterable[object]) -> set[int]:

@@ -65,7 +65,11 @@ def _not_a_member(group: str, member: str) -> dict:
 async def _acknowledge_all(ctx, group: str, member: str, parts: list[tuple[uuid.UUID, Any]], version: int
                            ) -> list[tuple[ErrorCode, str | None]]:
     """Acknowledge several partitions together: their state writes go out concurrently (one group commit)
-    instead of one fsync after another."""
+    instead of one fsync after another. One partition (the common case) is awaited directly: a task of its own
+    would only cost event-loop turns."""
+    if len(parts) == 1:
+        (tid, p), = parts
+        return [await _acknowledge(ctx, group, member, tid, p, version)]
     return list(await asyncio.gather(*(_acknowledge(ctx, group, member, tid, p, version) for tid, p in parts)))
 
 

@@ -54,6 +54,9 @@ class _IndexFile:
         self.path = path
         self.base_offset = base_offset
         self.files = files if files is not None else SHARED  # an empty cache is falsy (__len__)
+        # Written or cut since the last flush took it (see `take_unflushed`): a flush fsyncs only the files that
+        # changed. True at first, so the first flush of a segment opened from disk syncs what loading trimmed.
+        self.unflushed = True
 
     @property
     def file_bytes(self) -> int:
@@ -68,6 +71,15 @@ class _IndexFile:
     def _trim_file(self, loaded: int) -> None:
         if loaded != self.file_bytes:
             os.truncate(self.path, self.file_bytes)
+            self.unflushed = True
+
+    def take_unflushed(self) -> bool:
+        """True if the file changed since the last call (a flush is about to fsync it). Changes are flagged after
+        they are made, so one flagged before this call is covered by the fsync that follows it."""
+        if not self.unflushed:
+            return False
+        self.unflushed = False
+        return True
 
     def _write(self, data: bytes, at: int) -> None:
         # The file is created by its first entry: most segments of most partitions never need one, and creating
@@ -86,16 +98,19 @@ class _IndexFile:
             raise
         finally:
             self.files.release(self.path, fd)
+            self.unflushed = True
 
     def _truncate(self) -> None:
         with contextlib.suppress(FileNotFoundError):  # never written: nothing to cut
             os.truncate(self.path, self.file_bytes)
+        self.unflushed = True
 
     def rollback(self, count: int) -> None:
         """Keep the first `count` entries, in memory and in the file (undoing a failed append). Raises OSError."""
         self._drop_after(count)
         with contextlib.suppress(FileNotFoundError):
             os.truncate(self.path, self.file_bytes)
+        self.unflushed = True
 
     def _drop_after(self, count: int) -> None:  # pragma: no cover - overridden
         raise NotImplementedError

@@ -548,7 +548,7 @@ class PartitionLog:
             try:
                 for segment in segments:
                     if not segment.closed:
-                        for path, flags in segment.paths():
+                        for path, flags in segment.unflushed_paths():
                             try:
                                 pinned.append((path, self.files.acquire(path, flags)))
                             except FileNotFoundError:
@@ -590,6 +590,8 @@ class PartitionLog:
             os.close(dir_fd)
 
     def _requeue_locked(self, segments: list[Segment], dir_dirty: bool) -> None:
+        for segment in segments:
+            segment.mark_unflushed()
         self._dirty.update(s for s in segments if not s.closed)
         self._dir_dirty = self._dir_dirty or dir_dirty
 

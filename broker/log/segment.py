@@ -16,7 +16,7 @@ from pathlib import Path
 from crc32c import crc32c
 
 from broker.log.files import INDEX_FLAGS, LOG_FLAGS, SHARED, FileCache
-from broker.log.index import OffsetIndex, TimeIndex
+from broker.log.index import OffsetIndex, TimeIndex, _IndexFile
 from broker.log.txn_index import CorruptTxnIndexError, TxnIndex
 from protocol.records import HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH, BatchHeader, read_header
 
@@ -108,9 +108,24 @@ class Segment:
         return self.size == 0
 
     def paths(self) -> list[tuple[str, int]]:
-        """(path, open flags) of the segment's files (what a flush fsyncs)."""
+        """(path, open flags) of the segment's files."""
         return [(self._path, LOG_FLAGS), (self.offset_index.path, INDEX_FLAGS), (self.time_index.path, INDEX_FLAGS),
                 (self.txn_index.path, INDEX_FLAGS)]
+
+    def unflushed_paths(self) -> list[tuple[str, int]]:
+        """What a flush of this (appended) segment fsyncs: the log, and the index files changed since the last
+        flush. Most appends add no index entry (one per index.interval.bytes), and every fsync of an unchanged
+        file would still cost a syscall and a helper thread's wake-up (see fsync_all)."""
+        return [(self._path, LOG_FLAGS)] + [(index.path, INDEX_FLAGS) for index in self._indexes()
+                                            if index.take_unflushed()]
+
+    def mark_unflushed(self) -> None:
+        """A flush that took `unflushed_paths` did not sync them: the next one must."""
+        for index in self._indexes():
+            index.unflushed = True
+
+    def _indexes(self) -> tuple[_IndexFile, ...]:
+        return self.offset_index, self.time_index, self.txn_index
 
     def _pread(self, size: int, position: int) -> bytes:
         path = self._path

@@ -423,6 +423,8 @@ class SharePartitionManager:
                 return await asyncio.shield(sp.last_write)  # an earlier change may still be in flight
             return ErrorCode.NONE
         prev = sp.last_write
+        if prev is not None and prev.done():
+            prev = None  # landed already: waiting for it (asyncio.wait) would still cost event-loop turns
         fut = asyncio.ensure_future(self._write_after(prev, sp, delta, dead))
         sp.last_write = fut
         return await asyncio.shield(fut)

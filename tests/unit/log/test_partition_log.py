@@ -286,6 +286,47 @@ def test_flush_is_cheap_when_clean_and_survives_deleted_segments(tmp_path: Path)
     assert not (tmp_path / "t-0").exists()
 
 
+def test_flush_syncs_only_the_files_changed_since_the_last_flush(tmp_path: Path, monkeypatch) -> None:
+    import broker.log.partition_log as partition_log
+
+    synced: list[list[str]] = []
+    real = partition_log.fsync_all
+
+    def record(fds: list[int]) -> None:
+        synced.append(sorted(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")) for fd in fds))
+        real(fds)
+
+    monkeypatch.setattr(partition_log, "fsync_all", record)
+    plog = PartitionLog(tmp_path / "t-0", LogConfig(index_interval_bytes=300))  # batches of ~280 bytes
+    fill(plog, 2)
+    plog.flush()
+    fill(plog, 1)  # the first entries of both indexes (more than index.interval.bytes since the last)
+    plog.flush()
+    fill(plog, 1)  # no index entry: only the log changed
+    plog.flush()
+    name = "00000000000000000000"
+    assert synced[1:] == [[f"{name}.index", f"{name}.log", f"{name}.timeindex"], [f"{name}.log"]]
+    # a flush that could not open its files syncs them next time
+    fill(plog, 1)
+    plog.active.offset_index.unflushed = True
+    monkeypatch.setattr(plog.files, "acquire", _failing_acquire(plog.files.acquire, f"{name}.log"))
+    with pytest.raises(OSError):
+        plog.flush()
+    monkeypatch.undo()
+    monkeypatch.setattr(partition_log, "fsync_all", record)
+    plog.flush()
+    assert synced[-1] == [f"{name}.index", f"{name}.log", f"{name}.timeindex"]
+    plog.close()
+
+
+def _failing_acquire(acquire, failing: str):
+    def fail(path: str, flags: int) -> int:
+        if path.endswith(failing):
+            raise OSError(24, "Too many open files")
+        return acquire(path, flags)
+    return fail
+
+
 @pytest.mark.parametrize("damage", ["truncate_mid_batch", "bad_crc_last", "zero_tail"])
 def test_strict_recovery_truncates_only_a_torn_tail(tmp_path: Path, damage: str) -> None:
     directory = tmp_path / "j-0"

@@ -57,6 +57,32 @@ def test_key_and_value_layout() -> None:
     assert rec.decode(uk, None).value is None
 
 
+_INT32 = st.integers(-(1 << 31), (1 << 31) - 1)
+_INT64 = st.integers(-(1 << 63), (1 << 63) - 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(snapshot_epoch=_INT32, leader_epoch=_INT32, start_offset=_INT64,
+       dcc=st.one_of(st.just(-1), _INT32),
+       batches=st.lists(st.tuples(_INT64, _INT64, st.integers(-128, 127), st.integers(-(1 << 15), (1 << 15) - 1)),
+                        max_size=140))
+@example(snapshot_epoch=0, leader_epoch=-1, start_offset=-1, dcc=-1, batches=[])
+@example(snapshot_epoch=0, leader_epoch=-1, start_offset=0, dcc=0, batches=[(0, 0, 0, 0)] * 127)
+def test_update_value_is_byte_exact_with_the_generic_codec(snapshot_epoch: int, leader_epoch: int,
+                                                           start_offset: int, dcc: int, batches: list) -> None:
+    """encode_update packs ShareUpdateValue itself (it is written once per acknowledging ShareFetch): the bytes
+    must be the schema codec's, tagged DeliveryCompleteCount (default -1 left out) and varint lengths included."""
+    u = rec.ShareUpdate(snapshot_epoch, leader_epoch, start_offset, dcc, tuple(B(*b) for b in batches))
+    expected = struct.pack(">h", 0) + record_codec("ShareUpdateValue", 0).encode({
+        "snapshot_epoch": snapshot_epoch, "leader_epoch": leader_epoch, "start_offset": start_offset,
+        "delivery_complete_count": dcc, "state_batches": [
+            {"first_offset": f, "last_offset": la, "delivery_state": ds, "delivery_count": dc}
+            for f, la, ds, dc in batches]})
+    _, value = rec.encode_update(SharePartitionKey("g", T, 3), u)
+    assert value == expected
+    assert rec.decode(rec.encode_update(SharePartitionKey("g", T, 3), u)[0], value).value == u
+
+
 def test_decode_errors_and_foreign_records() -> None:
     with pytest.raises(DecodeError):
         rec.decode(b"\x00", None)
