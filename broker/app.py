@@ -239,7 +239,9 @@ class Broker:
         config, topics, replicas, spawn = self.config, self.topics, self.replicas, self.spawn
         # The share coordinator first: the group coordinator initializes share-partitions through it.
         share_coordinator = self.share_coordinator = ShareCoordinatorRuntime(
-            state_log=CoordinatorLog(topics, replicas, SHARE_STATE_TOPIC), config=config, topics=topics, spawn=spawn)
+            state_log=CoordinatorLog(topics, replicas, SHARE_STATE_TOPIC,
+                                     fsync_interval_ms=config.get("shoal.share.state.fsync.interval.ms")),
+            config=config, topics=topics, spawn=spawn)
         topics.on_delete(lambda info: spawn(share_coordinator.delete_topics([info.topic_id]),
                                             "share-state-delete-topic"))
         groups = self.group_coordinator = GroupCoordinatorRuntime(

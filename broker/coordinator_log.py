@@ -46,11 +46,18 @@ class CoordinatorLog:
     """The records of one internal topic: read through the topic manager, appended and made durable through the
     replica manager (which owns the group-commit flusher)."""
 
-    def __init__(self, topics: TopicManager, replicas: ReplicaManager, topic: str) -> None:
+    def __init__(self, topics: TopicManager, replicas: ReplicaManager, topic: str, *,
+                 fsync_interval_ms: int = 0) -> None:
+        """`fsync_interval_ms` 0: an append's future is done once its records are fsynced. Above 0: once they are
+        written to the log file (the page cache: they survive the broker's kill -9, not the machine's power loss),
+        and the partitions written are fsynced together at most that long after; `barrier` still fsyncs."""
         self._topics: TopicManager = topics
         self._replicas: ReplicaManager = replicas
         self.topic: str = topic
         self._pending: dict[int, asyncio.Future] = {}
+        self._fsync_interval_s = fsync_interval_ms / 1000
+        self._unsynced: dict[int, object] = {}  # partition -> its log, written since the last deferred fsync
+        self._sync_handle: asyncio.TimerHandle | None = None
 
     @property
     def num_partitions(self) -> int:
@@ -151,10 +158,31 @@ class CoordinatorLog:
         await self._replicas.ensure_loaded((self.topic, p) for p in partitions)
 
     def _durable(self, partition: int, plog: object) -> asyncio.Future:
+        if self._fsync_interval_s > 0:
+            return self._written(partition, plog)
+        return self._sync(partition, plog)
+
+    def _sync(self, partition: int, plog: object) -> asyncio.Future:
         fut = asyncio.ensure_future(self._replicas.make_durable([plog]))
         self._pending[partition] = fut
         fut.add_done_callback(lambda f, p=partition: self._done(p, f))
         return asyncio.shield(fut)
+
+    def _written(self, partition: int, plog: object) -> asyncio.Future:
+        """Deferred fsync: done now (the append's os.write has returned); the fsync follows within the interval."""
+        loop = asyncio.get_running_loop()
+        self._unsynced[partition] = plog
+        if self._sync_handle is None:
+            self._sync_handle = loop.call_later(self._fsync_interval_s, self._sync_unsynced)
+        done = loop.create_future()
+        done.set_result(None)
+        return done
+
+    def _sync_unsynced(self) -> None:
+        self._sync_handle = None
+        unsynced, self._unsynced = self._unsynced, {}
+        for partition, plog in unsynced.items():
+            self._sync(partition, plog)
 
     def partition_log(self, partition: int) -> PartitionLog:
         return self._topics.log(self.topic, partition)
@@ -176,6 +204,8 @@ class CoordinatorLog:
             fut.exception()  # retrieved: callers that stopped waiting must not log "never retrieved"
 
     def barrier_future(self, partition: int) -> asyncio.Future:
+        if partition in self._unsynced:
+            self._sync(partition, self._unsynced.pop(partition))
         fut = self._pending.get(partition)
         if fut is None:
             done = asyncio.get_running_loop().create_future()
@@ -188,6 +218,10 @@ class CoordinatorLog:
         await asyncio.shield(self.append(partition, records))
 
     async def barrier(self, partitions: Iterable[int]) -> None:
-        futs = [self._pending[p] for p in set(partitions) if p in self._pending]
+        """Wait until everything appended so far to `partitions` is fsynced (with a deferred fsync, fsync now)."""
+        wanted = set(partitions)
+        for p in wanted & self._unsynced.keys():
+            self._sync(p, self._unsynced.pop(p))
+        futs = [self._pending[p] for p in wanted if p in self._pending]
         if futs:
             await asyncio.shield(asyncio.gather(*futs))

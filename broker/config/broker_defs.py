@@ -169,6 +169,13 @@ _DEFS = [
     ConfigDef("share.coordinator.state.topic.segment.bytes", "int", 104_857_600, at_least(1)),
     ConfigDef("share.coordinator.snapshot.update.records.per.snapshot", "int", 500, between(0, 500)),
     ConfigDef("share.coordinator.write.timeout.ms", "int", 5000, at_least(1)),
+    ConfigDef("shoal.share.state.fsync.interval.ms", "long", 1000, at_least(0),
+              doc="0: every __share_group_state write (the acknowledgements of a ShareFetch/ShareAcknowledge, "
+                  "acquisitions' delivery counts) is fsynced before the request is answered. Above 0: it is "
+                  "answered once the write is in the log file, which survives a broker crash or kill -9, and the "
+                  "written partitions are fsynced together at most this many ms later; a power loss may then lose "
+                  "the last interval's state, whose records are delivered again (never lost). Kafka does not fsync "
+                  "this topic at all (it relies on replication)."),
     ConfigDef("share.coordinator.state.topic.prune.interval.ms", "long", 300_000, at_least(1)),
     # Groups.
     ConfigDef("group.coordinator.rebalance.protocols", "list", ["classic", "consumer", "share"],

@@ -100,3 +100,34 @@ async def test_transactional_batches_and_markers_replay_with_their_producer(tmp_
     plain: list = []
     assert clog.replay(0, lambda k, v: plain.append(k)) == 3 and plain == [b"k1", b"k2", b"k3"]
     plog.close()
+
+
+class CountingReplicas(FakeReplicas):
+    """Counts fsync requests; each completes at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.syncs = 0
+
+    async def make_durable(self, logs) -> None:
+        self.syncs += 1
+
+
+async def test_a_deferred_fsync_answers_once_written_and_syncs_within_the_interval():
+    """__share_group_state with shoal.share.state.fsync.interval.ms: an append is done once written (no fsync
+    waited for), the partitions written are fsynced together within the interval, and a barrier (the prune's
+    "the snapshots it keeps are durable") fsyncs at once."""
+    replicas = CountingReplicas()
+    topics = SimpleNamespace(registry=SimpleNamespace(get=lambda name: object()))
+    clog = CoordinatorLog(topics, replicas, "__share_group_state", fsync_interval_ms=50)
+    for _ in range(5):
+        fut = clog.append(0, [(b"k", b"v")])
+        assert fut.done() and fut.exception() is None  # answered without an fsync
+    clog.append(1, [(b"k", b"v")])
+    assert replicas.syncs == 0
+    await async_wait_until(lambda: replicas.syncs == 2, 5)  # one fsync per partition written, not per append
+    clog.append(2, [(b"k", b"v")])
+    await clog.barrier([2])
+    assert replicas.syncs == 3  # forced by the barrier, before the interval
+    await asyncio.sleep(0.1)
+    assert replicas.syncs == 3  # nothing left to sync
