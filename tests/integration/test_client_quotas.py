@@ -130,7 +130,10 @@ def test_confluent_producer_is_held_to_its_producer_byte_rate(broker):
     assert delivered[-1][0] >= first + 12, "the producer stopped before the measured span ended"
     rate = sum(size for t, size in delivered if first + 3 <= t < first + 12) / 9
     per_second = [sum(size for t, size in delivered if first + i <= t < first + i + 1) for i in range(13)]
-    assert abs(rate - quota) <= quota * 0.10, f"{rate:.0f} B/s against a quota of {quota} B/s: {per_second}"
+    # Held to the quota: never more than 10 % over it. Below it, each throttle cycle also costs the client's own
+    # round trips, which a loaded machine lengthens (measured there: 10-16 % under, with load average 10 on two
+    # cores); a throttle time miscomputed by a factor would still be far outside -25 %.
+    assert quota * 0.75 <= rate <= quota * 1.10, f"{rate:.0f} B/s against a quota of {quota} B/s: {per_second}"
     samples = scrape(broker, "shoal_quota_throttle_time_ms")
     assert samples[("Produce", "", "capped-producer")] > 0
 
