@@ -89,7 +89,9 @@ def _collect(ctx: RequestContext, req, denied: set[str], max_bytes: int) -> tupl
                     "high_watermark": result.high_watermark,
                     "last_stable_offset": result.last_stable_offset,
                     "log_start_offset": result.log_start_offset,
-                    "aborted_transactions": _aborted(result) if read_committed else None,
+                    # null for a partition in error, as Kafka (a read result without them: orElse(null))
+                    "aborted_transactions": _aborted(result) if read_committed and result.error == ErrorCode.NONE
+                    else None,
                     "preferred_read_replica": -1,
                     "records": result.records,
                 }

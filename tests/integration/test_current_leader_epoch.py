@@ -64,6 +64,18 @@ def test_fetch_checks_the_current_leader_epoch(node, version):
                 assert (part.high_watermark, part.log_start_offset) == (-1, -1) and not part.records
 
 
+def test_a_read_committed_fetch_in_error_has_no_aborted_transactions(node):
+    """As Kafka's KafkaApis (abortedTransactions.orElse(null)): a partition in error has none (null), one read
+    under read_committed has its list (empty here)."""
+    with RawClient(node.port) as raw:
+        tid = topic_id(raw, TOPIC)
+        body = fetch_body(tid, {0: 0, 1: 3})
+        body["isolation_level"] = 1
+        parts = {p.partition_index: p for p in raw.call(FETCH, 12, body).responses[0].partitions}
+    assert (parts[0].error_code, parts[0].aborted_transactions, parts[0].last_stable_offset) == (0, [], 5)
+    assert (parts[1].error_code, parts[1].aborted_transactions) == (ErrorCode.UNKNOWN_LEADER_EPOCH, None)
+
+
 def test_fetch_before_v9_has_no_epoch_to_check(node):
     with RawClient(node.port) as raw:
         body = fetch_body(None, {0: 5})  # v8 has no CurrentLeaderEpoch: not encoded
