@@ -56,6 +56,15 @@ LEADER_EPOCH = 0
 NO_EPOCH = -1  # Kafka's RecordBatch.NO_PARTITION_LEADER_EPOCH / UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET
 
 
+def current_epoch_error(current_leader_epoch: int) -> ErrorCode:
+    """A request's CurrentLeaderEpoch against ours, as Kafka's Partition.checkCurrentLeaderEpoch: -1 is no
+    check, an older epoch is FENCED_LEADER_EPOCH (the client's metadata is stale), a newer one
+    UNKNOWN_LEADER_EPOCH (ours would be)."""
+    if current_leader_epoch in (NO_EPOCH, LEADER_EPOCH):
+        return ErrorCode.NONE
+    return ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < LEADER_EPOCH else ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
 @dataclass(slots=True)
 class ProduceResult:
     error: ErrorCode = ErrorCode.NONE
@@ -578,14 +587,17 @@ class ReplicaManager:
 
     # --- fetch -----------------------------------------------------------------------------------------------
     def read(self, info: TopicInfo, partition: int, offset: int, max_bytes: int, *, min_one: bool,
-             read_committed: bool = False) -> FetchResult:
+             read_committed: bool = False, current_leader_epoch: int = NO_EPOCH) -> FetchResult:
         """Whole batches from `offset`; read_committed: only below the LSO, with the aborted transactions of the
-        range returned. Every answer carries the partition's real LSO."""
+        range returned. Every answer carries the partition's real LSO. The request's CurrentLeaderEpoch is
+        checked after the partition is found online and before the offset, as Kafka's Partition.fetchRecords."""
         if not 0 <= partition < info.num_partitions:
             return FetchResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         plog = self._topics.log(info.name, partition)
         if plog.failures.offline:
             return FetchResult(ErrorCode.KAFKA_STORAGE_ERROR)
+        if (epoch_error := current_epoch_error(current_leader_epoch)) != ErrorCode.NONE:
+            return FetchResult(epoch_error)
         hw = plog.high_watermark
         start = plog.log_start_offset
         try:
@@ -678,10 +690,8 @@ class ReplicaManager:
         (-1: not given) must be ours: older is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH."""
         if not 0 <= partition < info.num_partitions:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, NO_EPOCH, NO_EPOCH
-        if current_leader_epoch != NO_EPOCH and current_leader_epoch < LEADER_EPOCH:
-            return ErrorCode.FENCED_LEADER_EPOCH, NO_EPOCH, NO_EPOCH
-        if current_leader_epoch > LEADER_EPOCH:
-            return ErrorCode.UNKNOWN_LEADER_EPOCH, NO_EPOCH, NO_EPOCH
+        if (code := current_epoch_error(current_leader_epoch)) != ErrorCode.NONE:
+            return code, NO_EPOCH, NO_EPOCH
         plog = self._topics.log(info.name, partition)
         if plog.failures.offline:
             return ErrorCode.KAFKA_STORAGE_ERROR, NO_EPOCH, NO_EPOCH

@@ -327,7 +327,9 @@ def drive_sasl(bootstrap: str, sasl_bootstrap: str) -> None:
 
 def synthetic_frames() -> list[tuple[str, bytes]]:
     """Seeds for served APIs no client above sends (share-state RPCs, ShareGroupDescribe, DescribeCluster,
-    PushTelemetry, ListConfigResources), encoded
+    PushTelemetry, ListConfigResources, DeleteRecords, OffsetForLeaderEpoch, AlterConfigs, the log dir, delegation
+    token, election, reassignment, client quota, quorum, feature, DescribeTopicPartitions, transaction, marker,
+    ACL and group offset admin APIs), encoded
     with our codecs; topic ids are placeholders the fuzzer replaces with live ones."""
     import uuid
 
@@ -355,6 +357,114 @@ def synthetic_frames() -> list[tuple[str, bytes]]:
         (72, 0, {"client_instance_id": tid, "subscription_id": 1, "terminating": False, "compression_type": 1,
                  "metrics": compress(GZIP, metrics_payload())}),
         (74, 1, {"resource_types": [16, 2]}),
+        # APIs no driven client sends (confluent-kafka has no call for them, or only librdkafka internals do), at
+        # their lowest and highest versions where the encoding changes (flexible versions, added fields); values
+        # the broker refuses or that change nothing a later client needs (validate-only, a missing log dir)
+        (21, 0, {"topics": [{"name": TOPIC, "partitions": [{"partition_index": 0, "offset": 1}]}], "timeout_ms": 1000}),
+        (21, 2, {"topics": [{"name": OTHER, "partitions": [{"partition_index": 0, "offset": -1}]}],
+                 "timeout_ms": 1000}),
+        (23, 2, {"topics": [{"topic": TOPIC, "partitions": [
+            {"partition": 0, "current_leader_epoch": 0, "leader_epoch": 0}]}]}),
+        (23, 4, {"replica_id": -1, "topics": [{"topic": TOPIC, "partitions": [
+            {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0},
+            {"partition": 1, "current_leader_epoch": 0, "leader_epoch": 5}]}]}),
+        (33, 0, {"resources": [{"resource_type": 2, "resource_name": TOPIC, "configs": [
+            {"name": "retention.ms", "value": "86400000"}]}], "validate_only": True}),
+        (33, 2, {"resources": [{"resource_type": 2, "resource_name": OTHER, "configs": [
+            {"name": "cleanup.policy", "value": "delete"}, {"name": "max.message.bytes", "value": None}]}],
+                 "validate_only": True}),
+        (34, 1, {"dirs": [{"path": "/nonexistent-log-dir", "topics": [{"name": TOPIC, "partitions": [0, 1]}]}]}),
+        (34, 2, {"dirs": [{"path": "/nonexistent-log-dir", "topics": [{"name": OTHER, "partitions": [0]}]}]}),
+        (35, 1, {"topics": None}),
+        (35, 5, {"topics": [{"topic": TOPIC, "partitions": [0, 1]}, {"topic": "nope", "partitions": [0]}]}),
+        (38, 1, {"renewers": [{"principal_type": "User", "principal_name": "alice"}], "max_lifetime_ms": -1}),
+        (38, 3, {"owner_principal_type": "User", "owner_principal_name": "bob", "renewers": [],
+                 "max_lifetime_ms": 3_600_000}),
+        (39, 1, {"hmac": bytes(range(32)), "renew_period_ms": -1}),
+        (39, 2, {"hmac": bytes(32), "renew_period_ms": 60_000}),
+        (40, 1, {"hmac": bytes(range(32)), "expiry_time_period_ms": -1}),
+        (40, 2, {"hmac": bytes(32), "expiry_time_period_ms": 60_000}),
+        (41, 1, {"owners": None}),
+        (41, 3, {"owners": [{"principal_type": "User", "principal_name": "alice"}]}),
+        (43, 0, {"topic_partitions": [{"topic": TOPIC, "partitions": [0]}], "timeout_ms": 1000}),
+        (43, 2, {"election_type": 1, "topic_partitions": None, "timeout_ms": 1000}),
+        (45, 0, {"timeout_ms": 1000, "topics": [{"name": TOPIC, "partitions": [
+            {"partition_index": 0, "replicas": [1]}, {"partition_index": 1, "replicas": None}]}]}),
+        (45, 1, {"timeout_ms": 1000, "allow_replication_factor_change": False, "topics": [
+            {"name": OTHER, "partitions": [{"partition_index": 0, "replicas": [1, 2]}]}]}),
+        (46, 0, {"timeout_ms": 1000, "topics": None}),
+        (46, 0, {"timeout_ms": 1000, "topics": [{"name": TOPIC, "partition_indexes": [0, 1]}]}),
+        (48, 0, {"components": [{"entity_type": "user", "match_type": 1, "match": None}], "strict": False}),
+        (48, 1, {"components": [{"entity_type": "client-id", "match_type": 0, "match": "capture-synthetic"}],
+                 "strict": True}),
+        (49, 0, {"entries": [{"entity": [{"entity_type": "user", "entity_name": "cap-user"}], "ops": [
+            {"key": "consumer_byte_rate", "value": 1048576.0, "remove": False}]}], "validate_only": True}),
+        (49, 1, {"entries": [{"entity": [{"entity_type": "client-id", "entity_name": "cap-client"}], "ops": [
+            {"key": "request_percentage", "value": 50.0, "remove": False},
+            {"key": "producer_byte_rate", "value": 0.0, "remove": True}]}], "validate_only": True}),
+        (55, 0, {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}),
+        (55, 2, {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}),
+        (57, 0, {"timeout_ms": 1000, "feature_updates": [
+            {"feature": "transaction.version", "max_version_level": 2, "allow_downgrade": False}]}),
+        (57, 2, {"timeout_ms": 1000, "feature_updates": [
+            {"feature": "transaction.version", "max_version_level": 2, "upgrade_type": 1}], "validate_only": True}),
+        (74, 0, {}),
+        (75, 0, {"topics": [{"name": TOPIC}, {"name": OTHER}], "response_partition_limit": 2000, "cursor": None}),
+        (75, 0, {"topics": [], "response_partition_limit": 1,
+                 "cursor": {"topic_name": TOPIC, "partition_index": 1}}),
+        # transactions of an id that does not exist (the drivers run no transactional producer), ACLs on a broker
+        # without an authorizer, group and share-group offset admin of absent groups, producer and transaction
+        # listings
+        (24, 3, {"v3_and_below_transactional_id": "cap-txn", "v3_and_below_producer_id": 1000,
+                 "v3_and_below_producer_epoch": 0, "v3_and_below_topics": [{"name": TOPIC, "partitions": [0, 1]}]}),
+        (24, 5, {"transactions": [{"transactional_id": "cap-txn", "producer_id": 1000, "producer_epoch": 0,
+                                   "verify_only": True, "topics": [{"name": TOPIC, "partitions": [0]}]}]}),
+        (25, 0, {"transactional_id": "cap-txn", "producer_id": 1000, "producer_epoch": 0, "group_id": "cap-none"}),
+        (25, 4, {"transactional_id": "cap-txn", "producer_id": 1000, "producer_epoch": 0, "group_id": "cap-none"}),
+        (26, 0, {"transactional_id": "cap-txn", "producer_id": 1000, "producer_epoch": 0, "committed": False}),
+        (26, 5, {"transactional_id": "cap-txn", "producer_id": 1000, "producer_epoch": 0, "committed": True}),
+        (28, 0, {"transactional_id": "cap-txn", "group_id": "cap-none", "producer_id": 1000, "producer_epoch": 0,
+                 "topics": [{"name": TOPIC, "partitions": [
+                     {"partition_index": 0, "committed_offset": 1, "committed_metadata": ""}]}]}),
+        (28, 5, {"transactional_id": "cap-txn", "group_id": "cap-none", "producer_id": 1000, "producer_epoch": 0,
+                 "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+                 "topics": [{"name": TOPIC, "partitions": [
+                     {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
+                      "committed_metadata": None}]}]}),
+        (29, 1, {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+                 "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}),
+        (29, 3, {"resource_type_filter": 2, "resource_name_filter": TOPIC, "pattern_type_filter": 3,
+                 "principal_filter": "User:alice", "host_filter": "*", "operation": 3, "permission_type": 3}),
+        (30, 1, {"creations": [{"resource_type": 2, "resource_name": "cap-acl", "resource_pattern_type": 3,
+                                "principal": "User:cap-acl", "host": "*", "operation": 3, "permission_type": 3}]}),
+        (30, 3, {"creations": [{"resource_type": 3, "resource_name": "cap-", "resource_pattern_type": 4,
+                                "principal": "User:cap-acl", "host": "127.0.0.1", "operation": 2,
+                                "permission_type": 3}]}),
+        (31, 1, {"filters": [{"resource_type_filter": 2, "resource_name_filter": "cap-acl", "pattern_type_filter": 3,
+                              "principal_filter": "User:cap-acl", "host_filter": None, "operation": 1,
+                              "permission_type": 1}]}),
+        (31, 3, {"filters": [{"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 2,
+                              "principal_filter": "User:cap-acl", "host_filter": None, "operation": 1,
+                              "permission_type": 1}]}),
+        (42, 0, {"groups_names": ["cap-none", "cap-none-2"]}),
+        (42, 3, {"groups_names": ["cap-none"]}),
+        (47, 0, {"group_id": "cap-none", "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0}]}]}),
+        (61, 0, {"topics": [{"name": TOPIC, "partition_indexes": [0, 1]}]}),
+        (65, 0, {"transactional_ids": ["cap-txn", ""]}),
+        (66, 0, {"state_filters": [], "producer_id_filters": []}),
+        (66, 2, {"state_filters": ["Ongoing"], "producer_id_filters": [1000], "duration_filter": -1,
+                 "transactional_id_pattern": "cap-.*"}),
+        (90, 0, {"groups": [{"group_id": "cap-share-group", "topics": None}]}),
+        (90, 1, {"groups": [{"group_id": "cap-none", "topics": [{"topic_name": TOPIC, "partitions": [0, 1]}]}]}),
+        (91, 0, {"group_id": "cap-none", "topics": [{"topic_name": TOPIC, "partitions": [
+            {"partition_index": 0, "start_offset": 0}]}]}),
+        (92, 0, {"group_id": "cap-none", "topics": [{"topic_name": TOPIC}]}),
+        # an abort marker of a producer with no transaction (Kafka writes it all the same)
+        (27, 1, {"markers": [{"producer_id": 1000, "producer_epoch": 0, "transaction_result": False,
+                              "topics": [{"name": OTHER, "partition_indexes": [0]}], "coordinator_epoch": 0}]}),
+        (27, 2, {"markers": [{"producer_id": 1000, "producer_epoch": 0, "transaction_result": False,
+                              "topics": [{"name": OTHER, "partition_indexes": [0]}], "coordinator_epoch": 0,
+                              "transaction_version": 2}]}),
     ]
     out = []
     for n, (api_key, version, body) in enumerate(bodies):

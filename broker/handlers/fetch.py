@@ -8,6 +8,10 @@ what it reads; every answer carries the real LSO (the partitions' transaction st
 on a partition's first fetch after a start). Markers wake parked fetches, so a read_committed long poll returns
 once the LSO moves.
 
+CurrentLeaderEpoch (v9+, KIP-320) is checked against the partition's leader epoch (always 0 here): older is
+FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH, -1 no check. A partition whose read fails that way (or offline,
+or out of range) answers the fetch at once, as Kafka's ReplicaManager.fetchMessages (errorReadingData).
+
 v13+ names topics by id (UNKNOWN_TOPIC_ID for an id not known). v18 (KIP-1166) changes only the request: a
 follower sends the high watermark it knows (a tagged partition field) so its leader can answer as soon as that
 moves; the response is v17's. With no followers, Shoal reads the field and ignores it, as Kafka does for consumers.
@@ -47,13 +51,16 @@ def _denied(ctx: RequestContext, req) -> set[str]:
     return denied
 
 
-def _collect(ctx: RequestContext, req, denied: set[str], max_bytes: int) -> tuple[list[dict], int]:
-    """One pass over the requested partitions: build the response topics and count the bytes found."""
+def _collect(ctx: RequestContext, req, denied: set[str], max_bytes: int) -> tuple[list[dict], int, bool]:
+    """One pass over the requested partitions: build the response topics, count the bytes found and tell whether
+    reading a partition failed (Kafka's errorReadingData: offline, fenced or unknown leader epoch, offset out of
+    range), which answers a long poll at once."""
     broker = ctx.broker
     version = ctx.api_version
     remaining = max_bytes
     read_committed = req.get("isolation_level", 0) == READ_COMMITTED
     total = 0
+    read_error = False
     responses = []
     for topic in req.topics:
         info, missing = _resolve(broker.topics, topic, version)
@@ -68,7 +75,10 @@ def _collect(ctx: RequestContext, req, denied: set[str], max_bytes: int) -> tupl
                 limit = max(0, min(part.partition_max_bytes, remaining))
                 # KIP-74: the first partition that has data returns at least one whole batch.
                 result = broker.replicas.read(info, part.partition, part.fetch_offset, limit, min_one=total == 0,
-                                              read_committed=read_committed)
+                                              read_committed=read_committed,
+                                              current_leader_epoch=part.current_leader_epoch)  # -1 before v9
+                # a partition past the topic's count is refused before the read in Kafka (KafkaApis' metadata check)
+                read_error = read_error or result.error not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 size = len(result.records)
                 total += size
                 remaining -= size
@@ -79,7 +89,9 @@ def _collect(ctx: RequestContext, req, denied: set[str], max_bytes: int) -> tupl
                     "high_watermark": result.high_watermark,
                     "last_stable_offset": result.last_stable_offset,
                     "log_start_offset": result.log_start_offset,
-                    "aborted_transactions": _aborted(result) if read_committed else None,
+                    # null for a partition in error, as Kafka (a read result without them: orElse(null))
+                    "aborted_transactions": _aborted(result) if read_committed and result.error == ErrorCode.NONE
+                    else None,
                     "preferred_read_replica": -1,
                     "records": result.records,
                 }
@@ -87,7 +99,7 @@ def _collect(ctx: RequestContext, req, denied: set[str], max_bytes: int) -> tupl
         responses.append(
             {"topic": topic.get("topic"), "topic_id": topic.get("topic_id", ZERO_UUID), "partitions": partitions}
         )
-    return responses, total
+    return responses, total, read_error
 
 
 def _aborted(result: FetchResult) -> list[dict]:
@@ -105,9 +117,11 @@ async def handle_fetch(ctx: RequestContext, req) -> dict:
     await ctx.broker.replicas.ensure_loaded(keys)  # the LSO needs the transaction state
     # Kafka bounds MaxBytes by what the client's consumer_byte_rate allows in a quota window
     max_bytes = int(min(req.max_bytes if version >= 3 else 0x7FFFFFFF, ctx.broker.quotas.fetch_max_bytes(ctx)))
-    responses, total = _collect(ctx, req, denied, max_bytes)
+    responses, total, read_error = _collect(ctx, req, denied, max_bytes)
     wait_ms = req.max_wait_ms
-    if total < req.min_bytes and wait_ms > 0 and not _has_errors_only(responses):
+    # As Kafka's ReplicaManager.fetchMessages, a partition that failed to read answers at once; partitions refused
+    # before the read (authorization, unknown topic) do not, the others are waited for.
+    if total < req.min_bytes and wait_ms > 0 and not read_error:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_ms / 1000
         while total < req.min_bytes:
@@ -116,7 +130,9 @@ async def handle_fetch(ctx: RequestContext, req) -> dict:
                 break
             if not await ctx.broker.replicas.wait_for_append(keys, left):
                 break
-            responses, total = _collect(ctx, req, denied, max_bytes)
+            responses, total, read_error = _collect(ctx, req, denied, max_bytes)
+            if read_error:
+                break
     response = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
     if ctx.broker.quotas.fetch.enabled:
         # Over consumer_byte_rate: an empty answer with the throttle time, as Kafka's getThrottledResponse
@@ -125,12 +141,6 @@ async def handle_fetch(ctx: RequestContext, req) -> dict:
         if ctx.throttle_ms > 0:
             return {"throttle_time_ms": ctx.throttle_ms, "error_code": 0, "session_id": 0, "responses": []}
     return response
-
-
-def _has_errors_only(responses: list[dict]) -> bool:
-    return all(p["error_code"] != 0 for t in responses for p in t["partitions"]) and any(
-        t["partitions"] for t in responses
-    )
 
 
 def _watch_keys(ctx: RequestContext, req, denied: set[str]) -> list[tuple[str, int]]:

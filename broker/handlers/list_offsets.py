@@ -5,7 +5,10 @@ IsolationLevel 1 (read_committed), the high watermark otherwise, and a timestamp
 lands at or past it answers no offset. No offset (-1) comes with leader epoch -1, as Kafka's TimestampAndOffset
 without an epoch; LATEST_TIERED (v9) and EARLIEST_PENDING_UPLOAD (v11, KIP-1023) answer no offset: a broker without
 tiered storage has nothing uploaded nor pending upload (UnifiedLog.fetchOffsetByTimestamp when remote log storage
-is off)."""
+is off).
+
+CurrentLeaderEpoch (v4+, KIP-320) is checked as Kafka's Partition.fetchOffsetForTimestamp does, once the
+partition is found online: older than ours (0) is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH, -1 no check."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import structlog
 
 from broker.context import RequestContext
 from broker.log.dir_failure import KafkaStorageError
+from broker.replica_manager import current_epoch_error
 from broker.security.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 
@@ -84,11 +88,15 @@ async def handle_list_offsets(ctx: RequestContext, req) -> dict:
                 code, ts, offset = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
             else:
                 plog = topics.log(info.name, part.partition_index)
-                if read_committed and not plog.failures.offline:
-                    last_fetchable = replicas.last_stable_offset(info.name, part.partition_index)
+                epoch_error = current_epoch_error(part.current_leader_epoch)  # -1 (no check) before v4
+                if epoch_error != ErrorCode.NONE and not plog.failures.offline:
+                    code, ts, offset = epoch_error, -1, -1
                 else:
-                    last_fetchable = plog.high_watermark
-                code, ts, offset = lookup(plog, part.timestamp, version, last_fetchable)
+                    if read_committed and not plog.failures.offline:
+                        last_fetchable = replicas.last_stable_offset(info.name, part.partition_index)
+                    else:
+                        last_fetchable = plog.high_watermark
+                    code, ts, offset = lookup(plog, part.timestamp, version, last_fetchable)
             partitions.append(
                 {
                     "partition_index": part.partition_index,

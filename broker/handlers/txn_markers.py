@@ -5,6 +5,10 @@ CLUSTER_AUTHORIZATION_FAILED), UNKNOWN_TOPIC_OR_PARTITION for partitions that do
 once the markers are durable. Data partitions' markers are written by `ReplicaManager.write_markers`;
 `__consumer_offsets` markers go to the group coordinator, which settles the transactional offset commits they end
 (as the coordinator's own markers do, through `broker.txn.markers.RoutedMarkerWriter`).
+
+A marker with a negative ProducerId (no coordinator sends one; the fuzz campaign did) is refused with
+INVALID_REQUEST for each of its partitions. Kafka appends a control batch without a producer there, which no
+producer state or reader can attribute; here the marker batch cannot be built.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ async def handle_write_txn_markers(ctx, req) -> dict:
                             for m in req.markers]}
     flat: list[TxnMarker] = []
     for m in req.markers:
+        if m.producer_id < 0:
+            continue  # refused below: no marker batch can name "no producer"
         for topic in m.topics:
             for p in topic.partition_indexes:
                 flat.append(TxnMarker("", topic.name, p, m.producer_id, m.producer_epoch, m.transaction_result,
@@ -48,6 +54,9 @@ async def handle_write_txn_markers(ctx, req) -> dict:
         by_partition = {}
         for topic in m.topics:
             for p in topic.partition_indexes:
+                if m.producer_id < 0:
+                    by_partition[(topic.name, p)] = ErrorCode.INVALID_REQUEST
+                    continue
                 by_partition[(topic.name, p)] = codes[n]
                 n += 1
         out.append(_result(m, by_partition))

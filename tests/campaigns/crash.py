@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import random
 import shutil
-import socket
 import threading
 import time
 import uuid
@@ -44,7 +43,7 @@ from confluent_kafka.admin import (
 
 from tests.campaigns import run_and_report
 from tests.fuzz.harness import scan_log
-from tests.helpers.broker_process import BrokerProcess
+from tests.helpers.broker_process import BrokerProcess, free_port
 from tests.helpers.confluent_clients import admin_client
 from tests.helpers.proc_stats import open_fds, rss_mib
 from tests.helpers.raw_client import RawClient
@@ -53,12 +52,6 @@ from tests.helpers.waiting import wait_until
 TOPIC, GROUP, DLQ = "crash", "crash-share", "dlq.crash"
 READ_SHARE_GROUP_STATE_SUMMARY, METADATA = 87, 3
 Key = tuple[int, int]  # (partition, offset)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class ProducerThread(threading.Thread):

@@ -13,6 +13,7 @@ Only the process started here is ever signalled, by its PID.
 from __future__ import annotations
 
 import os
+import random
 import resource
 import signal
 import socket
@@ -165,10 +166,27 @@ def start_broker(tmp: Path, overrides: dict[str, str] | None = None,
                          extra_args=extra_args).start()
 
 def free_port() -> int:
-    """A port free now: for a broker that must come back on the same port after a restart."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now, for a broker that must come back on the same port after a restart. It is taken below the
+    kernel's ephemeral range: a port from bind(("127.0.0.1", 0)) may be handed, while the broker is down, to any
+    process's outgoing connection or ephemeral listener (other xdist workers run clients and brokers too)."""
+    low = _ephemeral_low()
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randrange(max(1024, low - 12_000), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range")
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
 
 
 def restart(broker: BrokerProcess, how: str) -> None:

@@ -90,7 +90,7 @@ def assigned(resp) -> dict[uuid.UUID, list[int]]:
     return {t.topic_id: list(t.partitions) for t in resp.assignment.topic_partitions}
 
 
-def join_until_assigned(c: RawClient, group: str, member: str, topic: str, want: int, timeout: float = 10.0):
+def join_until_assigned(c: RawClient, group: str, member: str, topic: str, want: int, timeout: float = 30.0):
     """Join and heartbeat until `want` partitions in total are assigned (initialization is asynchronous)."""
     resp = heartbeat(c, group, member, 0, [topic])
     assert resp.error_code == 0, resp

@@ -48,7 +48,7 @@ def test_admin_topic_lifecycle(broker):
     described = admin.describe_topics(TopicCollection(["adm"]))["adm"].result(timeout=30)
     assert described.name == "adm" and len(described.partitions) == 3
     assert str(described.topic_id) not in ("", "AAAAAAAAAAAAAAAAAAAAAA")
-    assert "only-validated" not in admin.list_topics(timeout=10).topics
+    assert "only-validated" not in admin.list_topics(timeout=30).topics
 
     topic_res = ConfigResource(ResourceType.TOPIC, "adm")
     configs = _configs(admin, topic_res)
@@ -106,19 +106,19 @@ def test_admin_topic_lifecycle(broker):
     assert err.value.args[0].code() == KafkaError.INVALID_CONFIG
 
     admin.create_partitions([NewPartitions("adm", 4)], validate_only=True)["adm"].result(timeout=30)
-    assert len(admin.list_topics(topic="adm", timeout=10).topics["adm"].partitions) == 3
+    assert len(admin.list_topics(topic="adm", timeout=30).topics["adm"].partitions) == 3
     with pytest.raises(KafkaException) as err:
         admin.create_partitions([NewPartitions("adm", 2)])["adm"].result(timeout=30)
     assert err.value.args[0].code() == KafkaError.INVALID_PARTITIONS
     admin.create_partitions([NewPartitions("adm", 5)])["adm"].result(timeout=30)
-    assert len(admin.list_topics(topic="adm", timeout=10).topics["adm"].partitions) == 5
+    assert len(admin.list_topics(topic="adm", timeout=30).topics["adm"].partitions) == 5
 
     assert len(list(broker.data_dir.glob("adm-*"))) == 5
     admin.delete_topics(["adm"])["adm"].result(timeout=30)
-    deadline = time.monotonic() + 10
-    while "adm" in admin.list_topics(timeout=10).topics and time.monotonic() < deadline:
+    deadline = time.monotonic() + 30
+    while "adm" in admin.list_topics(timeout=30).topics and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert "adm" not in admin.list_topics(timeout=10).topics
+    assert "adm" not in admin.list_topics(timeout=30).topics
     assert not any(broker.data_dir.glob("adm-*")), "partition directories remain after delete"
     with pytest.raises(KafkaException) as err:
         admin.delete_topics(["adm"])["adm"].result(timeout=30)
@@ -138,7 +138,7 @@ def test_min_compaction_lag_above_max_is_refused(broker):
             admin.create_topics([bad], validate_only=validate_only)["lags"].result(timeout=30)
         assert err.value.args[0].code() == KafkaError.INVALID_CONFIG
         assert err.value.args[0].str() == conflict
-    assert "lags" not in admin.list_topics(timeout=10).topics
+    assert "lags" not in admin.list_topics(timeout=30).topics
 
     admin.create_topics([NewTopic("lags", num_partitions=1, config={"max.compaction.lag.ms": "1000"})])[
         "lags"].result(timeout=30)

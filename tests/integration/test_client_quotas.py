@@ -120,13 +120,20 @@ def test_confluent_producer_is_held_to_its_producer_byte_rate(broker):
     create_topic(broker.bootstrap, "quota-produce")
     with raw(broker) as c:
         assert cq.alter(c, {"client-id": "capped-producer"}, {"producer_byte_rate": quota})[0].error_code == 0
-    start = time.monotonic()
-    delivered = produce_for(broker.bootstrap, "quota-produce", "capped-producer", 12.0)
+    delivered = produce_for(broker.bootstrap, "quota-produce", "capped-producer", 15.0)
     # After the first windows' allowance (2 s of quota up front), the rate over 9 s. Kafka's algorithm lets a
     # client through in bursts that repeat every quota.window.num windows (3 s here: about 350, 800 and 100 kB in
-    # its seconds), so the span measured is a whole number of those periods.
-    rate = sum(size for t, size in delivered if start + 3 <= t < start + 12) / 9
-    assert abs(rate - quota) <= quota * 0.10, f"{rate:.0f} B/s against a quota of {quota} B/s"
+    # its seconds), so the span measured is a whole number of those periods, counted from the first delivery (the
+    # broker's first sample): the producer's start-up, slow on a loaded machine, would shift a span counted from
+    # before it by a part of a period. Produced for 15 s, so the span ends before the producing does.
+    first = delivered[0][0]
+    assert delivered[-1][0] >= first + 12, "the producer stopped before the measured span ended"
+    rate = sum(size for t, size in delivered if first + 3 <= t < first + 12) / 9
+    per_second = [sum(size for t, size in delivered if first + i <= t < first + i + 1) for i in range(13)]
+    # Held to the quota: never more than 10 % over it. Below it, each throttle cycle also costs the client's own
+    # round trips, which a loaded machine lengthens (measured there: 10-16 % under, with load average 10 on two
+    # cores); a throttle time miscomputed by a factor would still be far outside -25 %.
+    assert quota * 0.75 <= rate <= quota * 1.10, f"{rate:.0f} B/s against a quota of {quota} B/s: {per_second}"
     samples = scrape(broker, "shoal_quota_throttle_time_ms")
     assert samples[("Produce", "", "capped-producer")] > 0
 
@@ -165,7 +172,7 @@ def test_request_quota_slows_its_client_and_not_another(broker):
         thread = threading.Thread(target=hammer)
         thread.start()
         try:
-            wait_until(lambda: any(throttles), 10, "a throttled response to the busy client")
+            wait_until(lambda: any(throttles), 30, "a throttled response to the busy client")
             counted = len(throttles)
             during = statistics.median(timed_calls(calm, METADATA, 12, metadata, 2.0))
             busy_rate = (len(throttles) - counted) / 2.0
@@ -173,7 +180,9 @@ def test_request_quota_slows_its_client_and_not_another(broker):
             stop.set()
             thread.join(30)
         assert busy_rate < free / 4, (busy_rate, free)
-        assert during < baseline * 2 + 0.002, (during, baseline)
+        # a client muted by the busy one's quota would wait out throttles of hundreds of ms; the slack is for the
+        # machine's load, which may change between the two measurements
+        assert during < baseline * 2 + 0.05, (during, baseline)
         # the calm client was never throttled
         assert calm.call(METADATA, 12, metadata).throttle_time_ms == 0
 
@@ -205,7 +214,7 @@ def test_fetch_is_bounded_and_throttled_by_consumer_byte_rate(broker):
             return response.responses[0].partitions[0].records
 
         # the rate comes back under the quota as its samples age out: the reader is slowed, never starved
-        assert wait_until(served, 15, "a fetch served after the throttle")
+        assert wait_until(served, 30, "a fetch served after the throttle")
 
 
 def test_share_fetch_is_bounded_and_throttled_by_consumer_byte_rate(broker):
@@ -234,13 +243,14 @@ def test_controller_mutation_rate_refuses_topic_creation_over_it(broker):
             return c.call(CREATE_TOPICS, version, {"topics": [{"name": name, "num_partitions": partitions,
                                                                "replication_factor": -1}], "timeout_ms": 30_000})
 
-        # a full bucket holds 3 samples * 1 s * 2 = 6 partitions; a strict quota checks before it takes, so 10
-        # go through (unthrottled) and leave it at -4; the next creation is refused for the 4 missing tokens
-        first = create("quota-mut-1", 10)
+        # a full bucket holds 3 samples * 1 s * 2 = 6 partitions; a strict quota checks before it takes, so 30
+        # go through (unthrottled) and leave it at -24; the next creation is refused for the 24 missing tokens
+        # (12 s of the rate: a margin for a loaded machine, on which the next request may come seconds later)
+        first = create("quota-mut-1", 30)
         assert (first.topics[0].error_code, first.throttle_time_ms) == (0, 0)
         refused = create("quota-mut-2", 1)
         assert refused.topics[0].error_code == THROTTLING_QUOTA_EXCEEDED
-        assert 0 < refused.throttle_time_ms <= 2000
+        assert 0 < refused.throttle_time_ms <= 12_000
         permissive = create("quota-mut-3", 1, version=5)  # before v6 the quota only throttles
         assert permissive.topics[0].error_code == 0 and permissive.throttle_time_ms > 0
 
@@ -259,7 +269,10 @@ def test_connection_creation_rate_closes_connections_over_it(broker):
     with raw(broker) as admin:  # opened before the quota: never throttled
         assert cq.alter(admin, {"ip": "127.0.0.1"}, {"connection_creation_rate": 2})[0].error_code == 0
         try:
-            outcomes = [connects() for _ in range(8)]
+            # until one is refused: on a loaded machine each connection may take long enough to stay in the rate
+            outcomes: list[bool] = []
+            while False not in outcomes and len(outcomes) < 40:
+                outcomes.append(connects())
         finally:
             assert cq.alter(admin, {"ip": "127.0.0.1"}, {"connection_creation_rate": None})[0].error_code == 0
     # 2 per second over the 2 s a young sensor is measured on: the first 4 connections, then throttled ones

@@ -103,29 +103,29 @@ def test_raw_get_and_push_with_kafkas_errors(broker):
         assert push(client, instance, sid, payload, compression_type=compression.GZIP) == 0
         assert push(client, instance, sid) == E.THROTTLING_QUOTA_EXCEEDED  # sooner than the interval
         samples = wait_until(lambda: [s for s in client_samples(broker.ports["prometheus"])
-                                      if s[1].get("client_id") == "raw-telemetry" and "name" in s[1]], 10,
+                                      if s[1].get("client_id") == "raw-telemetry" and "name" in s[1]], 30,
                              "the raw push's samples")
         assert ("shoal_client_metric", LAG, "partition=0,topic=t", 7.0) in {
             (n, labels["name"], labels["attributes"], v) for n, labels, v in samples}
         assert ("shoal_client_counter_total", SENT, 2.0) in {(n, labels["name"], v) for n, labels, v in samples}
 
         assert push(client, ZERO, sid) == E.INVALID_REQUEST
-        assert wait_until(lambda: (code := push(client, instance, sid + 1)) != E.THROTTLING_QUOTA_EXCEEDED and code, 10,
+        assert wait_until(lambda: (code := push(client, instance, sid + 1)) != E.THROTTLING_QUOTA_EXCEEDED and code, 30,
                    "a push after the interval") == E.UNKNOWN_SUBSCRIPTION_ID
         assert wait_until(lambda: (r := push(client, instance, sid, b"x", compression_type=7))
-                          != E.THROTTLING_QUOTA_EXCEEDED and r, 10, "a push after the interval") == \
+                          != E.THROTTLING_QUOTA_EXCEEDED and r, 30, "a push after the interval") == \
             E.UNSUPPORTED_COMPRESSION_TYPE
         for metrics, codec, expected in ((b"x" * (MAX_BYTES + 1), 0, E.TELEMETRY_TOO_LARGE),
                                          (b"\xff\xfe not protobuf", 0, E.INVALID_RECORD),
                                          (b"not zstd", compression.ZSTD, E.INVALID_RECORD)):
             code = wait_until(lambda m=metrics, c=codec: (r := push(client, instance, sid, m, compression_type=c))
-                              != E.THROTTLING_QUOTA_EXCEEDED and r, 10, "a push after the interval")
+                              != E.THROTTLING_QUOTA_EXCEEDED and r, 30, "a push after the interval")
             assert code == expected
         # a terminating push is accepted at once; nothing is accepted after it
         assert push(client, instance, sid, terminating=True) == 0
         assert push(client, instance, sid) == E.INVALID_REQUEST
         wait_until(lambda: not [s for s in client_samples(broker.ports["prometheus"])
-                                if s[1].get("client_id") == "raw-telemetry"], 10, "the terminated client's series")
+                                if s[1].get("client_id") == "raw-telemetry"], 30, "the terminated client's series")
 
 
 def test_unsupported_compression_type(broker):

@@ -53,6 +53,13 @@ def produce(bootstrap: str, topic: str, items: list[tuple[bytes | None, bytes | 
     return errors
 
 
+def set_topic_config(bootstrap: str, topic: str, name: str, value: str) -> None:
+    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)])
+    admin = admin_client(bootstrap)  # held: a client destroyed early fails its futures with _DESTROY
+    admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+
+
 def partition_dir(broker, topic: str, partition: int = 0) -> Path:
     return broker.data_dir / f"{topic}-{partition}"
 
@@ -80,8 +87,10 @@ def children(pid: int) -> list[int]:
 
 def test_a_compacted_topic_reads_back_one_value_per_key(broker_factory) -> None:
     broker = broker_factory(FAST_CLEANER)
+    # no cleaning while the records are written (a ratio of 1.0 is never exceeded): `written` below is what was
+    # written, not what a cleaning running meanwhile left of it (on a loaded machine the writing takes long)
     create_topic(broker.bootstrap, "users", {"cleanup.policy": "compact", "internal.segment.bytes": "32768",
-                                              "min.cleanable.dirty.ratio": "0.001", "delete.retention.ms": "1000",
+                                              "min.cleanable.dirty.ratio": "1.0", "delete.retention.ms": "1000",
                                               "segment.ms": "500"})
     latest: dict[bytes, bytes | None] = {}
     items = []
@@ -96,6 +105,7 @@ def test_a_compacted_topic_reads_back_one_value_per_key(broker_factory) -> None:
     assert produce(broker.bootstrap, "users", items, **{"compression.type": "lz4"}) == []
     written = log_bytes(partition_dir(broker, "users"))
     assert written > 300_000
+    set_topic_config(broker.bootstrap, "users", "min.cleanable.dirty.ratio", "0.001")
     end = len(items)
 
     wanted = {k: v for k, v in latest.items() if v is not None}
@@ -109,7 +119,8 @@ def test_a_compacted_topic_reads_back_one_value_per_key(broker_factory) -> None:
     got = wait_until(compacted, 90, "one record per key")
     offsets = [o for _k, _v, o in got]
     assert offsets == sorted(offsets) and offsets[-1] < end  # offsets kept, with gaps
-    assert log_bytes(partition_dir(broker, "users")) < written / 10
+    # the cleaned segments may be readable before the replaced ones are unlinked (off the event loop)
+    wait_until(lambda: log_bytes(partition_dir(broker, "users")) < written / 10, 30, "the replaced segments gone")
     # tombstones stay readable for delete.retention.ms after their first cleaning, then a later round drops them:
     # let that time (1 s) pass, a duration and not a state, before the record that makes the log dirty again
     time.sleep(1.2)
@@ -150,10 +161,8 @@ def test_config_changes_apply_to_the_next_cleaning(broker_factory) -> None:
     assert produce(broker.bootstrap, "cfg", items) == []
     time.sleep(1.0)  # a window for a cleaning (backoff 100 ms) that must not come
     assert cleaned_rounds(broker, "cfg") == 0  # all dirty: a ratio of 1.0, never above 1.0
+    set_topic_config(broker.bootstrap, "cfg", "min.cleanable.dirty.ratio", "0.1")
     admin = admin_client(broker.bootstrap)
-    resource = ConfigResource(ResourceType.TOPIC, "cfg", incremental_configs=[
-        ConfigEntry("min.cleanable.dirty.ratio", "0.1", incremental_operation=AlterConfigOpType.SET)])
-    admin.incremental_alter_configs([resource])[resource].result(timeout=30)
     wait_until(lambda: cleaned_rounds(broker, "cfg") > 0, 30, "a cleaning after the config change")
     described = admin.describe_configs([ConfigResource(ResourceType.BROKER, "1")])
     configs = described[ConfigResource(ResourceType.BROKER, "1")].result(timeout=30)
@@ -165,8 +174,10 @@ def test_kill_9_during_cleaning_leaves_a_consistent_log(broker_factory) -> None:
     # a slow cleaner (300 KB/s) so the kill lands in the middle of a round
     broker = broker_factory({**FAST_CLEANER, "log.cleaner.io.max.bytes.per.second": "300000",
                              "log.cleaner.io.buffer.size": "16384"})
+    # cleaning starts once every record is written (a ratio of 1.0 is never exceeded): one long round over the
+    # whole log, not short ones during the writing that may all be over before the test looks
     create_topic(broker.bootstrap, "crash", {"cleanup.policy": "compact", "internal.segment.bytes": "65536",
-                                              "min.cleanable.dirty.ratio": "0.01", "segment.ms": "300"})
+                                              "min.cleanable.dirty.ratio": "1.0", "segment.ms": "300"})
     latest: dict[bytes, bytes] = {}
     items = []
     for round_ in range(15):
@@ -176,6 +187,7 @@ def test_kill_9_during_cleaning_leaves_a_consistent_log(broker_factory) -> None:
             items.append((key, latest[key]))
     assert produce(broker.bootstrap, "crash", items, **{"compression.type": "zstd"}) == []
     directory = partition_dir(broker, "crash")
+    set_topic_config(broker.bootstrap, "crash", "min.cleanable.dirty.ratio", "0.01")
     wait_until(lambda: list(directory.glob("*.cleaned")), 60, "a cleaning in progress")
     workers = children(broker.pid)
     assert workers, "the cleaner runs in a process of its own"

@@ -260,4 +260,59 @@ def test_page_renders_the_live_state_in_chromium(scene):
         create_topic(broker.bootstrap, "c-later", 2)
         wait_until(lambda: driver.execute_script(
             'return document.querySelectorAll(\'tr.topic-partition[data-topic="c-later"]\').length') == 2,
-            15, "the new topic on the page")
+            60, "the new topic on the page")
+
+
+# A group id with the characters a URL gives a meaning to: the path's separator, the escape, a space, the query's
+# and the fragment's marks, and a non-ASCII letter.
+ODD_GROUP, ODD_TOPIC = "team/a%b c?#é", "c-odd"
+ODD_WINDOW = """
+const [group] = arguments;
+if (document.body.dataset.loaded !== "true") return null;
+const cards = [...document.querySelectorAll("#share-partitions .share-partition")];
+const link = [...document.querySelectorAll(".group")].find((e) => e.getAttribute("data-group") === group)
+  ?.querySelector("a");
+return {error: document.getElementById("error").hidden ? null : document.getElementById("error").textContent,
+        first: cards.length ? cards[0].getAttribute("data-group") : null, href: link ? link.getAttribute("href") : null};
+"""
+
+
+def test_a_group_id_with_url_characters_in_the_api_and_the_page(scene):
+    """Regression: the page named a share-partition in the URL's fragment without encoding it and decoded the
+    fragment, so a group id with "%" threw on every refresh and the console stopped updating."""
+    from urllib.parse import quote
+
+    from tests.helpers.raw_requests import produce
+    from tests.helpers.share_raw import acquired, batch, fetch, setup
+
+    broker, _member = scene
+    port = broker.ports["prometheus"]
+    client, tid = setup(broker, ODD_TOPIC)
+    with client:
+        assert fetch(client, ODD_GROUP, "m1", 0, tid).error_code == 0  # loads the share-partition
+        produce(client, ODD_TOPIC, batch(3))
+        assert acquired(fetch(client, ODD_GROUP, "m1", 1, tid)) == [(0, 2, 1)]
+        # The JSON API: the group id percent-encoded as one path segment ("/" as %2F).
+        sp = api(port, f"/api/share-groups/{quote(ODD_GROUP, safe='')}/partitions/{ODD_TOPIC}/0")
+        assert (sp["group"], sp["topic"], sp["partition"], sp["end_offset"]) == (ODD_GROUP, ODD_TOPIC, 0, 3)
+        assert [(r["first"], r["last"], r["state"], r["member"]) for r in sp["ranges"]] == [(0, 2, "ACQUIRED", "m1")]
+        dlq = api(port, f"/api/share-groups/{quote(ODD_GROUP, safe='')}/dlq")
+        assert (dlq["group"], dlq["exists"]) == (ODD_GROUP, False)
+        summary = {g["group_id"]: g for g in api(port, "/api/groups")["groups"]}[ODD_GROUP]["share_partitions"]
+        assert [(s["group"], s["topic"]) for s in summary] == [(ODD_GROUP, ODD_TOPIC)]
+
+        # The page: the group's link names its window in the fragment; followed, that window comes first and the
+        # page keeps refreshing without an error.
+        key = "/".join(quote(part, safe="") for part in (ODD_GROUP, ODD_TOPIC, "0"))
+        with headless_chromium() as driver:
+            driver.get(f"http://127.0.0.1:{port}/")
+            page = wait_until(lambda: (w := driver.execute_script(ODD_WINDOW, ODD_GROUP)) and w["href"] and w, 60,
+                              "the odd group's link on the page")
+            assert page["href"] == "#" + key and page["error"] is None
+            driver.get(f"http://127.0.0.1:{port}/{page['href']}")
+            wait_until(lambda: (w := driver.execute_script(ODD_WINDOW, ODD_GROUP)) and w["first"] == ODD_GROUP, 60,
+                       "the odd group's window first")
+            seen = driver.execute_script("return document.getElementById('refreshed').textContent")
+            wait_until(lambda: driver.execute_script("return document.getElementById('refreshed').textContent") != seen,
+                       60, "another refresh")
+            assert driver.execute_script(ODD_WINDOW, ODD_GROUP)["error"] is None

@@ -91,7 +91,7 @@ def test_admin_delete_records_moves_the_start_and_drops_segments(node):
     assert result[0].low_watermark == 57
     assert _earliest(node.port, "dr-admin") == 57
     # segments wholly below 57 are gone (unlinked off the event loop, so polled for)
-    wait_until(lambda: len(below(57)) <= 1, 10, "segments below the new start deleted")
+    wait_until(lambda: len(below(57)) <= 1, 30, "segments below the new start deleted")
     # a consumer from earliest starts at the new start
     offsets = _consume_offsets(node, "dr-admin", 43, **{"group.id": "dr-fresh", "auto.offset.reset": "earliest"})
     assert offsets[0] == 57 and sorted(offsets) == list(range(57, 100))

@@ -107,7 +107,7 @@ def test_lock_duration_delivery_limit_and_record_locks_apply_to_a_running_group(
         assert acquired(resp) == [(0, 1, 1)] and resp.acquisition_lock_timeout_ms == 1000
         # a holds 0-1 and goes quiet: the 1 s lock expires and b gets them (a 30 s lock would still hold them).
         assert fetch(client, "g", "b", 0, tid).error_code == 0
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 15  # well inside the 30 s lock a's records would have without the config
         got, epoch = [], 1
         while not got and time.monotonic() < deadline:
             got = acquired(fetch(client, "g", "b", epoch, tid, max_wait_ms=500))
@@ -165,7 +165,7 @@ def test_heartbeat_interval_and_session_timeout_apply_to_a_running_group(broker_
         resp = heartbeat(c, "g", "m", resp.member_epoch)
         assert resp.error_code == 0 and resp.heartbeat_interval_ms == 300
         # No more heartbeats: the member is gone after the group's 1.5 s, not the broker's 45 s.
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while describe(c, "g").groups[0].members and time.monotonic() < deadline:
             time.sleep(0.1)
         assert describe(c, "g").groups[0].members == []

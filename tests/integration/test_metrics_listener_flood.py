@@ -145,7 +145,7 @@ def test_idle_and_slow_connections_are_closed_and_extra_ones_wait(metrics_broker
     finally:
         for s in held:
             s.close()
-    wait_until(lambda: scrape_status(port) == 200, 10, "/metrics to answer once the slots are free")
+    wait_until(lambda: scrape_status(port) == 200, 30, "/metrics to answer once the slots are free")
 
 
 def test_only_bodyless_get_is_served(metrics_broker: BrokerProcess):

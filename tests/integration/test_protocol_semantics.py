@@ -36,7 +36,7 @@ def test_fetch_long_poll_is_woken_by_an_append(broker):
     def park():
         with RawClient(broker.port) as client:
             start = time.monotonic()
-            resp = client.call(FETCH, 11, fetch_body("poll", 0, max_wait_ms=20_000))
+            resp = client.call(FETCH, 11, fetch_body("poll", 0, max_wait_ms=25_000))
             result["elapsed"] = time.monotonic() - start
             result["records"] = resp.responses[0].partitions[0].records
 
@@ -48,10 +48,11 @@ def test_fetch_long_poll_is_woken_by_an_append(broker):
     time.sleep(0.5)
     producer = Producer({"bootstrap.servers": broker.bootstrap})
     producer.produce("poll", b"wake", partition=0)
-    producer.flush(10)
+    assert producer.flush(30) == 0
     waiter.join(30)
     assert result["records"], "the parked fetch returned no records"
-    assert result["elapsed"] < 10, "the fetch was not woken by the append"
+    # Well below MaxWaitMs (25 s): the bound leaves a loaded machine time for the producer's start-up.
+    assert result["elapsed"] < 20, "the fetch was not woken by the append"
 
 
 def test_fetch_waits_max_wait_when_nothing_arrives(broker):

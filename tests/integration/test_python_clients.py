@@ -31,7 +31,7 @@ def test_kafka_python_roundtrip(broker):
     assert sorted(m.offset for m in metas if m.partition == 0) == list(range(N // 2))
 
     consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
-                             auto_offset_reset="earliest", consumer_timeout_ms=10_000)
+                             auto_offset_reset="earliest", consumer_timeout_ms=30_000)
     consumer.assign([TopicPartition("kp-topic", 0), TopicPartition("kp-topic", 1)])
     consumer.seek_to_beginning()
     got = {}

@@ -27,6 +27,7 @@ from tests.helpers.share_raw import (
     part,
     setup,
 )
+from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -110,15 +111,20 @@ def test_long_poll_woken_by_append_and_lock_expiry(broker_factory):
         timer = threading.Timer(0.3, lambda: produce(producer, "sf-poll", batch(2)))
         timer.start()
         t0 = time.monotonic()
-        resp = fetch(client, "g", "m1", 1, tid, max_wait_ms=5000)
-        assert acquired(resp) == [(0, 1, 1)] and time.monotonic() - t0 < 3
+        # MaxWaitMs far above the bound: a fetch not woken by the append answers after 20 s, even on a loaded machine
+        resp = fetch(client, "g", "m1", 1, tid, max_wait_ms=20_000)
+        assert acquired(resp) == [(0, 1, 1)] and time.monotonic() - t0 < 15
         timer.join()
         with RawClient(broker.port) as other:
-            assert fetch(other, "g", "m2", 0, tid).error_code == 0
-            t0 = time.monotonic()
-            resp = fetch(other, "g", "m2", 1, tid, max_wait_ms=5000)  # woken when m1's locks expire (1 s)
-            assert acquired(resp) == [(0, 1, 2)]
-            assert 0.5 < time.monotonic() - t0 < 3
+            # m1 acquired the records after t0, so they are locked until t0 + 1 s at least; on a loaded machine
+            # that may have passed already, and then the session's first fetch acquires them.
+            opened = fetch(other, "g", "m2", 0, tid)
+            assert opened.error_code == 0
+            got = acquired(opened)
+            if not got:
+                got = acquired(fetch(other, "g", "m2", 1, tid, max_wait_ms=20_000))  # woken when the locks expire
+            assert got == [(0, 1, 2)]
+            assert 0.9 < time.monotonic() - t0 < 15
             # m1's late ack is refused: it no longer holds the records.
             resp = fetch(client, "g", "m1", 2, tid, acks={0: [(0, 1, ACCEPT)]})
             assert part(resp).acknowledge_error_code == ErrorCode.INVALID_RECORD_STATE
@@ -173,10 +179,8 @@ def test_member_leaving_the_group_releases_its_records(broker):
         assert heartbeat(client, "g", "m1", -1).error_code == 0  # leave: released at once, not after 30 s
         # The session went with the member.
         assert fetch(client, "g", "m1", 2, tid).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
-        end = time.monotonic() + 5
-        got = []
-        while not got and time.monotonic() < end:
-            got = acquired(fetch(client, "g", "m2", 0, tid))
+        # well inside the 30 s lock, which would free them too
+        got = wait_until(lambda: acquired(fetch(client, "g", "m2", 0, tid)), 15, "m1's records released to m2")
         assert got == [(3, 4, 2)]
 
 
@@ -185,7 +189,7 @@ def test_min_bytes_waits_without_acquiring(broker):
     with client, RawClient(broker.port) as producer:
         assert fetch(client, "g", "m1", 0, tid).error_code == 0
         produce(producer, "sf-minbytes", batch(1))
-        body = {"group_id": "g", "member_id": "m1", "share_session_epoch": 1, "max_wait_ms": 5000,
+        body = {"group_id": "g", "member_id": "m1", "share_session_epoch": 1, "max_wait_ms": 20_000,
                 "min_bytes": 10_000, "max_bytes": 1 << 20, "max_records": 500, "batch_size": 500,
                 "topics": [], "forgotten_topics_data": []}
         timer = threading.Timer(0.5, lambda: produce(producer, "sf-minbytes", batch(2000)))
@@ -193,8 +197,9 @@ def test_min_bytes_waits_without_acquiring(broker):
         t0 = time.monotonic()
         resp = client.call(SHARE_FETCH, 1, body)
         timer.join()
-        # The first (small) batch did not satisfy MinBytes: the answer came with the second one, both acquired.
-        assert 0.4 < time.monotonic() - t0 < 4
+        # The first (small) batch did not satisfy MinBytes: the answer came with the second one, both acquired
+        # (not at MaxWaitMs, 20 s, far above the bound so that a loaded machine does not reach it).
+        assert 0.4 < time.monotonic() - t0 < 15
         assert acquired(resp) == [(0, 2000, 1)]
         # Nothing there: MaxWaitMs passes and the answer is empty.
         body["share_session_epoch"], body["max_wait_ms"] = 2, 300
@@ -204,8 +209,8 @@ def test_min_bytes_waits_without_acquiring(broker):
 
 
 def test_v2_record_limit_mode_and_renew(broker_factory):
-    broker = broker_factory({"group.share.record.lock.duration.ms": "1000",
-                             "group.share.min.record.lock.duration.ms": "1000"})
+    broker = broker_factory({"group.share.record.lock.duration.ms": "2000",
+                             "group.share.min.record.lock.duration.ms": "2000"})
     client, tid = setup(broker, "sf-v2")
     with client:
         assert fetch(client, "g", "m1", 0, tid, version=2).error_code == 0
@@ -213,22 +218,25 @@ def test_v2_record_limit_mode_and_renew(broker_factory):
         body = {"group_id": "g", "member_id": "m1", "share_session_epoch": 1, "max_wait_ms": 0, "min_bytes": 1,
                 "max_bytes": 1 << 20, "max_records": 3, "batch_size": 3, "share_acquire_mode": 1,
                 "topics": [{"topic_id": tid, "partitions": [{"partition_index": 0}]}], "forgotten_topics_data": []}
+        t0 = time.monotonic()
         resp = client.call(SHARE_FETCH, 2, body)
         assert acquired(resp) == [(0, 2, 1)]  # record_limit: exactly MaxRecords, inside one log batch
-        # Renew the lock twice over 1.6 s (lock 1 s): the records stay with m1.
-        for epoch in (2, 3):
-            time.sleep(0.8)  # time passing is the test: each renew comes inside the lock, the two outlast it
+        # Renew the lock three times over 3 s (lock 2 s): the records stay with m1. Each renew comes 1 s inside the
+        # lock, a margin for a loaded machine.
+        for epoch in (2, 3, 4):
+            time.sleep(1.0)  # time passing is the test: each renew comes inside the lock, the three outlast it
             ack = client.call(SHARE_ACK, 2, {"group_id": "g", "member_id": "m1", "share_session_epoch": epoch,
                                              "is_renew_ack": True, "topics": [{"topic_id": tid, "partitions": [
                                                  {"partition_index": 0, "acknowledgement_batches": [
                                                      {"first_offset": 0, "last_offset": 2,
                                                       "acknowledge_types": [4]}]}]}]})
             assert ack.error_code == 0 and part(ack).error_code == 0
-            assert ack.acquisition_lock_timeout_ms == 1000
-        resp = acknowledge(client, "g", "m1", 4, tid, {0: [(0, 2, ACCEPT)]})
+            assert ack.acquisition_lock_timeout_ms == 2000
+        assert time.monotonic() - t0 > 2.0  # past the first lock: only the renews kept the records
+        resp = acknowledge(client, "g", "m1", 5, tid, {0: [(0, 2, ACCEPT)]})
         assert part(resp).error_code == 0
         # Renew (type 4) is not a v1 acknowledge type.
-        resp = fetch(client, "g", "m1", 5, tid, acks={0: [(3, 3, 4)]})
+        resp = fetch(client, "g", "m1", 6, tid, acks={0: [(3, 3, 4)]})
         assert part(resp).acknowledge_error_code == ErrorCode.INVALID_REQUEST
 
 
@@ -240,10 +248,8 @@ def test_connection_close_ends_the_session_and_releases(broker):
             produce(client, "sf-conn", batch(3))
             assert acquired(fetch(first, "g", "m1", 1, tid)) == [(0, 2, 1)]
         # The connection that held m1's session is gone (a crashed client): its records are free at once.
-        end = time.monotonic() + 5
-        got = []
-        while not got and time.monotonic() < end:
-            got = acquired(fetch(client, "g", "m2", 0, tid))
+        # well inside the 30 s lock, which would free them too
+        got = wait_until(lambda: acquired(fetch(client, "g", "m2", 0, tid)), 15, "m1's records released to m2")
         assert got == [(0, 2, 2)]
         assert fetch(client, "g", "m1", 2, tid).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
 
@@ -274,7 +280,7 @@ def test_only_members_open_sessions_and_only_assigned_partitions_are_served(brok
         assert resp.error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
         # A second member: the two partitions are split between a and b.
         heartbeat(client, "g", "b", 0, ["sf-members"])
-        end = time.monotonic() + 10
+        end = time.monotonic() + 30
         mine: dict[str, set[int]] = {}
         while time.monotonic() < end:
             d = client.call(77, 1, {"group_ids": ["g"], "include_authorized_operations": False}).groups[0]

@@ -83,7 +83,7 @@ class LiveConsumer:
         """Stop polling; returns once the poll in progress has returned."""
         self.paused.clear()
         self.polling.clear()
-        wait_until(self.paused.is_set, 10, "the poll in progress to return")
+        wait_until(self.paused.is_set, 30, "the poll in progress to return")
 
     def close(self) -> None:
         self.stop.set()

@@ -51,7 +51,7 @@ def test_two_members_split_partitions_and_leave_removes_member(broker_factory):
         assert r.error_code == 0
         e2 = r.member_epoch
         # Each member converges on its own heartbeats.
-        end = time.monotonic() + 10
+        end = time.monotonic() + 30
         got: dict[str, list[int]] = {"a": [0, 1, 2, 3], "b": assigned(r).get(tid, [])}
         while sorted(got["a"] + got["b"]) != [0, 1, 2, 3] or not got["a"] or not got["b"]:
             assert time.monotonic() < end, got
@@ -69,7 +69,7 @@ def test_two_members_split_partitions_and_leave_removes_member(broker_factory):
         d = describe(c, "g2").groups[0]
         assert [m.member_id for m in d.members] == ["a"]
         # The remaining member takes every partition back.
-        end = time.monotonic() + 10
+        end = time.monotonic() + 30
         while True:
             ra = heartbeat(c, "g2", "a", e1)
             e1 = ra.member_epoch
@@ -125,7 +125,7 @@ def test_session_expiry_removes_member(broker_factory):
     with RawClient(broker.port) as c:
         r = heartbeat(c, "g5", "m", 0, ["sg-expire"])
         assert r.error_code == 0
-        end = time.monotonic() + 10
+        end = time.monotonic() + 30
         while describe(c, "g5").groups[0].members:
             assert time.monotonic() < end
             time.sleep(0.1)
@@ -242,7 +242,7 @@ def test_topic_deletion_is_forgotten_by_the_group_and_the_share_state(broker_fac
         epoch, _ = join_until_assigned(c, "g6", "m", "sg-del", 2)
         admin = admin_client(broker.bootstrap)
         admin.delete_topics(["sg-del"])["sg-del"].result(30)
-        end = time.monotonic() + 10
+        end = time.monotonic() + 30
         while True:  # the next heartbeat sees the metadata change and drops the assignment
             r = heartbeat(c, "g6", "m", epoch)
             assert r.error_code == 0
@@ -260,7 +260,7 @@ def test_topic_deletion_is_forgotten_by_the_group_and_the_share_state(broker_fac
     with RawClient(broker.port) as c:
         new_tid = topic_id(c, "sg-del")
         assert new_tid != tid
-        end = time.monotonic() + 10
+        end = time.monotonic() + 30
         while True:
             r = heartbeat(c, "g6", "m", epoch, ["sg-del"])
             assert r.error_code == 0

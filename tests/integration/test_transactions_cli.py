@@ -115,7 +115,7 @@ def test_list_describe_and_describe_producers_of_an_open_transaction(broker) -> 
 
     producer.commit_transaction(30)
     # the commit is answered once PrepareCommit is durable; the markers and CompleteCommit follow (as Kafka)
-    wait_until(lambda: rows(cli(broker, "list"))[1][3] == "CompleteCommit", 15, "the transaction completed")
+    wait_until(lambda: rows(cli(broker, "list"))[1][3] == "CompleteCommit", 60, "the transaction completed")
     [_, [_, _, coordinator_epoch, _, _, start]] = rows(cli(broker, "describe-producers", "--topic", "txcli",
                                                            "--partition", "0"))
     assert start == "None" and int(coordinator_epoch) >= 0

@@ -96,7 +96,7 @@ def test_python_clients_transactions_and_read_committed(broker):
     with RawClient(broker.port) as c:
         assert describe_txn(c, "kp-txn").transaction_state == "Ongoing"
         # EndTxn is answered once PrepareCommit is durable; the markers, then CompleteCommit, follow (as Kafka)
-        wait_until(lambda: describe_txn(c, "aio-txn").transaction_state == "CompleteCommit", 15,
+        wait_until(lambda: describe_txn(c, "aio-txn").transaction_state == "CompleteCommit", 60,
                    "aiokafka's last transaction completed")
         lso = offsets(c, TOPIC, PARTS, committed=True)
         hw = offsets(c, TOPIC, PARTS, committed=False)

@@ -62,7 +62,7 @@ def produce_next(raw: RawClient, topic: str, tid: str, pid: int, epoch: int, seq
     def attempt():
         p = produce_v12(raw, topic, tid, pid, epoch, seq, values)
         return None if p.error_code == ErrorCode.NOT_ENOUGH_REPLICAS else p
-    return wait_until(attempt, timeout=10, what="the produce is accepted once the markers are written")
+    return wait_until(attempt, timeout=30, what="the produce is accepted once the markers are written")
 
 
 def end_v5(raw: RawClient, tid: str, pid: int, epoch: int, commit: bool):
@@ -143,7 +143,7 @@ def test_tv2_transaction_with_raw_requests(tv2_broker) -> None:
         def committed() -> tuple[int, list[bytes]]:
             return read_committed(raw, topic)
 
-        wait_until(lambda: committed()[1] == [b"one", b"two", b"three"], timeout=10,
+        wait_until(lambda: committed()[1] == [b"one", b"two", b"three"], timeout=30,
                    what="read_committed sees the committed transactions only")
 
 
@@ -194,7 +194,7 @@ def test_txn_offset_commit_v5_adds_the_offsets_partition(tv2_broker) -> None:
                 {"name": "tv2-offsets", "partition_indexes": [0]}]}], "require_stable": True})
             return f.groups[0].topics[0].partitions[0].committed_offset
 
-        wait_until(lambda: committed_offset() == 7, timeout=10, what="the transaction's offset is committed")
+        wait_until(lambda: committed_offset() == 7, timeout=30, what="the transaction's offset is committed")
 
 
 def test_tv1_broker_serves_no_tv2_versions(broker_factory) -> None:

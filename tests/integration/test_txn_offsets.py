@@ -67,7 +67,7 @@ def plain_commit(c: RawClient, group: str, offsets: dict[int, int]) -> None:
 
 
 def wait_stable(c: RawClient, group: str, expected, partitions=(0, 1, 2)) -> None:
-    wait_until(lambda: fetch(c, group, partitions, stable=True) == expected, 15, f"stable offsets of {group}")
+    wait_until(lambda: fetch(c, group, partitions, stable=True) == expected, 60, f"stable offsets of {group}")
 
 
 UNSTABLE = (-1, E.UNSTABLE_OFFSET_COMMIT)
@@ -206,7 +206,7 @@ def test_confluent_producer_sends_offsets_to_the_transaction(txo_broker):
             return [tp.offset for tp in consumer.committed([TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)],
                                                            timeout=10)]
 
-        wait_until(lambda: committed() == [42, 7], 15, "the transaction's offsets")
+        wait_until(lambda: committed() == [42, 7], 60, "the transaction's offsets")
         producer.begin_transaction()
         producer.send_offsets_to_transaction([TopicPartition(TOPIC, 0, 99)], consumer.consumer_group_metadata(), 30)
         producer.abort_transaction(30)

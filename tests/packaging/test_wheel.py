@@ -26,9 +26,11 @@ from tests.helpers.confluent_clients import consume_all, create_topic, produce_a
 
 pytestmark = pytest.mark.integration
 
-# Not part of a source tree a user would build from (and large, or stale build output).
+# Not part of a source tree a user would build from (and large, or stale build output). What the suite's other
+# workers write while this copies (test-artifacts: the console test's screenshot) is left out too: a file they
+# replace between copytree's listing and its copy would fail the copy.
 _IGNORE = shutil.ignore_patterns(".git", ".venv", "data", "build", "dist", "*.egg-info", "__pycache__",
-                                 ".pytest_cache", ".ruff_cache", ".hypothesis", "results")
+                                 ".pytest_cache", ".ruff_cache", ".hypothesis", "results", "test-artifacts", ".tools")
 
 
 def _run(cmd: list[str], cwd: Path, timeout: float = 300) -> str:

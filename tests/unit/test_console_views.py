@@ -57,9 +57,9 @@ def test_millions_in_flight_are_a_few_ranges():
     f.acquire("m1", [(0, n - 1)], n, now_ms=0)
     f.acknowledge("m1", [(0, 999_999, [ACK_ACCEPT])], now_ms=0)  # SPSO moves past them
     c = console([TopicInfo("t", TOPIC_ID, 1)], [share_partition(f)], n)
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: a loaded machine's scheduling does not count
     view = c.share_partition("g", "t", 0)
-    assert time.perf_counter() - started < 0.5  # per record it would take seconds
+    assert time.process_time() - started < 0.5  # per record it would take seconds
     assert view is not None
     assert view["ranges"] == [{"first": 1_000_000, "last": n - 1, "state": "ACQUIRED", "delivery_count": 1,
                                "member": "m1", "lock_deadline_ms": f.lock_duration_ms}]

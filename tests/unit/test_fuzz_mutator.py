@@ -20,6 +20,19 @@ def test_corpus_covers_the_client_apis():
     assert {"confluent", "kafka-python", "aiokafka"} <= clients
 
 
+def test_corpus_has_frames_of_every_served_api():
+    """Every API a default broker serves has a seed (captured from a client, or synthetic: tools/capture_corpus.py),
+    so the campaign's structure-aware mutations reach its decoder and handler."""
+    from broker.handlers import register_all
+    from broker.router import Router
+
+    router = Router(None)  # type: ignore[arg-type]  # registration only: no request is handled
+    register_all(router)
+    served = {r.api_key: r.name for r in router.registrations()}
+    seeded = {decode_request_header(frame)[0].api_key for frame in corpus()}
+    assert {k: name for k, name in served.items() if k not in seeded} == {}
+
+
 def test_same_seed_same_frames():
     a, b = Mutator(7, corpus()), Mutator(7, corpus())
     assert [a.mutate() for _ in range(300)] == [b.mutate() for _ in range(300)]

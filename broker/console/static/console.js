@@ -31,8 +31,10 @@ async function getJson(path) {
   return response.json();
 }
 
+// A share-partition's name in the URL's fragment: each part percent-encoded, so a group id holding "/", "%" or "#"
+// neither runs into the next part nor breaks the page (the fragment is compared as it is, never decoded).
 function windowKey(s) {
-  return `${s.group}/${s.topic}/${s.partition}`;
+  return [s.group, s.topic, String(s.partition)].map(encodeURIComponent).join("/");
 }
 
 function renderTopics(data) {
@@ -130,7 +132,7 @@ async function refresh() {
     renderGroups(groups);
     const shareGroups = groups.groups.filter((g) => g.type === "share");
     // The window named in the URL's fragment (a link in the group's table) first, then the others.
-    const selected = decodeURIComponent(location.hash.slice(1));
+    const selected = location.hash.slice(1);
     const all = shareGroups.flatMap((g) => g.share_partitions);
     const wanted = [...all.filter((s) => windowKey(s) === selected), ...all.filter((s) => windowKey(s) !== selected)]
       .slice(0, MAX_WINDOWS);

@@ -20,13 +20,14 @@ def spin(seconds: float) -> None:
 async def test_counts_running_steps_not_waits():
     async def handler() -> str:
         spin(0.02)
-        await asyncio.sleep(0.2)  # waiting: not charged
+        await asyncio.sleep(0.5)  # waiting: not charged
         spin(0.02)
         return "done"
 
     timed = Timed(handler())
     assert await timed == "done"
-    assert 0.04 <= timed.busy_ns / 1e9 < 0.15
+    # the steps' wall time: a loaded machine may stretch it, never by the 0.5 s a charged wait would add
+    assert 0.04 <= timed.busy_ns / 1e9 < 0.4
 
 
 async def test_errors_and_cancellation_pass_through():
