@@ -125,9 +125,10 @@ class CoordinatorLog:
         info = self._topics.registry.get(self.topic)
         txn = {} if producer_id < 0 else {"producer_id": producer_id, "producer_epoch": producer_epoch,
                                           "transactional": True}
-        batch = rec.build_batch([rec.Record(key=bytes(k), value=None if v is None else bytes(v)) for k, v in records],
-                                **txn)
-        result, plog = self._replicas.append(info, partition, batch, allow_internal=True)
+        batch, header = rec.build_keyed_batch(
+            [(bytes(k), None if v is None else bytes(v)) for k, v in records], **txn)
+        # built here: the replica manager need not parse every record back (client batches it still checks)
+        result, plog = self._replicas.append(info, partition, batch, allow_internal=True, built=header)
         if plog is None or result.error:
             # Too large a batch is the request's doing (a member with huge metadata): Kafka's coordinators answer
             # it without an error log; anything else is the storage's.

@@ -16,7 +16,7 @@ class FakeReplicas:
         self.flushed = asyncio.Event()
         self.flushing = False
 
-    def append(self, info, partition, batch, allow_internal=False):
+    def append(self, info, partition, batch, allow_internal=False, built=None):
         return SimpleNamespace(error=ErrorCode.NONE, error_message=None, base_offset=0), object()
 
     async def make_durable(self, logs) -> None:
@@ -63,7 +63,7 @@ class LogReplicas:
     def __init__(self, plog) -> None:
         self.plog = plog
 
-    def append(self, info, partition, batch, allow_internal=False):
+    def append(self, info, partition, batch, allow_internal=False, built=None):
         appended = self.plog.append(batch)
         return SimpleNamespace(error=ErrorCode.NONE, error_message=None, base_offset=appended.base_offset), self.plog
 
