@@ -58,6 +58,17 @@ class CoordinatorLog:
         self._fsync_interval_s = fsync_interval_ms / 1000
         self._unsynced: dict[int, object] = {}  # partition -> its log, written since the last deferred fsync
         self._sync_handle: asyncio.TimerHandle | None = None
+        self._done: asyncio.Future | None = None  # one already-done future, handed to every caller with no wait
+
+    def _done_future(self) -> asyncio.Future:
+        """An already-done future (shared: a done future can be neither cancelled nor completed again by a caller,
+        and awaiting it does not suspend)."""
+        loop = asyncio.get_running_loop()
+        done = self._done
+        if done is None or done.get_loop() is not loop:
+            done = self._done = loop.create_future()
+            done.set_result(None)
+        return done
 
     @property
     def num_partitions(self) -> int:
@@ -171,13 +182,10 @@ class CoordinatorLog:
 
     def _written(self, partition: int, plog: object) -> asyncio.Future:
         """Deferred fsync: done now (the append's os.write has returned); the fsync follows within the interval."""
-        loop = asyncio.get_running_loop()
         self._unsynced[partition] = plog
         if self._sync_handle is None:
-            self._sync_handle = loop.call_later(self._fsync_interval_s, self._sync_unsynced)
-        done = loop.create_future()
-        done.set_result(None)
-        return done
+            self._sync_handle = asyncio.get_running_loop().call_later(self._fsync_interval_s, self._sync_unsynced)
+        return self._done_future()
 
     def _sync_unsynced(self) -> None:
         self._sync_handle = None
@@ -209,9 +217,7 @@ class CoordinatorLog:
             self._sync(partition, self._unsynced.pop(partition))
         fut = self._pending.get(partition)
         if fut is None:
-            done = asyncio.get_running_loop().create_future()
-            done.set_result(None)
-            return done
+            return self._done_future()
         return asyncio.shield(fut)
 
     async def write(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> None:
