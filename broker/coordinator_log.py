@@ -58,15 +58,15 @@ class CoordinatorLog:
         self._fsync_interval_s = fsync_interval_ms / 1000
         self._unsynced: dict[int, object] = {}  # partition -> its log, written since the last deferred fsync
         self._sync_handle: asyncio.TimerHandle | None = None
-        self._done: asyncio.Future | None = None  # one already-done future, handed to every caller with no wait
+        self._ready: asyncio.Future | None = None  # one already-done future, handed to every caller with no wait
 
     def _done_future(self) -> asyncio.Future:
         """An already-done future (shared: a done future can be neither cancelled nor completed again by a caller,
         and awaiting it does not suspend)."""
         loop = asyncio.get_running_loop()
-        done = self._done
+        done = self._ready
         if done is None or done.get_loop() is not loop:
-            done = self._done = loop.create_future()
+            done = self._ready = loop.create_future()
             done.set_result(None)
         return done
 
