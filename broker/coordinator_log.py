@@ -58,6 +58,17 @@ class CoordinatorLog:
         self._fsync_interval_s = fsync_interval_ms / 1000
         self._unsynced: dict[int, object] = {}  # partition -> its log, written since the last deferred fsync
         self._sync_handle: asyncio.TimerHandle | None = None
+        self._ready: asyncio.Future | None = None  # one already-done future, handed to every caller with no wait
+
+    def _done_future(self) -> asyncio.Future:
+        """An already-done future (shared: a done future can be neither cancelled nor completed again by a caller,
+        and awaiting it does not suspend)."""
+        loop = asyncio.get_running_loop()
+        done = self._ready
+        if done is None or done.get_loop() is not loop:
+            done = self._ready = loop.create_future()
+            done.set_result(None)
+        return done
 
     @property
     def num_partitions(self) -> int:
@@ -125,9 +136,10 @@ class CoordinatorLog:
         info = self._topics.registry.get(self.topic)
         txn = {} if producer_id < 0 else {"producer_id": producer_id, "producer_epoch": producer_epoch,
                                           "transactional": True}
-        batch = rec.build_batch([rec.Record(key=bytes(k), value=None if v is None else bytes(v)) for k, v in records],
-                                **txn)
-        result, plog = self._replicas.append(info, partition, batch, allow_internal=True)
+        batch, header = rec.build_keyed_batch(
+            [(bytes(k), None if v is None else bytes(v)) for k, v in records], **txn)
+        # built here: the replica manager need not parse every record back (client batches it still checks)
+        result, plog = self._replicas.append(info, partition, batch, allow_internal=True, built=header)
         if plog is None or result.error:
             # Too large a batch is the request's doing (a member with huge metadata): Kafka's coordinators answer
             # it without an error log; anything else is the storage's.
@@ -170,13 +182,10 @@ class CoordinatorLog:
 
     def _written(self, partition: int, plog: object) -> asyncio.Future:
         """Deferred fsync: done now (the append's os.write has returned); the fsync follows within the interval."""
-        loop = asyncio.get_running_loop()
         self._unsynced[partition] = plog
         if self._sync_handle is None:
-            self._sync_handle = loop.call_later(self._fsync_interval_s, self._sync_unsynced)
-        done = loop.create_future()
-        done.set_result(None)
-        return done
+            self._sync_handle = asyncio.get_running_loop().call_later(self._fsync_interval_s, self._sync_unsynced)
+        return self._done_future()
 
     def _sync_unsynced(self) -> None:
         self._sync_handle = None
@@ -208,9 +217,7 @@ class CoordinatorLog:
             self._sync(partition, self._unsynced.pop(partition))
         fut = self._pending.get(partition)
         if fut is None:
-            done = asyncio.get_running_loop().create_future()
-            done.set_result(None)
-            return done
+            return self._done_future()
         return asyncio.shield(fut)
 
     async def write(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> None:

@@ -328,9 +328,11 @@ class ReplicaManager:
     def append(self, info: TopicInfo, partition: int, records: bytes | memoryview | None,
                *, allow_internal: bool = False,
                verified: dict[tuple[str, int], VerificationGuard | ProduceResult] | None = None,
+               built: rec.BatchHeader | None = None,
                ) -> tuple[ProduceResult, object | None]:
         """Validate and append one partition's batch. Returns the result and the log written (for fsync).
-        `verified`: what `verify_transactional` answered for the request's partitions."""
+        `verified`: what `verify_transactional` answered for the request's partitions. `built`: the header of a
+        batch a coordinator built itself (internal topics only), which is not parsed and checked again."""
         if info.internal and not allow_internal:
             return ProduceResult(ErrorCode.INVALID_TOPIC_EXCEPTION, error_message="Cannot append to internal topic"), None
         if not 0 <= partition < info.num_partitions:
@@ -345,7 +347,8 @@ class ReplicaManager:
         require_keys = f"{info.name}-{partition}" if plog.config.compact else None
         try:
             # every record's framing too (decompressing if need be), as Kafka's LogValidator parses each record
-            headers = rec.validate_batches(records, check_records=True, require_keys=require_keys)
+            headers = [built] if built is not None and allow_internal else \
+                rec.validate_batches(records, check_records=True, require_keys=require_keys)
         except rec.KeylessRecordError as err:
             return ProduceResult(err.error_code, error_message=str(err),
                                  record_errors=[(i, err.record_message) for i in err.indexes]), None

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -473,6 +473,50 @@ def build_batch(
     batch[HEADER_SIZE:] = payload
     _U32.pack_into(batch, _CRC_AT, batch_crc(batch, 0, len(batch)))
     return bytes(batch)
+
+
+def _varint_bytes(value: int) -> bytes:
+    out = bytearray()
+    _write_varint(out, value)
+    return bytes(out)
+
+
+_SMALL_VARINTS = tuple(_varint_bytes(n) for n in range(-1, 1024))  # zigzag varints of -1..1023, precomputed
+
+
+def _varint(value: int) -> bytes:
+    return _SMALL_VARINTS[value + 1] if -1 <= value < 1023 else _varint_bytes(value)
+
+
+def build_keyed_batch(records: Sequence[tuple[bytes, bytes | None]], timestamp: int | None = None, *,
+                      producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
+                      transactional: bool = False) -> tuple[bytes, BatchHeader]:
+    """A coordinator's batch: uncompressed (key, value-or-tombstone) records without headers, all at `timestamp`
+    (now by default), and its header. The same bytes as build_batch, built without Record objects and returned
+    with the header, so that the broker appending its own batch need not parse it back (hot: every share-state
+    write and offset commit)."""
+    if not records:
+        raise ValueError("a record batch needs at least one record")
+    if timestamp is None:
+        timestamp = int(time.time() * 1000)
+    parts: list[bytes] = []
+    for i, (key, value) in enumerate(records):
+        # attributes 0, timestamp delta 0, offset delta i, key, value, no headers
+        body = b"".join((b"\x00\x00", _varint(i), _varint(len(key)), key,
+                         _SMALL_VARINTS[0] if value is None else _varint(len(value)), value or b"", b"\x00"))
+        parts.append(_varint(len(body)))
+        parts.append(body)
+    payload = b"".join(parts)
+    attributes = ATTR_TRANSACTIONAL if transactional else 0
+    count = len(records)
+    fields = [0, HEADER_SIZE - LOG_OVERHEAD + len(payload), NO_PARTITION_LEADER_EPOCH, MAGIC, 0, attributes,
+              count - 1, timestamp, timestamp, producer_id, producer_epoch, NO_SEQUENCE, count]
+    batch = bytearray(HEADER_SIZE + len(payload))
+    HEADER.pack_into(batch, 0, *fields)
+    batch[HEADER_SIZE:] = payload
+    fields[4] = batch_crc(batch, 0, len(batch))
+    _U32.pack_into(batch, _CRC_AT, fields[4])
+    return bytes(batch), _make_header(fields)
 
 
 def _records_payload(batch: Buffer, header: BatchHeader) -> Buffer:

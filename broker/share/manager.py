@@ -35,6 +35,7 @@ from broker.log.dir_failure import KafkaStorageError
 from broker.log.partition_log import OffsetOutOfRangeError
 from broker.log.read_committed import Fate, classify_batches
 from broker.share.dlq import DeadLetterQueue
+from broker.share.eager import start_eager
 from broker.share.inflight import DeadLetter, ShareInFlight, StateDelta
 from broker.share.persister import UNINITIALIZED_START_OFFSET, Persister, StateBatch
 from broker.share.sessions import ShareSessionCache
@@ -425,7 +426,8 @@ class SharePartitionManager:
         prev = sp.last_write
         if prev is not None and prev.done():
             prev = None  # landed already: waiting for it (asyncio.wait) would still cost event-loop turns
-        fut = asyncio.ensure_future(self._write_after(prev, sp, delta, dead))
+        # Eager: a write that does not suspend (the common case) answers without a task or event-loop turn.
+        fut = start_eager(self._write_after(prev, sp, delta, dead))
         sp.last_write = fut
         return await asyncio.shield(fut)
 

@@ -16,7 +16,7 @@ class FakeReplicas:
         self.flushed = asyncio.Event()
         self.flushing = False
 
-    def append(self, info, partition, batch, allow_internal=False):
+    def append(self, info, partition, batch, allow_internal=False, built=None):
         return SimpleNamespace(error=ErrorCode.NONE, error_message=None, base_offset=0), object()
 
     async def make_durable(self, logs) -> None:
@@ -63,7 +63,7 @@ class LogReplicas:
     def __init__(self, plog) -> None:
         self.plog = plog
 
-    def append(self, info, partition, batch, allow_internal=False):
+    def append(self, info, partition, batch, allow_internal=False, built=None):
         appended = self.plog.append(batch)
         return SimpleNamespace(error=ErrorCode.NONE, error_message=None, base_offset=appended.base_offset), self.plog
 
@@ -131,3 +131,20 @@ async def test_a_deferred_fsync_answers_once_written_and_syncs_within_the_interv
     assert replicas.syncs == 3  # forced by the barrier, before the interval
     await asyncio.sleep(0.1)
     assert replicas.syncs == 3  # nothing left to sync
+
+
+async def test_deferred_fsync_answers_at_once_then_syncs_and_forgets_the_flush():
+    """With a deferred fsync an append is answered at once (an already-done future, shared); the barrier fsyncs
+    and, once that is done, nothing is pending for the partition any more."""
+    replicas = FakeReplicas()
+    topics = SimpleNamespace(registry=SimpleNamespace(get=lambda name: object()))
+    clog = CoordinatorLog(topics, replicas, "__share_group_state", fsync_interval_ms=60_000)
+    first, second = clog.append(0, [(b"k", b"v")]), clog.append(0, [(b"k", b"w")])
+    assert first.done() and second.done() and not replicas.flushing
+    barrier = asyncio.ensure_future(clog.barrier([0]))
+    await async_wait_until(lambda: replicas.flushing)
+    assert not barrier.done()
+    replicas.flushed.set()
+    await asyncio.wait_for(barrier, 5)
+    await async_wait_until(lambda: not clog._pending)  # the flush's done callback ran and dropped it
+    assert clog.barrier_future(0).done()
