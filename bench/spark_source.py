@@ -59,6 +59,7 @@ from bench.servers import start_shoal, stop
 from shoal_client import ACCEPT, ShareGroupMember, acknowledgements
 
 MAX_RECORD_LOCKS = 10_000  # Kafka's upper bound for group.share.max.partition.max.record.locks
+RECORD_OVERHEAD = 12  # bytes a record takes in a record batch besides its value (no key, no headers)
 
 
 def broker_config(record_locks: int) -> dict[str, str]:
@@ -517,9 +518,13 @@ def main(argv: list[str] | None = None) -> int:
                     conf = {"spark.driver.memory": args.driver_memory,
                             **dict(kv.split("=", 1) for kv in args.spark_conf)}
                     spark = spark or spark_session(conf)
+                    # the ceiling's micro-batches as large as the source's: maxRecordsPerTrigger, or as many
+                    # records as maxBytesPerTrigger holds (a record takes its value and ~12 B in a batch)
+                    per_trigger = min(args.max_records_per_trigger or records,
+                                      args.max_bytes_per_trigger // (size + RECORD_OVERHEAD))
                     ceiling = None if "ceiling" in skip else {
                         "rows": str(records), "size": str(size), "partitions": str(args.partitions),
-                        "maxRecordsPerTrigger": str(args.max_records_per_trigger or records)}
+                        "maxRecordsPerTrigger": str(per_trigger)}
                     runs, ceilings = [], []
                     for _ in range(args.spark_runs):
                         # the ceiling and the source back to back, so both see the same load and JIT state
@@ -550,7 +555,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{s.get('steady_rows_s', '-'):>13} {str(s.get('query_start_s', '-')) + ' s':>12}")
     for r in results:
         c = r.get("spark_ceiling")
-        if c is not None:
+        if c is not None and c["steady_rows_s"] and r["spark"]["steady_rows_s"]:
             s = r["spark"]
             print(f"{r['record_bytes']:>6}B ceiling: steady {c['steady_rows_s']} rows/s, "
                   f"{c['all_cpu_s_per_m_rows']} CPU s per M rows {c['cpu_s_per_m_rows_by_process']}; source: "

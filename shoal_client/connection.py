@@ -127,8 +127,10 @@ class BrokerConnection:
         raise UnsupportedVersionError(
             f"broker {self.host}:{self.port} does not serve {name} v{lowest}+ (it serves {theirs or 'none'})")
 
-    def call(self, api_key: int, version: int, body: dict, *, timeout_s: float | None = None) -> Container:
-        """Send one request and wait for its response (`timeout_s` beyond the default, e.g. for long polls)."""
+    def call(self, api_key: int, version: int, body: dict, *, timeout_s: float | None = None,
+             views: bool = False) -> Container:
+        """Send one request and wait for its response (`timeout_s` beyond the default, e.g. for long polls).
+        `views`: bytes and records fields are read-only memoryview slices of the received frame, not copies."""
         sock = self._sock
         if sock is None:
             raise ConnectionLost(f"connection to {self.host}:{self.port} is closed")
@@ -154,7 +156,7 @@ class BrokerConnection:
         if got != correlation_id:
             self.close()
             raise ConnectionLost(f"response correlation id {got}, expected {correlation_id}")
-        return response_codec(api_key, version).decode(memoryview(data)[offset:])
+        return response_codec(api_key, version).decode(memoryview(data)[offset:], views=views)
 
     @staticmethod
     def _response_header(data: bytearray, header_version: int) -> tuple[int, int]:
