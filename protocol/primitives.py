@@ -1,9 +1,9 @@
 """Kafka wire primitives: readers/writers plus compilable construct classes wrapping them.
 
 Readers take a `Reader` (a cursor over the frame that knows its end and copies nothing) and raise
-DecodeError on short or invalid input; writers take any binary stream. The construct classes (`Prim`, `KArray`, `KNullableStruct`)
-emit calls to these same functions from `_emitparse`/`_emitbuild`, so compiled and interpreted
-codecs share one implementation of each encoding.
+DecodeError on short or invalid input; writers take any binary stream. The construct classes (`Prim`,
+`KArray`, `KNullableStruct`) emit calls to these same functions from `_emitparse`/`_emitbuild`, so
+compiled and interpreted codecs share one implementation of each encoding.
 """
 
 from __future__ import annotations
