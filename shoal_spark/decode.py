@@ -131,19 +131,18 @@ def _varints(u: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     One- and two-byte varints (nearly all of them in records: lengths, deltas, counts) are read for all
     positions at once from two gathers; only the positions whose varint is longer take the general path."""
-    b0 = u[pos].astype(np.int64)
-    size = np.ones(len(pos), dtype=np.int64)
-    raw = b0 & 0x7F
+    b0 = u[pos]
     longer = b0 >= 0x80
-    if longer.any():
-        # clip: the byte after a one-byte varint ending the buffer is not used (a truncated longer varint
-        # reads its own last byte again until it is too long)
-        b1 = u.take(pos + 1, mode="clip").astype(np.int64)
-        raw |= np.where(longer, (b1 & 0x7F) << 7, 0)
-        size += longer
-        rest = np.flatnonzero(longer & (b1 >= 0x80))
-    else:
-        rest = ()
+    if not longer.any():  # one byte each (counts, small deltas, null lengths): no second gather
+        raw = b0.astype(np.int64)
+        return (raw >> 1) ^ -(raw & 1), np.ones(len(pos), dtype=np.int64)
+    # clip: the byte after a one-byte varint ending the buffer is not used (a truncated longer varint reads its
+    # own last byte again until it is too long)
+    b1 = u.take(pos + 1, mode="clip")
+    raw = (b0 & 0x7F).astype(np.int64)
+    raw |= np.where(longer, (b1 & 0x7F).astype(np.int64) << 7, 0)
+    size = longer.astype(np.int64) + 1
+    rest = np.flatnonzero(longer & (b1 >= 0x80))
     signed = (raw >> 1) ^ -(raw & 1)
     if len(rest):
         signed[rest], size[rest] = _long_varints(u, pos[rest])
@@ -176,6 +175,8 @@ def _binary(buf: pa.Buffer, start: np.ndarray, length: np.ndarray, typ: pa.DataT
     buffer alternates gaps and wanted segments without copying, and Arrow's `take` of every second element
     gathers the wanted bytes (a memcpy per value, in C++)."""
     n = len(length)
+    if n and (length < 0).all():  # all null (records without keys): nothing to gather
+        return pa.nulls(n, typ)
     lens = np.maximum(length, 0)
     wide = buf.size >= 2**31 - 1
     offsets = np.empty(2 * n + 1, dtype=np.int64 if wide else np.int32)
