@@ -59,6 +59,7 @@ from bench.servers import start_shoal, stop
 from shoal_client import ACCEPT, ShareGroupMember, acknowledgements
 
 MAX_RECORD_LOCKS = 10_000  # Kafka's upper bound for group.share.max.partition.max.record.locks
+RECORD_OVERHEAD = 12  # bytes a record takes in a record batch besides its value (no key, no headers)
 
 
 def broker_config(record_locks: int) -> dict[str, str]:
@@ -300,7 +301,9 @@ def _process_kind(pid: int, broker_pids: set[int]) -> str:
 
 class CpuSampler:
     """user+sys CPU seconds per process kind below this process, from /proc every `interval_s` (a process that
-    ends loses at most its last interval)."""
+    ends loses at most its last interval). Its own CPU (`own_cpu_s`: reading /proc for every process and JVM
+    thread, tens of ms a second on a busy machine) is the bench's, not the query's: the driver's figure leaves it
+    out, or a query that runs longer would look costlier per row."""
 
     def __init__(self, broker_pid: int, interval_s: float = 0.2) -> None:
         self.broker_pid = broker_pid
@@ -312,6 +315,7 @@ class CpuSampler:
         self._threads_last: dict[tuple[int, int], float] = {}
         self._thread_name: dict[tuple[int, int], str] = {}
         self._stop = threading.Event()
+        self.own_cpu_s = 0.0
         self._sample(initial=True)
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
@@ -366,7 +370,9 @@ class CpuSampler:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
+            started = time.thread_time()
             self._sample()
+            self.own_cpu_s += time.thread_time() - started
 
     def stop(self) -> tuple[dict[str, float], dict[str, float]]:
         """CPU seconds per process kind, and per JVM thread pool."""
@@ -376,6 +382,7 @@ class CpuSampler:
         out: dict[str, float] = {}
         for pid, kind in self._kind.items():
             out[kind] = out.get(kind, 0.0) + self._last[pid] - self._first[pid]
+        out["driver"] = out.get("driver", 0.0) - self.own_cpu_s
         threads: dict[str, float] = {}
         for key, name in self._thread_name.items():
             threads[name] = threads.get(name, 0.0) + self._threads_last[key] - self._threads_first[key]
@@ -414,7 +421,8 @@ def drain_spark(spark, bootstrap: str, topic: str, records: int, work: Path, max
     total = time.perf_counter() - start
     per_kind, jvm_threads = sampler.stop()
     broker_cpu = tree_cpu_s(broker_pid) - broker_cpu_start
-    cpu = tree_cpu_s(os.getpid()) - cpu_start - broker_cpu  # the broker is a child of this process too
+    # the broker is a child of this process too; the sampler's CPU is the bench's own
+    cpu = tree_cpu_s(os.getpid()) - cpu_start - broker_cpu - sampler.own_cpu_s
     if q.exception() is not None:
         raise RuntimeError(f"query failed: {q.exception()}")
     batches = [p for p in q.recentProgress if p["numInputRows"]]
@@ -440,6 +448,7 @@ def drain_spark(spark, bootstrap: str, topic: str, records: int, work: Path, max
             "all_cpu_s_per_m_rows": round((cpu + broker_cpu) / rows * 1e6, 2),
             "broker_cpu_s_per_m_rows": round(broker_cpu / rows * 1e6, 2),
             "cpu_s_per_m_rows_by_process": {k: round(v / rows * 1e6, 2) for k, v in sorted(per_kind.items())},
+            "sampler_cpu_s_left_out": round(sampler.own_cpu_s, 2),
             "jvm_cpu_s_per_m_rows_by_thread": {k: round(v / rows * 1e6, 2) for k, v in
                                                sorted(jvm_threads.items(), key=lambda kv: -kv[1]) if v / rows > 1e-8}}
 
@@ -517,9 +526,13 @@ def main(argv: list[str] | None = None) -> int:
                     conf = {"spark.driver.memory": args.driver_memory,
                             **dict(kv.split("=", 1) for kv in args.spark_conf)}
                     spark = spark or spark_session(conf)
+                    # the ceiling's micro-batches as large as the source's: maxRecordsPerTrigger, or as many
+                    # records as maxBytesPerTrigger holds (a record takes its value and ~12 B in a batch)
+                    per_trigger = min(args.max_records_per_trigger or records,
+                                      args.max_bytes_per_trigger // (size + RECORD_OVERHEAD))
                     ceiling = None if "ceiling" in skip else {
                         "rows": str(records), "size": str(size), "partitions": str(args.partitions),
-                        "maxRecordsPerTrigger": str(args.max_records_per_trigger or records)}
+                        "maxRecordsPerTrigger": str(per_trigger)}
                     runs, ceilings = [], []
                     for _ in range(args.spark_runs):
                         # the ceiling and the source back to back, so both see the same load and JIT state
@@ -550,7 +563,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{s.get('steady_rows_s', '-'):>13} {str(s.get('query_start_s', '-')) + ' s':>12}")
     for r in results:
         c = r.get("spark_ceiling")
-        if c is not None:
+        if c is not None and c["steady_rows_s"] and r["spark"]["steady_rows_s"]:
             s = r["spark"]
             print(f"{r['record_bytes']:>6}B ceiling: steady {c['steady_rows_s']} rows/s, "
                   f"{c['all_cpu_s_per_m_rows']} CPU s per M rows {c['cpu_s_per_m_rows_by_process']}; source: "

@@ -116,7 +116,7 @@ class KStruct(Construct):
                 data = read_exact(stream, read_uvarint_io(stream))
                 if tag in by_tag:
                     key, sub = by_tag[tag]
-                    r = Reader(data)
+                    r = Reader(data, stream.views)
                     result[key] = sub._parse(r, context, path)
                     check_consumed(r, f"tag {tag} of {self.struct_name}")
         return result
@@ -167,7 +167,7 @@ class KStruct(Construct):
             code.append(f"def parse_tag_{n}_{tag}(io, this):\n    return {sub._compileparse(code)}")
             lines += [
                 f"        {'if' if i == 0 else 'elif'} tag == {tag}:",
-                "            sub = Reader(data)",
+                "            sub = Reader(data, io.views)",
                 f"            result[{key!r}] = parse_tag_{n}_{tag}(sub, this)",
                 f"            check_consumed(sub, {f'tag {tag} of {self.struct_name}'!r})",
             ]
@@ -319,16 +319,18 @@ class Codec:
     def __repr__(self) -> str:
         return f"<Codec {self.message.name} v{self.version}>"
 
-    def decode(self, data: bytes | bytearray | memoryview) -> Container:
-        """Decode exactly `data` (trailing bytes are an error)."""
-        value, end = self.decode_prefix(data)
+    def decode(self, data: bytes | bytearray | memoryview, *, views: bool = False) -> Container:
+        """Decode exactly `data` (trailing bytes are an error). `views`: bytes and records fields are read-only
+        memoryview slices of `data` instead of copies (see primitives.Reader)."""
+        value, end = self.decode_prefix(data, views=views)
         if end != len(data):
             raise DecodeError(f"{self.message.name} v{self.version}: {len(data) - end} trailing bytes")
         return value
 
-    def decode_prefix(self, data: bytes | bytearray | memoryview, offset: int = 0) -> tuple[Container, int]:
+    def decode_prefix(self, data: bytes | bytearray | memoryview, offset: int = 0, *, views: bool = False
+                      ) -> tuple[Container, int]:
         """Decode one value starting at `offset`; returns it and the offset just past it."""
-        r = Reader(data)
+        r = Reader(data, views)
         if offset:
             r.seek(offset)
         try:

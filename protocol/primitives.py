@@ -1,14 +1,13 @@
 """Kafka wire primitives: readers/writers plus compilable construct classes wrapping them.
 
-Readers take a `Reader` (BytesIO that knows its end) and raise DecodeError on short or invalid
-input; writers take any binary stream. The construct classes (`Prim`, `KArray`, `KNullableStruct`)
-emit calls to these same functions from `_emitparse`/`_emitbuild`, so compiled and interpreted
-codecs share one implementation of each encoding.
+Readers take a `Reader` (a cursor over the frame that knows its end and copies nothing) and raise
+DecodeError on short or invalid input; writers take any binary stream. The construct classes (`Prim`,
+`KArray`, `KNullableStruct`) emit calls to these same functions from `_emitparse`/`_emitbuild`, so
+compiled and interpreted codecs share one implementation of each encoding.
 """
 
 from __future__ import annotations
 
-import io
 import struct
 import uuid
 from typing import Any, BinaryIO
@@ -23,47 +22,88 @@ _I32 = struct.Struct(">i")
 MAX_STRING = 0x7FFF  # Kafka rejects longer strings (int16 length, and compact strings too)
 
 
-class Reader(io.BytesIO):
-    """BytesIO over one frame; `end` lets length checks reject counts larger than what is left."""
+class Reader:
+    """A read cursor over one frame that never copies it: `read(n)` hands out slices of a read-only memoryview
+    (bytes when given bytes), and the bytes/records field readers return copies of their field only, or, with
+    `views=True`, slices of the frame (zero copy: a ShareFetch response's record batches stay in the buffer they
+    were received into; such a slice keeps the whole frame alive). `end` lets length checks reject counts larger
+    than what is left. Only what the codec uses of a stream is here: read, tell, seek."""
 
-    def __init__(self, data: bytes | bytearray | memoryview) -> None:
-        super().__init__(data)
-        self.end = len(data)
+    __slots__ = ("buf", "pos", "end", "views")
+
+    def __init__(self, data: bytes | bytearray | memoryview, views: bool = False) -> None:
+        if type(data) is bytes and not views:
+            self.buf: bytes | memoryview = data  # slices of small fields copy bytes anyway
+        else:
+            view = memoryview(data)
+            if view.format != "B" or view.ndim != 1:
+                view = view.cast("B")
+            self.buf = view.toreadonly()
+        self.pos = 0
+        self.end = len(self.buf)
+        self.views = views
+
+    def read(self, n: int = -1) -> bytes | memoryview:
+        """Up to `n` bytes (all that is left if n < 0): fewer only at the end, as a stream's read."""
+        p = self.pos
+        q = p + n
+        if n < 0 or q > self.end:
+            q = self.end
+        self.pos = q
+        return self.buf[p:q]
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        if whence == 1:
+            pos += self.pos
+        elif whence == 2:
+            pos += self.end
+        if pos < 0:
+            raise ValueError(f"negative seek position {pos}")
+        self.pos = pos  # past the end reads nothing, as BytesIO
+        return pos
 
     def remaining(self) -> int:
-        return self.end - self.tell()
+        return self.end - self.pos
 
 
-def read_exact(r: BinaryIO, n: int) -> bytes:
-    data = r.read(n)
-    if len(data) != n:
-        raise DecodeError(f"truncated: wanted {n} bytes, got {len(data)}")
-    return data
+def read_exact(r: Reader, n: int) -> bytes | memoryview:
+    """The next `n` bytes as a slice of the frame (memoryview, or bytes for a bytes frame)."""
+    p = r.pos
+    q = p + n
+    if q > r.end or n < 0:
+        raise DecodeError(f"truncated: wanted {n} bytes, got {max(0, r.end - p)}")
+    r.pos = q
+    return r.buf[p:q]
+
+
+def _read_field(r: Reader, n: int) -> bytes | memoryview:
+    """A bytes field's value: its own copy, or with `views` a slice of the frame."""
+    data = read_exact(r, n)
+    if r.views or type(data) is bytes:
+        return data
+    return bytes(data)
 
 
 # --- varints ---------------------------------------------------------------------------------
 
-def read_uvarint_io(r: BinaryIO) -> int:
-    """Unsigned LEB128 from a stream, at most 5 bytes (Kafka's 32-bit varint)."""
-    b = r.read(1)
-    if not b:
+def read_uvarint_io(r: Reader) -> int:
+    """Unsigned LEB128 from a Reader, at most 5 bytes (Kafka's 32-bit varint)."""
+    p = r.pos
+    if p >= r.end:
         raise DecodeError("truncated varint")
-    x = b[0]
+    buf = r.buf
+    x = buf[p]
     if x < 0x80:
+        r.pos = p + 1
         return x
-    result = x & 0x7F
-    shift = 7
-    while True:
-        b = r.read(1)
-        if not b:
-            raise DecodeError("truncated varint")
-        x = b[0]
-        result |= (x & 0x7F) << shift
-        if x < 0x80:
-            return result
-        shift += 7
-        if shift > 28:
-            raise DecodeError("varint is too long")
+    if p + 1 < r.end and buf[p + 1] < 0x80:  # two bytes: up to 16 383
+        r.pos = p + 2
+        return (x & 0x7F) | (buf[p + 1] << 7)
+    value, r.pos = read_uvarint(buf, p)  # r.end is the buffer's end
+    return value
 
 
 def read_uvarint(data: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, int]:
@@ -100,11 +140,12 @@ def write_uvarint(n: int) -> bytes:
 
 # --- bool / uuid -----------------------------------------------------------------------------
 
-def read_bool(r: BinaryIO) -> bool:
-    b = r.read(1)
-    if not b:
+def read_bool(r: Reader) -> bool:
+    p = r.pos
+    if p >= r.end:
         raise DecodeError("truncated bool")
-    return b != b"\x00"
+    r.pos = p + 1
+    return r.buf[p] != 0
 
 
 def write_bool(w: BinaryIO, v: bool) -> None:
@@ -113,8 +154,8 @@ def write_bool(w: BinaryIO, v: bool) -> None:
     w.write(b"\x01" if v else b"\x00")
 
 
-def read_uuid(r: BinaryIO) -> uuid.UUID:
-    return uuid.UUID(bytes=read_exact(r, 16))
+def read_uuid(r: Reader) -> uuid.UUID:
+    return uuid.UUID(bytes=bytes(read_exact(r, 16)))
 
 
 def write_uuid(w: BinaryIO, v: uuid.UUID) -> None:
@@ -123,38 +164,39 @@ def write_uuid(w: BinaryIO, v: uuid.UUID) -> None:
 
 # --- strings ---------------------------------------------------------------------------------
 
-def _decode_str(data: bytes) -> str:
+def _decode_str(data: bytes | memoryview) -> str:
     try:
-        return data.decode("utf-8")
+        return str(data, "utf-8")
     except UnicodeDecodeError as e:
         raise DecodeError(f"invalid UTF-8 in string: {e}") from None
 
 
-def read_nullable_string(r: BinaryIO) -> str | None:
-    b = r.read(2)
-    if len(b) != 2:
+def read_nullable_string(r: Reader) -> str | None:
+    p = r.pos
+    if p + 2 > r.end:
         raise DecodeError("truncated string length")
-    n = _I16.unpack(b)[0]
+    n = _I16.unpack_from(r.buf, p)[0]
+    r.pos = p + 2
     if n < 0:
         return None  # any negative length is null, as in Kafka's readers
     return _decode_str(read_exact(r, n))
 
 
-def read_string(r: BinaryIO) -> str:
+def read_string(r: Reader) -> str:
     s = read_nullable_string(r)
     if s is None:
         raise DecodeError("null in a non-nullable string field")
     return s
 
 
-def read_compact_length(r: BinaryIO) -> int:
+def read_compact_length(r: Reader) -> int:
     """A compact length (unsigned varint N+1) as Kafka's readers see it: the varint is a 32-bit Java int, so
     values of 2^31 and more are negative, and any negative length means null."""
     v = read_uvarint_io(r) & 0xFFFFFFFF
     return (v - (1 << 32) if v >= 1 << 31 else v) - 1
 
 
-def read_compact_nullable_string(r: BinaryIO) -> str | None:
+def read_compact_nullable_string(r: Reader) -> str | None:
     n = read_compact_length(r)
     if n < 0:
         return None
@@ -163,7 +205,7 @@ def read_compact_nullable_string(r: BinaryIO) -> str | None:
     return _decode_str(read_exact(r, n))
 
 
-def read_compact_string(r: BinaryIO) -> str:
+def read_compact_string(r: Reader) -> str:
     s = read_compact_nullable_string(r)
     if s is None:
         raise DecodeError("null in a non-nullable string field")
@@ -246,33 +288,34 @@ def write_compact_string(w: BinaryIO, v: str) -> None:
     write_compact_nullable_string(w, v)
 
 
-# --- bytes (also records: bytes on the wire, kept as bytes) -----------------------------------
+# --- bytes (also records: bytes on the wire, decoded as bytes, or memoryview slices with views) --------
 
-def read_nullable_bytes(r: BinaryIO) -> bytes | None:
-    b = r.read(4)
-    if len(b) != 4:
+def read_nullable_bytes(r: Reader) -> bytes | memoryview | None:
+    p = r.pos
+    if p + 4 > r.end:
         raise DecodeError("truncated bytes length")
-    n = _I32.unpack(b)[0]
+    n = _I32.unpack_from(r.buf, p)[0]
+    r.pos = p + 4
     if n < 0:
         return None  # any negative length is null, as in Kafka's readers
-    return read_exact(r, n)
+    return _read_field(r, n)
 
 
-def read_bytes(r: BinaryIO) -> bytes:
+def read_bytes(r: Reader) -> bytes | memoryview:
     v = read_nullable_bytes(r)
     if v is None:
         raise DecodeError("null in a non-nullable bytes field")
     return v
 
 
-def read_compact_nullable_bytes(r: BinaryIO) -> bytes | None:
+def read_compact_nullable_bytes(r: Reader) -> bytes | memoryview | None:
     n = read_compact_length(r)
     if n < 0:
         return None
-    return read_exact(r, n)
+    return _read_field(r, n)
 
 
-def read_compact_bytes(r: BinaryIO) -> bytes:
+def read_compact_bytes(r: Reader) -> bytes | memoryview:
     v = read_compact_nullable_bytes(r)
     if v is None:
         raise DecodeError("null in a non-nullable bytes field")
@@ -321,19 +364,20 @@ def read_array_len(r: Reader, min_element: int = 1) -> int:
     """int32 count; negative for null (as Kafka's readers). A count whose elements cannot fit in the bytes left
     is malformed before anything is allocated (Kafka checks one byte per element; `min_element` is the smallest
     encoding of one element, at least 1)."""
-    b = r.read(4)
-    if len(b) != 4:
+    p = r.pos
+    if p + 4 > r.end:
         raise DecodeError("truncated array length")
-    n = _I32.unpack(b)[0]
-    if n > 0 and n * min_element > r.end - r.tell():
-        raise DecodeError(f"array of {n} elements but only {r.end - r.tell()} bytes left")
+    n = _I32.unpack_from(r.buf, p)[0]
+    r.pos = p = p + 4
+    if n > 0 and n * min_element > r.end - p:
+        raise DecodeError(f"array of {n} elements but only {r.end - p} bytes left")
     return n
 
 
 def read_compact_array_len(r: Reader, min_element: int = 1) -> int:
     n = read_compact_length(r)
-    if n > 0 and n * min_element > r.end - r.tell():
-        raise DecodeError(f"array of {n} elements but only {r.end - r.tell()} bytes left")
+    if n > 0 and n * min_element > r.end - r.pos:
+        raise DecodeError(f"array of {n} elements but only {r.end - r.pos} bytes left")
     return n
 
 
@@ -356,15 +400,15 @@ def write_tagged(w: BinaryIO, tagged: list[tuple[int, bytes]]) -> None:
         w.write(payload)
 
 
-def skip_tagged(r: BinaryIO) -> None:
+def skip_tagged(r: Reader) -> None:
     for _ in range(read_uvarint_io(r)):
         read_uvarint_io(r)
         read_exact(r, read_uvarint_io(r))
 
 
 def check_consumed(r: Reader, what: str) -> None:
-    if r.tell() != r.end:
-        raise DecodeError(f"{r.end - r.tell()} unread bytes in {what}")
+    if r.pos != r.end:
+        raise DecodeError(f"{r.end - r.pos} unread bytes in {what}")
 
 
 # --- construct classes ---------------------------------------------------------------------------

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 from construct import Container
 
 from protocol.codec import request_codec, response_codec
-from protocol.errors import DecodeError
 from protocol.framing import (
     FrameSizeError,
     RequestHeader,
@@ -34,7 +33,6 @@ if TYPE_CHECKING:
 
 API_VERSIONS = 18
 _MAX_RESPONSE = 1 << 30
-_HEADER_PEEK = 256  # the response header is decoded from this much of the frame (decoding copies its input)
 
 
 class ConnectionLost(ConnectionError):
@@ -127,8 +125,10 @@ class BrokerConnection:
         raise UnsupportedVersionError(
             f"broker {self.host}:{self.port} does not serve {name} v{lowest}+ (it serves {theirs or 'none'})")
 
-    def call(self, api_key: int, version: int, body: dict, *, timeout_s: float | None = None) -> Container:
-        """Send one request and wait for its response (`timeout_s` beyond the default, e.g. for long polls)."""
+    def call(self, api_key: int, version: int, body: dict, *, timeout_s: float | None = None,
+             views: bool = False) -> Container:
+        """Send one request and wait for its response (`timeout_s` beyond the default, e.g. for long polls).
+        `views`: bytes and records fields are read-only memoryview slices of the received frame, not copies."""
         sock = self._sock
         if sock is None:
             raise ConnectionLost(f"connection to {self.host}:{self.port} is closed")
@@ -150,20 +150,12 @@ class BrokerConnection:
         except ConnectionLost:
             self.close()
             raise
-        got, offset = self._response_header(data, response_header_version(api_key, version))
+        # the header is decoded in place: decoding copies nothing of the (maybe tens of MB) frame
+        got, offset = decode_response_header(data, response_header_version(api_key, version))
         if got != correlation_id:
             self.close()
             raise ConnectionLost(f"response correlation id {got}, expected {correlation_id}")
-        return response_codec(api_key, version).decode(memoryview(data)[offset:])
-
-    @staticmethod
-    def _response_header(data: bytearray, header_version: int) -> tuple[int, int]:
-        """(correlation id, body offset), decoded from the frame's first bytes only: a ShareFetch response
-        carries tens of MB of records, which the decoder would otherwise copy just to read 5 bytes."""
-        if len(data) > _HEADER_PEEK:
-            with contextlib.suppress(DecodeError):  # tagged fields longer than the peek: decode the whole frame
-                return decode_response_header(memoryview(data)[:_HEADER_PEEK], header_version)
-        return decode_response_header(data, header_version)
+        return response_codec(api_key, version).decode(memoryview(data)[offset:], views=views)
 
     @staticmethod
     def _recv_exact(sock: socket.socket, n: int) -> bytearray:

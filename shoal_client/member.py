@@ -81,7 +81,9 @@ class Acquired:
     topic: str
     topic_id: uuid.UUID
     partition: int
-    records: bytes  # whole record batches overlapping the ranges (may hold records outside them)
+    # whole record batches overlapping the ranges (may hold records outside them): a read-only slice of the
+    # ShareFetch response it came in (which it keeps alive), or bytes
+    records: bytes | memoryview
     ranges: list[tuple[int, int, int]]  # (first offset, last offset, delivery count)
 
     @property
@@ -509,7 +511,8 @@ class ShareGroupMember:
             session = self._session(node)
             body = self._fetch_body(self._next_epoch(session), fetch if max_records > 0 else [], acks, forget,
                                     wait_ms, max_records, max_bytes)
-            resp = session.conn.call(SHARE_FETCH, 2, body, timeout_s=self.timeout_s + wait_ms / 1000)
+            # records stay slices of the received frame (no copy): the Spark source ships them as they are
+            resp = session.conn.call(SHARE_FETCH, 2, body, timeout_s=self.timeout_s + wait_ms / 1000, views=True)
         except ConnectionLost as err:
             log.info("share group %s: share session on node %s lost: %s", self.group_id, node, err)
             self._lose_session(node)

@@ -6,7 +6,8 @@ protocol.compression). Records are then decoded column-wise with numpy:
 1. the only sequential step finds where each record starts (its length varint): runs of records of one size
    at numpy speed (guessed, then checked), the rest in a tight Python loop;
 2. every further field (attributes, timestamp delta, offset delta, key, value, header count, headers) is decoded
-   for all records at once, varint by varint, as vectors of positions into one byte array;
+   for all records at once, varint by varint, as vectors of positions into one byte array: the records as they
+   came (uncompressed batches are not copied) or the decompressed payloads joined;
 3. records outside the acquired ranges (a returned batch may hold records of other members or of a split
    acquisition) are dropped before keys, values and headers are gathered into Arrow buffers.
 
@@ -35,13 +36,14 @@ from shoal_spark.schema import ARROW_SCHEMA
 _HEADERS_TYPE = ARROW_SCHEMA.field("headers").type
 
 _MAX_DECOMPRESSED = 1 << 30
-_PAD = 16  # zero bytes after the data so a vectorized varint read never indexes past the end
+_PAD = 16  # zero bytes after decompressed data (a corrupt length runs into them, not past the end)
 Ranges = Sequence[tuple[int, int, int]]  # (first offset, last offset, delivery count)
 
 
 def _walk(buf: bytes, pos: int, count: int, heads: list[int]) -> int:
     """Append the position of each of `count` records' length varint, walking from `pos`; return the position
-    after the last record. Unchecked (bytes past the data are zero padding): the caller checks the chain."""
+    after the last record. Unchecked (corrupt lengths may lead anywhere in the buffer, or past it: IndexError):
+    the caller checks the chain."""
     append = heads.append
     for _ in range(count):
         append(pos)
@@ -115,7 +117,10 @@ def _record_heads(buf: bytes, u: np.ndarray, pos: int, count: int, end: int, out
                 continue
             slow_step = min(slow_step * 2, 1 << 16)
         step: list[int] = []
+        start = pos
         pos = _walk(buf, pos, min(count, slow_step), step)
+        if not start < pos <= end:  # corrupt lengths: stop here rather than walk the rest of the buffer
+            raise IndexError(pos)
         count -= len(step)
         out.append(np.array(step, dtype=np.int64))
     return pos
@@ -126,17 +131,18 @@ def _varints(u: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     One- and two-byte varints (nearly all of them in records: lengths, deltas, counts) are read for all
     positions at once from two gathers; only the positions whose varint is longer take the general path."""
-    b0 = u[pos].astype(np.int64)
-    size = np.ones(len(pos), dtype=np.int64)
-    raw = b0 & 0x7F
+    b0 = u[pos]
     longer = b0 >= 0x80
-    if longer.any():
-        b1 = u[pos + 1].astype(np.int64)
-        raw |= np.where(longer, (b1 & 0x7F) << 7, 0)
-        size += longer
-        rest = np.flatnonzero(longer & (b1 >= 0x80))
-    else:
-        rest = ()
+    if not longer.any():  # one byte each (counts, small deltas, null lengths): no second gather
+        raw = b0.astype(np.int64)
+        return (raw >> 1) ^ -(raw & 1), np.ones(len(pos), dtype=np.int64)
+    # clip: the byte after a one-byte varint ending the buffer is not used (a truncated longer varint reads its
+    # own last byte again until it is too long)
+    b1 = u.take(pos + 1, mode="clip")
+    raw = (b0 & 0x7F).astype(np.int64)
+    raw |= np.where(longer, (b1 & 0x7F).astype(np.int64) << 7, 0)
+    size = longer.astype(np.int64) + 1
+    rest = np.flatnonzero(longer & (b1 >= 0x80))
     signed = (raw >> 1) ^ -(raw & 1)
     if len(rest):
         signed[rest], size[rest] = _long_varints(u, pos[rest])
@@ -149,7 +155,7 @@ def _long_varints(u: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarra
     size = np.zeros(len(pos), dtype=np.int64)
     idx = np.arange(len(pos))
     for i in range(10):
-        b = u[pos[idx] + i].astype(np.uint64)
+        b = u.take(pos[idx] + i, mode="clip").astype(np.uint64)
         value[idx] |= (b & np.uint64(0x7F)) << np.uint64(7 * i)
         size[idx] += 1
         more = (b & np.uint64(0x80)) != 0
@@ -169,6 +175,8 @@ def _binary(buf: pa.Buffer, start: np.ndarray, length: np.ndarray, typ: pa.DataT
     buffer alternates gaps and wanted segments without copying, and Arrow's `take` of every second element
     gathers the wanted bytes (a memcpy per value, in C++)."""
     n = len(length)
+    if n and (length < 0).all():  # all null (records without keys): nothing to gather
+        return pa.nulls(n, typ)
     lens = np.maximum(length, 0)
     wide = buf.size >= 2**31 - 1
     offsets = np.empty(2 * n + 1, dtype=np.int64 if wide else np.int32)
@@ -208,6 +216,7 @@ def decode(topic: str, partition: int, records: bytes, ranges: Ranges) -> pa.Rec
     firsts, lasts, counts = firsts[order], lasts[order], counts[order]
 
     payloads: list[bytes | memoryview] = []
+    payload_at: list[int] = []  # where each payload starts in `records` (uncompressed batches)
     batch_of: list[int] = []  # per batch: number of records, to spread batch fields over records
     base_offsets: list[int] = []
     base_timestamps: list[int] = []
@@ -225,16 +234,21 @@ def decode(topic: str, partition: int, records: bytes, ranges: Ranges) -> pa.Rec
         codec = h.attributes & COMPRESSION_MASK
         payload = raw if codec == COMPRESSION_NONE else bytes(compression.decompress(codec, raw, _MAX_DECOMPRESSED))
         payloads.append(payload)
+        payload_at.append(pos + HEADER_SIZE if codec == COMPRESSION_NONE else -1)
         batch_of.append(h.records_count)
         base_offsets.append(h.base_offset)
         base_timestamps.append(h.base_timestamp)
         append_times.append(h.max_timestamp if h.attributes & ATTR_LOG_APPEND_TIME else -1)
-    buf = b"".join([*payloads, bytes(_PAD)])
+    if -1 in payload_at:  # decompressed payloads: one buffer of them all
+        buf: bytes | memoryview = b"".join([*payloads, bytes(_PAD)])
+        starts = np.cumsum([0] + [len(p) for p in payloads[:-1]]).tolist()
+    else:  # only uncompressed batches: read the records where they are (no copy of them)
+        buf = view
+        starts = payload_at
     u = np.frombuffer(buf, dtype=np.uint8)
     heads: list[np.ndarray] = []
     batch_ends: list[int] = []
-    pos = 0
-    for payload, n in zip(payloads, batch_of, strict=True):
+    for payload, n, pos in zip(payloads, batch_of, starts, strict=True):
         end = pos + len(payload)
         try:
             after = _record_heads(buf, u, pos, n, end, heads)
@@ -243,7 +257,6 @@ def decode(topic: str, partition: int, records: bytes, ranges: Ranges) -> pa.Rec
         if after != end:
             raise CorruptRecordError("records do not fill their batch exactly")
         batch_ends.append(end)
-        pos = end
     whole = pa.py_buffer(buf)
     head = np.concatenate(heads) if heads else np.zeros(0, dtype=np.int64)
     length, n0 = _varints(u, head)

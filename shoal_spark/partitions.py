@@ -11,12 +11,15 @@ share made many-partition topics slow. `read(partition)` runs on an executor and
 from __future__ import annotations
 
 import gc
+import pickle
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import SupportsIndex
 
 from pyspark.sql.datasource import InputPartition
 
 from protocol.records import iter_batches
+from shoal_spark.memory import keep_freed_memory
 
 DEFAULT_BYTES_PER_PARTITION = 8 << 20
 
@@ -27,8 +30,16 @@ class Chunk:
 
     topic: str
     partition: int
-    records: bytes
+    records: bytes | memoryview  # in the runner a read-only slice of the ShareFetch response; bytes on executors
     ranges: tuple[tuple[int, int, int], ...]
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple:
+        # PySpark pickles InputPartitions with protocol 5, where a PickleBuffer over the response slice goes
+        # straight into the pickle: the one copy the runner makes of the bytes (unpickled as bytes).
+        records = self.records
+        if isinstance(records, memoryview):
+            records = pickle.PickleBuffer(records) if int(protocol) >= 5 else bytes(records)
+        return Chunk, (self.topic, self.partition, records, self.ranges)
 
 
 class ShoalInputPartition(InputPartition):
@@ -107,6 +118,7 @@ def read(partition: ShoalInputPartition) -> Iterator:
     from shoal_spark.decode import decode
 
     _freeze_worker_heap()
+    keep_freed_memory()  # the partition's bytes (tens of MB a task) reuse memory, no page faults
     for chunk in partition.chunks:
         batch = decode(chunk.topic, chunk.partition, chunk.records, chunk.ranges)
         if batch.num_rows:

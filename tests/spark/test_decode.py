@@ -172,3 +172,35 @@ def test_varints_of_every_length() -> None:
     got, sizes = _varints(np.frombuffer(bytes(buf), dtype=np.uint8), np.array(positions, dtype=np.int64))
     assert got.tolist() == values
     assert (np.array(positions[1:] + [len(buf) - 16]) - positions).tolist() == sizes.tolist()
+
+
+def test_varints_at_the_end_of_the_buffer() -> None:
+    import numpy as np
+
+    from protocol.records import _write_varint
+    from shoal_spark.decode import _varints
+
+    buf = bytearray()
+    for v in (300, 1):  # a longer varint among them: every position's next byte is looked at
+        _write_varint(buf, v)
+    got, sizes = _varints(np.frombuffer(bytes(buf), dtype=np.uint8), np.array([0, 2], dtype=np.int64))
+    assert (got.tolist(), sizes.tolist()) == ([300, 1], [2, 1])
+    with pytest.raises(CorruptRecordError):  # cut after its first byte
+        _varints(np.frombuffer(bytes(buf[:1]), dtype=np.uint8), np.array([0], dtype=np.int64))
+
+
+def test_uncompressed_records_are_read_where_they_are() -> None:
+    import tracemalloc
+
+    raw = b"".join(build_batch([Record(value=bytes([i]) * 4000)] * 250, base_offset=i * 250) for i in range(8))
+    ranges = [(0, 1999, 1)]
+    decode("t", 0, raw, ranges)  # imports and caches first
+    tracemalloc.start()
+    try:
+        batch = decode("t", 0, raw, ranges)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert batch.num_rows == 2000 and batch.column("value")[1999].as_py() == b"\x07" * 4000
+    assert peak < len(raw) // 4  # position vectors only: no copy of the 8 MB of records (Arrow's own allocations
+    # are not traced)
