@@ -19,7 +19,6 @@ from typing import SupportsIndex
 from pyspark.sql.datasource import InputPartition
 
 from protocol.records import iter_batches
-from shoal_spark.memory import keep_freed_memory
 
 DEFAULT_BYTES_PER_PARTITION = 8 << 20
 
@@ -118,7 +117,6 @@ def read(partition: ShoalInputPartition) -> Iterator:
     from shoal_spark.decode import decode
 
     _freeze_worker_heap()
-    keep_freed_memory()  # the partition's bytes (tens of MB a task) reuse memory, no page faults
     for chunk in partition.chunks:
         batch = decode(chunk.topic, chunk.partition, chunk.records, chunk.ranges)
         if batch.num_rows:

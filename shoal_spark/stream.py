@@ -46,7 +46,6 @@ from pyspark.sql.streaming.datasource import (
 from shoal_client import ACCEPT, RELEASE, RENEW, Acquired, ConnectionLost, ShareGroupMember, TopicIdPartition
 from shoal_spark import partitions as parts
 from shoal_spark.ahead import AcquireAhead
-from shoal_spark.memory import keep_freed_memory
 from shoal_spark.options import SourceOptions
 
 log = logging.getLogger("shoal_spark")
@@ -101,7 +100,6 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _connect(self) -> ShareGroupMember:
         if self._member is not None:
             return self._member
-        keep_freed_memory()  # the runner: responses and pickled partitions reuse memory, no page faults
         o = self.options
         member = ShareGroupMember(o.bootstrap_servers, o.group_id, o.topics, client_id=o.client_id,
                                   request_timeout_s=o.request_timeout_ms / 1000)
