@@ -144,3 +144,30 @@ def test_broker_restart_loses_the_session_and_redelivers(broker_factory):
         assert {d for g in got for _, _, d in g.ranges} == {2}
     finally:
         member.close()
+
+
+@pytest.mark.parametrize("fsync_interval_ms", ["0", "60000"])
+def test_acknowledged_state_survives_kill9_whatever_the_share_state_fsync_interval(broker_factory,
+                                                                                  fsync_interval_ms):
+    """shoal.share.state.fsync.interval.ms=0 fsyncs every share-state write before answering (the write may
+    suspend); a long interval answers once the write is in the log file, with no fsync before the kill: either
+    way the broker's kill -9 keeps what was acknowledged (the page cache survives a process), so only the
+    records never acknowledged come back."""
+    broker = broker_factory({"listeners": f"PLAINTEXT://127.0.0.1:{free_port()}",
+                             "shoal.share.state.fsync.interval.ms": fsync_interval_ms})
+    create_topic(broker.bootstrap, "sc-fsync")
+    share_from_earliest(broker.bootstrap, "g")
+    values = [f"f{i}".encode() for i in range(20)]
+    produce_all(broker.bootstrap, "sc-fsync", values)
+    with ShareGroupMember(broker.bootstrap, "g", ["sc-fsync"]) as member:
+        got = drain(member, 20, ack=None)
+        # accept offsets 0-11; the rest stay acquired (released by the close)
+        acks = {a.key: [(first, min(last, 11), ACCEPT) for first, last, _ in a.ranges if first <= 11]
+                for a in got}
+        assert member.acknowledge({k: v for k, v in acks.items() if v}) == {}
+    broker.kill9()
+    broker.start()
+    with ShareGroupMember(broker.bootstrap, "g", ["sc-fsync"]) as member:
+        again = drain(member, 8)
+        assert sorted(values_in(again)) == sorted(values[12:])
+        assert member.fetch(max_records=100, max_bytes=1 << 20, max_wait_ms=500).count == 0
