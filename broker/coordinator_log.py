@@ -2,7 +2,8 @@
 
 Shared by the group coordinator runtime (`__consumer_offsets`) and the share coordinator runtime
 (`__share_group_state`). The sans-IO coordinators change their memory when they emit records; this class puts
-those records in the log as one batch per partition and waits for the fsync before the caller answers.
+those records in the log as one batch per partition and waits for the fsync before the caller answers (or, with
+a deferred fsync, only for the write: `fsync_interval_ms`).
 
 Ordering: records are appended synchronously, in the same loop step as the coordinator call that produced
 them, so log order is memory order. An answer without records may still show state whose fsync is in flight,
