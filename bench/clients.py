@@ -19,17 +19,22 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
     admin.create_topics([NewTopic(topic, num_partitions=partitions)])[topic].result(timeout=30)
 
 
+def produce_with_room(producer: Producer, topic: str, value: bytes, *, backoff_s: float = 0.01, **kwargs) -> None:
+    """producer.produce(topic, value, **kwargs), polling `backoff_s` at a time while the local queue is full."""
+    while True:
+        try:
+            producer.produce(topic, value, **kwargs)
+            return
+        except BufferError:
+            producer.poll(backoff_s)
+
+
 def send(producer: Producer, topic: str, payload: bytes, records: int, partitions: int = 1,
          on_delivery: Callable | None = None, first: int = 0) -> None:
     """Queue `records` copies of `payload`, round-robin over the partitions starting after the `first`-th
     record, waiting for room when the local queue is full. Does not flush."""
     for i in range(first, first + records):
-        while True:
-            try:
-                producer.produce(topic, payload, partition=i % partitions, on_delivery=on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.01)
+        produce_with_room(producer, topic, payload, partition=i % partitions, on_delivery=on_delivery)
 
 
 def read(consumer: Consumer, topic: str, partitions: int, records: int, timeout: float = 180) -> tuple[float, float]:

@@ -39,6 +39,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from bench.clients import produce_with_room
 from bench.servers import free_port, stop, wait_for_port
 
 
@@ -60,12 +61,8 @@ def fill(bootstrap: str, topic: str, mib: int, keys: int, value_bytes: int) -> i
     payload = os.urandom(value_bytes)
     while total < mib << 20:
         key = b"key-%08d" % (count % keys)
-        while True:
-            try:
-                producer.produce(topic, key=key, value=payload[count % 7:] + payload[:count % 7], partition=0)
-                break
-            except BufferError:
-                producer.poll(0.05)
+        produce_with_room(producer, topic, payload[count % 7:] + payload[:count % 7], backoff_s=0.05, key=key,
+                          partition=0)
         count += 1
         total += value_bytes + len(key)
     assert producer.flush(120) == 0

@@ -56,6 +56,8 @@ def produce_at_rate(bootstrap: str, topic: str, partitions: int, rate: float, se
     """Send rate*(warmup+seconds) records on a fixed schedule, round-robin over the partitions; puts a summary."""
     from confluent_kafka import Producer
 
+    from bench.clients import produce_with_room
+
     # At most 5 requests in flight (the Java producer's default; librdkafka's is 1 000 000): with unbounded
     # pipelining of 1 ms batches, every tiny request waits for its own turn and fsync and the queue grows.
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 1, "log_level": 3,
@@ -73,13 +75,8 @@ def produce_at_rate(bootstrap: str, topic: str, partitions: int, rate: float, se
         due = start + i / rate
         while (wait := due - time.monotonic()) > 0.0002:
             producer.poll(wait)  # serves delivery callbacks while it waits; returns early after one
-        value = make_value(size, i >= warm, pad)
-        while True:
-            try:
-                producer.produce(topic, value, partition=i % partitions, on_delivery=on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.001)
+        produce_with_room(producer, topic, make_value(size, i >= warm, pad), backoff_s=0.001,
+                          partition=i % partitions, on_delivery=on_delivery)
     sent_s = time.monotonic() - start
     remaining = producer.flush(60)
     out.put({"sent": total, "measured": total - warm, "achieved_rate": round(total / sent_s),

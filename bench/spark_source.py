@@ -55,6 +55,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from bench.clients import produce_with_room
 from bench.servers import start_shoal, stop
 from shoal_client import ACCEPT, ShareGroupMember, acknowledgements
 
@@ -75,12 +76,7 @@ def setup(bootstrap: str, topic: str, partitions: int, records: int, size: int) 
     value = b"v" * size
     start = time.perf_counter()
     for i in range(records):
-        while True:
-            try:
-                producer.produce(topic, value, partition=i % partitions)
-                break
-            except BufferError:
-                producer.poll(0.01)
+        produce_with_room(producer, topic, value, partition=i % partitions)
     if producer.flush(300):
         raise RuntimeError("produce did not finish")
     return time.perf_counter() - start
