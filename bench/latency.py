@@ -314,4 +314,4 @@ def drain(bootstrap: str, kind: str, *, partitions: int, records: int, size: int
         raise RuntimeError(f"{kind}: drained {res['received']} of {records}")
     rate = res["drained"] / res["drain_s"]
     return {"kind": kind, "partitions": partitions, "members": members, "records": records, "record_bytes": size,
-            "seconds": round(records / rate, 3), "records_s": round(rate)}
+            "seconds": records / rate, "records_s": round(rate)}
