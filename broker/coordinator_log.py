@@ -194,6 +194,12 @@ class CoordinatorLog:
         for partition, plog in unsynced.items():
             self._sync(partition, plog)
 
+    def _sync_now(self, partition: int) -> None:
+        """A barrier on a partition written since the last deferred fsync: fsync it now."""
+        plog = self._unsynced.pop(partition, None)
+        if plog is not None:
+            self._sync(partition, plog)
+
     def partition_log(self, partition: int) -> PartitionLog:
         return self._topics.log(self.topic, partition)
 
@@ -214,8 +220,7 @@ class CoordinatorLog:
             fut.exception()  # retrieved: callers that stopped waiting must not log "never retrieved"
 
     def barrier_future(self, partition: int) -> asyncio.Future:
-        if partition in self._unsynced:
-            self._sync(partition, self._unsynced.pop(partition))
+        self._sync_now(partition)
         fut = self._pending.get(partition)
         if fut is None:
             return self._done_future()
@@ -228,8 +233,8 @@ class CoordinatorLog:
     async def barrier(self, partitions: Iterable[int]) -> None:
         """Wait until everything appended so far to `partitions` is fsynced (with a deferred fsync, fsync now)."""
         wanted = set(partitions)
-        for p in wanted & self._unsynced.keys():
-            self._sync(p, self._unsynced.pop(p))
+        for p in wanted:
+            self._sync_now(p)
         futs = [self._pending[p] for p in wanted if p in self._pending]
         if futs:
             await asyncio.shield(asyncio.gather(*futs))
