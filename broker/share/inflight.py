@@ -271,8 +271,10 @@ class ShareInFlight:
         last: int | None = None
         skipped = 0  # archived offsets in [first, last]: not counted against the cap
         cuts: list[tuple[int, int]] = []
-        items = heapq.merge(((a, b, False) for a, b in batches), ((a, b, True) for a, b in archived))
-        for b_first, b_last, is_archived in items:
+        # (batch, archived?) in offset order; without archived ranges (the common case) no merge is needed
+        items = zip(batches, itertools.repeat(False)) if not archived else heapq.merge(
+            ((b, False) for b in batches), ((a, True) for a in archived))
+        for (b_first, b_last), is_archived in items:
             if b_last < self._end:
                 continue
             if last is None and b_first > first and not self._index:

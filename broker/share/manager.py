@@ -40,7 +40,7 @@ from broker.share.inflight import DeadLetter, ShareInFlight, StateDelta
 from broker.share.persister import UNINITIALIZED_START_OFFSET, Persister, StateBatch
 from broker.share.sessions import ShareSessionCache
 from protocol.errors import ErrorCode
-from protocol.records import BatchHeader, iter_batches
+from protocol.records import ATTR_CONTROL, BatchHeader, iter_batch_bounds, iter_batches
 
 if TYPE_CHECKING:
     from broker.cluster.manager import TopicManager
@@ -134,13 +134,12 @@ class _Budget:
     records: int = 0
     size: int = 0
 
-    def refuses(self, batch_size: int, first_batch: bool) -> bool:
-        if first_batch:
-            return not self.min_one and batch_size > self.max_bytes
-        return self.size + batch_size > self.max_bytes
-
-    def take(self, first: int, last: int, batch_size: int) -> tuple[int, int]:
-        """Spend on offsets first..last of a batch; the range to acquire (cut in record_limit mode)."""
+    def take(self, first: int, last: int, batch_size: int, first_batch: bool) -> tuple[int, int] | None:
+        """Spend on offsets first..last of a batch of `batch_size` bytes: the range to acquire (cut in
+        record_limit mode), or None when the batch does not fit the bytes left (the first batch always fits
+        with `min_one`; nothing is spent before it, so `size` is 0 then)."""
+        if self.size + batch_size > self.max_bytes and not (first_batch and self.min_one):
+            return None
         self.records += last - first + 1
         self.size += batch_size
         if self.strict and self.records > self.room:
@@ -235,10 +234,17 @@ class _NewRecords:
 
     def served(self, first: int, last: int) -> bytes | memoryview:
         """The bytes of the batches holding offsets first..last (those acquired)."""
+        if last < first:
+            return b""
+        lasts, places = self.lasts, self.places
+        lo, hi = bisect_left(lasts, first), bisect_left(lasts, last)
+        if lo <= hi < len(places) and places[lo][0] is places[hi][0]:
+            # Batches taken from one read lie back to back in it (an acquisition stops at the first gap: a
+            # control batch or a batch past the budget), so they are one slice of it.
+            return places[lo][0][places[lo][1]:places[hi][2]]
         out = _Slices()
-        if last >= first:
-            for place in self.places[bisect_left(self.lasts, first):bisect_left(self.lasts, last) + 1]:
-                out.add(*place)
+        for place in places[lo:hi + 1]:
+            out.add(*place)
         return out.bytes()
 
 
@@ -602,10 +608,11 @@ class SharePartitionManager:
                 else:
                     archive.append((first, last))
                 continue
-            if budget.refuses(header.size, not out):
+            taken = budget.take(first, last, header.size, not out)
+            if taken is None:
                 break
             spans.append(_Span(header.base_offset, last, header.size))
-            out.append(budget.take(first, last, header.size))
+            out.append(taken)
             if budget.spent:
                 break
         return out, archive
@@ -640,27 +647,26 @@ class SharePartitionManager:
                 continue
             read_end = offset
             stop = not data
-            for pos, header in iter_batches(data):
-                first, last = header.base_offset, header.last_offset
+            for pos, first, last, size, attributes in iter_batch_bounds(data):
                 read_end = last + 1
                 if last < speo:
                     continue
                 if last >= end:
                     stop = True
                     break
-                size = header.size
-                if header.is_control:
+                if attributes & ATTR_CONTROL:
                     if out:
                         stop = True
                         break
                     inflight.archive_range(speo, last)
                     speo = inflight.end_offset
                     continue
-                if budget.refuses(size, not out):
+                taken = budget.take(max(first, speo), last, size, not out)
+                if taken is None:
                     stop = True
                     break
                 new.add(last, data, pos, pos + size)
-                out.append(budget.take(max(first, speo), last, size))
+                out.append(taken)
                 if budget.spent:
                     stop = True
                     break
