@@ -48,7 +48,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-LOG_APPEND_TIME = "LogAppendTime"
 DEFAULT_PRODUCER_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
 # A single node leads every partition from its creation on, so every partition has one leader epoch: the one
 # Metadata answers and the log stamps into each batch.
@@ -342,9 +341,10 @@ class ReplicaManager:
             return storage_error(), None
         if not records:
             return ProduceResult(ErrorCode.INVALID_RECORD, error_message="Produce request has no record batch"), None
-        max_bytes = self._topics.int_config(info, "max.message.bytes")
+        log_config = plog.config  # the topic's effective configs, kept current by the topic manager
+        max_bytes = log_config.max_message_bytes
         # A compacted topic refuses records without a key (Kafka's LogValidator.validateKey).
-        require_keys = f"{info.name}-{partition}" if plog.config.compact else None
+        require_keys = f"{info.name}-{partition}" if log_config.compact else None
         try:
             # every record's framing too (decompressing if need be), as Kafka's LogValidator parses each record
             headers = [built] if built is not None and allow_internal else \
@@ -389,7 +389,7 @@ class ReplicaManager:
                 refused.log_start_offset = plog.log_start_offset
                 return refused, None
         append_time = None
-        if self._topics.str_config(info, "message.timestamp.type") == LOG_APPEND_TIME:
+        if log_config.log_append_time:
             append_time = int(self._clock() * 1000)
         try:
             appended = plog.append(records, log_append_time=append_time, headers=headers)  # validated above

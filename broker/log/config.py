@@ -46,6 +46,8 @@ class LogConfig:
     min_compaction_lag_ms: int = _default("min.compaction.lag.ms")
     max_compaction_lag_ms: int = _default("max.compaction.lag.ms")
     max_message_bytes: int = _default("max.message.bytes")
+    # message.timestamp.type LogAppendTime: the broker stamps appended batches with its clock
+    log_append_time: bool = TOPIC_CONFIGS["message.timestamp.type"].default == "LogAppendTime"
 
     @property
     def max_segment_ms(self) -> int:
@@ -67,6 +69,9 @@ class LogConfig:
         ratio = values.get("min.cleanable.dirty.ratio")
         if ratio is not None:
             changes["min_cleanable_ratio"] = float(ratio)  # type: ignore[arg-type]
+        timestamp_type = values.get("message.timestamp.type")
+        if timestamp_type is not None:
+            changes["log_append_time"] = str(timestamp_type) == "LogAppendTime"
         policy = values.get("cleanup.policy")
         if policy is not None:
             policies = {p.strip() for p in str(policy).split(",")}

@@ -10,14 +10,17 @@ from confluent_kafka.admin import ConfigResource as CResource
 from confluent_kafka.admin import ResourceType as CType
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
+from protocol.records import Record, build_batch
 from tests.helpers.confluent_clients import admin_client, create_topic
 from tests.helpers.raw_client import RawClient
+from tests.helpers.raw_requests import produce
 
 pytestmark = pytest.mark.integration
 
 ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 33, 32, 44
 TOPIC, BROKER, GROUP = 2, 4, 32
 NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_CONFIG, INVALID_REQUEST = 0, 3, 40, 42
+MESSAGE_TOO_LARGE = 10
 
 
 def _alter(client: RawClient, kind: int, name: str, configs: dict, validate_only=False, version=2):
@@ -177,3 +180,23 @@ def test_changes_survive_a_restart(cluster):
         assert {n: (c.value, c.config_source) for n, c in broker.items()} == {
             "sasl.kerberos.min.time.before.relogin": ("120000", 2), "num.io.threads": ("4", 3),
             "log.retention.ms": ("7200000", 2), "background.threads": ("5", 2)}
+
+
+def test_produce_follows_live_changes_of_the_size_limit_and_timestamp_type(cluster):
+    """max.message.bytes and message.timestamp.type changed at run time (a topic override, then the broker
+    default) apply to the next batch produced."""
+    create_topic(cluster.bootstrap, "live-limits")
+    big = build_batch([Record(key=None, value=b"x" * 500)])
+    with RawClient(cluster.port) as client:
+        assert produce(client, "live-limits", big).error_code == NONE
+        assert _alter(client, TOPIC, "live-limits", {"max.message.bytes": "300"}) == (NONE, None)
+        assert produce(client, "live-limits", big).error_code == MESSAGE_TOO_LARGE
+        assert _alter(client, TOPIC, "live-limits", {}) == (NONE, None)  # the override removed
+        created = produce(client, "live-limits", build_batch([Record(key=None, value=b"v")], timestamp=1))
+        assert created.error_code == NONE and created.log_append_time_ms == -1
+        try:
+            assert _incremental(client, "", {"log.message.timestamp.type": "LogAppendTime"}) == (NONE, None)
+            stamped = produce(client, "live-limits", build_batch([Record(key=None, value=b"v")], timestamp=1))
+            assert stamped.error_code == NONE and stamped.log_append_time_ms > 1
+        finally:
+            assert _incremental(client, "", {"log.message.timestamp.type": None}, op=1) == (NONE, None)
