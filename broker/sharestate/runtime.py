@@ -112,13 +112,14 @@ class ShareCoordinatorRuntime:
         by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
         for r in records:
             by_partition.setdefault(r.partition, []).append((r.key, r.value))
-        partitions = {self.coordinator.partition_for(k) for k in keys} | set(by_partition)
-        if any(self.log.offline(p) for p in partitions):
+        for k in keys:
+            by_partition.setdefault(self.coordinator.partition_for(k), [])  # nothing to append: a barrier
+        if any(self.log.offline(p) for p in by_partition):
             # Memory may be ahead of a log that can no longer be read or written: answer nothing from it.
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         futures = []
-        for p in sorted(partitions):
-            batch = by_partition.get(p, ())
+        for p in sorted(by_partition):
+            batch = by_partition[p]
             try:
                 base, fut = self.log.append_at(p, batch)
             except AppendFailed:
@@ -161,7 +162,9 @@ class ShareCoordinatorRuntime:
                           ) -> OpResult:
         r = self.coordinator.write_state(group_id, topic_id, partition, state_epoch, leader_epoch, start_offset,
                                          batches, delivery_complete_count)
-        code = await self._commit(r.records, [SharePartitionKey(group_id, topic_id, partition)])
+        # A written record lands on the key's own partition, so its append is the wait for earlier ones too.
+        keys = () if r.records else [SharePartitionKey(group_id, topic_id, partition)]
+        code = await self._commit(r.records, keys)
         return r if code == ErrorCode.NONE else OpResult(code, [], "share state could not be made durable")
 
     async def delete_state(self, group_id: str, topic_id: UUID, partition: int) -> OpResult:
