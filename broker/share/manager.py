@@ -462,7 +462,7 @@ class SharePartitionManager:
             result = await self._persister.write_state(group, topic_id, partition, delta.state_epoch, -1,
                                                        delta.start_offset, delta.state_batches,
                                                        delivery_complete_count=delta.delivery_complete_count)
-            code = ErrorCode(result.error_code)
+            code = ErrorCode.NONE if result.error_code == 0 else ErrorCode(result.error_code)
         except Exception:  # noqa: BLE001 - the client gets an error code, the broker carries on
             log.exception("share state write failed", group=group, topic=sp.topic, partition=partition)
             code = ErrorCode.UNKNOWN_SERVER_ERROR

@@ -129,6 +129,8 @@ class _Refused(Exception):
 
 
 def _batch(b: Any) -> StateBatch:
+    if type(b) is StateBatch:  # the in-process leader's (most writes)
+        return b
     if isinstance(b, Mapping):
         return StateBatch(b["first_offset"], b["last_offset"], b["delivery_state"], b["delivery_count"])
     return StateBatch(*b)
@@ -214,10 +216,10 @@ class ShareCoordinator:
         self._apply(key, s)
         return Record(self.partition_for(key), k, v)
 
-    def _emit_update(self, key: SharePartitionKey, u: ShareUpdate) -> Record:
+    def _emit_update(self, key: SharePartitionKey, u: ShareUpdate, partition: int) -> Record:
         k, v = rec.encode_update(key, u)
         self._apply(key, u)
-        return Record(self.partition_for(key), k, v)
+        return Record(partition, k, v)
 
     def _emit_tombstones(self, key: SharePartitionKey) -> list[Record]:
         p = self.partition_for(key)
@@ -226,7 +228,8 @@ class ShareCoordinator:
 
     # ------------------------------------------------------------------------------------------------ checks
 
-    def _check_common(self, key: SharePartitionKey) -> None:
+    def _check_common(self, key: SharePartitionKey) -> int:
+        """The checks of every operation; returns the key's `__share_group_state` partition."""
         if not key.group_id:
             raise _Refused(ErrorCode.INVALID_GROUP_ID, EMPTY_GROUP_ID)
         p = self.partition_for(key)
@@ -236,6 +239,7 @@ class ShareCoordinator:
             raise _Refused(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
         if key.partition < 0:
             raise _Refused(ErrorCode.INVALID_REQUEST, NEGATIVE_PARTITION_ID)
+        return p
 
     def _check_metadata(self, key: SharePartitionKey) -> None:
         if self._partition_exists is not None and not self._partition_exists(key.topic_id, key.partition):
@@ -302,7 +306,7 @@ class ShareCoordinator:
         key = SharePartitionKey(group_id, topic_id, partition)
         new = [_batch(b) for b in batches]
         try:
-            self._check_common(key)
+            p = self._check_common(key)
             self._check_start_offset(start_offset)
             self._check_batches(new)
             e = self._entries.get(key)
@@ -316,10 +320,10 @@ class ShareCoordinator:
                 raise _Refused(ErrorCode.INVALID_REQUEST, BATCHES_WITHOUT_START)
         except _Refused as r:
             return OpResult(r.code, [], r.message)
-        return OpResult(ErrorCode.NONE, [self._write_record(key, e, state_epoch, leader_epoch, start_offset,
+        return OpResult(ErrorCode.NONE, [self._write_record(key, p, e, state_epoch, leader_epoch, start_offset,
                                                             delivery_complete_count, new)])
 
-    def _write_record(self, key: SharePartitionKey, e: _Entry, state_epoch: int, leader_epoch: int,
+    def _write_record(self, key: SharePartitionKey, partition: int, e: _Entry, state_epoch: int, leader_epoch: int,
                       start_offset: int, dcc: int, batches: Sequence[StateBatch]) -> Record:
         cur = e.state
         # A ShareUpdate cannot carry a state epoch, so a newer one needs a snapshot (as in Kafka).
@@ -335,7 +339,7 @@ class ShareCoordinator:
                 state_batches=overlay_state_batches(cur.state_batches, batches, start)))
         return self._emit_update(key, ShareUpdate(
             snapshot_epoch=cur.snapshot_epoch, leader_epoch=leader_epoch, start_offset=start_offset,
-            delivery_complete_count=dcc, state_batches=combine_state_batches((), batches, start_offset)))
+            delivery_complete_count=dcc, state_batches=combine_state_batches((), batches, start_offset)), partition)
 
     def read_state(self, group_id: str, topic_id: UUID, partition: int, leader_epoch: int) -> ReadResult:
         """ReadShareGroupState for one share-partition (the share-partition leader's first call)."""
