@@ -345,7 +345,7 @@ class ShareCoordinator:
         """ReadShareGroupState for one share-partition (the share-partition leader's first call)."""
         key = SharePartitionKey(group_id, topic_id, partition)
         try:
-            self._check_common(key)
+            p = self._check_common(key)
             e = self._entries.get(key)
             if e is None:
                 raise _Refused(ErrorCode.INVALID_REQUEST, READ_UNINITIALIZED)
@@ -357,7 +357,7 @@ class ShareCoordinator:
         records = []
         if leader_epoch != -1 and leader_epoch != current.leader_epoch:
             # A new leader: record its epoch durably so writes from the old one stay fenced after a reload.
-            records.append(self._write_record(key, e, -1, leader_epoch, current.start_offset,
+            records.append(self._write_record(key, p, e, -1, leader_epoch, current.start_offset,
                                               current.delivery_complete_count, ()))
         return ReadResult(ErrorCode.NONE, current, records)
 
