@@ -157,12 +157,13 @@ class Segment:
         state is then unknown: its directory must go offline)."""
         position = self.size
         saved = self._tracking_state()
-        view = memoryview(data)
-        written = 0
         fd = self.files.acquire(self._path, LOG_FLAGS)
         try:
-            while written < len(view):
-                written += os.write(fd, view[written:])
+            written = os.write(fd, data)
+            if written < len(data):  # a short write (a signal, a full pipe of a FUSE mount...): write the rest
+                view = memoryview(data)
+                while written < len(view):
+                    written += os.write(fd, view[written:])
             for rel, size, last_offset, max_ts in batches:
                 self._track(position + rel, size, last_offset, max_ts)
         except BaseException as err:
