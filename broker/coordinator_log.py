@@ -135,10 +135,11 @@ class CoordinatorLog:
         if not records:
             return -1, self.barrier_future(partition)
         info = self._topics.registry.get(self.topic)
-        txn = {} if producer_id < 0 else {"producer_id": producer_id, "producer_epoch": producer_epoch,
-                                          "transactional": True}
-        batch, header = rec.build_keyed_batch(
-            [(bytes(k), None if v is None else bytes(v)) for k, v in records], **txn)
+        if producer_id < 0:
+            batch, header = rec.build_keyed_batch(records)
+        else:
+            batch, header = rec.build_keyed_batch(records, producer_id=producer_id, producer_epoch=producer_epoch,
+                                                  transactional=True)
         # built here: the replica manager need not parse every record back (client batches it still checks)
         result, plog = self._replicas.append(info, partition, batch, allow_internal=True, built=header)
         if plog is None or result.error:
