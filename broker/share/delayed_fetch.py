@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from broker.share.manager import Acquired, ShareError, SharePartition, SharePartitionManager
 from protocol.errors import ErrorCode
@@ -25,8 +26,7 @@ DEFAULT_MAX_RECORDS = 500  # when the request leaves MaxRecords unset (0)
 MAX_BYTES_ERROR = "Request max bytes must be greater than 0"
 
 
-@dataclass(frozen=True, slots=True)
-class ShareFetchParams:
+class ShareFetchParams(NamedTuple):  # built per ShareFetch: a tuple builds faster than a frozen dataclass
     max_wait_ms: int
     min_bytes: int
     max_bytes: int  # must be > 0 (see MAX_BYTES_ERROR)

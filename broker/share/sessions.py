@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from protocol.errors import ErrorCode
 
@@ -32,8 +33,7 @@ class ShareSession:
     next_epoch: int = 1
 
 
-@dataclass(frozen=True)
-class SessionOutcome:
+class SessionOutcome(NamedTuple):  # one per ShareFetch: a tuple builds faster than a frozen dataclass
     error: ErrorCode = ErrorCode.NONE
     session: ShareSession | None = None
     # The session this request ended (closed with -1) or replaced (a new epoch-0 request): release its records.
