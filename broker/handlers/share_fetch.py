@@ -29,13 +29,28 @@ def _top_error(code: ErrorCode, message: str | None = None) -> dict:
 
 
 def _ack_batches(batches, version: int) -> list[tuple[int, int, list[int]]] | None:
+    highest = ACK_RENEW if version >= 2 else ACK_REJECT
     out = []
     for b in batches:
         types = list(b.acknowledge_types)
-        if any(t < 0 or t > (ACK_RENEW if version >= 2 else ACK_REJECT) for t in types):
+        if types and (min(types) < 0 or max(types) > highest):
             return None
         out.append((b.first_offset, b.last_offset, types))
     return out
+
+
+def _requested(topics) -> tuple[list[tuple[uuid.UUID, int]], dict[tuple[uuid.UUID, int], Any]]:
+    """The partitions a ShareFetch names, and those of them carrying acknowledgements, in one pass."""
+    requested: list[tuple[uuid.UUID, int]] = []
+    acks: dict[tuple[uuid.UUID, int], Any] = {}
+    for t in topics:
+        topic_id = t.topic_id
+        for p in t.partitions:
+            tp = (topic_id, p.partition_index)
+            requested.append(tp)
+            if p.acknowledgement_batches:
+                acks[tp] = p
+    return requested, acks
 
 
 async def _acknowledge(ctx, group: str, member: str, topic_id: uuid.UUID, part, version: int
@@ -73,11 +88,11 @@ async def _acknowledge_all(ctx, group: str, member: str, parts: list[tuple[uuid.
     return list(await asyncio.gather(*(_acknowledge(ctx, group, member, tid, p, version) for tid, p in parts)))
 
 
-def _unreadable(ctx, topic_ids) -> set[uuid.UUID]:
+def _unreadable(ctx, topic_ids: set[uuid.UUID]) -> set[uuid.UUID]:
     """Topics (by id) the client may not READ: share consumption needs READ on the topic and on the group."""
     registry = ctx.broker.topics.registry
     out = set()
-    for topic_id in set(topic_ids):
+    for topic_id in topic_ids:
         info = registry.by_id(topic_id)
         if info is not None and not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, info.name):
             out.add(topic_id)
@@ -102,10 +117,8 @@ async def handle_share_fetch(ctx, req) -> dict:
         return _top_error(ErrorCode.INVALID_REQUEST, "GroupId and MemberId are required")
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group):
         return _top_error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    requested = [(t.topic_id, p.partition_index) for t in req.topics for p in t.partitions]
+    requested, acks = _requested(req.topics)
     forget = [(t.topic_id, p) for t in req.forgotten_topics_data for p in t.partitions]
-    acks = {(t.topic_id, p.partition_index): p for t in req.topics for p in t.partitions
-            if p.acknowledgement_batches}
     if epoch == 0 and not mgr.membership(group, member)[0]:
         return _not_a_member(group, member)
     # A final request (-1) lists partitions only to acknowledge them: they join no session.
@@ -129,7 +142,7 @@ async def handle_share_fetch(ctx, req) -> dict:
                            "current_leader": _leader(ctx), "records": b"", "acquired_records": []}
         return results[tp]
 
-    denied = _unreadable(ctx, [tid for tid, _ in requested] + [tid for tid, _ in session.partitions])
+    denied = _unreadable(ctx, {tid for tid, _ in requested} | {tid for tid, _ in session.partitions})
     for tp in [tp for tp in acks if tp[0] in denied]:
         del acks[tp]
         entry(tp)["acknowledge_error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
@@ -194,7 +207,7 @@ async def handle_share_acknowledge(ctx, req) -> dict:
         return _top_error(outcome.error, outcome.message)
     if epoch == FINAL_EPOCH:
         mgr.session_closed(group, member)
-    denied = _unreadable(ctx, [t.topic_id for t in req.topics])
+    denied = _unreadable(ctx, {t.topic_id for t in req.topics})
     pairs = [(t.topic_id, p) for t in req.topics for p in t.partitions if t.topic_id not in denied]
     outcomes = iter(await _acknowledge_all(ctx, group, member, pairs, version))
     responses = []

@@ -228,10 +228,6 @@ class _NewRecords:
     lasts: list[int] = field(default_factory=list)  # last offset of each batch
     places: list[tuple[memoryview, int, int]] = field(default_factory=list)  # (read, start, end) of each batch
 
-    def add(self, last: int, data: memoryview, start: int, end: int) -> None:
-        self.lasts.append(last)
-        self.places.append((data, start, end))
-
     def served(self, first: int, last: int) -> bytes | memoryview:
         """The bytes of the batches holding offsets first..last (those acquired)."""
         if last < first:
@@ -628,6 +624,7 @@ class SharePartitionManager:
         new = _NewRecords()
         if budget.room <= 0 or inflight.end_offset >= end:
             return [], new
+        new_lasts, new_places = new.lasts, new.places  # appended batch by batch below
         out: list[tuple[int, int]] = []
         # Read about what the record budget needs, not MaxBytes (a small MaxRecords must not read megabytes):
         # the log's average bytes per offset, with slack for a partial batch; a short guess costs one more read.
@@ -665,7 +662,8 @@ class SharePartitionManager:
                 if taken is None:
                     stop = True
                     break
-                new.add(last, data, pos, pos + size)
+                new_lasts.append(last)
+                new_places.append((data, pos, pos + size))
                 out.append(taken)
                 if budget.spent:
                     stop = True
