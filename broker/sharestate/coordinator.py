@@ -23,7 +23,6 @@ loaded or unloaded are served (a single node owns them all).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -112,14 +111,16 @@ class CoordinatorResult:
         return iter((self.response, self.records))
 
 
-@dataclass
+@dataclass(slots=True)
 class _Entry:
     state: SharePartitionState
     # Highest epochs ever recorded for the key (Kafka's leaderEpochMap / stateEpochMap): fencing survives a
     # re-initialization that writes a lower leader epoch into the state itself.
     leader_epoch_fence: int
     state_epoch_fence: int
-    updates_since_snapshot: int = 0
+    updates_since_snapshot: int
+    partition: int  # the key's `__share_group_state` partition
+    update_key: bytes  # the key of its ShareUpdate records
 
 
 class _Refused(Exception):
@@ -186,17 +187,19 @@ class ShareCoordinator:
         if decoded is not None:
             self._apply(decoded.key, decoded.value)
 
-    def _apply(self, key: SharePartitionKey, value: SharePartitionState | ShareUpdate | None) -> None:
+    def _apply(self, key: SharePartitionKey, value: SharePartitionState | ShareUpdate | None,
+               e: _Entry | None = None) -> None:
         # The one mutation path: live writes and replay both come through here, so replay rebuilds the same state.
-        e = self._entries.get(key)
+        # `e`: the key's entry when the caller holds it already (a write), else it is looked up.
+        if e is None:
+            e = self._entries.get(key)
         if value is None:
             self._entries.pop(key, None)
         elif isinstance(value, SharePartitionState):
             # Normalize in case a writer left overlapping or unpruned batches in a snapshot.
-            s = SharePartitionState(**{**value.__dict__, "state_batches": combine_state_batches(
-                (), value.state_batches, value.start_offset)})
+            s = value._replace(state_batches=combine_state_batches((), value.state_batches, value.start_offset))
             if e is None:
-                self._entries[key] = _Entry(s, s.leader_epoch, s.state_epoch)
+                self._entries[key] = self._new_entry(key, s, s.state_epoch, 0)
             else:
                 e.state = s
                 e.leader_epoch_fence = max(e.leader_epoch_fence, s.leader_epoch)
@@ -205,21 +208,25 @@ class ShareCoordinator:
         else:
             s = apply_update(e.state if e else None, value)
             if e is None:
-                self._entries[key] = _Entry(s, s.leader_epoch, -1, 1)
+                self._entries[key] = self._new_entry(key, s, -1, 1)
             else:
                 e.state = s
                 e.leader_epoch_fence = max(e.leader_epoch_fence, s.leader_epoch)
                 e.updates_since_snapshot += 1
+
+    def _new_entry(self, key: SharePartitionKey, s: SharePartitionState, state_epoch_fence: int, updates: int
+                   ) -> _Entry:
+        return _Entry(s, s.leader_epoch, state_epoch_fence, updates, self.partition_for(key), rec.update_key(key))
 
     def _emit_snapshot(self, key: SharePartitionKey, s: SharePartitionState) -> Record:
         k, v = rec.encode_snapshot(key, s)
         self._apply(key, s)
         return Record(self.partition_for(key), k, v)
 
-    def _emit_update(self, key: SharePartitionKey, u: ShareUpdate, partition: int) -> Record:
-        k, v = rec.encode_update(key, u)
-        self._apply(key, u)
-        return Record(partition, k, v)
+    def _emit_update(self, key: SharePartitionKey, e: _Entry, u: ShareUpdate) -> Record:
+        value = rec.encode_update_value(u)
+        self._apply(key, u, e)
+        return Record(e.partition, e.update_key, value)
 
     def _emit_tombstones(self, key: SharePartitionKey) -> list[Record]:
         p = self.partition_for(key)
@@ -228,11 +235,13 @@ class ShareCoordinator:
 
     # ------------------------------------------------------------------------------------------------ checks
 
-    def _check_common(self, key: SharePartitionKey) -> int:
-        """The checks of every operation; returns the key's `__share_group_state` partition."""
+    def _check_common(self, key: SharePartitionKey, p: int | None = None) -> int:
+        """The checks of every operation; returns the key's `__share_group_state` partition (`p`, when the
+        caller knows it already)."""
         if not key.group_id:
             raise _Refused(ErrorCode.INVALID_GROUP_ID, EMPTY_GROUP_ID)
-        p = self.partition_for(key)
+        if p is None:
+            p = self.partition_for(key)
         if p in self._unloaded:
             raise _Refused(ErrorCode.NOT_COORDINATOR)
         if p in self._loading:
@@ -305,11 +314,11 @@ class ShareCoordinator:
         schema's snake_case names; start_offset -1 keeps the current SPSO."""
         key = SharePartitionKey(group_id, topic_id, partition)
         new = [_batch(b) for b in batches]
+        e = self._entries.get(key)
         try:
-            p = self._check_common(key)
+            self._check_common(key, None if e is None else e.partition)
             self._check_start_offset(start_offset)
             self._check_batches(new)
-            e = self._entries.get(key)
             if e is None:
                 raise _Refused(ErrorCode.INVALID_REQUEST, WRITE_UNINITIALIZED)
             self._check_leader_epoch(e, leader_epoch)
@@ -320,10 +329,10 @@ class ShareCoordinator:
                 raise _Refused(ErrorCode.INVALID_REQUEST, BATCHES_WITHOUT_START)
         except _Refused as r:
             return OpResult(r.code, [], r.message)
-        return OpResult(ErrorCode.NONE, [self._write_record(key, p, e, state_epoch, leader_epoch, start_offset,
+        return OpResult(ErrorCode.NONE, [self._write_record(key, e, state_epoch, leader_epoch, start_offset,
                                                             delivery_complete_count, new)])
 
-    def _write_record(self, key: SharePartitionKey, partition: int, e: _Entry, state_epoch: int, leader_epoch: int,
+    def _write_record(self, key: SharePartitionKey, e: _Entry, state_epoch: int, leader_epoch: int,
                       start_offset: int, dcc: int, batches: Sequence[StateBatch]) -> Record:
         cur = e.state
         # A ShareUpdate cannot carry a state epoch, so a newer one needs a snapshot (as in Kafka).
@@ -337,15 +346,15 @@ class ShareCoordinator:
                 leader_epoch=cur.leader_epoch if leader_epoch == -1 else leader_epoch,
                 start_offset=start, delivery_complete_count=dcc, create_timestamp=now, write_timestamp=now,
                 state_batches=overlay_state_batches(cur.state_batches, batches, start)))
-        return self._emit_update(key, ShareUpdate(
+        return self._emit_update(key, e, ShareUpdate(
             snapshot_epoch=cur.snapshot_epoch, leader_epoch=leader_epoch, start_offset=start_offset,
-            delivery_complete_count=dcc, state_batches=combine_state_batches((), batches, start_offset)), partition)
+            delivery_complete_count=dcc, state_batches=combine_state_batches((), batches, start_offset)))
 
     def read_state(self, group_id: str, topic_id: UUID, partition: int, leader_epoch: int) -> ReadResult:
         """ReadShareGroupState for one share-partition (the share-partition leader's first call)."""
         key = SharePartitionKey(group_id, topic_id, partition)
         try:
-            p = self._check_common(key)
+            self._check_common(key)
             e = self._entries.get(key)
             if e is None:
                 raise _Refused(ErrorCode.INVALID_REQUEST, READ_UNINITIALIZED)
@@ -357,7 +366,7 @@ class ShareCoordinator:
         records = []
         if leader_epoch != -1 and leader_epoch != current.leader_epoch:
             # A new leader: record its epoch durably so writes from the old one stay fenced after a reload.
-            records.append(self._write_record(key, p, e, -1, leader_epoch, current.start_offset,
+            records.append(self._write_record(key, e, -1, leader_epoch, current.start_offset,
                                               current.delivery_complete_count, ()))
         return ReadResult(ErrorCode.NONE, current, records)
 
@@ -400,8 +409,8 @@ class ShareCoordinator:
         if e is None or p in self._loading or p in self._unloaded:
             return []
         s = e.state
-        return [self._emit_snapshot(key, dataclasses.replace(
-            s, snapshot_epoch=s.snapshot_epoch + 1, write_timestamp=self._clock()))]
+        return [self._emit_snapshot(key, s._replace(snapshot_epoch=s.snapshot_epoch + 1,
+                                                    write_timestamp=self._clock()))]
 
     def delete_topics(self, topic_ids: Iterable[UUID]) -> list[Record]:
         """Tombstone the state of every share-partition of deleted topics (Kafka's maybeCleanupShareState, run

@@ -62,9 +62,19 @@ def encode_snapshot(key: SharePartitionKey, s: SharePartitionState) -> tuple[byt
 
 
 def encode_update(key: SharePartitionKey, u: ShareUpdate) -> tuple[bytes, bytes]:
-    """A ShareUpdate record (one per acknowledging ShareFetch): the value is packed directly, byte for byte what
-    encode_value(UPDATE, ...) writes (ShareUpdateValue v0, flexible), at a tenth of its cost."""
+    """A ShareUpdate record (one per acknowledging ShareFetch): see `update_key` and `encode_update_value`."""
     return _key_bytes(UPDATE, key), _update_value(u)
+
+
+def update_key(key: SharePartitionKey) -> bytes:
+    """The key of the share-partition's ShareUpdate records."""
+    return _key_bytes(UPDATE, key)
+
+
+def encode_update_value(u: ShareUpdate) -> bytes:
+    """A ShareUpdate value packed directly, byte for byte what encode_value(UPDATE, ...) writes (ShareUpdateValue
+    v0, flexible), at a tenth of its cost."""
+    return _update_value(u)
 
 
 _UPDATE_HEAD = struct.Struct(">hiiq")  # value version 0, SnapshotEpoch, LeaderEpoch, StartOffset

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 UNINITIALIZED_START_OFFSET = -1
@@ -96,8 +95,7 @@ def overlay_state_batches(current: tuple[StateBatch, ...], new: Iterable[StateBa
     return _laid_over(list(current), new, start_offset)
 
 
-@dataclass(frozen=True)
-class SharePartitionState:
+class SharePartitionState(NamedTuple):  # built for every write: a tuple builds faster than a frozen dataclass
     """The durable state of one share-partition; also exactly the content of a ShareSnapshot value."""
 
     snapshot_epoch: int
@@ -107,11 +105,10 @@ class SharePartitionState:
     delivery_complete_count: int = UNKNOWN_DELIVERY_COMPLETE_COUNT
     create_timestamp: int = -1
     write_timestamp: int = -1
-    state_batches: tuple[StateBatch, ...] = field(default=())
+    state_batches: tuple[StateBatch, ...] = ()
 
 
-@dataclass(frozen=True)
-class ShareUpdate:
+class ShareUpdate(NamedTuple):
     """The content of a ShareUpdate value: a delta on the snapshot with the same snapshot epoch.
 
     -1 in start_offset or leader_epoch means "unchanged"; state_batches are overlaid on the current ones.
@@ -121,7 +118,7 @@ class ShareUpdate:
     leader_epoch: int
     start_offset: int
     delivery_complete_count: int = UNKNOWN_DELIVERY_COMPLETE_COUNT
-    state_batches: tuple[StateBatch, ...] = field(default=())
+    state_batches: tuple[StateBatch, ...] = ()
 
 
 def apply_update(current: SharePartitionState | None, u: ShareUpdate) -> SharePartitionState:
