@@ -658,14 +658,16 @@ class SharePartitionManager:
                     inflight.archive_range(speo, last)
                     speo = inflight.end_offset
                     continue
-                taken = budget.take(max(first, speo), last, size, not out)
+                # only the first batch taken may start below SPEO (the later ones follow it)
+                taken = budget.take(first, last, size, False) if out else \
+                    budget.take(max(first, speo), last, size, True)
                 if taken is None:
                     stop = True
                     break
                 new_lasts.append(last)
                 new_places.append((data, pos, pos + size))
                 out.append(taken)
-                if budget.spent:
+                if budget.records >= budget.room:  # spent
                     stop = True
                     break
             want = max_bytes - budget.size
