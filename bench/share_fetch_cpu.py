@@ -10,7 +10,7 @@ acquisition ACCEPTed piggy-backed on the next ShareFetch, as a consumer with imp
 Each read is measured as the broker process's CPU time, which the machine's load barely affects, unlike wall
 time: the run time of all its threads in nanoseconds (/proc/<pid>/task/*/schedstat; the broker's worker threads
 live as long as it does), else utime + stime from /proc/<pid>/stat (10 ms ticks: keep reads well above 1 s). A new share group reads each round from the earliest offset; a first round warms up and is not counted.
-Prints CPU seconds per MiB served and the ShareFetch/Fetch ratio.
+Prints CPU milliseconds per MiB served and the ShareFetch/Fetch ratio.
 """
 
 from __future__ import annotations
@@ -176,7 +176,7 @@ def main() -> None:
             stack.callback(stop, proc)
             brokers[label] = (proc, port)
         print(f"load: {os.getloadavg()}")
-        print(f"{'size':>5} {'path':>16} {'MiB':>7} {'cpu s/MiB (median of rounds)':>30}")
+        print(f"{'size':>5} {'path':>16} {'MiB':>7} {'cpu ms/MiB (median of rounds)':>30}")
         for size, records in ((1024, args.records_1k), (100, args.records_100)):
             topic = f"cpu-{size}"
             for _proc, port in brokers.values():
@@ -195,8 +195,8 @@ def main() -> None:
                         mib[key] = served / (1 << 20)
                         per.setdefault(key, []).append(cpu / mib[key])
             for key, xs in per.items():
-                print(f"{size:>5} {key:>16} {mib[key]:>7.1f} {statistics.median(xs):>14.5f}  "
-                      f"({' '.join(f'{x:.5f}' for x in xs)})")
+                print(f"{size:>5} {key:>16} {mib[key]:>7.1f} {statistics.median(xs) * 1000:>14.3f}  "
+                      f"({' '.join(f'{x * 1000:.3f}' for x in xs)})")
             for label in brokers:
                 ratio = statistics.median(per[f"{label} ShareFetch".strip()]) / \
                     statistics.median(per[f"{label} Fetch".strip()])
