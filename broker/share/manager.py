@@ -70,7 +70,11 @@ def offline_error(topic: str, partition: int) -> ShareError:
     return ShareError(ErrorCode.KAFKA_STORAGE_ERROR, f"Partition {topic}-{partition} is in an offline log directory")
 
 
-GroupConfigs = Callable[[str], dict[str, str]]  # group id -> effective group configs
+# group id -> effective group configs. A change of the group's configs gives a new mapping (the config service
+# caches one per group and replaces it on a change), so the leader reads a mapping's settings once and keeps them
+# while the same mapping comes back.
+GroupConfigs = Callable[[str], Mapping[str, str]]
+SETTINGS_CACHE_SIZE = 4096  # groups whose settings are kept (cleared beyond this, then read again on use)
 Spawn = Callable[[Coroutine[Any, Any, Any], str], Any]  # run a background task for the broker's life
 Assignment = Mapping[uuid.UUID, Collection[int]]  # topic id -> partitions assigned to a member
 
@@ -100,6 +104,18 @@ class ShareGroupEvents(Protocol):
     def add_share_state_reset_listener(self, fn: Callable[..., None]) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class GroupSettings:
+    """The group configs the leader applies, read from one mapping of the group's effective configs (`source`)."""
+
+    source: Mapping[str, str]
+    lock_duration_ms: int
+    delivery_count_limit: int
+    max_in_flight_records: int
+    renew_enabled: bool
+    read_committed: bool
+
+
 @dataclass
 class SharePartition:
     key: PartitionKey
@@ -112,6 +128,7 @@ class SharePartition:
     # still holds it acquires nothing from it, and changes to it are answered with `failure`.
     dead: bool = False
     failure: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
+    settings: GroupSettings | None = None  # the group settings last applied to `inflight`
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,6 +277,7 @@ class SharePartitionManager:
         self._loading: dict[PartitionKey, asyncio.Future] = {}
         self._timer_kick = asyncio.Event()
         self._timer_due_ms = 0  # when the lock-expiry loop wakes next by itself (0: not sleeping)
+        self._settings: dict[str, GroupSettings] = {}  # group id -> its settings (see `settings`)
         # Share sessions live on the connection that opened them (as in Kafka): (group, member) -> connection id.
         self._session_conn: dict[tuple[str, str], int] = {}
         self._releases: set[asyncio.Task] = set()
@@ -276,18 +294,40 @@ class SharePartitionManager:
         self._spawn(self._expiry_loop(), "share-lock-expiry")
 
     # --- configuration -----------------------------------------------------------------------------------------
-    def _group_int(self, group: str, name: str, broker_key: str) -> int:
-        value = self.group_configs(group).get(name)
-        return int(value) if value else self._config.get(broker_key)
+    def settings(self, group: str) -> GroupSettings:
+        """The group's settings, read again only when its configs changed (a new mapping, see GroupConfigs): a
+        change (IncrementalAlterConfigs on the GROUP resource) applies to the next request, and a request parses
+        no config."""
+        configs = self.group_configs(group)
+        cached = self._settings.get(group)
+        if cached is not None and cached.source is configs:
+            return cached
+
+        def number(name: str, broker_key: str) -> int:
+            value = configs.get(name)
+            return int(value) if value else self._config.get(broker_key)
+
+        settings = GroupSettings(
+            configs,
+            lock_duration_ms=number("share.record.lock.duration.ms", "group.share.record.lock.duration.ms"),
+            delivery_count_limit=number("share.delivery.count.limit", "group.share.delivery.count.limit"),
+            max_in_flight_records=number("share.partition.max.record.locks",
+                                         "group.share.partition.max.record.locks"),
+            renew_enabled=(configs.get("share.renew.acknowledge.enable") or "true").lower() == "true",
+            read_committed=configs.get("share.isolation.level") == "read_committed")
+        if len(self._settings) >= SETTINGS_CACHE_SIZE:
+            self._settings.clear()
+        self._settings[group] = settings
+        return settings
 
     def lock_duration_ms(self, group: str) -> int:
-        return self._group_int(group, "share.record.lock.duration.ms", "group.share.record.lock.duration.ms")
+        return self.settings(group).lock_duration_ms
 
     def renew_enabled(self, group: str) -> bool:
-        return (self.group_configs(group).get("share.renew.acknowledge.enable") or "true").lower() == "true"
+        return self.settings(group).renew_enabled
 
     def read_committed(self, group: str) -> bool:
-        return self.group_configs(group).get("share.isolation.level") == "read_committed"
+        return self.settings(group).read_committed
 
     async def ensure_txn_state(self, partitions: Sequence[SharePartition]) -> None:
         """Load the transaction state of the read_committed groups' partitions in worker threads (their LSO is
@@ -296,15 +336,16 @@ class SharePartitionManager:
         if keys:
             await self._replicas.ensure_loaded(keys)
 
-    def _configure(self, sp: SharePartition) -> None:
-        """Apply the group's current configs to the share-partition: a change (IncrementalAlterConfigs on the
-        GROUP resource) takes effect on the next acquisition or acknowledgement, not at the next load."""
-        group, inflight = sp.key[0], sp.inflight
-        inflight.lock_duration_ms = self.lock_duration_ms(group)
-        inflight.delivery_count_limit = self._group_int(group, "share.delivery.count.limit",
-                                                        "group.share.delivery.count.limit")
-        inflight.max_in_flight_records = self._group_int(group, "share.partition.max.record.locks",
-                                                         "group.share.partition.max.record.locks")
+    def _configure(self, sp: SharePartition) -> GroupSettings:
+        """Apply the group's current settings to the share-partition (once per change of them); returns them."""
+        settings = self.settings(sp.key[0])
+        if sp.settings is not settings:
+            inflight = sp.inflight
+            inflight.lock_duration_ms = settings.lock_duration_ms
+            inflight.delivery_count_limit = settings.delivery_count_limit
+            inflight.max_in_flight_records = settings.max_in_flight_records
+            sp.settings = settings
+        return settings
 
     def _start_offset(self, group: str, plog: Any) -> int:
         reset = self.group_configs(group).get("share.auto.offset.reset") or "latest"
@@ -362,13 +403,10 @@ class SharePartitionManager:
 
     async def _load(self, key: PartitionKey, topic: str, plog: Any) -> SharePartition:
         group, topic_id, partition = key
-        params = dict(
-            max_in_flight_records=self._group_int(group, "share.partition.max.record.locks",
-                                                  "group.share.partition.max.record.locks"),
-            delivery_count_limit=self._group_int(group, "share.delivery.count.limit",
-                                                 "group.share.delivery.count.limit"),
-            lock_duration_ms=self.lock_duration_ms(group),
-        )
+        settings = self.settings(group)
+        params = dict(max_in_flight_records=settings.max_in_flight_records,
+                      delivery_count_limit=settings.delivery_count_limit,
+                      lock_duration_ms=settings.lock_duration_ms)
         state_epoch, start, batches = await self._read_state(key)
         # Any negative start offset is "not initialized" (-1 is the only one a well-behaved writer stores, but the
         # inter-broker InitializeShareGroupState/WriteShareGroupState APIs accept others): resolve it as such.
@@ -502,12 +540,12 @@ class SharePartitionManager:
         inflight = sp.inflight
         if sp.dead:
             return None
-        self._configure(sp)
+        settings = self._configure(sp)
         if inflight.start_offset < plog.log_start_offset:
             inflight.advance_log_start(plog.log_start_offset)
         now = self.now_ms()
         spans: list[_Span] = []
-        if self.read_committed(sp.key[0]):
+        if settings.read_committed:
             # KIP-932 share.isolation.level=read_committed (Kafka's SharePartition with the fetch isolation
             # READ_COMMITTED): new records only below the LSO; aborted transactions' batches and control batches
             # are archived as they are passed, never delivered.
@@ -772,6 +810,7 @@ class SharePartitionManager:
         share-partitions, so a new group of the same name starts from fresh state."""
         for key in [k for k in self._partitions if k[0] == group_id]:
             del self._partitions[key]
+        self._settings.pop(group_id, None)
 
     def on_share_state_reset(self, group_id: str, partitions: dict) -> None:
         """AlterShareGroupOffsets / DeleteShareGroupOffsets replaced or deleted these share-partitions' durable

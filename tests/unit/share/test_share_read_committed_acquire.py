@@ -84,7 +84,7 @@ def make(tmp_path: Path, level: str = "read_committed", store: MemoryShareState 
         topics=SimpleNamespace(registry=SimpleNamespace(by_id=lambda tid: info if tid == TOPIC_ID else None),
                                log=lambda name, p: log.plog),
         persister=store if store is not None else MemoryShareState(),
-        group_configs=lambda g: configs,
+        group_configs=lambda g: dict(configs),  # a new mapping per call, as after every change (GroupConfigs)
         replicas=replicas,
     )
     return mgr, log, configs
