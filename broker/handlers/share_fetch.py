@@ -63,7 +63,8 @@ async def _acknowledge(ctx, group: str, member: str, topic_id: uuid.UUID, part, 
         return ErrorCode.INVALID_RECORD_STATE, "Renew acknowledgements are disabled for the group " \
             "(share.renew.acknowledge.enable=false)."
     try:
-        sp = await mgr.partition(group, topic_id, part.partition_index)
+        sp = mgr.loaded(group, topic_id, part.partition_index) or \
+            await mgr.partition(group, topic_id, part.partition_index)
     except ShareError as err:
         return err.code, err.message
     code = await mgr.acknowledge(sp, member, batches)

@@ -72,12 +72,14 @@ class DelayedShareFetch:
         partitions: list[SharePartition] = []
         for tp in tps:
             try:
-                partitions.append(await mgr.partition(self._group, tp[0], tp[1]))
+                sp = mgr.loaded(self._group, tp[0], tp[1]) or await mgr.partition(self._group, tp[0], tp[1])
+                partitions.append(sp)
             except ShareError as err:
                 self.results[tp] = PartitionFetch(error=err.code, message=err.message)
         if not partitions:
             return self.results
-        await mgr.ensure_txn_state(partitions)
+        if mgr.read_committed(self._group):
+            await mgr.ensure_txn_state(partitions)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(params.max_wait_ms, 0) / 1000
         min_bytes = max(params.min_bytes, 1)

@@ -378,6 +378,10 @@ class SharePartitionManager:
         """The share-partitions in memory now (metrics)."""
         return list(self._partitions.values())
 
+    def loaded(self, group: str, topic_id: uuid.UUID, partition: int) -> SharePartition | None:
+        """The share-partition if it is in memory already (`partition` loads it otherwise)."""
+        return self._partitions.get((group, topic_id, partition))
+
     async def partition(self, group: str, topic_id: uuid.UUID, partition: int) -> SharePartition:
         key = (group, topic_id, partition)
         sp = self._partitions.get(key)
