@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from itertools import chain
 from typing import Any
 
 from broker.security.acl import AclOperation, ResourceType
@@ -143,8 +144,8 @@ async def handle_share_fetch(ctx, req) -> dict:
                            "current_leader": _leader(ctx), "records": b"", "acquired_records": []}
         return results[tp]
 
-    denied = _unreadable(ctx, {tid for tid, _ in requested} | {tid for tid, _ in session.partitions})
-    for tp in [tp for tp in acks if tp[0] in denied]:
+    denied = _unreadable(ctx, {tp[0] for tp in chain(requested, session.partitions)})
+    for tp in [tp for tp in acks if tp[0] in denied] if denied else ():
         del acks[tp]
         entry(tp)["acknowledge_error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     outcomes = await _acknowledge_all(ctx, group, member, [(tp[0], part) for tp, part in acks.items()], version)
@@ -160,10 +161,13 @@ async def handle_share_fetch(ctx, req) -> dict:
 
     renew_only = version >= 2 and req.get("is_renew_ack", False)
     if epoch != FINAL_EPOCH and not renew_only:
-        for tp in session.partitions:
-            if tp[0] in denied:
-                entry(tp)["error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-        await _fetch(ctx, req, group, member, [tp for tp in session.partitions if tp[0] not in denied], entry)
+        readable = list(session.partitions)
+        if denied:
+            for tp in readable:
+                if tp[0] in denied:
+                    entry(tp)["error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            readable = [tp for tp in readable if tp[0] not in denied]
+        await _fetch(ctx, req, group, member, readable, entry)
 
     responses: dict[uuid.UUID, list[dict]] = {}
     for (tid, _), e in results.items():
