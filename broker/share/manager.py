@@ -142,7 +142,8 @@ class _Span:
 
 @dataclass(slots=True)
 class _Budget:
-    """The record and byte budgets of one acquisition, spent batch by batch (new and read_committed alike)."""
+    """The record and byte budgets of one read_committed acquisition, spent batch by batch (`_new_batches`, the
+    hot path of every ShareFetch, applies the same rules inline)."""
 
     room: int  # records the acquisition may take: MaxRecords within the in-flight limit
     max_bytes: int
@@ -661,28 +662,28 @@ class SharePartitionManager:
         plain Fetch reads them (whole batches up to a byte limit); the acquired ones are served as slices of
         that read (see `_NewRecords`). Control batches (transaction markers) at SPEO are archived as gaps; a
         later one ends the list (archived next time)."""
-        budget = _Budget(min(max_records, inflight.max_in_flight_records - inflight.in_flight_count), max_bytes,
-                         min_one, strict)
+        room = min(max_records, inflight.max_in_flight_records - inflight.in_flight_count)
         new = _NewRecords()
-        if budget.room <= 0 or inflight.end_offset >= end:
+        if room <= 0 or inflight.end_offset >= end:
             return [], new
         new_lasts, new_places = new.lasts, new.places  # appended batch by batch below
         out: list[tuple[int, int]] = []
+        records = taken = 0  # the budgets spent: records and bytes (the rules of _Budget.take, inline: hot)
         # Read about what the record budget needs, not MaxBytes (a small MaxRecords must not read megabytes):
         # the log's average bytes per offset, with slack for a partial batch; a short guess costs one more read.
         offsets = plog.log_end_offset - plog.log_start_offset
         per_offset = plog.size_bytes / offsets if offsets > 0 else 1024.0
-        want = min(max_bytes, int(budget.room * per_offset * 1.25) + _READ_SLACK_BYTES)
+        want = min(max_bytes, int(room * per_offset * 1.25) + _READ_SLACK_BYTES)
         offset = speo = inflight.end_offset
         while True:
-            by_estimate = want < max_bytes - budget.size  # else the read returns every batch that can fit
+            by_estimate = want < max_bytes - taken  # else the read returns every batch that can fit
             try:
                 found = plog.read(offset, max(1, want), min_one_batch=min_one and not out)
             except OffsetOutOfRangeError:  # retention moved the log start: nothing left to read
                 break
             data = memoryview(found.data)
             if not data and by_estimate:
-                want = max_bytes - budget.size  # the next batch is larger than the guess: read what may fit
+                want = max_bytes - taken  # the next batch is larger than the guess: read what may fit
                 continue
             read_end = offset
             stop = not data
@@ -700,19 +701,24 @@ class SharePartitionManager:
                     inflight.archive_range(speo, last)
                     speo = inflight.end_offset
                     continue
-                # only the first batch taken may start below SPEO (the later ones follow it)
-                taken = budget.take(first, last, size, False) if out else \
-                    budget.take(max(first, speo), last, size, True)
-                if taken is None:
-                    stop = True
+                if taken + size > max_bytes and (out or not min_one):
+                    stop = True  # past the bytes left (the first batch goes whole with min_one)
                     break
+                if not out:
+                    first = max(first, speo)  # only the first batch taken may start below SPEO
+                records += last - first + 1
+                taken += size
                 new_lasts.append(last)
                 new_places.append((data, pos, pos + size))
-                out.append(taken)
-                if budget.records >= budget.room:  # spent
+                if strict and records > room:
+                    out.append((first, last - (records - room)))  # record_limit: cut (the client filters)
                     stop = True
                     break
-            want = max_bytes - budget.size
+                out.append((first, last))
+                if records >= room:
+                    stop = True
+                    break
+            want = max_bytes - taken
             if stop or not by_estimate or want <= 0 or read_end <= offset or read_end >= end:
                 break
             offset = read_end
