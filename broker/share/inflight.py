@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import NamedTuple
 
 from broker.share.persister import StateBatch
@@ -48,6 +50,7 @@ DEFAULT_DELIVERY_COUNT_LIMIT = 5
 DEFAULT_LOCK_DURATION_MS = 30_000
 
 _TERMINAL = (ACKNOWLEDGED, ARCHIVED)
+_LAST = itemgetter(1)  # a batch's (first, last) -> last
 _COMPACT_SLACK = 64
 
 
@@ -268,27 +271,35 @@ class ShareInFlight:
         piece per run between `archived` ranges, one ARCHIVED piece per archived range."""
         first = self._end
         last: int | None = None
-        skipped = 0  # archived offsets in [first, last]: not counted against the cap
         cuts: list[tuple[int, int]] = []
-        # (batch, archived?) in offset order; without archived ranges (the common case) no merge is needed
-        items = zip(batches, itertools.repeat(False)) if not archived else heapq.merge(
-            ((b, False) for b in batches), ((a, True) for a in archived))
-        for (b_first, b_last), is_archived in items:
-            if b_last < self._end:
-                continue
-            if last is None and b_first > first and not self._index:
+        if not archived:
+            # The common case, by bisection: the first batch ending at or after SPEO, then the one reaching `cap`.
+            i = bisect_left(batches, first, key=_LAST)
+            if i == len(batches):
+                return []
+            if batches[i][0] > first and not self._index:
                 # Nothing in flight and the log has nothing at SPEO (deleted or compacted away): move on.
-                self._start = self._end = first = b_first
+                self._start = self._end = first = batches[i][0]
                 self._start_dirty = True
-            if is_archived:
-                a = max(b_first, first)
-                cuts.append((a, b_last))
-                skipped += b_last - a + 1
-            last = b_last
-            if not is_archived and last - first + 1 - skipped >= cap:
-                break
-        if last is None:
-            return []
+            last = batches[min(bisect_left(batches, first + cap - 1, lo=i, key=_LAST), len(batches) - 1)][1]
+        else:
+            skipped = 0  # archived offsets in [first, last]: not counted against the cap
+            for (b_first, b_last), is_archived in heapq.merge(((b, False) for b in batches),
+                                                              ((a, True) for a in archived)):
+                if b_last < self._end:
+                    continue
+                if last is None and b_first > first and not self._index:
+                    self._start = self._end = first = b_first  # as above: nothing at SPEO
+                    self._start_dirty = True
+                if is_archived:
+                    a = max(b_first, first)
+                    cuts.append((a, b_last))
+                    skipped += b_last - a + 1
+                last = b_last
+                if not is_archived and last - first + 1 - skipped >= cap:
+                    break
+            if last is None:
+                return []
         out: list[Piece] = []
         at = first
         for a, b in cuts + [(last + 1, last)]:
