@@ -54,6 +54,7 @@ from protocol.record_check import FramingError, check_records
 
 __all__ = [
     "ATTR_CONTROL",
+    "BATCH_BOUNDS",
     "ATTR_DELETE_HORIZON",
     "ATTR_LOG_APPEND_TIME",
     "ATTR_TRANSACTIONAL",
@@ -75,7 +76,6 @@ __all__ = [
     "batch_crc",
     "build_batch",
     "decode_records",
-    "iter_batch_bounds",
     "iter_batch_views",
     "iter_batches",
     "iter_records",
@@ -121,7 +121,8 @@ _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _I16 = struct.Struct(">h")
 _LENGTH_PREFIX = struct.Struct(">qi")  # baseOffset, batchLength
-_BOUNDS = struct.Struct(">qi9xhi")  # baseOffset, batchLength, (epoch, magic, crc), attributes, lastOffsetDelta
+# baseOffset, batchLength, (partitionLeaderEpoch, magic, crc skipped), attributes, lastOffsetDelta
+BATCH_BOUNDS = struct.Struct(">qi9xhi")
 
 Buffer = bytes | bytearray | memoryview
 
@@ -252,24 +253,6 @@ def iter_batches(buf: Buffer, start: int = 0) -> Iterator[tuple[int, BatchHeader
         if pos + size > end:
             return
         yield pos, header
-        pos += size
-
-
-def iter_batch_bounds(buf: Buffer, start: int = 0) -> Iterator[tuple[int, int, int, int, int]]:
-    """Yield `(position, base offset, last offset, size, attributes)` of each complete batch, as iter_batches
-    does but without building headers: for hot paths that need only where batches lie and which offsets they
-    hold (a share acquisition scans a megabyte of batches per request)."""
-    end = len(buf)
-    pos = start
-    unpack = _BOUNDS.unpack_from
-    while pos + HEADER_SIZE <= end:
-        base, length, attributes, delta = unpack(buf, pos)
-        if length < MIN_BATCH_LENGTH:
-            raise CorruptRecordError(f"batch at position {pos} has batchLength {length}")
-        size = length + LOG_OVERHEAD
-        if pos + size > end:
-            return
-        yield pos, base, base + delta, size, attributes
         pos += size
 
 

@@ -18,7 +18,15 @@ from crc32c import crc32c
 from broker.log.files import INDEX_FLAGS, LOG_FLAGS, SHARED, FileCache
 from broker.log.index import OffsetIndex, TimeIndex, _IndexFile
 from broker.log.txn_index import CorruptTxnIndexError, TxnIndex
-from protocol.records import HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH, BatchHeader, read_header
+from protocol.records import (
+    BATCH_BOUNDS,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    read_header,
+)
 
 SCAN_CHUNK = 64 * 1024  # header scans read this much at a time
 # Header scans in worker threads read this much at a time. Each pread releases and retakes the GIL; at one every
@@ -257,9 +265,11 @@ class Segment:
                 return pos, header
         return None
 
-    def read(self, offset: int, max_bytes: int, min_one_batch: bool) -> tuple[bytes, int, int]:
+    def read(self, offset: int, max_bytes: int, min_one_batch: bool, bounds: list | None = None
+             ) -> tuple[bytes, int, int]:
         """Whole batches starting with the batch holding `offset`, at most `max_bytes` unless the first batch is
-        bigger and `min_one_batch` (KIP-74). Returns (data, position, first batch base offset or -1).
+        bigger and `min_one_batch` (KIP-74). Returns (data, position, first batch base offset or -1). `bounds`
+        receives (position in data, base offset, last offset, size, attributes) of each batch returned.
 
         Usually one pread: from the index entry at or before `offset`, read max_bytes + index interval + slack,
         walk the headers in memory to the target batch, then cut at the last whole batch within max_bytes.
@@ -301,12 +311,22 @@ class Segment:
             region, region_start = self._pread(limit - first_pos, first_pos), first_pos
         # cut at the last whole batch inside [first_pos, limit)
         q = first_pos
-        prefix = HEADER_SIZE
-        while q + prefix <= limit:
-            size = int.from_bytes(region[q - region_start + 8:q - region_start + 12], "big", signed=True) + LOG_OVERHEAD
-            if size < HEADER_SIZE or q + size > limit:
-                break
-            q += size
+        if bounds is None:
+            while q + HEADER_SIZE <= limit:
+                size = int.from_bytes(region[q - region_start + 8:q - region_start + 12], "big", signed=True) + \
+                    LOG_OVERHEAD
+                if size < HEADER_SIZE or q + size > limit:
+                    break
+                q += size
+        else:  # the same walk, noting where each batch is and which offsets it holds
+            unpack = BATCH_BOUNDS.unpack_from
+            while q + HEADER_SIZE <= limit:
+                base, length, attributes, delta = unpack(region, q - region_start)
+                size = length + LOG_OVERHEAD
+                if size < HEADER_SIZE or q + size > limit:
+                    break
+                bounds.append((q - first_pos, base, base + delta, size, attributes))
+                q += size
         lo, hi = first_pos - region_start, q - region_start
         data = region if (lo == 0 and hi == len(region)) else region[lo:hi]
         return data, first_pos, first.base_offset

@@ -40,7 +40,7 @@ from broker.share.inflight import DeadLetter, ShareInFlight, StateDelta
 from broker.share.persister import UNINITIALIZED_START_OFFSET, Persister, StateBatch
 from broker.share.sessions import ShareSessionCache
 from protocol.errors import ErrorCode
-from protocol.records import ATTR_CONTROL, BatchHeader, iter_batch_bounds, iter_batches
+from protocol.records import ATTR_CONTROL, BatchHeader, iter_batches
 
 if TYPE_CHECKING:
     from broker.cluster.manager import TopicManager
@@ -677,8 +677,9 @@ class SharePartitionManager:
         offset = speo = inflight.end_offset
         while True:
             by_estimate = want < max_bytes - taken  # else the read returns every batch that can fit
+            bounds: list[tuple[int, int, int, int, int]] = []
             try:
-                found = plog.read(offset, max(1, want), min_one_batch=min_one and not out)
+                found = plog.read(offset, max(1, want), min_one_batch=min_one and not out, bounds=bounds)
             except OffsetOutOfRangeError:  # retention moved the log start: nothing left to read
                 break
             data = memoryview(found.data)
@@ -687,7 +688,7 @@ class SharePartitionManager:
                 continue
             read_end = offset
             stop = not data
-            for pos, first, last, size, attributes in iter_batch_bounds(data):
+            for pos, first, last, size, attributes in bounds:
                 read_end = last + 1
                 if last < speo:
                     continue

@@ -169,17 +169,6 @@ def test_iter_batches_stops_at_partial_tail() -> None:
     assert [len(view) for _, _, view in rec.iter_batch_views(a + b + b[:70])] == [len(a), len(b)]
 
 
-def test_iter_batch_bounds_gives_what_iter_batches_headers_hold() -> None:
-    control = sample(1, control=True)
-    data = sample(1) + sample(3) + control + sample(2)
-    assert [(pos, b, last, size, attrs) for pos, b, last, size, attrs in rec.iter_batch_bounds(data + data[:30])] \
-        == [(pos, h.base_offset, h.last_offset, h.size, h.attributes) for pos, h in rec.iter_batches(data)]
-    bad = bytearray(data)
-    struct.pack_into(">i", bad, 8, 10)  # batchLength too small to be a batch
-    with pytest.raises(rec.CorruptRecordError):
-        list(rec.iter_batch_bounds(bad))
-
-
 # --- patching ----------------------------------------------------------------------------------------------------
 def test_patch_base_offset_and_leader_epoch_keep_crc() -> None:
     buf = bytearray(sample(2) + sample(3))

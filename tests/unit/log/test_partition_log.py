@@ -58,6 +58,23 @@ def test_log_append_time_and_leader_epoch(tmp_path: Path) -> None:
     plog.close()
 
 
+def test_a_read_reports_the_bounds_of_the_batches_it_returns(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "t-0")
+    fill(plog, 10, count=3)
+    plog.append(rec.build_batch([rec.Record(None, b"")], timestamp=1_000, control=True, transactional=True,
+                                producer_id=1))
+    fill(plog, 5, count=2)
+    bounds: list = []
+    got = plog.read(4, 700, bounds=bounds)  # from inside the second batch, cut by the byte limit
+    assert bounds == [(pos, h.base_offset, h.last_offset, h.size, h.attributes)
+                      for pos, h in rec.iter_batches(got.data)]
+    assert bounds[0][1] == 3 and sum(size for *_, size, _ in bounds) == len(got.data) <= 700
+    everything: list = []
+    plog.read(0, 1 << 20, bounds=everything)
+    assert [b[1] for b in everything] == [0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30, 31, 33, 35, 37, 39]
+    assert [bool(b[4] & rec.ATTR_CONTROL) for b in everything].index(True) == 10
+
+
 def test_roll_by_bytes_and_by_time(tmp_path: Path) -> None:
     clock = Clock()
     cfg = LogConfig(segment_bytes=1000, segment_ms=60_000)
