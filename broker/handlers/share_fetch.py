@@ -29,15 +29,21 @@ def _top_error(code: ErrorCode, message: str | None = None) -> dict:
             "node_endpoints": []}
 
 
-def _ack_batches(batches, version: int) -> list[tuple[int, int, list[int]]] | None:
+def _ack_batches(batches, version: int) -> tuple[list[tuple[int, int, list[int]]], bool] | None:
+    """The acknowledgement batches as (first, last, types), and whether any is a RENEW; None for a type the
+    version does not know."""
     highest = ACK_RENEW if version >= 2 else ACK_REJECT
     out = []
+    renew = False
     for b in batches:
         types = list(b.acknowledge_types)
-        if types and (min(types) < 0 or max(types) > highest):
-            return None
+        if types:
+            top = max(types)
+            if min(types) < 0 or top > highest:
+                return None
+            renew = renew or top == ACK_RENEW  # the highest type there is
         out.append((b.first_offset, b.last_offset, types))
-    return out
+    return out, renew
 
 
 def _requested(topics) -> tuple[list[tuple[uuid.UUID, int]], dict[tuple[uuid.UUID, int], Any]]:
@@ -57,10 +63,11 @@ def _requested(topics) -> tuple[list[tuple[uuid.UUID, int]], dict[tuple[uuid.UUI
 async def _acknowledge(ctx, group: str, member: str, topic_id: uuid.UUID, part, version: int
                        ) -> tuple[ErrorCode, str | None]:
     mgr = ctx.broker.share_partitions
-    batches = _ack_batches(part.acknowledgement_batches, version)
-    if batches is None:
+    parsed = _ack_batches(part.acknowledgement_batches, version)
+    if parsed is None:
         return ErrorCode.INVALID_REQUEST, "Invalid acknowledge type"
-    if any(ACK_RENEW in types for _, _, types in batches) and not mgr.renew_enabled(group):
+    batches, renew = parsed
+    if renew and not mgr.renew_enabled(group):
         return ErrorCode.INVALID_RECORD_STATE, "Renew acknowledgements are disabled for the group " \
             "(share.renew.acknowledge.enable=false)."
     try:

@@ -74,6 +74,8 @@ def _prune(out: list[StateBatch], start_offset: int) -> None:
 
 
 def _laid_over(out: list[StateBatch], batches: Iterable[StateBatch], start_offset: int) -> tuple[StateBatch, ...]:
+    if not out and not batches:
+        return ()  # most writes: every record up to the new start offset acknowledged, nothing else to keep
     for b in batches:
         if b.last_offset >= b.first_offset:  # an empty batch changes nothing (the write path rejects them)
             _overlay(out, StateBatch(*b))
@@ -85,7 +87,7 @@ def combine_state_batches(current: Iterable[StateBatch], new: Iterable[StateBatc
                           start_offset: int) -> tuple[StateBatch, ...]:
     """`current` then `new`, each batch laid over the ones before it, pruned below `start_offset`; the result
     is sorted, disjoint and maximal (contiguous equal batches merged). A start offset of -1 prunes nothing."""
-    return _laid_over([], (*current, *new), start_offset)
+    return _laid_over([], (*current, *new) if current else new, start_offset)
 
 
 def overlay_state_batches(current: tuple[StateBatch, ...], new: Iterable[StateBatch],
