@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -119,20 +119,41 @@ class ShareCoordinatorRuntime:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         futures = []
         for p in sorted(by_partition):
-            batch = by_partition[p]
-            try:
-                base, fut = self.log.append_at(p, batch)
-            except AppendFailed:
-                # Memory is ahead of the log: rebuild this partition from what the log really holds (unless the
-                # log directory is offline: then nothing can be read and the broker is stopping).
-                if not self.log.offline(p):
-                    self._load(p)
+            fut = self._append(p, by_partition[p])
+            if fut is None:
                 return ErrorCode.UNKNOWN_SERVER_ERROR
             futures.append(fut)
-            for i, (key, value) in enumerate(batch):
-                self.offsets.record(p, base + i, key, value)
-            if self.offsets.appended_since_prune.get(p, 0) >= PRUNE_AFTER_RECORDS:
-                self._prune_kick.set()
+        return await self._durable(futures)
+
+    async def _commit_record(self, record: Record) -> ErrorCode:
+        """`_commit` of one record (a state write's), without grouping by partition."""
+        if self.log.offline(record.partition):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        fut = self._append(record.partition, ((record.key, record.value),))
+        if fut is None:
+            return ErrorCode.UNKNOWN_SERVER_ERROR
+        if fut.done() and not fut.cancelled() and fut.exception() is None:
+            return ErrorCode.NONE  # written (a deferred fsync): no coroutine to wait in
+        return await self._durable((fut,))
+
+    def _append(self, p: int, batch: Sequence[tuple[bytes, bytes | None]]) -> asyncio.Future | None:
+        """Append `batch` to partition `p` now; the future of its durability, or None when it was refused."""
+        try:
+            base, fut = self.log.append_at(p, batch)
+        except AppendFailed:
+            # Memory is ahead of the log: rebuild this partition from what the log really holds (unless the
+            # log directory is offline: then nothing can be read and the broker is stopping).
+            if not self.log.offline(p):
+                self._load(p)
+            return None
+        for i, (key, value) in enumerate(batch):
+            self.offsets.record(p, base + i, key, value)
+        if self.offsets.appended_since_prune.get(p, 0) >= PRUNE_AFTER_RECORDS:
+            self._prune_kick.set()
+        return fut
+
+    @staticmethod
+    async def _durable(futures: Iterable[asyncio.Future]) -> ErrorCode:
         try:
             for fut in futures:
                 await fut
@@ -163,8 +184,9 @@ class ShareCoordinatorRuntime:
         r = self.coordinator.write_state(group_id, topic_id, partition, state_epoch, leader_epoch, start_offset,
                                          batches, delivery_complete_count)
         # A written record lands on the key's own partition, so its append is the wait for earlier ones too.
-        keys = () if r.records else [SharePartitionKey(group_id, topic_id, partition)]
-        code = await self._commit(r.records, keys)
+        records = r.records
+        code = await (self._commit_record(records[0]) if len(records) == 1 else
+                      self._commit(records, () if records else [SharePartitionKey(group_id, topic_id, partition)]))
         return r if code == ErrorCode.NONE else OpResult(code, [], "share state could not be made durable")
 
     async def delete_state(self, group_id: str, topic_id: UUID, partition: int) -> OpResult:
