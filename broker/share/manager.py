@@ -474,6 +474,8 @@ class SharePartitionManager:
         # Eager: a write that does not suspend (the common case) answers without a task or event-loop turn.
         fut = start_eager(self._write_after(prev, sp, delta, dead))
         sp.last_write = fut
+        if fut.done():
+            return fut.result()
         return await asyncio.shield(fut)
 
     async def _write_after(self, prev: asyncio.Future | None, sp: SharePartition, delta: StateDelta | None,
