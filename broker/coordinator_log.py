@@ -221,7 +221,12 @@ class CoordinatorLog:
             fut.exception()  # retrieved: callers that stopped waiting must not log "never retrieved"
 
     def barrier_future(self, partition: int) -> asyncio.Future:
-        self._sync_now(partition)
+        """Done once what was appended to `partition` is as durable as an append's answer: fsynced, or with a
+        deferred fsync written already (nothing to wait for: an answer without records, such as a share-partition
+        load's ReadShareGroupState, need not start an fsync its writes would not have waited for; `barrier`,
+        before the prune drops records, still fsyncs)."""
+        if self._fsync_interval_s > 0:
+            return self._done_future()
         fut = self._pending.get(partition)
         if fut is None:
             return self._done_future()

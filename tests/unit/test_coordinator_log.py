@@ -133,6 +133,18 @@ async def test_a_deferred_fsync_answers_once_written_and_syncs_within_the_interv
     assert replicas.syncs == 3  # nothing left to sync
 
 
+async def test_a_deferred_fsync_answers_a_read_without_starting_an_fsync():
+    """With a deferred fsync a read's barrier (an append without records) is done at once: what it answers from
+    was written, as durable as any deferred write's answer; the interval's fsync still follows."""
+    replicas = CountingReplicas()
+    topics = SimpleNamespace(registry=SimpleNamespace(get=lambda name: object()))
+    clog = CoordinatorLog(topics, replicas, "__share_group_state", fsync_interval_ms=50)
+    clog.append(0, [(b"k", b"v")])
+    _, fut = clog.append_at(0, [])
+    assert fut.done() and replicas.syncs == 0
+    await async_wait_until(lambda: replicas.syncs == 1, 5)
+
+
 async def test_deferred_fsync_answers_at_once_then_syncs_and_forgets_the_flush():
     """With a deferred fsync an append is answered at once (an already-done future, shared); the barrier fsyncs
     and, once that is done, nothing is pending for the partition any more."""
