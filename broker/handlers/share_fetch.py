@@ -143,12 +143,13 @@ async def handle_share_fetch(ctx, req) -> dict:
     lock_ms = mgr.lock_duration_ms(group)
 
     results: dict[tuple[uuid.UUID, int], dict[str, Any]] = {}
+    leader = _leader(ctx)  # the same for every partition: one node leads them all
 
     def entry(tp: tuple[uuid.UUID, int]) -> dict[str, Any]:
         if tp not in results:
             results[tp] = {"partition_index": tp[1], "error_code": 0, "error_message": None,
                            "acknowledge_error_code": 0, "acknowledge_error_message": None,
-                           "current_leader": _leader(ctx), "records": b"", "acquired_records": []}
+                           "current_leader": leader, "records": b"", "acquired_records": []}
         return results[tp]
 
     denied = _unreadable(ctx, {tp[0] for tp in chain(requested, session.partitions)})

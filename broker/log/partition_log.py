@@ -181,7 +181,8 @@ class PartitionLog:
 
     @property
     def size_bytes(self) -> int:
-        return sum(s.size for s in self._segments)
+        segments = self._segments
+        return segments[0].size if len(segments) == 1 else sum(s.size for s in segments)
 
     @property
     def segments(self) -> list[Segment]:

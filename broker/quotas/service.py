@@ -9,6 +9,7 @@ in milliseconds (monotonic), injected for tests.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
@@ -126,6 +127,8 @@ class QuotaService:
 
     def fetch_max_bytes(self, ctx: RequestContext) -> float:
         """The most bytes one Fetch may return to this client (Kafka caps MaxBytes by getMaxValueInQuotaWindow)."""
+        if not self.fetch.enabled:
+            return math.inf
         return self.fetch.max_value_in_window(user_of(ctx.connection), ctx.client_id or "")
 
     def fetch_throttle(self, ctx: RequestContext, response_bytes: int) -> int:

@@ -133,5 +133,6 @@ class DelayedShareFetch:
             self.results[tp] = PartitionFetch(acquired=got)
             total_bytes += len(got.records)
             remaining_bytes -= len(got.records)
-            remaining_records -= sum(r.last_offset - r.first_offset + 1 for r in got.ranges)
+            for r in got.ranges:
+                remaining_records -= r.last_offset - r.first_offset + 1
         return total_bytes, failed

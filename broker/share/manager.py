@@ -239,12 +239,14 @@ class _Slices:
         return views[0] if len(views) == 1 else b"".join(views)
 
 
-@dataclass(slots=True)
 class _NewRecords:
     """The new batches an acquisition read from SPEO: where each lies in its log read, in offset order."""
 
-    lasts: list[int] = field(default_factory=list)  # last offset of each batch
-    places: list[tuple[memoryview, int, int]] = field(default_factory=list)  # (read, start, end) of each batch
+    __slots__ = ("lasts", "places")
+
+    def __init__(self) -> None:
+        self.lasts: list[int] = []  # last offset of each batch
+        self.places: list[tuple[memoryview, int, int]] = []  # (read, start, end) of each batch
 
     def served(self, first: int, last: int) -> bytes | memoryview:
         """The bytes of the batches holding offsets first..last (those acquired)."""
