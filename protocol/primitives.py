@@ -154,8 +154,20 @@ def write_bool(w: BinaryIO, v: bool) -> None:
     w.write(b"\x01" if v else b"\x00")
 
 
+# Decoded ids, one object per value: the same topic id arrives in every request (a UUID is built by a Python
+# __init__), and dictionaries keyed by it compare an identical key without calling UUID.__eq__.
+_UUIDS: dict[bytes, uuid.UUID] = {}
+_UUIDS_MAX = 1 << 14  # cleared beyond this (ids are few: topics, mostly)
+
+
 def read_uuid(r: Reader) -> uuid.UUID:
-    return uuid.UUID(bytes=bytes(read_exact(r, 16)))
+    raw = bytes(read_exact(r, 16))
+    found = _UUIDS.get(raw)
+    if found is None:
+        if len(_UUIDS) >= _UUIDS_MAX:
+            _UUIDS.clear()
+        found = _UUIDS[raw] = uuid.UUID(bytes=raw)
+    return found
 
 
 def write_uuid(w: BinaryIO, v: uuid.UUID) -> None:
