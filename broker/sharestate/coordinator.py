@@ -313,16 +313,18 @@ class ShareCoordinator:
         """WriteShareGroupState for one share-partition. `batches` are StateBatch tuples or mappings with the
         schema's snake_case names; start_offset -1 keeps the current SPSO."""
         key = SharePartitionKey(group_id, topic_id, partition)
-        new = [_batch(b) for b in batches]
+        new = [_batch(b) for b in batches] if batches else []
         e = self._entries.get(key)
         try:
             self._check_common(key, None if e is None else e.partition)
             self._check_start_offset(start_offset)
-            self._check_batches(new)
+            if new:
+                self._check_batches(new)
             if e is None:
                 raise _Refused(ErrorCode.INVALID_REQUEST, WRITE_UNINITIALIZED)
-            self._check_leader_epoch(e, leader_epoch)
-            self._check_state_epoch(e, state_epoch)
+            if leader_epoch != -1 or state_epoch != -1:  # -1: not supplied, never fenced
+                self._check_leader_epoch(e, leader_epoch)
+                self._check_state_epoch(e, state_epoch)
             self._check_metadata(key)
             if new and start_offset == UNINITIALIZED_START_OFFSET and e.state.start_offset < 0:
                 # batches with no SPSO to hang from: the leader resolves the SPSO before it writes any
@@ -346,9 +348,9 @@ class ShareCoordinator:
                 leader_epoch=cur.leader_epoch if leader_epoch == -1 else leader_epoch,
                 start_offset=start, delivery_complete_count=dcc, create_timestamp=now, write_timestamp=now,
                 state_batches=overlay_state_batches(cur.state_batches, batches, start)))
+        # (snapshot epoch, leader epoch, start offset, delivery-complete count, batches): positional, built per write
         return self._emit_update(key, e, ShareUpdate(
-            snapshot_epoch=cur.snapshot_epoch, leader_epoch=leader_epoch, start_offset=start_offset,
-            delivery_complete_count=dcc, state_batches=combine_state_batches((), batches, start_offset)))
+            cur.snapshot_epoch, leader_epoch, start_offset, dcc, combine_state_batches((), batches, start_offset)))
 
     def read_state(self, group_id: str, topic_id: UUID, partition: int, leader_epoch: int) -> ReadResult:
         """ReadShareGroupState for one share-partition (the share-partition leader's first call)."""

@@ -132,14 +132,15 @@ def apply_update(current: SharePartitionState | None, u: ShareUpdate) -> SharePa
             start_offset=u.start_offset, delivery_complete_count=u.delivery_complete_count,
             state_batches=combine_state_batches((), u.state_batches, u.start_offset))
     start = current.start_offset if u.start_offset == -1 else u.start_offset
+    # positional (replayed for every write): the fields in SharePartitionState's order
     return SharePartitionState(
-        snapshot_epoch=current.snapshot_epoch,  # updates never change it
-        state_epoch=current.state_epoch,  # updates carry no state epoch
-        leader_epoch=current.leader_epoch if u.leader_epoch == -1 else u.leader_epoch,
-        start_offset=start,
+        current.snapshot_epoch,  # updates never change it
+        current.state_epoch,  # updates carry no state epoch
+        current.leader_epoch if u.leader_epoch == -1 else u.leader_epoch,
+        start,
         # The leader sends the whole count with each write (v1+); -1 (a v0 writer) means "not known".
-        delivery_complete_count=u.delivery_complete_count,
-        create_timestamp=current.create_timestamp,
-        write_timestamp=current.write_timestamp,
-        state_batches=overlay_state_batches(current.state_batches, u.state_batches, start),
+        u.delivery_complete_count,
+        current.create_timestamp,
+        current.write_timestamp,
+        overlay_state_batches(current.state_batches, u.state_batches, start),
     )
