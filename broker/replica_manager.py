@@ -343,12 +343,14 @@ class ReplicaManager:
             return ProduceResult(ErrorCode.INVALID_RECORD, error_message="Produce request has no record batch"), None
         log_config = plog.config  # the topic's effective configs, kept current by the topic manager
         max_bytes = log_config.max_message_bytes
-        # A compacted topic refuses records without a key (Kafka's LogValidator.validateKey).
-        require_keys = f"{info.name}-{partition}" if log_config.compact else None
         try:
-            # every record's framing too (decompressing if need be), as Kafka's LogValidator parses each record
-            headers = [built] if built is not None and allow_internal else \
-                rec.validate_batches(records, check_records=True, require_keys=require_keys)
+            if built is not None and allow_internal:
+                headers = [built]
+            else:
+                # every record's framing too (decompressing if need be), as Kafka's LogValidator parses each
+                # record; a compacted topic refuses records without a key (Kafka's LogValidator.validateKey)
+                headers = rec.validate_batches(records, check_records=True, require_keys=f"{info.name}-{partition}"
+                                               if log_config.compact else None)
         except rec.KeylessRecordError as err:
             return ProduceResult(err.error_code, error_message=str(err),
                                  record_errors=[(i, err.record_message) for i in err.indexes]), None
