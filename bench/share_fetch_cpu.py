@@ -10,7 +10,8 @@ acquisition ACCEPTed piggy-backed on the next ShareFetch, as a consumer with imp
 Each read is measured as the broker process's CPU time, which the machine's load barely affects, unlike wall
 time: the run time of all its threads in nanoseconds (/proc/<pid>/task/*/schedstat; the broker's worker threads
 live as long as it does), else utime + stime from /proc/<pid>/stat (10 ms ticks: keep reads well above 1 s). A new share group reads each round from the earliest offset; a first round warms up and is not counted.
-Prints CPU milliseconds per MiB served and the ShareFetch/Fetch ratio.
+Prints CPU milliseconds per MiB served and the ShareFetch/Fetch ratio: of the medians, and the median of each
+round's own ratio (its ShareFetch read over the Fetch read just before it).
 """
 
 from __future__ import annotations
@@ -198,9 +199,13 @@ def main() -> None:
                 print(f"{size:>5} {key:>16} {mib[key]:>7.1f} {statistics.median(xs) * 1000:>14.3f}  "
                       f"({' '.join(f'{x * 1000:.3f}' for x in xs)})")
             for label in brokers:
-                ratio = statistics.median(per[f"{label} ShareFetch".strip()]) / \
-                    statistics.median(per[f"{label} Fetch".strip()])
-                print(f"{size:>5} {label + ' ' if label else ''}ShareFetch/Fetch CPU per MiB: {ratio:.2f}x")
+                shares, fetches = per[f"{label} ShareFetch".strip()], per[f"{label} Fetch".strip()]
+                ratio = statistics.median(shares) / statistics.median(fetches)
+                # each round's ShareFetch over the Fetch read just before it: drifts of the machine's speed
+                # during the run (a shared VM) cancel out of these
+                paired = statistics.median(s / f for s, f in zip(shares, fetches, strict=True))
+                print(f"{size:>5} {label + ' ' if label else ''}ShareFetch/Fetch CPU per MiB: {ratio:.2f}x "
+                      f"(median of the rounds' own ratios {paired:.2f}x)")
         print(f"load: {os.getloadavg()}")
 
 
