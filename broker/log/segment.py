@@ -164,7 +164,8 @@ class Segment:
         later be read or recovered as valid. If that undo fails too, RollbackFailedError is raised (the segment's
         state is then unknown: its directory must go offline)."""
         position = self.size
-        saved = self._tracking_state()
+        # Tracking writes to a file (and so may fail) only when it adds index entries: what to restore then.
+        saved = self._tracking_state() if self._bytes_since_index + len(data) > self.index_interval_bytes else None
         fd = self.files.acquire(self._path, LOG_FLAGS)
         try:
             written = os.write(fd, data)
@@ -177,7 +178,8 @@ class Segment:
         except BaseException as err:
             try:
                 os.ftruncate(fd, position)
-                self._restore(saved)
+                if saved is not None:
+                    self._restore(saved)
             except OSError as undo:
                 raise RollbackFailedError(f"{self.log_path}: cannot undo a failed append ({undo!r})") from err
             raise
