@@ -127,7 +127,8 @@ async def handle_share_fetch(ctx, req) -> dict:
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group):
         return _top_error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     requested, acks = _requested(req.topics)
-    forget = [(t.topic_id, p) for t in req.forgotten_topics_data for p in t.partitions]
+    forgotten = req.forgotten_topics_data
+    forget = [(t.topic_id, p) for t in forgotten for p in t.partitions] if forgotten else []
     if epoch == 0 and not mgr.membership(group, member)[0]:
         return _not_a_member(group, member)
     # A final request (-1) lists partitions only to acknowledge them: they join no session.
@@ -181,7 +182,7 @@ async def handle_share_fetch(ctx, req) -> dict:
     for (tid, _), e in results.items():
         responses.setdefault(tid, []).append(e)
     # consumer_byte_rate (Kafka records ShareFetch bytes too); the acquired records are still handed over
-    ctx.throttle_ms = ctx.broker.quotas.share_fetch_throttle(
+    ctx.throttle_ms = broker.quotas.share_fetch_throttle(
         ctx, sum(len(e.get("records") or b"") for e in results.values()))
     return {"throttle_time_ms": ctx.throttle_ms, "error_code": 0, "error_message": None,
             "acquisition_lock_timeout_ms": lock_ms,
@@ -190,12 +191,12 @@ async def handle_share_fetch(ctx, req) -> dict:
 
 
 async def _fetch(ctx, req, group: str, member: str, tps: list[tuple[uuid.UUID, int]], entry) -> None:
+    # (max wait, min bytes, max bytes, max records, record_limit mode, session epoch); Kafka caps MaxBytes by what
+    # the client's consumer_byte_rate allows in a quota window
     params = ShareFetchParams(
-        max_wait_ms=req.max_wait_ms, min_bytes=req.min_bytes,
-        # Kafka caps MaxBytes by what the client's consumer_byte_rate allows in a quota window
-        max_bytes=int(min(req.max_bytes, ctx.broker.quotas.fetch_max_bytes(ctx))), max_records=req.max_records,
-        strict=ctx.api_version >= 2 and req.get("share_acquire_mode", 0) == RECORD_LIMIT_MODE,
-        session_epoch=req.share_session_epoch)
+        req.max_wait_ms, req.min_bytes, int(min(req.max_bytes, ctx.broker.quotas.fetch_max_bytes(ctx))),
+        req.max_records, ctx.api_version >= 2 and req.get("share_acquire_mode", 0) == RECORD_LIMIT_MODE,
+        req.share_session_epoch)
     results = await DelayedShareFetch(ctx.broker.share_partitions, group, member, params).run(tps)
     for tp, got in results.items():
         e = entry(tp)
