@@ -88,6 +88,8 @@ __all__ = [
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
+_HEADER_HEAD = struct.Struct(">qiibI")  # HEADER's fields before the CRC-covered part (baseOffset..crc)
+_HEADER_TAIL = struct.Struct(">hiqqqhii")  # and the CRC-covered ones (attributes..recordsCount)
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the part of a batch not counted in batchLength
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # 49
 MAGIC = 2
@@ -504,22 +506,23 @@ def build_keyed_batch(records: Sequence[tuple[bytes, bytes | None]], timestamp: 
         timestamp = int(time.time() * 1000)
     parts: list[bytes] = []
     for i, (key, value) in enumerate(records):
-        # attributes 0, timestamp delta 0, offset delta i, key, value, no headers
-        body = b"".join((b"\x00\x00", _varint(i), _varint(len(key)), key,
-                         _SMALL_VARINTS[0] if value is None else _varint(len(value)), value or b"", b"\x00"))
-        parts.append(_varint(len(body)))
-        parts.append(body)
+        # attributes 0 and timestamp delta 0, offset delta i, key, value (-1: a tombstone), no headers
+        delta, key_len = _varint(i), _varint(len(key))
+        if value is None:
+            value_len, value = _SMALL_VARINTS[0], b""
+        else:
+            value_len = _varint(len(value))
+        size = 3 + len(delta) + len(key_len) + len(key) + len(value_len) + len(value)
+        parts += (_varint(size), b"\x00\x00", delta, key_len, key, value_len, value, b"\x00")
     payload = b"".join(parts)
-    attributes = ATTR_TRANSACTIONAL if transactional else 0
     count = len(records)
-    fields = [0, HEADER_SIZE - LOG_OVERHEAD + len(payload), NO_PARTITION_LEADER_EPOCH, MAGIC, 0, attributes,
-              count - 1, timestamp, timestamp, producer_id, producer_epoch, NO_SEQUENCE, count]
-    batch = bytearray(HEADER_SIZE + len(payload))
-    HEADER.pack_into(batch, 0, *fields)
-    batch[HEADER_SIZE:] = payload
-    fields[4] = batch_crc(batch, 0, len(batch))
-    _U32.pack_into(batch, _CRC_AT, fields[4])
-    return bytes(batch), _make_header(fields)
+    fields = [0, HEADER_SIZE - LOG_OVERHEAD + len(payload), NO_PARTITION_LEADER_EPOCH, MAGIC, 0,
+              ATTR_TRANSACTIONAL if transactional else 0, count - 1, timestamp, timestamp, producer_id,
+              producer_epoch, NO_SEQUENCE, count]
+    # the CRC covers attributes..end: the header's tail, then the records (crc32c continues a CRC)
+    tail = _HEADER_TAIL.pack(*fields[5:])
+    fields[4] = crc32c(payload, crc32c(tail))
+    return b"".join((_HEADER_HEAD.pack(*fields[:5]), tail, payload)), _make_header(fields)
 
 
 def _records_payload(batch: Buffer, header: BatchHeader) -> Buffer:
