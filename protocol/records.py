@@ -80,6 +80,7 @@ __all__ = [
     "iter_batches",
     "iter_records",
     "patch_base_offset",
+    "patch_base_offset_and_leader_epoch",
     "patch_leader_epoch",
     "patch_log_append_time",
     "read_header",
@@ -123,6 +124,7 @@ _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _I16 = struct.Struct(">h")
 _LENGTH_PREFIX = struct.Struct(">qi")  # baseOffset, batchLength
+_OFFSET_LENGTH_EPOCH = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
 # baseOffset, batchLength, (partitionLeaderEpoch, magic, crc skipped), attributes, lastOffsetDelta
 BATCH_BOUNDS = struct.Struct(">qi9xhi")
 
@@ -350,6 +352,12 @@ def _decompress(raw: Buffer, compression: int, *, scratch: bool = False):
 def patch_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
     """Set baseOffset of the batch at `pos` (outside the CRC)."""
     _I64.pack_into(buf, pos, base_offset)
+
+
+def patch_base_offset_and_leader_epoch(buf: bytearray | memoryview, pos: int, base_offset: int, batch_length: int,
+                                       epoch: int) -> None:
+    """patch_base_offset and patch_leader_epoch in one write (`batch_length` is written back as it is)."""
+    _OFFSET_LENGTH_EPOCH.pack_into(buf, pos, base_offset, batch_length, epoch)
 
 
 def patch_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:

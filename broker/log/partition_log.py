@@ -218,11 +218,13 @@ class PartitionLog:
         pos = 0
         entries: list[BatchEntry] = []
         max_ts, offset_of_max = -1, -1
+        epoch = self.leader_epoch
         for h in headers:
             size = h.batch_length + rec.LOG_OVERHEAD
-            rec.patch_base_offset(buf, pos, offset)
-            if self.leader_epoch is not None:
-                rec.patch_leader_epoch(buf, pos, self.leader_epoch)
+            if epoch is not None:
+                rec.patch_base_offset_and_leader_epoch(buf, pos, offset, h.batch_length, epoch)
+            else:
+                rec.patch_base_offset(buf, pos, offset)
             ts = h.max_timestamp
             if log_append_time is not None:
                 rec.patch_log_append_time(buf, pos, log_append_time)

@@ -178,6 +178,9 @@ def test_patch_base_offset_and_leader_epoch_keep_crc() -> None:
     headers = rec.validate_batches(buf)
     assert (headers[1].base_offset, headers[1].partition_leader_epoch) == (1234, 9)
     assert [r.offset for r in rec.decode_records(memoryview(buf)[second:])] == [1234, 1235, 1236]
+    both = bytearray(sample(2) + sample(3))
+    rec.patch_base_offset_and_leader_epoch(both, second, 1234, rec.read_header(both, second).batch_length, 9)
+    assert both == buf
 
 
 def test_patch_log_append_time() -> None:
