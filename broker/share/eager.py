@@ -3,8 +3,8 @@
 A share-state write usually completes without suspending (the coordinator's append is synchronous and, with the
 deferred fsync, its future is already done), yet as a Task it would cost two event-loop turns (the task's first
 step, then the awaiting caller's wake-up) plus the task and its callbacks. Started here it finishes inside the
-caller's step and comes back as an already-done future, which `await` and `asyncio.shield` pass straight through.
-A coroutine that does suspend continues in a Task exactly where it stopped.
+caller's step and its result comes back at once, with no future made. A coroutine that does suspend continues in a
+Task exactly where it stopped, and the caller gets that task to wait on (and to let later writes wait on).
 """
 
 from __future__ import annotations
@@ -16,20 +16,18 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-def start_eager(coro: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
-    """Run `coro` now; a future with its outcome (done already if it finished without suspending)."""
-    loop = asyncio.get_running_loop()
+def run_eager(coro: Coroutine[Any, Any, T]) -> tuple[bool, Any]:
+    """Run `coro` now: (True, its result) if it finished without suspending, else (False, the task it goes on
+    in). An exception it raises before suspending is raised here. No future is made for the first case."""
     try:
         yielded = coro.send(None)
     except StopIteration as stop:
-        done: asyncio.Future[T] = loop.create_future()
-        done.set_result(stop.value)
-        return done
-    except Exception as err:  # noqa: BLE001 - handed to whoever awaits the future, as a Task would
-        failed: asyncio.Future[T] = loop.create_future()
-        failed.set_exception(err)
-        return failed
-    task = loop.create_task(_resume(coro, yielded))
+        return True, stop.value
+    return False, _continue(coro, yielded)
+
+
+def _continue(coro: Coroutine[Any, Any, T], yielded: Any) -> asyncio.Task[T]:
+    task = asyncio.get_running_loop().create_task(_resume(coro, yielded))
 
     def cancelled_before_start(t: asyncio.Task) -> None:
         # A task cancelled before its first step never enters _resume: pass the cancellation on by hand.

@@ -35,7 +35,7 @@ from broker.log.dir_failure import KafkaStorageError
 from broker.log.partition_log import OffsetOutOfRangeError
 from broker.log.read_committed import Fate, classify_batches
 from broker.share.dlq import DeadLetterQueue
-from broker.share.eager import start_eager
+from broker.share.eager import run_eager
 from broker.share.inflight import DeadLetter, ShareInFlight, StateDelta
 from broker.share.persister import UNINITIALIZED_START_OFFSET, Persister, StateBatch
 from broker.share.sessions import ShareSessionCache
@@ -473,12 +473,14 @@ class SharePartitionManager:
         prev = sp.last_write
         if prev is not None and prev.done():
             prev = None  # landed already: waiting for it (asyncio.wait) would still cost event-loop turns
-        # Eager: a write that does not suspend (the common case) answers without a task or event-loop turn.
-        fut = start_eager(self._write_after(prev, sp, delta, dead))
-        sp.last_write = fut
-        if fut.done():
-            return fut.result()
-        return await asyncio.shield(fut)
+        # Eager: a write that does not suspend (the common case) answers without a task, future or loop turn, and
+        # leaves nothing in flight for the next write to wait on.
+        finished, outcome = run_eager(self._write_after(prev, sp, delta, dead))
+        if finished:
+            sp.last_write = None
+            return outcome
+        sp.last_write = outcome
+        return await asyncio.shield(outcome)
 
     async def _write_after(self, prev: asyncio.Future | None, sp: SharePartition, delta: StateDelta | None,
                            dead: list[DeadLetter]) -> ErrorCode:

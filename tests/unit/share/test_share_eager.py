@@ -1,10 +1,10 @@
-"""start_eager: a coroutine runs at once; one that does not suspend needs no task and no loop turn."""
+"""run_eager: a coroutine runs at once; one that does not suspend needs no task, future or loop turn."""
 
 import asyncio
 
 import pytest
 
-from broker.share.eager import start_eager
+from broker.share.eager import run_eager
 
 
 async def test_a_coroutine_that_does_not_suspend_is_done_at_once():
@@ -17,17 +17,15 @@ async def test_a_coroutine_that_does_not_suspend_is_done_at_once():
         await done  # an already-done future does not suspend
         return 42
 
-    fut = start_eager(work())
-    assert ran == [1] and fut.done() and fut.result() == 42
+    assert run_eager(work()) == (True, 42) and ran == [1]
 
 
-async def test_a_failure_is_in_the_future():
+async def test_a_failure_before_any_suspension_is_raised_at_once():
     async def work():
         raise ValueError("boom")
 
-    fut = start_eager(work())
     with pytest.raises(ValueError):
-        await fut
+        run_eager(work())
 
 
 async def test_a_suspending_coroutine_continues_in_a_task_with_outcomes_passed_through():
@@ -45,8 +43,8 @@ async def test_a_suspending_coroutine_continues_in_a_task_with_outcomes_passed_t
             steps.append("caught")
         return "end"
 
-    fut = start_eager(work())
-    assert steps == ["start"] and not fut.done()
+    finished, fut = run_eager(work())
+    assert steps == ["start"] and not finished and not fut.done()
     first.set_result("first")
     await asyncio.sleep(0)
     second.set_exception(KeyError("x"))
@@ -61,7 +59,7 @@ async def test_cancelling_the_task_cancels_what_the_coroutine_waits_on():
     async def work():
         await blocker
 
-    fut = start_eager(work())
+    _, fut = run_eager(work())
     fut.cancel()  # before the task's first step
     with pytest.raises(asyncio.CancelledError):
         await fut
@@ -80,7 +78,7 @@ async def test_cancelling_a_running_task_cancels_what_the_coroutine_waits_on():
         finally:
             cleaned.append(1)
 
-    fut = start_eager(work())
+    _, fut = run_eager(work())
     await asyncio.sleep(0)
     await asyncio.sleep(0)
     fut.cancel()
