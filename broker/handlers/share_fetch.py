@@ -60,7 +60,7 @@ def _requested(topics) -> tuple[list[tuple[uuid.UUID, int]], dict[tuple[uuid.UUI
     return requested, acks
 
 
-async def _acknowledge(ctx, group: str, member: str, topic_id: uuid.UUID, part, version: int
+async def _acknowledge(ctx, group: str, member: str, tp: tuple[uuid.UUID, int], part, version: int
                        ) -> tuple[ErrorCode, str | None]:
     mgr = ctx.broker.share_partitions
     parsed = _ack_batches(part.acknowledgement_batches, version)
@@ -71,8 +71,7 @@ async def _acknowledge(ctx, group: str, member: str, topic_id: uuid.UUID, part, 
         return ErrorCode.INVALID_RECORD_STATE, "Renew acknowledgements are disabled for the group " \
             "(share.renew.acknowledge.enable=false)."
     try:
-        sp = mgr.loaded(group, topic_id, part.partition_index) or \
-            await mgr.partition(group, topic_id, part.partition_index)
+        sp = mgr.loaded(group, *tp) or await mgr.partition(group, *tp)
     except ShareError as err:
         return err.code, err.message
     code = await mgr.acknowledge(sp, member, batches)
@@ -86,15 +85,15 @@ def _not_a_member(group: str, member: str) -> dict:
     return _top_error(ErrorCode.SHARE_SESSION_NOT_FOUND, f"Member {member} is not a member of share group {group}.")
 
 
-async def _acknowledge_all(ctx, group: str, member: str, parts: list[tuple[uuid.UUID, Any]], version: int
-                           ) -> list[tuple[ErrorCode, str | None]]:
+async def _acknowledge_all(ctx, group: str, member: str, parts: list[tuple[tuple[uuid.UUID, int], Any]],
+                           version: int) -> list[tuple[ErrorCode, str | None]]:
     """Acknowledge several partitions together: their state writes go out concurrently (one group commit)
     instead of one fsync after another. One partition (the common case) is awaited directly: a task of its own
     would only cost event-loop turns."""
     if len(parts) == 1:
-        (tid, p), = parts
-        return [await _acknowledge(ctx, group, member, tid, p, version)]
-    return list(await asyncio.gather(*(_acknowledge(ctx, group, member, tid, p, version) for tid, p in parts)))
+        (tp, p), = parts
+        return [await _acknowledge(ctx, group, member, tp, p, version)]
+    return list(await asyncio.gather(*(_acknowledge(ctx, group, member, tp, p, version) for tp, p in parts)))
 
 
 def _unreadable(ctx, topic_ids: set[uuid.UUID]) -> set[uuid.UUID]:
@@ -157,10 +156,11 @@ async def handle_share_fetch(ctx, req) -> dict:
     for tp in [tp for tp in acks if tp[0] in denied] if denied else ():
         del acks[tp]
         entry(tp)["acknowledge_error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    outcomes = await _acknowledge_all(ctx, group, member, [(tp[0], part) for tp, part in acks.items()], version)
-    for tp, (code, message) in zip(acks, outcomes, strict=True):
-        e = entry(tp)
-        e["acknowledge_error_code"], e["acknowledge_error_message"] = int(code), message
+    if acks:
+        outcomes = await _acknowledge_all(ctx, group, member, list(acks.items()), version)
+        for tp, (code, message) in zip(acks, outcomes, strict=True):
+            e = entry(tp)
+            e["acknowledge_error_code"], e["acknowledge_error_message"] = int(code), message
 
     if epoch == FINAL_EPOCH:
         # Session closed: the member's records go back to the others at once, in every partition of the group
@@ -222,7 +222,7 @@ async def handle_share_acknowledge(ctx, req) -> dict:
     if epoch == FINAL_EPOCH:
         mgr.session_closed(group, member)
     denied = _unreadable(ctx, {t.topic_id for t in req.topics})
-    pairs = [(t.topic_id, p) for t in req.topics for p in t.partitions if t.topic_id not in denied]
+    pairs = [((t.topic_id, p.partition_index), p) for t in req.topics for p in t.partitions if t.topic_id not in denied]
     outcomes = iter(await _acknowledge_all(ctx, group, member, pairs, version))
     responses = []
     for t in req.topics:

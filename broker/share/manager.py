@@ -773,12 +773,17 @@ class SharePartitionManager:
     async def acknowledge(self, sp: SharePartition, member: str, batches: Sequence[tuple[int, int, Sequence[int]]]
                           ) -> ErrorCode:
         self._configure(sp)
-        codes = sp.inflight.acknowledge(member, batches, self.now_ms())
-        error = next((ErrorCode(c) for c in codes if c), ErrorCode.NONE)
+        error = ErrorCode.NONE
+        for code in sp.inflight.acknowledge(member, batches, self.now_ms()):
+            if code:
+                error = ErrorCode(code)  # the first refusal is the partition's answer
+                break
         written = await self.persist(sp)  # also when refused: nothing changed, but earlier writes must land
-        if error == ErrorCode.NONE and sp.inflight.available_count:
+        if error:
+            return error
+        if sp.inflight.available_count:
             self._wake(sp)
-        return error if error != ErrorCode.NONE else written
+        return written
 
     async def release_member(self, group: str, member: str, keys: Sequence[PartitionKey] | None = None) -> int:
         """Release what `member` holds (session closed, member left or expired); records are available at once."""
