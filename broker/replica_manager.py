@@ -71,7 +71,7 @@ class ProduceResult:
     log_append_time: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
-    record_errors: list[tuple[int, str]] = field(default_factory=list)  # (batch index, message)
+    record_errors: Sequence[tuple[int, str]] = ()  # (batch index, message)
 
 
 @dataclass(slots=True)
