@@ -26,6 +26,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import takewhile
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 PartitionKey = tuple[str, uuid.UUID, int]  # (group, topic id, partition)
+_BOUND_LAST = itemgetter(2)  # a batch bound (position, base offset, last offset, size, attributes) -> last offset
 UNINITIALIZED = UNINITIALIZED_START_OFFSET
 EXPIRY_RETRY_S = 0.5  # pause after a failed lock-expiry round before the next one
 # Acquired ranges closer than this (estimated bytes between them) are served from one log read.
@@ -240,27 +242,26 @@ class _Slices:
 
 
 class _NewRecords:
-    """The new batches an acquisition read from SPEO: where each lies in its log read, in offset order."""
+    """The log reads of an acquisition from SPEO, each with the bounds of its batches (see PartitionLog.read): what
+    it acquires is served as slices of them."""
 
-    __slots__ = ("lasts", "places")
+    __slots__ = ("reads",)
 
     def __init__(self) -> None:
-        self.lasts: list[int] = []  # last offset of each batch
-        self.places: list[tuple[memoryview, int, int]] = []  # (read, start, end) of each batch
+        self.reads: list[tuple[memoryview, list[tuple[int, int, int, int, int]]]] = []
 
     def served(self, first: int, last: int) -> bytes | memoryview:
-        """The bytes of the batches holding offsets first..last (those acquired)."""
-        if last < first:
-            return b""
-        lasts, places = self.lasts, self.places
-        lo, hi = bisect_left(lasts, first), bisect_left(lasts, last)
-        if lo <= hi < len(places) and places[lo][0] is places[hi][0]:
-            # Batches taken from one read lie back to back in it (an acquisition stops at the first gap: a
-            # control batch or a batch past the budget), so they are one slice of it.
-            return places[lo][0][places[lo][1]:places[hi][2]]
+        """The bytes of the batches holding offsets first..last (those acquired): of each read, the batches from
+        the one holding `first` to the one holding `last`, which lie back to back in it (one slice, no copy)."""
         out = _Slices()
-        for place in places[lo:hi + 1]:
-            out.add(*place)
+        if last >= first:
+            for data, bounds in self.reads:
+                i = bisect_left(bounds, first, key=_BOUND_LAST)
+                j = bisect_left(bounds, last, key=_BOUND_LAST)
+                if j == len(bounds) or bounds[j][1] > last:
+                    j -= 1  # `last` is past this read, or in a gap before its batch j
+                if i <= j:
+                    out.add(data, bounds[i][0], bounds[j][0] + bounds[j][3])
         return out.bytes()
 
 
@@ -672,7 +673,6 @@ class SharePartitionManager:
         new = _NewRecords()
         if room <= 0 or inflight.end_offset >= end:
             return [], new
-        new_lasts, new_places = new.lasts, new.places  # appended batch by batch below
         out: list[tuple[int, int]] = []
         records = taken = 0  # the budgets spent: records and bytes (the rules of _Budget.take, inline: hot)
         # Read about what the record budget needs, not MaxBytes (a small MaxRecords must not read megabytes):
@@ -689,12 +689,14 @@ class SharePartitionManager:
             except OffsetOutOfRangeError:  # retention moved the log start: nothing left to read
                 break
             data = memoryview(found.data)
+            if bounds:
+                new.reads.append((data, bounds))
             if not data and by_estimate:
                 want = max_bytes - taken  # the next batch is larger than the guess: read what may fit
                 continue
             read_end = offset
             stop = not data
-            for pos, first, last, size, attributes in bounds:
+            for _pos, first, last, size, attributes in bounds:
                 read_end = last + 1
                 if last < speo:
                     continue
@@ -715,8 +717,6 @@ class SharePartitionManager:
                     first = max(first, speo)  # only the first batch taken may start below SPEO
                 records += last - first + 1
                 taken += size
-                new_lasts.append(last)
-                new_places.append((data, pos, pos + size))
                 if strict and records > room:
                     out.append((first, last - (records - room)))  # record_limit: cut (the client filters)
                     stop = True
