@@ -25,7 +25,12 @@ from protocol import schema
 from protocol.codec import request_codec, response_codec
 from protocol.error_responses import error_body
 from protocol.errors import DecodeError, ErrorCode
-from protocol.framing import decode_request_header, encode_response, response_header_version
+from protocol.framing import (
+    decode_request_header,
+    encode_response,
+    encode_response_chunks,
+    response_header_version,
+)
 
 if TYPE_CHECKING:
     from broker.app import Broker
@@ -200,6 +205,10 @@ class Router:
                 return None
             if type(result) is dict:
                 metrics.count_response_errors(result, version)
+                if header.api_key in LARGE_RESPONSE_APIS:
+                    # records stay the buffers the log read gave (no copy into one frame): a vectored write
+                    return encode_response_chunks(header.correlation_id, response_header_version(header.api_key,
+                                                  version), response_codec(header.api_key, version).encode_chunks(result))
                 body = response_codec(header.api_key, version).encode(result)
             else:
                 body = result if isinstance(result, bytes | bytearray | memoryview) else \

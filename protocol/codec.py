@@ -301,6 +301,36 @@ def build_construct(message: Message, version: int) -> KStruct:
     return _Builder(message, version).struct(message.struct)
 
 
+class ChunkWriter:
+    """A write target for encoding that keeps large buffers by reference: writes shorter than `min_chunk` go into
+    a bytearray, a longer one (a partition's record batches) becomes a chunk of its own, so that a response can
+    be sent as the list of chunks (vectored write) without copying its records into one buffer."""
+
+    __slots__ = ("_chunks", "_small", "_min")
+
+    def __init__(self, min_chunk: int) -> None:
+        self._chunks: list[bytes | memoryview] = []
+        self._small = bytearray()
+        self._min = min_chunk
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        n = len(data)  # bytes-like of bytes: elements are bytes
+        if n >= self._min:
+            if self._small:
+                self._chunks.append(bytes(self._small))
+                self._small.clear()
+            self._chunks.append(data)
+        else:
+            self._small += data
+        return n
+
+    def chunks(self) -> list[bytes | memoryview]:
+        if self._small:
+            self._chunks.append(bytes(self._small))
+            self._small.clear()
+        return self._chunks
+
+
 class Codec:
     """Decoder/encoder for one message at one version."""
 
@@ -345,6 +375,13 @@ class Codec:
         out = io.BytesIO()
         self.encode_into(value, out)
         return out.getvalue()
+
+    def encode_chunks(self, value: Mapping[str, Any], min_chunk: int = 16384) -> list[bytes | memoryview]:
+        """The encoding as a list of buffers whose concatenation is `encode(value)`: fields of at least
+        `min_chunk` bytes (record batches) are in it as they were given, not copied (see ChunkWriter)."""
+        out = ChunkWriter(min_chunk)
+        self.encode_into(value, out)  # type: ignore[arg-type]
+        return out.chunks()
 
     def encode_into(self, value: Mapping[str, Any], out: io.BytesIO) -> None:
         try:

@@ -116,6 +116,13 @@ def encode_response(correlation_id: int, header_version: int, body: bytes | memo
     raise ValueError(f"no response header version {header_version}")
 
 
+def encode_response_chunks(correlation_id: int, header_version: int, body: list[bytes | memoryview]
+                           ) -> list[bytes | memoryview]:
+    """A whole response frame as a list of buffers (see Codec.encode_chunks): size prefix and header, then the
+    body's chunks as they are (a vectored write sends them; nothing is joined)."""
+    return [encode_response_header(correlation_id, header_version, sum(len(c) for c in body)), *body]
+
+
 def encode_response_header(correlation_id: int, header_version: int, body_size: int) -> bytes:
     """Size prefix and header only, for responses whose body is sent separately (sendfile)."""
     if header_version == 0:
