@@ -50,7 +50,7 @@ class AppendInfo:
 
 @dataclass(slots=True)
 class ReadResult:
-    data: bytes  # whole batches; b"" when nothing fits or nothing is there
+    data: bytes | memoryview  # whole batches (a view of the read); b"" when nothing fits or nothing is there
     first_offset: int = -1  # base offset of the first batch returned (may be < the offset asked for)
     segment_base_offset: int = -1
     position: int = -1  # file position of `data` in the segment (for sendfile)

@@ -268,7 +268,7 @@ class Segment:
         return None
 
     def read(self, offset: int, max_bytes: int, min_one_batch: bool, bounds: list | None = None
-             ) -> tuple[bytes, int, int]:
+             ) -> tuple[bytes | memoryview, int, int]:
         """Whole batches starting with the batch holding `offset`, at most `max_bytes` unless the first batch is
         bigger and `min_one_batch` (KIP-74). Returns (data, position, first batch base offset or -1). `bounds`
         receives (position in data, base offset, last offset, size, attributes) of each batch returned.
@@ -330,7 +330,8 @@ class Segment:
                 bounds.append((q - first_pos, base, base + delta, size, attributes))
                 q += size
         lo, hi = first_pos - region_start, q - region_start
-        data = region if (lo == 0 and hi == len(region)) else region[lo:hi]
+        # a view of the read, not a copy: the batches are sent as they are (the read stays alive meanwhile)
+        data = region if (lo == 0 and hi == len(region)) else memoryview(region)[lo:hi]
         return data, first_pos, first.base_offset
 
     # --- recovery and truncation -------------------------------------------------------------------------------
