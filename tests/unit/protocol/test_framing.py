@@ -121,3 +121,19 @@ def test_frame_size_helpers() -> None:
     assert lone_frame_size(a + a, 100) is None
     assert lone_frame_size(a[:-1], 100) is None
     assert lone_frame_size(a, len(a) - 5) is None  # over the limit
+
+
+def test_a_response_in_chunks_keeps_record_batches_as_given():
+    """Fetch/ShareFetch responses: the frame is the header then the body's chunks; a record field of at least
+    `min_chunk` bytes is the caller's own buffer (no copy), the rest is joined into small chunks."""
+    from protocol.codec import response_codec
+    from protocol.framing import encode_response, encode_response_chunks
+
+    records = memoryview(b"r" * 40_000)
+    body = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [{"topic": "t", "partitions": [
+        {"partition_index": 0, "high_watermark": 5, "records": records}]}]}
+    codec = response_codec(1, 12)
+    chunks = codec.encode_chunks(body, min_chunk=16384)
+    assert any(c is records for c in chunks) and len(chunks) == 3
+    frame = encode_response_chunks(7, 1, chunks)
+    assert b"".join(frame) == encode_response(7, 1, codec.encode(body))
