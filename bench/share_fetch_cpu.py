@@ -6,7 +6,12 @@
 Starts one Shoal broker, produces N records of 1 KiB and N of 100 B (confluent Producer, ~64 KB batches) into
 two topics once, then reads each topic completely with plain Fetch (raw requests, 1 MiB per request) and with
 ShareFetch (shoal_client's ShareGroupMember: whole ranges acquired, 1 MiB / 10 000 records per request, every
-acquisition ACCEPTed piggy-backed on the next ShareFetch, as a consumer with implicit acknowledgement does).
+acquisition ACCEPTed piggy-backed on the next ShareFetch, as a consumer with implicit acknowledgement does). Both
+read on connections that carried data already: a fresh connection's TCP send buffer starts small and grows with use,
+and until it has, the broker answers in several writes at more CPU per MiB whatever the API (rounds on fresh
+connections spread by 0.27-0.38 ms/MiB for the same Fetch reads). The Fetch client keeps one connection for the
+whole run; the share member, new in every round (a new group), has its connection, share session, the
+share-partition's load and its first WARMUP_FETCHES reads before its measurement (their CPU is printed apart).
 Each read is measured as the broker process's CPU time, which the machine's load barely affects, unlike wall
 time: the run time of all its threads in nanoseconds (/proc/<pid>/task/*/schedstat; the broker's worker threads
 live as long as it does), else utime + stime from /proc/<pid>/stat (10 ms ticks: keep reads well above 1 s). A new share group reads each round from the earliest offset; a first round warms up and is not counted.
@@ -43,6 +48,10 @@ MAX_RECORDS = 10_000
 OVERRIDES = {"group.share.partition.max.record.locks": "10000",
              "group.share.max.partition.max.record.locks": "10000"}
 _TICK = os.sysconf("SC_CLK_TCK")
+# Reads before each share read is measured: a fresh connection's send buffer is small and grows with the data
+# sent (TCP autotuning), and until it has the broker answers in several writes, at more CPU per MiB, whatever the API.
+WARMUP_FETCHES = int(os.environ.get("SHOAL_BENCH_WARMUP_FETCHES", "2"))
+SETUP_CPU: list[float] = []  # broker CPU seconds of each share read's set-up (printed apart)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -74,26 +83,27 @@ def produce(bootstrap: str, topic: str, size: int, records: int) -> None:
         raise RuntimeError("produce did not finish")
 
 
-def plain_fetch(pid: int, port: int, topic: str, records: int, max_bytes: int = MAX_BYTES) -> tuple[float, int]:
-    """Read every record with Fetch v12 from offset 0; (broker CPU s, bytes served)."""
+def plain_fetch(pid: int, conn: BrokerConnection, topic: str, records: int, max_bytes: int = MAX_BYTES
+                ) -> tuple[float, int]:
+    """Read every record with Fetch v12 from offset 0 on `conn` (kept from read to read: see WARMUP_FETCHES);
+    (broker CPU s, bytes served)."""
     served, offset = 0, 0
-    with BrokerConnection("127.0.0.1", port, client_id="bench-fetch") as conn:
-        before = cpu_seconds(pid)
-        while offset < records:
-            resp = conn.call(FETCH, 12, {
-                "replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": max_bytes, "isolation_level": 0,
-                "session_id": 0, "session_epoch": -1, "rack_id": "",
-                "topics": [{"topic": topic, "partitions": [{
-                    "partition": 0, "current_leader_epoch": -1, "fetch_offset": offset, "last_fetched_epoch": -1,
-                    "log_start_offset": -1, "partition_max_bytes": max_bytes}]}],
-                "forgotten_topics_data": []})
-            p = resp.responses[0].partitions[0]
-            if p.error_code:
-                raise RuntimeError(f"fetch error {p.error_code}")
-            data = bytes(p.records or b"")
-            served += len(data)
-            offset = _next_offset(data, offset)
-        cpu = cpu_seconds(pid) - before
+    before = cpu_seconds(pid)
+    while offset < records:
+        resp = conn.call(FETCH, 12, {
+            "replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": max_bytes, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "rack_id": "",
+            "topics": [{"topic": topic, "partitions": [{
+                "partition": 0, "current_leader_epoch": -1, "fetch_offset": offset, "last_fetched_epoch": -1,
+                "log_start_offset": -1, "partition_max_bytes": max_bytes}]}],
+            "forgotten_topics_data": []}, views=True)
+        p = resp.responses[0].partitions[0]
+        if p.error_code:
+            raise RuntimeError(f"fetch error {p.error_code}")
+        data = p.records or b""  # a view of the response, as the share member keeps its records
+        served += len(data)
+        offset = _next_offset(data, offset)
+    cpu = cpu_seconds(pid) - before
     return cpu, served
 
 
@@ -124,7 +134,16 @@ def share_fetch(pid: int, bootstrap: str, topic: str, records: int, max_bytes: i
     try:
         if not member.wait_for_assignment(30):
             raise RuntimeError("no assignment")
+        # Set-up, not counted: the member's connection and share session, the share-partition's load, and the first
+        # WARMUP_FETCHES reads, which grow the new connection's TCP send buffer (as the Fetch client's connection,
+        # kept from round to round, has); the last of them is acknowledged by the first fetch measured.
+        setup_start = cpu_seconds(pid)
+        for _ in range(WARMUP_FETCHES):
+            first = member.fetch(max_records=MAX_RECORDS, max_bytes=max_bytes, max_wait_ms=500, acknowledgements=acks)
+            acquired += first.count
+            acks = acknowledgements(first.acquired, ACCEPT)
         before = cpu_seconds(pid)
+        SETUP_CPU.append(before - setup_start)
         deadline = time.monotonic() + 300
         while acquired < records:
             if time.monotonic() > deadline:
@@ -170,12 +189,15 @@ def main() -> None:
     max_bytes = int(args.request_mib * (1 << 20))
     with contextlib.ExitStack() as stack:
         brokers: dict[str, tuple[subprocess.Popen, int]] = {}
+        fetch_conns: dict[str, BrokerConnection] = {}
         trees = {"": None} if args.base is None else {"base": args.base.resolve(), "this": None}
         for label, tree in trees.items():
             tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="shoal-bench-")))
             proc, port = start_shoal(tmp, OVERRIDES) if tree is None else start_tree(tree, tmp)
             stack.callback(stop, proc)
             brokers[label] = (proc, port)
+            # one Fetch connection per broker for the whole run (warmed by the first round, which is not counted)
+            fetch_conns[label] = stack.enter_context(BrokerConnection("127.0.0.1", port, client_id="bench-fetch"))
         print(f"load: {os.getloadavg()}")
         print(f"{'size':>5} {'path':>16} {'MiB':>7} {'cpu ms/MiB (median of rounds)':>30}")
         for size, records in ((1024, args.records_1k), (100, args.records_100)):
@@ -188,7 +210,8 @@ def main() -> None:
                 for label, (proc, port) in brokers.items():
                     bootstrap = f"127.0.0.1:{port}"
                     for name in ("Fetch", "ShareFetch"):
-                        cpu, served = plain_fetch(proc.pid, port, topic, records, max_bytes) if name == "Fetch" \
+                        cpu, served = plain_fetch(proc.pid, fetch_conns[label], topic, records, max_bytes) \
+                            if name == "Fetch" \
                             else share_fetch(proc.pid, bootstrap, topic, records, max_bytes)
                         if round_no == 0:
                             continue
@@ -198,6 +221,10 @@ def main() -> None:
             for key, xs in per.items():
                 print(f"{size:>5} {key:>16} {mib[key]:>7.1f} {statistics.median(xs) * 1000:>14.3f}  "
                       f"({' '.join(f'{x * 1000:.3f}' for x in xs)})")
+            if SETUP_CPU:
+                print(f"{size:>5} share set-up (connection, session, first load; not in the figures above): "
+                      f"{statistics.median(SETUP_CPU) * 1000:.2f} ms of broker CPU per group")
+                SETUP_CPU.clear()
             for label in brokers:
                 shares, fetches = per[f"{label} ShareFetch".strip()], per[f"{label} Fetch".strip()]
                 ratio = statistics.median(shares) / statistics.median(fetches)
