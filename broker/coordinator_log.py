@@ -64,10 +64,11 @@ class CoordinatorLog:
     def _done_future(self) -> asyncio.Future:
         """An already-done future (shared: a done future can be neither cancelled nor completed again by a caller,
         and awaiting it does not suspend)."""
-        loop = asyncio.get_running_loop()
         done = self._ready
-        if done is None or done.get_loop() is not loop:
-            done = self._ready = loop.create_future()
+        # Its loop still running is the loop we run on (a coordinator log serves one loop), found without
+        # get_running_loop, which costs a getpid system call on 3.11 (hot: every deferred-fsync state write).
+        if done is None or not done.get_loop().is_running():
+            done = self._ready = asyncio.get_running_loop().create_future()
             done.set_result(None)
         return done
 
