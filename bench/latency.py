@@ -251,9 +251,10 @@ def _group_for(kind: str, bootstrap: str) -> str:
 
 
 def _start_consumer(kind: str, bootstrap: str, topic: str, partitions: int, members: int, expected: int,
-                    timeout: float, max_wait_ms: int) -> tuple[mp.Process, mp.Queue]:
+                    timeout: float, max_wait_ms: int, group: str | None = None) -> tuple[mp.Process, mp.Queue]:
     ready, out = SPAWN.Event(), SPAWN.Queue()
-    proc = SPAWN.Process(target=consume, args=(kind, bootstrap, topic, partitions, _group_for(kind, bootstrap),
+    group = group or _group_for(kind, bootstrap)
+    proc = SPAWN.Process(target=consume, args=(kind, bootstrap, topic, partitions, group,
                                                members, expected, timeout, max_wait_ms, ready, out), daemon=True)
     proc.start()
     if not ready.wait(60):
@@ -263,6 +264,41 @@ def _start_consumer(kind: str, bootstrap: str, topic: str, partitions: int, memb
         proc.kill()
         raise RuntimeError(f"{kind} consumers not ready within 60 s" + (f": {err['error']}" if err else ""))
     return proc, out
+
+
+def wait_settled(bootstrap: str, kind: str, group: str, members: int, partitions: int, timeout: float = 60) -> None:
+    """Until `members` members of `group` hold `partitions` partitions between them, each partition once.
+
+    A member is ready when it has partitions (classic) or its first poll returned (share), which can be before the
+    group settles: a share member learns of a new assignment at its next heartbeat (5 s apart by default), so
+    early members keep every partition for a while and the members would contend for records during a drain; a
+    classic group may still be rebalancing. Drains start once the group has settled, for both kinds alike."""
+    deadline = time.monotonic() + timeout
+    while True:
+        owned = _owned_partitions(bootstrap, kind, group)
+        if len(owned) == members and sorted(p for ps in owned for p in ps) == list(range(partitions)):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{kind} group {group} did not settle on {members} members within {timeout} s: "
+                               f"{owned}")
+        time.sleep(0.1)
+
+
+def _owned_partitions(bootstrap: str, kind: str, group: str) -> list[list[int]]:
+    """Each member's partitions (of every topic) as the group coordinator describes them."""
+    if kind in ("share", "shoal-share"):
+        from shoal_client.admin import ShareGroupAdmin
+
+        with contextlib.closing(ShareGroupAdmin(bootstrap, timeout_s=10)) as admin:
+            desc = admin.describe_share_group(group)
+        return [[p for ps in m.assignment.values() for p in ps] for m in desc.members]
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    desc = admin.describe_consumer_groups([group])[group].result(timeout=10)
+    if desc.state.name != "STABLE":
+        return []
+    return [[tp.partition for tp in m.assignment.topic_partitions] for m in desc.members]
 
 
 def _result(proc: mp.Process, out: mp.Queue, timeout: float) -> dict:
@@ -309,8 +345,10 @@ def drain(bootstrap: str, kind: str, *, partitions: int, records: int, size: int
     if topic is None:
         topic = f"drain-{uuid.uuid4().hex[:8]}"
         create_topic(bootstrap, topic, partitions)
-    proc, out = _start_consumer(kind, bootstrap, topic, partitions, members, records, 300, 500)
+    group = _group_for(kind, bootstrap)
+    proc, out = _start_consumer(kind, bootstrap, topic, partitions, members, records, 300, 500, group)
     if not prefilled:
+        wait_settled(bootstrap, kind, group, members, partitions)
         fill(bootstrap, topic, partitions, records, size)
     res = _result(proc, out, 330)
     if res["received"] < records:
