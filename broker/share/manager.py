@@ -144,8 +144,7 @@ class _Span:
 
 @dataclass(slots=True)
 class _Budget:
-    """The record and byte budgets of one read_committed acquisition, spent batch by batch (`_new_batches`, the
-    hot path of every ShareFetch, applies the same rules inline)."""
+    """The record and byte budgets of one acquisition, spent batch by batch (new and read_committed alike)."""
 
     room: int  # records the acquisition may take: MaxRecords within the in-flight limit
     max_bytes: int
@@ -669,20 +668,20 @@ class SharePartitionManager:
         plain Fetch reads them (whole batches up to a byte limit); the acquired ones are served as slices of
         that read (see `_NewRecords`). Control batches (transaction markers) at SPEO are archived as gaps; a
         later one ends the list (archived next time)."""
-        room = min(max_records, inflight.max_in_flight_records - inflight.in_flight_count)
+        budget = _Budget(min(max_records, inflight.max_in_flight_records - inflight.in_flight_count), max_bytes,
+                         min_one, strict)
         new = _NewRecords()
-        if room <= 0 or inflight.end_offset >= end:
+        if budget.room <= 0 or inflight.end_offset >= end:
             return [], new
         out: list[tuple[int, int]] = []
-        records = taken = 0  # the budgets spent: records and bytes (the rules of _Budget.take, inline: hot)
         # Read about what the record budget needs, not MaxBytes (a small MaxRecords must not read megabytes):
         # the log's average bytes per offset, with slack for a partial batch; a short guess costs one more read.
         offsets = plog.log_end_offset - plog.log_start_offset
         per_offset = plog.size_bytes / offsets if offsets > 0 else 1024.0
-        want = min(max_bytes, int(room * per_offset * 1.25) + _READ_SLACK_BYTES)
+        want = min(max_bytes, int(budget.room * per_offset * 1.25) + _READ_SLACK_BYTES)
         offset = speo = inflight.end_offset
         while True:
-            by_estimate = want < max_bytes - taken  # else the read returns every batch that can fit
+            by_estimate = want < max_bytes - budget.size  # else the read returns every batch that can fit
             bounds: list[tuple[int, int, int, int, int]] = []
             try:
                 found = plog.read(offset, max(1, want), min_one_batch=min_one and not out, bounds=bounds)
@@ -692,7 +691,7 @@ class SharePartitionManager:
             if bounds:
                 new.reads.append((data, bounds))
             if not data and by_estimate:
-                want = max_bytes - taken  # the next batch is larger than the guess: read what may fit
+                want = max_bytes - budget.size  # the next batch is larger than the guess: read what may fit
                 continue
             read_end = offset
             stop = not data
@@ -710,22 +709,16 @@ class SharePartitionManager:
                     inflight.archive_range(speo, last)
                     speo = inflight.end_offset
                     continue
-                if taken + size > max_bytes and (out or not min_one):
-                    stop = True  # past the bytes left (the first batch goes whole with min_one)
-                    break
-                if not out:
-                    first = max(first, speo)  # only the first batch taken may start below SPEO
-                records += last - first + 1
-                taken += size
-                if strict and records > room:
-                    out.append((first, last - (records - room)))  # record_limit: cut (the client filters)
+                # only the first batch taken may start below SPEO
+                taken = budget.take(max(first, speo) if not out else first, last, size, not out)
+                if taken is None:
                     stop = True
                     break
-                out.append((first, last))
-                if records >= room:
+                out.append(taken)
+                if budget.spent:
                     stop = True
                     break
-            want = max_bytes - taken
+            want = max_bytes - budget.size
             if stop or not by_estimate or want <= 0 or read_end <= offset or read_end >= end:
                 break
             offset = read_end
