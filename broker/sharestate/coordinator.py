@@ -322,9 +322,8 @@ class ShareCoordinator:
                 self._check_batches(new)
             if e is None:
                 raise _Refused(ErrorCode.INVALID_REQUEST, WRITE_UNINITIALIZED)
-            if leader_epoch != -1 or state_epoch != -1:  # -1: not supplied, never fenced
-                self._check_leader_epoch(e, leader_epoch)
-                self._check_state_epoch(e, state_epoch)
+            self._check_leader_epoch(e, leader_epoch)
+            self._check_state_epoch(e, state_epoch)
             self._check_metadata(key)
             if new and start_offset == UNINITIALIZED_START_OFFSET and e.state.start_offset < 0:
                 # batches with no SPSO to hang from: the leader resolves the SPSO before it writes any
