@@ -313,22 +313,15 @@ class Segment:
             region, region_start = self._pread(limit - first_pos, first_pos), first_pos
         # cut at the last whole batch inside [first_pos, limit)
         q = first_pos
-        if bounds is None:
-            while q + HEADER_SIZE <= limit:
-                size = int.from_bytes(region[q - region_start + 8:q - region_start + 12], "big", signed=True) + \
-                    LOG_OVERHEAD
-                if size < HEADER_SIZE or q + size > limit:
-                    break
-                q += size
-        else:  # the same walk, noting where each batch is and which offsets it holds
-            unpack = BATCH_BOUNDS.unpack_from
-            while q + HEADER_SIZE <= limit:
-                base, length, attributes, delta = unpack(region, q - region_start)
-                size = length + LOG_OVERHEAD
-                if size < HEADER_SIZE or q + size > limit:
-                    break
+        unpack = BATCH_BOUNDS.unpack_from
+        while q + HEADER_SIZE <= limit:
+            base, length, attributes, delta = unpack(region, q - region_start)
+            size = length + LOG_OVERHEAD
+            if size < HEADER_SIZE or q + size > limit:
+                break
+            if bounds is not None:  # where each batch is and which offsets it holds
                 bounds.append((q - first_pos, base, base + delta, size, attributes))
-                q += size
+            q += size
         lo, hi = first_pos - region_start, q - region_start
         # a view of the read, not a copy: the batches are sent as they are (the read stays alive meanwhile)
         data = region if (lo == 0 and hi == len(region)) else memoryview(region)[lo:hi]
