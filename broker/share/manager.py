@@ -674,25 +674,26 @@ class SharePartitionManager:
         if budget.room <= 0 or inflight.end_offset >= end:
             return [], new
         out: list[tuple[int, int]] = []
-        # Read about what the record budget needs, not MaxBytes (a small MaxRecords must not read megabytes):
-        # the log's average bytes per offset, with slack for a partial batch; a short guess costs one more read.
+        # Each read asks for about what the records left to take need, not for the bytes left (MaxBytes is often
+        # 50 MiB: a read of all of it to take one more batch cost a 1 MiB-batch topic 20 ms per ShareFetch): the
+        # log's average bytes per offset, with slack for a partial batch. A read returns at least its first batch
+        # (the budget decides whether that fits), so a short guess costs one more read, never an empty one.
         offsets = plog.log_end_offset - plog.log_start_offset
         per_offset = plog.size_bytes / offsets if offsets > 0 else 1024.0
-        want = min(max_bytes, int(budget.room * per_offset * 1.25) + _READ_SLACK_BYTES)
         offset = speo = inflight.end_offset
         while True:
-            by_estimate = want < max_bytes - budget.size  # else the read returns every batch that can fit
+            left = max_bytes - budget.size
+            if left <= 0:
+                break
+            want = min(left, int((budget.room - budget.records) * per_offset * 1.25) + _READ_SLACK_BYTES)
             bounds: list[tuple[int, int, int, int, int]] = []
             try:
-                found = plog.read(offset, max(1, want), min_one_batch=min_one and not out, bounds=bounds)
+                found = plog.read(offset, max(1, want), min_one_batch=True, bounds=bounds)
             except OffsetOutOfRangeError:  # retention moved the log start: nothing left to read
                 break
             data = memoryview(found.data)
             if bounds:
                 new.reads.append((data, bounds))
-            if not data and by_estimate:
-                want = max_bytes - budget.size  # the next batch is larger than the guess: read what may fit
-                continue
             read_end = offset
             stop = not data
             for _pos, first, last, size, attributes in bounds:
@@ -718,8 +719,8 @@ class SharePartitionManager:
                 if budget.spent:
                     stop = True
                     break
-            want = max_bytes - budget.size
-            if stop or not by_estimate or want <= 0 or read_end <= offset or read_end >= end:
+            # want == left: the read held every batch that fits the bytes left
+            if stop or want >= left or read_end <= offset or read_end >= end:
                 break
             offset = read_end
         return out, new

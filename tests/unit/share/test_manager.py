@@ -206,6 +206,35 @@ def test_serving_acquired_records_reads_only_what_is_sent(tmp_path, monkeypatch)
     asyncio.run(run())
 
 
+def test_a_second_read_asks_for_the_records_left_not_for_max_bytes(tmp_path, monkeypatch):
+    """Regression: when the first read (sized for the record budget) fell short of it, the next read asked for all
+    the bytes left of MaxBytes: with ~1 MB batches and a 50 MiB MaxBytes, every acquisition read the rest of the
+    log to take one more batch (what librdkafka's ShareConsumer asks for on a topic of 1 MB producer batches)."""
+    from broker.log import segment
+
+    async def run():
+        mgr, plog = make(tmp_path, MemoryShareState())
+        for i in range(20):  # 900 records of ~1 KB per batch: ~0.9 MB batches, ~18 MB in all
+            plog.append(build_batch([Record(value=bytes([i % 256]) * 1000) for _ in range(900)]))
+        sp = await mgr.partition("g", TOPIC_ID, 0)
+        read: list[int] = []
+        real = segment._pread_exact
+        monkeypatch.setattr(segment, "_pread_exact", lambda fd, size, pos: read.append(size) or real(fd, size, pos))
+        for _ in range(3):
+            read.clear()
+            # the in-flight limit (2 000) is the budget: the first read, sized for it, holds two batches (1 800
+            # records); the third batch, read next, reaches the limit and is taken whole
+            got = mgr.acquire(sp, "m", 10_000, 50 << 20, min_one=True)
+            assert sum(r.last_offset - r.first_offset + 1 for r in got.ranges) == 2700
+            # each read looks an index interval and two batches ahead (see Segment.read): ~2.4x what is served;
+            # it was ~18 MB (the rest of the log) for ~2.7 MB served
+            assert sum(read) < 3 * len(got.records), (read, len(got.records))
+            assert await mgr.acknowledge(sp, "m", [(r.first_offset, r.last_offset, [ACK_ACCEPT])
+                                                   for r in got.ranges]) == 0
+
+    asyncio.run(run())
+
+
 def test_far_apart_redelivered_ranges_are_read_one_by_one(tmp_path, monkeypatch):
     from broker.log import segment
 
