@@ -35,6 +35,10 @@ SCAN_CHUNK = 64 * 1024  # header scans read this much at a time
 THREAD_SCAN_CHUNK = 1 << 20
 _RECOVERY_CHUNK = 1 << 20  # CRC checks on recovery read this much at a time
 _READ_SLACK = 1024  # extra bytes read past the index interval hoping to catch the target batch in one pread
+# Above this look-ahead (batches of ~128 KiB and more) a read finds its first batch from the headers instead,
+# reading _HEADER_CHUNK bytes per header (one pread per batch skipped: between two index entries lie few of them).
+_MAX_READ_AHEAD = 256 * 1024
+_HEADER_CHUNK = 4096
 _MAX_REL_OFFSET = (1 << 31) - 1
 
 # an append's batches: (position inside the appended bytes, size, last offset, max timestamp)
@@ -247,11 +251,13 @@ class Segment:
             yield pos, header
             pos += header.batch_length + LOG_OVERHEAD
 
-    def find_batch(self, offset: int, start: int | None = None) -> tuple[int, BatchHeader] | None:
-        """Position and header of the first batch whose last offset >= `offset`."""
+    def find_batch(self, offset: int, start: int | None = None, chunk: int = SCAN_CHUNK
+                   ) -> tuple[int, BatchHeader] | None:
+        """Position and header of the first batch whose last offset >= `offset` (headers read `chunk` bytes at a
+        time, see iter_headers)."""
         if start is None:
             start = self.offset_index.lookup(offset)[1]
-        for pos, header in self.iter_headers(start):
+        for pos, header in self.iter_headers(start, chunk):
             if header.base_offset + header.last_offset_delta >= offset:
                 return pos, header
         return None
@@ -274,7 +280,8 @@ class Segment:
         receives (position in data, base offset, last offset, size, attributes) of each batch returned.
 
         Usually one pread: from the index entry at or before `offset`, read max_bytes + index interval + slack,
-        walk the headers in memory to the target batch, then cut at the last whole batch within max_bytes.
+        walk the headers in memory to the target batch, then cut at the last whole batch within max_bytes. With
+        large batches, the headers are read first and then only the batches returned.
         """
         end = self.size
         _, start = self.offset_index.lookup(offset)
@@ -282,23 +289,27 @@ class Segment:
             return b"", end, -1
         # the target batch usually starts within an index interval plus one batch of the entry found
         ahead = self.index_interval_bytes + 2 * self.average_batch_size + _READ_SLACK
-        buf = self._pread(min(end - start, max_bytes + ahead), start)
-        off = 0
         found: tuple[int, BatchHeader] | None = None
-        while off + HEADER_SIZE <= len(buf):
-            header = read_header(buf, off)
-            if header.batch_length < MIN_BATCH_LENGTH:
-                return b"", start + off, -1
-            if header.base_offset + header.last_offset_delta >= offset:
-                found = start + off, header
-                break
-            off += header.batch_length + LOG_OVERHEAD
+        if ahead > _MAX_READ_AHEAD:
+            # Large batches (1 MB producer batches): reading two of them ahead, to be dropped, costs more than
+            # finding the target batch from the headers first and then reading just what is returned.
+            buf = b""
+            found = self.find_batch(offset, start, chunk=_HEADER_CHUNK)
+        else:
+            buf = self._pread(min(end - start, max_bytes + ahead), start)
+            off = 0
+            while off + HEADER_SIZE <= len(buf):
+                header = read_header(buf, off)
+                if header.batch_length < MIN_BATCH_LENGTH:
+                    return b"", start + off, -1
+                if header.base_offset + header.last_offset_delta >= offset:
+                    found = start + off, header
+                    break
+                off += header.batch_length + LOG_OVERHEAD
+            if found is None and start + off < end:
+                found = self.find_batch(offset, start + off)
         if found is None:
-            if start + off >= end:
-                return b"", end, -1
-            found = self.find_batch(offset, start + off)
-            if found is None:
-                return b"", end, -1
+            return b"", end, -1
         first_pos, first = found
         first_size = first.batch_length + LOG_OVERHEAD
         if first_size > max_bytes:

@@ -75,6 +75,30 @@ def test_a_read_reports_the_bounds_of_the_batches_it_returns(tmp_path: Path) -> 
     assert [bool(b[4] & rec.ATTR_CONTROL) for b in everything].index(True) == 10
 
 
+def test_reads_of_large_batches_read_what_they_return(tmp_path: Path, monkeypatch) -> None:
+    """With batches of ~200 KB a read finds its first batch from the headers, then reads the batches it returns:
+    it used to read two batches ahead of the index entry as well, to be dropped (2 MB for 1 MB producer batches)."""
+    from broker.log import segment
+
+    plog = PartitionLog(tmp_path / "t-0")
+    fill(plog, 12, count=200, value_size=1000)  # offsets 0-2399, ~205 KB per batch
+    size = plog.size_bytes // 12
+    sizes: list[int] = []
+    real = segment._pread_exact
+    monkeypatch.setattr(segment, "_pread_exact", lambda fd, n, pos: sizes.append(n) or real(fd, n, pos))
+    for offset in (0, 199, 200, 201, 1234, 2399):
+        for max_bytes, min_one in ((1, True), (3 * size, False), (10 << 20, False)):
+            sizes.clear()
+            bounds: list = []
+            got = plog.read(offset, max_bytes, min_one_batch=min_one, bounds=bounds)
+            first = offset // 200 * 200
+            want = [(i * 200, i * 200 + 199) for i in range(offset // 200, 12)][:max(1, max_bytes // size)]
+            assert [(b[1], b[2]) for b in bounds] == want, (offset, max_bytes)
+            assert [(p, h.base_offset) for p, h in rec.iter_batches(got.data)][0] == (0, first)
+            assert sum(sizes) <= len(got.data) + 3 * 4096, (offset, max_bytes, sizes)  # plus a header chunk or two
+    assert plog.read(1234, size - 1, min_one_batch=False).data == b""  # the first batch does not fit
+
+
 def test_roll_by_bytes_and_by_time(tmp_path: Path) -> None:
     clock = Clock()
     cfg = LogConfig(segment_bytes=1000, segment_ms=60_000)
