@@ -10,6 +10,7 @@ import sys
 import structlog
 
 from broker import logging as broker_logging
+from broker.allocator import tune_allocator
 from broker.config import ConfigError, load_config
 
 
@@ -77,6 +78,7 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as err:
         print(f"shoal-broker: {err}", file=sys.stderr)
         sys.exit(2)
+    tune_allocator()
     import uvloop  # noqa: PLC0415
 
     sys.exit(uvloop.run(serve(args)))
