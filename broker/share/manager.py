@@ -775,7 +775,10 @@ class SharePartitionManager:
         written = await self.persist(sp)  # also when refused: nothing changed, but earlier writes must land
         if error:
             return error
-        if sp.inflight.available_count:
+        # Released records, or room under the in-flight limit for new ones: a share fetch parked on this
+        # share-partition may acquire now (Kafka completes the delayed share fetches of the partition after
+        # every acknowledgement; before, a fetch parked at the limit waited out its MaxWaitMs).
+        if sp.inflight.can_acquire():
             self._wake(sp)
         return written
 

@@ -235,6 +235,44 @@ def test_a_second_read_asks_for_the_records_left_not_for_max_bytes(tmp_path, mon
     asyncio.run(run())
 
 
+def test_an_acknowledgement_freeing_in_flight_room_wakes_a_parked_share_fetch(tmp_path):
+    """Regression: a ShareFetch parked because the in-flight limit was reached (another member held 2 000
+    records) was woken only by released records or appends, so an acknowledgement that freed the room left it
+    waiting out its MaxWaitMs. Kafka completes a partition's delayed share fetches after every acknowledgement."""
+    from broker.share.delayed_fetch import DelayedShareFetch, ShareFetchParams
+
+    async def never_appended(keys, timeout_s: float) -> bool:
+        await asyncio.sleep(timeout_s)
+        return False
+
+    async def run():
+        plog = PartitionLog(tmp_path / "t-0")
+        info = SimpleNamespace(name="t", topic_id=TOPIC_ID, num_partitions=1)
+        mgr = make_manager(
+            config=SimpleNamespace(get=CONFIG.__getitem__),
+            topics=SimpleNamespace(registry=SimpleNamespace(by_id=lambda tid: info if tid == TOPIC_ID else None),
+                                   log=lambda name, p: plog),
+            persister=MemoryShareState(), replicas=SimpleNamespace(wait_for_append=never_appended),
+            group_configs=lambda g: {"share.auto.offset.reset": "earliest"})
+        for _ in range(30):
+            plog.append(build_batch([Record(value=b"v" * 10) for _ in range(100)]))
+        sp = await mgr.partition("g", TOPIC_ID, 0)
+        held = mgr.acquire(sp, "a", 10_000, 50 << 20, min_one=True)
+        assert sum(r.last_offset - r.first_offset + 1 for r in held.ranges) == 2000  # the in-flight limit
+        params = ShareFetchParams(max_wait_ms=60_000, min_bytes=1, max_bytes=1 << 20, max_records=500)
+        parked = asyncio.ensure_future(DelayedShareFetch(mgr, "g", "b", params).run([(TOPIC_ID, 0)]))
+        deadline = asyncio.get_running_loop().time() + 5
+        while not sp.waiters:  # b found nothing to acquire and waits
+            assert asyncio.get_running_loop().time() < deadline and not parked.done()
+            await asyncio.sleep(0.01)
+        assert await mgr.acknowledge(sp, "a", [(r.first_offset, r.last_offset, [ACK_ACCEPT])
+                                               for r in held.ranges]) == 0
+        got = (await asyncio.wait_for(parked, 5))[(TOPIC_ID, 0)].acquired
+        assert got.ranges[0].first_offset == 2000
+
+    asyncio.run(run())
+
+
 def test_far_apart_redelivered_ranges_are_read_one_by_one(tmp_path, monkeypatch):
     from broker.log import segment
 
