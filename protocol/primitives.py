@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Iterable
 from typing import Any, BinaryIO
 
 from construct import Construct
@@ -334,20 +335,46 @@ def read_compact_bytes(r: Reader) -> bytes | memoryview:
     return v
 
 
+class BytesParts:
+    """A bytes or records field's value given in parts (say, views of several log reads): encoded as their
+    concatenation, each part written as it is, so that an encoding into chunks (see protocol.codec.ChunkWriter)
+    keeps the large ones by reference instead of joining them into a copy."""
+
+    __slots__ = ("parts", "nbytes")
+
+    def __init__(self, parts: Iterable[bytes | bytearray | memoryview]) -> None:
+        self.parts = tuple(parts)
+        self.nbytes = sum(p.nbytes if isinstance(p, memoryview) else len(p) for p in self.parts)
+
+    def __len__(self) -> int:
+        return self.nbytes
+
+    def join(self) -> bytes:
+        return b"".join(self.parts)
+
+
 def _blen(v: Any) -> int:
     if isinstance(v, memoryview):
         return v.nbytes
-    if isinstance(v, bytes | bytearray):
+    if isinstance(v, bytes | bytearray | BytesParts):
         return len(v)
     raise EncodeError(f"bytes field given {type(v).__name__}")
 
 
-def write_nullable_bytes(w: BinaryIO, v: bytes | memoryview | None) -> None:
+def _write_value(w: BinaryIO, v: bytes | memoryview | BytesParts) -> None:
+    if type(v) is BytesParts:
+        for part in v.parts:
+            w.write(part)
+    else:
+        w.write(v)
+
+
+def write_nullable_bytes(w: BinaryIO, v: bytes | memoryview | BytesParts | None) -> None:
     if v is None:
         w.write(b"\xff\xff\xff\xff")
         return
     w.write(_I32.pack(_blen(v)))
-    w.write(v)
+    _write_value(w, v)
 
 
 def write_bytes(w: BinaryIO, v: bytes | memoryview) -> None:
@@ -356,12 +383,12 @@ def write_bytes(w: BinaryIO, v: bytes | memoryview) -> None:
     write_nullable_bytes(w, v)
 
 
-def write_compact_nullable_bytes(w: BinaryIO, v: bytes | memoryview | None) -> None:
+def write_compact_nullable_bytes(w: BinaryIO, v: bytes | memoryview | BytesParts | None) -> None:
     if v is None:
         w.write(b"\x00")
         return
     w.write(write_uvarint(_blen(v) + 1))
-    w.write(v)
+    _write_value(w, v)
 
 
 def write_compact_bytes(w: BinaryIO, v: bytes | memoryview) -> None:

@@ -41,6 +41,7 @@ from broker.share.inflight import DeadLetter, ShareInFlight, StateDelta
 from broker.share.persister import UNINITIALIZED_START_OFFSET, Persister, StateBatch
 from broker.share.sessions import ShareSessionCache
 from protocol.errors import ErrorCode
+from protocol.primitives import BytesParts
 from protocol.records import ATTR_CONTROL, BatchHeader, iter_batches
 
 if TYPE_CHECKING:
@@ -216,12 +217,15 @@ class _BatchCursor:
 @dataclass(slots=True)
 class Acquired:
     ranges: list  # [AcquiredRange]
-    records: bytes | memoryview  # whole batches; a slice of the log read when only new records were acquired
+    # whole batches: a slice of the log read when only new records were acquired, slices of several reads as
+    # BytesParts (their concatenation)
+    records: bytes | memoryview | BytesParts
 
 
 class _Slices:
     """Byte ranges of log reads to answer, in order; ranges adjacent in one read are merged, so that serving
-    one read's batches gives one view of it (no copy); only batches from several reads are joined."""
+    one read's batches gives one view of it; batches from several reads are served as the views' BytesParts
+    (the response encodes them back to back: nothing is copied)."""
 
     __slots__ = ("_runs",)
 
@@ -235,9 +239,11 @@ class _Slices:
         else:
             runs.append([data, start, end])
 
-    def bytes(self) -> bytes | memoryview:
+    def bytes(self) -> bytes | memoryview | BytesParts:
         views = [data[start:end] for data, start, end in self._runs]
-        return views[0] if len(views) == 1 else b"".join(views)
+        if not views:
+            return b""
+        return views[0] if len(views) == 1 else BytesParts(views)
 
 
 class _NewRecords:
@@ -249,7 +255,7 @@ class _NewRecords:
     def __init__(self) -> None:
         self.reads: list[tuple[memoryview, list[tuple[int, int, int, int, int]]]] = []
 
-    def served(self, first: int, last: int) -> bytes | memoryview:
+    def served(self, first: int, last: int) -> bytes | memoryview | BytesParts:
         """The bytes of the batches holding offsets first..last (those acquired): of each read, the batches from
         the one holding `first` to the one holding `last`, which lie back to back in it (one slice, no copy)."""
         out = _Slices()
@@ -726,7 +732,8 @@ class SharePartitionManager:
         return out, new
 
     @classmethod
-    def _read_ranges(cls, plog: Any, ranges: Sequence, spans: Sequence[_Span] = ()) -> bytes | memoryview:
+    def _read_ranges(cls, plog: Any, ranges: Sequence, spans: Sequence[_Span] = ()
+                     ) -> bytes | memoryview | BytesParts:
         """The whole batches overlapping the acquired ranges, each once, in offset order, and nothing else.
 
         Reads ask for about the bytes served, not for MaxBytes per range (that read megabytes to serve

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from protocol.errors import DecodeError
@@ -137,3 +139,29 @@ def test_a_response_in_chunks_keeps_record_batches_as_given():
     assert any(c is records for c in chunks) and len(chunks) == 3
     frame = encode_response_chunks(7, 1, chunks)
     assert b"".join(frame) == encode_response(7, 1, codec.encode(body))
+
+
+def test_a_records_field_in_parts_is_encoded_as_their_concatenation():
+    """A share acquisition served from two log reads answers with both views (BytesParts): the encoding equals
+    that of the joined bytes, in one buffer or in chunks, and the chunks keep the large parts as given."""
+    from protocol.codec import response_codec
+    from protocol.primitives import BytesParts
+
+    first, second, small = memoryview(b"a" * 30_000), memoryview(b"b" * 20_000), b"c" * 100
+    codec = response_codec(78, 2)
+
+    def body(records) -> dict:
+        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "acquisition_lock_timeout_ms": 1,
+                "responses": [{"topic_id": uuid.UUID(int=7), "partitions": [{
+                    "partition_index": 0, "error_code": 0, "error_message": None, "acknowledge_error_code": 0,
+                    "acknowledge_error_message": None, "current_leader": {"leader_id": 1, "leader_epoch": 0},
+                    "records": records, "acquired_records": []}]}], "node_endpoints": []}
+
+    joined = codec.encode(body(b"a" * 30_000 + b"b" * 20_000 + small))
+    parts = BytesParts([first, second, small])
+    assert len(parts) == 50_100
+    assert codec.encode(body(parts)) == joined
+    chunks = codec.encode_chunks(body(parts), min_chunk=16384)
+    assert b"".join(chunks) == joined
+    assert any(c is first for c in chunks) and any(c is second for c in chunks)
+    assert codec.decode(joined).responses[0].partitions[0].records == parts.join()

@@ -8,6 +8,7 @@ from typing import Any
 
 from broker.share.dlq import DeadLetterQueue
 from broker.share.manager import SharePartitionManager
+from protocol.primitives import BytesParts
 
 # A group coordinator that cannot tell who is a member (not loaded): every fetch is served.
 NO_GROUP_COORDINATOR = SimpleNamespace(loaded=False, member_assignment=lambda group, member: None)
@@ -22,3 +23,8 @@ def make_manager(*, config: Any, topics: Any, persister: Any, group_configs: Any
     dlq = DeadLetterQueue(config=config, topics=topics, replicas=replicas, group_configs=group_configs)
     return SharePartitionManager(config=config, topics=topics, replicas=replicas, persister=persister,
                                  groups=groups, dlq=dlq, group_configs=group_configs, spawn=spawn)
+
+
+def served_bytes(records: Any) -> bytes:
+    """An acquisition's records as one bytes object (they may be parts of several log reads: BytesParts)."""
+    return records.join() if isinstance(records, BytesParts) else bytes(records)

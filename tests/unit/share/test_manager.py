@@ -7,12 +7,13 @@ import uuid
 from types import SimpleNamespace
 
 import pytest
-from share_fakes import make_manager
+from share_fakes import make_manager, served_bytes
 
 from broker.log.partition_log import PartitionLog
 from broker.share.inflight import ACK_ACCEPT, ACK_RELEASE
 from broker.share.manager import ShareError
 from protocol.errors import ErrorCode
+from protocol.primitives import BytesParts
 from protocol.records import Record, build_batch, iter_batches
 from tests.helpers.share_state import MemoryShareState
 
@@ -43,10 +44,10 @@ def test_control_batches_are_archived_as_gaps_and_only_acquired_batches_are_serv
         sp = await mgr.partition("g", TOPIC_ID, 0)
         first = mgr.acquire(sp, "m", 100, 1 << 20, min_one=True)
         assert [(r.first_offset, r.last_offset) for r in first.ranges] == [(0, 2)]
-        assert [h.base_offset for _, h in iter_batches(first.records)] == [0]
+        assert [h.base_offset for _, h in iter_batches(served_bytes(first.records))] == [0]
         second = mgr.acquire(sp, "m", 100, 1 << 20, min_one=True)
         assert [(r.first_offset, r.last_offset) for r in second.ranges] == [(4, 5)]
-        assert [h.base_offset for _, h in iter_batches(second.records)] == [4]
+        assert [h.base_offset for _, h in iter_batches(served_bytes(second.records))] == [4]
         assert await mgr.acknowledge(sp, "m", [(0, 2, [ACK_ACCEPT])]) == 0
         assert sp.inflight.start_offset == 4  # the archived marker does not hold SPSO back
         assert store.state[("g", TOPIC_ID, 0)].start_offset == 4
@@ -68,7 +69,7 @@ def test_released_records_are_served_again_and_state_is_written_before_the_answe
         assert len(store.writes) == writes + 1  # durable before acknowledge() returned
         again = mgr.acquire(sp, "n", 30, 1 << 20, min_one=True)
         assert [(r.first_offset, r.last_offset, r.delivery_count) for r in again.ranges] == [(10, 19, 2)]
-        assert [h.base_offset for _, h in iter_batches(again.records)] == [10]
+        assert [h.base_offset for _, h in iter_batches(served_bytes(again.records))] == [10]
         # The member that still holds 20-29 leaves: they are available at once.
         assert await mgr.release_member("g", "m") == 10
         last = mgr.acquire(sp, "n", 30, 1 << 20, min_one=True)
@@ -289,7 +290,7 @@ def test_far_apart_redelivered_ranges_are_read_one_by_one(tmp_path, monkeypatch)
         monkeypatch.setattr(segment, "_pread_exact", lambda fd, size, pos: read.append(size) or real(fd, size, pos))
         again = mgr.acquire(sp, "n", 300, 50 << 20, min_one=True)
         assert [(r.first_offset, r.last_offset) for r in again.ranges] == [(0, 0), (100, 100), (200, 200)]
-        assert [h.base_offset for _, h in iter_batches(again.records)] == [0, 100, 200]
+        assert [h.base_offset for _, h in iter_batches(served_bytes(again.records))] == [0, 100, 200]
         assert sum(read) < 3 * 16 * 1024, sum(read)  # three small reads, not the ~100 KB between them
 
     asyncio.run(run())
@@ -422,12 +423,12 @@ def test_new_records_are_served_as_a_slice_of_one_read(tmp_path, monkeypatch):
         got = mgr.acquire(sp, "m", 2000, 64 << 10, min_one=True)
         assert isinstance(got.records, memoryview)
         assert len(read) == 1 and len(got.records) <= 64 << 10 < sum(read) < (64 << 10) + 16 * 1024, read
-        batches = [h for _, h in iter_batches(got.records)]
+        batches = [h for _, h in iter_batches(served_bytes(got.records))]
         assert [(r.first_offset, r.last_offset) for r in got.ranges] == [(0, batches[-1].last_offset)]
         # A small MaxRecords reads about its records' bytes, not MaxBytes.
         read.clear()
         small = mgr.acquire(sp, "m", 5, 50 << 20, min_one=True)
-        assert [h.base_offset for _, h in iter_batches(small.records)] == [batches[-1].last_offset + 1]
+        assert [h.base_offset for _, h in iter_batches(served_bytes(small.records))] == [batches[-1].last_offset + 1]
         assert sum(read) < 32 * 1024, read
 
     asyncio.run(run())
@@ -443,11 +444,11 @@ def test_a_batch_holding_redelivered_and_new_records_is_served_once(tmp_path):
         sp = await mgr.partition("g", TOPIC_ID, 0)
         part = mgr.acquire(sp, "m", 5, 1 << 20, min_one=True, strict=True)
         assert [(r.first_offset, r.last_offset) for r in part.ranges] == [(0, 4)]
-        assert [h.base_offset for _, h in iter_batches(part.records)] == [0]
+        assert [h.base_offset for _, h in iter_batches(served_bytes(part.records))] == [0]
         assert await mgr.acknowledge(sp, "m", [(0, 4, [ACK_RELEASE])]) == 0
         got = mgr.acquire(sp, "n", 100, 1 << 20, min_one=True)
         assert [(r.first_offset, r.last_offset, r.delivery_count) for r in got.ranges] == [(0, 4, 2), (5, 19, 1)]
-        assert [h.base_offset for _, h in iter_batches(got.records)] == [0, 10]
+        assert [h.base_offset for _, h in iter_batches(served_bytes(got.records))] == [0, 10]
 
     asyncio.run(run())
 
@@ -464,7 +465,7 @@ def test_a_batch_larger_than_the_read_estimate_is_still_acquired(tmp_path):
         assert mgr.acquire(sp, "m", 100, 1 << 20, min_one=True).ranges[-1].last_offset == 99
         got = mgr.acquire(sp, "m", 1, 1 << 20, min_one=False)
         assert got is not None and [(r.first_offset, r.last_offset) for r in got.ranges] == [(100, 100)]
-        assert [h.base_offset for _, h in iter_batches(got.records)] == [100]
+        assert [h.base_offset for _, h in iter_batches(served_bytes(got.records))] == [100]
 
     asyncio.run(run())
 
@@ -485,8 +486,8 @@ async def _logged_reads(tmp_path, monkeypatch):
 
 
 def test_new_records_are_served_as_one_slice_of_each_read():
-    """What an acquisition took from one log read is one slice of it (no copy); across two reads the slices are
-    joined; a range ending in a gap (compaction) stops at the batch before it."""
+    """What an acquisition took from one log read is one slice of it (no copy); across two reads it is the two
+    slices, not joined; a range ending in a gap (compaction) stops at the batch before it."""
     from broker.share.manager import _NewRecords
 
     first_read = memoryview(b"a" * 30 + b"b" * 20 + b"c" * 10)  # batches at 0-29 (offsets 0-4), 30-49 (5-9), 50-59
@@ -496,5 +497,7 @@ def test_new_records_are_served_as_one_slice_of_each_read():
     assert bytes(new.served(5, 9)) == b"b" * 20 and isinstance(new.served(5, 9), memoryview)
     assert bytes(new.served(0, 11)) == b"a" * 30 + b"b" * 20  # 10-11 is a gap: the batch 12-14 is not served
     new.reads.append((second_read, [(0, 20, 24, 15, 0)]))
-    assert bytes(new.served(12, 24)) == b"c" * 10 + b"d" * 15
+    both = new.served(12, 24)
+    assert isinstance(both, BytesParts) and len(both) == 25 and served_bytes(both) == b"c" * 10 + b"d" * 15
+    assert [part.obj for part in both.parts] == [first_read.obj, second_read.obj]  # views of the reads
     assert new.served(3, 2) == b""
