@@ -682,16 +682,21 @@ class SharePartitionManager:
         out: list[tuple[int, int]] = []
         # Each read asks for about what the records left to take need, not for the bytes left (MaxBytes is often
         # 50 MiB: a read of all of it to take one more batch cost a 1 MiB-batch topic 20 ms per ShareFetch): the
-        # log's average bytes per offset, with slack for a partial batch. A read returns at least its first batch
-        # (the budget decides whether that fits), so a short guess costs one more read, never an empty one.
+        # log's average bytes per offset, with slack. A read returns at least its first batch (the budget decides
+        # whether that fits), so a short guess costs one more read, never an empty one.
         offsets = plog.log_end_offset - plog.log_start_offset
         per_offset = plog.size_bytes / offsets if offsets > 0 else 1024.0
+        # rounded up to whole batches of the average size when it is known (a read cut inside a batch reads that
+        # part twice: 0.6 MB of each ShareFetch over 1 MB batches), else a quarter more
+        batch = plog.active.average_batch_size
         offset = speo = inflight.end_offset
         while True:
             left = max_bytes - budget.size
             if left <= 0:
                 break
-            want = min(left, int((budget.room - budget.records) * per_offset * 1.25) + _READ_SLACK_BYTES)
+            need = (budget.room - budget.records) * per_offset
+            need = -(-need // batch) * batch if batch else need * 1.25
+            want = min(left, int(need) + _READ_SLACK_BYTES)
             bounds: list[tuple[int, int, int, int, int]] = []
             try:
                 found = plog.read(offset, max(1, want), min_one_batch=True, bounds=bounds)

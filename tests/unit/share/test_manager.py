@@ -223,8 +223,7 @@ def test_a_second_read_asks_for_the_records_left_not_for_max_bytes(tmp_path, mon
         monkeypatch.setattr(segment, "_pread_exact", lambda fd, size, pos: read.append(size) or real(fd, size, pos))
         for _ in range(3):
             read.clear()
-            # the in-flight limit (2 000) is the budget: the first read, sized for it, holds two batches (1 800
-            # records); the third batch, read next, reaches the limit and is taken whole
+            # the in-flight limit (2 000) is the budget: the third batch reaches it and is taken whole
             got = mgr.acquire(sp, "m", 10_000, 50 << 20, min_one=True)
             assert sum(r.last_offset - r.first_offset + 1 for r in got.ranges) == 2700
             # each read looks an index interval and two batches ahead (see Segment.read): ~2.4x what is served;
