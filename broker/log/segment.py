@@ -281,7 +281,7 @@ class Segment:
 
         Usually one pread: from the index entry at or before `offset`, read max_bytes + index interval + slack,
         walk the headers in memory to the target batch, then cut at the last whole batch within max_bytes. With
-        large batches, the headers are read first and then only the batches returned.
+        large batches, the headers are read first and then only the batches returned (`_read_large`).
         """
         end = self.size
         _, start = self.offset_index.lookup(offset)
@@ -289,25 +289,21 @@ class Segment:
             return b"", end, -1
         # the target batch usually starts within an index interval plus one batch of the entry found
         ahead = self.index_interval_bytes + 2 * self.average_batch_size + _READ_SLACK
-        found: tuple[int, BatchHeader] | None = None
         if ahead > _MAX_READ_AHEAD:
-            # Large batches (1 MB producer batches): reading two of them ahead, to be dropped, costs more than
-            # finding the target batch from the headers first and then reading just what is returned.
-            buf = b""
-            found = self.find_batch(offset, start, chunk=_HEADER_CHUNK)
-        else:
-            buf = self._pread(min(end - start, max_bytes + ahead), start)
-            off = 0
-            while off + HEADER_SIZE <= len(buf):
-                header = read_header(buf, off)
-                if header.batch_length < MIN_BATCH_LENGTH:
-                    return b"", start + off, -1
-                if header.base_offset + header.last_offset_delta >= offset:
-                    found = start + off, header
-                    break
-                off += header.batch_length + LOG_OVERHEAD
-            if found is None and start + off < end:
-                found = self.find_batch(offset, start + off)
+            return self._read_large(offset, start, max_bytes, min_one_batch, bounds)
+        found: tuple[int, BatchHeader] | None = None
+        buf = self._pread(min(end - start, max_bytes + ahead), start)
+        off = 0
+        while off + HEADER_SIZE <= len(buf):
+            header = read_header(buf, off)
+            if header.batch_length < MIN_BATCH_LENGTH:
+                return b"", start + off, -1
+            if header.base_offset + header.last_offset_delta >= offset:
+                found = start + off, header
+                break
+            off += header.batch_length + LOG_OVERHEAD
+        if found is None and start + off < end:
+            found = self.find_batch(offset, start + off)
         if found is None:
             return b"", end, -1
         first_pos, first = found
@@ -336,6 +332,29 @@ class Segment:
         lo, hi = first_pos - region_start, q - region_start
         # a view of the read, not a copy: the batches are sent as they are (the read stays alive meanwhile)
         data = region if (lo == 0 and hi == len(region)) else memoryview(region)[lo:hi]
+        return data, first_pos, first.base_offset
+
+    def _read_large(self, offset: int, start: int, max_bytes: int, min_one_batch: bool, bounds: list | None
+                    ) -> tuple[bytes | memoryview, int, int]:
+        """`read` among large batches (1 MB producer batches): the first batch and the cut are found from the
+        headers (a _HEADER_CHUNK pread per batch), then exactly the whole batches returned are read. Reading an
+        index interval and two batches ahead, and past the cut, would read megabytes only to drop them."""
+        found = self.find_batch(offset, start, chunk=_HEADER_CHUNK)
+        if found is None:
+            return b"", self.size, -1
+        first_pos, first = found
+        taken: list[tuple[int, BatchHeader]] = []
+        for pos, header in self.iter_headers(first_pos, _HEADER_CHUNK):
+            if pos + header.batch_length + LOG_OVERHEAD - first_pos > max_bytes and (taken or not min_one_batch):
+                break
+            taken.append((pos, header))
+        if not taken:
+            return b"", first_pos, first.base_offset  # the first batch is larger than max_bytes
+        last_pos, last = taken[-1]
+        data = self._pread(last_pos + last.batch_length + LOG_OVERHEAD - first_pos, first_pos)
+        if bounds is not None:
+            bounds.extend((pos - first_pos, h.base_offset, h.base_offset + h.last_offset_delta,
+                           h.batch_length + LOG_OVERHEAD, h.attributes) for pos, h in taken)
         return data, first_pos, first.base_offset
 
     # --- recovery and truncation -------------------------------------------------------------------------------

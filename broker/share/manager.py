@@ -686,8 +686,9 @@ class SharePartitionManager:
         # whether that fits), so a short guess costs one more read, never an empty one.
         offsets = plog.log_end_offset - plog.log_start_offset
         per_offset = plog.size_bytes / offsets if offsets > 0 else 1024.0
-        # rounded up to whole batches of the average size when it is known (a read cut inside a batch reads that
-        # part twice: 0.6 MB of each ShareFetch over 1 MB batches), else a quarter more
+        # rounded up to whole batches of the average size, and half a batch more for batches above the average,
+        # when it is known (a read cut inside a batch it needs takes one more read), else a quarter more; reads
+        # of large batches stop at the last whole one (Segment.read), so asking more costs them nothing
         batch = plog.active.average_batch_size
         offset = speo = inflight.end_offset
         while True:
@@ -695,7 +696,7 @@ class SharePartitionManager:
             if left <= 0:
                 break
             need = (budget.room - budget.records) * per_offset
-            need = -(-need // batch) * batch if batch else need * 1.25
+            need = -(-need // batch) * batch + batch // 2 if batch else need * 1.25
             want = min(left, int(need) + _READ_SLACK_BYTES)
             bounds: list[tuple[int, int, int, int, int]] = []
             try:
