@@ -15,16 +15,18 @@ from broker import allocator
 GLIBC = platform.libc_ver()[0] == "glibc"
 
 # In a fresh process: hold a 20 MB buffer, free it; report glibc's mmapped bytes while it is held and the heap's
-# free bytes after (mallinfo2: glibc 2.33 and later).
+# free bytes after (mallinfo2 from glibc 2.33, else mallinfo: its int fields hold these sizes).
 PROBE = """
 import ctypes, json, sys
 from broker.allocator import tune_allocator
-class MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in
+libc = ctypes.CDLL(None)
+wide = hasattr(libc, "mallinfo2")
+class MallInfo(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t if wide else ctypes.c_int) for name in
                 ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
                  "keepcost")]
-mallinfo2 = ctypes.CDLL(None).mallinfo2
-mallinfo2.restype = MallInfo2
+mallinfo2 = libc.mallinfo2 if wide else libc.mallinfo
+mallinfo2.restype = MallInfo
 tuned = tune_allocator() if sys.argv[1] == "tune" else False
 buf = bytes(20 << 20)
 held = mallinfo2().hblkhd
