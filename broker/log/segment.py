@@ -35,8 +35,8 @@ SCAN_CHUNK = 64 * 1024  # header scans read this much at a time
 THREAD_SCAN_CHUNK = 1 << 20
 _RECOVERY_CHUNK = 1 << 20  # CRC checks on recovery read this much at a time
 _READ_SLACK = 1024  # extra bytes read past the index interval hoping to catch the target batch in one pread
-# Above this look-ahead (batches of ~128 KiB and more) a read finds its first batch from the headers instead,
-# reading _HEADER_CHUNK bytes per header (one pread per batch skipped: between two index entries lie few of them).
+# Above this look-ahead (batches of ~128 KiB and more) a read finds its first batch and its cut from the headers
+# instead, reading _HEADER_CHUNK bytes per header (one pread per batch: between two index entries lie few of them).
 _MAX_READ_AHEAD = 256 * 1024
 _HEADER_CHUNK = 4096
 _MAX_REL_OFFSET = (1 << 31) - 1
@@ -251,13 +251,11 @@ class Segment:
             yield pos, header
             pos += header.batch_length + LOG_OVERHEAD
 
-    def find_batch(self, offset: int, start: int | None = None, chunk: int = SCAN_CHUNK
-                   ) -> tuple[int, BatchHeader] | None:
-        """Position and header of the first batch whose last offset >= `offset` (headers read `chunk` bytes at a
-        time, see iter_headers)."""
+    def find_batch(self, offset: int, start: int | None = None) -> tuple[int, BatchHeader] | None:
+        """Position and header of the first batch whose last offset >= `offset`."""
         if start is None:
             start = self.offset_index.lookup(offset)[1]
-        for pos, header in self.iter_headers(start, chunk):
+        for pos, header in self.iter_headers(start):
             if header.base_offset + header.last_offset_delta >= offset:
                 return pos, header
         return None
@@ -336,21 +334,23 @@ class Segment:
 
     def _read_large(self, offset: int, start: int, max_bytes: int, min_one_batch: bool, bounds: list | None
                     ) -> tuple[bytes | memoryview, int, int]:
-        """`read` among large batches (1 MB producer batches): the first batch and the cut are found from the
-        headers (a _HEADER_CHUNK pread per batch), then exactly the whole batches returned are read. Reading an
-        index interval and two batches ahead, and past the cut, would read megabytes only to drop them."""
-        found = self.find_batch(offset, start, chunk=_HEADER_CHUNK)
-        if found is None:
-            return b"", self.size, -1
-        first_pos, first = found
+        """`read` among large batches (1 MB producer batches): one walk over the headers from the index entry
+        (a _HEADER_CHUNK pread per batch) finds the first batch and the cut, then exactly the whole batches
+        returned are read. Reading an index interval and two batches ahead, and past the cut, would read
+        megabytes only to drop them."""
         taken: list[tuple[int, BatchHeader]] = []
-        for pos, header in self.iter_headers(first_pos, _HEADER_CHUNK):
+        for pos, header in self.iter_headers(start, _HEADER_CHUNK):
+            if header.base_offset + header.last_offset_delta < offset:
+                continue  # before the batch holding `offset`
+            first_pos = taken[0][0] if taken else pos
             if pos + header.batch_length + LOG_OVERHEAD - first_pos > max_bytes and (taken or not min_one_batch):
+                if not taken:
+                    return b"", pos, header.base_offset  # the first batch is larger than max_bytes
                 break
             taken.append((pos, header))
         if not taken:
-            return b"", first_pos, first.base_offset  # the first batch is larger than max_bytes
-        last_pos, last = taken[-1]
+            return b"", self.size, -1
+        (first_pos, first), (last_pos, last) = taken[0], taken[-1]
         data = self._pread(last_pos + last.batch_length + LOG_OVERHEAD - first_pos, first_pos)
         if bounds is not None:
             bounds.extend((pos - first_pos, h.base_offset, h.base_offset + h.last_offset_delta,
