@@ -339,10 +339,11 @@ def latency(bootstrap: str, kind: str, *, partitions: int, rate: float, seconds:
 
 
 def drain(bootstrap: str, kind: str, *, partitions: int, records: int, size: int, members: int,
-          topic: str | None = None) -> dict:
+          topic: str | None = None, on_ready: Callable[[], None] | None = None) -> dict:
     """Records/s with which `members` consumers of `kind` drain `records` records: of `topic`, filled beforehand;
     without one, of a fresh topic filled (as fast as a producer goes) once every member is in its group, so that a
-    classic group's rebalances as members join are outside the figure."""
+    classic group's rebalances as members join are outside the figure. `on_ready` is called once every member's
+    first poll returned (and its group settled), before the rest is drained."""
     from bench.clients import create_topic
 
     prefilled = topic is not None
@@ -353,6 +354,9 @@ def drain(bootstrap: str, kind: str, *, partitions: int, records: int, size: int
     proc, out = _start_consumer(kind, bootstrap, topic, partitions, members, records, 300, 500, group)
     if not prefilled:
         wait_settled(bootstrap, kind, group, members, partitions)
+    if on_ready is not None:
+        on_ready()
+    if not prefilled:
         fill(bootstrap, topic, partitions, records, size)
     res = _result(proc, out, 330)
     if res["received"] < records:

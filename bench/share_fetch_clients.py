@@ -7,12 +7,11 @@ with librdkafka's default batching: up to 1 MB batches, linger 5 ms) and reads e
 with a Consumer assigned every partition from offset 0, and with a ShareConsumer of a new share group (implicit
 acknowledgement, up to 10 000 records per poll). Each read runs in a process of its own (bench.latency's consumer
 process) and is measured as the broker process's CPU time (all its threads) from the client's first poll to its
-last record; its set-up (connection, group join and share-partition load, first fetch) is printed apart. A first
-round is not counted. Where bench.share_fetch_cpu
-compares the two request paths with requests of the same size, this is what the clients users run cost: librdkafka
-fetches 1 MiB per partition, and a ShareFetch acquires up to the share-partition's in-flight limit
-(group.share.partition.max.record.locks, 2 000 records by default), so 100 B records take twice as many ShareFetches
-as Fetches per MiB.
+last record; its set-up (a share group's config, connection, group join and share-partition load, first fetch)
+is printed apart. A first round is not counted. Where bench.share_fetch_cpu compares the two request paths with
+requests of the same size, this is what the clients users run cost: librdkafka fetches 1 MiB per partition, and a
+ShareFetch acquires up to the share-partition's in-flight limit (group.share.partition.max.record.locks, 2 000
+records by default), so 100 B records take twice as many ShareFetches as Fetches per MiB.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from bench.latency import _group_for, _result, _start_consumer
+from bench.latency import drain
 from bench.servers import start_shoal, stop
 from bench.share_fetch_cpu import cpu_seconds
 from bench.throughput import _create_topic, produce
@@ -32,17 +31,15 @@ from bench.throughput import _create_topic, produce
 KINDS = {"assign": "Consumer", "share": "ShareConsumer"}
 
 
-def read_cpu(pid: int, bootstrap: str, kind: str, topic: str, partitions: int, records: int) -> tuple[float, float]:
+def read_cpu(pid: int, bootstrap: str, kind: str, topic: str, partitions: int, records: int, size: int
+             ) -> tuple[float, float]:
     """Broker CPU seconds of one whole read of `topic` by a client of `kind`: (set-up, the rest). The set-up runs
-    until the client's first poll returned: its connection, joining the group and the share-partition's load for a
-    ShareConsumer, and the first fetch."""
-    group = _group_for(kind, bootstrap)
-    start = cpu_seconds(pid)
-    proc, out = _start_consumer(kind, bootstrap, topic, partitions, 1, records, 300, 500, group)
-    ready = cpu_seconds(pid)
-    res = _result(proc, out, 330)
-    if res["received"] < records:
-        raise RuntimeError(f"{kind}: read {res['received']} of {records} records")
+    until the client's first poll returned: for a ShareConsumer its new group's config, joining the group and the
+    share-partition's load; the connection and the first fetch."""
+    marks = [cpu_seconds(pid)]
+    drain(bootstrap, kind, partitions=partitions, records=records, size=size, members=1, topic=topic,
+          on_ready=lambda: marks.append(cpu_seconds(pid)))
+    start, ready = marks
     return ready - start, cpu_seconds(pid) - ready
 
 
@@ -66,7 +63,7 @@ def main() -> None:
             setups: dict[str, list[float]] = {kind: [] for kind in KINDS}
             for round_no in range(args.rounds + 1):
                 for kind in KINDS:
-                    setup, cpu = read_cpu(proc.pid, bootstrap, kind, topic, args.partitions, records)
+                    setup, cpu = read_cpu(proc.pid, bootstrap, kind, topic, args.partitions, records, size)
                     if round_no:
                         per[kind].append(cpu * 1000 / args.mib)
                         setups[kind].append(setup * 1000)
