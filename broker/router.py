@@ -205,11 +205,13 @@ class Router:
                 return None
             if type(result) is dict:
                 metrics.count_response_errors(result, version)
+                codec = response_codec(header.api_key, version)
                 if header.api_key in LARGE_RESPONSE_APIS:
                     # records stay the buffers the log read gave (no copy into one frame): a vectored write
-                    return encode_response_chunks(header.correlation_id, response_header_version(header.api_key,
-                                                  version), response_codec(header.api_key, version).encode_chunks(result))
-                body = response_codec(header.api_key, version).encode(result)
+                    return encode_response_chunks(header.correlation_id,
+                                                  response_header_version(header.api_key, version),
+                                                  codec.encode_chunks(result))
+                body = codec.encode(result)
             else:
                 body = result if isinstance(result, bytes | bytearray | memoryview) else \
                     response_codec(header.api_key, version).encode(result)

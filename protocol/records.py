@@ -54,10 +54,10 @@ from protocol.record_check import FramingError, check_records
 
 __all__ = [
     "ATTR_CONTROL",
-    "BATCH_BOUNDS",
     "ATTR_DELETE_HORIZON",
     "ATTR_LOG_APPEND_TIME",
     "ATTR_TRANSACTIONAL",
+    "BATCH_BOUNDS",
     "BatchHeader",
     "COMPRESSION_GZIP",
     "COMPRESSION_LZ4",
