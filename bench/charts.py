@@ -69,18 +69,20 @@ def latency_chart(rows: list[dict], machine: dict, path: Path) -> Path:
 
 
 def members_chart(rows: list[dict], machine: dict, path: Path) -> Path:
-    """Drain records/s and p99 latency of share vs classic groups by member count."""
+    """Drain records/s and p99 latency of share groups (both share clients) vs classic groups by member count."""
     counts = sorted({r["members"] for r in rows})
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
-    for i, kind in enumerate(("group", "share")):
-        xs = [x + (i - 0.5) * 0.38 for x in range(len(counts))]
+    kinds = {"group": "classic group", "share": "share group (ShareConsumer)",
+             "shoal-share": "share group (shoal_client)"}
+    width = 0.8 / len(kinds)
+    for i, (kind, name) in enumerate(kinds.items()):
+        xs = [x + (i - (len(kinds) - 1) / 2) * width for x in range(len(counts))]
         tput = [next((r["records_s"] for r in rows if r["kind"] == kind and r["members"] == n
                       and "records_s" in r), 0) for n in counts]
         p99 = [next((r["p99_ms"] for r in rows if r["kind"] == kind and r["members"] == n
                      and "p99_ms" in r), 0) for n in counts]
-        name = "classic group" if kind == "group" else "share group"
-        left.bar(xs, tput, 0.38, label=name)
-        right.bar(xs, p99, 0.38, label=name)
+        left.bar(xs, tput, width, label=name)
+        right.bar(xs, p99, width, label=name)
     for ax, title in ((left, "drain records/s"), (right, "p99 latency (ms)")):
         ax.set_xticks(range(len(counts)))
         ax.set_xticklabels([f"{n} members" for n in counts])

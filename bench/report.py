@@ -35,14 +35,18 @@ def latency_table(rows: list[dict]) -> list[str]:
 
 
 def members_table(rows: list[dict]) -> list[str]:
-    lines = ["| members | classic rec/s | share rec/s | share ÷ classic | classic p99 ms | share p99 ms |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| members | classic rec/s | ShareConsumer rec/s | ÷ classic | shoal_client rec/s | ÷ classic | "
+             "classic p99 ms | ShareConsumer p99 ms | shoal_client p99 ms |", "|---|---|---|---|---|---|---|---|---|"]
     for n in sorted({r["members"] for r in rows}):
         def get(kind: str, key: str, n: int = n) -> float | None:
             return next((r[key] for r in rows if r["kind"] == kind and r["members"] == n and key in r), None)
-        classic, share = get("group", "records_s"), get("share", "records_s")
-        ratio = f"{share / classic:.2f}" if classic and share else "-"
-        lines.append(f"| {n} | {classic} | {share} | {ratio} | {get('group', 'p99_ms')} | {get('share', 'p99_ms')} |")
+        classic = get("group", "records_s")
+        cells = [str(classic)]
+        for kind in ("share", "shoal-share"):
+            share = get(kind, "records_s")
+            cells += [str(share), f"{share / classic:.2f}" if classic and share else "-"]
+        cells += [str(get(kind, "p99_ms")) for kind in ("group", "share", "shoal-share")]
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
     return lines
 
 

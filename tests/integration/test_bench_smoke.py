@@ -52,7 +52,7 @@ def test_bench_writes_every_part(bench_run):
     assert long_poll["max_ms"] < 10_000
     members = report["members"]
     assert {(r["kind"], r["members"], "records_s" in r) for r in members} == {
-        (kind, 2, drained) for kind in ("group", "share") for drained in (True, False)}
+        (kind, 2, drained) for kind in ("group", "share", "shoal-share") for drained in (True, False)}
 
 
 def test_bench_draws_charts(bench_run):
