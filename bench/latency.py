@@ -162,10 +162,27 @@ def _confluent_loop(kind: str, bootstrap: str, topic: str, partitions: int, grou
         c.close()
 
 
+# Acquisitions of at least this many records are decoded column-wise, smaller ones record by record: the
+# column-wise decoder costs ~150 us a call and ~0.2 us a 1 KiB record, the Python one ~2 us a record.
+COLUMNAR_FROM = 100
+
+
+def _values(a) -> list[bytes]:
+    """The values of the records `a` (a shoal_client Acquired) holds, records outside its ranges left out."""
+    from protocol.records import iter_batch_views, iter_records
+    from shoal_spark.decode import decode
+
+    if a.count >= COLUMNAR_FROM:
+        return decode(a.topic, a.partition, a.records, a.ranges).column("value").to_pylist()
+
+    wanted = [(first, last) for first, last, _ in a.ranges]
+    return [r.value for _pos, _header, view in iter_batch_views(a.records) for r in iter_records(view)
+            if r.value is not None and any(f <= r.offset <= la for f, la in wanted)]
+
+
 def _shoal_loop(bootstrap: str, topic: str, group: str, max_wait_ms: int, ready: Callable[[], None],
                 stop: threading.Event, tally: _Tally, expected: int) -> None:
     from shoal_client import ACCEPT, ShareGroupMember, acknowledgements
-    from shoal_spark.decode import decode
 
     with ShareGroupMember(bootstrap, group, [topic]) as member:
         member.wait_for_assignment(30)
@@ -174,11 +191,9 @@ def _shoal_loop(bootstrap: str, topic: str, group: str, max_wait_ms: int, ready:
         while not stop.is_set():
             result = member.fetch(max_records=10_000, max_bytes=8 << 20, max_wait_ms=max_wait_ms,
                                   acknowledgements=acks)
-            # the acquired records' values, decoded column-wise (the Spark source's decoder) rather than record by
-            # record in Python: the confluent clients decode in C too
             values = []
             for a in result.acquired:
-                values += decode(a.topic, a.partition, a.records, a.ranges).column("value").to_pylist()
+                values += _values(a)
             acks = acknowledgements(result.acquired, ACCEPT)
             if values and tally.add(values) >= expected:
                 stop.set()
