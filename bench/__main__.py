@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bench.latency import drain, latency
+from bench.latency import MEMBER_KINDS, drain, latency
 from bench.matrix import SIZES, Progress, run_matrix
 from bench.servers import running_servers
 
@@ -44,7 +44,7 @@ class Plan:
     members: tuple[int, ...]
     member_records: int
     member_rate: int
-    member_repeats: int  # drains per kind and size, classic and share alternating; the figure is their median
+    member_repeats: int  # drains per kind and size, the kinds alternating; the figure is their median
 
 
 PLANS = {
@@ -160,13 +160,9 @@ def run_latency(servers: dict[str, str], rates: tuple[int, ...], seconds: float,
     return rows
 
 
-# the members part's consumer kinds (bench.latency) and how they are labelled
-MEMBER_KINDS = {"group": "classic group", "share": "share (ShareConsumer)", "shoal-share": "share (shoal_client)"}
-
-
 def run_members(bootstrap: str, plan: Plan, records: int, seconds: float) -> list[dict]:
     # A drain shares the two CPUs with the producer filling its topic, so one drain swings by +-20 %: each kind
-    # drains `member_repeats` times, classic and share alternating so that drift hits both alike.
+    # drains `member_repeats` times, the kinds alternating so that drift hits them alike.
     steps = [(n, kind, "drain", r) for n in plan.members for r in range(plan.member_repeats)
              for kind in MEMBER_KINDS]
     steps += [(n, kind, "latency", 0) for n in plan.members for kind in MEMBER_KINDS]

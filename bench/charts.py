@@ -9,6 +9,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 - after the backend is chosen
 
+from bench.latency import MEMBER_KINDS  # noqa: E402
+
 STYLE = {"produce": "o-", "txn-produce": "s--", "consume": "^-", "share-consume": "D-"}
 COLOUR = {"shoal": "tab:blue", "tansu": "tab:orange"}
 
@@ -72,11 +74,9 @@ def members_chart(rows: list[dict], machine: dict, path: Path) -> Path:
     """Drain records/s and p99 latency of share groups (both share clients) vs classic groups by member count."""
     counts = sorted({r["members"] for r in rows})
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
-    kinds = {"group": "classic group", "share": "share group (ShareConsumer)",
-             "shoal-share": "share group (shoal_client)"}
-    width = 0.8 / len(kinds)
-    for i, (kind, name) in enumerate(kinds.items()):
-        xs = [x + (i - (len(kinds) - 1) / 2) * width for x in range(len(counts))]
+    width = 0.8 / len(MEMBER_KINDS)
+    for i, (kind, name) in enumerate(MEMBER_KINDS.items()):
+        xs = [x + (i - (len(MEMBER_KINDS) - 1) / 2) * width for x in range(len(counts))]
         tput = [next((r["records_s"] for r in rows if r["kind"] == kind and r["members"] == n
                       and "records_s" in r), 0) for n in counts]
         p99 = [next((r["p99_ms"] for r in rows if r["kind"] == kind and r["members"] == n

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 HEADER = struct.Struct("<qB")  # sent-at CLOCK_MONOTONIC ns, measured flag
 SPAWN = mp.get_context("spawn")
 KINDS = ("assign", "group", "share", "shoal-share")
+# the kinds the members part (python -m bench) sets side by side, as its tables and charts label them
+MEMBER_KINDS = {"group": "classic group", "share": "share (ShareConsumer)", "shoal-share": "share (shoal_client)"}
 
 
 def make_value(size: int, measured: bool, pad: bytes) -> bytes:
