@@ -9,9 +9,10 @@ acknowledgement, up to 10 000 records per poll). Each read runs in a process of 
 process) and is measured as the broker process's CPU time (all its threads) from the client's first poll to its
 last record; its set-up (a share group's config, connection, group join and share-partition load, first fetch)
 is printed apart. A first round is not counted. Where bench.share_fetch_cpu compares the two request paths with
-requests of the same size, this is what the clients users run cost: librdkafka fetches 1 MiB per partition, and a
-ShareFetch acquires up to the share-partition's in-flight limit (group.share.partition.max.record.locks, 2 000
-records by default), so 100 B records take twice as many ShareFetches as Fetches per MiB.
+requests of the same size, this is what the clients users run cost: librdkafka fetches whole batches up to 1 MiB
+per partition, and a ShareFetch acquires up to the share-partition's in-flight limit
+(group.share.partition.max.record.locks, 2 000 records by default) rounded up to a whole batch: three ~1 MB batches
+of 1 KiB records per ShareFetch against one per Fetch, one ~0.6 MB batch of 100 B records on both sides.
 """
 
 from __future__ import annotations
