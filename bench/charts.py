@@ -88,6 +88,7 @@ def members_chart(rows: list[dict], machine: dict, path: Path) -> Path:
         ax.set_xticklabels([f"{n} members" for n in counts])
         ax.set_title(title, fontsize=10)
         ax.grid(axis="y", alpha=0.3)
-    left.legend(fontsize=8)
-    fig.suptitle("Consumers on 16 partitions: share group vs classic group of the same size", fontsize=10)
+    left.set_ylim(top=left.get_ylim()[1] * 1.4)  # headroom: the legend sits above the bars, not over them
+    left.legend(fontsize=7, loc="upper right")
+    fig.suptitle("Consumers on 16 partitions: share groups vs a classic group of the same size", fontsize=10)
     return _save(fig, machine, path)
