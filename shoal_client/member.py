@@ -44,7 +44,9 @@ SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 78, 79
 
 # Acknowledge types (ShareFetch/ShareAcknowledge AcknowledgeTypes; RENEW needs v2).
 GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
-RECORD_LIMIT_MODE = 1  # ShareAcquireMode: MaxRecords is a hard limit
+# ShareAcquireMode (ShareFetch v2; a Kafka consumer's share.acquire.mode): whole batches, or MaxRecords as a hard limit
+BATCH_OPTIMIZED_MODE, RECORD_LIMIT_MODE = 0, 1
+ACQUIRE_MODES = {"batch_optimized": BATCH_OPTIMIZED_MODE, "record_limit": RECORD_LIMIT_MODE}
 LEAVE_EPOCH = -1
 FINAL_SESSION_EPOCH = -1
 INT32_MAX = 2**31 - 1
@@ -136,7 +138,15 @@ class _Topic:
 class ShareGroupMember:
     def __init__(self, bootstrap_servers: str, group_id: str, topics: Iterable[str], *,
                  client_id: str = "shoal-share-member", rack: str | None = None,
-                 request_timeout_s: float = 30.0, member_id: str | None = None) -> None:
+                 request_timeout_s: float = 30.0, member_id: str | None = None,
+                 acquire_mode: str = "record_limit") -> None:
+        """`acquire_mode` as a Kafka consumer's share.acquire.mode: "record_limit" (the default here: a fetch
+        acquires at most its max_records, cutting inside a batch if need be, whose bytes are then served again with
+        the rest of it) or "batch_optimized" (Kafka's default: whole batches, so a fetch may acquire more than
+        max_records, and no batch is served twice)."""
+        if acquire_mode not in ACQUIRE_MODES:
+            raise ValueError(f"acquire_mode must be one of {sorted(ACQUIRE_MODES)}, not {acquire_mode!r}")
+        self.acquire_mode = acquire_mode
         self.bootstrap = parse_bootstrap(bootstrap_servers)
         self.group_id = group_id
         self.topics = sorted(set(topics))
@@ -442,7 +452,8 @@ class ShareGroupMember:
             gone.setdefault(tp.topic_id, []).append(tp.partition)
         return {"group_id": self.group_id, "member_id": self.member_id, "share_session_epoch": epoch,
                 "max_wait_ms": max_wait_ms, "min_bytes": 1, "max_bytes": max_bytes, "max_records": max_records,
-                "batch_size": max_records, "share_acquire_mode": RECORD_LIMIT_MODE, "is_renew_ack": False,
+                "batch_size": max_records, "share_acquire_mode": ACQUIRE_MODES[self.acquire_mode],
+                "is_renew_ack": False,
                 "topics": [{"topic_id": tid, "partitions": list(parts.values())} for tid, parts in topics.items()],
                 "forgotten_topics_data": [{"topic_id": tid, "partitions": ps} for tid, ps in gone.items()]}
 
@@ -465,9 +476,10 @@ class ShareGroupMember:
     def fetch(self, *, max_records: int, max_bytes: int, max_wait_ms: int,
               acknowledgements: Mapping[TopicIdPartition, AckRanges] | None = None,
               partitions: Iterable[TopicIdPartition] | None = None) -> FetchResult:
-        """Acquire at most `max_records` offsets and about `max_bytes` (at least one batch) from the assigned
-        partitions (or only `partitions` of them), after applying `acknowledgements`. Waits up to
-        `max_wait_ms` for records; with no assignment yet, waits for one up to the same time."""
+        """Acquire at most `max_records` offsets (whole batches past it in batch_optimized mode) and about
+        `max_bytes` (at least one batch) from the assigned partitions (or only `partitions` of them), after
+        applying `acknowledgements`. Waits up to `max_wait_ms` for records; with no assignment yet, waits for one
+        up to the same time."""
         self._raise_fatal()
         result = FetchResult()
         deadline = time.monotonic() + max_wait_ms / 1000

@@ -81,6 +81,27 @@ def test_fetch_acknowledge_and_bounds(broker):
         assert other.fetch(max_records=500, max_bytes=1 << 20, max_wait_ms=300).count == 0  # all accepted
 
 
+def test_acquire_modes_record_limit_cuts_a_batch_batch_optimized_takes_it_whole(broker):
+    create_topic(broker.bootstrap, "sc-mode")
+    values = [f"v{i}".encode() for i in range(200)]
+    produce_all(broker.bootstrap, "sc-mode", values, **{"linger.ms": 1000})  # one producer batch
+    for mode in ("record_limit", "batch_optimized"):
+        share_from_earliest(broker.bootstrap, f"g-{mode}")
+        with ShareGroupMember(broker.bootstrap, f"g-{mode}", ["sc-mode"], acquire_mode=mode) as member:
+            assert member.wait_for_assignment(30)
+            [acquired] = member.fetch(max_records=10, max_bytes=1 << 20, max_wait_ms=2000).acquired
+            first_batch = next(h for _pos, h, _view in iter_batch_views(acquired.records))
+            assert first_batch.last_offset >= 10  # the batch holds more than MaxRecords
+            expected_last = 9 if mode == "record_limit" else first_batch.last_offset
+            assert acquired.ranges == [(0, expected_last, 1)], mode
+            assert values_in([acquired]) == values[:expected_last + 1]
+
+
+def test_an_unknown_acquire_mode_is_refused() -> None:
+    with pytest.raises(ValueError, match="acquire_mode"):
+        ShareGroupMember("127.0.0.1:9", "g", ["t"], acquire_mode="strict")
+
+
 def test_close_releases_to_another_member_at_once(broker):
     create_topic(broker.bootstrap, "sc-close")
     share_from_earliest(broker.bootstrap, "g")
