@@ -186,7 +186,8 @@ def _shoal_loop(bootstrap: str, topic: str, group: str, max_wait_ms: int, ready:
                 stop: threading.Event, tally: _Tally, expected: int) -> None:
     from shoal_client import ACCEPT, ShareGroupMember, acknowledgements
 
-    with ShareGroupMember(bootstrap, group, [topic]) as member:
+    # whole batches, as a Kafka share consumer acquires by default (share.acquire.mode=batch_optimized)
+    with ShareGroupMember(bootstrap, group, [topic], acquire_mode="batch_optimized") as member:
         member.wait_for_assignment(30)
         ready()
         acks: dict = {}
