@@ -438,7 +438,8 @@ class ShareGroupMember:
 
     # ------------------------------------------------------------------ fetch and acknowledge
     def _fetch_body(self, epoch: int, fetch: Sequence[TopicIdPartition], acks: Mapping[TopicIdPartition, AckRanges],
-                    forget: Sequence[TopicIdPartition], max_wait_ms: int, max_records: int, max_bytes: int) -> dict:
+                    forget: Sequence[TopicIdPartition], max_wait_ms: int, max_records: int, max_bytes: int,
+                    acquire_mode: str | None = None) -> dict:
         topics: dict[uuid.UUID, dict[int, dict]] = {}
         for tp in fetch:
             topics.setdefault(tp.topic_id, {})[tp.partition] = {"partition_index": tp.partition,
@@ -452,7 +453,7 @@ class ShareGroupMember:
             gone.setdefault(tp.topic_id, []).append(tp.partition)
         return {"group_id": self.group_id, "member_id": self.member_id, "share_session_epoch": epoch,
                 "max_wait_ms": max_wait_ms, "min_bytes": 1, "max_bytes": max_bytes, "max_records": max_records,
-                "batch_size": max_records, "share_acquire_mode": ACQUIRE_MODES[self.acquire_mode],
+                "batch_size": max_records, "share_acquire_mode": ACQUIRE_MODES[acquire_mode or self.acquire_mode],
                 "is_renew_ack": False,
                 "topics": [{"topic_id": tid, "partitions": list(parts.values())} for tid, parts in topics.items()],
                 "forgotten_topics_data": [{"topic_id": tid, "partitions": ps} for tid, ps in gone.items()]}
@@ -475,11 +476,14 @@ class ShareGroupMember:
 
     def fetch(self, *, max_records: int, max_bytes: int, max_wait_ms: int,
               acknowledgements: Mapping[TopicIdPartition, AckRanges] | None = None,
-              partitions: Iterable[TopicIdPartition] | None = None) -> FetchResult:
+              partitions: Iterable[TopicIdPartition] | None = None, acquire_mode: str | None = None
+              ) -> FetchResult:
         """Acquire at most `max_records` offsets (whole batches past it in batch_optimized mode) and about
         `max_bytes` (at least one batch) from the assigned partitions (or only `partitions` of them), after
         applying `acknowledgements`. Waits up to `max_wait_ms` for records; with no assignment yet, waits for one
-        up to the same time."""
+        up to the same time. `acquire_mode` overrides the member's for this fetch."""
+        if acquire_mode is not None and acquire_mode not in ACQUIRE_MODES:
+            raise ValueError(f"acquire_mode must be one of {sorted(ACQUIRE_MODES)}, not {acquire_mode!r}")
         self._raise_fatal()
         result = FetchResult()
         deadline = time.monotonic() + max_wait_ms / 1000
@@ -510,7 +514,7 @@ class ShareGroupMember:
                 last = i == len(nodes) - 1
                 wait = max(0, int((deadline - time.monotonic()) * 1000)) if last and not result.acquired else 0
                 self._fetch_from(node, fetch, node_acks, forget, wait, max(remaining_records, 0),
-                                 max(remaining_bytes, 1), result)
+                                 max(remaining_bytes, 1), result, acquire_mode)
         if result.session_lost and not result.acquired:
             # A broker is unreachable: do not spin on reconnects, wait as a long poll would have.
             self._stop.wait(max(0.0, min(deadline - time.monotonic(), 1.0)))
@@ -518,11 +522,11 @@ class ShareGroupMember:
 
     def _fetch_from(self, node: int, fetch: list[TopicIdPartition], acks: dict[TopicIdPartition, AckRanges],
                     forget: list[TopicIdPartition], wait_ms: int, max_records: int, max_bytes: int,
-                    result: FetchResult) -> None:
+                    result: FetchResult, acquire_mode: str | None = None) -> None:
         try:
             session = self._session(node)
             body = self._fetch_body(self._next_epoch(session), fetch if max_records > 0 else [], acks, forget,
-                                    wait_ms, max_records, max_bytes)
+                                    wait_ms, max_records, max_bytes, acquire_mode)
             # records stay slices of the received frame (no copy): the Spark source ships them as they are
             resp = session.conn.call(SHARE_FETCH, 2, body, timeout_s=self.timeout_s + wait_ms / 1000, views=True)
         except ConnectionLost as err:
