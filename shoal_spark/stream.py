@@ -229,6 +229,10 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         count = size = 0
         if wait_ms is None:
             wait_ms = self.options.poll_timeout_ms
+        # A row limit (Spark's ReadMaxRows: never more rows) needs each fetch to stop at the rows left
+        # (record_limit). Without one, whole batches (batch_optimized): a record_limit fetch cut by the
+        # share-partition's lock limit splits a batch, whose bytes then travel again with the next fetch.
+        mode = "batch_optimized" if max_records >= _UNBOUNDED_RECORDS else "record_limit"
         while count < max_records and size < max_bytes:
             wanted = None
             if self._end_offsets is not None:
@@ -237,7 +241,7 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     break
             want_records, want_bytes = max_records - count, max_bytes - size
             result = member.fetch(max_records=want_records, max_bytes=want_bytes, max_wait_ms=wait_ms,
-                                  acknowledgements=acks, partitions=wanted)
+                                  acknowledgements=acks, partitions=wanted, acquire_mode=mode)
             if acks and result.ack_errors:
                 log.warning("shoal: acknowledgements failed for %s: their records will be delivered again",
                             result.ack_errors)

@@ -8,7 +8,7 @@ import time
 import uuid
 
 import pytest
-from pyspark.sql.streaming.datasource import ReadMaxRows
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 import shoal_spark.stream as stream
 from shoal_client import ACCEPT, RELEASE, RENEW, Acquired, FetchResult, TopicIdPartition
@@ -108,6 +108,7 @@ class FakeMember:
         self.released: set[tuple[int, int]] = set()
         self.renewed: set[tuple[int, int]] = set()
         self.fetches: list[str] = []  # the thread of each fetch
+        self.modes: list[str | None] = []  # the acquire mode of each fetch
         self.lock_timeout_ms = 30_000
         self.sessions_lost = 0
         self.closed = False
@@ -137,9 +138,11 @@ class FakeMember:
                     if kind == RELEASE:  # delivered again from here
                         self.parts[tp] = min(self.parts[tp], o)
 
-    def fetch(self, *, max_records: int, max_bytes: int, max_wait_ms: int, acknowledgements=None, partitions=None):
+    def fetch(self, *, max_records: int, max_bytes: int, max_wait_ms: int, acknowledgements=None, partitions=None,
+              acquire_mode=None):
         with self.lock:
             self.fetches.append(threading.current_thread().name)
+            self.modes.append(acquire_mode)
             self._apply(acknowledgements or {})
             result = FetchResult()
             room = max_records
@@ -207,6 +210,14 @@ def test_the_next_batch_is_acquired_while_spark_runs_the_current_one(reader):
     assert r.latestOffset({"seq": 2}, limit) == {"seq": 3}
     assert r._ahead.wait(10)
     assert member.accepted == first | second and not member.accepted & batch_offsets(r, 3)
+
+
+def test_a_row_limit_fetches_in_record_limit_mode_and_no_limit_in_whole_batches(reader):
+    bounded = reader(maxRecordsPerTrigger="100", acquireAhead="false")
+    bounded.latestOffset({"seq": 0}, ReadMaxRows(100))
+    unbounded = reader(acquireAhead="false")
+    unbounded.latestOffset({"seq": 0}, ReadAllAvailable())
+    assert [m.modes for m in FakeMember.instances] == [["record_limit"], ["batch_optimized"]]
 
 
 def test_without_acquire_ahead_each_batch_is_fetched_in_latest_offset(reader):
