@@ -221,18 +221,22 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         member = self._member
         if member is None:  # stopped meanwhile
             return []
-        return self._acquire(member, acks, max_records, max_bytes, wait_ms=0)
+        # Whole batches even under a row limit: AcquireAhead.take hands Spark at most the limit and holds the rest
+        # for the next micro-batch.
+        return self._acquire(member, acks, max_records, max_bytes, wait_ms=0, whole_batches=True)
 
     def _acquire(self, member: ShareGroupMember, acks: dict, max_records: int, max_bytes: int,
-                 wait_ms: int | None = None) -> list[Acquired]:
+                 wait_ms: int | None = None, whole_batches: bool = False) -> list[Acquired]:
         got: list[Acquired] = []
         count = size = 0
         if wait_ms is None:
             wait_ms = self.options.poll_timeout_ms
         # A row limit (Spark's ReadMaxRows: never more rows) needs each fetch to stop at the rows left
-        # (record_limit). Without one, whole batches (batch_optimized): a record_limit fetch cut by the
-        # share-partition's lock limit splits a batch, whose bytes then travel again with the next fetch.
-        mode = "batch_optimized" if max_records >= _UNBOUNDED_RECORDS else "record_limit"
+        # (record_limit), unless the caller splits what comes back. Otherwise whole batches (batch_optimized): a
+        # record_limit fetch cut by the share-partition's lock limit splits a batch, whose bytes then travel again
+        # with the next fetch.
+        whole_batches = whole_batches or max_records >= _UNBOUNDED_RECORDS
+        mode = "batch_optimized" if whole_batches else "record_limit"
         while count < max_records and size < max_bytes:
             wanted = None
             if self._end_offsets is not None:

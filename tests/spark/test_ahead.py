@@ -217,7 +217,12 @@ def test_a_row_limit_fetches_in_record_limit_mode_and_no_limit_in_whole_batches(
     bounded.latestOffset({"seq": 0}, ReadMaxRows(100))
     unbounded = reader(acquireAhead="false")
     unbounded.latestOffset({"seq": 0}, ReadAllAvailable())
-    assert [m.modes for m in FakeMember.instances] == [["record_limit"], ["batch_optimized"]]
+    # acquired ahead: whole batches under a row limit too (take() hands Spark the limit, holds the rest)
+    ahead = reader(maxRecordsPerTrigger="100")
+    ahead.latestOffset({"seq": 0}, ReadMaxRows(100))
+    assert ahead._ahead.wait(10)
+    assert [m.modes for m in FakeMember.instances] == [["record_limit"], ["batch_optimized"],
+                                                       ["record_limit", "batch_optimized"]]
 
 
 def test_without_acquire_ahead_each_batch_is_fetched_in_latest_offset(reader):
