@@ -144,9 +144,7 @@ class ShareGroupMember:
         acquires at most its max_records, cutting inside a batch if need be, whose bytes are then served again with
         the rest of it) or "batch_optimized" (Kafka's default: whole batches, so a fetch may acquire more than
         max_records, and no batch is served twice)."""
-        if acquire_mode not in ACQUIRE_MODES:
-            raise ValueError(f"acquire_mode must be one of {sorted(ACQUIRE_MODES)}, not {acquire_mode!r}")
-        self.acquire_mode = acquire_mode
+        self.acquire_mode = _checked_mode(acquire_mode)
         self.bootstrap = parse_bootstrap(bootstrap_servers)
         self.group_id = group_id
         self.topics = sorted(set(topics))
@@ -482,8 +480,8 @@ class ShareGroupMember:
         `max_bytes` (at least one batch) from the assigned partitions (or only `partitions` of them), after
         applying `acknowledgements`. Waits up to `max_wait_ms` for records; with no assignment yet, waits for one
         up to the same time. `acquire_mode` overrides the member's for this fetch."""
-        if acquire_mode is not None and acquire_mode not in ACQUIRE_MODES:
-            raise ValueError(f"acquire_mode must be one of {sorted(ACQUIRE_MODES)}, not {acquire_mode!r}")
+        if acquire_mode is not None:
+            _checked_mode(acquire_mode)
         self._raise_fatal()
         result = FetchResult()
         deadline = time.monotonic() + max_wait_ms / 1000
@@ -616,6 +614,12 @@ class ShareGroupMember:
                         if p.error_code == ErrorCode.NONE:
                             out[TopicIdPartition(topic.topic_id, p.partition_index)] = p.offset
             return out
+
+
+def _checked_mode(acquire_mode: str) -> str:
+    if acquire_mode not in ACQUIRE_MODES:
+        raise ValueError(f"acquire_mode must be one of {sorted(ACQUIRE_MODES)}, not {acquire_mode!r}")
+    return acquire_mode
 
 
 def _ack_batches(ranges: AckRanges) -> list[dict]:

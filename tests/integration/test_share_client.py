@@ -100,6 +100,9 @@ def test_acquire_modes_record_limit_cuts_a_batch_batch_optimized_takes_it_whole(
 def test_an_unknown_acquire_mode_is_refused() -> None:
     with pytest.raises(ValueError, match="acquire_mode"):
         ShareGroupMember("127.0.0.1:9", "g", ["t"], acquire_mode="strict")
+    member = ShareGroupMember("127.0.0.1:9", "g", ["t"])  # never started: the check comes before any request
+    with pytest.raises(ValueError, match="acquire_mode"):
+        member.fetch(max_records=1, max_bytes=1, max_wait_ms=0, acquire_mode="strict")
 
 
 def test_close_releases_to_another_member_at_once(broker):
