@@ -3,23 +3,22 @@
     .venv/bin/python -m bench.share_fetch_cpu [--records-1k N] [--records-100 N] [--rounds R] [--request-mib M]
                                               [--base SOURCE_TREE]
 
-Starts one Shoal broker, produces N records of 1 KiB and N of 100 B (confluent Producer, ~64 KB batches) into
-two topics once, then reads each topic completely with plain Fetch (raw requests, 1 MiB per request) and with
-ShareFetch (shoal_client's ShareGroupMember acquiring whole batches, acquire_mode batch_optimized: 1 MiB / 10 000
-records per request, every acquisition ACCEPTed piggy-backed on the next ShareFetch, as a consumer with implicit
-acknowledgement does). Both
-read on connections that carried data already: a fresh connection's TCP send buffer starts small and grows with use,
-and until it has, the broker answers in several writes at more CPU per MiB whatever the API (rounds on fresh
-connections spread by 0.27-0.38 ms/MiB for the same Fetch reads). The Fetch client keeps one connection for the
-whole run; the share member, new in every round (a new group), has its connection, share session, the
+Starts one Shoal broker, produces N records of 1 KiB and N of 100 B (confluent Producer, ~64 KB batches) into two
+topics once, then reads each topic completely with plain Fetch (raw requests, 1 MiB per request) and with ShareFetch
+(shoal_client's ShareGroupMember acquiring whole batches, acquire_mode batch_optimized: 1 MiB / 10 000 records per
+request, every acquisition ACCEPTed piggy-backed on the next ShareFetch, as a consumer with implicit acknowledgement
+does). Both read on connections that carried data already: a fresh connection's TCP send buffer starts small and
+grows with use, and until it has, the broker answers in several writes at more CPU per MiB whatever the API (rounds
+on fresh connections spread by 0.27-0.38 ms/MiB for the same Fetch reads). The Fetch client keeps one connection for
+the whole run; the share member, new in every round (a new group), has its connection, share session, the
 share-partition's load and its first WARMUP_FETCHES reads before its measurement (their CPU is printed apart).
 SHOAL_BENCH_WARMUP_FETCHES and SHOAL_BENCH_IDLE_S (idle seconds before each measured read) change those settings.
-Each read is measured as the broker process's CPU time, which the machine's load barely affects, unlike wall
-time: the run time of all its threads in nanoseconds (/proc/<pid>/task/*/schedstat; the broker's worker threads
-live as long as it does), else utime + stime from /proc/<pid>/stat (10 ms ticks: keep reads well above 1 s). A new share group reads each round from the earliest offset; a first round warms up and is not counted.
-Prints CPU milliseconds per MiB served and the ShareFetch/Fetch ratio: of the medians, and the median of each
-round's own ratio (its ShareFetch read over the Fetch read just before it).
-"""
+Each read is measured as the broker process's CPU time, which the machine's load barely affects, unlike wall time:
+the run time of all its threads in nanoseconds (/proc/<pid>/task/*/schedstat; the broker's worker threads live as
+long as it does), else utime + stime from /proc/<pid>/stat (10 ms ticks: keep reads well above 1 s). A new share
+group reads each round from the earliest offset; a first round warms up and is not counted. Prints CPU milliseconds
+per MiB served and the ShareFetch/Fetch ratio: of the medians, and the median of each round's own ratio (its
+ShareFetch read over the Fetch read just before it). """
 
 from __future__ import annotations
 
