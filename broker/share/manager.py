@@ -674,11 +674,12 @@ class SharePartitionManager:
         plain Fetch reads them (whole batches up to a byte limit); the acquired ones are served as slices of
         that read (see `_NewRecords`). Control batches (transaction markers) at SPEO are archived as gaps; a
         later one ends the list (archived next time)."""
-        budget = _Budget(min(max_records, inflight.max_in_flight_records - inflight.in_flight_count), max_bytes,
-                         min_one, strict)
+        # The budgets (as `_Budget`'s) are spent inline: this loop runs once per batch of every ShareFetch.
+        room = min(max_records, inflight.max_in_flight_records - inflight.in_flight_count)
         new = _NewRecords()
-        if budget.room <= 0 or inflight.end_offset >= end:
+        if room <= 0 or inflight.end_offset >= end:
             return [], new
+        taken = spent_bytes = 0  # records and bytes acquired so far
         out: list[tuple[int, int]] = []
         # Each read asks for about what the records left to take need, not for the bytes left (MaxBytes is often
         # 50 MiB: a read of all of it to take one more batch cost a 1 MiB-batch topic 20 ms per ShareFetch): the
@@ -692,10 +693,10 @@ class SharePartitionManager:
         batch = plog.active.average_batch_size
         offset = speo = inflight.end_offset
         while True:
-            left = max_bytes - budget.size
+            left = max_bytes - spent_bytes
             if left <= 0:
                 break
-            need = (budget.room - budget.records) * per_offset
+            need = (room - taken) * per_offset
             need = -(-need // batch) * batch + batch // 2 if batch else need * 1.25
             want = min(left, int(need) + _READ_SLACK_BYTES)
             bounds: list[tuple[int, int, int, int, int]] = []
@@ -722,15 +723,20 @@ class SharePartitionManager:
                     inflight.archive_range(speo, last)
                     speo = inflight.end_offset
                     continue
-                # only the first batch taken may start below SPEO
-                taken = budget.take(max(first, speo) if not out else first, last, size, not out)
-                if taken is None:
+                if spent_bytes + size > max_bytes and (out or not min_one):
+                    stop = True  # the first batch always fits with min_one
+                    break
+                if not out:
+                    first = max(first, speo)  # only the first batch taken may start below SPEO
+                taken += last - first + 1
+                spent_bytes += size
+                if taken >= room:
+                    if strict:
+                        last -= taken - room  # record_limit: cut to the room left (the client filters by ranges)
+                    out.append((first, last))
                     stop = True
                     break
-                out.append(taken)
-                if budget.spent:
-                    stop = True
-                    break
+                out.append((first, last))
             # want == left: the read held every batch that fits the bytes left
             if stop or want >= left or read_end <= offset or read_end >= end:
                 break
