@@ -136,14 +136,13 @@ class CoordinatorLog:
         if not records:
             return -1, self.barrier_future(partition)
         info = self._topics.registry.get(self.topic)
-        # built here: the replica manager need not parse every record back (client batches it still checks)
         if producer_id < 0:
             batch, header = rec.build_keyed_batch(records)
-            result, plog = self._replicas.append_built(info, partition, batch, header)
         else:
             batch, header = rec.build_keyed_batch(records, producer_id=producer_id, producer_epoch=producer_epoch,
                                                   transactional=True)
-            result, plog = self._replicas.append(info, partition, batch, allow_internal=True, built=header)
+        # built here: the replica manager need not parse every record back (client batches it still checks)
+        result, plog = self._replicas.append(info, partition, batch, allow_internal=True, built=header)
         if plog is None or result.error:
             # Too large a batch is the request's doing (a member with huge metadata): Kafka's coordinators answer
             # it without an error log; anything else is the storage's.

@@ -108,11 +108,6 @@ def storage_error() -> ProduceResult:
     return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=STORAGE_ERROR_MESSAGE)
 
 
-def _too_large(size: int, max_bytes: int) -> ProduceResult:
-    return ProduceResult(ErrorCode.MESSAGE_TOO_LARGE,
-                         error_message=f"The batch size {size} exceeds max.message.bytes {max_bytes}")
-
-
 # Kafka's ReplicaManager turns the coordinator's retriable verification errors into NOT_ENOUGH_REPLICAS, which
 # every client retries without refreshing metadata; PRODUCER_FENCED is answered INVALID_PRODUCER_EPOCH and, to
 # clients that do not know it (Produce before v11), TRANSACTION_ABORTABLE INVALID_TXN_STATE, as
@@ -367,7 +362,10 @@ class ReplicaManager:
                                  error_message="Produce requests must contain exactly one record batch"), None
         header = headers[0]
         if len(records) > max_bytes:
-            return _too_large(len(records), max_bytes), None
+            return ProduceResult(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                error_message=f"The batch size {len(records)} exceeds max.message.bytes {max_bytes}",
+            ), None
         if header.is_control:
             return ProduceResult(ErrorCode.INVALID_RECORD, error_message="Clients may not write control batches"), None
         idempotent = header.producer_id >= 0 and header.base_sequence >= 0
@@ -421,30 +419,6 @@ class ReplicaManager:
             log_append_time=append_time if append_time is not None else -1,
             log_start_offset=plog.log_start_offset,
         ), plog
-
-    def append_built(self, info: TopicInfo, partition: int, batch: bytes, header: rec.BatchHeader
-                     ) -> tuple[ProduceResult, object | None]:
-        """`append` of a batch a coordinator built itself without a producer id, `header` its header: only the
-        checks such a batch can fail (partition, log directory, max.message.bytes) and no producer or transaction
-        state to keep (hot: every share-state write and offset commit)."""
-        if not 0 <= partition < info.num_partitions:
-            return ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None
-        plog = self._topics.log(info.name, partition)
-        if plog.failures.offline:
-            return storage_error(), None
-        log_config = plog.config
-        if len(batch) > log_config.max_message_bytes:
-            return _too_large(len(batch), log_config.max_message_bytes), None
-        append_time = int(self._clock() * 1000) if log_config.log_append_time else None
-        try:
-            appended = plog.append(batch, log_append_time=append_time, headers=[header])
-        except (OSError, KafkaStorageError) as err:
-            log.warning("coordinator append failed", topic=info.name, partition=partition, error=repr(err))
-            return storage_error(), None
-        self._wake(info.name, partition)
-        return ProduceResult(base_offset=appended.base_offset,
-                             log_append_time=append_time if append_time is not None else -1,
-                             log_start_offset=plog.log_start_offset), plog
 
     def _check_transactional(self, topic: str, partition: int, header: rec.BatchHeader, txns: TxnStateTable,
                              verified) -> ProduceResult | None:

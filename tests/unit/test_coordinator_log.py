@@ -19,9 +19,6 @@ class FakeReplicas:
     def append(self, info, partition, batch, allow_internal=False, built=None):
         return SimpleNamespace(error=ErrorCode.NONE, error_message=None, base_offset=0), object()
 
-    def append_built(self, info, partition, batch, header):
-        return self.append(info, partition, batch, allow_internal=True, built=header)
-
     async def make_durable(self, logs) -> None:
         self.flushing = True
         await self.flushed.wait()
@@ -69,9 +66,6 @@ class LogReplicas:
     def append(self, info, partition, batch, allow_internal=False, built=None):
         appended = self.plog.append(batch)
         return SimpleNamespace(error=ErrorCode.NONE, error_message=None, base_offset=appended.base_offset), self.plog
-
-    def append_built(self, info, partition, batch, header):
-        return self.append(info, partition, batch)
 
     def append_marker(self, m):
         from protocol.control_records import build_end_txn_marker  # noqa: PLC0415
