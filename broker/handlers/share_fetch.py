@@ -107,11 +107,6 @@ def _unreadable(ctx, topic_ids: set[uuid.UUID]) -> set[uuid.UUID]:
     return out
 
 
-def _node_endpoints(ctx) -> list[dict]:
-    node = ctx.node
-    return [{"node_id": node.node_id, "host": node.host, "port": node.port, "rack": node.rack}]
-
-
 def _leader(ctx) -> dict:
     return {"leader_id": ctx.broker.node.node_id, "leader_epoch": 0}
 
@@ -187,7 +182,9 @@ async def handle_share_fetch(ctx, req) -> dict:
     return {"throttle_time_ms": ctx.throttle_ms, "error_code": 0, "error_message": None,
             "acquisition_lock_timeout_ms": lock_ms,
             "responses": [{"topic_id": tid, "partitions": parts} for tid, parts in responses.items()],
-            "node_endpoints": _node_endpoints(ctx) if results else []}
+            # Kafka lists the leaders of partitions answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH only;
+            # this broker leads every partition it serves, so there are none.
+            "node_endpoints": []}
 
 
 async def _fetch(ctx, req, group: str, member: str, tps: list[tuple[uuid.UUID, int]], entry) -> None:

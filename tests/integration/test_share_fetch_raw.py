@@ -54,6 +54,8 @@ def test_session_errors_and_latest_start(broker):
         assert acquired(resp) == [(5, 7, 1)]
         offsets = [h.base_offset for _, h in iter_batches(part(resp).records)]
         assert offsets == [5]
+        # Kafka lists node endpoints only for partitions answered NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH.
+        assert resp.node_endpoints == [] and part(resp).current_leader.leader_id == 1  # node.id defaults to 1
         # Acks for records this member does not hold: INVALID_RECORD_STATE; offsets past SPEO: INVALID_REQUEST.
         other = fetch(client, "g", "m2", 0, tid)
         assert other.error_code == 0
