@@ -19,7 +19,8 @@ long as it does), else utime + stime from /proc/<pid>/stat (10 ms ticks: keep re
 group reads each round from the earliest offset, its state written to the same `__share_group_state` partition as
 the other rounds' (see share_groups); a first round warms up and is not counted. Prints CPU milliseconds
 per MiB served and the ShareFetch/Fetch ratio: of the medians, and the median of each round's own ratio (its
-ShareFetch read over the Fetch read just before it). """
+ShareFetch read over the Fetch read just before it).
+"""
 
 from __future__ import annotations
 

@@ -145,7 +145,8 @@ class _Span:
 
 @dataclass(slots=True)
 class _Budget:
-    """The record and byte budgets of one acquisition, spent batch by batch (new and read_committed alike)."""
+    """The record and byte budgets of one read_committed acquisition, spent batch by batch (`_new_batches` spends
+    the same budgets inline: its loop runs once per batch of every ShareFetch)."""
 
     room: int  # records the acquisition may take: MaxRecords within the in-flight limit
     max_bytes: int
