@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bench.latency import MEMBER_KINDS, drain, latency
+from bench.latency import MEMBER_KINDS, SHARE_KINDS, drain, latency
 from bench.matrix import SIZES, Progress, run_matrix
 from bench.servers import running_servers
 
@@ -189,7 +189,7 @@ def run_members(bootstrap: str, plan: Plan, records: int, seconds: float) -> lis
     for n in plan.members:
         got = {(r["kind"], "records_s" in r): r for r in rows if r["members"] == n}
         classic = got.get(("group", True))
-        for kind in ("share", "shoal-share"):
+        for kind in SHARE_KINDS:
             share = got.get((kind, True))
             if share and classic:
                 ratio = share["records_s"] / classic["records_s"]

@@ -32,6 +32,7 @@ SPAWN = mp.get_context("spawn")
 KINDS = ("assign", "group", "share", "shoal-share")
 # the kinds the members part (python -m bench) sets side by side, as its tables and charts label them
 MEMBER_KINDS = {"group": "classic group", "share": "share (ShareConsumer)", "shoal-share": "share (shoal_client)"}
+SHARE_KINDS = ("share", "shoal-share")  # the kinds that read as members of a share group
 
 
 def make_value(size: int, measured: bool, pad: bytes) -> bytes:
@@ -265,7 +266,7 @@ def new_share_group(bootstrap: str, prefix: str) -> str:
 
 
 def _group_for(kind: str, bootstrap: str) -> str:
-    if kind in ("share", "shoal-share"):
+    if kind in SHARE_KINDS:
         return new_share_group(bootstrap, f"lat-{kind}")
     return f"lat-{kind}-{uuid.uuid4().hex[:8]}"
 
@@ -306,7 +307,7 @@ def wait_settled(bootstrap: str, kind: str, group: str, members: int, partitions
 
 def _owned_partitions(bootstrap: str, kind: str, group: str) -> list[list[int]]:
     """Each member's partitions (of every topic) as the group coordinator describes them."""
-    if kind in ("share", "shoal-share"):
+    if kind in SHARE_KINDS:
         from shoal_client.admin import ShareGroupAdmin
 
         with contextlib.closing(ShareGroupAdmin(bootstrap, timeout_s=10)) as admin:

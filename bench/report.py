@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from bench.latency import MEMBER_KINDS, SHARE_KINDS
 from bench.matrix import OPERATIONS, human_bytes
 
 
@@ -42,10 +43,10 @@ def members_table(rows: list[dict]) -> list[str]:
             return next((r[key] for r in rows if r["kind"] == kind and r["members"] == n and key in r), None)
         classic = get("group", "records_s")
         cells = [str(classic)]
-        for kind in ("share", "shoal-share"):
+        for kind in SHARE_KINDS:
             share = get(kind, "records_s")
             cells += [str(share), f"{share / classic:.2f}" if classic and share else "-"]
-        cells += [str(get(kind, "p99_ms")) for kind in ("group", "share", "shoal-share")]
+        cells += [str(get(kind, "p99_ms")) for kind in MEMBER_KINDS]
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
     return lines
 
