@@ -5,9 +5,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install deps kcat java chromium run test lint bench example docker fuzz crash-campaign conn-campaign
+.PHONY: install deps kcat iproute2 java chromium run test lint bench example docker fuzz crash-campaign conn-campaign
 
-install: deps kcat java chromium
+install: deps kcat iproute2 java chromium
 
 # The venv and the editable install; redone when pyproject.toml changes.
 deps: $(STAMP)
@@ -30,6 +30,20 @@ kcat:
 	  echo "error: could not install kcat (required in CI)" >&2; exit 1; \
 	else \
 	  echo "warning: could not install kcat; the kcat tests will fail (apt-get install kcat)" >&2; \
+	fi
+
+# `ss` (Debian's iproute2): a test reads the broker's socket buffer sizes with it. With CI set a failed install fails
+# the target; on a dev box it only warns.
+iproute2:
+	@if command -v ss >/dev/null 2>&1; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	echo "installing iproute2 (ss) with apt-get"; \
+	if $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2; then \
+	  exit 0; \
+	elif [ -n "$${CI:-}" ]; then \
+	  echo "error: could not install iproute2 (required in CI)" >&2; exit 1; \
+	else \
+	  echo "warning: could not install iproute2; the socket buffer test will fail (apt-get install iproute2)" >&2; \
 	fi
 
 # A Java runtime for the Spark tests (PySpark starts a JVM). Debian's headless JRE when `java` is missing; with CI

@@ -137,7 +137,9 @@ class Broker:
                              max_unsent_bytes=config.get("connections.max.unsent.bytes"),
                              idle_ms=config.get("connections.max.idle.ms"), quotas=ConnectionQuotas(config.get),
                              serial_api_keys=LARGE_RESPONSE_APIS, refused=self.router.count_refused,
-                             max_queued_bytes=config.get("queued.max.request.bytes"))
+                             max_queued_bytes=config.get("queued.max.request.bytes"),
+                             send_buffer_bytes=config.get("socket.send.buffer.bytes"),
+                             receive_buffer_bytes=config.get("socket.receive.buffer.bytes"))
         self._tasks: set[asyncio.Task] = set()  # running background tasks; finished ones drop out
         self._stopped = asyncio.Event()
         self._stopping = False

@@ -106,10 +106,6 @@ class KafkaConnection(asyncio.Protocol):
         if isinstance(peername, tuple) and peername:
             self.info.host = str(peername[0])
         self.info.local = _address(transport.get_extra_info("sockname"))
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         # pause_writing() above the bound; resume_writing() once the client has read most of it.
         self._transport.set_write_buffer_limits(high=self._max_unsent, low=self._max_unsent // 4)
         security = self._security
@@ -444,7 +440,7 @@ class Server:
                  max_unsent_bytes: int = 1_048_576, idle_ms: int = 600_000, backlog: int = 1024,
                  quotas: ConnectionQuotas | None = None, serial_api_keys: Iterable[int] = (),
                  refused: Callable[[int | None, ErrorCode | None], None] | None = None,
-                 max_queued_bytes: int = -1) -> None:
+                 max_queued_bytes: int = -1, send_buffer_bytes: int = -1, receive_buffer_bytes: int = -1) -> None:
         self.dispatch = dispatch
         # fn(api key or None, error or None) for a request refused before it reaches the router (request metrics)
         self.refused = refused or (lambda _api_key, _error: None)
@@ -453,6 +449,9 @@ class Server:
         self.max_unsent_bytes = max_unsent_bytes
         self.idle_ms = idle_ms
         self.backlog = backlog
+        # socket.send.buffer.bytes / socket.receive.buffer.bytes; -1 leaves the kernel's default (autotuned)
+        self.send_buffer_bytes = send_buffer_bytes
+        self.receive_buffer_bytes = receive_buffer_bytes
         self.quotas = quotas or ConnectionQuotas()
         # fn(ip) -> ms: a new connection's throttle for connection_creation_rate (0 accepts it); set by the broker
         self.connection_throttle: Callable[[str], int] = lambda _ip: 0
@@ -504,6 +503,10 @@ class Server:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
                     sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                if self.receive_buffer_bytes != -1:
+                    # before bind, as Kafka's acceptor does: accepted connections inherit it, and the window scale
+                    # offered in the handshake is chosen from it
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
                 if port == 0 and len(socks) > 1:  # every address of an ephemeral listener on one port
                     address = (address[0], socks[0].getsockname()[1], *address[2:])
                 sock.bind(address)
@@ -562,6 +565,7 @@ class Server:
         loop = asyncio.get_running_loop()
         factory = functools.partial(KafkaConnection, self, listener, ip)
         try:
+            self._configure_accepted(sock)
             if security is None:
                 await loop.connect_accepted_socket(factory, sock)
             else:
@@ -571,6 +575,13 @@ class Server:
             self.quotas.release(ip)
             sock.close()
             log.info("accepted connection failed", listener=listener, peer=_address(address), error=str(err))
+
+    def _configure_accepted(self, sock: socket.socket) -> None:
+        """Kafka's options for an accepted connection: no Nagle delay, keepalive, and socket.send.buffer.bytes."""
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        if self.send_buffer_bytes != -1:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
 
     def _close_throttled(self, sock: socket.socket) -> None:
         self._delayed_close.discard(sock)

@@ -22,6 +22,13 @@ from broker.config.listeners import (
 )
 
 H = 3_600_000
+
+
+def _socket_buffer(value: int) -> None:
+    if value == 0 or value < -1:
+        raise ValueError("value must be -1 (the operating system's default) or a size in bytes")
+
+
 _DEFS = [
     # Server basics and listeners.
     ConfigDef("node.id", "int", 1, at_least(0), doc="The node id of this broker (and its combined controller)."),
@@ -37,6 +44,13 @@ _DEFS = [
               check_protocol_map, doc="Security protocol of each listener name, NAME:PROTOCOL."),
     ConfigDef("socket.request.max.bytes", "int", 104_857_600, at_least(1),
               doc="Largest request frame accepted; a larger size prefix closes the connection."),
+    ConfigDef("socket.send.buffer.bytes", "int", -1, _socket_buffer,
+              doc="SO_SNDBUF of the connections the broker accepts; -1: the operating system's default, which on "
+                  "Linux grows with use (autotuning). Kafka's default is 102400."),
+    ConfigDef("socket.receive.buffer.bytes", "int", -1, _socket_buffer,
+              doc="SO_RCVBUF of the listening sockets, which the connections they accept inherit (set before the "
+                  "listener binds, as Kafka does, so the TCP window scale can use it); -1: the operating system's "
+                  "default, which on Linux grows with use (autotuning). Kafka's default is 102400."),
     ConfigDef("queued.max.requests", "int", 100, at_least(1),
               doc="Requests in flight per connection before the broker stops reading from it."),
     ConfigDef("max.request.partition.size.limit", "int", 2000, at_least(1),

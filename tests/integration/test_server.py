@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import struct
+import subprocess
 
 import pytest
 
@@ -148,3 +150,23 @@ def test_kafka_python_api_versions_handshake(broker_module):
         assert conn.broker_version_data.api_versions[API_VERSIONS] == (0, 5)
     finally:
         client.close()
+
+
+def _server_side_skmem(port: int) -> dict[str, int]:
+    """The socket memory figures `ss` reports for the broker's side of the one connection to `port`."""
+    out = subprocess.run(["ss", "-tmnH", "state", "established", f"( sport = :{port} )"], capture_output=True,
+                         text=True, check=True).stdout
+    (skmem,) = re.findall(r"skmem:\(([^)]*)\)", out)
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"([a-z_]+)(\d+)", skmem)}
+
+
+def test_socket_buffer_configs_apply(broker_factory):
+    """socket.send.buffer.bytes and socket.receive.buffer.bytes set the broker's sockets, as in Kafka (Linux
+    keeps twice the size asked: `ss` shows tb and rb doubled)."""
+    broker = broker_factory({"socket.send.buffer.bytes": "50000", "socket.receive.buffer.bytes": "60000"})
+    with connect(broker.port) as sock:
+        sock.sendall(api_versions_request(0, 5))
+        read_frame(sock)
+        skmem = _server_side_skmem(broker.port)
+        assert skmem["tb"] == 100_000, skmem
+        assert skmem["rb"] == 120_000, skmem

@@ -203,3 +203,16 @@ def test_kafka_broker_configs_by_update_mode():
         c.set_dynamic("log.dirs", "/x")
     # internal configs are not listed unless set
     assert "unstable.api.versions.enable" not in {r.name for r in c.describe()}
+
+
+def test_socket_buffer_sizes():
+    """-1 leaves the kernel's (autotuned) buffers, Shoal's default; a size in bytes sets them; 0 or below -1 is
+    refused at start."""
+    assert BrokerConfig().get("socket.send.buffer.bytes") == -1
+    assert BrokerConfig().get("socket.receive.buffer.bytes") == -1
+    c = BrokerConfig({"socket.send.buffer.bytes": "102400", "socket.receive.buffer.bytes": "65536"})
+    assert (c.get("socket.send.buffer.bytes"), c.get("socket.receive.buffer.bytes")) == (102400, 65536)
+    for name in ("socket.send.buffer.bytes", "socket.receive.buffer.bytes"):
+        for bad in ("0", "-2"):
+            with pytest.raises(ConfigError):
+                BrokerConfig({name: bad})
