@@ -18,63 +18,25 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test,spark]'
 	@touch $(STAMP)
 
-# kcat (Debian package, librdkafka 2.0.2) is part of the client matrix the tests run.
-# With CI set a failed install fails the target; on a dev box it only warns.
+# Debian packages the tests need, installed with apt-get when missing (tools/apt_install.sh: with CI set a failed
+# install fails the target, on a dev box it only warns).
+# kcat (librdkafka 2.0.2) is part of the client matrix the tests run.
 kcat:
-	@if command -v kcat >/dev/null 2>&1; then exit 0; fi; \
-	if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-	echo "installing kcat with apt-get"; \
-	if $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat; then \
-	  exit 0; \
-	elif [ -n "$${CI:-}" ]; then \
-	  echo "error: could not install kcat (required in CI)" >&2; exit 1; \
-	else \
-	  echo "warning: could not install kcat; the kcat tests will fail (apt-get install kcat)" >&2; \
-	fi
+	@command -v kcat >/dev/null 2>&1 || tools/apt_install.sh "the kcat tests" kcat
 
-# `ss` (Debian's iproute2): a test reads the broker's socket buffer sizes with it. With CI set a failed install fails
-# the target; on a dev box it only warns.
+# `ss`: a test reads the broker's socket buffer sizes with it.
 iproute2:
-	@if command -v ss >/dev/null 2>&1; then exit 0; fi; \
-	if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-	echo "installing iproute2 (ss) with apt-get"; \
-	if $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2; then \
-	  exit 0; \
-	elif [ -n "$${CI:-}" ]; then \
-	  echo "error: could not install iproute2 (required in CI)" >&2; exit 1; \
-	else \
-	  echo "warning: could not install iproute2; the socket buffer test will fail (apt-get install iproute2)" >&2; \
-	fi
+	@command -v ss >/dev/null 2>&1 || tools/apt_install.sh "the socket buffer test" iproute2
 
-# A Java runtime for the Spark tests (PySpark starts a JVM). Debian's headless JRE when `java` is missing; with CI
-# set a failed install fails the target, on a dev box it only warns.
+# A Java runtime for the Spark tests (PySpark starts a JVM): Debian's headless JRE.
 java:
-	@if command -v java >/dev/null 2>&1 || [ -n "$${JAVA_HOME:-}" ]; then exit 0; fi; \
-	if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-	echo "installing a Java runtime with apt-get"; \
-	if $$SUDO apt-get update -qq && { $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless \
-	    || $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jre-headless; }; then \
-	  exit 0; \
-	elif [ -n "$${CI:-}" ]; then \
-	  echo "error: could not install a Java runtime (required in CI for the Spark tests)" >&2; exit 1; \
-	else \
-	  echo "warning: could not install Java; the Spark tests will fail (apt-get install openjdk-17-jre-headless)" >&2; \
-	fi
+	@command -v java >/dev/null 2>&1 || [ -n "$${JAVA_HOME:-}" ] || \
+	  tools/apt_install.sh "the Spark tests" openjdk-17-jre-headless default-jre-headless
 
-# Headless Chromium and its driver for the console's browser test (Selenium drives /usr/bin/chromedriver). Debian's
-# `chromium` and `chromium-driver` when either is missing; with CI set a failed install fails the target, on a dev
-# box it only warns.
+# Headless Chromium and its driver for the console's browser test (Selenium drives /usr/bin/chromedriver).
 chromium:
-	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then exit 0; fi; \
-	if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-	echo "installing chromium and chromium-driver with apt-get"; \
-	if $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; then \
-	  exit 0; \
-	elif [ -n "$${CI:-}" ]; then \
-	  echo "error: could not install chromium (required in CI for the console's browser test)" >&2; exit 1; \
-	else \
-	  echo "warning: could not install chromium; the console's browser test will fail (apt-get install chromium chromium-driver)" >&2; \
-	fi
+	@command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || \
+	  tools/apt_install.sh "the console's browser test" "chromium chromium-driver"
 
 # Broker on 127.0.0.1:9092, data in ./data (ARGS="--override key=value ..." to change settings).
 run: deps
