@@ -138,6 +138,7 @@ class Broker:
                              idle_ms=config.get("connections.max.idle.ms"), quotas=ConnectionQuotas(config.get),
                              serial_api_keys=LARGE_RESPONSE_APIS, refused=self.router.count_refused,
                              max_queued_bytes=config.get("queued.max.request.bytes"),
+                             backlog=config.get("socket.listen.backlog.size"),
                              send_buffer_bytes=config.get("socket.send.buffer.bytes"),
                              receive_buffer_bytes=config.get("socket.receive.buffer.bytes"))
         self._tasks: set[asyncio.Task] = set()  # running background tasks; finished ones drop out

@@ -44,6 +44,9 @@ _DEFS = [
               check_protocol_map, doc="Security protocol of each listener name, NAME:PROTOCOL."),
     ConfigDef("socket.request.max.bytes", "int", 104_857_600, at_least(1),
               doc="Largest request frame accepted; a larger size prefix closes the connection."),
+    ConfigDef("socket.listen.backlog.size", "int", 1024, at_least(1),
+              doc="Connections the kernel queues on a listening socket before the broker accepts them (the listen "
+                  "backlog; the kernel caps it at net.core.somaxconn). Kafka's default is 50."),
     ConfigDef("socket.send.buffer.bytes", "int", -1, _socket_buffer,
               doc="SO_SNDBUF of the connections the broker accepts; -1: the operating system's default, which on "
                   "Linux grows with use (autotuning). Kafka's default is 102400."),

@@ -160,10 +160,19 @@ def _server_side_skmem(port: int) -> dict[str, int]:
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"([a-z_]+)(\d+)", skmem)}
 
 
-def test_socket_buffer_configs_apply(broker_factory):
-    """socket.send.buffer.bytes and socket.receive.buffer.bytes set the broker's sockets, as in Kafka (Linux
-    keeps twice the size asked: `ss` shows tb and rb doubled)."""
-    broker = broker_factory({"socket.send.buffer.bytes": "50000", "socket.receive.buffer.bytes": "60000"})
+def _listen_backlog(port: int) -> int:
+    """The backlog of the broker's listening socket on `port` (`ss` shows it as a listener's Send-Q)."""
+    out = subprocess.run(["ss", "-ltnH", f"( sport = :{port} )"], capture_output=True, text=True, check=True).stdout
+    (line,) = out.splitlines()
+    return int(line.split()[2])
+
+
+def test_socket_configs_apply(broker_factory):
+    """socket.send.buffer.bytes, socket.receive.buffer.bytes and socket.listen.backlog.size set the broker's
+    sockets, as in Kafka (Linux keeps twice the buffer size asked: `ss` shows tb and rb doubled)."""
+    broker = broker_factory({"socket.send.buffer.bytes": "50000", "socket.receive.buffer.bytes": "60000",
+                             "socket.listen.backlog.size": "77"})
+    assert _listen_backlog(broker.port) == 77
     with connect(broker.port) as sock:
         sock.sendall(api_versions_request(0, 5))
         read_frame(sock)

@@ -205,11 +205,14 @@ def test_kafka_broker_configs_by_update_mode():
     assert "unstable.api.versions.enable" not in {r.name for r in c.describe()}
 
 
-def test_socket_buffer_sizes():
-    """-1 leaves the kernel's (autotuned) buffers, Shoal's default; a size in bytes sets them; 0 or below -1 is
-    refused at start."""
+def test_socket_settings():
+    """Buffers: -1 leaves the kernel's (autotuned) buffers, Shoal's default; a size in bytes sets them; 0 or below
+    -1 is refused at start. The listen backlog: at least 1."""
     assert BrokerConfig().get("socket.send.buffer.bytes") == -1
     assert BrokerConfig().get("socket.receive.buffer.bytes") == -1
+    assert BrokerConfig().get("socket.listen.backlog.size") == 1024
+    with pytest.raises(ConfigError):
+        BrokerConfig({"socket.listen.backlog.size": "0"})
     c = BrokerConfig({"socket.send.buffer.bytes": "102400", "socket.receive.buffer.bytes": "65536"})
     assert (c.get("socket.send.buffer.bytes"), c.get("socket.receive.buffer.bytes")) == (102400, 65536)
     for name in ("socket.send.buffer.bytes", "socket.receive.buffer.bytes"):
