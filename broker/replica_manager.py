@@ -23,6 +23,7 @@ import structlog
 
 from broker.aio import wait_event
 from broker.cluster.topics import TopicInfo
+from broker.log import timestamps
 from broker.log.dir_failure import STORAGE_ERROR_MESSAGE, KafkaStorageError
 from broker.log.producer_state import (
     APPEND,
@@ -40,6 +41,7 @@ from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from broker.cluster.manager import TopicManager
+    from broker.log.config import LogConfig
     from broker.log.flusher import GroupCommitFlusher
     from broker.log.log_manager import LogManager
     from broker.log.partition_log import PartitionLog
@@ -343,17 +345,19 @@ class ReplicaManager:
             return ProduceResult(ErrorCode.INVALID_RECORD, error_message="Produce request has no record batch"), None
         log_config = plog.config  # the topic's effective configs, kept current by the topic manager
         max_bytes = log_config.max_message_bytes
+        client = built is None or not allow_internal
+        keyless: rec.KeylessRecordError | None = None
         try:
-            if built is not None and allow_internal:
+            if not client:
                 headers = [built]
             else:
                 # every record's framing too (decompressing if need be), as Kafka's LogValidator parses each
-                # record; a compacted topic refuses records without a key (Kafka's LogValidator.validateKey)
+                # record; a compacted topic refuses records without a key (Kafka's LogValidator.validateKey),
+                # answered with the record checks below
                 headers = rec.validate_batches(records, check_records=True, require_keys=f"{info.name}-{partition}"
                                                if log_config.compact else None)
         except rec.KeylessRecordError as err:
-            return ProduceResult(err.error_code, error_message=str(err),
-                                 record_errors=[(i, err.record_message) for i in err.indexes]), None
+            keyless, headers = err, err.headers
         except rec.RecordError as err:
             return ProduceResult(err.error_code, error_message=str(err)), None
         if len(headers) != 1:
@@ -368,6 +372,11 @@ class ReplicaManager:
             ), None
         if header.is_control:
             return ProduceResult(ErrorCode.INVALID_RECORD, error_message="Clients may not write control batches"), None
+        if client:
+            refused = self._record_errors(records, header, log_config, keyless)
+            if refused is not None:
+                refused.log_start_offset = plog.log_start_offset  # as Kafka answers a RecordValidationException
+                return refused, None
         idempotent = header.producer_id >= 0 and header.base_sequence >= 0
         # a coordinator's own transactional batch (a transactional offset commit: no sequence) opens a
         # transaction on its partition like a producer's, without the produce path's checks
@@ -513,6 +522,26 @@ class ReplicaManager:
             if id(plog) in failed:
                 codes[i] = ErrorCode.KAFKA_STORAGE_ERROR
         return codes
+
+    def _record_errors(self, records: bytes | memoryview, header: rec.BatchHeader, log_config: LogConfig,
+                       keyless: rec.KeylessRecordError | None) -> ProduceResult | None:
+        """Kafka's per-record checks of a client batch (LogValidator.validateRecord): a missing key on a compacted
+        topic, then the timestamp; None when every record passes. Any refused timestamp makes the answer
+        INVALID_TIMESTAMP, with every record's error."""
+        now = int(self._clock() * 1000)
+        before, after = log_config.timestamp_before_max_ms, log_config.timestamp_after_max_ms
+        late: list[tuple[int, str]] = []
+        if timestamps.may_refuse(header, now, log_config.log_append_time, before, after):
+            late = timestamps.record_errors(records, now, log_config.log_append_time, before, after,
+                                            frozenset(keyless.indexes) if keyless is not None else frozenset())
+        if late:
+            missing = [(i, keyless.record_message) for i in keyless.indexes] if keyless is not None else []
+            return ProduceResult(ErrorCode.INVALID_TIMESTAMP, error_message=timestamps.INVALID_TIMESTAMP_MESSAGE,
+                                 record_errors=sorted(missing + late))
+        if keyless is not None:
+            return ProduceResult(keyless.error_code, error_message=str(keyless),
+                                 record_errors=[(i, keyless.record_message) for i in keyless.indexes])
+        return None
 
     def append_marker(self, m: TxnMarker) -> tuple[ErrorCode, PartitionLog | None]:
         """Append one marker now (not yet durable: the caller makes the returned log durable): Kafka's marker

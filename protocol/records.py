@@ -79,6 +79,7 @@ __all__ = [
     "iter_batch_views",
     "iter_batches",
     "iter_records",
+    "iter_timestamps",
     "patch_base_offset",
     "patch_base_offset_and_leader_epoch",
     "patch_leader_epoch",
@@ -160,8 +161,9 @@ class KeylessRecordError(InvalidRecordError):
     """Records without a key sent to a compacted topic (Kafka's LogValidator.validateKey) → INVALID_RECORD, with
     the batch index of every such record (Produce's RecordErrors)."""
 
-    def __init__(self, indexes: list[int], where: str) -> None:
+    def __init__(self, indexes: list[int], where: str, headers: list[BatchHeader] | None = None) -> None:
         self.indexes = indexes
+        self.headers = headers or []  # the payload's batches (otherwise valid): later checks go on with them
         self.record_message = f"Compacted topic cannot accept message without key in topic partition {where}"
         shown = ", ".join(f"RecordError(batchIndex={i}, message='{self.record_message}')" for i in indexes[:3])
         super().__init__(f"One or more records have been rejected due to {len(indexes)} record errors in total, "
@@ -324,7 +326,7 @@ def validate_batches(buf: Buffer, *, allow_control: bool = False, check_records:
         headers.append(header)
         pos += size
     if keyless:
-        raise KeylessRecordError(keyless, require_keys or "")
+        raise KeylessRecordError(keyless, require_keys or "", headers)
     return headers
 
 
@@ -611,6 +613,32 @@ def iter_records(batch: Buffer) -> Iterator[Record]:
         pos = stop
     if pos != end:
         raise CorruptRecordError(f"{end - pos} bytes left after the batch's {count} records")
+
+
+def iter_timestamps(batch: Buffer) -> Iterator[tuple[int, int]]:
+    """(timestamp, offset) of each record of one batch (any codec), as iter_records reads them (a batch flagged
+    LogAppendTime stamps every record with its MaxTimestamp), without decoding keys, values or headers."""
+    header = read_header(batch)
+    payload = _records_payload(batch, header)
+    if not isinstance(payload, bytes | bytearray):
+        payload = bytes(payload)  # indexing bytes is several times faster than indexing a memoryview
+    append_time = header.max_timestamp if header.attributes & ATTR_LOG_APPEND_TIME else None
+    base_ts, base_offset = header.base_timestamp, header.base_offset
+    pos, end = 0, len(payload)
+    for _ in range(header.records_count):
+        length, p = _read_varint(payload, pos)
+        stop = p + length
+        if length < 6 or stop > end:
+            raise CorruptRecordError("record length runs past the batch")
+        b = payload[p + 1]
+        if b < 0x80:  # the usual one-byte timestamp delta, inline
+            ts_delta, p = (b >> 1) ^ -(b & 1), p + 2
+        else:
+            ts_delta, p = _read_varint(payload, p + 1)
+        b = payload[p]
+        offset_delta = (b >> 1) ^ -(b & 1) if b < 0x80 else _read_varint(payload, p)[0]
+        yield (base_ts + ts_delta if append_time is None else append_time), base_offset + offset_delta
+        pos = stop
 
 
 def decode_records(batch: Buffer) -> list[Record]:

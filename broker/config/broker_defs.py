@@ -119,6 +119,12 @@ _DEFS = [
     ConfigDef("log.cleanup.policy", "list", ["delete"], one_of("delete", "compact"), dynamic=True),
     ConfigDef("log.message.timestamp.type", "string", "CreateTime", one_of("CreateTime", "LogAppendTime"),
               dynamic=True),
+    ConfigDef("log.message.timestamp.before.max.ms", "long", LONG_MAX, at_least(0), dynamic=True,
+              doc="How far in the past a record's CreateTime may lie from the broker's clock; a batch holding an "
+                  "older record is refused with INVALID_TIMESTAMP."),
+    ConfigDef("log.message.timestamp.after.max.ms", "long", 3_600_000, at_least(0), dynamic=True,
+              doc="How far in the future a record's CreateTime may lie from the broker's clock; a batch holding a "
+                  "later record is refused with INVALID_TIMESTAMP."),
     ConfigDef("log.preallocate", "bool", False, dynamic=True),
     ConfigDef("compression.type", "string", "producer",
               one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"), dynamic=True),

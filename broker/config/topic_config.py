@@ -54,8 +54,8 @@ _DEFS = [
     _topic("cleanup.policy", "list", "log.cleanup.policy", _list_of("delete", "compact")),
     _topic("compression.type", "string", "compression.type",
            in_values("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
-    # The compression levels, file.delete.delay.ms and message.timestamp.{after,before}.max.ms have no broker
-    # setting here: their broker synonyms are looked up but never set, so the topic default applies.
+    # The compression levels and file.delete.delay.ms have no effect here: Kafka's broker synonyms are accepted and
+    # reported, and the topic values too.
     _topic("compression.gzip.level", "int", "compression.gzip.level", int_range(-1, 9), default="-1"),
     _topic("compression.lz4.level", "int", "compression.lz4.level", int_range(1, 17), default="9"),
     _topic("compression.zstd.level", "int", "compression.zstd.level", int_range(-131072, 22), default="3"),

@@ -27,6 +27,8 @@ TOPIC_NAMES = {
     "min.compaction.lag.ms": "min_compaction_lag_ms",
     "max.compaction.lag.ms": "max_compaction_lag_ms",
     "max.message.bytes": "max_message_bytes",
+    "message.timestamp.before.max.ms": "timestamp_before_max_ms",
+    "message.timestamp.after.max.ms": "timestamp_after_max_ms",
 }
 
 
@@ -48,6 +50,9 @@ class LogConfig:
     max_message_bytes: int = _default("max.message.bytes")
     # message.timestamp.type LogAppendTime: the broker stamps appended batches with its clock
     log_append_time: bool = TOPIC_CONFIGS["message.timestamp.type"].default == "LogAppendTime"
+    # how far a CreateTime record may lie before / after the broker's clock (Kafka's LogValidator)
+    timestamp_before_max_ms: int = _default("message.timestamp.before.max.ms")
+    timestamp_after_max_ms: int = _default("message.timestamp.after.max.ms")
 
     @property
     def max_segment_ms(self) -> int:
