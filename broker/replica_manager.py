@@ -24,6 +24,7 @@ import structlog
 from broker.aio import wait_event
 from broker.cluster.topics import TopicInfo
 from broker.log import timestamps
+from broker.log.config import PRODUCER_CODEC
 from broker.log.dir_failure import STORAGE_ERROR_MESSAGE, KafkaStorageError
 from broker.log.producer_state import (
     APPEND,
@@ -377,6 +378,20 @@ class ReplicaManager:
             if refused is not None:
                 refused.log_start_offset = plog.log_start_offset  # as Kafka answers a RecordValidationException
                 return refused, None
+            if log_config.compression not in (PRODUCER_CODEC, header.attributes & rec.COMPRESSION_MASK):
+                # the topic's compression.type: the batch is stored with that codec (Kafka's LogValidator)
+                try:
+                    records = rec.recompress(records, log_config.compression, log_config.compression_level)
+                except rec.RecordError as err:
+                    return ProduceResult(err.error_code, error_message=str(err)), None
+                header = rec.read_header(records)
+                headers = [header]
+                if len(records) > max_bytes:
+                    return ProduceResult(
+                        ErrorCode.MESSAGE_TOO_LARGE,
+                        error_message=f"The batch size {len(records)} after compression.type "
+                                      f"exceeds max.message.bytes {max_bytes}",
+                    ), None
         idempotent = header.producer_id >= 0 and header.base_sequence >= 0
         # a coordinator's own transactional batch (a transactional offset commit: no sequence) opens a
         # transaction on its partition like a producer's, without the produce path's checks

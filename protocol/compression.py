@@ -139,14 +139,16 @@ def decompress_scratch(codec: int, data: Buffer, limit: int) -> tuple[bytearray,
             _local.scratch = bytearray()
 
 
-def compress(codec: int, data: Buffer, *, xerial: bool = True) -> bytes:
-    """Compress a batch payload as the Java client does (snappy: xerial framing unless `xerial` is False)."""
+def compress(codec: int, data: Buffer, *, xerial: bool = True, level: int | None = None) -> bytes:
+    """Compress a batch payload as the Java client does (snappy: xerial framing unless `xerial` is False).
+    `level`: gzip, lz4 or zstd's level as Kafka's compression.<codec>.level gives it (gzip's -1 is zlib's
+    default, 6); None leaves the library's default."""
     if codec == GZIP:
-        return bytes(cramjam.gzip.compress(data))
+        return bytes(cramjam.gzip.compress(data, level=6 if level is None or level < 0 else level))
     if codec == LZ4:
-        return bytes(cramjam.lz4.compress(data))
+        return bytes(cramjam.lz4.compress(data) if level is None else cramjam.lz4.compress(data, level=level))
     if codec == ZSTD:
-        return bytes(cramjam.zstd.compress(data))
+        return bytes(cramjam.zstd.compress(data) if level is None else cramjam.zstd.compress(data, level=level))
     if codec == SNAPPY:
         if not xerial:
             return bytes(cramjam.snappy.compress_raw(data))

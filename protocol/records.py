@@ -80,6 +80,7 @@ __all__ = [
     "iter_batches",
     "iter_records",
     "iter_timestamps",
+    "recompress",
     "patch_base_offset",
     "patch_base_offset_and_leader_epoch",
     "patch_leader_epoch",
@@ -455,9 +456,10 @@ def build_batch(
     control: bool = False,
     log_append_time: bool = False,
     compression: int = COMPRESSION_NONE,
+    compression_level: int | None = None,
 ) -> bytes:
-    """Encode `records` as one v2 batch (any codec; snappy with Java's xerial framing). `timestamp` defaults to now
-    (ms)."""
+    """Encode `records` as one v2 batch (any codec, at `compression_level` if given; snappy with Java's xerial
+    framing). `timestamp` defaults to now (ms)."""
     if not records:
         raise ValueError("a record batch needs at least one record")
     if timestamp is None:
@@ -471,7 +473,7 @@ def build_batch(
     if compression == COMPRESSION_NONE:
         payload = bytes(body)
     elif compression in codecs.NAMES:
-        payload = codecs.compress(compression, body)
+        payload = codecs.compress(compression, body, level=compression_level)
     else:
         raise UnsupportedCompressionError(f"cannot build batches with compression codec {compression}")
     attributes = compression
@@ -639,6 +641,22 @@ def iter_timestamps(batch: Buffer) -> Iterator[tuple[int, int]]:
         offset_delta = (b >> 1) ^ -(b & 1) if b < 0x80 else _read_varint(payload, p)[0]
         yield (base_ts + ts_delta if append_time is None else append_time), base_offset + offset_delta
         pos = stop
+
+
+def recompress(batch: Buffer, compression: int, level: int | None = None) -> bytes:
+    """One batch with its records compressed by another codec (`level` as in compression.compress), as Kafka's
+    LogValidator rebuilds a client batch for a topic's compression.type: the records' bytes are kept (those of a
+    client batch are what Kafka's rebuild writes again), the header changes only in codec, length and CRC."""
+    header = read_header(batch)
+    payload = _records_payload(batch, header)
+    body = payload if compression == COMPRESSION_NONE else codecs.compress(compression, payload, level=level)
+    out = bytearray(HEADER_SIZE + len(body))
+    out[:HEADER_SIZE] = memoryview(batch)[:HEADER_SIZE]
+    out[HEADER_SIZE:] = body
+    _I32.pack_into(out, _BATCH_LENGTH_AT, len(out) - LOG_OVERHEAD)
+    _I16.pack_into(out, _ATTRIBUTES_AT, (header.attributes & ~COMPRESSION_MASK) | compression)
+    _U32.pack_into(out, _CRC_AT, batch_crc(out, 0, len(out)))
+    return bytes(out)
 
 
 def decode_records(batch: Buffer) -> list[Record]:

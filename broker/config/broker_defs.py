@@ -127,7 +127,15 @@ _DEFS = [
                   "later record is refused with INVALID_TIMESTAMP."),
     ConfigDef("log.preallocate", "bool", False, dynamic=True),
     ConfigDef("compression.type", "string", "producer",
-              one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"), dynamic=True),
+              one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"), dynamic=True,
+              doc="The codec batches are stored with: 'producer' keeps each batch as it came; a codec (or "
+                  "'uncompressed') rebuilds batches written with another one."),
+    ConfigDef("compression.gzip.level", "int", -1, between(-1, 9), dynamic=True,
+              doc="The level gzip compresses at when compression.type is gzip (-1: zlib's default, 6)."),
+    ConfigDef("compression.lz4.level", "int", 9, between(1, 17), dynamic=True,
+              doc="The level lz4 compresses at when compression.type is lz4."),
+    ConfigDef("compression.zstd.level", "int", 3, between(-131072, 22), dynamic=True,
+              doc="The level zstd compresses at when compression.type is zstd."),
     ConfigDef("min.insync.replicas", "int", 1, at_least(1), dynamic=True),
     ConfigDef("unclean.leader.election.enable", "bool", False, dynamic=True),
     # Log cleaner (compaction of cleanup.policy=compact topics; Kafka's names and defaults).

@@ -54,14 +54,13 @@ _DEFS = [
     _topic("cleanup.policy", "list", "log.cleanup.policy", _list_of("delete", "compact")),
     _topic("compression.type", "string", "compression.type",
            in_values("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
-    # The compression levels and file.delete.delay.ms have no effect here: Kafka's broker synonyms are accepted and
-    # reported, and the topic values too.
     _topic("compression.gzip.level", "int", "compression.gzip.level", int_range(-1, 9), default="-1"),
     _topic("compression.lz4.level", "int", "compression.lz4.level", int_range(1, 17), default="9"),
     _topic("compression.zstd.level", "int", "compression.zstd.level", int_range(-131072, 22), default="3"),
     _topic("delete.retention.ms", "long", "log.cleaner.delete.retention.ms", int_range(0, LONG_MAX)),
     # KIP-1191: a topic is a share group's dead-letter queue only if its owner allows it.
     _topic("errors.deadletterqueue.group.enable", "bool", None, _bool, default="false"),
+    # accepted and reported, with no effect: a dropped segment's files are unlinked without this delay
     _topic("file.delete.delay.ms", "long", "log.segment.delete.delay.ms", int_range(0, LONG_MAX), default="60000"),
     _topic("flush.messages", "long", "log.flush.interval.messages", int_range(1, LONG_MAX)),
     # Kafka's flush.ms defaults to "never"; the broker's log.flush.interval.ms is Shoal's group-commit interval.

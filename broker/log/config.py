@@ -29,7 +29,13 @@ TOPIC_NAMES = {
     "max.message.bytes": "max_message_bytes",
     "message.timestamp.before.max.ms": "timestamp_before_max_ms",
     "message.timestamp.after.max.ms": "timestamp_after_max_ms",
+    "compression.gzip.level": "gzip_level",
+    "compression.lz4.level": "lz4_level",
+    "compression.zstd.level": "zstd_level",
 }
+# compression.type -> the codec batches are stored with; "producer" (absent here): each batch's own
+COMPRESSION_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+PRODUCER_CODEC = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +59,16 @@ class LogConfig:
     # how far a CreateTime record may lie before / after the broker's clock (Kafka's LogValidator)
     timestamp_before_max_ms: int = _default("message.timestamp.before.max.ms")
     timestamp_after_max_ms: int = _default("message.timestamp.after.max.ms")
+    # compression.type as a codec (PRODUCER_CODEC: batches keep the producer's), and the levels of the codecs
+    compression: int = COMPRESSION_CODECS.get(TOPIC_CONFIGS["compression.type"].default, PRODUCER_CODEC)
+    gzip_level: int = _default("compression.gzip.level")
+    lz4_level: int = _default("compression.lz4.level")
+    zstd_level: int = _default("compression.zstd.level")
+
+    @property
+    def compression_level(self) -> int | None:
+        """The level compression.type's codec compresses at (None for a codec without levels)."""
+        return {1: self.gzip_level, 3: self.lz4_level, 4: self.zstd_level}.get(self.compression)
 
     @property
     def max_segment_ms(self) -> int:
@@ -74,6 +90,9 @@ class LogConfig:
         ratio = values.get("min.cleanable.dirty.ratio")
         if ratio is not None:
             changes["min_cleanable_ratio"] = float(ratio)  # type: ignore[arg-type]
+        compression = values.get("compression.type")
+        if compression is not None:
+            changes["compression"] = COMPRESSION_CODECS.get(str(compression), PRODUCER_CODEC)
         timestamp_type = values.get("message.timestamp.type")
         if timestamp_type is not None:
             changes["log_append_time"] = str(timestamp_type) == "LogAppendTime"

@@ -22,6 +22,20 @@ def produce(client: RawClient, topic: str, records: bytes, partition: int = 0, a
     return resp.responses[0].partition_responses[0]
 
 
+INCREMENTAL_ALTER_CONFIGS = 44
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4  # config resource types
+
+
+def alter_config(client: RawClient, resource_type: int, name: str, key: str, value: str | None) -> None:
+    """IncrementalAlterConfigs SET (DELETE when `value` is None) of one config; a broker named "" is the
+    cluster-wide default, which the confluent AdminClient cannot name."""
+    resp = client.call(INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
+        "resource_type": resource_type, "resource_name": name, "configs": [
+            {"name": key, "config_operation": 0 if value is not None else 1, "value": value}]}],
+        "validate_only": False})
+    assert resp.responses[0].error_code == 0, resp
+
+
 def topic_id(client: RawClient, topic: str) -> uuid.UUID:
     meta = client.call(METADATA, 12, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})
     return meta.topics[0].topic_id

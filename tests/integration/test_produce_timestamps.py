@@ -14,11 +14,11 @@ from protocol import records as rec
 from protocol.errors import ErrorCode
 from tests.helpers.confluent_clients import create_topic
 from tests.helpers.raw_client import RawClient
+from tests.helpers.raw_requests import BROKER_RESOURCE, TOPIC_RESOURCE, alter_config
 
 pytestmark = pytest.mark.integration
 
-PRODUCE, LIST_OFFSETS, INCREMENTAL_ALTER_CONFIGS = 0, 2, 44
-TOPIC, BROKER = 2, 4  # config resource types
+PRODUCE, LIST_OFFSETS = 0, 2
 HOUR = 3_600_000
 OUT_OF_RANGE = re.compile(r"Timestamp (-?\d+) of message with offset (\d+) is out of range\. The timestamp should "
                           r"be within \[(-?\d+), (-?\d+)\]")
@@ -96,27 +96,17 @@ def test_a_compacted_topic_lists_missing_keys_and_bad_timestamps_together(broker
         assert (only_keys.error_code, only_keys.log_start_offset) == (ErrorCode.INVALID_RECORD, 0)
 
 
-def alter(raw: RawClient, resource_type: int, name: str, key: str, value: str | None) -> None:
-    """IncrementalAlterConfigs SET (or DELETE when `value` is None) of one config; the empty broker name is the
-    cluster-wide default, which the confluent AdminClient cannot name."""
-    response = raw.call(INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
-        "resource_type": resource_type, "resource_name": name, "configs": [
-            {"name": key, "config_operation": 0 if value is not None else 1, "value": value}]}],
-        "validate_only": False})
-    assert response.responses[0].error_code == 0, response
-
-
 def test_the_windows_follow_live_config_changes(broker):
     create_topic(broker.bootstrap, "ts-live")
     ahead = rec.build_batch([rec.Record(b"k", b"v", timestamp=now_ms() + 600_000)])  # ten minutes ahead
     with RawClient(broker.port) as raw:
         assert produce(raw, "ts-live", ahead).error_code == 0
-        alter(raw, BROKER, "", "log.message.timestamp.after.max.ms", "60000")  # the cluster-wide default
+        alter_config(raw, BROKER_RESOURCE, "", "log.message.timestamp.after.max.ms", "60000")  # the cluster-wide default
         assert produce(raw, "ts-live", ahead).error_code == ErrorCode.INVALID_TIMESTAMP
-        alter(raw, TOPIC, "ts-live", "message.timestamp.after.max.ms", str(HOUR))  # the topic's own
+        alter_config(raw, TOPIC_RESOURCE, "ts-live", "message.timestamp.after.max.ms", str(HOUR))  # the topic's own
         assert produce(raw, "ts-live", ahead).error_code == 0
-        alter(raw, TOPIC, "ts-live", "message.timestamp.after.max.ms", None)
-        alter(raw, TOPIC, "ts-live", "message.timestamp.type", "LogAppendTime")  # the broker stamps it
+        alter_config(raw, TOPIC_RESOURCE, "ts-live", "message.timestamp.after.max.ms", None)
+        alter_config(raw, TOPIC_RESOURCE, "ts-live", "message.timestamp.type", "LogAppendTime")  # the broker stamps it
         assert produce(raw, "ts-live", ahead).error_code == 0
-        alter(raw, BROKER, "", "log.message.timestamp.after.max.ms", None)
+        alter_config(raw, BROKER_RESOURCE, "", "log.message.timestamp.after.max.ms", None)
         assert end_offset(raw, "ts-live") == 3
