@@ -8,6 +8,9 @@ what it reads; every answer carries the real LSO (the partitions' transaction st
 on a partition's first fetch after a start). Markers wake parked fetches, so a read_committed long poll returns
 once the LSO moves.
 
+A topic whose compression.type is zstd is answered UNSUPPORTED_COMPRESSION_TYPE to Fetch before v10, as Kafka does
+(its batches are stored zstd, which those versions predate).
+
 CurrentLeaderEpoch (v9+, KIP-320) is checked against the partition's leader epoch (always 0 here): older is
 FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH, -1 no check. A partition whose read fails that way (or offline,
 or out of range) answers the fetch at once, as Kafka's ReplicaManager.fetchMessages (errorReadingData).
@@ -82,6 +85,12 @@ def _collect(ctx: RequestContext, req, denied: set[str], max_bytes: int) -> tupl
                 size = len(result.records)
                 total += size
                 remaining -= size
+            if version < 10 and info is not None and 0 <= part.partition < info.num_partitions and \
+                    broker.topics.str_config(info, "compression.type") == "zstd":
+                # Kafka's maybeConvertFetchedData, applied to every partition answer whose log exists here
+                # (errors and refusals too): a zstd topic is not served to Fetch before v10; a read made still
+                # counted against the request's bytes; its answer is FetchResponse.partitionResponse's (null records)
+                result = FetchResult(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, records=None)  # type: ignore[arg-type]
             partitions.append(
                 {
                     "partition_index": part.partition,

@@ -83,3 +83,27 @@ def test_codec_and_level_follow_live_config_changes(broker):
     assert [h.attributes & rec.COMPRESSION_MASK for h in headers] == [0, 1, 1, 0]
     fast, small = headers[1].batch_length, headers[2].batch_length
     assert small < fast < headers[0].batch_length  # level 9 packs tighter than level 1
+
+
+def test_fetch_before_v10_is_refused_on_a_zstd_topic(broker):
+    """Kafka's maybeConvertFetchedData: Fetch v4-9 predate zstd, so a zstd topic answers them
+    UNSUPPORTED_COMPRESSION_TYPE (null records, no high watermark); v10 reads it, and other topics stay readable."""
+    create_topic(broker.bootstrap, "codec-old-zstd", config={"compression.type": "zstd"})
+    create_topic(broker.bootstrap, "codec-old-plain")
+    batch = rec.build_batch([rec.Record(b"k", v) for v in VALUES[:10]])
+    with RawClient(broker.port) as raw:
+        for topic in ("codec-old-zstd", "codec-old-plain"):
+            assert produce(raw, topic, batch).error_code == 0
+        for version in (4, 9, 10):
+            resp = raw.call(FETCH, version, {**fetch_body("codec-old-zstd", 0), "replica_id": -1,
+                                             "isolation_level": 0, "session_id": 0, "session_epoch": -1})
+            part = resp.responses[0].partitions[0]
+            if version < 10:
+                assert (part.error_code, part.high_watermark, part.records) == (
+                    rec.ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, -1, None)
+            else:
+                assert part.error_code == 0 and codecs_of(
+                    [h for _, h in rec.iter_batches(part.records)]) == {rec.COMPRESSION_ZSTD}
+            plain = raw.call(FETCH, version, {**fetch_body("codec-old-plain", 0), "replica_id": -1,
+                                              "isolation_level": 0, "session_id": 0, "session_epoch": -1})
+            assert plain.responses[0].partitions[0].error_code == 0
