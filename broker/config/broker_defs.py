@@ -44,6 +44,9 @@ _DEFS = [
               check_protocol_map, doc="Security protocol of each listener name, NAME:PROTOCOL."),
     ConfigDef("socket.request.max.bytes", "int", 104_857_600, at_least(1),
               doc="Largest request frame accepted; a larger size prefix closes the connection."),
+    ConfigDef("fetch.max.bytes", "int", 57_671_680, at_least(0),
+              doc="The most bytes a Fetch or ShareFetch returns, whatever its MaxBytes asks (its MinBytes is capped "
+                  "to the same)."),
     ConfigDef("socket.listen.backlog.size", "int", 1024, at_least(1),
               doc="Connections the kernel queues on a listening socket before the broker accepts them (the listen "
                   "backlog; the kernel caps it at net.core.somaxconn). Kafka's default is 50."),

@@ -124,16 +124,19 @@ async def handle_fetch(ctx: RequestContext, req) -> dict:
     denied = _denied(ctx, req)
     keys = _watch_keys(ctx, req, denied)
     await ctx.broker.replicas.ensure_loaded(keys)  # the LSO needs the transaction state
-    # Kafka bounds MaxBytes by what the client's consumer_byte_rate allows in a quota window
-    max_bytes = int(min(req.max_bytes if version >= 3 else 0x7FFFFFFF, ctx.broker.quotas.fetch_max_bytes(ctx)))
+    # Kafka bounds MaxBytes by fetch.max.bytes and by what the client's consumer_byte_rate allows in a quota
+    # window, and MinBytes by the result
+    max_bytes = int(min(req.max_bytes if version >= 3 else 0x7FFFFFFF, ctx.broker.config.get("fetch.max.bytes"),
+                        ctx.broker.quotas.fetch_max_bytes(ctx)))
+    min_bytes = min(req.min_bytes, max_bytes)
     responses, total, read_error = _collect(ctx, req, denied, max_bytes)
     wait_ms = req.max_wait_ms
     # As Kafka's ReplicaManager.fetchMessages, a partition that failed to read answers at once; partitions refused
     # before the read (authorization, unknown topic) do not, the others are waited for.
-    if total < req.min_bytes and wait_ms > 0 and not read_error:
+    if total < min_bytes and wait_ms > 0 and not read_error:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_ms / 1000
-        while total < req.min_bytes:
+        while total < min_bytes:
             left = deadline - loop.time()
             if left <= 0 or not keys:
                 break

@@ -188,10 +188,11 @@ async def handle_share_fetch(ctx, req) -> dict:
 
 
 async def _fetch(ctx, req, group: str, member: str, tps: list[tuple[uuid.UUID, int]], entry) -> None:
-    # (max wait, min bytes, max bytes, max records, record_limit mode, session epoch); Kafka caps MaxBytes by what
-    # the client's consumer_byte_rate allows in a quota window
+    # (max wait, min bytes, max bytes, max records, record_limit mode, session epoch); Kafka caps MaxBytes by
+    # fetch.max.bytes and by what the client's consumer_byte_rate allows in a quota window, and MinBytes by that
+    max_bytes = int(min(req.max_bytes, ctx.broker.config.get("fetch.max.bytes"), ctx.broker.quotas.fetch_max_bytes(ctx)))
     params = ShareFetchParams(
-        req.max_wait_ms, req.min_bytes, int(min(req.max_bytes, ctx.broker.quotas.fetch_max_bytes(ctx))),
+        req.max_wait_ms, min(req.min_bytes, max_bytes), max_bytes,
         req.max_records, ctx.api_version >= 2 and req.get("share_acquire_mode", 0) == RECORD_LIMIT_MODE,
         req.share_session_epoch)
     results = await DelayedShareFetch(ctx.broker.share_partitions, group, member, params).run(tps)
