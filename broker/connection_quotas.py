@@ -1,9 +1,12 @@
-"""Kafka's connection quotas: `max.connections` and `max.connections.per.ip` (+ `.overrides`).
+"""Kafka's connection quotas: `max.connections`, `max.connections.per.ip` (+ `.overrides`) and
+`max.connection.creation.rate`.
 
 As in Kafka's acceptor: a new connection from an address already holding its limit is closed at once, and
 when the broker holds `max.connections` the accept loop waits until a connection closes (new clients queue in
-the listen backlog meanwhile). Limits are read from the config at each accept, so dynamic changes apply to new
-connections. Host names in the overrides are resolved when the setting changes.
+the listen backlog meanwhile). Over the broker's connection creation rate, the accept loop waits the throttle
+time before taking the new connection on (Kafka's ConnectionQuotas.waitForConnectionSlot). Limits are read from
+the config at each accept, so dynamic changes apply to new connections. Host names in the overrides are resolved
+when the setting changes.
 """
 
 from __future__ import annotations
@@ -18,10 +21,12 @@ from typing import Any
 import structlog
 
 from broker.config import INT_MAX, parse_ip_overrides
+from broker.quotas.stats import MetricConfig, Rate, throttle_time_ms
 
 log = structlog.get_logger(__name__)
 
-_DEFAULTS = {"max.connections": INT_MAX, "max.connections.per.ip": INT_MAX, "max.connections.per.ip.overrides": ""}
+_DEFAULTS = {"max.connections": INT_MAX, "max.connections.per.ip": INT_MAX, "max.connections.per.ip.overrides": "",
+             "max.connection.creation.rate": INT_MAX, "quota.window.num": 11, "quota.window.size.seconds": 1}
 
 
 def normalize_ip(address: str) -> str:
@@ -40,6 +45,7 @@ class ConnectionQuotas:
         self._overrides_text: str | None = None
         self._overrides: dict[str, int] = {}
         self._slot_freed: asyncio.Event | None = None
+        self._creation_rate = Rate()  # the broker's new connections (max.connection.creation.rate)
 
     # --- limits --------------------------------------------------------------------------------------------
     def max_connections(self) -> int:
@@ -89,6 +95,22 @@ class ConnectionQuotas:
         self.total -= 1
         if self._slot_freed is not None:
             self._slot_freed.set()
+
+    def creation_throttle_ms(self, now_ms: int) -> int:
+        """Record a new connection against max.connection.creation.rate (Kafka's broker connection rate sensor:
+        recorded even when over); the ms to wait before taking it on, at most one quota window (0: at once)."""
+        limit = self._setting("max.connection.creation.rate")
+        if limit >= INT_MAX:
+            return 0
+        config = MetricConfig(self._setting("quota.window.num"), self._setting("quota.window.size.seconds") * 1000)
+        rate = self._creation_rate
+        rate.record(config, 1.0, now_ms)
+        observed = rate.measure(config, now_ms)
+        if observed <= limit:
+            return 0
+        if limit == 0:
+            return config.window_ms
+        return max(0, min(throttle_time_ms(observed, limit, rate.window_size_ms(config, now_ms)), config.window_ms))
 
     def at_capacity(self) -> bool:
         return self.total >= self.max_connections()

@@ -537,6 +537,12 @@ class Server:
                 await asyncio.sleep(0.1)
                 continue
             await quotas.refresh()
+            wait_ms = quotas.creation_throttle_ms(int(time.monotonic() * 1000))
+            if wait_ms > 0:
+                # over max.connection.creation.rate: this connection waits, and the next ones in the backlog
+                log.info("connection accept throttled: max.connection.creation.rate reached", listener=listener,
+                         throttle_ms=wait_ms)
+                await asyncio.sleep(wait_ms / 1000)
             ip = normalize_ip(address[0]) if isinstance(address, tuple) else str(address)
             throttle_ms = self.connection_throttle(ip)
             if throttle_ms > 0:

@@ -85,6 +85,10 @@ _DEFS = [
     ConfigDef("max.connections", "int", INT_MAX, at_least(0), dynamic=True,
               doc="Connections the broker holds at once; when reached, new connections wait to be accepted "
                   "until one closes."),
+    ConfigDef("max.connection.creation.rate", "int", INT_MAX, at_least(0), dynamic=True,
+              doc="New connections per second the broker accepts, over the quota window (quota.window.num samples "
+                  "of quota.window.size.seconds); above it the accept loop waits before taking the next one on "
+                  "(new clients queue in the listen backlog meanwhile)."),
     ConfigDef("max.connections.per.ip", "int", INT_MAX, at_least(0), dynamic=True,
               doc="Connections from one address; a new connection over the limit is closed at once."),
     ConfigDef("max.connections.per.ip.overrides", "string", "", parse_ip_overrides, dynamic=True,

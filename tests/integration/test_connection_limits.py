@@ -162,6 +162,18 @@ def test_max_connections_per_ip_closes_extra_connections(broker_factory):
             time.sleep(0.05)
 
 
+def test_connections_over_the_creation_rate_are_served_late_not_refused(broker_factory):
+    """max.connection.creation.rate 4/s over two 1 s samples: twelve clients opening one after the other are all
+    served, the later ones only after the accept loop's waits (about 2 s of them in all), which the broker logs."""
+    broker = broker_factory({"max.connection.creation.rate": "4", "quota.window.num": "2"})
+    started = time.monotonic()
+    for _ in range(12):
+        with RawClient(broker.port) as client:
+            assert client.call(API_VERSIONS, 0, {}).error_code == 0
+    assert time.monotonic() - started >= 1.5
+    assert "max.connection.creation.rate reached" in broker.tail(400)
+
+
 def test_acks0_error_closes_with_an_info_line_and_no_traceback(broker_factory):
     broker = broker_factory({"auto.create.topics.enable": "false"})
     with RawClient(broker.port) as client:

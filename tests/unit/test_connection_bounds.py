@@ -8,12 +8,15 @@ import struct
 
 import pytest
 
+from broker.config import INT_MAX
 from broker.connection_quotas import ConnectionQuotas
 from broker.router import CloseConnection
 from broker.server import Server
 from tests.helpers.waiting import async_wait_until
 
 FETCH, PRODUCE = 1, 0
+UNLIMITED = {"max.connections": 100, "max.connections.per.ip": 100, "max.connections.per.ip.overrides": "",
+             "max.connection.creation.rate": INT_MAX, "quota.window.num": 11, "quota.window.size.seconds": 1}
 
 
 class Listener:
@@ -236,7 +239,7 @@ async def test_max_connections_per_ip_closes_new_connections_at_accept():
     async def dispatch(frame, conn):
         return response(struct.unpack_from(">i", frame, 4)[0], 0)
 
-    settings = {"max.connections": 100, "max.connections.per.ip": 2, "max.connections.per.ip.overrides": ""}
+    settings = {**UNLIMITED, "max.connections.per.ip": 2}
     server = Server(dispatch, quotas=ConnectionQuotas(settings.__getitem__))
     port = await start(server)
     kept = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]
@@ -260,7 +263,7 @@ async def test_max_connections_makes_new_connections_wait():
     async def dispatch(frame, conn):
         return response(struct.unpack_from(">i", frame, 4)[0], 0)
 
-    settings = {"max.connections": 2, "max.connections.per.ip": 100, "max.connections.per.ip.overrides": ""}
+    settings = {**UNLIMITED, "max.connections": 2}
     server = Server(dispatch, quotas=ConnectionQuotas(settings.__getitem__))
     port = await start(server)
     first = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]
@@ -355,4 +358,39 @@ async def test_reading_pauses_when_much_waits_behind_a_long_poll():
     release.set()
     assert await read_responses(reader, n) == list(range(n))
     writer.close()
+    await server.close()
+
+
+def test_connection_creation_rate_throttle_times_are_kafkas():
+    """Kafka's broker connection rate sensor: every connection is recorded; over the limit the wait is
+    (rate - limit) / limit times the measured window, at most one quota window."""
+    quotas = ConnectionQuotas({**UNLIMITED, "max.connection.creation.rate": 10, "quota.window.num": 2}.__getitem__)
+    # two samples of 1 s: the rate is counted over at least one full window (1 s) from the start
+    assert [quotas.creation_throttle_ms(0) for _ in range(10)] == [0] * 10
+    assert quotas.creation_throttle_ms(0) == 100  # 11/s: (11 - 10) / 10 * 1000
+    assert quotas.creation_throttle_ms(0) == 200
+    assert [quotas.creation_throttle_ms(0) for _ in range(20)][-1] == 1000  # capped at one window
+    later = ConnectionQuotas({**UNLIMITED, "max.connection.creation.rate": 0}.__getitem__)
+    assert later.creation_throttle_ms(5_000) == 1000  # a limit of 0 waits a whole window each time
+    unlimited = ConnectionQuotas(UNLIMITED.__getitem__)
+    assert [unlimited.creation_throttle_ms(0) for _ in range(1000)] == [0] * 1000
+
+
+async def test_connections_over_the_creation_rate_wait_at_accept():
+    async def dispatch(frame, conn):
+        return response(struct.unpack_from(">i", frame, 4)[0], 0)
+
+    settings = {**UNLIMITED, "max.connection.creation.rate": 3, "quota.window.num": 2}
+    server = Server(dispatch, quotas=ConnectionQuotas(settings.__getitem__))
+    port = await start(server)
+    opened = [await asyncio.open_connection("127.0.0.1", port) for _ in range(3)]
+    await async_wait_until(lambda: len(server.connections) == 3)
+    r4, w4 = await asyncio.open_connection("127.0.0.1", port)  # the 4th within the second: (4 - 3) / 3 s wait
+    w4.write(frame(PRODUCE, 4))
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(r4.readexactly(8), 0.15)
+    assert await read_responses(r4, 1) == [4]  # then taken on and served
+    for _, w in [*opened, (r4, w4)]:
+        w.close()
+    await async_wait_until(lambda: not server.connections)
     await server.close()
