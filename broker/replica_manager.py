@@ -545,14 +545,14 @@ class ReplicaManager:
         INVALID_TIMESTAMP, with every record's error."""
         now = int(self._clock() * 1000)
         before, after = log_config.timestamp_before_max_ms, log_config.timestamp_after_max_ms
-        late: list[tuple[int, str]] = []
+        out_of_range: list[tuple[int, str]] = []
         if timestamps.may_refuse(header, now, log_config.log_append_time, before, after):
-            late = timestamps.record_errors(records, now, log_config.log_append_time, before, after,
+            out_of_range = timestamps.record_errors(records, now, log_config.log_append_time, before, after,
                                             frozenset(keyless.indexes) if keyless is not None else frozenset())
-        if late:
+        if out_of_range:
             missing = [(i, keyless.record_message) for i in keyless.indexes] if keyless is not None else []
             return ProduceResult(ErrorCode.INVALID_TIMESTAMP, error_message=timestamps.INVALID_TIMESTAMP_MESSAGE,
-                                 record_errors=sorted(missing + late))
+                                 record_errors=sorted(missing + out_of_range))
         if keyless is not None:
             return ProduceResult(keyless.error_code, error_message=str(keyless),
                                  record_errors=[(i, keyless.record_message) for i in keyless.indexes])

@@ -16,7 +16,8 @@ from tests.helpers.share_state import MemoryShareState
 
 TOPIC_ID = uuid.uuid4()
 CONFIG = {"group.share.max.share.sessions": 10, "group.share.partition.max.record.locks": 2000,
-          "group.share.delivery.count.limit": 5, "group.share.record.lock.duration.ms": 30_000}
+          "group.share.delivery.count.limit": 5, "group.share.record.lock.duration.ms": 30_000,
+          "fetch.max.bytes": 57_671_680}
 
 
 def make(tmp_path, store, partitions: int = 2):
