@@ -113,6 +113,7 @@ _DEFS = [
     ConfigDef("log.roll.ms", "long", None, at_least(1), dynamic=True),
     ConfigDef("log.roll.hours", "int", 168, at_least(1)),
     ConfigDef("log.roll.jitter.ms", "long", None, at_least(0), dynamic=True),
+    ConfigDef("log.roll.jitter.hours", "int", 0, at_least(0)),
     ConfigDef("log.retention.ms", "long", None, at_least(-1), dynamic=True),
     ConfigDef("log.retention.minutes", "int", None, at_least(-1)),
     ConfigDef("log.retention.hours", "int", 168, at_least(-1)),
@@ -346,6 +347,7 @@ def update_mode(name: str) -> str:
 DERIVED: dict[str, tuple[tuple[str, int], ...]] = {
     "log.retention.ms": (("log.retention.ms", 1), ("log.retention.minutes", 60_000), ("log.retention.hours", H)),
     "log.roll.ms": (("log.roll.ms", 1), ("log.roll.hours", H)),
+    "log.roll.jitter.ms": (("log.roll.jitter.ms", 1), ("log.roll.jitter.hours", H)),
 }
 
 

@@ -84,7 +84,7 @@ _DEFS = [
     _topic("internal.segment.bytes", "int", None, int_range(0, INT_MAX), internal=True),
     _topic("segment.index.bytes", "int", "log.index.size.max.bytes", int_range(4, INT_MAX)),
     # Kafka's log.roll.jitter.ms is unset by default (log.roll.jitter.hours, 0, applies).
-    _topic("segment.jitter.ms", "long", "log.roll.jitter.ms", int_range(0, LONG_MAX), default="0"),
+    _topic("segment.jitter.ms", "long", "log.roll.jitter.ms", int_range(0, LONG_MAX)),
     _topic("segment.ms", "long", "log.roll.ms", int_range(1, LONG_MAX)),
     _topic("unclean.leader.election.enable", "bool", "unclean.leader.election.enable", _bool),
 ]

@@ -19,6 +19,7 @@ _POLICY = {p.strip() for p in TOPIC_CONFIGS["cleanup.policy"].default.split(",")
 TOPIC_NAMES = {
     "segment.bytes": "segment_bytes",
     "segment.ms": "segment_ms",
+    "segment.jitter.ms": "segment_jitter_ms",
     "retention.ms": "retention_ms",
     "retention.bytes": "retention_bytes",
     "index.interval.bytes": "index_interval_bytes",
@@ -42,6 +43,7 @@ PRODUCER_CODEC = -1
 class LogConfig:
     segment_bytes: int = _default("segment.bytes")
     segment_ms: int = _default("segment.ms")
+    segment_jitter_ms: int = _default("segment.jitter.ms")  # each segment rolls up to this much before segment.ms
     retention_ms: int = _default("retention.ms")  # -1: no time limit
     retention_bytes: int = _default("retention.bytes")  # -1: no size limit
     index_interval_bytes: int = _default("index.interval.bytes")

@@ -10,6 +10,7 @@ meantime is harmless: a pinned descriptor stays open until released).
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import threading
 import time
@@ -82,6 +83,8 @@ class PartitionLog:
         self.directory = Path(directory)
         self.config = LogConfig.coerce(config)
         self._clock = clock
+        self._random = random.Random()
+        self._jitter = (-1, 0)  # (base offset of the active segment, its roll jitter in ms): see roll_jitter_ms
         self.leader_epoch = leader_epoch
         self.on_log_start_offset_change = on_log_start_offset_change
         # removes a (closed) segment dropped by retention or DeleteRecords; LogManager's moves the unlinks off
@@ -266,9 +269,19 @@ class PartitionLog:
                 waited = max_ts - segment.first_batch_timestamp
             else:
                 waited = int(self._clock() * 1000) - segment.created_ms
-            roll = waited > cfg.max_segment_ms
+            roll = waited > cfg.max_segment_ms - self.roll_jitter_ms()
         if roll:
             self.roll()
+
+    def roll_jitter_ms(self) -> int:
+        """How much before the max segment time the active segment rolls (Kafka's rollJitterMs): drawn once per
+        segment, uniformly below min(segment.jitter.ms, segment.ms), so partitions created together do not all roll
+        at once."""
+        base = self.active.base_offset
+        if self._jitter[0] != base:
+            jitter = min(self.config.segment_jitter_ms, self.config.segment_ms)
+            self._jitter = (base, self._random.randrange(jitter) if jitter > 0 else 0)
+        return self._jitter[1]
 
     def roll(self) -> Segment:
         """Start a new active segment at the log end offset (no-op if the active one is empty)."""
@@ -446,7 +459,7 @@ class PartitionLog:
         start = segment.first_batch_timestamp
         if start is None or start < 0:
             start = segment.created_ms
-        if now_ms - start <= self.config.max_segment_ms:
+        if now_ms - start <= self.config.max_segment_ms - self.roll_jitter_ms():
             return False
         self.roll()
         return True

@@ -219,3 +219,16 @@ def test_socket_settings():
         for bad in ("0", "-2"):
             with pytest.raises(ConfigError):
                 BrokerConfig({name: bad})
+
+
+def test_segment_jitter_from_the_topic_or_the_broker():
+    """segment.jitter.ms: the topic's own, else log.roll.jitter.ms, else log.roll.jitter.hours (Kafka's family)."""
+    from broker.log.config import LogConfig
+
+    def jitter(broker: dict, topic: dict) -> int:
+        return LogConfig.coerce(BrokerConfig(broker).log_config(topic)).segment_jitter_ms
+
+    assert jitter({}, {}) == 0
+    assert jitter({"log.roll.jitter.hours": "2"}, {}) == 7_200_000
+    assert jitter({"log.roll.jitter.hours": "2", "log.roll.jitter.ms": "5"}, {}) == 5
+    assert jitter({"log.roll.jitter.ms": "5"}, {"segment.jitter.ms": "9"}) == 9

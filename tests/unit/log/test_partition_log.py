@@ -131,6 +131,33 @@ def test_roll_by_wall_clock_without_timestamps(tmp_path: Path) -> None:
     plog.close()
 
 
+def test_segments_roll_their_jitter_before_segment_ms(tmp_path: Path) -> None:
+    """segment.jitter.ms (Kafka's rollJitterMs): each segment draws a jitter below min(segment.jitter.ms,
+    segment.ms) once and rolls that much earlier, by record timestamps and when idle alike."""
+    plog = PartitionLog(tmp_path / "t-0", LogConfig(segment_ms=60_000, segment_jitter_ms=20_000), clock=Clock())
+    plog.append(batch(1, ts=1_000))
+    jitter = plog.roll_jitter_ms()
+    assert 0 <= jitter < 20_000 and plog.roll_jitter_ms() == jitter  # drawn once for the segment
+    plog.append(batch(1, ts=1_000 + 60_000 - jitter))  # not past segment.ms minus the jitter yet
+    assert len(plog.segments) == 1
+    plog.append(batch(1, ts=1_000 + 60_000 - jitter + 1))
+    assert len(plog.segments) == 2
+    drawn = set()
+    for _ in range(40):  # every new segment draws again (uniformly: the draws differ)
+        first = plog.active.first_batch_timestamp
+        assert plog.roll_if_idle(first + 60_001)
+        plog.append(batch(1, ts=first))
+        drawn.add(plog.roll_jitter_ms())
+    assert len(drawn) > 30 and all(0 <= j < 20_000 for j in drawn)
+    capped = PartitionLog(tmp_path / "t-1", LogConfig(segment_ms=1_000, segment_jitter_ms=20_000), clock=Clock())
+    capped.append(batch(1, ts=1_000))
+    assert 0 <= capped.roll_jitter_ms() < 1_000  # at most segment.ms
+    none = PartitionLog(tmp_path / "t-2", LogConfig(segment_ms=1_000), clock=Clock())
+    assert none.roll_jitter_ms() == 0
+    for log in (plog, capped, none):
+        log.close()
+
+
 def test_restart_keeps_offsets_and_appends_continue(tmp_path: Path) -> None:
     cfg = LogConfig(segment_bytes=2000, index_interval_bytes=200)
     plog = PartitionLog(tmp_path / "t-0", cfg)
