@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from broker.config.topic_config import TOPIC_CONFIGS
+from protocol import compression as codecs
 
 
 def _default(name: str) -> int:
@@ -35,7 +36,8 @@ TOPIC_NAMES = {
     "compression.zstd.level": "zstd_level",
 }
 # compression.type -> the codec batches are stored with; "producer" (absent here): each batch's own
-COMPRESSION_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+COMPRESSION_CODECS = {"uncompressed": codecs.NONE, "gzip": codecs.GZIP, "snappy": codecs.SNAPPY, "lz4": codecs.LZ4,
+                      "zstd": codecs.ZSTD}
 PRODUCER_CODEC = -1
 
 
@@ -70,7 +72,8 @@ class LogConfig:
     @property
     def compression_level(self) -> int | None:
         """The level compression.type's codec compresses at (None for a codec without levels)."""
-        return {1: self.gzip_level, 3: self.lz4_level, 4: self.zstd_level}.get(self.compression)
+        return {codecs.GZIP: self.gzip_level, codecs.LZ4: self.lz4_level, codecs.ZSTD: self.zstd_level}.get(
+            self.compression)
 
     @property
     def max_segment_ms(self) -> int:

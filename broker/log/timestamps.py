@@ -12,9 +12,9 @@ Java's 64-bit arithmetic is kept, overflow included, so bounds and messages read
 
 from __future__ import annotations
 
+from broker.config.definitions import LONG_MAX
 from protocol import records as rec
 
-LONG_MAX = 2**63 - 1
 NO_TIMESTAMP = -1
 INVALID_TIMESTAMP_MESSAGE = "One or more records have been rejected due to invalid timestamp"
 
