@@ -1,4 +1,5 @@
-"""Raw requests for tests (RawClient): API keys, Produce, Metadata's topic id, Fetch bodies, classic JoinGroup."""
+"""Raw requests for tests (RawClient): API keys, Produce, Metadata's topic id, Fetch bodies and a consumer's Fetch,
+the log end offset, IncrementalAlterConfigs, classic JoinGroup."""
 
 from __future__ import annotations
 
@@ -46,6 +47,20 @@ def fetch_body(topic: str, offset: int, *, max_wait_ms=0, min_bytes=1, max_bytes
     return {"max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes, "topics": [
         {"topic": topic, "partitions": [
             {"partition": p, "fetch_offset": offset, "partition_max_bytes": partition_max} for p in partitions]}]}
+
+def fetch_partition(client: RawClient, topic: str, offset: int = 0, *, version: int = 12, **body):
+    """Partition 0 of a consumer's sessionless read_uncommitted Fetch of `topic` (`body`: see fetch_body)."""
+    resp = client.call(FETCH, version, {**fetch_body(topic, offset, **body), "replica_id": -1, "isolation_level": 0,
+                                        "session_id": 0, "session_epoch": -1})
+    return resp.responses[0].partitions[0]
+
+
+def end_offset(client: RawClient, topic: str, partition: int = 0) -> int:
+    """The partition's log end offset (ListOffsets, LATEST)."""
+    resp = client.call(LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": topic, "partitions": [{"partition_index": partition, "timestamp": -1}]}]})
+    return resp.topics[0].partitions[0].offset
+
 
 OFFSET_COMMIT, OFFSET_FETCH, JOIN, HEARTBEAT, LEAVE, SYNC = 8, 9, 11, 12, 13, 14
 DESCRIBE, LIST, DELETE, OFFSET_DELETE = 15, 16, 42, 47

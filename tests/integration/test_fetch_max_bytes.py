@@ -9,7 +9,7 @@ import pytest
 
 from protocol import records as rec
 from tests.helpers.raw_client import RawClient
-from tests.helpers.raw_requests import FETCH, create_topic, fetch_body, produce
+from tests.helpers.raw_requests import create_topic, fetch_partition, produce
 from tests.helpers.share_raw import FAST, fetch, part, setup
 
 pytestmark = pytest.mark.integration
@@ -26,18 +26,12 @@ def capped(broker_factory):
     return broker_factory({"fetch.max.bytes": str(CAP), **FAST})
 
 
-def raw_fetch(raw: RawClient, topic: str, **kwargs):
-    body = {**fetch_body(topic, 0, **kwargs), "replica_id": -1, "isolation_level": 0, "session_id": 0,
-            "session_epoch": -1}
-    return raw.call(FETCH, 12, body).responses[0].partitions[0]
-
-
 def test_a_fetch_returns_at_most_the_cap(capped):
     with RawClient(capped.port) as raw:
         create_topic(raw, "capped")
         for i in range(5):
             assert produce(raw, "capped", small_batch(i)).error_code == 0
-        got = raw_fetch(raw, "capped", max_bytes=50 << 20, partition_max=50 << 20)
+        got = fetch_partition(raw, "capped", max_bytes=50 << 20, partition_max=50 << 20)
         assert got.error_code == 0
         assert len(list(rec.iter_batches(got.records))) == 2 and len(got.records) <= CAP
 
@@ -50,7 +44,7 @@ def test_min_bytes_above_the_cap_counts_as_the_cap(capped):
         big = rec.build_batch([rec.Record(b"k", b"y" * 3000)])
         assert produce(raw, "capped-min", big).error_code == 0
         started = time.monotonic()
-        got = raw_fetch(raw, "capped-min", max_wait_ms=30_000, min_bytes=10 << 20)
+        got = fetch_partition(raw, "capped-min", max_wait_ms=30_000, min_bytes=10 << 20)
         assert time.monotonic() - started < 15  # well before MaxWaitMs
         assert got.error_code == 0 and len(list(rec.iter_batches(got.records))) == 1 and len(got.records) == len(big)
 

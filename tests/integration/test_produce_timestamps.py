@@ -14,11 +14,10 @@ from protocol import records as rec
 from protocol.errors import ErrorCode
 from tests.helpers.confluent_clients import create_topic
 from tests.helpers.raw_client import RawClient
-from tests.helpers.raw_requests import BROKER_RESOURCE, TOPIC_RESOURCE, alter_config
+from tests.helpers.raw_requests import BROKER_RESOURCE, TOPIC_RESOURCE, alter_config, end_offset, produce
 
 pytestmark = pytest.mark.integration
 
-PRODUCE, LIST_OFFSETS = 0, 2
 HOUR = 3_600_000
 OUT_OF_RANGE = re.compile(r"Timestamp (-?\d+) of message with offset (\d+) is out of range\. The timestamp should "
                           r"be within \[(-?\d+), (-?\d+)\]")
@@ -26,18 +25,6 @@ OUT_OF_RANGE = re.compile(r"Timestamp (-?\d+) of message with offset (\d+) is ou
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def produce(raw: RawClient, topic: str, records: bytes):
-    response = raw.call(PRODUCE, 9, {"acks": -1, "timeout_ms": 5000, "topic_data": [
-        {"name": topic, "partition_data": [{"index": 0, "records": records}]}]})
-    return response.responses[0].partition_responses[0]
-
-
-def end_offset(raw: RawClient, topic: str) -> int:
-    response = raw.call(LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
-        {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
-    return response.topics[0].partitions[0].offset
 
 
 def deliver(bootstrap: str, topic: str, timestamp: int) -> KafkaError | None:

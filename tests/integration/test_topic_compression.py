@@ -10,14 +10,7 @@ from confluent_kafka import Producer
 from protocol import records as rec
 from tests.helpers.confluent_clients import create_topic, produce_all, read_partition
 from tests.helpers.raw_client import RawClient
-from tests.helpers.raw_requests import (
-    BROKER_RESOURCE,
-    FETCH,
-    TOPIC_RESOURCE,
-    alter_config,
-    fetch_body,
-    produce,
-)
+from tests.helpers.raw_requests import BROKER_RESOURCE, TOPIC_RESOURCE, alter_config, fetch_partition, produce
 
 pytestmark = pytest.mark.integration
 
@@ -26,9 +19,7 @@ VALUES = [b"value %05d " % i + b"abcdefgh" * 20 for i in range(200)]
 
 def stored(raw: RawClient, topic: str) -> list[rec.BatchHeader]:
     """The headers of the partition's batches as a Fetch returns them."""
-    resp = raw.call(FETCH, 12, {**fetch_body(topic, 0), "replica_id": -1, "isolation_level": 0, "session_id": 0,
-                                "session_epoch": -1})
-    return [h for _, h in rec.iter_batches(resp.responses[0].partitions[0].records)]
+    return [h for _, h in rec.iter_batches(fetch_partition(raw, topic).records)]
 
 
 def codecs_of(headers: list[rec.BatchHeader]) -> set[int]:
@@ -95,15 +86,11 @@ def test_fetch_before_v10_is_refused_on_a_zstd_topic(broker):
         for topic in ("codec-old-zstd", "codec-old-plain"):
             assert produce(raw, topic, batch).error_code == 0
         for version in (4, 9, 10):
-            resp = raw.call(FETCH, version, {**fetch_body("codec-old-zstd", 0), "replica_id": -1,
-                                             "isolation_level": 0, "session_id": 0, "session_epoch": -1})
-            part = resp.responses[0].partitions[0]
+            part = fetch_partition(raw, "codec-old-zstd", version=version)
             if version < 10:
                 assert (part.error_code, part.high_watermark, part.records) == (
                     rec.ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, -1, None)
             else:
                 assert part.error_code == 0 and codecs_of(
                     [h for _, h in rec.iter_batches(part.records)]) == {rec.COMPRESSION_ZSTD}
-            plain = raw.call(FETCH, version, {**fetch_body("codec-old-plain", 0), "replica_id": -1,
-                                              "isolation_level": 0, "session_id": 0, "session_epoch": -1})
-            assert plain.responses[0].partitions[0].error_code == 0
+            assert fetch_partition(raw, "codec-old-plain", version=version).error_code == 0
