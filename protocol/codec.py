@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import functools
 import io
+import operator
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -49,6 +50,24 @@ def to_container(value: Any) -> Any:
     if isinstance(value, list):
         return [to_container(v) for v in value]
     return value
+
+
+def _as_container(msg: Container) -> tuple:
+    return Container, (), None, None, iter(msg.items())
+
+
+@functools.cache
+def message_class(keys: tuple[str, ...]) -> type[Container]:
+    """The Container subclass that decoded structs with these keys are: each key is a class-level property, so
+    `msg.field` is one item lookup done in C. On a plain Container it first fails Python's attribute lookup (which
+    formats an AttributeError message) and then runs construct's `__getattr__` in Python, several thousand
+    instructions a field. Keys that name a Container method stay reachable only by `msg[key]`, as before. Such
+    values repr, compare, copy and pickle as plain Containers."""
+    attrs: dict[str, Any] = {"__slots__": (), "__reduce__": _as_container}
+    for key in keys:
+        if key.isidentifier() and not key.startswith("_") and not hasattr(Container, key):
+            attrs[key] = property(operator.itemgetter(key))
+    return type("Message", (Container,), attrs)
 
 
 def _literal(code: Any, value: Any, fresh: bool) -> str:
@@ -100,9 +119,14 @@ class KStruct(Construct):
         self.absent: list[tuple[str, Any]] = []  # key, default
         self.tagged: list[tuple[int, str, Construct, Any]] = []  # tag, key, construct, default
 
+    def message_class(self) -> type[Container]:
+        """What this struct decodes to (every key set: regular, absent and tagged fields)."""
+        return message_class(tuple(k for k, *_ in self.regular) + tuple(k for k, _ in self.absent)
+                             + tuple(k for _, k, *_ in self.tagged))
+
     # Interpreted path (construct's parse()/build() without compile); same semantics.
     def _parse(self, stream: Any, context: Any, path: Any) -> Any:
-        result = Container()
+        result = self.message_class()()
         for key, sub, _ in self.regular:
             result[key] = sub._parse(stream, context, path)
         for key, default in self.absent:
@@ -139,7 +163,9 @@ class KStruct(Construct):
         code.append(_IMPORT)
         n = code.allocateId()
         fname = f"parse_kstruct_{n}"
-        lines = [f"def {fname}(io, this):", "    result = Container()"]
+        cls = self.message_class()
+        code.linkedinstances[id(cls)] = cls  # bound after the generated module runs: looked up per call
+        lines = [f"def {fname}(io, this):", f"    result = linkedinstances[{id(cls)}]()"]
         for key, sub, _ in self.regular:
             lines.append(f"    result[{key!r}] = {sub._compileparse(code)}")
         for key, default in self.absent:

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import copy
+import pickle
 import struct
 import uuid
 
 import pytest
+from construct import Container
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schema_strategies import value_strategy
 
-from protocol.codec import record_codec, request_codec, response_codec
+from protocol.codec import message_class, record_codec, request_codec, response_codec
 from protocol.errors import DecodeError, EncodeError
 from protocol.primitives import Reader, read_uvarint, write_uvarint
 
@@ -194,3 +197,31 @@ def test_compiled_matches_interpreted(kind: str, api_key: int, version: int, dat
     encoded = codec.encode(value)
     assert codec.construct.build(value) == encoded
     assert codec.construct.parse_stream(Reader(encoded)) == codec.decode(encoded)
+
+
+def test_decoded_fields_are_class_properties() -> None:
+    """Decoded structs read their fields through class-level properties (no failed attribute lookup first),
+    while behaving as the plain Containers they were: items, methods, missing names, copies and pickles."""
+    c = request_codec(FETCH, 12)
+    data = c.encode({"max_wait_ms": 7, "topics": [{"topic": "t", "partitions": [{"partition": 3}]}]})
+    for value in (c.decode(data), c.construct.parse_stream(Reader(data))):  # compiled and interpreted paths
+        assert isinstance(value, Container)
+        assert isinstance(type(value).__dict__["max_wait_ms"], property)
+        assert value.max_wait_ms == value["max_wait_ms"] == 7
+        partition = value.topics[0].partitions[0]
+        assert isinstance(type(partition).__dict__["partition"], property)
+        assert partition.partition == 3 and partition.fetch_offset == 0
+        value.max_wait_ms = 9  # construct's __setattr__ writes the item, the property reads it
+        assert value.max_wait_ms == value["max_wait_ms"] == 9
+        with pytest.raises(AttributeError):
+            _ = value.no_such_field
+        assert value.get("no_such_field", 1) == 1 and callable(value.items)
+        for twin in (pickle.loads(pickle.dumps(value)), copy.deepcopy(value), value.copy()):
+            assert type(twin) is Container and twin == value
+
+
+def test_field_named_like_a_container_method_stays_a_method() -> None:
+    cls = message_class(("items", "update", "offset"))
+    value = cls(items=[1], update=2, offset=3)
+    assert callable(value.items) and callable(value.update) and value["items"] == [1]
+    assert value.offset == 3
