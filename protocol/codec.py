@@ -24,6 +24,7 @@ from protocol.primitives import (
     _IMPORT,
     BOOL,
     UUID,
+    ChunkWriter,
     KArray,
     KNullableStruct,
     Prim,
@@ -325,36 +326,6 @@ def build_construct(message: Message, version: int) -> KStruct:
     if version not in message.valid_versions:
         raise ValueError(f"{message.name} has no version {version} (valid {message.valid_versions})")
     return _Builder(message, version).struct(message.struct)
-
-
-class ChunkWriter:
-    """A write target for encoding that keeps large buffers by reference: writes shorter than `min_chunk` go into
-    a bytearray, a longer one (a partition's record batches) becomes a chunk of its own, so that a response can
-    be sent as the list of chunks (vectored write) without copying its records into one buffer."""
-
-    __slots__ = ("_chunks", "_small", "_min")
-
-    def __init__(self, min_chunk: int) -> None:
-        self._chunks: list[bytes | memoryview] = []
-        self._small = bytearray()
-        self._min = min_chunk
-
-    def write(self, data: bytes | bytearray | memoryview) -> int:
-        n = len(data)  # bytes-like of bytes: elements are bytes
-        if n >= self._min:
-            if self._small:
-                self._chunks.append(bytes(self._small))
-                self._small.clear()
-            self._chunks.append(data)
-        else:
-            self._small += data
-        return n
-
-    def chunks(self) -> list[bytes | memoryview]:
-        if self._small:
-            self._chunks.append(bytes(self._small))
-            self._small.clear()
-        return self._chunks
 
 
 class Codec:

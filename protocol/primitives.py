@@ -337,7 +337,7 @@ def read_compact_bytes(r: Reader) -> bytes | memoryview:
 
 class BytesParts:
     """A bytes or records field's value given in parts (say, views of several log reads): encoded as their
-    concatenation, each part written as it is, so that an encoding into chunks (see protocol.codec.ChunkWriter)
+    concatenation, each part written as it is, so that an encoding into chunks (see ChunkWriter)
     keeps the large ones by reference instead of joining them into a copy."""
 
     __slots__ = ("parts", "nbytes")
@@ -351,6 +351,36 @@ class BytesParts:
 
     def join(self) -> bytes:
         return b"".join(self.parts)
+
+
+class ChunkWriter:
+    """A write target for encoding that keeps large buffers by reference: writes shorter than `min_chunk` go into
+    a bytearray, a longer one (a partition's record batches) becomes a chunk of its own, so that a response can
+    be sent as the list of chunks (vectored write) without copying its records into one buffer."""
+
+    __slots__ = ("_chunks", "_small", "_min")
+
+    def __init__(self, min_chunk: int) -> None:
+        self._chunks: list[bytes | memoryview] = []
+        self._small = bytearray()
+        self._min = min_chunk
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        n = len(data)  # bytes-like of bytes: elements are bytes
+        if n >= self._min:
+            if self._small:
+                self._chunks.append(bytes(self._small))
+                self._small.clear()
+            self._chunks.append(data)
+        else:
+            self._small += data
+        return n
+
+    def chunks(self) -> list[bytes | memoryview]:
+        if self._small:
+            self._chunks.append(bytes(self._small))
+            self._small.clear()
+        return self._chunks
 
 
 def _blen(v: Any) -> int:
