@@ -101,7 +101,8 @@ def _not_default(code: Any, value: Any) -> str:
             return obj is None or all(obj.get(k, d) == d for k, d in defaults.items())
 
         code.linkedinstances[id(is_default)] = is_default
-        return f"not linkedinstances[{id(is_default)}](obj)"
+        # an empty mapping (the usual: the key not given) is the default without a call to check it
+        return f"obj and not linkedinstances[{id(is_default)}](obj)"
     return f"obj != {_literal(code, value, fresh=False)}"
 
 
@@ -220,7 +221,7 @@ class KStruct(Construct):
                         f"        build_tag_{n}_{tag}(obj, sub, this)",
                         f"        tagged.append(({tag}, sub.getvalue()))",
                     ]
-                lines.append("    write_tagged(io, tagged)")
+                lines.append("    write_tagged(io, tagged) if tagged else io.write(b'\\x00')")
             else:
                 lines.append("    io.write(b'\\x00')")
         lines.append("    return objdict")

@@ -8,6 +8,7 @@ compiled and interpreted codecs share one implementation of each encoding.
 
 from __future__ import annotations
 
+import io
 import struct
 import uuid
 from collections.abc import Iterable
@@ -353,34 +354,34 @@ class BytesParts:
         return b"".join(self.parts)
 
 
-class ChunkWriter:
-    """A write target for encoding that keeps large buffers by reference: writes shorter than `min_chunk` go into
-    a bytearray, a longer one (a partition's record batches) becomes a chunk of its own, so that a response can
-    be sent as the list of chunks (vectored write) without copying its records into one buffer."""
+class ChunkWriter(io.BytesIO):
+    """A write target for encoding that keeps large buffers by reference: every write goes into the BytesIO
+    (C-level: an encoding makes dozens), while the bytes writers hand a value of at least `min_chunk` bytes (a
+    partition's record batches) to `chunk`, which keeps it as a chunk of its own. A response can then be sent as
+    the list of chunks (vectored write) without copying its records into one buffer."""
 
-    __slots__ = ("_chunks", "_small", "_min")
+    __slots__ = ("_chunks", "min_chunk")
 
     def __init__(self, min_chunk: int) -> None:
-        self._chunks: list[bytes | memoryview] = []
-        self._small = bytearray()
-        self._min = min_chunk
+        super().__init__()
+        self._chunks: list[tuple[int, bytes | bytearray | memoryview]] = []  # (where in the small bytes, chunk)
+        self.min_chunk = min_chunk
 
-    def write(self, data: bytes | bytearray | memoryview) -> int:
-        n = len(data)  # bytes-like of bytes: elements are bytes
-        if n >= self._min:
-            if self._small:
-                self._chunks.append(bytes(self._small))
-                self._small.clear()
-            self._chunks.append(data)
-        else:
-            self._small += data
-        return n
+    def chunk(self, data: bytes | bytearray | memoryview) -> None:
+        self._chunks.append((self.tell(), data))
 
     def chunks(self) -> list[bytes | memoryview]:
-        if self._small:
-            self._chunks.append(bytes(self._small))
-            self._small.clear()
-        return self._chunks
+        small = self.getvalue()
+        out: list[bytes | memoryview] = []
+        at = 0
+        for pos, data in self._chunks:
+            if pos > at:
+                out.append(small[at:pos])
+                at = pos
+            out.append(data)
+        if at < len(small):
+            out.append(small[at:])
+        return out
 
 
 def _blen(v: Any) -> int:
@@ -392,11 +393,16 @@ def _blen(v: Any) -> int:
 
 
 def _write_value(w: BinaryIO, v: bytes | memoryview | BytesParts) -> None:
-    if type(v) is BytesParts:
-        for part in v.parts:
-            w.write(part)
+    parts = v.parts if type(v) is BytesParts else (v,)
+    if type(w) is ChunkWriter:
+        for part in parts:
+            if len(part) >= w.min_chunk:  # bytes-like of bytes: elements are bytes
+                w.chunk(part)
+            else:
+                w.write(part)
     else:
-        w.write(v)
+        for part in parts:
+            w.write(part)
 
 
 def write_nullable_bytes(w: BinaryIO, v: bytes | memoryview | BytesParts | None) -> None:
