@@ -16,7 +16,18 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from construct import Construct, Container, Float64b, Int8sb, Int16sb, Int16ub, Int32sb, Int32ub, Int64sb
+from construct import (
+    Construct,
+    Container,
+    Float64b,
+    FormatField,
+    Int8sb,
+    Int16sb,
+    Int16ub,
+    Int32sb,
+    Int32ub,
+    Int64sb,
+)
 
 from protocol import schema
 from protocol.errors import DecodeError, EncodeError
@@ -168,8 +179,20 @@ class KStruct(Construct):
         cls = self.message_class()
         code.linkedinstances[id(cls)] = cls  # bound after the generated module runs: looked up per call
         lines = [f"def {fname}(io, this):", f"    result = linkedinstances[{id(cls)}]()"]
-        for key, sub, _ in self.regular:
-            lines.append(f"    result[{key!r}] = {sub._compileparse(code)}")
+        for i, run in enumerate(_runs(self.regular)):
+            if isinstance(run[0][1], FormatField):
+                # consecutive fixed-size numbers: one bounds check and one unpack for all of them
+                fmt, size = _run_format(run)
+                code.append(f"run_{n}_{i} = struct.Struct({fmt!r})")
+                targets = ", ".join(f"result[{key!r}]" for key, _, _ in run)
+                lines += ["    p = io.pos",
+                          f"    if p + {size} > io.end:",
+                          f"        raise DecodeError({f'truncated: {self.struct_name} wanted {size} bytes'!r})",
+                          f"    {targets}{',' if len(run) == 1 else ''} = run_{n}_{i}.unpack_from(io.buf, p)",
+                          f"    io.pos = p + {size}"]
+            else:
+                (key, sub, _), = run
+                lines.append(f"    result[{key!r}] = {sub._compileparse(code)}")
         for key, default in self.absent:
             lines.append(f"    result[{key!r}] = {_literal(code, default, fresh=True)}")
         if self.flexible:
@@ -206,9 +229,17 @@ class KStruct(Construct):
         n = code.allocateId()
         fname = f"build_kstruct_{n}"
         lines = [f"def {fname}(obj, io, this):", "    objdict = obj"]
-        for key, sub, default in self.regular:
-            lines.append(f"    obj = objdict.get({key!r}, {_literal(code, default, fresh=False)})")
-            lines.append(f"    {sub._compilebuild(code)}")
+        for i, run in enumerate(_runs(self.regular)):
+            if isinstance(run[0][1], FormatField):
+                fmt, _ = _run_format(run)
+                code.append(f"brun_{n}_{i} = struct.Struct({fmt!r})")
+                values = ", ".join(f"objdict.get({key!r}, {_literal(code, default, fresh=False)})"
+                                   for key, _, default in run)
+                lines.append(f"    io.write(brun_{n}_{i}.pack({values}))")
+            else:
+                (key, sub, default), = run
+                lines.append(f"    obj = objdict.get({key!r}, {_literal(code, default, fresh=False)})")
+                lines.append(f"    {sub._compilebuild(code)}")
         if self.flexible:
             if self.tagged:
                 lines.append("    tagged = []")
@@ -227,6 +258,23 @@ class KStruct(Construct):
         lines.append("    return objdict")
         code.append("\n".join(lines))
         return f"{fname}(obj, io, this)"
+
+
+def _runs(regular: list[tuple[str, Construct, Any]]) -> list[list[tuple[str, Construct, Any]]]:
+    """Regular fields in order, grouped: each run of consecutive fixed-size numbers together (read and written with
+    one struct), every other field alone."""
+    runs: list[list[tuple[str, Construct, Any]]] = []
+    for field in regular:
+        if isinstance(field[1], FormatField) and runs and isinstance(runs[-1][-1][1], FormatField):
+            runs[-1].append(field)
+        else:
+            runs.append([field])
+    return runs
+
+
+def _run_format(run: list[tuple[str, Construct, Any]]) -> tuple[str, int]:
+    """The struct format (big-endian, as each number's own) and byte size of a run of fixed-size numbers."""
+    return ">" + "".join(sub.fmtstr.lstrip(">") for _, sub, _ in run), sum(sub.length for _, sub, _ in run)
 
 
 def _fresh(default: Any) -> Any:

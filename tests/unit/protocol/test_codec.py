@@ -153,6 +153,27 @@ def test_decoding_does_not_read_past_the_buffer() -> None:
     assert end == len(frame)
 
 
+def test_consecutive_fixed_fields_read_and_written_together() -> None:
+    """A struct's run of fixed-size numbers (a Fetch partition's six) is one unpack: every cut inside it is a
+    DecodeError, never a short read taken as a value; and one pack, which refuses an out-of-range member."""
+    c = request_codec(FETCH, 12)
+    value = {"topics": [{"topic": "t", "partitions": [{"partition": 7, "current_leader_epoch": -3,
+                                                       "fetch_offset": 1 << 40, "last_fetched_epoch": 2,
+                                                       "log_start_offset": -1, "partition_max_bytes": 99}]}]}
+    frame = c.encode(value)
+    partition = c.decode(frame).topics[0].partitions[0]
+    assert (partition.partition, partition.current_leader_epoch, partition.fetch_offset, partition.last_fetched_epoch,
+            partition.log_start_offset, partition.partition_max_bytes) == (7, -3, 1 << 40, 2, -1, 99)
+    at = frame.index(struct.pack(">ii", 7, -3))
+    assert frame[at:at + 32] == struct.pack(">iiqiqi", 7, -3, 1 << 40, 2, -1, 99)
+    for cut in range(at + 1, at + 32):
+        with pytest.raises(DecodeError):
+            c.decode(frame[:cut])
+    value["topics"][0]["partitions"][0]["last_fetched_epoch"] = 1 << 31
+    with pytest.raises(EncodeError):
+        c.encode(value)
+
+
 def test_uvarint_buffer_helpers() -> None:
     for n in (0, 1, 127, 128, 300, 16383, 16384, (1 << 32) - 1):
         data = write_uvarint(n)
