@@ -126,10 +126,13 @@ def read_uvarint(data: bytes | bytearray | memoryview, pos: int = 0) -> tuple[in
             raise DecodeError("varint is too long")
 
 
+_ONE_BYTE = tuple(bytes((n,)) for n in range(0x80))  # the varints of 0..127
+
+
 def write_uvarint(n: int) -> bytes:
     """Unsigned varint bytes for n (0 <= n < 2**32)."""
     if 0 <= n < 0x80:
-        return bytes((n,))
+        return _ONE_BYTE[n]
     if n < 0 or n >= 1 << 32:
         raise EncodeError(f"unsigned varint cannot encode {n}")
     out = bytearray()
@@ -206,11 +209,30 @@ def read_string(r: Reader) -> str:
 def read_compact_length(r: Reader) -> int:
     """A compact length (unsigned varint N+1) as Kafka's readers see it: the varint is a 32-bit Java int, so
     values of 2^31 and more are negative, and any negative length means null."""
+    p = r.pos
+    if p < r.end:
+        x = r.buf[p]
+        if x < 0x80:  # one byte (a length below 127): the usual case
+            r.pos = p + 1
+            return x - 1
     v = read_uvarint_io(r) & 0xFFFFFFFF
     return (v - (1 << 32) if v >= 1 << 31 else v) - 1
 
 
 def read_compact_nullable_string(r: Reader) -> str | None:
+    p = r.pos
+    if p < r.end:
+        buf = r.buf
+        x = buf[p]
+        if 0 < x < 0x80:  # a one-byte length, not null: the string read here, without the calls below
+            q = p + x
+            if q > r.end:
+                raise DecodeError(f"truncated: wanted {x - 1} bytes, got {r.end - p - 1}")
+            r.pos = q
+            try:
+                return str(buf[p + 1:q], "utf-8")
+            except UnicodeDecodeError as e:
+                raise DecodeError(f"invalid UTF-8 in string: {e}") from None
     n = read_compact_length(r)
     if n < 0:
         return None
@@ -291,8 +313,14 @@ def write_compact_nullable_string(w: BinaryIO, v: str | None) -> None:
     if v is None:
         w.write(b"\x00")
         return
-    data = _encode_str(v)
-    w.write(write_uvarint(len(data) + 1))
+    data = v.encode("utf-8")
+    n = len(data)
+    if n < 0x7F:  # a one-byte length
+        w.write(_ONE_BYTE[n + 1])
+    else:
+        if n > MAX_STRING:
+            raise EncodeError(f"string of {n} bytes is too long")
+        w.write(write_uvarint(n + 1))
     w.write(data)
 
 
@@ -461,7 +489,7 @@ def write_array_len(w: BinaryIO, n: int) -> None:
 
 
 def write_compact_array_len(w: BinaryIO, n: int) -> None:
-    w.write(write_uvarint(n + 1))
+    w.write(_ONE_BYTE[n + 1] if -1 <= n < 0x7F else write_uvarint(n + 1))
 
 
 # --- tagged fields -----------------------------------------------------------------------------
