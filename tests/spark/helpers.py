@@ -41,6 +41,16 @@ def group_members(bootstrap: str, group: str) -> list[str]:
     return [m.member_id for m in resp.groups[0].members]
 
 
+def assigned_partitions(bootstrap: str, group: str) -> dict[str, int]:
+    """Each member of a share group with the number of partitions assigned to it (ShareGroupDescribe)."""
+    from shoal_client import BrokerConnection
+
+    host, port = bootstrap.rsplit(":", 1)
+    with BrokerConnection(host, int(port), client_id="spark-tests") as conn:
+        resp = conn.call(77, 1, {"group_ids": [group], "include_authorized_operations": False})
+    return {m.member_id: sum(len(t.partitions) for t in m.assignment.topic_partitions) for m in resp.groups[0].members}
+
+
 def value_of(i: int, size: int = 0) -> bytes:
     text = f"record-{i:08d}".encode()
     return text + b"." * max(0, size - len(text))

@@ -18,6 +18,7 @@ from pyspark.errors import StreamingQueryException
 from shoal_client import RELEASE, ShareGroupMember, acknowledgements
 from tests.helpers.confluent_clients import share_from_earliest
 from tests.spark.helpers import (
+    assigned_partitions,
     create_topic,
     group_members,
     numbers,
@@ -134,6 +135,10 @@ def test_two_queries_in_one_group_split_the_records(spark, tmp_path):
                            .option("checkpointLocation", str(tmp_path / f"ck-{name}"))
                            .trigger(processingTime="200 milliseconds").start())
         wait_until(lambda: all(q.recentProgress for q in queries), 120, "both queries running")
+        # A query runs triggers before its member has joined; records produced while one member held both
+        # partitions could all go to it.
+        wait_until(lambda: sorted(assigned_partitions(broker.bootstrap, "g").values()) == [1, 1], 120,
+                   "each query's member assigned one of the two partitions")
         produce(broker.bootstrap, "split", 0, 6000, partitions=2)
 
         def union() -> Counter:
