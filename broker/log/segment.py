@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -318,6 +319,13 @@ class Segment:
             region, region_start = self._pread(limit - first_pos, first_pos), first_pos
         # cut at the last whole batch inside [first_pos, limit)
         q = first_pos
+        if bounds is None:
+            # Only the cut is wanted: walk from the last indexed batch starting inside the limit (batches before
+            # it lie whole before it), not over every batch of the read.
+            positions = self.offset_index.pos
+            i = bisect_right(positions, limit - HEADER_SIZE) - 1
+            if i >= 0 and positions[i] > q:
+                q = positions[i]
         unpack = BATCH_BOUNDS.unpack_from
         while q + HEADER_SIZE <= limit:
             base, length, attributes, delta = unpack(region, q - region_start)
