@@ -209,30 +209,18 @@ def read_string(r: Reader) -> str:
 def read_compact_length(r: Reader) -> int:
     """A compact length (unsigned varint N+1) as Kafka's readers see it: the varint is a 32-bit Java int, so
     values of 2^31 and more are negative, and any negative length means null."""
-    p = r.pos
-    if p < r.end:
-        x = r.buf[p]
-        if x < 0x80:  # one byte (a length below 127): the usual case
-            r.pos = p + 1
-            return x - 1
     v = read_uvarint_io(r) & 0xFFFFFFFF
     return (v - (1 << 32) if v >= 1 << 31 else v) - 1
 
 
 def read_compact_nullable_string(r: Reader) -> str | None:
     p = r.pos
-    if p < r.end:
-        buf = r.buf
-        x = buf[p]
-        if 0 < x < 0x80:  # a one-byte length, not null: the string read here, without the calls below
-            q = p + x
-            if q > r.end:
-                raise DecodeError(f"truncated: wanted {x - 1} bytes, got {r.end - p - 1}")
-            r.pos = q
-            try:
-                return str(buf[p + 1:q], "utf-8")
-            except UnicodeDecodeError as e:
-                raise DecodeError(f"invalid UTF-8 in string: {e}") from None
+    x = r.buf[p] if p < r.end else 0
+    if 0 < x < 0x80 and p + x <= r.end:
+        # a one-byte length (below 127), not null, and the bytes are there: the usual string, read without the
+        # length and slice calls below (anything else takes them, and their errors)
+        r.pos = p + x
+        return _decode_str(r.buf[p + 1:p + x])
     n = read_compact_length(r)
     if n < 0:
         return None
@@ -313,14 +301,8 @@ def write_compact_nullable_string(w: BinaryIO, v: str | None) -> None:
     if v is None:
         w.write(b"\x00")
         return
-    data = v.encode("utf-8")
-    n = len(data)
-    if n < 0x7F:  # a one-byte length
-        w.write(_ONE_BYTE[n + 1])
-    else:
-        if n > MAX_STRING:
-            raise EncodeError(f"string of {n} bytes is too long")
-        w.write(write_uvarint(n + 1))
+    data = _encode_str(v)
+    w.write(write_uvarint(len(data) + 1))
     w.write(data)
 
 
@@ -489,7 +471,7 @@ def write_array_len(w: BinaryIO, n: int) -> None:
 
 
 def write_compact_array_len(w: BinaryIO, n: int) -> None:
-    w.write(_ONE_BYTE[n + 1] if -1 <= n < 0x7F else write_uvarint(n + 1))
+    w.write(write_uvarint(n + 1))
 
 
 # --- tagged fields -----------------------------------------------------------------------------

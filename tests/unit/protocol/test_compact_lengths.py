@@ -1,5 +1,5 @@
-"""Compact strings and array lengths: the one-byte fast paths (lengths below 127, the usual case) against the
-general varint path, at the boundary and on malformed input."""
+"""Compact strings (read by a one-byte fast path for lengths below 127, the usual case) and array lengths, against
+the general varint path, at the boundary and on malformed input."""
 
 from __future__ import annotations
 
