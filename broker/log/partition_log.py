@@ -303,12 +303,12 @@ class PartitionLog:
     def _segment_for(self, offset: int) -> int:
         return max(0, bisect_right(self._bases, offset) - 1)
 
-    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True, bounds: list | None = None
-             ) -> ReadResult:
+    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True, bounds: list | None = None,
+             run_records: int = 0) -> ReadResult:
         """Whole batches from the batch holding `offset`, up to `max_bytes` (more for a single first batch if
         `min_one_batch`, KIP-74), from one segment. Raises OffsetOutOfRangeError outside [start, end], and
-        KafkaStorageError once the log directory is offline. `bounds`: see Segment.read (a share acquisition
-        needs the batches' offsets; the read walks them anyway)."""
+        KafkaStorageError once the log directory is offline. `bounds` and `run_records`: see Segment.read (a
+        share acquisition needs the batches' offsets)."""
         self.failures.check()
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
@@ -318,7 +318,7 @@ class PartitionLog:
         while i < len(self._segments):
             segment = self._segments[i]
             if offset < segment.next_offset:
-                data, position, first = segment.read(offset, max_bytes, min_one_batch, bounds)
+                data, position, first = segment.read(offset, max_bytes, min_one_batch, bounds, run_records)
                 if first >= 0:
                     return ReadResult(data, first, segment.base_offset, position, hw, start)
                 # nothing at or after `offset` here: a compacted segment's tail (or all of it) was removed

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -20,6 +20,7 @@ from broker.log.files import INDEX_FLAGS, LOG_FLAGS, SHARED, FileCache
 from broker.log.index import OffsetIndex, TimeIndex, _IndexFile
 from broker.log.txn_index import CorruptTxnIndexError, TxnIndex
 from protocol.records import (
+    ATTR_CONTROL,
     BATCH_BOUNDS,
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -41,6 +42,7 @@ _READ_SLACK = 1024  # extra bytes read past the index interval hoping to catch t
 _MAX_READ_AHEAD = 256 * 1024
 _HEADER_CHUNK = 4096
 _MAX_REL_OFFSET = (1 << 31) - 1
+_ATTRIBUTES_LOW = 22  # position in a batch of the low byte of its attributes (the control flag's)
 
 # an append's batches: (position inside the appended bytes, size, last offset, max timestamp)
 BatchEntry = tuple[int, int, int, int]
@@ -111,6 +113,9 @@ class Segment:
         self._bytes_since_index = 0
         self.batch_count = 0  # batches tracked since open (all of them for a new or recovered-from-start segment)
         self._tracked_bytes = 0
+        # positions of the control batches tracked: all of the segment's when every byte was tracked (see
+        # `_free_of_control`)
+        self._controls: list[int] = []
         self.closed = False
 
     def __repr__(self) -> str:
@@ -179,7 +184,7 @@ class Segment:
                 while written < len(view):
                     written += os.write(fd, view[written:])
             for rel, size, last_offset, max_ts in batches:
-                self._track(position + rel, size, last_offset, max_ts)
+                self._track(position + rel, size, last_offset, max_ts, data[rel + _ATTRIBUTES_LOW] & ATTR_CONTROL)
         except BaseException as err:
             try:
                 os.ftruncate(fd, position)
@@ -195,15 +200,18 @@ class Segment:
     def _tracking_state(self) -> tuple:
         return (self.next_offset, self.max_timestamp, self.offset_of_max_timestamp, self.first_batch_timestamp,
                 self._bytes_since_index, self.batch_count, self._tracked_bytes, len(self.offset_index),
-                len(self.time_index))
+                len(self.time_index), len(self._controls))
 
     def _restore(self, saved: tuple) -> None:
         (self.next_offset, self.max_timestamp, self.offset_of_max_timestamp, self.first_batch_timestamp,
-         self._bytes_since_index, self.batch_count, self._tracked_bytes, offsets, times) = saved
+         self._bytes_since_index, self.batch_count, self._tracked_bytes, offsets, times, controls) = saved
+        del self._controls[controls:]
         self.offset_index.rollback(offsets)
         self.time_index.rollback(times)
 
-    def _track(self, position: int, size: int, last_offset: int, max_timestamp: int) -> None:
+    def _track(self, position: int, size: int, last_offset: int, max_timestamp: int, control: int) -> None:
+        if control:
+            self._controls.append(position)
         if self.first_batch_timestamp is None:
             self.first_batch_timestamp = max_timestamp
         if max_timestamp > self.max_timestamp:
@@ -272,11 +280,13 @@ class Segment:
                 return pos, header
         return None
 
-    def read(self, offset: int, max_bytes: int, min_one_batch: bool, bounds: list | None = None
-             ) -> tuple[bytes | memoryview, int, int]:
+    def read(self, offset: int, max_bytes: int, min_one_batch: bool, bounds: list | None = None,
+             run_records: int = 0) -> tuple[bytes | memoryview, int, int]:
         """Whole batches starting with the batch holding `offset`, at most `max_bytes` unless the first batch is
         bigger and `min_one_batch` (KIP-74). Returns (data, position, first batch base offset or -1). `bounds`
-        receives (position in data, base offset, last offset, size, attributes) of each batch returned.
+        receives (position in data, base offset, last offset, size, attributes) of each batch returned; with
+        `run_records`, one such entry for all of them (attributes 0) when none is a control batch and they span
+        fewer than `run_records` offsets (a share acquisition takes them whole: it need not walk each batch).
 
         Usually one pread: from the index entry at or before `offset`, read max_bytes + index interval + slack,
         walk the headers in memory to the target batch, then cut at the last whole batch within max_bytes. With
@@ -317,28 +327,58 @@ class Segment:
             region, region_start = buf, start
         else:
             region, region_start = self._pread(limit - first_pos, first_pos), first_pos
-        # cut at the last whole batch inside [first_pos, limit)
-        q = first_pos
         if bounds is None:
-            # Only the cut is wanted: walk from the last indexed batch starting inside the limit (batches before
-            # it lie whole before it), not over every batch of the read.
-            positions = self.offset_index.pos
-            i = bisect_right(positions, limit - HEADER_SIZE) - 1
-            if i >= 0 and positions[i] > q:
-                q = positions[i]
+            q = self._cut(region, region_start, self._cut_start(first_pos, limit), limit)[0]
+        elif run_records > 0 and self._free_of_control(first_pos, limit):
+            walk = self._cut_start(first_pos, limit)
+            q, last = self._cut(region, region_start, walk, limit)
+            if last < 0:  # the indexed batch there runs past the limit: from the one before it (ends before it)
+                q, last = self._cut(region, region_start, self._cut_start(first_pos, walk), limit)
+            if 0 <= last < first.base_offset + run_records:
+                bounds.append((0, first.base_offset, last, q - first_pos, 0))
+            else:  # too many offsets for one run: each batch
+                q = self._cut(region, region_start, first_pos, limit, bounds)[0]
+        else:
+            q = self._cut(region, region_start, first_pos, limit, bounds)[0]
+        lo, hi = first_pos - region_start, q - region_start
+        # a view of the read, not a copy: the batches are sent as they are (the read stays alive meanwhile)
+        data = region if (lo == 0 and hi == len(region)) else memoryview(region)[lo:hi]
+        return data, first_pos, first.base_offset
+
+    def _cut_start(self, first_pos: int, limit: int) -> int:
+        """Where to walk from to find the cut at `limit`: the last indexed batch starting inside it (batches
+        before it lie whole before it), not the first batch of the read."""
+        positions = self.offset_index.pos
+        i = bisect_right(positions, limit - HEADER_SIZE) - 1
+        return positions[i] if i >= 0 and positions[i] > first_pos else first_pos
+
+    @staticmethod
+    def _cut(region: bytes, region_start: int, q: int, limit: int, bounds: list | None = None
+             ) -> tuple[int, int]:
+        """Walk whole batches from position `q` (a batch start) up to `limit`: (the position after the last
+        whole one, its last offset or -1 when none fits). `bounds` receives each batch's (position from the
+        walk's start, base offset, last offset, size, attributes)."""
+        first_pos, last = q, -1
         unpack = BATCH_BOUNDS.unpack_from
         while q + HEADER_SIZE <= limit:
             base, length, attributes, delta = unpack(region, q - region_start)
             size = length + LOG_OVERHEAD
             if size < HEADER_SIZE or q + size > limit:
                 break
+            last = base + delta
             if bounds is not None:  # where each batch is and which offsets it holds
-                bounds.append((q - first_pos, base, base + delta, size, attributes))
+                bounds.append((q - first_pos, base, last, size, attributes))
             q += size
-        lo, hi = first_pos - region_start, q - region_start
-        # a view of the read, not a copy: the batches are sent as they are (the read stays alive meanwhile)
-        data = region if (lo == 0 and hi == len(region)) else memoryview(region)[lo:hi]
-        return data, first_pos, first.base_offset
+        return q, last
+
+    def _free_of_control(self, start: int, end: int) -> bool:
+        """True when positions [start, end) are known to hold no control batch: every byte of the segment went
+        through `_track` (written since it was opened, or recovered from its start), and none of the control
+        batches it saw lies there."""
+        if self._tracked_bytes != self.size:
+            return False
+        controls = self._controls
+        return not controls or bisect_left(controls, start) == bisect_left(controls, end)
 
     def _read_large(self, offset: int, start: int, max_bytes: int, min_one_batch: bool, bounds: list | None
                     ) -> tuple[bytes | memoryview, int, int]:
@@ -393,6 +433,7 @@ class Segment:
         index.truncate_entries(i + 1)
         self._bytes_since_index = 0
         self.batch_count = self._tracked_bytes = 0
+        self._controls = []
         self.first_batch_timestamp = None
         if start_header is None:
             self.time_index.truncate_after_offset(self.base_offset - 1)
@@ -458,7 +499,8 @@ class Segment:
                     return pos
             if crc32c(memoryview(buf)[off + 21:off + batch_size]) != h.crc:
                 return pos
-            self._track(pos, batch_size, h.base_offset + h.last_offset_delta, h.max_timestamp)
+            self._track(pos, batch_size, h.base_offset + h.last_offset_delta, h.max_timestamp,
+                        h.attributes & ATTR_CONTROL)
             pos += batch_size
         return pos
 

@@ -702,7 +702,8 @@ class SharePartitionManager:
             want = min(left, int(need) + _READ_SLACK_BYTES)
             bounds: list[tuple[int, int, int, int, int]] = []
             try:
-                found = plog.read(offset, max(1, want), min_one_batch=True, bounds=bounds)
+                # the batches as one bound when they hold no control batch and fit the records left
+                found = plog.read(offset, max(1, want), min_one_batch=True, bounds=bounds, run_records=room - taken)
             except OffsetOutOfRangeError:  # retention moved the log start: nothing left to read
                 break
             data = memoryview(found.data)

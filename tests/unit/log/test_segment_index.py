@@ -11,7 +11,11 @@ from hypothesis import strategies as st
 
 from broker.log import LogConfig, PartitionLog
 from broker.log.index import OffsetIndex, TimeIndex
+from protocol import records as rec
 from tests.helpers.record_batches import batch, batches_in
+
+CONTROL_BATCH = rec.build_batch([rec.Record(None, b"")], timestamp=1_000, control=True, transactional=True,
+                                producer_id=1)
 
 
 def test_offset_index_lookup_and_reload(tmp_path: Path) -> None:
@@ -48,7 +52,8 @@ def test_preallocated_zero_tail_is_dropped(tmp_path: Path) -> None:
     tidx.close()
 
 
-def check_every_offset(plog: PartitionLog, max_bytes: int) -> None:
+def check_every_offset(plog: PartitionLog, max_bytes: int, *, tracked: bool) -> None:
+    """`tracked`: every segment was written since the log was opened, so its control batches are known."""
     for offset in range(plog.log_start_offset, plog.log_end_offset):
         result = plog.read(offset, max_bytes)
         headers = batches_in(result.data)
@@ -58,14 +63,38 @@ def check_every_offset(plog: PartitionLog, max_bytes: int) -> None:
         assert result.first_offset == first.base_offset
         assert len(result.data) <= max_bytes or len(headers) == 1  # KIP-74: one whole batch may exceed it
         # a plain read finds its cut from the offset index; one asking for the batches' bounds walks every batch
-        walked = plog.read(offset, max_bytes, bounds=[])
-        assert bytes(result.data) == bytes(walked.data), offset
+        walked: list = []
+        walked_data = bytes(plog.read(offset, max_bytes, bounds=walked).data)
+        assert bytes(result.data) == walked_data, offset
+        assert walked == [(pos, h.base_offset, h.last_offset, h.size, h.attributes)
+                          for pos, h in rec.iter_batches(result.data)]
+        check_runs(plog, offset, max_bytes, walked_data, walked, tracked)
         for a, b in zip(headers, headers[1:], strict=False):
             assert b.base_offset == a.last_offset + 1
 
 
+def check_runs(plog: PartitionLog, offset: int, max_bytes: int, data: bytes, walked: list, tracked: bool) -> None:
+    """A read asking for the bounds as one run (`run_records`) returns the same bytes, and one bound for all its
+    batches exactly when none is a control batch, they span at most `run_records` offsets and the segment's
+    control batches are known; else the bounds of each batch."""
+    span = walked[-1][2] - walked[0][1] + 1
+    control = any(b[4] & rec.ATTR_CONTROL for b in walked)
+    for run_records in (1, span - 1, span, 10 ** 6):
+        if run_records < 1:
+            continue
+        runs: list = []
+        assert bytes(plog.read(offset, max_bytes, bounds=runs, run_records=run_records).data) == data
+        one = [(0, walked[0][1], walked[-1][2], sum(b[3] for b in walked), 0)]
+        if control or span > run_records:
+            assert runs == walked, (offset, run_records)
+        elif tracked:
+            assert runs == one, (offset, run_records)
+        else:  # segments opened from disk: one run only where the segment was recovered from its start
+            assert runs in (walked, one), (offset, run_records)
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(sizes=st.lists(st.tuples(st.integers(1, 5), st.integers(0, 900)), min_size=1, max_size=40),
+@given(sizes=st.lists(st.tuples(st.integers(1, 5), st.integers(0, 900), st.integers(0, 9)), min_size=1, max_size=40),
        interval=st.sampled_from([0, 100, 4096]), segment_bytes=st.sampled_from([700, 3000, 1 << 20]),
        max_bytes=st.sampled_from([1, 200, 1500, 1 << 20]))
 def test_read_every_offset_returns_the_batch_holding_it(sizes, interval, segment_bytes, max_bytes) -> None:
@@ -73,16 +102,18 @@ def test_read_every_offset_returns_the_batch_holding_it(sizes, interval, segment
         cfg = LogConfig(segment_bytes=segment_bytes, index_interval_bytes=interval)
         plog = PartitionLog(Path(tmp) / "t-0", cfg)
         expected = 0
-        for count, value_size in sizes:
-            info = plog.append(batch(count, value_size=value_size))
+        for count, value_size, kind in sizes:
+            # one batch in ten a transaction marker (a control batch: never part of a run)
+            data = CONTROL_BATCH if kind == 0 else batch(count, value_size=value_size)
+            info = plog.append(data)
             assert info.base_offset == expected
             expected = info.last_offset + 1
         assert plog.log_end_offset == expected
-        check_every_offset(plog, max_bytes)
+        check_every_offset(plog, max_bytes, tracked=True)
         plog.close()
         reopened = PartitionLog(Path(tmp) / "t-0", cfg)  # indexes loaded from disk this time
         assert reopened.log_end_offset == expected
-        check_every_offset(reopened, max_bytes)
+        check_every_offset(reopened, max_bytes, tracked=False)
         reopened.close()
 
 

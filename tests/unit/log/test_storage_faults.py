@@ -13,6 +13,7 @@ import pytest
 
 from broker.log import GroupCommitFlusher, LogConfig, PartitionLog
 from broker.log.dir_failure import KafkaStorageError, LogDirFailureChannel
+from protocol import records as rec
 from tests.helpers.record_batches import batch, batches_in
 
 REAL_WRITE, REAL_PWRITE, REAL_FSYNC = os.write, os.pwrite, os.fsync
@@ -89,6 +90,23 @@ def test_full_disk_writing_the_index_undoes_the_batch_too(tmp_path: Path, monkey
     assert index_path.stat().st_size == entries * 8  # no partial entry left in the file
     assert plog.append(batch(3)).base_offset == 4
     assert offsets(plog) == [(0, 2), (2, 2), (4, 3)]
+    plog.close()
+
+
+def test_an_undone_control_batch_is_forgotten_with_it(tmp_path: Path, monkeypatch) -> None:
+    """The segment's known control batches (reads may return batches free of them as one run) roll back with a
+    failed append: a data batch written where the undone marker was is read as part of one run."""
+    plog = PartitionLog(tmp_path / "t-0", LogConfig(index_interval_bytes=1))
+    plog.append(batch(2))
+    monkeypatch.setattr(os, "pwrite", enospc)  # its index entry cannot be written
+    with pytest.raises(OSError):
+        plog.append(rec.build_batch([rec.Record(None, b"")], timestamp=1_000, control=True, transactional=True,
+                                    producer_id=1))
+    monkeypatch.setattr(os, "pwrite", REAL_PWRITE)
+    plog.append(batch(3))
+    bounds: list = []
+    got = plog.read(0, 1 << 20, bounds=bounds, run_records=10)
+    assert bounds == [(0, 0, 4, len(got.data), 0)]
     plog.close()
 
 
