@@ -77,6 +77,7 @@ __all__ = [
     "build_batch",
     "decode_records",
     "iter_batch_views",
+    "is_control_at",
     "iter_batches",
     "iter_records",
     "iter_timestamps",
@@ -236,6 +237,11 @@ _unpack_header = HEADER.unpack_from
 def read_header(buf: Buffer, pos: int = 0) -> BatchHeader:
     """Parse the header at `pos` (no checks beyond there being 61 bytes)."""
     return _make_header(_unpack_header(buf, pos))
+
+
+def is_control_at(buf: Buffer, pos: int) -> bool:
+    """Whether the batch at `pos` is a control batch (the flag is in the low byte of the big-endian attributes)."""
+    return bool(buf[pos + _ATTRIBUTES_AT + 1] & ATTR_CONTROL)
 
 
 def batch_crc(buf: Buffer, pos: int, size: int) -> int:

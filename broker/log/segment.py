@@ -20,13 +20,13 @@ from broker.log.files import INDEX_FLAGS, LOG_FLAGS, SHARED, FileCache
 from broker.log.index import OffsetIndex, TimeIndex, _IndexFile
 from broker.log.txn_index import CorruptTxnIndexError, TxnIndex
 from protocol.records import (
-    ATTR_CONTROL,
     BATCH_BOUNDS,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
     MIN_BATCH_LENGTH,
     BatchHeader,
+    is_control_at,
     read_header,
 )
 
@@ -42,7 +42,6 @@ _READ_SLACK = 1024  # extra bytes read past the index interval hoping to catch t
 _MAX_READ_AHEAD = 256 * 1024
 _HEADER_CHUNK = 4096
 _MAX_REL_OFFSET = (1 << 31) - 1
-_ATTRIBUTES_LOW = 22  # position in a batch of the low byte of its attributes (the control flag's)
 
 # an append's batches: (position inside the appended bytes, size, last offset, max timestamp)
 BatchEntry = tuple[int, int, int, int]
@@ -184,7 +183,7 @@ class Segment:
                 while written < len(view):
                     written += os.write(fd, view[written:])
             for rel, size, last_offset, max_ts in batches:
-                self._track(position + rel, size, last_offset, max_ts, data[rel + _ATTRIBUTES_LOW] & ATTR_CONTROL)
+                self._track(position + rel, size, last_offset, max_ts, is_control_at(data, rel))
         except BaseException as err:
             try:
                 os.ftruncate(fd, position)
@@ -209,7 +208,7 @@ class Segment:
         self.offset_index.rollback(offsets)
         self.time_index.rollback(times)
 
-    def _track(self, position: int, size: int, last_offset: int, max_timestamp: int, control: int) -> None:
+    def _track(self, position: int, size: int, last_offset: int, max_timestamp: int, control: bool) -> None:
         if control:
             self._controls.append(position)
         if self.first_batch_timestamp is None:
@@ -499,8 +498,7 @@ class Segment:
                     return pos
             if crc32c(memoryview(buf)[off + 21:off + batch_size]) != h.crc:
                 return pos
-            self._track(pos, batch_size, h.base_offset + h.last_offset_delta, h.max_timestamp,
-                        h.attributes & ATTR_CONTROL)
+            self._track(pos, batch_size, h.base_offset + h.last_offset_delta, h.max_timestamp, h.is_control)
             pos += batch_size
         return pos
 
