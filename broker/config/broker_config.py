@@ -38,6 +38,11 @@ from broker.config.properties import parse_overrides, parse_properties
 log = structlog.get_logger(__name__)
 
 
+def _shown(key: str, value: Any) -> str | None:
+    """A config value as DescribeConfigs may show it: null for a sensitive (password-typed) config."""
+    return None if BROKER_CONFIGS[key].sensitive else to_text(value)
+
+
 class BrokerConfig:
     """Typed broker properties with Kafka's precedence; cheap `get()` (values are resolved once per change)."""
 
@@ -197,12 +202,15 @@ class BrokerConfig:
         return rows
 
     def _synonyms(self, name: str) -> list[tuple[str, str | None, int]]:
+        """The synonyms of a described config, highest source first. A sensitive synonym's value is null in
+        every layer (Kafka's ConfigHelper.configSynonyms): the synonym would otherwise hand out the secret the
+        described value hides."""
         out = []
         family = DERIVED.get(name, ((name, 1),))
         for layer, source in ((self._per_broker, DYNAMIC_BROKER_CONFIG), (self._dynamic, DYNAMIC_DEFAULT_BROKER_CONFIG),
                               (self._static, STATIC_BROKER_CONFIG)):
-            out += [(key, to_text(layer[key]), source) for key, _ in family if key in layer]
-        out += [(key, to_text(BROKER_CONFIGS[key].default), DEFAULT_CONFIG) for key, _ in family
+            out += [(key, _shown(key, layer[key]), source) for key, _ in family if key in layer]
+        out += [(key, _shown(key, BROKER_CONFIGS[key].default), DEFAULT_CONFIG) for key, _ in family
                 if BROKER_CONFIGS[key].default is not None]
         return out
 

@@ -232,3 +232,27 @@ def test_segment_jitter_from_the_topic_or_the_broker():
     assert jitter({"log.roll.jitter.hours": "2"}, {}) == 7_200_000
     assert jitter({"log.roll.jitter.hours": "2", "log.roll.jitter.ms": "5"}, {}) == 5
     assert jitter({"log.roll.jitter.ms": "5"}, {"segment.jitter.ms": "9"}) == 9
+
+
+def test_sensitive_values_are_null_in_every_synonym():
+    """DescribeConfigs with synonyms never shows a password-typed value, static or default: a synonym carrying
+    the secret that the described value hides would hand it to anyone with DESCRIBE_CONFIGS. Shoal reads every
+    password config only at start, so none can sit in a dynamic layer: setting one dynamically is refused."""
+    from broker.config.broker_defs import BROKER_CONFIGS
+
+    secrets = sorted(name for name, d in BROKER_CONFIGS.items() if d.sensitive)
+    assert "delegation.token.secret.key" in secrets and "ssl.key.password" in secrets
+    config = BrokerConfig({name: f"static-{name}" for name in secrets})
+    for name in secrets:
+        for per_broker in (True, False):
+            with pytest.raises(ConfigError):
+                config.set_dynamic(name, f"dynamic-{name}", per_broker=per_broker)
+    rows = {row.name: row for row in config.describe(secrets, include_synonyms=True)}
+    assert set(rows) == set(secrets)
+    for name, row in rows.items():
+        assert row.is_sensitive and row.value is None, row
+        assert row.synonyms, f"{name} has no synonyms to check"
+        assert all(value is None for _key, value, _source in row.synonyms), row.synonyms
+    every = config.describe(None, include_synonyms=True)
+    assert not [row for row in every if row.is_sensitive and (row.value is not None or
+                                                                any(v is not None for _k, v, _s in row.synonyms))]
