@@ -25,6 +25,7 @@ from broker.cluster.config_service import ConfigService
 from broker.cluster.journal import MetadataJournal
 from broker.cluster.manager import TopicManager
 from broker.config import BrokerConfig, Listener, ensure_meta_properties
+from broker.config.broker_loggers import BrokerLoggers
 from broker.connection_quotas import ConnectionQuotas
 from broker.console.service import Console
 from broker.coordinator_log import CoordinatorLog
@@ -188,7 +189,7 @@ class Broker:
             "__share_group_state": config.get("share.coordinator.state.topic.num.partitions"),
             "__transaction_state": config.get("transaction.state.log.num.partitions"),
         })
-        self.configs = ConfigService(config, topics)
+        self.configs = ConfigService(config, topics, BrokerLoggers(config.node_id))
         self.configs.load()
         quotas = self.quotas = QuotaService(config, journal)
         await asyncio.to_thread(quotas.load)

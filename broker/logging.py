@@ -14,6 +14,58 @@ from typing import TextIO
 import structlog
 
 LEVELS = ("debug", "info", "warning", "error", "critical")
+# Each logging method of a bound logger and the level it logs at.
+_METHOD_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "msg": logging.INFO, "warning": logging.WARNING,
+                  "warn": logging.WARNING, "error": logging.ERROR, "exception": logging.ERROR,
+                  "critical": logging.CRITICAL, "fatal": logging.CRITICAL}
+OFF = logging.CRITICAL + 10  # above every method: nothing is logged
+
+
+def _nop(self, event, *args, **kw) -> None:
+    return None
+
+
+async def _anop(self, event, *args, **kw) -> None:
+    return None
+
+
+class SwitchableBoundLogger(structlog.make_filtering_bound_logger(logging.DEBUG)):  # type: ignore[misc]
+    """structlog's filtering logger whose level can change at run time (a broker logger's level set by
+    IncrementalAlterConfigs, as Kafka's BROKER_LOGGER resource): a method below the level is a no-op set on the
+    class, so loggers already cached keep costing nothing when they are filtered out."""
+
+    min_level = logging.DEBUG
+
+    def log(self, level: int, event: str, *args, **kw):
+        if level < type(self).min_level:
+            return None
+        return super().log(level, event, *args, **kw)
+
+    async def alog(self, level: int, event: str, *args, **kw):
+        if level < type(self).min_level:
+            return None
+        return await super().alog(level, event, *args, **kw)
+
+    def is_enabled_for(self, level: int) -> bool:
+        return level >= type(self).min_level
+
+    def get_effective_level(self) -> int:
+        return type(self).min_level
+
+
+def set_level(level: int) -> None:
+    """Every broker logger logs at `level` (a `logging` level, or OFF) from now on."""
+    SwitchableBoundLogger.min_level = level
+    for name, method_level in _METHOD_LEVELS.items():
+        for attr, nop in ((name, _nop), ("a" + name, _anop)):
+            if method_level < level:
+                setattr(SwitchableBoundLogger, attr, nop)
+            elif attr in vars(SwitchableBoundLogger):
+                delattr(SwitchableBoundLogger, attr)
+
+
+def current_level() -> int:
+    return SwitchableBoundLogger.min_level
 
 
 def resolve_level(level: str | None) -> int:
@@ -44,9 +96,10 @@ def configure(level: str | None = None, fmt: str | None = None, stream: TextIO |
         processors += [exceptions, structlog.processors.JSONRenderer()]
     else:
         processors += [structlog.dev.ConsoleRenderer(colors=stream.isatty(), pad_event_to=0, sort_keys=False)]
+    set_level(resolve_level(level))
     structlog.configure(
         processors=processors,
-        wrapper_class=structlog.make_filtering_bound_logger(resolve_level(level)),
+        wrapper_class=SwitchableBoundLogger,
         logger_factory=structlog.PrintLoggerFactory(stream),
         cache_logger_on_first_use=True,
     )

@@ -19,6 +19,13 @@ from broker.config import group_config as gc
 from broker.config import topic_config as tc
 from broker.config.broker_config import BrokerConfig
 from broker.config.broker_defs import BROKER_CONFIGS, update_mode
+from broker.config.broker_loggers import (
+    BROKER_LOGGER_RESOURCE,
+    DYNAMIC_BROKER_LOGGER_CONFIG,
+    UNKNOWN_TYPE,
+    BrokerLoggers,
+    LoggerError,
+)
 from broker.config.definitions import ConfigError
 from broker.config.kafka_broker_defs import PER_BROKER, READ_ONLY
 from protocol.errors import ErrorCode
@@ -69,9 +76,10 @@ def _apply_list_op(current: str, op: int, value: str | None) -> str:
 
 
 class ConfigService:
-    def __init__(self, config: BrokerConfig, topics: TopicManager) -> None:
+    def __init__(self, config: BrokerConfig, topics: TopicManager, loggers: BrokerLoggers) -> None:
         self._config = config
         self._topics = topics
+        self._loggers = loggers
         # group id -> effective group configs; read on every share fetch, cleared when any config changes.
         self._group_cache: dict[str, dict[str, str]] = {}
         self._changes = asyncio.Lock()
@@ -104,6 +112,16 @@ class ConfigService:
             if error is not None:
                 return {**result, "error_code": int(error.code), "error_message": error.message}
             entries = self._config.describe(keys, include_synonyms=include_synonyms, cluster_defaults=not name)
+        elif resource_type == BROKER_LOGGER_RESOURCE:
+            try:
+                rows = self._loggers.describe(name, keys)
+            except LoggerError as err:
+                return {**result, "error_code": int(err.code), "error_message": err.message}
+            result["configs"] = [{"name": row.name, "value": row.level, "read_only": False,
+                                  "config_source": DYNAMIC_BROKER_LOGGER_CONFIG, "is_sensitive": False,
+                                  "synonyms": [], "config_type": UNKNOWN_TYPE, "documentation": None}
+                                 for row in rows]
+            return result
         elif resource_type == GROUP_RESOURCE:
             if not name:
                 return {**result, "error_code": int(ErrorCode.INVALID_GROUP_ID), "error_message": "Empty group id"}
@@ -135,6 +153,22 @@ class ConfigService:
                 else:
                     await self._alter_group(name, ops, validate_only)
         except ConfigChangeError as err:
+            return err.code, err.message
+        return ErrorCode.NONE, None
+
+    def alter_loggers(self, name: str, ops: list[tuple[str, int, str | None]], *, authorized: bool,
+                      validate_only: bool) -> tuple[ErrorCode, str | None]:
+        """IncrementalAlterConfigs of a BROKER_LOGGER resource: Kafka's preprocess checks (duplicate keys, null
+        values), then the loggers' own (authorization, the broker's id, each operation)."""
+        keys = [key for key, _, _ in ops]
+        if len(set(keys)) != len(keys):
+            return ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys"
+        nulls = [key for key, op, value in ops if op != DELETE and value is None]
+        if nulls:
+            return ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls)
+        try:
+            self._loggers.alter(name, ops, authorized=authorized, validate_only=validate_only)
+        except LoggerError as err:
             return err.code, err.message
         return ErrorCode.NONE, None
 

@@ -11,6 +11,7 @@ refuse them), and answering each copy let one 100 KB request build a 260 MB resp
 from __future__ import annotations
 
 from broker.cluster.topics import BROKER_RESOURCE, CLIENT_METRICS_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE
+from broker.config.broker_loggers import BROKER_LOGGER_RESOURCE
 from broker.context import RequestContext
 from broker.security.acl import AUTHORIZATION_ERRORS, CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode
@@ -19,7 +20,7 @@ DESCRIBE_CONFIGS = 32
 INCREMENTAL_ALTER_CONFIGS = 44
 # Config resource type -> the ACL resource that guards it (and names it).
 _GUARD = {TOPIC_RESOURCE: ResourceType.TOPIC, GROUP_RESOURCE: ResourceType.GROUP, BROKER_RESOURCE: ResourceType.CLUSTER,
-          CLIENT_METRICS_RESOURCE: ResourceType.CLUSTER}
+          BROKER_LOGGER_RESOURCE: ResourceType.CLUSTER, CLIENT_METRICS_RESOURCE: ResourceType.CLUSTER}
 DUPLICATE_RESOURCE = (int(ErrorCode.INVALID_REQUEST), "Duplicate resource.")
 
 
@@ -77,15 +78,22 @@ async def handle_incremental_alter_configs(ctx: RequestContext, req) -> dict:
     responses = []
     repeated = _repeated(req.resources)
     for resource in req.resources:
-        # every copy is refused: which of two alterations was meant is unknowable
-        refused = DUPLICATE_RESOURCE if (resource.resource_type, resource.resource_name) in repeated else (
+        duplicate = (resource.resource_type, resource.resource_name) in repeated
+        # every copy is refused: which of two alterations was meant is unknowable. A broker logger's
+        # authorization comes after the checks of its operations, as Kafka's RuntimeLoggerManager does it.
+        refused = DUPLICATE_RESOURCE if duplicate else (
+            None if resource.resource_type == BROKER_LOGGER_RESOURCE else
             _refused(ctx, AclOperation.ALTER_CONFIGS, resource.resource_type, resource.resource_name))
         if refused is not None:
             responses.append({"error_code": refused[0], "error_message": refused[1],
                               "resource_type": resource.resource_type, "resource_name": resource.resource_name})
             continue
         ops = [(c.name, c.config_operation, c.value) for c in resource.configs]
-        if resource.resource_type == CLIENT_METRICS_RESOURCE:  # client-metrics subscriptions (KIP-714)
+        if resource.resource_type == BROKER_LOGGER_RESOURCE:
+            code, message = service.alter_loggers(
+                resource.resource_name, ops, validate_only=req.validate_only,
+                authorized=ctx.authorize(AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME))
+        elif resource.resource_type == CLIENT_METRICS_RESOURCE:  # client-metrics subscriptions (KIP-714)
             code, message = await ctx.broker.client_metrics_resources.alter(
                 resource.resource_name, ops, validate_only=req.validate_only)
         else:

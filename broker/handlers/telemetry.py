@@ -8,6 +8,7 @@ cluster. The client's attributes that subscriptions match on are read from the r
 from __future__ import annotations
 
 from broker.cluster.topics import BROKER_RESOURCE, CLIENT_METRICS_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE
+from broker.config.broker_loggers import BROKER_LOGGER_RESOURCE
 from broker.context import RequestContext
 from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.telemetry import subscriptions as sub
@@ -17,7 +18,6 @@ from protocol.errors import ErrorCode
 GET_TELEMETRY_SUBSCRIPTIONS = 71
 PUSH_TELEMETRY = 72
 LIST_CONFIG_RESOURCES = 74
-BROKER_LOGGER_RESOURCE = 8
 # What v1 lists when no type is named (v0 lists client-metrics subscriptions only); any other type named is
 # UNSUPPORTED_VERSION, as Kafka.
 V1_TYPES = (TOPIC_RESOURCE, BROKER_RESOURCE, BROKER_LOGGER_RESOURCE, CLIENT_METRICS_RESOURCE, GROUP_RESOURCE)
