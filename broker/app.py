@@ -35,7 +35,7 @@ from broker.groups.runtime import GroupCoordinatorRuntime, coordinator_config
 from broker.log import GroupCommitFlusher, LogManager, PartitionLog
 from broker.log.cleaner import LogCleaner
 from broker.log.dir_failure import LogDirFailureChannel
-from broker.log.log_manager import METADATA_LOG_DIR
+from broker.log.log_manager import METADATA_LOG_DIR, existing_logs
 from broker.metrics.service import MetricsService
 from broker.producer_ids import ProducerIdAllocator, ProducerIdManager
 from broker.quotas.service import QuotaService
@@ -274,7 +274,11 @@ class Broker:
     # --- lifecycle -----------------------------------------------------------------------------------------
     async def start(self) -> None:
         data_dir = self.config.data_dir
-        self.cluster_id = ensure_meta_properties(data_dir, self.node_id, self.config.get("cluster.id"))
+        # in a worker thread: writing the file takes fsyncs. Logs already there without it stop start-up (their
+        # cluster id would be lost) rather than get a new cluster id.
+        self.cluster_id = await asyncio.to_thread(
+            lambda: ensure_meta_properties(data_dir, self.node_id, self.config.get("cluster.id"),
+                                           existing_logs=existing_logs(data_dir)))
         log.info("starting broker", node_id=self.node_id, cluster_id=self.cluster_id, data_dir=str(data_dir))
         await self._build_components()
         for component in self._startables():
@@ -296,6 +300,8 @@ class Broker:
             lines = [str(self.node.port)] + [f"{name} {port}" for name, _, port in bound]
             if self.metrics.port is not None:
                 lines.append(f"prometheus {self.metrics.port}")  # lower case: never a listener name
+            # renamed into place so a reader never sees half of it; not fsynced: it describes this process only
+            # (removed at stop), so a power loss makes it stale whatever it holds
             tmp = self.port_file.with_name(self.port_file.name + ".tmp")
             tmp.write_text("\n".join(lines) + "\n")
             tmp.replace(self.port_file)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import structlog
 
+from broker import durable_files
 from broker.log.config import LogConfig
 from broker.log.dir_failure import LogDirFailureChannel
 from broker.log.files import SHARED, FileCache
@@ -79,19 +80,19 @@ def read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
 
 def write_checkpoint(path: Path, entries: Mapping[tuple[str, int], int]) -> None:
     text = "0\n" + f"{len(entries)}\n" + "".join(f"{t} {p} {o}\n" for (t, p), o in sorted(entries.items()))
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    durable_files.write_file(path, text.encode())
+
+
+def existing_logs(log_dir: Path) -> list[str]:
+    """Names of the logs already in `log_dir`: partition directories (moved-aside ones too) and the metadata
+    journal's. Empty for a directory a broker has never used (or one that does not exist)."""
     try:
-        os.write(fd, text.encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+        names = os.listdir(log_dir)
+    except FileNotFoundError:
+        return []
+    return sorted(name for name in names
+                  if (name == METADATA_LOG_DIR or parse_partition_dir(name) is not None or name.endswith(STRAY_SUFFIX))
+                  and (log_dir / name).is_dir())
 
 
 class LogManager:

@@ -179,6 +179,43 @@ def test_meta_properties(tmp_path):
     assert ensure_meta_properties(tmp_path / "e", 1, "fixed") == "fixed"
 
 
+@pytest.mark.parametrize("damage", ["missing", "empty", "zeros"])
+def test_meta_properties_lost_next_to_logs_is_refused_with_how_to_repair(tmp_path, damage):
+    """What a power loss left before meta.properties was fsynced: never a new cluster id for existing logs."""
+    data = tmp_path / "d"
+    cid = ensure_meta_properties(data, 3, None)
+    meta = data / "meta.properties"
+    if damage == "missing":
+        meta.unlink()
+    else:
+        meta.write_bytes(b"" if damage == "empty" else b"\0" * 90)
+    with pytest.raises(ConfigError) as err:
+        ensure_meta_properties(data, 3, None, existing_logs=["__cluster_metadata-0", "t-0"])
+    message = str(err.value)
+    assert str(meta) in message and "__cluster_metadata-0" in message
+    assert "`version=1`, `node.id=3` and `cluster.id=<id>`" in message and "cluster.id=<id>" in message
+    assert not meta.exists() or meta.read_bytes().strip(b"\0") == b""  # left as it was
+    # the configured cluster id (the operator's repair) is written; then the file is found as usual
+    assert ensure_meta_properties(data, 3, cid, existing_logs=["t-0"]) == cid
+    assert ensure_meta_properties(data, 3, None, existing_logs=["t-0"]) == cid
+
+
+def test_meta_properties_empty_in_a_directory_without_logs_gets_a_new_one(tmp_path):
+    data = tmp_path / "d"
+    data.mkdir()
+    (data / "meta.properties").write_bytes(b"")
+    cid = ensure_meta_properties(data, 1, None)
+    assert f"cluster.id={cid}" in (data / "meta.properties").read_text()
+
+
+def test_meta_properties_without_cluster_id_is_refused_with_how_to_repair(tmp_path):
+    data = tmp_path / "d"
+    data.mkdir()
+    (data / "meta.properties").write_text("version=1\nnode.id=1\n")
+    with pytest.raises(ConfigError, match="has no cluster.id. To repair it, write .*cluster.id=<id>"):
+        ensure_meta_properties(data, 1, None)
+
+
 def test_kafka_broker_configs_by_update_mode():
     """Every broker config Kafka defines is known (those Shoal does not use are inert); the update modes are
     Kafka's, except Kafka-dynamic configs Shoal reads only at start (read-only here)."""

@@ -1,4 +1,5 @@
-"""broker.durable_files: the order of writes, fsyncs and renames that makes a change survive a power loss."""
+"""broker.durable_files: the order of writes, fsyncs and renames that makes a change survive a power loss, and the
+files replaced through it (meta.properties, the log start offset checkpoint)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from broker import durable_files
-from tests.helpers.fs_events import Events
+from broker.config import ensure_meta_properties
+from broker.log.log_manager import write_checkpoint
+from tests.helpers.fs_events import Events, assert_replaced_durably
 
 
 @pytest.fixture
@@ -62,3 +65,16 @@ def test_remove_tree_syncs_the_parent_after_the_removal(tmp_path: Path, events: 
     durable_files.remove_tree(tmp_path / "t-0")
     assert not (tmp_path / "t-0").exists()
     assert events.log[-2:] == [("rmtree", str(tmp_path / "t-0")), ("fsync", str(tmp_path))]
+
+
+def test_meta_properties_is_written_durably(tmp_path: Path, events: Events) -> None:
+    data = tmp_path / "data"
+    cluster_id = ensure_meta_properties(data, 1, None)
+    assert f"cluster.id={cluster_id}" in (data / "meta.properties").read_text()
+    assert events.index("mkdir", str(data)) < events.index("fsync", str(tmp_path))  # the data directory's name
+    assert_replaced_durably(events, data / "meta.properties")
+
+
+def test_log_start_checkpoint_is_written_durably(tmp_path: Path, events: Events) -> None:
+    write_checkpoint(tmp_path / "log-start-offset-checkpoint", {("t", 0): 5})
+    assert_replaced_durably(events, tmp_path / "log-start-offset-checkpoint")
