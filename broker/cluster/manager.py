@@ -31,6 +31,7 @@ from broker.cluster.topics import (
     TopicRegistry,
 )
 from broker.log.dir_failure import KafkaStorageError
+from broker.log.log_manager import delete_logs
 from protocol.errors import ErrorCode
 
 log = structlog.get_logger(__name__)
@@ -295,7 +296,7 @@ class TopicManager:
                     callback(info)
 
             await self.commit_records([(REMOVE_TOPIC_RECORD, {"topic_id": info.topic_id})], then=forget)
-            await asyncio.to_thread(_delete_all, detached)  # directory removal off the event loop
+            await asyncio.to_thread(delete_logs, detached)  # directory removal (fsynced) off the event loop
             log.info("topic deleted", topic=info.name, topic_id=str(info.topic_id))
             return info
 
@@ -394,8 +395,3 @@ class TopicManager:
     def _apply(self, entries: list[tuple[int, dict]]) -> None:
         for record_type, value in entries:
             self.registry.apply(record_type, value)
-
-
-def _delete_all(logs) -> None:
-    for plog in logs:
-        plog.delete()

@@ -47,6 +47,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from broker.durable_files import fsync_file
 from broker.log.files import FileCache
 from broker.log.segment import Segment, segment_name
 from broker.log.txn_index import AbortedTxn, TxnIndex
@@ -622,15 +623,12 @@ class CleaningSession:
         return GroupResult(base, sources, out.size, stats)
 
     def _fsync(self, segment: Segment) -> None:
+        # the data only: the names become durable when commit_cleaned renames them and fsyncs the directory
         for path, _flags in segment.paths():
             try:
-                fd = os.open(path, os.O_RDONLY)
+                fsync_file(path)
             except FileNotFoundError:
                 continue  # an index never written has nothing to sync
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
 
     def _clean_into(self, spec: SegmentSpec, out: Segment, producers: dict[int, int], stats: Stats) -> None:
         job = self.job

@@ -57,6 +57,9 @@ class _IndexFile:
         # Written or cut since the last flush took it (see `take_unflushed`): a flush fsyncs only the files that
         # changed. True at first, so the first flush of a segment opened from disk syncs what loading trimmed.
         self.unflushed = True
+        # The file may have been created since the last flush took this (see `take_created`): its name in the
+        # directory must then be fsynced too.
+        self.created = False
 
     @property
     def file_bytes(self) -> int:
@@ -99,6 +102,15 @@ class _IndexFile:
         finally:
             self.files.release(self.path, fd)
             self.unflushed = True
+            if start == 0:
+                self.created = True
+
+    def take_created(self) -> bool:
+        """True if the file may have been created since the last call (its first entry was written)."""
+        if not self.created:
+            return False
+        self.created = False
+        return True
 
     def _truncate(self) -> None:
         with contextlib.suppress(FileNotFoundError):  # never written: nothing to cut

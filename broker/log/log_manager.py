@@ -124,7 +124,7 @@ class LogManager:
         """Open (and recover) every partition directory with the default config, several at a time in worker
         threads; callers reconfigure later through get_or_create(topic, partition, config). Blocking: call it from
         a worker thread when an event loop is serving."""
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        durable_files.make_dirs(self.log_dir)
         found: dict[tuple[str, int], LogConfig] = {}
         for path in sorted(self.log_dir.iterdir()):
             if not path.is_dir():
@@ -224,16 +224,16 @@ class LogManager:
 
     def discard(self, logs: Mapping[tuple[str, int], PartitionLog]) -> None:
         """Close and remove logs made by `open_many` that were never registered (their creation was undone)."""
-        for plog in logs.values():
-            plog.delete()
+        delete_logs(logs.values())
 
     def delete(self, topic: str, partition: int) -> None:
+        """Remove the partition's log and its directory, durably (blocking: see `delete_logs`)."""
         self._checkpointed.pop((topic, partition), None)
         plog = self._logs.pop((topic, partition), None)
         if plog is not None:
             plog.delete()
         else:
-            shutil.rmtree(self.dir_for(topic, partition), ignore_errors=True)
+            durable_files.remove_tree(self.dir_for(topic, partition))
 
     def move_aside(self, topic: str, partition: int) -> Path:
         """Close the log and rename its directory `<dir>.<id>-stray` (kept, never loaded again)."""
@@ -243,7 +243,8 @@ class LogManager:
             plog.close()
         source = self.dir_for(topic, partition)
         target = source.with_name(f"{source.name}.{uuid.uuid4().hex}{STRAY_SUFFIX}")
-        os.rename(source, target)
+        # durably: a topic of that name created later must never find the stray data back under its name
+        durable_files.rename(source, target)
         return target
 
     def partitions(self) -> list[tuple[str, int]]:
@@ -345,6 +346,18 @@ class LogManager:
         for task in (self._checkpoint_task, self._unlink_task):
             if task is not None and not task.done():
                 await asyncio.shield(task)
+
+
+def delete_logs(logs: Iterable[PartitionLog]) -> None:
+    """Remove the logs' directories, then fsync each parent once: a removal lost to a power loss would bring
+    the data back under the partition's name, where a topic created later by that name would serve it."""
+    parents: set[Path] = set()
+    for plog in logs:
+        plog.delete(sync_parent=False)
+        parents.add(plog.directory.parent)
+    for parent in parents:
+        if parent.is_dir():
+            durable_files.fsync_dir(parent)
 
 
 def _unlink_all(paths: list[str]) -> None:

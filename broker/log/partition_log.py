@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import threading
 import time
 from bisect import bisect_right
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import structlog
 
+from broker import durable_files
 from broker.log import swap
 from broker.log.config import LogConfig
 from broker.log.dir_failure import KafkaStorageError, LogDirFailureChannel, is_transient
@@ -93,9 +93,12 @@ class PartitionLog:
         self._lock = threading.Lock()
         self._dirty: set[Segment] = set()
         self._dir_dirty = False
-        # A new log's directory entries need an fsync only once it holds data (the first append asks for it):
-        # flushing thousands of empty new partitions at shutdown would cost an fsync each for nothing.
-        self._dir_new = False
+        self._parent_dirty = False  # the directory's own entry, in the log directory, needs an fsync
+        # Whether this directory's entries and its entry in the log directory are on disk is not known at open: it
+        # was just made, or a process that crashed may have made it without fsyncs. The first append has the flush
+        # that makes it durable fsync both; a log never written costs nothing (flushing thousands of empty new
+        # partitions at shutdown would cost two fsyncs each for nothing).
+        self._dir_new = True
         self.closed = False
         self.directory.mkdir(parents=True, exist_ok=True)
         self._segments: list[Segment] = []
@@ -162,7 +165,6 @@ class PartitionLog:
         if not self._segments:
             self._segments.append(Segment(self.directory, max(0, log_start_offset), index_interval_bytes=interval,
                                           files=self.files))
-            self._dir_new = True
         self._bases = [s.base_offset for s in self._segments]
 
     def _drop_files(self, bases: list[int]) -> None:
@@ -254,7 +256,8 @@ class PartitionLog:
         with self._lock:
             self._dirty.add(segment)
             if self._dir_new:
-                self._dir_dirty, self._dir_new = True, False
+                self._dir_dirty = self._parent_dirty = True
+                self._dir_new = False
         return AppendInfo(first, offset - 1, -1 if log_append_time is None else log_append_time, max_ts,
                           offset_of_max, self.log_start_offset, len(buf), len(headers))
 
@@ -542,10 +545,11 @@ class PartitionLog:
     # --- durability and lifecycle ------------------------------------------------------------------------------
     @property
     def dirty(self) -> bool:
-        return bool(self._dirty) or self._dir_dirty
+        return bool(self._dirty) or self._dir_dirty or self._parent_dirty
 
     def flush(self) -> None:
-        """fsync the segments written since the last flush (and the directory after creates/deletes).
+        """fsync the segments written since the last flush, the directory after files were made or removed in it,
+        and the log directory (this directory's name) with the first append after the log was opened.
         Safe to call from a worker thread; returns at once when nothing is dirty.
 
         A failed fsync is never retried: Linux may have dropped the pages it could not write while still serving
@@ -554,15 +558,17 @@ class PartitionLog:
         that really are on disk); KafkaStorageError is raised to everyone waiting on this flush."""
         self.failures.check()
         with self._lock:
-            if not self._dirty and not self._dir_dirty:
+            if not self._dirty and not self._dir_dirty and not self._parent_dirty:
                 return
             segments = list(self._dirty)
             sizes = [(segment, segment.size) for segment in segments]  # what this flush will cover
-            dir_dirty = self._dir_dirty
+            # an index file made by its first entry is a new name in the directory too
+            dir_dirty = any([segment.take_created() for segment in segments]) or self._dir_dirty
+            parent_dirty = self._parent_dirty
             self._dirty.clear()
-            self._dir_dirty = False
+            self._dir_dirty = self._parent_dirty = False
             pinned: list[tuple[str, int]] = []
-            dir_fd = -1
+            dir_fds: list[int] = []
             try:
                 for segment in segments:
                     if not segment.closed:
@@ -573,20 +579,23 @@ class PartitionLog:
                                 if path == str(segment.log_path):
                                     raise  # an index file not written yet has nothing to sync
                 if dir_dirty:
-                    dir_fd = os.open(self.directory, os.O_RDONLY)
+                    dir_fds.append(os.open(self.directory, os.O_RDONLY))
+                if parent_dirty:
+                    dir_fds.append(os.open(self.directory.parent, os.O_RDONLY))
             except OSError:
-                self._requeue_locked(segments, dir_dirty)
-                self._unpin(pinned, dir_fd)
+                self._requeue_locked(segments, dir_dirty, parent_dirty)
+                self._unpin(pinned, dir_fds)
                 raise
         try:
-            # all at once (the filesystem shares one journal commit between them), the directory too
-            fsync_all([fd for _path, fd in pinned] + ([dir_fd] if dir_fd >= 0 else []))
+            # all at once (the filesystem shares one journal commit between them), the directories too: the data
+            # is acknowledged only once all of them are done, so their order does not matter
+            fsync_all([fd for _path, fd in pinned] + dir_fds)
         except OSError as err:
             self.failures.fail(f"fsync in {self.directory} failed", err)
             self._discard_unflushed()
             raise KafkaStorageError(f"fsync in {self.directory} failed: {err!r}") from err
         finally:
-            self._unpin(pinned, dir_fd)
+            self._unpin(pinned, dir_fds)
         for segment, size in sizes:
             segment.durable_size = max(segment.durable_size, size)
 
@@ -601,17 +610,18 @@ class PartitionLog:
             except OSError as err:
                 log.error("cannot discard unflushed bytes", segment=str(segment.log_path), error=repr(err))
 
-    def _unpin(self, pinned: list[tuple[str, int]], dir_fd: int) -> None:
+    def _unpin(self, pinned: list[tuple[str, int]], dir_fds: list[int]) -> None:
         for path, fd in pinned:
             self.files.release(path, fd)
-        if dir_fd >= 0:
-            os.close(dir_fd)
+        for fd in dir_fds:
+            os.close(fd)
 
-    def _requeue_locked(self, segments: list[Segment], dir_dirty: bool) -> None:
+    def _requeue_locked(self, segments: list[Segment], dir_dirty: bool, parent_dirty: bool) -> None:
         for segment in segments:
             segment.mark_unflushed()
         self._dirty.update(s for s in segments if not s.closed)
         self._dir_dirty = self._dir_dirty or dir_dirty
+        self._parent_dirty = self._parent_dirty or parent_dirty
 
     def close(self) -> None:
         if self.closed:
@@ -631,11 +641,12 @@ class PartitionLog:
         with self._lock:
             self.closed = True
             self._dirty.clear()
-            self._dir_dirty = False
+            self._dir_dirty = self._parent_dirty = False
             for segment in self._segments:
                 segment.close()
 
-    def delete(self) -> None:
-        """Close and remove the partition directory."""
+    def delete(self, *, sync_parent: bool = True) -> None:
+        """Close and remove the partition directory; with `sync_parent`, durably (blocking: an fsync of the log
+        directory; callers removing many logs pass False and fsync it once)."""
         self._close_segments()
-        shutil.rmtree(self.directory, ignore_errors=True)
+        durable_files.remove_tree(self.directory, sync_parent=sync_parent)

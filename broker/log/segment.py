@@ -136,6 +136,10 @@ class Segment:
         return [(self._path, LOG_FLAGS)] + [(index.path, INDEX_FLAGS) for index in self._indexes()
                                             if index.take_unflushed()]
 
+    def take_created(self) -> bool:
+        """True if an index file may have been created since the last call: the directory needs an fsync."""
+        return any([index.take_created() for index in self._indexes()])
+
     def mark_unflushed(self) -> None:
         """A flush that took `unflushed_paths` did not sync them: the next one must."""
         for index in self._indexes():

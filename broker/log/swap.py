@@ -29,6 +29,7 @@ from pathlib import Path
 
 import structlog
 
+from broker.durable_files import fsync_dir
 from broker.log.clean import CLEANED_SUFFIX, SWAP_SUFFIX
 from broker.log.files import FileCache
 from broker.log.segment import Segment
@@ -43,14 +44,6 @@ _LEFTOVERS = (CLEANED_SUFFIX, ".deleted", ".tmp")
 def crash_point(step: str) -> None:
     if CRASH_HOOK is not None:
         CRASH_HOOK(step)
-
-
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _name(base: int, kind: str, suffix: str = "") -> str:
