@@ -235,6 +235,13 @@ class TimeIndex(_IndexFile):
         del self.ts[count:]
         del self.rel[count:]
 
+    def last_at_or_before(self, offset: int) -> tuple[int, int] | None:
+        """(timestamp, offset) of the last entry whose offset is <= `offset`, or None."""
+        i = bisect_right(self.rel, offset - self.base_offset) - 1
+        if i < 0:
+            return None
+        return self.ts[i], self.base_offset + self.rel[i]
+
     def lookup_before(self, timestamp: int) -> int | None:
         """Offset of the last entry with a timestamp < `timestamp`: every batch up to and including the batch
         holding that offset has maxTimestamp < `timestamp`. None when there is no such entry."""

@@ -438,13 +438,17 @@ class Segment:
         self.batch_count = self._tracked_bytes = 0
         self._controls = []
         self.first_batch_timestamp = None
+        # The time index is cut only after the scan, past the last valid offset: its entries for offsets still in
+        # the log stay, the last one (the max timestamp written when the segment was sealed) included. Cutting it
+        # back to the offset index's last entry first would rewrite every sealed segment's .timeindex at each
+        # start. The scan's own entries are added only above the kept ones (TimeIndex.maybe_append).
         if start_header is None:
-            self.time_index.truncate_after_offset(self.base_offset - 1)
             self.max_timestamp, self.offset_of_max_timestamp = -1, -1
             self.next_offset = self.base_offset
         else:
-            self.time_index.truncate_after_offset(start_header.base_offset + start_header.last_offset_delta)
-            self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last or (-1, -1)
+            start_last = start_header.base_offset + start_header.last_offset_delta
+            self.max_timestamp, self.offset_of_max_timestamp = (
+                self.time_index.last_at_or_before(start_last) or (-1, -1))
             self.next_offset = start_header.base_offset
             first = self._pread(HEADER_SIZE, 0)
             if len(first) == HEADER_SIZE:
@@ -457,6 +461,7 @@ class Segment:
         if valid_end < size:
             self._truncate_file(valid_end)
             self.size = valid_end
+        self.time_index.truncate_after_offset(self.next_offset - 1)
         # aborted transactions whose marker was cut off with a torn tail go too (the scan of the transaction
         # state adds back entries missing for markers still in the log)
         self.txn_index.truncate_to(self.next_offset)

@@ -230,6 +230,69 @@ def test_recovery_drops_stale_index_entries_and_rebuilds_missing_index(tmp_path:
     third.close()
 
 
+def _index_files(directory: Path, bases: list[int]) -> dict[str, tuple[bytes, int]]:
+    """Contents and mtime (ns) of the index files of the segments starting at `bases`."""
+    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(directory.iterdir())
+            if p.suffix in (".index", ".timeindex", ".txnindex") and int(p.stem) in bases}
+
+
+@pytest.mark.parametrize("index_interval", [300, 100_000])  # index entries inside segments, or only the sealing one
+def test_a_clean_restart_leaves_sealed_segments_index_files_as_they_are(tmp_path: Path, index_interval: int):
+    directory = tmp_path / "t-0"
+    cfg = LogConfig(segment_bytes=1200, index_interval_bytes=index_interval)
+    plog = PartitionLog(directory, cfg)
+    for i in range(20):  # timestamps that rise and fall, so the largest is not the last of a segment
+        plog.append(batch(2, value_size=100, ts=10_000 + 100 * i + (500 if i % 3 == 0 else 0)))
+    plog.close()
+    sealed = [s.base_offset for s in plog.segments[:-1]]
+    assert len(sealed) >= 3
+    # an hour old: any write to a file would give it the current time
+    for path in directory.iterdir():
+        os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns - 3_600 * 10**9))
+    before = _index_files(directory, sealed)
+    assert any(name.endswith(".timeindex") for name in before)
+    timestamps = range(9_900, 12_600, 50)
+    for _restart in range(2):
+        again = PartitionLog(directory, cfg)
+        answers = [again.offset_for_timestamp(ts) for ts in timestamps]
+        assert again.max_timestamp_offset() == (36, 12_300)  # i = 18: 10_000 + 1800 + 500
+        again.close()
+        assert _index_files(directory, sealed) == before
+    # the answers are what the records themselves say
+    assert answers == [_first_batch_reaching(directory, cfg, ts) for ts in timestamps]
+
+
+def _first_batch_reaching(directory: Path, cfg: LogConfig, ts: int) -> tuple[int, int] | None:
+    """offset_for_timestamp at batch granularity (the batches' records share one timestamp), without indexes."""
+    plog = PartitionLog(directory, cfg)
+    try:
+        return next(((h.base_offset, h.max_timestamp) for h in plog.iter_batch_headers() if h.max_timestamp >= ts),
+                    None)
+    finally:
+        plog.close()
+
+
+def test_recovery_cuts_time_index_entries_past_a_torn_tail(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    cfg = LogConfig(index_interval_bytes=300)
+    plog = PartitionLog(directory, cfg)
+    for i in range(12):
+        plog.append(batch(2, value_size=100, ts=1_000 + i))
+    size = len(batch(2, value_size=100))
+    plog.close()  # sealing adds (1011, 23) to the time index
+    os.truncate(directory / "00000000000000000000.log", 9 * size + 7)  # 9 whole batches and a torn one
+    again = PartitionLog(directory, cfg)
+    assert again.log_end_offset == 18
+    index = again.active.time_index
+    assert len(index) and index.last[1] < 18 and index.last[0] <= 1_008
+    assert again.max_timestamp_offset() == (16, 1_008)
+    assert again.offset_for_timestamp(1_009) is None
+    assert again.offset_for_timestamp(1_005) == (10, 1_005)
+    again.append(batch(2, value_size=100, ts=2_000))
+    assert again.offset_for_timestamp(1_009) == (18, 2_000)
+    again.close()
+
+
 def test_torn_older_segment_drops_later_segments(tmp_path: Path) -> None:
     cfg = LogConfig(segment_bytes=700)
     directory = tmp_path / "t-0"
