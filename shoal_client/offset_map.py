@@ -105,10 +105,17 @@ class MigrationState:
         return cls.from_json(json.loads(text))
 
     def save(self, path: Path) -> None:
-        """Replace the file atomically (write, fsync, rename), so a crash leaves the old or the new state."""
+        """Replace the file atomically (write, fsync, rename, fsync the directory), so a crash or a power loss
+        leaves the old or the new state, and the new one once this returns. (Clients do not import broker/, whose
+        `durable_files.write_file` does the same.)"""
         tmp = path.with_name(path.name + ".tmp")
         with open(tmp, "w") as f:
             json.dump(self.to_json(), f, separators=(",", ":"))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)  # the rename itself
+        finally:
+            os.close(fd)
