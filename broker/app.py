@@ -252,7 +252,7 @@ class Broker:
             coordinator_config(config), CoordinatorLog(topics, replicas, OFFSETS_TOPIC), topics, self.configs,
             share_coordinator, spawn,
             # built after the group coordinator (whose markers it writes through it): a late-bound reference
-            txn_verifier=lambda: self.transaction_coordinator,
+            txn_verifier=lambda: self.transaction_coordinator, authorizer=self.security,
             consumer_enabled="consumer" in config.get("group.coordinator.rebalance.protocols"),
             share_enabled=bool(config.get("group.share.enable")))
         topics.on_delete(lambda info: spawn(groups.topics_deleted([info.topic_id], [info.name]),

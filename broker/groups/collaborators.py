@@ -65,3 +65,15 @@ class GroupConfigs(Protocol):
 
 # Run a coroutine as a background task for the life of the broker (named for logs); failures are logged.
 Spawn = Callable[[Coroutine[Any, Any, Any], str], asyncio.Task]
+
+
+class TopicAuthorizer(Protocol):
+    """Who may DESCRIBE which topic (the security component): a regex subscription resolves only to those."""
+
+    @property
+    def enforcing(self) -> bool: ...  # an authorizer runs (authorizer.class.name)
+
+    @property
+    def acl_version(self) -> int: ...  # moves on when a decision may have changed
+
+    def may_describe_topic(self, principal: str, host: str, topic: str) -> bool: ...

@@ -25,6 +25,7 @@ from broker.groups.consumer.classic_members import join_error, sync_error
 from broker.groups.consumer.group import ConsumerGroup
 from broker.groups.consumer.manager import ConsumerConfig, ConsumerGroupManager
 from broker.groups.consumer.migration import MigrationPolicy
+from broker.groups.consumer.regex import Identity, Resolution
 from broker.groups.offsets import (
     INVALID_OFFSET,
     NO_LEADER_EPOCH,
@@ -80,7 +81,7 @@ class DeletePlan:
 class GroupCoordinator:
     def __init__(self, config: GroupCoordinatorConfig | None = None, *, topic_info: TopicInfoLookup,
                  topic_name: TopicNameLookup | None = None, any_topic: TopicInfoLookup | None = None,
-                 topic_names: Callable[[], Iterable[str]] = lambda: (), topics_version: Callable[[], int] = lambda: 0,
+                 topics_version: Callable[[], int] = lambda: 0, acl_version: Callable[[], int] = lambda: 0,
                  new_member_id: Callable[[str, str | None], str] | None = None,
                  consumer_member_id: Callable[[], str] | None = None,
                  share_timing: GroupTimingLookup | None = None,
@@ -91,8 +92,8 @@ class GroupCoordinator:
         self._topic_info = topic_info
         self._topic_name = topic_name or (lambda tid: None)
         self._any_topic = any_topic or topic_info
-        self._topic_names = topic_names
         self._topics_version = topics_version
+        self._acl_version = acl_version
         self._new_member_id = new_member_id
         self._consumer_member_id = consumer_member_id
         self._share_timing = share_timing
@@ -102,8 +103,9 @@ class GroupCoordinator:
         self.classic = ClassicGroupManager(self.config.classic, group_type_of=self.group_type_of,
                                      new_member_id=new_member_id)
         extra = {} if consumer_member_id is None else {"member_id_factory": consumer_member_id}
-        self.consumer = ConsumerGroupManager(self.config.consumer, topic_info=topic_info, topic_names=topic_names,
-                                             topics_version=topics_version, group_timing=consumer_timing, **extra)
+        self.consumer = ConsumerGroupManager(self.config.consumer, topic_info=topic_info,
+                                             topics_version=topics_version, acl_version=acl_version,
+                                             group_timing=consumer_timing, **extra)
         self.migration_policy = MigrationPolicy.parse(self.config.consumer.migration_policy)
         self.consumer.downgrade = self._downgrade
         self.offsets = OffsetStore()
@@ -177,8 +179,8 @@ class GroupCoordinator:
     def fresh(self) -> GroupCoordinator:
         """An empty coordinator with the same configuration (to rebuild state from the log)."""
         fresh = GroupCoordinator(self.config, topic_info=self._topic_info, topic_name=self._topic_name,
-                                 any_topic=self._any_topic, topic_names=self._topic_names,
-                                 topics_version=self._topics_version, new_member_id=self._new_member_id,
+                                 any_topic=self._any_topic, topics_version=self._topics_version,
+                                 acl_version=self._acl_version, new_member_id=self._new_member_id,
                                  consumer_member_id=self._consumer_member_id, share_timing=self._share_timing,
                                  consumer_timing=self._consumer_timing)
         return fresh
@@ -302,14 +304,18 @@ class GroupCoordinator:
     # -------------------------------------------------------------------------------------- consumer groups
 
     def consumer_group_heartbeat(self, req: Mapping[str, Any], version: int, now: int, *, client_id: str = "",
-                                 client_host: str = "") -> GroupResult:
+                                 client_host: str = "", identity: Identity = None,
+                                 regexes: Mapping[str, Resolution] | None = None) -> GroupResult:
+        """`identity` the client's and `regexes` the verdicts for `consumer.regex_work(req, identity)`, which the
+        caller resolved off the event loop (consumer/regex.py)."""
+        regexes = regexes or {}
         gid = req["group_id"]
         kind = self.group_type_of(gid) if gid else None
         res = GroupResult()
         if kind not in (None, "consumer"):
             error = None
             try:
-                self.consumer.prevalidate(req, version)
+                self.consumer.prevalidate(req, version, regexes)
             except GroupError as e:
                 error = e
             if error is None and kind == "classic" and req["member_epoch"] == 0 \
@@ -319,10 +325,11 @@ class GroupCoordinator:
                 res.records.append(classic_records.tombstone(gid))
                 self.classic.delete(gid)
                 return res.merge(self.consumer.heartbeat(req, version, now, client_id=client_id,
-                                                         client_host=client_host))
+                                                         client_host=client_host, identity=identity,
+                                                         regexes=regexes))
             if error is None and kind == "classic" and req["member_epoch"] == 0:
                 try:
-                    return self._upgrade(req, version, now, client_id, client_host)
+                    return self._upgrade(req, version, now, client_id, client_host, identity, regexes)
                 except GroupError as e:
                     error = e
             if error is None:
@@ -330,10 +337,11 @@ class GroupCoordinator:
             res.response = {"error_code": int(error.code), "error_message": error.message, "member_id": None,
                             "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
             return res
-        return self.consumer.heartbeat(req, version, now, client_id=client_id, client_host=client_host)
+        return self.consumer.heartbeat(req, version, now, client_id=client_id, client_host=client_host,
+                                       identity=identity, regexes=regexes)
 
-    def _upgrade(self, req: Mapping[str, Any], version: int, now: int, client_id: str, client_host: str
-                 ) -> GroupResult:
+    def _upgrade(self, req: Mapping[str, Any], version: int, now: int, client_id: str, client_host: str,
+                 identity: Identity, regexes: Mapping[str, Resolution]) -> GroupResult:
         """A consumer-protocol member joins classic group `gid`, which has members: the group becomes a consumer
         group with them as classic-protocol members (online upgrade), if the policy and the group allow it.
         Raises GroupError (GROUP_ID_NOT_FOUND) if not; a heartbeat refused after the checks changes nothing."""
@@ -359,7 +367,7 @@ class GroupCoordinator:
                 self.consumer.timers.schedule(("session", gid, mid), now + member.classic.session_timeout_ms)
 
         return self.consumer.heartbeat(req, version, now, client_id=client_id, client_host=client_host,
-                                       group=converted, on_convert=convert)
+                                       group=converted, on_convert=convert, identity=identity, regexes=regexes)
 
     def _downgrade(self, group: ConsumerGroup, leaving: Collection[str], res: GroupResult, now: int,
                    rebalance: bool) -> bool:

@@ -35,11 +35,12 @@ import structlog
 from broker.aio import wait_event
 from broker.coordinator_log import AppendFailed, CoordinatorLog
 from broker.groups.classic.manager import ClassicConfig
-from broker.groups.collaborators import GroupConfigs, Settings, Spawn, Topics
+from broker.groups.collaborators import GroupConfigs, Settings, Spawn, TopicAuthorizer, Topics
 from broker.groups.consumer.manager import ConsumerConfig
 from broker.groups.coordinator import GroupCoordinator, GroupCoordinatorConfig, OffsetsConfig
 from broker.groups.messages import MESSAGES, WRITE_FAILED
 from broker.groups.records import Record, group_id_of
+from broker.groups.regex_resolver import RegexResolver
 from broker.groups.result import GroupResult
 from broker.groups.share.config import ShareGroupConfig
 from broker.groups.share.manager import ShareGroupManager
@@ -95,13 +96,14 @@ def _now_ms() -> int:
 class GroupCoordinatorRuntime:
     def __init__(self, config: GroupCoordinatorConfig, coordinator_log: CoordinatorLog, topics: Topics,
                  group_configs: GroupConfigs, persister: ShareStatePersister, spawn: Spawn, *,
-                 txn_verifier: Callable[[], TxnPartitionVerifier],
+                 txn_verifier: Callable[[], TxnPartitionVerifier], authorizer: TopicAuthorizer,
                  consumer_enabled: bool, share_enabled: bool, clock: Callable[[], int] = _now_ms) -> None:
         """`config` the coordinator's settings (coordinator_config), `coordinator_log` the `__consumer_offsets`
         log, `topics` the broker's topics, `group_configs` their effective values per group, `persister` the
         share coordinator, `spawn` for background tasks; `txn_verifier()` the transaction coordinator (a late-bound
         reference: it is built after this runtime, which is its marker writer), asked whether a TxnOffsetCommit's
-        offsets partition is in the producer's transaction; `consumer_enabled` / `share_enabled` whether the
+        offsets partition is in the producer's transaction; `authorizer` who may DESCRIBE which topics (regular
+        expression subscriptions resolve to those); `consumer_enabled` / `share_enabled` whether the
         consumer group protocol (group.coordinator.rebalance.protocols) and share groups (group.share.enable)
         are on."""
         self._clock = clock
@@ -110,13 +112,13 @@ class GroupCoordinatorRuntime:
         self._topics = topics
         self._group_configs = group_configs
         self.log = coordinator_log
+        self.regexes = RegexResolver(topics.registry, authorizer)
         self.coordinator = GroupCoordinator(
             config,
             topic_info=self._topic_info,
             topic_name=lambda tid: (info.name if (info := topics.registry.by_id(tid)) is not None else None),
             any_topic=self._any_topic,
-            topic_names=lambda: (info.name for info in topics.registry.all() if not info.internal),
-            topics_version=lambda: topics.registry.version,
+            topics_version=lambda: topics.registry.version, acl_version=lambda: authorizer.acl_version,
             share_timing=self._share_timing, consumer_timing=self._consumer_timing)
         self.consumer_enabled = consumer_enabled
         self.share_enabled = share_enabled
@@ -396,14 +398,29 @@ class GroupCoordinatorRuntime:
 
     # --- consumer groups (KIP-848) -------------------------------------------------------------------------------
     async def consumer_group_heartbeat(self, req: Mapping[str, Any], version: int, client_id: str,
-                                       client_host: str) -> dict[str, Any]:
+                                       client_host: str, principal: str = "User:ANONYMOUS",
+                                       host: str = "") -> dict[str, Any]:
+        """`principal` and `host` (the client's address) are whose DESCRIBE permission filters the topics the
+        member's regular expression resolves to."""
         if not self.loaded:
             return {"error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), "member_epoch": 0}
         if not self.consumer_enabled:
             return {"error_code": int(ErrorCode.UNSUPPORTED_VERSION), "member_epoch": 0,
                     "error_message": "The consumer group protocol is disabled (group.coordinator.rebalance.protocols)."}
-        res = self.coordinator.consumer_group_heartbeat(req, version, self._clock(), client_id=client_id,
-                                                        client_host=client_host)
+        identity = self.regexes.identity(principal, host)
+        if not self.coordinator.consumer.regex_work(req, identity):
+            res = self.coordinator.consumer_group_heartbeat(req, version, self._clock(), client_id=client_id,
+                                                            client_host=client_host, identity=identity)
+        else:
+            # Regular expressions to check or resolve: off the loop, then served at once with the verdicts.
+            async with self.regexes.group_lock(req["group_id"]):
+                work = self.coordinator.consumer.regex_work(req, identity)  # again: the lock may have waited
+                verdicts = await self.regexes.resolve(work) if work else {}
+                if not self.loaded:
+                    return {"error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), "member_epoch": 0}
+                res = self.coordinator.consumer_group_heartbeat(req, version, self._clock(), client_id=client_id,
+                                                                client_host=client_host, identity=identity,
+                                                                regexes=verdicts)
         return await self._serve(res, req["group_id"], {
             "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "member_epoch": 0,
             "error_message": WRITE_FAILED})

@@ -1,6 +1,7 @@
 """ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69): thin wrappers over the group coordinator.
 
-Authorization as Kafka (KIP-848): READ on the group and DESCRIBE on every subscribed topic name to heartbeat;
+Authorization as Kafka (KIP-848): READ on the group and DESCRIBE on every subscribed topic name to heartbeat (a
+subscribed regular expression resolves only to topics the client may DESCRIBE: consumer/regex.py);
 DESCRIBE on the group to describe it, and a group whose assignments name a topic the client may not DESCRIBE is
 answered TOPIC_AUTHORIZATION_FAILED without members.
 """
@@ -27,7 +28,8 @@ async def handle_heartbeat(ctx, req) -> dict[str, Any]:
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
                 "error_message": f"The client is not authorized to describe topics: {', '.join(denied)}."}
     response = await ctx.broker.group_coordinator.consumer_group_heartbeat(
-        req, ctx.api_version, ctx.client_id or "", client_host(ctx.connection.peer))
+        req, ctx.api_version, ctx.client_id or "", client_host(ctx.connection.peer),
+        principal=ctx.connection.principal, host=ctx.connection.host)
     return {"throttle_time_ms": 0, **response}
 
 

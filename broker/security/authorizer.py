@@ -106,12 +106,15 @@ class Authorizer:
         # Indexes for decisions: LITERAL by (type, name) (the wildcard is name "*"), PREFIXED by type then prefix.
         self._literal: dict[tuple[ResourceType, str], set[AclBinding]] = {}
         self._prefixed: dict[ResourceType, dict[str, set[AclBinding]]] = {}
+        # Moves on with every ACL added or removed: decisions cached elsewhere (regex subscriptions) are redone.
+        self.version = 0
 
     # --- state ---------------------------------------------------------------------------------------------------
     def __len__(self) -> int:
         return len(self._by_id)
 
     def apply(self, record_type: int, value) -> None:
+        self.version += 1
         if record_type == ACCESS_CONTROL_ENTRY_RECORD:
             acl = binding_from_record(value)
             acl_id = value["id"]

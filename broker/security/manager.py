@@ -163,6 +163,17 @@ class SecurityManager:
                      operation=operation.name, resource_type=resource_type.name, resource=name)
         return allowed
 
+    @property
+    def acl_version(self) -> int:
+        """Moves on whenever a decision may have changed (an ACL added or removed while an authorizer runs)."""
+        return self.acls.version if self.enforcing else 0
+
+    def may_describe_topic(self, principal: str, host: str, topic: str) -> bool:
+        """DESCRIBE on a topic for a client identity that is not a connection (a regex subscription's members);
+        a denial is not logged, as Kafka's filter of regex matches (logIfDenied=false)."""
+        return not self.enforcing or self.acls.authorize(principal, host, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                                         topic)
+
     def authorize_by_resource_type(self, connection, operation: AclOperation, resource_type: ResourceType) -> bool:
         if not self.enforcing:
             return True

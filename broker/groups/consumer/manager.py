@@ -4,9 +4,10 @@ GroupMetadataManager and CurrentAssignmentBuilder.
 Every change is a ConsumerGroup* record emitted and applied by replay. A heartbeat:
  1. validates the request and finds (or creates, with epoch 0) the group and the member; a static member
     rejoining with a new member id takes over its instance's assignment;
- 2. updates the member; a new or changed subscription (topic names or a regular expression, resolved against
-    the topics that exist and re-resolved when topics change) or a change of the subscribed topics' metadata
-    bumps the group epoch;
+ 2. updates the member; a new or changed subscription (topic names or a regular expression) or a change of the
+    subscribed topics' metadata bumps the group epoch. Regular expressions are validated and resolved before the
+    heartbeat is served, off the event loop: `regex_work` says what a heartbeat needs, the runtime resolves it
+    (regex.py) and hands the heartbeat the verdicts;
  3. if the group epoch is ahead of the target assignment epoch, the server-side assignor (uniform or range)
     computes a new target assignment;
  4. reconciles this member towards its target: partitions it must give up are revoked first (the member stays
@@ -21,7 +22,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
-import re
 import uuid
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -45,6 +45,7 @@ from broker.groups.consumer.group import (
     MemberState,
     ResolvedRegex,
 )
+from broker.groups.consumer.regex import Identity, RegexWork, Resolution, ResolutionKey
 from broker.groups.records import Record
 from broker.groups.result import GroupError, GroupResult
 from broker.groups.timers import Timers
@@ -98,31 +99,34 @@ def _owns_any(owned: dict[UUID, set[int]] | None, partitions: Assignment) -> boo
     return any(ps & partitions.get(t, frozenset()) for t, ps in owned.items())
 
 
-def compile_regex(pattern: str) -> re.Pattern[str]:
-    """Kafka compiles with RE2/J; Python's `re` accepts the same syntax for the patterns clients send."""
-    try:
-        return re.compile(pattern)
-    except re.error as err:
-        raise GroupError(ErrorCode.INVALID_REGULAR_EXPRESSION,
-                         f"SubscribedTopicRegex `{pattern}` is not a valid regular expression: {err}.") from None
+def check_regex(pattern: str, regexes: Mapping[str, Resolution]) -> None:
+    """Raise Kafka's INVALID_REGULAR_EXPRESSION if the verdict on `pattern` says so. The caller ran `regex_work`
+    for the request, which checks every pattern a request carries: a missing verdict is a bug, not a client's."""
+    verdict = regexes.get(pattern)
+    if verdict is None:
+        raise RuntimeError(f"regular expression {pattern!r} was not checked before the heartbeat")
+    if verdict.error is not None:
+        raise GroupError(ErrorCode.INVALID_REGULAR_EXPRESSION, verdict.error)
 
 
 class ConsumerGroupManager(ClassicMembers):
     def __init__(self, config: ConsumerConfig | None = None, *, topic_info: TopicInfoLookup,
-                 topic_names: Callable[[], Iterable[str]] = lambda: (),
                  topics_version: Callable[[], int] = lambda: 0,
+                 acl_version: Callable[[], int] = lambda: 0,
                  group_timing: GroupTimingLookup | None = None,
                  member_id_factory: Callable[[], str] = new_member_id) -> None:
         self.config = config or ConsumerConfig()
         self._topic_info = topic_info
-        self._topic_names = topic_names
         self._topics_version = topics_version
+        self._acl_version = acl_version
         self.group_timing = group_timing
         self._new_member_id = member_id_factory
         self.groups: dict[str, ConsumerGroup] = {}
         self.timers = Timers()
-        # Soft state: the topic metadata version each group's regular expressions were last resolved against.
-        self._regex_checked: dict[str, int] = {}
+        # Soft state: group -> pattern -> the key its resolution was made under (regex.py), and group -> member ->
+        # the identity of its last heartbeat (whose DESCRIBE permission filters the member's pattern).
+        self._regex_keys: dict[str, dict[str, ResolutionKey]] = {}
+        self._identities: dict[str, dict[str, Identity]] = {}
         # ("rebalance", group, member) timer -> the member epoch whose revocation it waits for
         self._rebalance_epoch: dict[tuple[str, str, str], int] = {}
         # Set by the coordinator: (group, leaving members, result, now, rebalance) -> True if it turned the group
@@ -162,28 +166,31 @@ class ConsumerGroupManager(ClassicMembers):
 
     def heartbeat(self, req: Mapping[str, Any], version: int, now: int, *, client_id: str = "",
                   client_host: str = "", group: ConsumerGroup | None = None,
-                  on_convert: Callable[[GroupResult], None] | None = None) -> GroupResult:
+                  on_convert: Callable[[GroupResult], None] | None = None, identity: Identity = None,
+                  regexes: Mapping[str, Resolution] | None = None) -> GroupResult:
         """Serve a ConsumerGroupHeartbeat (v0/v1). `group` is given when the facade converts a classic group with
         members: the heartbeat is validated against it, and `on_convert(result)` emits the conversion (and
-        registers the group) only once every check has passed, so a refused heartbeat changes nothing."""
+        registers the group) only once every check has passed, so a refused heartbeat changes nothing.
+        `identity` is the client's (regex.Identity); `regexes` the verdicts for `regex_work(req, identity)`."""
         res = GroupResult()
         try:
             self._validate(req, version)
             if req["member_epoch"] in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 res.response = self._leave(req, now, res)
             else:
-                res.response = self._heartbeat(req, now, client_id, client_host, res, group, on_convert)
+                res.response = self._heartbeat(req, now, client_id, client_host, res, group, on_convert, identity,
+                                               regexes or {})
         except GroupError as e:
             assert not res.records, "validation must come before any record"
             res.response = {"error_code": int(e.code), "error_message": e.message, "member_id": None,
                             "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
         return res
 
-    def prevalidate(self, req: Mapping[str, Any], version: int) -> None:
+    def prevalidate(self, req: Mapping[str, Any], version: int, regexes: Mapping[str, Resolution]) -> None:
         """The checks that do not depend on the group (request shape, assignor, regular expression)."""
         self._validate(req, version)
         if req.get("subscribed_topic_regex"):
-            compile_regex(req["subscribed_topic_regex"])
+            check_regex(req["subscribed_topic_regex"], regexes)
 
     def _validate(self, req: Mapping[str, Any], version: int) -> None:
         epoch = req["member_epoch"]
@@ -230,8 +237,8 @@ class ConsumerGroupManager(ClassicMembers):
                              "partitions and rejoin.")
 
     def _heartbeat(self, req: Mapping[str, Any], now: int, client_id: str, client_host: str, res: GroupResult,
-                   converted: ConsumerGroup | None,
-                   on_convert: Callable[[GroupResult], None] | None) -> dict[str, Any]:
+                   converted: ConsumerGroup | None, on_convert: Callable[[GroupResult], None] | None,
+                   identity: Identity, regexes: Mapping[str, Resolution]) -> dict[str, Any]:
         gid, mid, epoch = req["group_id"], req["member_id"], req["member_epoch"]
         instance_id = req.get("instance_id")
         owned = _owned(req["topic_partitions"])
@@ -289,7 +296,7 @@ class ConsumerGroupManager(ClassicMembers):
             client_id=client_id, client_host=client_host, classic=None)
         new_regex = updated.subscribed_topic_regex
         if new_regex and new_regex != before.subscribed_topic_regex and new_regex not in group.resolved_regexes:
-            compile_regex(new_regex)
+            check_regex(new_regex, regexes)
 
         # ---- no errors from here on: emit and apply ----
         if on_convert is not None:
@@ -304,9 +311,10 @@ class ConsumerGroupManager(ClassicMembers):
             subscription_changed = (updated.subscribed_topic_names != before.subscribed_topic_names
                                     or updated.subscribed_topic_regex != before.subscribed_topic_regex)
         group = self.groups[gid]
+        self._identities.setdefault(gid, {})[mid] = identity
         bump = updated.subscribed_topic_names != before.subscribed_topic_names
         bump |= self._update_regexes(group, before.subscribed_topic_regex if not is_new else None,
-                                     updated.subscribed_topic_regex, now, res)
+                                     updated.subscribed_topic_regex, now, res, regexes)
         metadata_hash = self._metadata_hash(group)
         if bump or metadata_hash != group.metadata_hash:
             self._emit(res, rec.group_epoch(gid, group.group_epoch + 1, metadata_hash))
@@ -350,6 +358,7 @@ class ConsumerGroupManager(ClassicMembers):
         for kind in ("session", "rebalance", "join", "sync"):
             self.timers.cancel((kind, gid, mid))
         self._rebalance_epoch.pop(("rebalance", gid, mid), None)
+        self._identities.get(gid, {}).pop(mid, None)
 
     def _schedule(self, group: ConsumerGroup, member: ConsumerMember, now: int) -> None:
         session_ms, _ = self._timing(group.group_id)
@@ -365,40 +374,63 @@ class ConsumerGroupManager(ClassicMembers):
 
     # ----------------------------------------------------------------------------------------- regexes
 
-    def _resolve(self, patterns: Iterable[str]) -> dict[str, frozenset[str]]:
-        names = [n for n in self._topic_names() if self._topic_info(n) is not None]
-        out = {}
-        for pattern in patterns:
-            try:
-                compiled = re.compile(pattern)
-            except re.error:
-                log.error("cannot compile a stored regular expression, ignoring it", regex=pattern)
-                out[pattern] = frozenset()
-                continue
-            out[pattern] = frozenset(n for n in names if compiled.fullmatch(n))
-        return out
+    def regex_work(self, req: Mapping[str, Any], identity: Identity) -> RegexWork:
+        """What the heartbeat `req` from a client of `identity` needs resolved before it is served: its pattern
+        checked, and every pattern of the group whose resolution is missing or was made under another key (topics,
+        ACLs, or the identities of its subscribers have changed). A pattern none of whose subscribers has
+        heartbeated since the coordinator loaded keeps its resolution until one does."""
+        regex = req.get("subscribed_topic_regex")
+        if req["member_epoch"] in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+            return RegexWork()
+        check = frozenset({regex}) if regex else frozenset()
+        gid, mid = req["group_id"], req["member_id"]
+        group = self.groups.get(gid)
+        known = self._identities.get(gid, {})
+        identities: dict[str, set[Identity]] = {}
+        if group is not None:
+            for m in group.members.values():
+                pattern = m.subscribed_topic_regex
+                if m.member_id == mid and regex is not None:
+                    continue  # the request replaces this member's pattern
+                if pattern and m.member_id in known:
+                    identities.setdefault(pattern, set()).add(known[m.member_id])
+        if regex:
+            identities.setdefault(regex, set()).add(identity)
+        elif group is not None and (member := group.members.get(mid)) is not None and member.subscribed_topic_regex:
+            identities.setdefault(member.subscribed_topic_regex, set()).add(identity)
+        topics_version, acl_version = self._topics_version(), self._acl_version()
+        resolved = group.resolved_regexes if group is not None else {}
+        keys = self._regex_keys.get(gid, {})
+        resolve = {}
+        for pattern, ids in identities.items():
+            key = ResolutionKey(topics_version, acl_version, frozenset(ids))
+            if pattern not in resolved or keys.get(pattern) != key:
+                resolve[pattern] = key.identities
+        return RegexWork(check, resolve)
 
     def _update_regexes(self, group: ConsumerGroup, old: str | None, new: str | None, now: int,
-                        res: GroupResult) -> bool:
-        """Resolve a member's new regular expression, drop one nobody uses any more, and re-resolve the group's
-        expressions when the topics changed since they were last resolved. True if the group must rebalance."""
+                        res: GroupResult, regexes: Mapping[str, Resolution]) -> bool:
+        """Drop the resolution of a pattern nobody uses any more and record the resolutions the heartbeat was
+        given (`regex_work`). True if the group must rebalance."""
         gid = group.group_id
         bump = False
         used = group.subscribed_regexes()
+        keys = self._regex_keys.setdefault(gid, {})
         if old and old != new and not used.get(old) and old in group.resolved_regexes:
             self._emit(res, rec.regex_tombstone(gid, old))
-        version = self._topics_version()
-        stale = self._regex_checked.get(gid) != version
-        todo = set(used) if stale else ({new} if new and new not in group.resolved_regexes else set())
+            keys.pop(old, None)
         if new and new != old and new in group.resolved_regexes:
             bump = True  # the member now subscribes to topics that are already known
-        if todo:
-            for pattern, topics in sorted(self._resolve(todo).items()):
-                previous = group.resolved_regexes.get(pattern)
-                if previous is None or previous.topics != topics:
-                    self._emit(res, rec.regex(gid, pattern, ResolvedRegex(topics, version, now)))
-                    bump = True
-            self._regex_checked[gid] = version
+        for pattern in sorted(used):
+            verdict = regexes.get(pattern)
+            if verdict is None or verdict.topics is None or verdict.key is None:
+                continue
+            previous = group.resolved_regexes.get(pattern)
+            if previous is None or previous.topics != verdict.topics:
+                self._emit(res, rec.regex(gid, pattern,
+                                          ResolvedRegex(verdict.topics, verdict.key.topics_version, now)))
+                bump = True
+            keys[pattern] = verdict.key
         return bump
 
     # ---------------------------------------------------------------------------------------- assignment
@@ -560,6 +592,7 @@ class ConsumerGroupManager(ClassicMembers):
             pattern = member.subscribed_topic_regex
             if pattern and not group.subscribed_regexes().get(pattern) and pattern in group.resolved_regexes:
                 self._emit(res, rec.regex_tombstone(gid, pattern))
+                self._regex_keys.get(gid, {}).pop(pattern, None)
             self._cancel_timers(gid, mid)
         self._emit(res, rec.group_epoch(gid, group.group_epoch + 1, self._metadata_hash(group)))
 
@@ -567,7 +600,8 @@ class ConsumerGroupManager(ClassicMembers):
         """Drop the timers and soft state of a group that stops being a consumer group (downgrade)."""
         for mid in group.members:
             self._cancel_timers(group.group_id, mid)
-        self._regex_checked.pop(group.group_id, None)
+        self._regex_keys.pop(group.group_id, None)
+        self._identities.pop(group.group_id, None)
 
     # ============================================================================================= timers
 
@@ -655,7 +689,8 @@ class ConsumerGroupManager(ClassicMembers):
     def delete(self, gid: str, res: GroupResult) -> None:
         for record in self.tombstones(gid):
             self._emit(res, record)
-        self._regex_checked.pop(gid, None)
+        self._regex_keys.pop(gid, None)
+        self._identities.pop(gid, None)
 
     def replay(self, key: bytes | memoryview, value: bytes | memoryview | None) -> None:
         rec.apply(self.groups, rec.decode(key, value))

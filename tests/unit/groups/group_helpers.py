@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import itertools
 import uuid
+import weakref
 from typing import Any
 
 from broker.groups.classic.manager import ClassicConfig
 from broker.groups.consumer import protocol as consumer_protocol
 from broker.groups.consumer.manager import ConsumerConfig
+from broker.groups.consumer.regex import Identity, resolve_now
 from broker.groups.coordinator import GroupCoordinator, GroupCoordinatorConfig, OffsetsConfig
 from broker.groups.result import GroupResult
 from protocol.codec import message_codec
@@ -36,16 +38,54 @@ class Topics:
         return next((n for n, (t, _) in self.by_name.items() if t == tid), None)
 
 
-def make(topics: Topics | None = None, **classic: Any) -> GroupCoordinator:
+class Acls:
+    """Which principal may DESCRIBE which topics (None: an authorizer that allows everything)."""
+
+    def __init__(self) -> None:
+        self.describable: dict[str, set[str]] = {}
+        self.version = 0
+
+    def allow(self, principal: str, *topics: str) -> None:
+        self.describable.setdefault(principal, set()).update(topics)
+        self.version += 1
+
+    def deny(self, principal: str, *topics: str) -> None:
+        self.describable.setdefault(principal, set()).difference_update(topics)
+        self.version += 1
+
+    def may_describe(self, principal: str, _host: str, topic: str) -> bool:
+        return topic in self.describable.get(principal, ())
+
+
+_harness: weakref.WeakKeyDictionary[GroupCoordinator, tuple[Topics, Acls | None]] = weakref.WeakKeyDictionary()
+
+
+def make(topics: Topics | None = None, acls: Acls | None = None, **classic: Any) -> GroupCoordinator:
     topics = topics or Topics()
     offsets = classic.pop("offsets", OffsetsConfig())
     consumer = classic.pop("consumer", ConsumerConfig())
     counter = itertools.count()
-    return GroupCoordinator(
+    gc = GroupCoordinator(
         GroupCoordinatorConfig(classic=ClassicConfig(**classic), offsets=offsets, consumer=consumer),
-        topic_info=topics.get, topic_name=topics.name_of, topic_names=lambda: list(topics.by_name),
-        topics_version=lambda: topics.version,
+        topic_info=topics.get, topic_name=topics.name_of, topics_version=lambda: topics.version,
+        acl_version=lambda: acls.version if acls is not None else 0,
         new_member_id=lambda client_id, instance_id: f"{instance_id or client_id}-{next(counter)}")
+    _harness[gc] = (topics, acls)
+    return gc
+
+
+def consumer_heartbeat(gc: GroupCoordinator, req: dict[str, Any], version: int = 1, now: int = 1000, *,
+                       client_id: str = "c", client_host: str = "/127.0.0.1", principal: str = "User:alice",
+                       host: str = "127.0.0.1") -> GroupResult:
+    """A ConsumerGroupHeartbeat served as the runtime serves it: the regular expressions the request needs are
+    resolved first (here on the caller's thread), filtered by `principal`'s DESCRIBE when `make` got Acls."""
+    topics, acls = _harness[gc]
+    identity: Identity = (principal, host) if acls is not None else None
+    work = gc.consumer.regex_work(req, identity)
+    verdicts = resolve_now(work, list(topics.by_name), topics.version, acls.version if acls else 0,
+                           acls.may_describe if acls else lambda *_: True) if work else {}
+    return gc.consumer_group_heartbeat(req, version, now, client_id=client_id, client_host=client_host,
+                                       identity=identity, regexes=verdicts)
 
 
 def subscription(*topics: str) -> bytes:

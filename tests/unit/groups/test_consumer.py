@@ -11,6 +11,7 @@ from tests.unit.groups.group_helpers import (
     Waiters,
     assigned,
     cg_req,
+    consumer_heartbeat,
     join_req,
     make,
     owners_are_exclusive,
@@ -27,7 +28,7 @@ def setup(**kw):
 
 
 def hb(gc, req, now=1000, version=1):
-    res = gc.consumer_group_heartbeat(req, version, now, client_id="c", client_host="/127.0.0.1")
+    res = consumer_heartbeat(gc, req, version, now)
     return res.response, res.records
 
 

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker.groups.consumer.assignors import RangeAssignor, UniformAssignor
-from tests.unit.groups.group_helpers import Topics, assigned, cg_req, make
+from tests.unit.groups.group_helpers import Topics, assigned, cg_req, consumer_heartbeat, make
 from tests.unit.groups.test_consumer import owners_are_exclusive
 
 TOPICS = [uuid.UUID(int=i + 1) for i in range(4)]
@@ -86,10 +86,10 @@ def test_random_members_never_share_a_partition_and_cooperative_members_converge
 
     def beat(m: str, *, report: bool = True) -> None:
         if m not in epochs:
-            r = gc.consumer_group_heartbeat(cg_req(m, 0, regex="t.*", rebalance=10_000), 1, now).response
+            r = consumer_heartbeat(gc, cg_req(m, 0, regex="t.*", rebalance=10_000), 1, now).response
         else:
             req = cg_req(m, epochs[m], owned=owned.get(m, {}) if report else None)
-            r = gc.consumer_group_heartbeat(req, 1, now).response
+            r = consumer_heartbeat(gc, req, 1, now).response
         if r["error_code"] != 0:
             epochs.pop(m, None)  # fenced or unknown: start over without partitions
             owned.pop(m, None)
