@@ -32,6 +32,7 @@ from broker.coordinator_log import CoordinatorLog
 from broker.features import FeatureControl, Features
 from broker.groups.runtime import TOPIC as OFFSETS_TOPIC
 from broker.groups.runtime import GroupCoordinatorRuntime, coordinator_config
+from broker.linear_regex import RegexWorker
 from broker.log import GroupCommitFlusher, LogManager, PartitionLog
 from broker.log.cleaner import LogCleaner
 from broker.log.dir_failure import LogDirFailureChannel
@@ -110,6 +111,7 @@ class Broker:
     replicas: ReplicaManager
     log_cleaner: LogCleaner
     producer_ids: ProducerIdManager
+    regex_worker: RegexWorker  # compiles and matches clients' regular expressions, in a child process
     share_coordinator: ShareCoordinatorRuntime
     group_coordinator: GroupCoordinatorRuntime
     share_partitions: SharePartitionManager  # the share-partition leader
@@ -206,6 +208,8 @@ class Broker:
         topics.on_delete(lambda info: cleaner.forget(info.name))
         allocator = ProducerIdAllocator(topics.registry.next_producer_id, topics.reserve_producer_ids)
         self.producer_ids = ProducerIdManager(allocator)
+        # Clients' regular expressions are compiled and matched in a child process (broker/linear_regex.py).
+        self.regex_worker = self._closed_on_stop("regex_worker", RegexWorker())
         self._build_coordinators()
         # Markers: data partitions -> the ReplicaManager, __consumer_offsets -> the group coordinator (it settles
         # transactional offset commits).
@@ -253,6 +257,7 @@ class Broker:
             share_coordinator, spawn,
             # built after the group coordinator (whose markers it writes through it): a late-bound reference
             txn_verifier=lambda: self.transaction_coordinator, authorizer=self.security,
+            regex_worker=self.regex_worker,
             consumer_enabled="consumer" in config.get("group.coordinator.rebalance.protocols"),
             share_enabled=bool(config.get("group.share.enable")))
         topics.on_delete(lambda info: spawn(groups.topics_deleted([info.topic_id], [info.name]),
@@ -268,8 +273,8 @@ class Broker:
         """The components with work to start, in creation order."""
         # (The group coordinator loads before the transaction coordinator resends the markers of prepared
         # transactions, some of which settle transactional offsets.)
-        return (self.log_cleaner, self.share_coordinator, self.group_coordinator, self.share_partitions,
-                self.transaction_coordinator, self.metrics)
+        return (self.log_cleaner, self.regex_worker, self.share_coordinator, self.group_coordinator,
+                self.share_partitions, self.transaction_coordinator, self.metrics)
 
     # --- lifecycle -----------------------------------------------------------------------------------------
     async def start(self) -> None:

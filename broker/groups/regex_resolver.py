@@ -1,5 +1,5 @@
 """Resolves what consumer-group heartbeats need of their regular expressions (consumer/regex.py) without holding
-the event loop: patterns are compiled and matched against the topic names on the regex worker thread
+the event loop: patterns are compiled and matched against the topic names by the regex worker process
 (broker.linear_regex); the DESCRIBE filter asks the authorizer, whose state lives on the loop, in slices between
 which other requests are served; and heartbeats of one group needing a resolution are served one at a time, so
 each sees what the one before it recorded.
@@ -11,21 +11,20 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from broker import linear_regex
 from broker.groups.collaborators import TopicAuthorizer, TopicRegistryView
 from broker.groups.consumer import regex
 from broker.groups.consumer.regex import Identity, RegexWork, Resolution
+from broker.linear_regex import RegexWorker
 
 # Authorizer decisions taken on the loop between two yields to other tasks.
 _DECISIONS_PER_SLICE = 256
 
 
 class RegexResolver:
-    def __init__(self, registry: TopicRegistryView, authorizer: TopicAuthorizer,
-                 max_length: int = linear_regex.MAX_PATTERN_LENGTH) -> None:
+    def __init__(self, registry: TopicRegistryView, authorizer: TopicAuthorizer, worker: RegexWorker) -> None:
         self._registry = registry
         self._authorizer = authorizer
-        self._max_length = max_length
+        self._worker = worker
         self._names: tuple[int, tuple[str, ...]] = (-1, ())
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
 
@@ -59,8 +58,10 @@ class RegexResolver:
         return self._names
 
     async def resolve(self, work: RegexWork) -> dict[str, Resolution]:
+        """The verdicts `work` asks for. Raises RegexUnavailable if the worker process failed."""
         topics_version, names = self._topic_names()
-        matched = await linear_regex.run(regex.match, work, names if work.resolve else (), self._max_length)
+        matched = regex.verdicts(await self._worker.match(work.check, work.resolve, names,
+                                                          ("topics", topics_version)))
         while True:
             acl_version = self._authorizer.acl_version
             kept = await self._describable(work, matched)

@@ -50,6 +50,7 @@ from broker.groups.share.state_admin import (
     StateResetListener,
     admin_error,
 )
+from broker.linear_regex import RegexUnavailable, RegexWorker
 from broker.sharestate.keys import java_abs, java_string_hash
 from broker.txn.markers import TopicPartitionKey, TxnPartitionVerifier
 from broker.txn.results import TxnMarker
@@ -97,13 +98,15 @@ class GroupCoordinatorRuntime:
     def __init__(self, config: GroupCoordinatorConfig, coordinator_log: CoordinatorLog, topics: Topics,
                  group_configs: GroupConfigs, persister: ShareStatePersister, spawn: Spawn, *,
                  txn_verifier: Callable[[], TxnPartitionVerifier], authorizer: TopicAuthorizer,
+                 regex_worker: RegexWorker,
                  consumer_enabled: bool, share_enabled: bool, clock: Callable[[], int] = _now_ms) -> None:
         """`config` the coordinator's settings (coordinator_config), `coordinator_log` the `__consumer_offsets`
         log, `topics` the broker's topics, `group_configs` their effective values per group, `persister` the
         share coordinator, `spawn` for background tasks; `txn_verifier()` the transaction coordinator (a late-bound
         reference: it is built after this runtime, which is its marker writer), asked whether a TxnOffsetCommit's
         offsets partition is in the producer's transaction; `authorizer` who may DESCRIBE which topics (regular
-        expression subscriptions resolve to those); `consumer_enabled` / `share_enabled` whether the
+        expression subscriptions resolve to those), `regex_worker` the process that compiles and matches them;
+        `consumer_enabled` / `share_enabled` whether the
         consumer group protocol (group.coordinator.rebalance.protocols) and share groups (group.share.enable)
         are on."""
         self._clock = clock
@@ -112,7 +115,7 @@ class GroupCoordinatorRuntime:
         self._topics = topics
         self._group_configs = group_configs
         self.log = coordinator_log
-        self.regexes = RegexResolver(topics.registry, authorizer)
+        self.regexes = RegexResolver(topics.registry, authorizer, regex_worker)
         self.coordinator = GroupCoordinator(
             config,
             topic_info=self._topic_info,
@@ -415,7 +418,11 @@ class GroupCoordinatorRuntime:
             # Regular expressions to check or resolve: off the loop, then served at once with the verdicts.
             async with self.regexes.group_lock(req["group_id"]):
                 work = self.coordinator.consumer.regex_work(req, identity)  # again: the lock may have waited
-                verdicts = await self.regexes.resolve(work) if work else {}
+                try:
+                    verdicts = await self.regexes.resolve(work) if work else {}
+                except RegexUnavailable:
+                    return {"error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "member_epoch": 0,
+                            "error_message": "The regular expressions could not be resolved; retry."}
                 if not self.loaded:
                     return {"error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), "member_epoch": 0}
                 res = self.coordinator.consumer_group_heartbeat(req, version, self._clock(), client_id=client_id,

@@ -1,14 +1,14 @@
-"""broker.linear_regex: RE2 syntax and whole-name matches as Kafka's RE2/J, bounded patterns, off-loop runs."""
+"""broker.linear_regex: RE2 syntax and whole-name matches as Kafka's RE2/J, bounded patterns, and the worker
+process that compiles and matches them for the broker."""
 
 from __future__ import annotations
 
 import asyncio
-import threading
 
 import pytest
 
 from broker import linear_regex
-from broker.linear_regex import RegexError, compile_pattern, full_matches
+from broker.linear_regex import RegexError, RegexUnavailable, RegexWorker, compile_pattern, full_matches
 
 
 @pytest.mark.parametrize("pattern", [
@@ -54,8 +54,58 @@ def test_the_backtracking_pathology_is_linear():
     assert full_matches(compile_pattern("orders.eu-w(.*.*)*X"), ["orders.eu-west-1.payments"] * 1000) == []
 
 
-def test_run_uses_the_worker_thread():
+def test_the_worker_process_matches_and_keeps_a_family_of_names():
     async def main():
-        return await linear_regex.run(lambda: threading.current_thread().name)
+        worker = RegexWorker()
+        try:
+            got = await worker.match(["(?=x)"], ["orders.*"], ["orders.eu", "pay"], ("topics", 1))
+            assert isinstance(got["(?=x)"], RegexError) and got["orders.*"] == ["orders.eu"]
+            # Same version: the names are not sent again, the child still has them.
+            assert (await worker.match([], ["pay"], [], ("topics", 1)))["pay"] == ["pay"]
+            # Names without a family come with the request.
+            assert (await worker.match([], ["a+"], ["aa", "b"]))["a+"] == ["aa"]
+            pid = worker._proc.pid
+            # A pattern RE2 refuses only after tens of milliseconds of compiling, in the child.
+            assert isinstance((await worker.match([r"\pL{1000}"], [], []))[r"\pL{1000}"], RegexError)
+            assert worker._proc.pid == pid
+        finally:
+            await worker.close()
 
-    assert asyncio.run(main()).startswith("shoal-regex")
+    asyncio.run(main())
+
+
+def test_a_worker_that_dies_is_started_again():
+    async def main():
+        worker = RegexWorker()
+        try:
+            await worker.start()
+            await worker.match([], ["a"], ["a"], ("topics", 3))
+            # Dead between two requests: a new child, given the family's names again.
+            worker._proc.kill()
+            await worker._proc.wait()
+            assert (await worker.match([], ["a"], ["a"], ("topics", 3)))["a"] == ["a"]
+            # Dead during a request: that request fails (retriable), the next one has a new child.
+            slow = asyncio.ensure_future(worker.match([], ["(.*a.*b|.*c.*d)*z"], ["ab" * 2000] * 500))
+            await asyncio.sleep(0.1)
+            worker._proc.kill()
+            with pytest.raises(RegexUnavailable):
+                await slow
+            assert (await worker.match([], ["a"], ["a"], ("topics", 3)))["a"] == ["a"]
+        finally:
+            await worker.close()
+
+    asyncio.run(main())
+
+
+def test_a_cancelled_caller_leaves_the_exchange_whole():
+    async def main():
+        worker = RegexWorker()
+        try:
+            slow = asyncio.ensure_future(worker.match([], ["(.*a.*b|.*c.*d)*z"], ["ab" * 2000] * 200))
+            await asyncio.sleep(0.05)
+            slow.cancel()
+            assert (await worker.match([], ["x"], ["x", "y"]))["x"] == ["x"]
+        finally:
+            await worker.close()
+
+    asyncio.run(main())

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from broker.linear_regex import MAX_PATTERN_LENGTH, RegexError, compile_pattern, full_matches
+from broker.linear_regex import MAX_PATTERN_LENGTH, RegexError, match_all
 
 # (principal, client address) whose DESCRIBE permission filters a resolution; None when no authorizer runs.
 Identity = tuple[str, str] | None
@@ -61,19 +61,16 @@ def invalid_message(pattern: str, detail: str) -> str:
     return f"SubscribedTopicRegex `{pattern}` is not a valid regular expression: {detail}."
 
 
+def verdicts(results: Mapping[str, RegexError | list[str]]) -> dict[str, str | list[str]]:
+    """broker.linear_regex's answer with each error as Kafka's message."""
+    return {p: invalid_message(p, r.detail) if isinstance(r, RegexError) else r for p, r in results.items()}
+
+
 def match(work: RegexWork, names: Sequence[str], max_length: int = MAX_PATTERN_LENGTH) -> dict[str, str | list[str]]:
-    """Compile every pattern of `work` and match those to resolve against `names`: pattern -> Kafka's error
-    message if invalid, else the matching names ([] for a pattern only checked). CPU-bound: the runtime runs this
-    on the regex worker thread."""
-    out: dict[str, str | list[str]] = {}
-    for pattern in sorted(work.check | set(work.resolve)):
-        try:
-            compiled = compile_pattern(pattern, max_length)
-        except RegexError as err:
-            out[pattern] = invalid_message(pattern, err.detail)
-            continue
-        out[pattern] = full_matches(compiled, names) if pattern in work.resolve else []
-    return out
+    """Compile every pattern of `work` and match those to resolve against `names`, on the caller's thread: pattern
+    -> Kafka's error message if invalid, else the matching names ([] for a pattern only checked). The runtime has
+    the regex worker process do this (broker.linear_regex)."""
+    return verdicts(match_all(work.check, work.resolve, names, max_length))
 
 
 def describable(names: Iterable[str], identities: frozenset[Identity], may_describe: MayDescribe) -> list[str]:
