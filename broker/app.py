@@ -215,7 +215,8 @@ class Broker:
         # transactional offset commits).
         markers = RoutedMarkerWriter(replicas, self.group_coordinator)
         txn = self.transaction_coordinator = self._closed_on_stop("transaction_coordinator", build_transaction_coordinator(
-            config, topics, allocator, CoordinatorLog(topics, replicas, TRANSACTION_STATE_TOPIC), markers, self.spawn))
+            config, topics, allocator, CoordinatorLog(topics, replicas, TRANSACTION_STATE_TOPIC), markers, self.spawn,
+            self.regex_worker))
         # The produce path asks the transaction coordinator whether a partition is in the transaction (KIP-890
         # part 1); bound here because the coordinator's log is written through the replica manager.
         replicas.set_txn_verifier(txn if config.get("transaction.partition.verification.enable") else None)

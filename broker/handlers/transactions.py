@@ -17,10 +17,10 @@ batched form (v4: KIP-890 part 1 verification; v5 adds partitions the TV2 way).
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from broker.cluster.topics import INTERNAL_TOPICS
+from broker.linear_regex import RegexError, RegexUnavailable
 from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.txn.versions import client_transaction_version, error_for_version
 from protocol.errors import ErrorCode
@@ -141,8 +141,11 @@ async def handle_list_transactions(ctx, req) -> dict[str, Any]:
         result = await ctx.broker.transaction_coordinator.list_transactions(
             req.state_filters, req.producer_id_filters, req.get("duration_filter", -1) if version >= 1 else -1,
             pattern)
-    except re.error:
+    except RegexError:
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_REGULAR_EXPRESSION),
+                "unknown_state_filters": [], "transaction_states": []}
+    except RegexUnavailable:
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
                 "unknown_state_filters": [], "transaction_states": []}
     listed = [{"transactional_id": t.transactional_id, "producer_id": t.producer_id, "transaction_state": t.state}
               for t in result.transactions

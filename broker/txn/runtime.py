@@ -22,7 +22,6 @@ It also implements TxnPartitionVerifier (KIP-890 part 1) for the produce path.
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import replace
@@ -33,6 +32,7 @@ import structlog
 from broker.aio import wait_event
 from broker.coordinator_log import AppendFailed
 from broker.features import finalized_transaction_version
+from broker.linear_regex import RegexError, RegexWorker
 from protocol.errors import ErrorCode
 
 from .config import TransactionCoordinatorConfig
@@ -89,7 +89,7 @@ def _log_not_durable(fut: asyncio.Future) -> None:
 
 class TransactionCoordinatorRuntime:
     def __init__(self, *, log: TxnStateLog, producer_ids: ProducerIdSource, markers: TxnMarkerWriter,
-                 config: TransactionCoordinatorConfig, spawn: Spawn,
+                 config: TransactionCoordinatorConfig, spawn: Spawn, regex_worker: RegexWorker,
                  partition_exists: Callable[[str, int], bool],
                  offsets_partition: Callable[[str], int],
                  clock: Callable[[], int] = wall_clock_ms,
@@ -100,8 +100,10 @@ class TransactionCoordinatorRuntime:
         `produce_verified`: the produce path verifies transactional batches with this coordinator (KIP-890 part 1,
         transaction.partition.verification.enable).
         `offsets_partition(group_id)`: the group's `__consumer_offsets` partition (AddOffsetsToTxn).
-        `spawn(coro, name)`: run a background task for the life of the broker (cancelled on stop)."""
+        `spawn(coro, name)`: run a background task for the life of the broker (cancelled on stop).
+        `regex_worker`: compiles and matches ListTransactions' transactional id pattern, away from the loop."""
         self.log = log
+        self._regex_worker = regex_worker
         self._producer_ids = producer_ids
         self._markers = markers
         self._spawn = spawn
@@ -378,11 +380,17 @@ class TransactionCoordinatorRuntime:
                                 duration_filter_ms: int = -1, transactional_id_pattern: str | None = None
                                 ) -> ListTransactionsResult:
         """ListTransactions; a non-empty `transactional_id_pattern` (v2, KIP-1152) keeps the ids it matches
-        whole (Python's `re`, close to Java's regex for the patterns tools send); raises re.error if invalid."""
-        matcher = re.compile(transactional_id_pattern).fullmatch if transactional_id_pattern else None
+        whole, in RE2 syntax by the regex worker (broker.linear_regex); raises RegexError if it is invalid and
+        RegexUnavailable if the worker failed."""
         result = self.coordinator.list_transactions(state_filters, producer_id_filters, duration_filter_ms)
-        if matcher is not None:
-            result.transactions = [t for t in result.transactions if matcher(t.transactional_id)]
+        if transactional_id_pattern:
+            pattern = transactional_id_pattern
+            answer = (await self._regex_worker.match([pattern], [pattern],
+                                                     [t.transactional_id for t in result.transactions]))[pattern]
+            if isinstance(answer, RegexError):
+                raise answer
+            kept = set(answer)
+            result.transactions = [t for t in result.transactions if t.transactional_id in kept]
         return result
 
     # --- background --------------------------------------------------------------------------------------------
@@ -405,7 +413,7 @@ class TransactionCoordinatorRuntime:
 
 
 def build(config: BrokerConfig, topics: TopicManager, producer_ids: ProducerIdSource, log: TxnStateLog,
-          markers: TxnMarkerWriter, spawn: Spawn) -> TransactionCoordinatorRuntime:
+          markers: TxnMarkerWriter, spawn: Spawn, regex_worker: RegexWorker) -> TransactionCoordinatorRuntime:
     """The runtime as the broker configures it (`__transaction_state` must exist: its partition count is the
     log's, whatever transaction.state.log.num.partitions says now, as Kafka)."""
     from broker.groups.runtime import group_partition  # noqa: PLC0415 - the groups package is heavy
@@ -419,7 +427,7 @@ def build(config: BrokerConfig, topics: TopicManager, producer_ids: ProducerIdSo
         return group_partition(group_id, info.num_partitions if info is not None else 1)
 
     return TransactionCoordinatorRuntime(
-        log=log, producer_ids=producer_ids, markers=markers, spawn=spawn,
+        log=log, producer_ids=producer_ids, markers=markers, spawn=spawn, regex_worker=regex_worker,
         config=TransactionCoordinatorConfig(
             transaction_max_timeout_ms=config.get("transaction.max.timeout.ms"),
             transactional_id_expiration_ms=config.get("transactional.id.expiration.ms"),

@@ -12,6 +12,7 @@ import pytest
 from txn_helpers import Clock
 
 from broker.coordinator_log import AppendFailed
+from broker.linear_regex import RegexError, RegexWorker
 from broker.txn import TransactionCoordinatorConfig, TxnMarker, TxnState
 from broker.txn.markers import MarkersFenced, RoutedMarkerWriter, write_until_done
 from broker.txn.runtime import TransactionCoordinatorRuntime
@@ -97,8 +98,9 @@ class Harness:
         self.ids = ids or Ids()
         self.tasks: list[asyncio.Task] = []
         self.topics = dict(TOPICS)
+        self.regex_worker = RegexWorker()  # its process starts only if a test lists with a pattern
         self.rt = TransactionCoordinatorRuntime(
-            log=self.log, producer_ids=self.ids, markers=self.writer,
+            log=self.log, producer_ids=self.ids, markers=self.writer, regex_worker=self.regex_worker,
             config=TransactionCoordinatorConfig(num_partitions=PARTITIONS, transaction_version_level=0, **config),
             spawn=self.spawn, clock=self.clock,
             partition_exists=lambda t, p: 0 <= p < self.topics.get(t, 0),
@@ -116,6 +118,7 @@ class Harness:
             t.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
         await self.rt.close()
+        await self.regex_worker.close()
 
     def state(self, tid: str) -> TxnState:
         return self.rt.coordinator.metadata(tid).state
@@ -359,8 +362,14 @@ def test_list_transactions_pattern() -> None:
         r = await h.rt.list_transactions(transactional_id_pattern="app-.")
         assert sorted(t.transactional_id for t in r.transactions) == ["app-1", "app-2"]
         assert len((await h.rt.list_transactions(transactional_id_pattern="")).transactions) == 3
-        with pytest.raises(Exception, match="missing"):
+        with pytest.raises(RegexError, match="missing"):
             await h.rt.list_transactions(transactional_id_pattern="(")
+        # RE2's syntax: lookaround is refused, \z accepted; a backtracking pathology is linear.
+        with pytest.raises(RegexError):
+            await h.rt.list_transactions(transactional_id_pattern="(?=app)app-1")
+        assert [t.transactional_id for t in (await h.rt.list_transactions(
+            transactional_id_pattern=r"app-1\z")).transactions] == ["app-1"]
+        assert (await h.rt.list_transactions(transactional_id_pattern="app(.*.*)*X")).transactions == []
         await h.stop()
 
     run(scenario())
