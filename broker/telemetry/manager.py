@@ -28,11 +28,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
+import structlog
 from crc32c import crc32c
 
 from broker.telemetry import subscriptions as sub
 from protocol.compression import NAMES as COMPRESSION_NAMES
 from protocol.errors import ErrorCode
+
+log = structlog.get_logger(__name__)
 
 # zstd, lz4, gzip, snappy: the order Kafka's broker offers them (the client picks the first it supports).
 ACCEPTED_COMPRESSION_TYPES = (4, 3, 1, 2)
@@ -132,7 +135,13 @@ class ClientMetricsManager:
             if self._subscriptions.pop(name, None) is None:
                 return
         else:
-            self._subscriptions[name] = sub.Subscription.from_configs(name, props)
+            try:
+                self._subscriptions[name] = sub.Subscription.from_configs(name, props)
+            except sub.SubscriptionError as err:
+                # Journaled before its patterns had to be RE2's: it applies to no client rather than stop a start.
+                log.warning("client metrics subscription ignored", subscription=name, reason=err.message)
+                if self._subscriptions.pop(name, None) is None:
+                    return
         self._version += 1
 
     # --- requests ------------------------------------------------------------------------------------------

@@ -3,13 +3,18 @@
 A subscription is named; its configs are `metrics` (metric name prefixes, `*` for all), `interval.ms` (the push
 interval, 100 ms to 1 hour, default 5 minutes) and `match` (`attribute=regex` pairs; a client matches when every
 regex fully matches its attribute, and an empty list matches every client).
+
+The regexes are RE2's (broker.linear_regex), not Java's as in Kafka: they are matched against what clients send
+(their client id, software name, address) on the event loop, where a backtracking engine would let one client
+stall the broker on an unlucky pattern. Lookaround and backreferences are refused as an illegal pattern.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+from typing import Any
 
+from broker.linear_regex import RegexError, compile_pattern
 from protocol.errors import ErrorCode
 
 CLIENT_METRICS_RESOURCE = 16  # ConfigResource.Type.CLIENT_METRICS
@@ -48,9 +53,9 @@ def parse_list(text: str) -> list[str]:
     return [] if not text else [item.strip() for item in text.split(",")]
 
 
-def parse_patterns(patterns: list[str]) -> dict[str, re.Pattern]:
-    """`attribute=regex` pairs -> compiled regexes; anything else is INVALID_CONFIG as in Kafka."""
-    parsed: dict[str, re.Pattern] = {}
+def parse_patterns(patterns: list[str]) -> dict[str, Any]:
+    """`attribute=regex` pairs -> compiled regexes (RE2); anything else is INVALID_CONFIG as in Kafka."""
+    parsed: dict[str, Any] = {}
     for pattern in patterns:
         # Java's String.split("=") drops trailing empty parts: "a=" and "a=b=c" are both illegal
         parts = pattern.split("=")
@@ -59,8 +64,8 @@ def parse_patterns(patterns: list[str]) -> dict[str, re.Pattern]:
         if len(parts) != 2 or parts[0].strip() not in MATCH_PARAMS:
             raise SubscriptionError(ErrorCode.INVALID_CONFIG, f"Illegal client matching pattern: {pattern}")
         try:
-            parsed[parts[0].strip()] = re.compile(parts[1].strip())
-        except re.error:
+            parsed[parts[0].strip()] = compile_pattern(parts[1].strip())
+        except RegexError:
             raise SubscriptionError(ErrorCode.INVALID_CONFIG,
                                     f"Illegal client matching pattern: {pattern}") from None
     return parsed
@@ -99,7 +104,7 @@ class Subscription:
     name: str
     metrics: tuple[str, ...]
     interval_ms: int
-    match: dict[str, re.Pattern]
+    match: dict[str, Any]  # attribute -> compiled RE2 pattern
 
     @classmethod
     def from_configs(cls, name: str, props: dict[str, str]) -> Subscription:
