@@ -20,6 +20,7 @@ import json
 import os
 import struct
 import sys
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,11 @@ log = structlog.get_logger(__name__)
 # Longest pattern accepted (characters). Kafka sets none; RE2/J's and RE2's costs grow with the pattern, and
 # librdkafka joins all of a consumer's `^` subscriptions into one pattern, so the bound is generous.
 MAX_PATTERN_LENGTH = 4096
+# Longest a request's matching may take in the worker (seconds). Linear is still pattern size x name size per name:
+# a 4 096-character pattern costs RE2 about 20 ms per 249-character name, minutes over ten thousand topics, while
+# every other request waits. A pattern that needs longer is refused; a common one takes milliseconds.
+MAX_MATCH_SECONDS = 5.0
+_NAMES_PER_CLOCK_CHECK = 16
 
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # RE2 would print every refused pattern on stderr
@@ -39,11 +45,13 @@ _FRAME = struct.Struct(">I")
 
 
 class RegexError(ValueError):
-    """The pattern is not one RE2 accepts (or is too long); `detail` says why, as RE2/J's description does."""
+    """The pattern is not one RE2 accepts (or is too long); `detail` says why, as RE2/J's description does.
+    `too_costly`: it is valid but matching it took longer than the request's budget."""
 
-    def __init__(self, detail: str) -> None:
+    def __init__(self, detail: str, too_costly: bool = False) -> None:
         super().__init__(detail)
         self.detail = detail
+        self.too_costly = too_costly
 
 
 class RegexUnavailable(Exception):
@@ -61,25 +69,34 @@ def compile_pattern(pattern: str, max_length: int = MAX_PATTERN_LENGTH) -> Any:
         raise RegexError(detail.decode(errors="replace") if isinstance(detail, bytes) else str(detail)) from None
 
 
-def full_matches(compiled: Any, names: Iterable[str]) -> list[str]:
-    """The names `compiled` matches whole (Kafka's `Pattern.matcher(name).matches()`), in order."""
+def full_matches(compiled: Any, names: Sequence[str], deadline: float | None = None) -> list[str]:
+    """The names `compiled` matches whole (Kafka's `Pattern.matcher(name).matches()`), in order. Raises RegexError
+    (too_costly) once `time.monotonic()` passes `deadline`."""
     fullmatch = compiled.fullmatch
-    return [name for name in names if fullmatch(name) is not None]
+    if deadline is None:
+        return [name for name in names if fullmatch(name) is not None]
+    out: list[str] = []
+    for start in range(0, len(names), _NAMES_PER_CLOCK_CHECK):
+        if time.monotonic() > deadline:
+            raise RegexError("takes too long to match against the names", too_costly=True)
+        out += [name for name in names[start:start + _NAMES_PER_CLOCK_CHECK] if fullmatch(name) is not None]
+    return out
 
 
 def match_all(check: Iterable[str], resolve: Iterable[str], names: Sequence[str],
-              max_length: int = MAX_PATTERN_LENGTH) -> dict[str, RegexError | list[str]]:
-    """Compile every pattern of `check` and `resolve`: pattern -> RegexError if invalid, else the names it matches
-    ([] for a pattern only checked)."""
+              max_length: int = MAX_PATTERN_LENGTH,
+              budget_s: float | None = None) -> dict[str, RegexError | list[str]]:
+    """Compile every pattern of `check` and `resolve`: pattern -> RegexError if invalid (or, `too_costly`, if
+    matching went past `budget_s` seconds for the whole call), else the names it matches ([] if only checked)."""
+    deadline = time.monotonic() + budget_s if budget_s is not None else None
     resolve = set(resolve)
     out: dict[str, RegexError | list[str]] = {}
     for pattern in sorted(set(check) | resolve):
         try:
             compiled = compile_pattern(pattern, max_length)
+            out[pattern] = full_matches(compiled, names, deadline) if pattern in resolve else []
         except RegexError as err:
             out[pattern] = err
-            continue
-        out[pattern] = full_matches(compiled, names) if pattern in resolve else []
     return out
 
 
@@ -97,8 +114,9 @@ class RegexWorker:
     started on first use and again after it failed. Name lists given with a `family` and version are sent once
     per version and kept by the child (the topic names), others with every request."""
 
-    def __init__(self, max_length: int = MAX_PATTERN_LENGTH) -> None:
+    def __init__(self, max_length: int = MAX_PATTERN_LENGTH, budget_s: float = MAX_MATCH_SECONDS) -> None:
         self.max_length = max_length
+        self.budget_s = budget_s
         self._proc: asyncio.subprocess.Process | None = None
         self._lock = asyncio.Lock()
         self._sent: dict[str, int] = {}  # family -> version of the names the running child holds
@@ -117,7 +135,8 @@ class RegexWorker:
             try:
                 proc = await self._running()
                 assert proc.stdin is not None and proc.stdout is not None
-                request: dict[str, Any] = {"check": check, "resolve": resolve, "max_length": self.max_length}
+                request: dict[str, Any] = {"check": check, "resolve": resolve, "max_length": self.max_length,
+                                           "budget_s": self.budget_s}
                 if family is None:
                     request["names"] = list(names) if resolve else []
                 else:
@@ -133,7 +152,8 @@ class RegexWorker:
                 raise RegexUnavailable(str(err)) from None
             if family is not None:
                 self._sent[family[0]] = family[1]
-            return {p: RegexError(r["error"]) if "error" in r else r["matches"] for p, r in answer.items()}
+            return {p: RegexError(r["error"], r.get("costly", False)) if "error" in r else r["matches"]
+                    for p, r in answer.items()}
 
     async def _running(self) -> asyncio.subprocess.Process:
         if self._proc is not None and self._proc.returncode is None:

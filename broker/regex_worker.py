@@ -3,8 +3,9 @@ the broker (broker/linear_regex.py), so that neither RE2's compilation, which ho
 long match takes time from the broker's event loop.
 
 Requests and answers are length-prefixed JSON frames on stdin and stdout. A request: `check` and `resolve`
-(patterns), `max_length`, and either `names` or a `family` with its `version` (the child keeps the last names
-sent for a family). The answer maps each pattern to {"error": detail} or {"matches": [names]}. The child exits when
+(patterns), `max_length`, `budget_s`, and either `names` or a `family` with its `version` (the child keeps the
+last names sent for a family). The answer maps each pattern to {"error": detail, "costly": bool} or
+{"matches": [names]}. The child exits when
 its stdin closes (the broker stopped or died).
 """
 
@@ -17,7 +18,7 @@ import sys
 
 from broker.linear_regex import RegexError, encode_frame, frame_size, match_all
 
-_NICENESS = 10
+_NICENESS = 19  # the lowest priority: its work is background work
 
 
 def _read_exactly(stream, n: int) -> bytes | None:
@@ -44,9 +45,10 @@ def serve(stdin, stdout) -> None:
                 names_by_family[family] = names
         else:
             names = names_by_family[family]
-        answer = {pattern: {"error": result.detail} if isinstance(result, RegexError) else {"matches": result}
-                  for pattern, result in match_all(request["check"], request["resolve"], names,
-                                                   request["max_length"]).items()}
+        results = match_all(request["check"], request["resolve"], names, request["max_length"],
+                            request.get("budget_s"))
+        answer = {pattern: {"error": r.detail, "costly": r.too_costly} if isinstance(r, RegexError)
+                  else {"matches": r} for pattern, r in results.items()}
         stdout.write(encode_frame(answer))
         stdout.flush()
 

@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from broker.groups.collaborators import TopicAuthorizer, TopicRegistryView
 from broker.groups.consumer import regex
 from broker.groups.consumer.regex import Identity, RegexWork, Resolution
-from broker.linear_regex import RegexWorker
+from broker.linear_regex import RegexError, RegexWorker
 
 # Authorizer decisions taken on the loop between two yields to other tasks.
 _DECISIONS_PER_SLICE = 256
@@ -60,8 +60,7 @@ class RegexResolver:
     async def resolve(self, work: RegexWork) -> dict[str, Resolution]:
         """The verdicts `work` asks for. Raises RegexUnavailable if the worker process failed."""
         topics_version, names = self._topic_names()
-        matched = regex.verdicts(await self._worker.match(work.check, work.resolve, names,
-                                                          ("topics", topics_version)))
+        matched = await self._worker.match(work.check, work.resolve, names, ("topics", topics_version))
         while True:
             acl_version = self._authorizer.acl_version
             kept = await self._describable(work, matched)
@@ -69,12 +68,13 @@ class RegexResolver:
                 break  # else ACLs changed while deciding: decide again under the new ones
         return regex.finish(work, matched, kept, topics_version, acl_version)
 
-    async def _describable(self, work: RegexWork, matched: dict[str, str | list[str]]) -> dict[str, list[str]]:
+    async def _describable(self, work: RegexWork, matched: dict[str, RegexError | list[str]]
+                           ) -> dict[str, list[str]]:
         may_describe = self._authorizer.may_describe_topic
         kept: dict[str, list[str]] = {}
         decisions = 0
         for pattern, found in matched.items():
-            if isinstance(found, str) or pattern not in work.resolve:
+            if isinstance(found, RegexError) or pattern not in work.resolve:
                 continue
             identities = [i for i in work.resolve[pattern] if i is not None]
             if not identities:

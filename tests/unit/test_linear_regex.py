@@ -8,7 +8,16 @@ import asyncio
 import pytest
 
 from broker import linear_regex
-from broker.linear_regex import RegexError, RegexUnavailable, RegexWorker, compile_pattern, full_matches
+from broker.linear_regex import (
+    RegexError,
+    RegexUnavailable,
+    RegexWorker,
+    compile_pattern,
+    full_matches,
+    match_all,
+)
+
+SLOW = "(.*a.*b|.*c.*d)*z"  # about 0.2 ms per 4 000-character name
 
 
 @pytest.mark.parametrize("pattern", [
@@ -85,8 +94,8 @@ def test_a_worker_that_dies_is_started_again():
             await worker._proc.wait()
             assert (await worker.match([], ["a"], ["a"], ("topics", 3)))["a"] == ["a"]
             # Dead during a request: that request fails (retriable), the next one has a new child.
-            slow = asyncio.ensure_future(worker.match([], ["(.*a.*b|.*c.*d)*z"], ["ab" * 2000] * 500))
-            await asyncio.sleep(0.1)
+            slow = asyncio.ensure_future(worker.match([], [SLOW], ["ab" * 2000] * 20_000))  # seconds of work
+            await asyncio.sleep(0.2)
             worker._proc.kill()
             with pytest.raises(RegexUnavailable):
                 await slow
@@ -101,7 +110,7 @@ def test_a_cancelled_caller_leaves_the_exchange_whole():
     async def main():
         worker = RegexWorker()
         try:
-            slow = asyncio.ensure_future(worker.match([], ["(.*a.*b|.*c.*d)*z"], ["ab" * 2000] * 200))
+            slow = asyncio.ensure_future(worker.match([], [SLOW], ["ab" * 2000] * 2_000))
             await asyncio.sleep(0.05)
             slow.cancel()
             assert (await worker.match([], ["x"], ["x", "y"]))["x"] == ["x"]
@@ -109,3 +118,10 @@ def test_a_cancelled_caller_leaves_the_exchange_whole():
             await worker.close()
 
     asyncio.run(main())
+
+
+def test_matching_past_the_budget_is_refused_as_too_costly():
+    results = match_all(["ok"], [SLOW, "ok"], ["ab" * 2000] * 20_000, budget_s=0.2)
+    assert isinstance(results[SLOW], RegexError) and results[SLOW].too_costly
+    assert isinstance(results["ok"], RegexError) and results["ok"].too_costly  # the budget is the whole call's
+    assert match_all([], ["a+"], ["aa"] * 100, budget_s=5.0)["a+"] == ["aa"] * 100

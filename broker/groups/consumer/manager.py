@@ -423,12 +423,18 @@ class ConsumerGroupManager(ClassicMembers):
             bump = True  # the member now subscribes to topics that are already known
         for pattern in sorted(used):
             verdict = regexes.get(pattern)
-            if verdict is None or verdict.topics is None or verdict.key is None:
+            if verdict is None or verdict.key is None:
                 continue
+            topics = verdict.topics
+            if topics is None:
+                # Valid, but too costly to match against the topics: it resolves to none, never to what it
+                # resolved to under other topics, ACLs or members.
+                log.warning("regular expression too costly to resolve; it matches no topic", group=gid,
+                            regex=pattern)
+                topics = frozenset()
             previous = group.resolved_regexes.get(pattern)
-            if previous is None or previous.topics != verdict.topics:
-                self._emit(res, rec.regex(gid, pattern,
-                                          ResolvedRegex(verdict.topics, verdict.key.topics_version, now)))
+            if previous is None or previous.topics != topics:
+                self._emit(res, rec.regex(gid, pattern, ResolvedRegex(topics, verdict.key.topics_version, now)))
                 bump = True
             keys[pattern] = verdict.key
         return bump

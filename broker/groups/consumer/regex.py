@@ -48,8 +48,8 @@ class RegexWork:
 
 @dataclass(frozen=True)
 class Resolution:
-    """The verdict on a pattern: `error` (Kafka's message) if invalid; else the topics it resolves to (None if it
-    was only checked) and the key they were resolved under."""
+    """The verdict on a pattern: `error` (Kafka's message) if invalid or too costly to match (then with its key);
+    else the topics it resolves to (None if it was only checked) and the key they were resolved under."""
 
     error: str | None = None
     topics: frozenset[str] | None = None
@@ -61,16 +61,11 @@ def invalid_message(pattern: str, detail: str) -> str:
     return f"SubscribedTopicRegex `{pattern}` is not a valid regular expression: {detail}."
 
 
-def verdicts(results: Mapping[str, RegexError | list[str]]) -> dict[str, str | list[str]]:
-    """broker.linear_regex's answer with each error as Kafka's message."""
-    return {p: invalid_message(p, r.detail) if isinstance(r, RegexError) else r for p, r in results.items()}
-
-
-def match(work: RegexWork, names: Sequence[str], max_length: int = MAX_PATTERN_LENGTH) -> dict[str, str | list[str]]:
-    """Compile every pattern of `work` and match those to resolve against `names`, on the caller's thread: pattern
-    -> Kafka's error message if invalid, else the matching names ([] for a pattern only checked). The runtime has
-    the regex worker process do this (broker.linear_regex)."""
-    return verdicts(match_all(work.check, work.resolve, names, max_length))
+def match(work: RegexWork, names: Sequence[str], max_length: int = MAX_PATTERN_LENGTH,
+          budget_s: float | None = None) -> dict[str, RegexError | list[str]]:
+    """Compile every pattern of `work` and match those to resolve against `names`, on the caller's thread
+    (broker.linear_regex.match_all); the runtime has the regex worker process do this."""
+    return match_all(work.check, work.resolve, names, max_length, budget_s)
 
 
 def describable(names: Iterable[str], identities: frozenset[Identity], may_describe: MayDescribe) -> list[str]:
@@ -82,24 +77,27 @@ def describable(names: Iterable[str], identities: frozenset[Identity], may_descr
 
 
 def resolve_now(work: RegexWork, names: Sequence[str], topics_version: int, acl_version: int,
-                may_describe: MayDescribe, max_length: int = MAX_PATTERN_LENGTH) -> dict[str, Resolution]:
+                may_describe: MayDescribe, max_length: int = MAX_PATTERN_LENGTH,
+                budget_s: float | None = None) -> dict[str, Resolution]:
     """All of a resolution in one call, on the caller's thread (tests and tools; the runtime splits it)."""
-    matched = match(work, names, max_length)
+    matched = match(work, names, max_length, budget_s)
     kept = {p: describable(found, work.resolve[p], may_describe) for p, found in matched.items()
-            if not isinstance(found, str) and p in work.resolve}
+            if not isinstance(found, RegexError) and p in work.resolve}
     return finish(work, matched, kept, topics_version, acl_version)
 
 
-def finish(work: RegexWork, matched: Mapping[str, str | list[str]], kept: Mapping[str, list[str]],
+def finish(work: RegexWork, matched: Mapping[str, RegexError | list[str]], kept: Mapping[str, list[str]],
            topics_version: int, acl_version: int) -> dict[str, Resolution]:
-    """Verdicts from `match`'s answer and `kept`, the matching names each pattern's identities may DESCRIBE."""
+    """Verdicts from `match`'s answer and `kept`, the matching names each pattern's identities may DESCRIBE. A
+    pattern too costly to match keeps its key, with no topics: it is not tried again until the key changes."""
     out: dict[str, Resolution] = {}
     for pattern, answer in matched.items():
-        if isinstance(answer, str):
-            out[pattern] = Resolution(error=answer)
-        elif pattern in work.resolve:
-            out[pattern] = Resolution(topics=frozenset(kept[pattern]),
-                                      key=ResolutionKey(topics_version, acl_version, work.resolve[pattern]))
+        key = ResolutionKey(topics_version, acl_version, work.resolve[pattern]) if pattern in work.resolve else None
+        if isinstance(answer, RegexError):
+            out[pattern] = Resolution(error=invalid_message(pattern, answer.detail),
+                                      key=key if answer.too_costly else None)
+        elif key is not None:
+            out[pattern] = Resolution(topics=frozenset(kept[pattern]), key=key)
         else:
             out[pattern] = Resolution()
     return out

@@ -4,7 +4,7 @@ subscribers change (the runtime resolves off the event loop; here on the test's 
 
 from __future__ import annotations
 
-from broker.groups.consumer.regex import RegexWork
+from broker.groups.consumer.regex import RegexWork, resolve_now
 from protocol.errors import ErrorCode
 from tests.unit.groups.group_helpers import Acls, Topics, assigned, cg_req, consumer_heartbeat, make
 
@@ -126,3 +126,26 @@ def test_after_a_reload_a_member_is_answered_only_after_its_own_identity_filtere
     r_m, _ = hb(loaded, cg_req("m", r_m["member_epoch"], owned={}), principal="User:mallory", now=2100)
     assert resolved(loaded) == {"orders.eu"}
     assert secret not in (assigned(r_m) or {}) and secret not in loaded.consumer.groups["g"].target_assignment["m"]
+
+
+def test_a_pattern_too_costly_to_match_is_refused_when_new_and_matches_nothing_when_known():
+    gc, topics, acls, ids = setup()
+    acls.allow("User:alice", "orders.eu")
+    identity = ("User:alice", "127.0.0.1")
+
+    def costly(req):  # the worker ran out of its matching budget (broker.linear_regex.MAX_MATCH_SECONDS)
+        work = gc.consumer.regex_work(req, identity)
+        verdicts = resolve_now(work, list(topics.by_name), topics.version, acls.version, acls.may_describe,
+                               budget_s=-1)
+        return gc.consumer_group_heartbeat(req, 1, 1000, identity=identity, regexes=verdicts)
+
+    r = costly(cg_req("a", 0, regex=PATTERN)).response
+    assert r["error_code"] == E.INVALID_REGULAR_EXPRESSION and "too long" in r["error_message"]
+    r, _ = hb(gc, cg_req("a", 0, regex=PATTERN))
+    assert assigned(r) == {ids["orders.eu"]: {0, 1}}
+    # Known, then too costly under new ACLs: no topics (not the resolution made under the old ACLs), and it is
+    # not tried again until something changes.
+    acls.allow("User:alice", "orders.us")
+    r = costly(cg_req("a", r["member_epoch"], owned=assigned(r))).response
+    assert resolved(gc) == set() and not assigned(r)
+    assert not gc.consumer.regex_work(cg_req("a", r["member_epoch"]), identity)
