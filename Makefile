@@ -38,6 +38,13 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || \
 	  tools/apt_install.sh "the console's browser test" "chromium chromium-driver"
 
+# Apache Kafka 4.4.0, the referee the tests compare Shoal with: its jars from Maven Central into .tools/
+# (tools/kafka/install.sh; instant once installed; with CI set a failure fails the target).
+.PHONY: kafka
+install: kafka
+kafka: java
+	@tools/kafka/install.sh
+
 # Broker on 127.0.0.1:9092, data in ./data (ARGS="--override key=value ..." to change settings).
 run: deps
 	$(PY) -m broker $(ARGS)
