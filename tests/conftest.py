@@ -12,6 +12,9 @@ import pytest
 
 from tests.helpers.broker_process import BrokerProcess, start_broker
 
+# Apache Kafka 4.4, the referee: the `kafka`, `kafka_sasl` and `kafka_cluster` fixtures.
+pytest_plugins = ["tests.helpers.kafka_fixtures"]
+
 
 @pytest.fixture
 def broker(tmp_path: Path):

@@ -1,0 +1,116 @@
+"""pytest fixtures running Apache Kafka 4.4, the referee (a plugin: tests/conftest.py lists it in pytest_plugins).
+
+kafka          one single-node KRaft Kafka (PLAINTEXT) for the whole test run, shared by every xdist worker:
+               started by the first test that asks, stopped by PID when the run ends (tests/helpers/kafka_run.py)
+kafka_sasl     the same, with only a SASL_PLAINTEXT listener: SCRAM-SHA-256/512 users admin (a super user) and
+               alice, StandardAuthorizer; `kafka_sasl.client_config("alice")` gives confluent-kafka settings
+kafka_cluster  three KRaft nodes (each broker and controller; replication factor 3, min.insync.replicas=2), per
+               test module, for the tests that use it; stopped when the module is done
+
+Both shared nodes are KafkaNode objects (tests/helpers/kafka_process.py): `.bootstrap`, `.pid`, `.tail()`. They
+belong to the run: a test must not stop or restart them (start its own KafkaNode for that), and names its topics
+and groups uniquely, as other tests use the same broker. A failing test's report gets the tail of the Kafka logs
+it used.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tests.helpers import kafka_dist
+from tests.helpers.kafka_process import KafkaCluster, KafkaNode
+from tests.helpers.kafka_run import KafkaRun
+
+_RUN = pytest.StashKey[KafkaRun]()
+_INPUT_KEY = "shoal_kafka_run"
+
+
+class _XdistBridge:
+    """Hands the controlling process's run to each worker it starts."""
+
+    def __init__(self, run: KafkaRun) -> None:
+        self.run = run
+
+    def pytest_configure_node(self, node) -> None:
+        node.workerinput[_INPUT_KEY] = self.run.to_input()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        config.stash[_RUN] = KafkaRun.from_input(workerinput[_INPUT_KEY])
+        return
+    run = KafkaRun.new()
+    config.stash[_RUN] = run
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_XdistBridge(run), "shoal-kafka-xdist-bridge")
+
+
+def _finish(config: pytest.Config) -> None:
+    if getattr(config, "workerinput", None) is not None or _RUN not in config.stash:
+        return
+    stopped = config.stash[_RUN].finish()
+    if stopped:
+        line = "; ".join(f"stopped Kafka pid {e['pid']} ({e['what']})" for e in stopped)
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(line)
+        else:
+            print(line, file=sys.stderr)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # In the controlling process, after every worker is done (or has crashed).
+    _finish(session.config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _finish(config)  # also when the session did not get to its end (an interrupted collection, a usage error)
+
+
+def _require_kafka() -> None:
+    try:
+        kafka_dist.lib_dir()
+    except kafka_dist.KafkaNotInstalled as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def kafka(request: pytest.FixtureRequest) -> KafkaNode:
+    _require_kafka()
+    return request.config.stash[_RUN].shared("single", "PLAINTEXT")
+
+
+@pytest.fixture(scope="session")
+def kafka_sasl(request: pytest.FixtureRequest) -> KafkaNode:
+    _require_kafka()
+    return request.config.stash[_RUN].shared("sasl", "SASL_PLAINTEXT")
+
+
+@pytest.fixture(scope="module")
+def kafka_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    _require_kafka()
+    run = request.config.stash[_RUN]
+    run.directory.mkdir(parents=True, exist_ok=True)
+    run.ensure_watchdog()  # a worker dying mid-module leaves its cluster to the watchdog
+    cluster = KafkaCluster(tmp_path_factory.mktemp("kafka-cluster"), 3, registry=run.procs)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if not report.failed:
+        return
+    for name, value in getattr(item, "funcargs", {}).items():
+        if isinstance(value, KafkaNode):
+            report.sections.append((f"Kafka log ({name}, {value.log_path}, tail)", value.tail()))
+        elif isinstance(value, KafkaCluster):
+            report.sections.append((f"Kafka logs ({name}, tails)", value.tail()))
