@@ -6,6 +6,7 @@ kafka_sasl     the same, with only a SASL_PLAINTEXT listener: SCRAM-SHA-256/512 
                alice, StandardAuthorizer; `kafka_sasl.client_config("alice")` gives confluent-kafka settings
 kafka_cluster  three KRaft nodes (each broker and controller; replication factor 3, min.insync.replicas=2), per
                test module, for the tests that use it; stopped when the module is done
+kafka_cluster_factory  clusters of another size or with other settings, per test
 
 Both shared nodes are KafkaNode objects (tests/helpers/kafka_process.py): `.bootstrap`, `.pid`, `.tail()`. They
 belong to the run: a test must not stop or restart them (start its own KafkaNode for that), and names its topics
@@ -89,18 +90,37 @@ def kafka_sasl(request: pytest.FixtureRequest) -> KafkaNode:
     return request.config.stash[_RUN].shared("sasl", "SASL_PLAINTEXT")
 
 
+def _start_cluster(config: pytest.Config, root, size: int, overrides) -> KafkaCluster:
+    _require_kafka()
+    run = config.stash[_RUN]
+    run.ensure_watchdog()  # a worker dying mid-test leaves its cluster to the watchdog
+    return KafkaCluster(root, size, overrides=overrides, registry=run.procs).start()
+
+
 @pytest.fixture(scope="module")
 def kafka_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
-    _require_kafka()
-    run = request.config.stash[_RUN]
-    run.directory.mkdir(parents=True, exist_ok=True)
-    run.ensure_watchdog()  # a worker dying mid-module leaves its cluster to the watchdog
-    cluster = KafkaCluster(tmp_path_factory.mktemp("kafka-cluster"), 3, registry=run.procs)
-    cluster.start()
+    cluster = _start_cluster(request.config, tmp_path_factory.mktemp("kafka-cluster"), 3, None)
     try:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture
+def kafka_cluster_factory(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """Start clusters with other sizes or settings: `kafka_cluster_factory(3, {"broker.session.timeout.ms":
+    "3000"})`; each is stopped when the test ends."""
+    started: list[KafkaCluster] = []
+
+    def make(size: int = 3, overrides: dict[str, str] | None = None) -> KafkaCluster:
+        started.append(_start_cluster(request.config, tmp_path_factory.mktemp("kafka-cluster"), size, overrides))
+        return started[-1]
+
+    try:
+        yield make
+    finally:
+        for cluster in started:
+            cluster.stop()
 
 
 @pytest.hookimpl(hookwrapper=True)

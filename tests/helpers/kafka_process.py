@@ -79,7 +79,7 @@ class KafkaNode:
 
     def __init__(self, root: Path, node_id: int = 1, *, security: str = "PLAINTEXT",
                  overrides: Mapping[str, str] | None = None, registry: Path | None = None,
-                 start_timeout: float = 120.0) -> None:
+                 start_timeout: float = 120.0, label: str | None = None) -> None:
         if security not in ("PLAINTEXT", "SASL_PLAINTEXT"):
             raise ValueError(f"unsupported security protocol {security}")
         self.root = Path(root)
@@ -88,6 +88,7 @@ class KafkaNode:
         self.overrides = dict(overrides or {})
         self.registry = registry  # a pid_registry directory: who stops this JVM if its owner cannot
         self.start_timeout = start_timeout
+        self.label = label or f"Kafka node {node_id}"  # names it in logs and reports
         self.port = free_port()
         self.controller_port = free_port()
         self.voters = f"{node_id}@127.0.0.1:{self.controller_port}"
@@ -194,7 +195,7 @@ class KafkaNode:
     def start(self, wait: bool = True) -> KafkaNode:
         """Start the JVM on the formatted log directory and, with `wait`, wait until it serves as a broker."""
         if self.alive():
-            raise RuntimeError(f"Kafka node {self.node_id} is already running")
+            raise RuntimeError(f"{self.label} is already running")
         self.write_config()
         cmd = kafka_dist.java_command("kafka.Kafka", [str(self.config_path)], jvm_opts=kafka_dist.SERVER_JVM_OPTS,
                                       log4j=kafka_dist.SERVER_LOG4J)
@@ -206,7 +207,7 @@ class KafkaNode:
                                          stdin=subprocess.DEVNULL, start_new_session=True)
         self.pid = self.proc.pid
         if self.registry is not None:
-            self.started_at = pid_registry.register(self.registry, self.pid, f"kafka node {self.node_id}")
+            self.started_at = pid_registry.register(self.registry, self.pid, self.label)
         else:
             self.started_at = pid_registry.start_time(self.pid)
         if wait:
@@ -221,7 +222,7 @@ class KafkaNode:
         while True:
             if not self.alive():
                 self._forget()
-                raise KafkaStartError(f"Kafka node {self.node_id} exited during start-up:\n{self.first_error()}"
+                raise KafkaStartError(f"{self.label} exited during start-up:\n{self.first_error()}"
                                       f"\n...\n{self.tail(20)}")
             if admin is None and _accepts(self.port):
                 from confluent_kafka.admin import AdminClient  # noqa: PLC0415 - only once the port is open
@@ -235,7 +236,7 @@ class KafkaNode:
                     pass
             if time.monotonic() > deadline:
                 self.kill9()
-                raise KafkaStartError(f"Kafka node {self.node_id} was not ready within "
+                raise KafkaStartError(f"{self.label} was not ready within "
                                       f"{timeout or self.start_timeout:g} s:\n{self.tail()}")
             time.sleep(0.1)
 
@@ -293,7 +294,7 @@ class KafkaNode:
 
     def state(self) -> dict:
         """What another process needs to use and stop this running node (KafkaNode.from_state)."""
-        return {"root": str(self.root), "node_id": self.node_id, "security": self.security,
+        return {"root": str(self.root), "node_id": self.node_id, "label": self.label, "security": self.security,
                 "overrides": self.overrides, "port": self.port, "controller_port": self.controller_port,
                 "voters": self.voters, "pid": self.pid, "started_at": self.started_at}
 
@@ -302,6 +303,7 @@ class KafkaNode:
         node = cls.__new__(cls)
         node.root = Path(state["root"])
         node.node_id = state["node_id"]
+        node.label = state["label"]
         node.security = state["security"]
         node.overrides = dict(state["overrides"])
         node.registry = registry
@@ -317,12 +319,12 @@ class KafkaNode:
 
 
 def start_single(root: Path, *, security: str = "PLAINTEXT", overrides: Mapping[str, str] | None = None,
-                 registry: Path | None = None, attempts: int = 3) -> KafkaNode:
+                 registry: Path | None = None, label: str | None = None, attempts: int = 3) -> KafkaNode:
     """A formatted, started and ready single-node Kafka under `root`. Its ports are picked free beforehand; when
     another process takes one first, it starts again on new ports."""
     for attempt in range(attempts):
         node = KafkaNode.single(root.with_name(f"{root.name}-retry{attempt}") if attempt else root, security=security,
-                                overrides=overrides, registry=registry)
+                                overrides=overrides, registry=registry, label=label)
         node.format_now()
         try:
             return node.start()

@@ -71,7 +71,8 @@ class KafkaRun:
                 return node
             self.ensure_watchdog()
             try:
-                node = start_single(node_dir / "node", security=security, registry=self.procs)
+                node = start_single(node_dir / "node", security=security, registry=self.procs,
+                                    label=f"the run's Kafka {name!r}")
             except Exception as exc:
                 node_dir.mkdir(parents=True, exist_ok=True)
                 failed_path.write_text(f"{type(exc).__name__}: {exc}")
