@@ -14,4 +14,8 @@ share_state        MemoryShareState: an in-memory share-state store for share-pa
 record_batches     record batches for log tests
 sasl, tls_material SASL users and listeners; TLS files made on the fly
 kcat, proc_stats   the kcat CLI; a process's RSS and open files
+kafka_dist         Apache Kafka 4.4's jars (make kafka): java_command, run_tool and the table of its tools' main classes
+kafka_process      KafkaNode / KafkaCluster: KRaft Kafka JVMs on loopback ports, formatted by Kafka's storage tool
+kafka_fixtures     the `kafka`, `kafka_sasl`, `kafka_cluster` fixtures (a pytest plugin, listed by tests/conftest.py)
+kafka_run          one Kafka per test run across xdist workers; pid_registry and kafka_watchdog stop it by PID
 """

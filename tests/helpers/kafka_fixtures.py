@@ -57,6 +57,7 @@ def _finish(config: pytest.Config) -> None:
         line = "; ".join(f"stopped Kafka pid {e['pid']} ({e['what']})" for e in stopped)
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
+            reporter.ensure_newline()
             reporter.write_line(line)
         else:
             print(line, file=sys.stderr)
