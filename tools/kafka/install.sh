@@ -43,8 +43,8 @@ mkdir -p "$home"
 rm -rf "$home/lib.new"
 # Into lib.new, then renamed: an interrupted copy never leaves a half-filled lib behind the stamp.
 # (jansi.noreset: Maven 3.8 prints colour resets even in batch mode.)
-if ! MAVEN_OPTS="${MAVEN_OPTS:-} -Djansi.noreset=true" mvn --batch-mode --no-transfer-progress --quiet -f "$pom" dependency:copy-dependencies \
-    -DincludeScope=runtime -DoutputDirectory="$PWD/$home/lib.new"; then
+if ! MAVEN_OPTS="${MAVEN_OPTS:-} -Djansi.noreset=true" mvn --batch-mode --no-transfer-progress --quiet \
+    -f "$pom" dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$PWD/$home/lib.new"; then
   rm -rf "$home/lib.new"
   fail "mvn dependency:copy-dependencies failed"
 fi
