@@ -143,7 +143,8 @@ class Broker:
                              max_queued_bytes=config.get("queued.max.request.bytes"),
                              backlog=config.get("socket.listen.backlog.size"),
                              send_buffer_bytes=config.get("socket.send.buffer.bytes"),
-                             receive_buffer_bytes=config.get("socket.receive.buffer.bytes"))
+                             receive_buffer_bytes=config.get("socket.receive.buffer.bytes"),
+                             admit=self.router.admit)
         self._tasks: set[asyncio.Task] = set()  # running background tasks; finished ones drop out
         self._stopped = asyncio.Event()
         self._stopping = False

@@ -42,6 +42,23 @@ class ConnectionInfo:
     mute_for: Callable[[float], None] = _not_muted
 
 
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """What the broker decided about a request when the network layer dispatched it, before that connection's next
+    request is looked at. Kafka's network layer reads one request of a connection at a time, so a quota throttle
+    computed for one request always holds back the next; Shoal runs a connection's requests concurrently, so the
+    decisions that must hold back what a client pipelines are taken here (`Router.admit`).
+
+    throttle_ms: the throttle the request's bytes earned against producer_byte_rate, recorded at admission (the
+        router mutes the connection for it when it answers)
+    hold: dispatch nothing more from the connection until this request is answered (a Produce over its byte rate,
+        or any request of a client under a request_percentage quota, which is charged once the request has run)
+    """
+
+    throttle_ms: int = 0
+    hold: bool = False
+
+
 class RequestContext:
     """Per-request context handed to every handler.
 

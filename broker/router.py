@@ -4,6 +4,8 @@
 (size prefix included), or None when the request gets no response (Produce acks=0). It raises
 `CloseConnection` when Kafka would close the connection: unknown api key, unsupported version (other than
 ApiVersions), malformed header or body, or a handler failure with no error field to report it in.
+`Router.admit(frame, connection)` runs first, when the network layer dispatches the frame: the quota decisions
+that must be taken before the connection's next request is dispatched.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from prometheus_client import CollectorRegistry
 
-from broker.context import ConnectionInfo, RequestContext
+from broker.context import Admission, ConnectionInfo, RequestContext
 from broker.metrics.requests import ApiMetrics, RequestMetrics
 from broker.quotas.request_time import Timed
 from protocol import schema
@@ -137,7 +139,21 @@ class Router:
         self.request_metrics.refused(self.metrics_name(api_key), code)
 
     # --- dispatch ------------------------------------------------------------------------------------------
-    async def handle(self, frame: bytes | bytearray | memoryview, connection: ConnectionInfo) -> bytes | None:
+    def admit(self, frame: bytes | bytearray | memoryview, connection: ConnectionInfo) -> Admission | None:
+        """Called by the network layer as it dispatches `frame`, before it looks at the connection's next one: the
+        quota decisions that must hold back what the client pipelines (`QuotaService.admit`). None while no
+        producer or request quota exists (or the header is malformed: `handle` closes the connection)."""
+        quotas = self.quotas
+        if quotas is None or not quotas.admitting:
+            return None
+        try:
+            header, _ = decode_request_header(frame)
+        except DecodeError:
+            return None
+        return quotas.admit(header.api_key, header.client_id, connection, len(frame))
+
+    async def handle(self, frame: bytes | bytearray | memoryview, connection: ConnectionInfo,
+                     admitted: Admission | None = None) -> bytes | None:
         received = time.monotonic_ns()
         try:
             header, offset = decode_request_header(frame)
@@ -196,7 +212,7 @@ class Router:
                 timed.busy_ns += time.monotonic_ns() - received  # the header and body decode
                 result = await timed
             if quotas is not None:
-                throttle_ms = quotas.throttle(ctx, len(frame), None if timed is None else timed.busy_ns)
+                throttle_ms = quotas.throttle(ctx, len(frame), None if timed is None else timed.busy_ns, admitted)
                 if throttle_ms > 0:
                     if type(result) is dict:
                         result["throttle_time_ms"] = throttle_ms

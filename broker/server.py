@@ -14,9 +14,16 @@ other such request of the connection is in flight, as real clients never pipelin
 one per loop iteration, so a handler that finishes at once has its response counted before the next request
 starts; pipelined Produce requests (small responses) are dispatched together, so they share one fsync. Reading
 pauses while the write buffer is above its high-water mark, so a client that never reads its responses holds at
-most about one response and one request, and while more than 64 KiB of whole frames wait in
-the buffer: below that the connection keeps reading behind a request that waits (a long poll), so the client's
-end of stream, its next small requests and its activity are still seen.
+most about one response and one request, and while more than 64 KiB of whole frames wait in the buffer: below
+that the connection keeps reading behind a request that waits (a long poll), so the client's end of stream, its
+next small requests and its activity are still seen.
+
+Quotas hold whatever a client pipelines, as Kafka's network layer does by reading one request per connection at a
+time. Each frame is admitted as it is dispatched, before the connection's next one is looked at (`Server.admit`,
+the router's quota admission): a request it holds is answered before anything more of the connection is
+dispatched (a Produce over its byte rate; any request of a client under a request quota, charged once it has run).
+A throttled answer mutes the connection for the throttle time (`mute_for`: nothing read or dispatched); Fetch and
+ShareFetch, one at a time, are throttled before they are answered.
 
 Accepting follows Kafka's connection quotas (`broker.connection_quotas`), and connections that receive and
 send nothing for `connections.max.idle.ms` are dropped (also those stuck in the middle of a frame, or closing
@@ -38,7 +45,7 @@ from typing import Any
 import structlog
 
 from broker.connection_quotas import ConnectionQuotas, normalize_ip
-from broker.context import ConnectionInfo
+from broker.context import Admission, ConnectionInfo
 from broker.request_memory import RequestMemoryPool, give_back_memory
 from broker.router import CloseConnection
 from broker.security.listener import ListenerSecurity
@@ -52,7 +59,9 @@ log = structlog.get_logger(__name__)
 READ_AHEAD_BYTES = 64 * 1024
 _API_KEY = struct.Struct(">h")
 PRODUCE = 0
-Dispatch = Callable[[Any, ConnectionInfo], Any]  # coroutine function: (frame, connection) -> bytes | None
+Dispatch = Callable[..., Any]  # coroutine function: (frame, connection[, admission]) -> bytes | None
+# fn(frame, connection) -> Admission | None, called as a frame is dispatched, before the connection's next is looked at
+Admit = Callable[[Any, ConnectionInfo], Admission | None]
 
 
 def _address(sockname: Any) -> str:
@@ -76,6 +85,7 @@ class KafkaConnection(asyncio.Protocol):
         self._sasl: Any = None  # the SASL authenticator on SASL listeners
         self._auth_failed = False  # a failed authentication: nothing more is read, the connection closes
         self._dispatch = server.dispatch
+        self._admit = server.admit
         self._max_frame = server.max_request_bytes
         self._max_inflight = server.max_inflight
         self._max_unsent = server.max_unsent_bytes
@@ -87,6 +97,7 @@ class KafkaConnection(asyncio.Protocol):
         self._pending: deque[asyncio.Future] = deque()  # dispatched requests, answered in this order
         self._held = 0  # bytes of finished responses not yet handed to the transport
         self._serial_inflight = 0  # in-flight requests of the large-response APIs
+        self._holding = False  # a request admitted with `hold` is in flight: nothing more is dispatched until it ends
         self._pump_handle: asyncio.Handle | None = None
         self._transport: asyncio.Transport | None = None
         self._closing = False
@@ -220,7 +231,8 @@ class KafkaConnection(asyncio.Protocol):
         return self._held + (transport.get_write_buffer_size() if transport is not None else 0)
 
     def _may_dispatch(self, api_key: int) -> bool:
-        if len(self._pending) >= self._max_inflight or self._write_paused or self._unmute_handle is not None:
+        if (len(self._pending) >= self._max_inflight or self._write_paused or self._unmute_handle is not None
+                or self._holding):
             return False
         if self._held and self._unsent() >= self._max_unsent:
             return False
@@ -279,10 +291,22 @@ class KafkaConnection(asyncio.Protocol):
                     self._server.refused(api_key if len(frame) >= 2 else None, step.error or None)
                 self._sasl_step(step)
                 return
+        admitted = None
+        if self._admit is not None:
+            # Now, before the next frame is looked at: a hold keeps the frames behind this one buffered until it is
+            # answered (and its throttle, if any, has muted the connection), however many the client pipelined.
+            try:
+                admitted = self._admit(frame, self.info)
+            except Exception:  # noqa: BLE001 - a failure must not escape into the transport's callback
+                log.exception("request admission failed, closing connection", conn=self.info.id, peer=self.info.peer)
+                self.close()
+                return
+            if admitted is not None and admitted.hold:
+                self._holding = True
         serial = api_key in self._serial_apis
         if serial:
             self._serial_inflight += 1
-        task = asyncio.ensure_future(self._run(frame, serial))
+        task = asyncio.ensure_future(self._run(frame, serial, admitted))
         self._pending.append(task)
         task.add_done_callback(self._on_done)
 
@@ -307,12 +331,17 @@ class KafkaConnection(asyncio.Protocol):
                 self._held += len(step.response)
             fut.set_result(step.response)
 
-    async def _run(self, frame: bytes | memoryview, serial: bool) -> Any:
+    async def _run(self, frame: bytes | memoryview, serial: bool, admitted: Admission | None) -> Any:
         try:
-            response = await self._dispatch(frame, self.info)
+            if admitted is None:
+                response = await self._dispatch(frame, self.info)
+            else:
+                response = await self._dispatch(frame, self.info, admitted)
         finally:
             if serial:
                 self._serial_inflight -= 1
+            if admitted is not None and admitted.hold:
+                self._holding = False
         if response is not None and not self._closing:
             self._held += _size(response)  # counted as unsent until written (see _may_dispatch)
         return response
@@ -440,8 +469,11 @@ class Server:
                  max_unsent_bytes: int = 1_048_576, idle_ms: int = 600_000, backlog: int = 1024,
                  quotas: ConnectionQuotas | None = None, serial_api_keys: Iterable[int] = (),
                  refused: Callable[[int | None, ErrorCode | None], None] | None = None,
-                 max_queued_bytes: int = -1, send_buffer_bytes: int = -1, receive_buffer_bytes: int = -1) -> None:
+                 max_queued_bytes: int = -1, send_buffer_bytes: int = -1, receive_buffer_bytes: int = -1,
+                 admit: Admit | None = None) -> None:
         self.dispatch = dispatch
+        # Called as each frame is dispatched (the router's quota admission); what it returns is handed to dispatch.
+        self.admit = admit
         # fn(api key or None, error or None) for a request refused before it reaches the router (request metrics)
         self.refused = refused or (lambda _api_key, _error: None)
         self.max_request_bytes = max_request_bytes

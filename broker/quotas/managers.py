@@ -177,6 +177,10 @@ class ClientQuotaManager(_Quotas):
             self.throttles.add(tags, throttle)
         return max(throttle, 0)
 
+    def applies(self, user: str, client_id: str) -> bool:
+        """Is this (user, client-id) under a quota of this type?"""
+        return self.enabled and self.resolve(user, client_id)[1] is not None
+
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
         """Take back a recorded value (a throttled Fetch answers nothing: Kafka's unrecordQuotaSensor)."""
         tags, limit = self.resolve(user, client_id)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.context import Admission
 from broker.log.dir_failure import KafkaStorageError
 from broker.quotas.managers import (
     ClientQuotaManager,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 PRODUCE = 0
+_ADMITTED = Admission()  # admitted with nothing to hold back (the common case: one shared instance)
 # APIs Kafka answers with sendResponseExemptThrottle: broker-to-broker cluster actions are never throttled.
 REQUEST_QUOTA_EXEMPT = frozenset({27})  # WriteTxnMarkers
 
@@ -77,6 +79,8 @@ class QuotaService:
         self.controller_mutation = ControllerMutationQuotaManager(self.store, controller_window, clock)
         self.connection_creation = IpConnectionRateManager(self.store, client_window)
         self._changes = asyncio.Lock()
+        self._admitting_version = -1
+        self._admitting = False
 
     def load(self) -> None:
         """Replay the journal's ClientQuotaRecords. Blocking: call it from a worker thread at start-up."""
@@ -110,12 +114,41 @@ class QuotaService:
         nothing while a quota type has no quota anywhere."""
         return api_key not in REQUEST_QUOTA_EXEMPT and self.request.enabled
 
-    def throttle(self, ctx: RequestContext, request_bytes: int, busy_ns: int | None) -> int:
+    @property
+    def admitting(self) -> bool:
+        """Must requests be admitted (`admit`) as they are dispatched: some producer_byte_rate or
+        request_percentage quota exists. Asked for every request: re-read only when the store changed."""
+        version = self.store.version
+        if version != self._admitting_version:
+            self._admitting_version = version
+            self._admitting = self.produce.enabled or self.request.enabled
+        return self._admitting
+
+    def admit(self, api_key: int, client_id: str | None, connection: ConnectionInfo, request_bytes: int) -> Admission:
+        """A request being dispatched, before its connection's next one. A Produce's size is recorded against the
+        producer byte rate now (Kafka records request.sizeInBytes for every Produce); one over the rate is held:
+        answered before anything more of its connection is dispatched, which is then muted for the throttle (the
+        router mutes when it answers), as Kafka's network layer, reading one request per connection at a time,
+        does. A client under a request quota has all its requests held, each charged before the next starts."""
+        user, client = user_of(connection), client_id or ""
+        throttle = 0
+        if api_key == PRODUCE and self.produce.enabled:
+            throttle = self.produce.record(user, client, request_bytes, self.clock())
+        hold = throttle > 0 or (api_key not in REQUEST_QUOTA_EXEMPT and self.request.applies(user, client))
+        return Admission(throttle, hold) if hold else _ADMITTED
+
+    def throttle(self, ctx: RequestContext, request_bytes: int, busy_ns: int | None,
+                 admitted: Admission | None = None) -> int:
         """Record a served request and return its throttle time in ms: the largest of what the handler computed
         (`ctx.throttle_ms`), the produce byte rate (Kafka records the request's size, request.sizeInBytes, for
-        every Produce) and the request quota (the loop time measured, as a percentage of one thread)."""
+        every Produce: at admission when the request was admitted, else now) and the request quota (the loop time
+        measured, as a percentage of one thread)."""
         throttle = ctx.throttle_ms
-        produce = ctx.api_key == PRODUCE and self.produce.enabled
+        if admitted is None:
+            produce = ctx.api_key == PRODUCE and self.produce.enabled
+        else:
+            produce = False
+            throttle = max(throttle, admitted.throttle_ms)
         if not produce and busy_ns is None:
             return throttle
         user, client_id, now = user_of(ctx.connection), ctx.client_id or "", self.clock()
