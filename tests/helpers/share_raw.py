@@ -33,17 +33,23 @@ def ensure_member(client: RawClient, group: str, member: str, tid: uuid.UUID) ->
 def fetch(client: RawClient, group: str, member: str, epoch: int, tid: uuid.UUID, partitions=(0,), *, acks=None,
           max_wait_ms: int = 0, max_records: int = 500, version: int = 1, forget=(), join: bool = True,
           max_bytes: int = 1 << 20):
-    acks = acks or {}
     if epoch == 0 and join:
         ensure_member(client, group, member, tid)
-    body = {"group_id": group, "member_id": member, "share_session_epoch": epoch, "max_wait_ms": max_wait_ms,
+    body = fetch_body(group, member, epoch, tid, partitions, acks=acks, max_wait_ms=max_wait_ms,
+                      max_records=max_records, forget=forget, max_bytes=max_bytes)
+    return client.call(SHARE_FETCH, version, body)
+
+
+def fetch_body(group: str, member: str, epoch: int, tid: uuid.UUID, partitions=(0,), *, acks=None,
+               max_wait_ms: int = 0, max_records: int = 500, forget=(), max_bytes: int = 1 << 20) -> dict:
+    acks = acks or {}
+    return {"group_id": group, "member_id": member, "share_session_epoch": epoch, "max_wait_ms": max_wait_ms,
             "min_bytes": 1, "max_bytes": max_bytes, "max_records": max_records, "batch_size": max_records,
             "topics": [{"topic_id": tid, "partitions": [
                 {"partition_index": p, "acknowledgement_batches": [
                     {"first_offset": a, "last_offset": b, "acknowledge_types": [t]} for a, b, t in acks.get(p, [])]}
                 for p in partitions]}] if partitions else [],
             "forgotten_topics_data": [{"topic_id": tid, "partitions": list(forget)}] if forget else []}
-    return client.call(SHARE_FETCH, version, body)
 
 
 def acknowledge(client: RawClient, group: str, member: str, epoch: int, tid: uuid.UUID, acks: dict):
