@@ -195,14 +195,16 @@ class TransactionCoordinator:
             if new_producer_id is None:
                 return TxnResult(need_producer_id=True)
             m, new_producer_id = md.new_metadata(tid, new_producer_id, timeout_ms, now), None
+        if m.state.is_prepare:
+            # the client backs off until the markers are written; before the producer checks, as Kafka's
+            # pending transition (its state while the markers are written) answers first
+            return TxnResult(ErrorCode.CONCURRENT_TRANSACTIONS)
         if expected is not None and not (
                 m.producer_epoch == NO_PRODUCER_EPOCH  # just created: the recovering producer gets the new id
                 or expected[0] == m.producer_id  # the epoch is checked by the bump
                 # a retry of a bump that moved to a new producer id (the old epochs were used up)
                 or (expected[0] == m.prev_producer_id and md.is_epoch_exhausted(expected[1]))):
             return TxnResult(ErrorCode.PRODUCER_FENCED)
-        if m.state.is_prepare:
-            return TxnResult(ErrorCode.CONCURRENT_TRANSACTIONS)  # the client backs off until markers are written
         if m.state is TxnState.ONGOING:
             # Fence the producer that owns the transaction and abort it; the client retries and then gets an
             # epoch bumped once more (or a new producer id if the fence used up the epochs).
@@ -246,6 +248,13 @@ class TransactionCoordinator:
                 return AddPartitionsResult({tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
                                             else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in parts})
         try:
+            if not verify_only:
+                # Kafka's pending transition (its state while markers are written) answers before the producer
+                # checks; its verification looks at the producer first
+                self._check_owner(transactional_id)
+                current = self._txns.get(transactional_id)
+                if current is not None and current.state.is_prepare:
+                    raise _Refused(ErrorCode.CONCURRENT_TRANSACTIONS)
             m = self._check_producer(transactional_id, producer_id, producer_epoch)
             if m.state.is_prepare:
                 raise _Refused(ErrorCode.CONCURRENT_TRANSACTIONS)
@@ -322,9 +331,9 @@ class TransactionCoordinator:
                 return TxnResult()  # a retry of an EndTxn that completed
             raise self._invalid_state()
         if s.is_prepare:
-            if commit == (s is TxnState.PREPARE_COMMIT):
-                raise _Refused(ErrorCode.CONCURRENT_TRANSACTIONS)  # a retry: markers still being written
-            raise self._invalid_state()
+            # markers still being written: a retry, or the other outcome, backs off (Kafka's pending transition
+            # to CompleteCommit/CompleteAbort answers before the state is looked at)
+            raise _Refused(ErrorCode.CONCURRENT_TRANSACTIONS)
         raise self._invalid_state()  # Empty
 
     def _end_tv2(self, m: TxnMetadata, producer_id: int, producer_epoch: int, commit: bool, tv: int,
@@ -334,12 +343,13 @@ class TransactionCoordinator:
         retry_on_overflow = (m.prev_producer_id == producer_id and producer_epoch == SHORT_MAX - 1
                              and m.producer_epoch == 0)
         retry_on_bump = m.producer_epoch == producer_epoch + 1
-        if m.producer_id != producer_id and not retry_on_overflow:
-            raise _Refused(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
         s = m.state
         if s.is_prepare:
-            valid_epoch = retry_on_bump
-        elif s.is_complete:
+            # markers still being written: Kafka's pending transition answers before the producer is checked
+            raise _Refused(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if m.producer_id != producer_id and not retry_on_overflow:
+            raise _Refused(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if s.is_complete:
             valid_epoch = retry_on_bump or retry_on_overflow or producer_epoch == m.producer_epoch
         else:
             valid_epoch = producer_epoch == m.producer_epoch
@@ -359,8 +369,6 @@ class TransactionCoordinator:
                 raise self._invalid_state()
             # an abort when the client cannot tell whether a transaction began: bump the epoch all the same
             return self._prepare_tv2(m, TxnState.PREPARE_ABORT, tv, new_producer_id, no_partition_added=True)
-        if s.is_prepare:
-            raise _Refused(ErrorCode.CONCURRENT_TRANSACTIONS if same_outcome else ErrorCode.INVALID_TXN_STATE)
         if s is TxnState.EMPTY and not commit:
             return self._prepare_tv2(m, TxnState.PREPARE_ABORT, tv, new_producer_id, no_partition_added=True)
         raise self._invalid_state()
@@ -392,9 +400,13 @@ class TransactionCoordinator:
 
     def _fence_and_abort(self, m: TxnMetadata, now: int) -> TxnResult:
         # Coordinator-initiated aborts use the cluster's transaction version, as Kafka's do (not the client's).
+        # The producer's epoch is bumped once either way: below TV2 by the fence (the abort keeps the epoch), at
+        # TV2 by the abort itself (Kafka's fence epoch is never applied there: the TV2 abort bumps the epoch the
+        # transaction had).
         level = self.config.transaction_version_level
-        tv = level if supports_epoch_bump(level) else TV_0
-        return self._prepare(md.prepare_end(md.fence_epoch(m), TxnState.PREPARE_ABORT, tv, NO_PRODUCER_ID, now,
+        if supports_epoch_bump(level):
+            return self._prepare(md.prepare_end(m, TxnState.PREPARE_ABORT, level, NO_PRODUCER_ID, now, False))
+        return self._prepare(md.prepare_end(md.fence_epoch(m), TxnState.PREPARE_ABORT, TV_0, NO_PRODUCER_ID, now,
                                             False))
 
     def _markers_for(self, txns: Iterable[TxnMetadata]) -> TxnResult:

@@ -60,22 +60,30 @@ def producers(c: RawClient) -> list[tuple]:
                    a.current_txn_start_offset) for p in r.topics[0].partitions for a in p.active_producers)
 
 
-def refused_everything_wrong(c: RawClient, tid: str, pid: int, epoch: int, *, wrong_state: dict[str, int]) -> None:
+def refused_everything_wrong(c: RawClient, tid: str, pid: int, epoch: int, *, wrong_state: dict[str, int],
+                             pending: bool = False) -> None:
     """Every request with a wrong epoch or producer id, and the state-dependent ones with the codes given,
-    leave the id's description as it was."""
+    leave the id's description as it was. `pending`: the transaction's markers are being written, which
+    AddPartitionsToTxn, AddOffsetsToTxn and InitProducerId answer CONCURRENT_TRANSACTIONS before looking at the
+    producer (Kafka's pending transition); EndTxn (TV1) checks the producer first."""
     before = txn_snapshot(c, tid)
     for version, fenced in ((1, E.INVALID_PRODUCER_EPOCH), (2, E.PRODUCER_FENCED), (3, E.PRODUCER_FENCED)):
+        busy_or = (lambda code: E.CONCURRENT_TRANSACTIONS) if pending else (lambda code: code)
         for bad_epoch in (epoch - 1, epoch + 1):
-            assert add_partitions(c, tid, pid, bad_epoch, {TOPIC: [1]}, version=version) == {(TOPIC, 1): fenced}
-            assert add_offsets(c, tid, pid, bad_epoch, "bad-group", version=version) == fenced
+            assert add_partitions(c, tid, pid, bad_epoch, {TOPIC: [1]}, version=version) == {
+                (TOPIC, 1): busy_or(fenced)}
+            assert add_offsets(c, tid, pid, bad_epoch, "bad-group", version=version) == busy_or(fenced)
             assert end_txn(c, tid, pid, bad_epoch, commit=True, version=version) == fenced
         assert add_partitions(c, tid, pid + 1000, epoch, {TOPIC: [1]}, version=version) == {
-            (TOPIC, 1): E.INVALID_PRODUCER_ID_MAPPING}
-        assert add_offsets(c, tid, pid + 1000, epoch, "bad-group", version=version) == E.INVALID_PRODUCER_ID_MAPPING
+            (TOPIC, 1): busy_or(E.INVALID_PRODUCER_ID_MAPPING)}
+        assert add_offsets(c, tid, pid + 1000, epoch, "bad-group", version=version) == busy_or(
+            E.INVALID_PRODUCER_ID_MAPPING)
         assert end_txn(c, tid, pid + 1000, epoch, commit=False, version=version) == E.INVALID_PRODUCER_ID_MAPPING
     # KIP-360: a producer id that is neither the current nor the previous one
-    assert init_pid(c, tid, pid=pid + 1000, epoch=0).error_code == E.PRODUCER_FENCED
-    assert init_pid(c, tid, pid=pid + 1000, epoch=0, version=3).error_code == E.INVALID_PRODUCER_EPOCH
+    assert init_pid(c, tid, pid=pid + 1000, epoch=0).error_code == (
+        E.CONCURRENT_TRANSACTIONS if pending else E.PRODUCER_FENCED)
+    assert init_pid(c, tid, pid=pid + 1000, epoch=0, version=3).error_code == (
+        E.CONCURRENT_TRANSACTIONS if pending else E.INVALID_PRODUCER_EPOCH)
     assert init_pid(c, tid, timeout_ms=0).error_code == E.INVALID_TRANSACTION_TIMEOUT
     # an unknown partition fails the request, the known ones are not attempted
     assert add_partitions(c, tid, pid, epoch, {TOPIC: [0, 7]}) == {
@@ -142,9 +150,10 @@ def test_refused_requests_while_the_commit_is_being_written(broker):
         assert marker(c, pid, epoch, commit=False, coordinator_epoch=5) == 0
         assert end_txn(c, "bad-prepared", pid, epoch, commit=True) == 0
         assert describe_txn(c, "bad-prepared").transaction_state == "PrepareCommit"
-        refused_everything_wrong(c, "bad-prepared", pid, epoch, wrong_state={
+        refused_everything_wrong(c, "bad-prepared", pid, epoch, pending=True, wrong_state={
             "add_partitions": E.CONCURRENT_TRANSACTIONS, "add_offsets": E.CONCURRENT_TRANSACTIONS,
-            "init": E.CONCURRENT_TRANSACTIONS, "commit": E.CONCURRENT_TRANSACTIONS, "abort": E.INVALID_TXN_STATE})
+            "init": E.CONCURRENT_TRANSACTIONS, "commit": E.CONCURRENT_TRANSACTIONS,
+            "abort": E.CONCURRENT_TRANSACTIONS})
         assert describe_txn(c, "bad-prepared").transaction_state == "PrepareCommit"
 
 

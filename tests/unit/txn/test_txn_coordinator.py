@@ -80,26 +80,31 @@ def test_init_while_markers_are_pending_is_concurrent() -> None:
     assert init(c, ids)[0] is E.CONCURRENT_TRANSACTIONS
 
 
-@pytest.mark.parametrize(("level", "bump"), [(TV_0, 1), (TV_1, 1), (TV_2, 2)])
-def test_init_on_an_ongoing_transaction_fences_and_aborts_it(level: int, bump: int) -> None:
+@pytest.mark.parametrize(("level", "last"), [(TV_0, -1), (TV_1, -1), (TV_2, 0)])
+def test_init_on_an_ongoing_transaction_fences_and_aborts_it(level: int, last: int) -> None:
     c, ids = make(transaction_version_level=level), Ids()
     pid, epoch = ongoing(c, ids, ("a", 0), ("b", 1))
     r = c.init_producer_id(T, 60_000)
     assert r.error is E.CONCURRENT_TRANSACTIONS and (r.producer_id, r.producer_epoch) == (-1, -1)
     m = c.metadata(T)
-    # PrepareEpochFence is never logged: the abort is, with the fenced epoch (bumped again under TV2)
-    assert m.state is TxnState.PREPARE_ABORT and m.producer_epoch == epoch + bump
+    # PrepareEpochFence is never logged: the abort is, one epoch up (Kafka: below TV2 the fence's bump, at TV2
+    # the abort's own, the fence's never applied), remembering the last epoch only at TV2
+    assert m.state is TxnState.PREPARE_ABORT and m.producer_epoch == epoch + 1
+    assert m.last_producer_epoch == (epoch if last == 0 else -1)
     assert len(r.records) == 1
     assert {(k.topic, k.partition, k.producer_id, k.producer_epoch, k.commit) for k in r.markers} == {
-        ("a", 0, pid, epoch + bump, False), ("b", 1, pid, epoch + bump, False)}
-    # the fenced producer can neither commit nor add
+        ("a", 0, pid, epoch + 1, False), ("b", 1, pid, epoch + 1, False)}
+    # the fenced producer cannot commit (TV1 checks the producer first); anything else waits for the markers
     assert c.end_txn(T, pid, epoch, True).error is E.PRODUCER_FENCED
-    assert c.add_partitions(T, pid, epoch, [("c", 0)]).errors[TP("c", 0)] is E.PRODUCER_FENCED
+    assert c.add_partitions(T, pid, epoch, [("c", 0)]).errors[TP("c", 0)] is E.CONCURRENT_TRANSACTIONS
+    if level == TV_2:
+        assert c.end_txn(T, pid, epoch, False, TV_2).error is E.CONCURRENT_TRANSACTIONS
     # until the markers are written the new producer retries; then it gets an epoch above the abort's
     assert init(c, ids)[0] is E.CONCURRENT_TRANSACTIONS
-    assert c.complete_transaction(T, pid, epoch + bump, 0).error is E.NONE
+    assert c.complete_transaction(T, pid, epoch + 1, 0).error is E.NONE
     assert c.metadata(T).state is TxnState.COMPLETE_ABORT
-    assert init(c, ids) == (E.NONE, pid, epoch + bump + 1)
+    assert c.add_partitions(T, pid, epoch, [("c", 0)]).errors[TP("c", 0)] is E.PRODUCER_FENCED
+    assert init(c, ids) == (E.NONE, pid, epoch + 2)
 
 
 def test_kip360_expected_epoch() -> None:
@@ -231,9 +236,9 @@ def test_end_txn_tv1_commit() -> None:
     assert c.metadata(T).state is TxnState.PREPARE_COMMIT and c.metadata(T).producer_epoch == epoch
     assert sorted((k.topic, k.partition, k.producer_id, k.producer_epoch, k.commit, k.coordinator_epoch)
                   for k in r.markers) == [("t", 0, pid, epoch, True, 0), ("t", 1, pid, epoch, True, 0)]
-    # a retry while the markers are written
+    # a retry while the markers are written, or the other outcome: both wait for them (Kafka's pending state)
     assert c.end_txn(T, pid, epoch, True).error is E.CONCURRENT_TRANSACTIONS
-    assert c.end_txn(T, pid, epoch, False).error is E.INVALID_TXN_STATE
+    assert c.end_txn(T, pid, epoch, False).error is E.CONCURRENT_TRANSACTIONS
     done = c.complete_transaction(T, pid, epoch, 0)
     assert done.error is E.NONE and len(done.records) == 1
     m = c.metadata(T)
@@ -267,11 +272,12 @@ def test_end_txn_tv2_bumps_the_epoch_and_returns_it() -> None:
     assert [(k.producer_epoch, k.transaction_version) for k in r.markers] == [(epoch + 1, TV_2)]
     m = c.metadata(T)
     assert (m.state, m.producer_epoch, m.client_transaction_version) == (TxnState.PREPARE_COMMIT, epoch + 1, TV_2)
-    # the producer retries with the epoch it sent: markers still pending
+    # while the markers are pending every EndTxn waits, whatever its outcome, producer id or epoch (Kafka's
+    # pending transition answers before the producer checks)
     assert c.end_txn(T, pid, epoch, True, TV_2).error is E.CONCURRENT_TRANSACTIONS
-    assert c.end_txn(T, pid, epoch, False, TV_2).error is E.INVALID_TXN_STATE
-    # the new epoch is not a retry while the markers are pending: fenced
-    assert c.end_txn(T, pid, epoch + 1, True, TV_2).error is E.PRODUCER_FENCED
+    assert c.end_txn(T, pid, epoch, False, TV_2).error is E.CONCURRENT_TRANSACTIONS
+    assert c.end_txn(T, pid, epoch + 1, True, TV_2).error is E.CONCURRENT_TRANSACTIONS
+    assert c.end_txn(T, pid + 7, epoch + 5, True, TV_2).error is E.CONCURRENT_TRANSACTIONS
     c.complete_transaction(T, pid, epoch + 1, 0)
     # a retry after completion: the answer the first call gave, nothing written
     again = c.end_txn(T, pid, epoch, True, TV_2)
