@@ -1,12 +1,11 @@
-"""Producer ids: durable allocation in blocks and InitProducerId for idempotent producers (KIP-98, KIP-360 epoch
-bumps). Transactional ids belong to the transaction coordinator (broker.txn.runtime)."""
+"""Producer ids: durable allocation in blocks and InitProducerId for idempotent producers (KIP-98).
+Transactional ids belong to the transaction coordinator (broker.txn.runtime)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from broker.log.producer_state import NO_PRODUCER_ID
 from protocol.errors import ErrorCode
 
 
@@ -44,24 +43,14 @@ class ProducerIdAllocator:
 
 
 class ProducerIdManager:
-    """InitProducerId for idempotent producers on top of the allocator (KIP-98, with KIP-360 epoch bumps).
-    Transactional ids belong to the transaction coordinator (broker.txn.runtime)."""
-
-    MAX_EPOCH = 32767
+    """InitProducerId for idempotent producers on top of the allocator (KIP-98). Transactional ids belong to the
+    transaction coordinator (broker.txn.runtime)."""
 
     def __init__(self, allocator: ProducerIdAllocator) -> None:
         self._allocator = allocator
 
-    async def init_producer(self, producer_id: int, epoch: int) -> tuple[ErrorCode, int, int]:
-        if producer_id == NO_PRODUCER_ID:
-            return ErrorCode.NONE, await self._allocator.allocate(), 0
-        # KIP-360: an idempotent producer asks to bump its epoch after an error.
-        if epoch < 0:
-            return ErrorCode.INVALID_REQUEST, NO_PRODUCER_ID, -1
-        return await self._bump(producer_id, epoch)
-
-    async def _bump(self, producer_id: int, epoch: int) -> tuple[ErrorCode, int, int]:
-        if epoch + 1 >= self.MAX_EPOCH:
-            # Epoch exhausted: a fresh producer id starts again at epoch 0.
-            return ErrorCode.NONE, await self._allocator.allocate(), 0
-        return ErrorCode.NONE, producer_id, epoch + 1
+    async def init_producer(self) -> tuple[ErrorCode, int, int]:
+        """A fresh producer id at epoch 0, whatever the request names: as Kafka's coordinator, an idempotent
+        producer recovering with its id and epoch (KIP-360) is given a new id rather than a bumped epoch, which
+        no broker-side state could check (bumping any id a client names would fence another producer)."""
+        return ErrorCode.NONE, await self._allocator.allocate(), 0

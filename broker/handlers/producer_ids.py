@@ -1,5 +1,7 @@
-"""InitProducerId (22): producer ids and epochs for idempotent producers (ProducerIdManager); with a
-transactional id, the transaction coordinator answers (broker.txn.runtime, component `transaction_coordinator`).
+"""InitProducerId (22): producer ids and epochs for idempotent producers (ProducerIdManager: a new id at epoch 0
+each time, also for a producer naming its current id and epoch, as Kafka); with a transactional id, the
+transaction coordinator answers (broker.txn.runtime, component `transaction_coordinator`). Half an id/epoch pair
+is INVALID_REQUEST for both.
 
 v6 (KIP-939) adds two-phase commit: Enable2Pc asks for transactions that never time out and KeepPreparedTxn for
 a prepared one to be kept across the producer's restart. Shoal serves no 2PC, as a Kafka broker with
@@ -18,7 +20,7 @@ from broker.txn.versions import error_for_version
 from protocol.errors import ErrorCode
 
 INIT_PRODUCER_ID = 22
-MAX_EPOCH = 32767
+NO_PRODUCER_ID = NO_PRODUCER_EPOCH = -1
 
 
 async def handle_init_producer_id(ctx: RequestContext, req) -> dict:
@@ -33,7 +35,10 @@ async def handle_init_producer_id(ctx: RequestContext, req) -> dict:
         return _refused(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     current_id = req.get("producer_id", -1) if version >= 3 else -1
     current_epoch = req.get("producer_epoch", -1) if version >= 3 else -1
-    if req.transactional_id is not None and version >= 6 and (req.enable2_pc or req.keep_prepared_txn):
+    if (current_id == NO_PRODUCER_ID) != (current_epoch == NO_PRODUCER_EPOCH):
+        return _refused(ErrorCode.INVALID_REQUEST)  # half a pair (Kafka's handler, before either path)
+    # (an empty transactional id is the coordinator's INVALID_REQUEST first, as in Kafka)
+    if req.transactional_id and version >= 6 and (req.enable2_pc or req.keep_prepared_txn):
         return _refused(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if req.enable2_pc
                         else ErrorCode.UNSUPPORTED_VERSION)
     if req.transactional_id is not None:
@@ -42,7 +47,7 @@ async def handle_init_producer_id(ctx: RequestContext, req) -> dict:
         code = error_for_version(r.error, "InitProducerId", version)
         return {"throttle_time_ms": 0, "error_code": int(code), "producer_id": r.producer_id,
                 "producer_epoch": r.producer_epoch}
-    code, pid, epoch = await producers.init_producer(current_id, current_epoch)
+    code, pid, epoch = await producers.init_producer()
     return {"throttle_time_ms": 0, "error_code": int(code), "producer_id": pid, "producer_epoch": epoch}
 
 

@@ -115,10 +115,12 @@ def test_idempotent_produce_sequence_checks(broker):
         assert (duplicate.error_code, duplicate.base_offset) == (0, 0)
         assert produce(client, "idem", batch(7)).error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
         assert produce(client, "idem", batch(4)).base_offset == 4
-        # KIP-360 epoch bump, then the old epoch is fenced.
-        bumped = client.call(INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout_ms": 60000,
-                                                   "producer_id": pid, "producer_epoch": 0})
-        assert (bumped.producer_id, bumped.producer_epoch) == (pid, 1)
+        # KIP-360: an idempotent producer naming its id and epoch gets a new producer id, as from Kafka (nothing on
+        # the broker could check a bump of an id it names)
+        renewed = client.call(INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout_ms": 60000,
+                                                    "producer_id": pid, "producer_epoch": 0})
+        assert renewed.error_code == 0 and renewed.producer_id != pid and renewed.producer_epoch == 0
+        # a producer bumping its own epoch starts its sequences again; then the old epoch is fenced
         assert produce(client, "idem", batch(0, epoch=1)).base_offset == 6
         assert produce(client, "idem", batch(6, epoch=0)).error_code == ErrorCode.INVALID_PRODUCER_EPOCH
         resp = client.call(FETCH, 11, fetch_body("idem", 0))
