@@ -168,6 +168,11 @@ class CoordinatorLog:
             return code, None
         return code, self._durable(partition, plog)
 
+    def has_ongoing_transaction(self, partition: int, producer_id: int, producer_epoch: int) -> bool:
+        """Whether the producer, at this epoch, has a transaction open on `partition` (load its transaction state
+        first)."""
+        return self._replicas.txn_table(self.topic, partition).has_ongoing_transaction(producer_id, producer_epoch)
+
     async def load_transaction_state(self, partitions: Iterable[int]) -> None:
         """Load the transaction state of `partitions` (worker threads) before markers are appended to them."""
         await self._replicas.ensure_loaded((self.topic, p) for p in partitions)

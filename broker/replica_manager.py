@@ -452,7 +452,7 @@ class ReplicaManager:
         if code != ErrorCode.NONE:
             return ProduceResult(code)
         if (self.txn_verifier is None or not header.is_transactional
-                or txns.ongoing_txn_first_offset(header.producer_id) is not None):
+                or txns.has_ongoing_transaction(header.producer_id, header.producer_epoch)):
             return None
         key = (topic, partition)
         answer = (verified or {}).get(key)
@@ -482,8 +482,10 @@ class ReplicaManager:
                 continue
             if self._topics.find_log(*key) is None:
                 continue
-            if self.txn_table(*key).ongoing_txn_first_offset(header.producer_id) is not None:
-                continue  # this producer's transaction already has data here
+            if self.txn_table(*key).has_ongoing_transaction(header.producer_id, header.producer_epoch):
+                # this producer's transaction already has data here at this epoch (Kafka's hasOngoingTransaction:
+                # a batch of another epoch is verified, so an epoch the coordinator never gave is fenced)
+                continue
             if transactional_id is None:
                 out[key] = ProduceResult(ErrorCode.INVALID_TXN_STATE, error_message=NOT_IN_TRANSACTION)
                 continue

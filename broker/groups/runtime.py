@@ -457,17 +457,20 @@ class GroupCoordinatorRuntime:
             return _txn_commit_error(req, ErrorCode.INVALID_GROUP_ID)
         pid, epoch = req["producer_id"], req["producer_epoch"]
         offsets_partition: TopicPartitionKey = (TOPIC, self.partition_for(gid))
-        verifier = self._txn_verifier()
-        # v5 (transaction.version 2, KIP-890 part 2): the partition is added to the transaction here, not by an
-        # AddOffsetsToTxn (Kafka's `addPartition` operation)
-        verified = await verifier.verify_partitions(req["transactional_id"], pid, epoch, [offsets_partition],
-                                                    add=version >= 5)
-        code = verified.get(offsets_partition, ErrorCode.UNKNOWN_SERVER_ERROR)
-        if code != ErrorCode.NONE:
-            return _txn_commit_error(req, txn_verification_error(ErrorCode(code), version))
         # the transactional batch opens a transaction in the partition's state: load it off the loop first (the
         # append below would otherwise scan the partition on the loop the first time)
         await self.log.load_transaction_state([offsets_partition[1]])
+        if not self.log.has_ongoing_transaction(offsets_partition[1], pid, epoch):
+            # As Kafka, only the producer's first write of a transaction here is verified: once it has one open
+            # at this epoch, the partition already belongs to that transaction.
+            verifier = self._txn_verifier()
+            # v5 (transaction.version 2, KIP-890 part 2): the partition is added to the transaction here, not by
+            # an AddOffsetsToTxn (Kafka's `addPartition` operation)
+            verified = await verifier.verify_partitions(req["transactional_id"], pid, epoch, [offsets_partition],
+                                                        add=version >= 5)
+            code = verified.get(offsets_partition, ErrorCode.UNKNOWN_SERVER_ERROR)
+            if code != ErrorCode.NONE:
+                return _txn_commit_error(req, txn_verification_error(ErrorCode(code), version))
         if not self.loaded:
             return _txn_commit_error(req, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
         res = self.coordinator.commit_txn_offsets(req, self._clock())

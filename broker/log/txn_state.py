@@ -181,6 +181,12 @@ class TxnStateTable:
         entry = self._producers.get(producer_id)
         return entry.txn_first_offset if entry is not None and entry.in_transaction else None
 
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether this producer, at this epoch, has a transaction open here (Kafka's hasOngoingTransaction: its
+        next transactional write here needs no verification with the coordinator)."""
+        entry = self._producers.get(producer_id)
+        return entry is not None and entry.in_transaction and entry.epoch == producer_epoch
+
     def ongoing_txns(self) -> dict[int, int]:
         """Producer id -> first offset of its open transaction, oldest first."""
         return {self._ongoing[first]: first for first in self._ongoing_starts}
