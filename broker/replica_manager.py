@@ -727,7 +727,11 @@ class ReplicaManager:
             if d is None:
                 d = out[e.producer_id] = ProducerDescription(e.producer_id, e.epoch, -1, e.last_timestamp)
             else:
-                d.producer_epoch = max(d.producer_epoch, e.epoch)
+                # One entry per producer in Kafka: its last write, a batch or a marker, gives the timestamp (the
+                # transaction state sees both), and a marker of a newer epoch (TV2) drops the sequences.
+                if e.epoch > d.producer_epoch:
+                    d.producer_epoch, d.last_sequence = e.epoch, -1
+                d.last_timestamp = e.last_timestamp
             d.coordinator_epoch = e.coordinator_epoch
             d.current_txn_start_offset = e.txn_first_offset if e.in_transaction else -1
         return list(out.values())

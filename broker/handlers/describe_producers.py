@@ -1,9 +1,11 @@
 """DescribeProducers (api key 61, v0): the active producers of partitions, from their producer and transaction
-state (Kafka's ReplicaManager.activeProducerState). READ on the topic, as Kafka's KafkaApis: a topic the client
-may not read answers TOPIC_AUTHORIZATION_FAILED for each of its partitions."""
+state (Kafka's ReplicaManager.activeProducerState). As Kafka's KafkaApis, a topic with an illegal name, one the
+client may not READ and one that does not exist answer each of their partitions with the topic's error and its
+message; a partition past the topic's count answers UNKNOWN_TOPIC_OR_PARTITION without one."""
 
 from __future__ import annotations
 
+from broker.cluster.topics import TopicError, validate_topic_name
 from broker.log.dir_failure import KafkaStorageError
 from broker.security.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode
@@ -18,11 +20,25 @@ def _partition(index: int, code: ErrorCode, producers=(), message: str | None = 
          "current_txn_start_offset": d.current_txn_start_offset} for d in producers]}
 
 
+def _topic_error(ctx, name: str) -> TopicError | None:
+    """Why a topic's partitions are not described, with Kafka's message, checked in Kafka's order: an illegal
+    name, then READ, then a topic that does not exist (a partition past its count has no message)."""
+    try:
+        validate_topic_name(name)
+    except TopicError as e:
+        return e
+    if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, name):
+        return TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
+    if ctx.broker.topics.registry.get(name) is None:
+        return TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+    return None
+
+
 async def handle_describe_producers(ctx, req) -> dict:
     topics = ctx.broker.topics
     replicas = ctx.broker.replicas
-    allowed = {t.name: ctx.authorize(AclOperation.READ, ResourceType.TOPIC, t.name) for t in req.topics}
-    wanted = [(info.name, p) for t in req.topics if allowed[t.name] and (info := topics.registry.get(t.name))
+    refused = {t.name: _topic_error(ctx, t.name) for t in req.topics}
+    wanted = [(info.name, p) for t in req.topics if refused[t.name] is None and (info := topics.registry.get(t.name))
               for p in t.partition_indexes if 0 <= p < info.num_partitions]
     await replicas.ensure_loaded(wanted)  # off the loop on a partition's first use after a start
     out = []
@@ -30,9 +46,9 @@ async def handle_describe_producers(ctx, req) -> dict:
         info = topics.registry.get(t.name)
         partitions = []
         for p in t.partition_indexes:
-            if not allowed[t.name]:
-                partitions.append(_partition(p, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
-            elif info is None or not 0 <= p < info.num_partitions:
+            if refused[t.name] is not None:
+                partitions.append(_partition(p, refused[t.name].code, message=refused[t.name].message))
+            elif info is None or not 0 <= p < info.num_partitions:  # (deleted meanwhile)
                 partitions.append(_partition(p, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             elif topics.log(info.name, p).failures.offline:
                 partitions.append(_partition(p, ErrorCode.KAFKA_STORAGE_ERROR))

@@ -213,3 +213,50 @@ def test_a_coordinators_transactional_batch_and_marker_move_the_lso(tmp_path: Pa
             (9, 0)]
     finally:
         node.close()
+
+
+def test_a_batch_of_another_epoch_is_verified_even_with_a_transaction_open(tmp_path: Path) -> None:
+    """Kafka's hasOngoingTransaction(producer id, epoch): only a batch of the open transaction's own epoch skips
+    verification, so an epoch the coordinator never gave is fenced by it instead of being appended (which would
+    also refuse the transaction's TV2 marker and leave it hanging)."""
+    node = _node_with_topic(tmp_path, Clock(NOW))
+    try:
+        replicas: ReplicaManager = node.replicas
+        verifier = Verifier({})
+        replicas.set_txn_verifier(verifier)
+        first = txn_batch(7, 0, epoch=1)
+        verified = asyncio.run(replicas.verify_transactional("tx", [(("t", 0), rec.read_header(first))]))
+        assert produce(node, first, verified).error == ErrorCode.NONE
+        same_epoch = rec.read_header(txn_batch(7, 1, epoch=1))
+        assert asyncio.run(replicas.verify_transactional("tx", [(("t", 0), same_epoch)])) == {}
+        newer = txn_batch(7, 0, epoch=2)
+        assert produce(node, newer).error == ErrorCode.INVALID_TXN_STATE  # not verified: not appended
+        verifier.errors = {("t", 0): ErrorCode.PRODUCER_FENCED}
+        verified = asyncio.run(replicas.verify_transactional("tx", [(("t", 0), rec.read_header(newer))]))
+        assert verifier.calls[-1] == ("tx", 7, 2, [("t", 0)])
+        assert produce(node, newer, verified).error == ErrorCode.INVALID_PRODUCER_EPOCH
+        assert produce(node, txn_batch(7, 1, epoch=1)).error == ErrorCode.NONE  # the open transaction goes on
+    finally:
+        node.close()
+
+
+def test_describe_producers_after_a_marker(tmp_path: Path) -> None:
+    """As Kafka's one producer entry: a marker is the producer's last write (its timestamp), and a TV2 marker of a
+    newer epoch drops the sequences (last sequence -1)."""
+    clock = Clock(NOW)
+    node = _node_with_topic(tmp_path, clock)
+    try:
+        produce(node, txn_batch(7, 0, count=2))
+        produce(node, txn_batch(8, 0, epoch=4))
+        clock.now_ms = NOW + 5_000
+        asyncio.run(node.replicas.write_txn_markers([marker(7, commit=True), marker(8, commit=False, epoch=5)]))
+        described = {d.producer_id: d for d in node.replicas.describe_producers("t", 0)}
+        assert (described[7].producer_epoch, described[7].last_sequence, described[7].current_txn_start_offset) \
+            == (0, 1, -1)
+        assert (described[8].producer_epoch, described[8].last_sequence) == (5, -1)
+        assert described[7].last_timestamp == described[8].last_timestamp != NOW  # the markers' time
+        produce(node, txn_batch(8, 0, epoch=5))  # the next transaction: sequences start again
+        described = {d.producer_id: d for d in node.replicas.describe_producers("t", 0)}
+        assert (described[8].last_sequence, described[8].last_timestamp) == (0, NOW)
+    finally:
+        node.close()
