@@ -121,9 +121,10 @@ async def handle_describe_transactions(ctx, req) -> dict[str, Any]:
     for tid in req.transactional_ids:
         d = described.get(tid)
         if d is None:
+            # the message's defaults besides the error, as Kafka answers it
             states.append({"transactional_id": tid, "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
-                           "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
-                           "producer_id": -1, "producer_epoch": -1, "topics": []})
+                           "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": 0,
+                           "producer_id": 0, "producer_epoch": 0, "topics": []})
             continue
         topics = [{"topic": topic, "partitions": parts} for topic, parts in d.topics.items()
                   if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic)]

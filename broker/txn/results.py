@@ -60,15 +60,16 @@ class AddPartitionsResult:
 
 @dataclass(frozen=True)
 class TransactionDescription:
-    """One entry of a DescribeTransactions response."""
+    """One entry of a DescribeTransactions response. An entry with an error keeps the message's defaults (zeros,
+    an empty state), as Kafka answers it."""
 
     transactional_id: str
     error: ErrorCode
     state: str = ""
-    producer_id: int = NO_PRODUCER_ID
-    producer_epoch: int = NO_PRODUCER_EPOCH
+    producer_id: int = 0
+    producer_epoch: int = 0
     transaction_timeout_ms: int = 0
-    transaction_start_time_ms: int = -1
+    transaction_start_time_ms: int = 0
     topics: dict[str, list[int]] = field(default_factory=dict)
 
 
