@@ -76,14 +76,13 @@ async def handle_add_partitions_to_txn(ctx, req) -> dict[str, Any]:
     if not ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
                 "results_by_transaction": []}
-    tids = [t.transactional_id for t in req.transactions]
-    if len(set(tids)) != len(tids):
-        # Kafka keys the batch by transactional id: a repeated id makes the request invalid.
-        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_REQUEST), "results_by_transaction": []}
+    # A transactional id repeated in the batch is served once per entry, each with the partitions of its last
+    # entry (Kafka's partitionsByTransaction map) and its own producer and verify_only, and each answered
+    partitions = {t.transactional_id: _requested(t.topics) for t in req.transactions}
     results = []
     for t in req.transactions:
         errors = await _add_one(ctx, version, t.transactional_id, t.producer_id, t.producer_epoch, t.verify_only,
-                                _requested(t.topics))
+                                partitions[t.transactional_id])
         results.append({"transactional_id": t.transactional_id, "topic_results": _partition_results(errors)})
     return {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": results}
 
