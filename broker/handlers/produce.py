@@ -1,6 +1,7 @@
 """Produce (api key 0): validate and append one batch per partition; acks=-1 waits for the fsync.
 
-A transactional produce (TransactionalId set) needs WRITE on the transactional id; with a transaction verifier
+A transactional produce (TransactionalId set) needs WRITE on the transactional id (transactional records
+without one are TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka); with a transaction verifier
 (KIP-890) the partitions where a batch would start a transaction are verified with the coordinator, inside the
 request's produce turn so pipelined batches keep their order. From v12 (transaction.version 2, KIP-890 part 2) the
 coordinator adds those partitions to the transaction instead: a TV2 client sends no AddPartitionsToTxn.
@@ -15,10 +16,22 @@ from broker.context import RequestContext
 from broker.replica_manager import ProduceResult, idempotent_keys, storage_error, transactional_batches
 from broker.router import CloseConnection
 from broker.security.acl import AclOperation, ResourceType
+from protocol import records as rec
 from protocol.errors import ErrorCode
 
 PRODUCE = 0
 ZERO_UUID = uuid.UUID(int=0)
+
+
+def _has_transactional_records(topic_data) -> bool:
+    """Whether a partition's first batch is transactional (as Kafka's ProduceRequest looks: one header each)."""
+    for topic in topic_data:
+        for part in topic.partition_data:
+            if part.records is not None and len(part.records) >= rec.HEADER_SIZE:
+                header = rec.read_header(part.records)
+                if header.magic == rec.MAGIC and header.is_transactional:
+                    return True
+    return False
 
 
 def _partition_response(index: int, result: ProduceResult) -> dict:
@@ -51,6 +64,10 @@ async def handle_produce(ctx: RequestContext, req) -> dict | None:
     error = None
     if req.transactional_id is not None and not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
                                                                req.transactional_id):
+        error = ProduceResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    elif req.transactional_id is None and _has_transactional_records(req.topic_data):
+        # Kafka's KafkaApis: transactional records need a transactional id it may authorize, so none at all is
+        # refused the same way, for the whole request
         error = ProduceResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     # Idempotent batches need their partitions' producer state; the first produce after a start loads it from
     # the log in worker threads, and requests arriving meanwhile queue behind this one (in arrival order).
