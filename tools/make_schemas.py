@@ -39,8 +39,8 @@ SERVED: dict[str, tuple[int, int] | None] = {
     "AddPartitionsToTxn": (0, 5),
     "AddOffsetsToTxn": (0, 4),
     "EndTxn": (0, 5),
-    # TxnOffsetCommit v6 names topics by id: not served yet.
-    "TxnOffsetCommit": (0, 5),
+    # TxnOffsetCommit v6 names topics by id (KIP-1319).
+    "TxnOffsetCommit": (0, 6),
     "DescribeTransactions": None,
     "ListTransactions": None,
     # Next milestone (groups and share groups): the spec's full range.

@@ -6,11 +6,14 @@ refusal answers every partition), then READ per topic (TOPIC_AUTHORIZATION_FAILE
 are answered UNKNOWN_TOPIC_OR_PARTITION here, the rest goes to the coordinator. Before v2 a loading coordinator
 answers COORDINATOR_NOT_AVAILABLE (older clients do not expect COORDINATOR_LOAD_IN_PROGRESS). From v5
 (transaction.version 2, served only while it is finalized: broker.features) the group coordinator adds the
-offsets partition to the transaction itself: a TV2 client sends no AddOffsetsToTxn.
+offsets partition to the transaction itself: a TV2 client sends no AddOffsetsToTxn. v6 (KIP-1319) names topics by
+id, as Kafka 4.4: an id this broker does not know (or the zero id) is UNKNOWN_TOPIC_ID for each of its partitions,
+and the answer carries the ids.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from broker.security.acl import AclOperation, ResourceType
@@ -19,54 +22,80 @@ from protocol.errors import ErrorCode
 TXN_OFFSET_COMMIT = 28
 
 
+ZERO_UUID = uuid.UUID(int=0)
+
+
 def _answer(topics, code: ErrorCode) -> list[dict[str, Any]]:
-    return [{"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": int(code)}
-                                            for p in t.partitions]} for t in topics]
+    return [{"name": t["name"], "topic_id": t["topic_id"],
+             "partitions": [{"partition_index": p.partition_index, "error_code": int(code)} for p in t["partitions"]]}
+            for t in topics]
 
 
 def _merge(*parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    by_name: dict[str, dict[str, Any]] = {}
+    by_topic: dict[tuple, dict[str, Any]] = {}
     for topics in parts:
         for t in topics:
-            entry = by_name.setdefault(t["name"], {"name": t["name"], "partitions": []})
+            key = (t["name"], t.get("topic_id", ZERO_UUID))
+            entry = by_topic.setdefault(key, {"name": t["name"], "topic_id": t.get("topic_id", ZERO_UUID),
+                                              "partitions": []})
             entry["partitions"] = entry["partitions"] + list(t["partitions"])
-    return list(by_name.values())
+    return list(by_topic.values())
+
+
+def _named(req, registry, by_id: bool) -> list[dict[str, Any]]:
+    """The request's topics as {name, topic_id, partitions}: v6 names them by id (an id not known, or the zero
+    id, keeps an empty name), before v6 by name."""
+    topics = []
+    for t in req.topics:
+        if by_id:
+            info = registry.by_id(t.topic_id) if t.topic_id != ZERO_UUID else None
+            topics.append({"name": info.name if info is not None else "", "topic_id": t.topic_id,
+                           "partitions": t.partitions})
+        else:
+            topics.append({"name": t.name, "topic_id": ZERO_UUID, "partitions": t.partitions})
+    return topics
 
 
 async def handle_txn_offset_commit(ctx, req) -> dict[str, Any]:
     version = ctx.api_version
+    by_id = version >= 6
+    registry = ctx.broker.topics.registry
+    requested = _named(req, registry, by_id)
     if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
-        topics = _answer(req.topics, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        topics = _answer(requested, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     elif not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
-        topics = _answer(req.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        topics = _answer(requested, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     else:
         refused: list[dict[str, Any]] = []
         valid: list[dict[str, Any]] = []
-        registry = ctx.broker.topics.registry
-        for topic in req.topics:
-            if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, topic.name):
+        for topic in requested:
+            if by_id and not topic["name"]:
+                refused += _answer([topic], ErrorCode.UNKNOWN_TOPIC_ID)
+                continue
+            if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, topic["name"]):
                 refused += _answer([topic], ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 continue
-            info = registry.get(topic.name)
+            info = registry.get(topic["name"])
             if info is None:
                 refused += _answer([topic], ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 continue
-            known = [p for p in topic.partitions if 0 <= p.partition_index < info.num_partitions]
-            unknown = [p for p in topic.partitions if not 0 <= p.partition_index < info.num_partitions]
+            known = [p for p in topic["partitions"] if 0 <= p.partition_index < info.num_partitions]
+            unknown = [p for p in topic["partitions"] if not 0 <= p.partition_index < info.num_partitions]
             if unknown:
-                refused.append({"name": topic.name, "partitions": [
-                    {"partition_index": p.partition_index, "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}
-                    for p in unknown]})
+                refused += _answer([{**topic, "partitions": unknown}], ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             if known:
-                valid.append({"name": topic.name, "partitions": [dict(p) for p in known]})
+                valid.append({"name": topic["name"], "topic_id": topic["topic_id"],
+                              "partitions": [dict(p) for p in known]})
         answered: list[dict[str, Any]] = []
         if valid:
             request = {"transactional_id": req.transactional_id, "group_id": req.group_id,
                        "producer_id": req.producer_id, "producer_epoch": req.producer_epoch,
                        "generation_id_or_member_epoch": req.get("generation_id_or_member_epoch", -1),
                        "member_id": req.get("member_id", ""), "group_instance_id": req.get("group_instance_id"),
-                       "topics": valid}
-            answered = (await ctx.broker.group_coordinator.commit_txn_offsets(request, version))["topics"]
+                       "topics": [{"name": t["name"], "partitions": t["partitions"]} for t in valid]}
+            ids = {t["name"]: t["topic_id"] for t in valid}
+            answered = [{**t, "topic_id": ids.get(t["name"], ZERO_UUID)} for t in
+                        (await ctx.broker.group_coordinator.commit_txn_offsets(request, version))["topics"]]
         topics = _merge(refused, answered)
     if version < 2:
         for t in topics:

@@ -104,7 +104,7 @@ def test_api_versions_advertise_transaction_version_2(tv2_broker) -> None:
         assert r.finalized_features_epoch > 0
         versions = max_versions(r)
         assert (versions[PRODUCE], versions[END_TXN], versions[ADD_PARTITIONS_TO_TXN],
-                versions[TXN_OFFSET_COMMIT]) == (13, 5, 5, 5)
+                versions[TXN_OFFSET_COMMIT]) == (13, 5, 5, 6)
         # v3: the supported features with minimum 0 are left out (KAFKA-17492), the finalized ones are not
         r3 = api_versions(raw, 3)
         assert [(f.name, f.min_version, f.max_version) for f in r3.supported_features] == [
