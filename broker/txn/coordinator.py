@@ -208,8 +208,9 @@ class TransactionCoordinator:
         if m.state is TxnState.ONGOING:
             # Fence the producer that owns the transaction and abort it; the client retries and then gets an
             # epoch bumped once more (or a new producer id if the fence used up the epochs).
-            fenced = self._fence_and_abort(m, now)
-            fenced.error = ErrorCode.CONCURRENT_TRANSACTIONS
+            fenced = self._fence_and_abort(m, now, new_producer_id)
+            if not fenced.need_producer_id:
+                fenced.error = ErrorCode.CONCURRENT_TRANSACTIONS
             return fenced
         if m.state not in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
             raise md.IllegalTransition(f"{tid} found in {m.state.name}")
@@ -398,14 +399,16 @@ class TransactionCoordinator:
             result.records.append(self._emit(md.complete(prepared, self._clock())))
         return result
 
-    def _fence_and_abort(self, m: TxnMetadata, now: int) -> TxnResult:
+    def _fence_and_abort(self, m: TxnMetadata, now: int, new_producer_id: int | None = None) -> TxnResult:
         # Coordinator-initiated aborts use the cluster's transaction version, as Kafka's do (not the client's).
         # The producer's epoch is bumped once either way: below TV2 by the fence (the abort keeps the epoch), at
         # TV2 by the abort itself (Kafka's fence epoch is never applied there: the TV2 abort bumps the epoch the
-        # transaction had).
+        # transaction had, and moves to a new producer id when that takes the last epoch, as an EndTxn does).
         level = self.config.transaction_version_level
         if supports_epoch_bump(level):
-            return self._prepare(md.prepare_end(m, TxnState.PREPARE_ABORT, level, NO_PRODUCER_ID, now, False))
+            out = self._prepare_tv2(m, TxnState.PREPARE_ABORT, level, new_producer_id, no_partition_added=False)
+            out.producer_id, out.producer_epoch = NO_PRODUCER_ID, NO_PRODUCER_EPOCH  # nobody is told them
+            return out
         return self._prepare(md.prepare_end(md.fence_epoch(m), TxnState.PREPARE_ABORT, TV_0, NO_PRODUCER_ID, now,
                                             False))
 
@@ -452,12 +455,24 @@ class TransactionCoordinator:
 
     def abort_timed_out(self, now: int | None = None) -> TxnResult:
         """Abort every timed-out transaction (transaction.abort.timed.out.transaction.cleanup.interval.ms).
-        The epoch is bumped first, so the producer that let it time out is fenced."""
+        The epoch is bumped first, so the producer that let it time out is fenced. One whose abort needs a new
+        producer id (TV2, the last epoch) is left out: abort it with `abort_timed_out_transaction`."""
         now = self._clock() if now is None else now
         out = TxnResult()
         for tid in self.timed_out(now):
-            out.merge(self._fence_and_abort(self._txns[tid], now))
+            r = self.abort_timed_out_transaction(tid, now)
+            if not r.need_producer_id:
+                out.merge(r)
         return out
+
+    def abort_timed_out_transaction(self, transactional_id: str, now: int | None = None, *,
+                                    new_producer_id: int | None = None) -> TxnResult:
+        """Abort this transaction if it is still open past its timeout (else nothing); `need_producer_id` when
+        the abort takes the producer id's last epoch (TV2): call again with `new_producer_id`."""
+        now = self._clock() if now is None else now
+        if transactional_id not in self.timed_out(now):
+            return TxnResult()
+        return self._fence_and_abort(self._txns[transactional_id], now, new_producer_id)
 
     def expire_transactional_ids(self, now: int | None = None, expiration_ms: int | None = None) -> list[Record]:
         """Tombstones for ids idle (Empty, CompleteCommit, CompleteAbort) for transactional.id.expiration.ms."""

@@ -401,6 +401,12 @@ class TransactionCoordinatorRuntime:
         if count:
             log.info("aborting timed-out transactions", count=count)
         await self._apply_background(result, "timed-out transactions aborted")
+        # those whose abort takes their producer id's last epoch (TV2) move to a new id: one at a time
+        for tid in self.coordinator.timed_out():
+            result = await self._with_producer_id(
+                lambda new_pid, tid=tid: self.coordinator.abort_timed_out_transaction(tid, new_producer_id=new_pid))
+            count += bool(result.records)
+            await self._apply_background(result, "timed-out transaction aborted")
         return count
 
     async def expire_transactional_ids(self) -> int:

@@ -370,6 +370,32 @@ def test_timed_out_transactions_are_aborted_with_a_bumped_epoch() -> None:
     assert c.timed_out() == []
 
 
+def test_coordinator_aborts_at_the_last_epoch_move_to_a_new_producer_id_at_tv2() -> None:
+    """As Kafka's TV2 EndTxn path, which its own aborts take: the abort bump takes the last epoch, so the
+    producer id moves on once the abort is complete (timeout and fence alike)."""
+    clock = Clock(10_000)
+    c, ids = make(clock, transaction_version_level=TV_2), Ids()
+    last = SHORT_MAX - 1
+    for tid in ("timed-out", "fenced"):
+        seed(c, TxnMetadata(tid, 10 if tid == "timed-out" else 11, last, 1_000, TxnState.ONGOING,
+                            frozenset({TP("t", 0)}), 5_000, 5_000, client_transaction_version=TV_2))
+    clock.now = 20_000
+    assert c.timed_out() == ["timed-out", "fenced"]
+    assert not c.abort_timed_out().records  # both need a new producer id: left to the one-by-one path
+    r = with_ids(c.abort_timed_out_transaction, ids, "timed-out")
+    assert [(k.producer_id, k.producer_epoch) for k in r.markers] == [(10, SHORT_MAX)]
+    assert (r.producer_id, r.producer_epoch) == (-1, -1)
+    r = with_ids(c.init_producer_id, ids, "fenced", 60_000)
+    assert r.error is E.CONCURRENT_TRANSACTIONS and (r.producer_id, r.producer_epoch) == (-1, -1)
+    assert [(k.producer_id, k.producer_epoch) for k in r.markers] == [(11, SHORT_MAX)]
+    for tid, pid, new in (("timed-out", 10, 1000), ("fenced", 11, 1001)):
+        assert c.complete_transaction(tid, pid, SHORT_MAX, 0).error is E.NONE
+        m = c.metadata(tid)
+        assert (m.state, m.producer_id, m.producer_epoch, m.prev_producer_id) == (TxnState.COMPLETE_ABORT, new, 0,
+                                                                                 pid)
+    assert init(c, ids, "fenced") == (E.NONE, 1001, 1)
+
+
 def test_expiry_tombstones_idle_ids_only() -> None:
     clock, ids = Clock(0), Ids()
     c = make(clock)
