@@ -237,16 +237,17 @@ def unverified_pair(kafka_cluster_factory, tmp_path) -> Pair:
         shoal.stop()
 
 
-def tools_on_both(pair: Pair, tool: str, args: Callable[[Target], Sequence[str]]) -> dict[str, tuple]:
-    """Run one Kafka tool against both brokers side by side: (exit code, stdout, stderr) by broker."""
-    running = {t.name: subprocess.Popen(kafka_dist.tool_command(tool, ["--bootstrap-server", t.bootstrap,
-                                                                       *args(t)]),
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                        stdin=subprocess.DEVNULL) for t in pair}
-    out = {}
-    for name, proc in running.items():
-        stdout, stderr = proc.communicate(timeout=120)
-        out[name] = (proc.returncode, stdout, stderr)
+def tools_on_both(pair: Pair, tool: str, runs: dict[str, Callable[[Target], Sequence[str]]]
+                  ) -> dict[str, dict[str, tuple]]:
+    """Run a Kafka tool's invocations (independent of each other) against both brokers, all side by side:
+    {broker: {run: (exit code, stdout, stderr)}}."""
+    running = {(t.name, what): subprocess.Popen(
+        kafka_dist.tool_command(tool, ["--bootstrap-server", t.bootstrap, *args(t)]), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL) for what, args in runs.items() for t in pair}
+    out: dict[str, dict[str, tuple]] = {t.name: {} for t in pair}
+    for (name, what), proc in running.items():
+        stdout, stderr = proc.communicate(timeout=180)
+        out[name][what] = (proc.returncode, stdout, stderr)
     return out
 
 
@@ -308,20 +309,19 @@ def test_find_and_abort_a_hanging_transaction(unverified_pair: Pair) -> None:
         return rows[:1] + [[s.name(r[0]), r[1], str(s.pid(int(r[2]))), *r[3:7], "20-21" if r[7] in ("20", "21")
                             else r[7]] for r in rows[1:]]
 
-    # (each run starts a JVM per broker: few runs)
-    runs = {
+    # each run starts a JVM per broker: few runs, the independent ones side by side
+    before = tools_on_both(pair, "kafka-transactions", {
         "find-hanging, broker": lambda t: ["find-hanging", "--broker-id", "1", "--max-transaction-timeout", "0"],
         "find-hanging, partition, default bound": lambda t: ["find-hanging", "--topic", topics[t.name][0],
                                                              "--partition", "0"],
-    }
-    for what, args in runs.items():
-        for name, (code, stdout, stderr) in tools_on_both(pair, "kafka-transactions", args).items():
-            target = pair.kafka if name == KAFKA else pair.shoal
-            out[name][what] = (code, found(stdout, target), stderr)
-    for what, offset in (("abort at a wrong offset", "4"), ("abort", "3")):
-        for name, result in tools_on_both(pair, "kafka-transactions", lambda t, o=offset: [
-                "abort", "--topic", topics[t.name][0], "--partition", "0", "--start-offset", o]).items():
-            out[name][what] = result
+        "abort at a wrong offset": lambda t: ["abort", "--topic", topics[t.name][0], "--partition", "0",
+                                              "--start-offset", "4"]})
+    aborted = tools_on_both(pair, "kafka-transactions", {
+        "abort": lambda t: ["abort", "--topic", topics[t.name][0], "--partition", "0", "--start-offset", "3"]})
+    for t in pair:
+        for what, (code, stdout, stderr) in before[t.name].items():
+            out[t.name][what] = (code, found(stdout, t) if what.startswith("find") else stdout, stderr)
+        out[t.name].update(aborted[t.name])
     for t in pair:
         s = sessions[t.name]
         hang, live, tid, live_tid, pid, live_pid, live_epoch = topics[t.name]
@@ -331,15 +331,13 @@ def test_find_and_abort_a_hanging_transaction(unverified_pair: Pair) -> None:
         o["producers after"] = s.describe_producers({hang: [0]})
         o["live commit"] = s.end(live_tid, live_pid, live_epoch, True)
         s.wait_state(live_tid, "CompleteCommit")
-    for what, args in {
-            "find-hanging after": lambda t: ["find-hanging", "--broker-id", "1", "--max-transaction-timeout", "0"],
-            "describe-producers": lambda t: ["describe-producers", "--topic", topics[t.name][0], "--partition", "0"]
-            }.items():
-        for name, (code, stdout, stderr) in tools_on_both(pair, "kafka-transactions", args).items():
-            target = pair.kafka if name == KAFKA else pair.shoal
-            s = sessions[name]
-            rows = found(stdout, target) if what == "find-hanging after" else by_header(table(stdout), s)
-            out[name][what] = (code, rows, stderr)
+    after = tools_on_both(pair, "kafka-transactions", {
+        "find-hanging after": lambda t: ["find-hanging", "--broker-id", "1", "--max-transaction-timeout", "0"],
+        "describe-producers": lambda t: ["describe-producers", "--topic", topics[t.name][0], "--partition", "0"]})
+    for t in pair:
+        for what, (code, stdout, stderr) in after[t.name].items():
+            rows = found(stdout, t) if what == "find-hanging after" else by_header(table(stdout), sessions[t.name])
+            out[t.name][what] = (code, rows, stderr)
     for s in sessions.values():
         s.close()
     assert_same({t.name: normalize(out[t.name], t) for t in pair}, "a hanging transaction and kafka-transactions")
