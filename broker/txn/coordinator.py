@@ -11,7 +11,10 @@ already includes those records: every change is made by encoding the record and 
 path a load takes, so state rebuilt from the log equals state built while serving. There is therefore no
 "pending transition" as in Kafka: a request that arrives while an append is in flight sees the state after it,
 and the caller answers it only once the earlier appends of its partition are durable. If an append fails,
-memory is ahead of the log: `load_begin(p)`, replay partition p, `load_complete(p)`.
+memory is ahead of the log: `load_begin(p)`, replay partition p, `load_complete(p)`. A transaction in
+PrepareCommit/PrepareAbort stands for Kafka's pending transition (Kafka holds one from the prepare record until
+the completion record, markers included): requests about it answer CONCURRENT_TRANSACTIONS where Kafka checks
+the pending transition, before or after the producer checks as Kafka orders them.
 
 Producer ids: an operation that needs a fresh producer id (a new transactional id, a used-up epoch range,
 a TV2 epoch overflow) returns `need_producer_id`; the caller allocates one (asynchronously, as it likes) and
