@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import binascii
+import re
 import uuid
 
 from broker.context import RequestContext
@@ -17,68 +19,97 @@ BROKER_ENDPOINT = 1
 NO_AUTHORIZED_OPERATIONS = -2147483648
 
 
+# Kafka's message for INVALID_REQUEST when it gives no other (Errors.INVALID_REQUEST's exception).
+INVALID_REQUEST_MESSAGE = ("This most likely occurs because of a request being malformed by the client library or "
+                           "the message was sent to an incompatible broker. See the broker logs for more details.")
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
+def _java_int(text: str) -> bool:
+    """Whether Java's Integer.parseInt reads `text`: an optional sign, decimal digits (any script's), in range."""
+    digits = text[1:] if text[:1] in "+-" else text
+    return bool(digits) and digits.isdecimal() and INT32_MIN <= int(text) <= INT32_MAX
+
+
 def valid_share_key(key: str) -> bool:
-    """A SHARE coordinator key is "groupId:topicId:partition" (the group id may itself contain ':')."""
-    group, sep1, rest = key.rpartition(":")
-    group, sep2, topic_id = group.rpartition(":")
-    if not (sep1 and sep2 and group):
+    """A SHARE coordinator key is "groupId:topicId:partition" (the group id may itself contain ':'), read as
+    Kafka's SharePartitionKey does: a group id not blank, a topic id in Kafka's base64 form, a partition any Java
+    int (Kafka does not check its sign)."""
+    parts = key.split(":")
+    while parts and not parts[-1]:
+        parts.pop()  # Java's String.split drops trailing empty strings
+    if len(parts) < 3 or not ":".join(parts[:-2]).strip():
+        return False
+    if not _java_int(parts[-1]):
         return False
     try:
-        uuid.UUID(bytes=_decode_topic_id(topic_id))
-        return int(rest) >= 0
+        uuid.UUID(bytes=_decode_topic_id(parts[-2]))
     except ValueError:
         return False
+    return True
 
 
 def _decode_topic_id(text: str) -> bytes:
-    # Kafka prints topic ids as URL-safe base64 without padding (22 characters).
-    raw = base64.urlsafe_b64decode(text + "==")
+    # Kafka prints topic ids as URL-safe base64, unpadded (22 characters); its decoder refuses other characters.
+    if not re.fullmatch(r"[A-Za-z0-9_-]*={0,2}", text):
+        raise ValueError("not URL-safe base64")
+    try:
+        raw = base64.urlsafe_b64decode(text.rstrip("=") + "=" * (-len(text.rstrip("=")) % 4))
+    except binascii.Error as e:
+        raise ValueError(str(e)) from None
     if len(raw) != 16:
         raise ValueError("topic id must be 16 bytes")
     return raw
 
 
-def coordinator_error(key_type: int, key: str, version: int) -> tuple[ErrorCode, str | None]:
-    if key_type not in (GROUP_KEY, TRANSACTION_KEY, SHARE_KEY) or (key_type == SHARE_KEY and version < 6):
-        return ErrorCode.INVALID_REQUEST, f"Unsupported key type {key_type}"
-    if key_type == SHARE_KEY and not valid_share_key(key):
-        return ErrorCode.INVALID_REQUEST, "Share coordinator key must be groupId:topicId:partition"
-    if key_type == GROUP_KEY and not key:
-        return ErrorCode.INVALID_REQUEST, "Group id must not be empty"
-    return ErrorCode.NONE, None
-
-
-def _find_error(ctx: RequestContext, key_type: int, key: str, version: int) -> tuple[ErrorCode, str | None]:
-    """Kafka's order: DESCRIBE on the group (transactional id) first, then CLUSTER_ACTION for share keys (which
-    only brokers look up), then the key itself."""
+def _find_error(ctx: RequestContext, key_type: int, key: str, version: int) -> ErrorCode:
+    """Kafka's getCoordinator: DESCRIBE on the group (transactional id) first, then the key type's version,
+    CLUSTER_ACTION for share keys (which only brokers look up), then the share key's form. Any group id, even
+    an empty one, has a coordinator."""
     guard = {GROUP_KEY: (AclOperation.DESCRIBE, ResourceType.GROUP, key),
              TRANSACTION_KEY: (AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key)}.get(key_type)
-    if key_type == SHARE_KEY and version >= 6:
-        guard = (AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
     if guard is not None and not ctx.authorize(*guard):
-        code, message = AUTHORIZATION_ERRORS[guard[1]]
-        return ErrorCode(code), message
-    return coordinator_error(key_type, key, version)
+        return ErrorCode(AUTHORIZATION_ERRORS[guard[1]][0])
+    if key_type == SHARE_KEY:
+        if version < 6:
+            return ErrorCode.INVALID_REQUEST
+        if not ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        if not valid_share_key(key):
+            return ErrorCode.INVALID_REQUEST
+    return ErrorCode.NONE
+
+
+def _message(code: ErrorCode) -> str:
+    """The message Kafka's FindCoordinator v1-v3 puts in an answer: its exception's default message for an
+    error, the error's name for none."""
+    if code == ErrorCode.NONE:
+        return "NONE"
+    if code == ErrorCode.INVALID_REQUEST:
+        return INVALID_REQUEST_MESSAGE
+    return next((message for c, message in AUTHORIZATION_ERRORS.values() if c == code), code.name)
 
 
 async def handle_find_coordinator(ctx: RequestContext, req) -> dict:
     node = ctx.node
     version = ctx.api_version
     key_type = req.get("key_type", GROUP_KEY) if version >= 1 else GROUP_KEY
+    # An unknown key type fails the whole request, with INVALID_REQUEST's message on every key (v4+).
+    known = key_type in (GROUP_KEY, TRANSACTION_KEY, SHARE_KEY)
     if version < 4:
-        code, message = _find_error(ctx, key_type, req.key, version)
+        code = _find_error(ctx, key_type, req.key, version) if known else ErrorCode.INVALID_REQUEST
         ok = code == ErrorCode.NONE
         return {
             "throttle_time_ms": 0,
             "error_code": int(code),
-            "error_message": message,
+            "error_message": _message(code),
             "node_id": node.node_id if ok else -1,
             "host": node.host if ok else "",
             "port": node.port if ok else -1,
         }
     coordinators = []
     for key in req.coordinator_keys:
-        code, message = _find_error(ctx, key_type, key, version)
+        code = _find_error(ctx, key_type, key, version) if known else ErrorCode.INVALID_REQUEST
         ok = code == ErrorCode.NONE
         coordinators.append(
             {
@@ -87,7 +118,8 @@ async def handle_find_coordinator(ctx: RequestContext, req) -> dict:
                 "host": node.host if ok else "",
                 "port": node.port if ok else -1,
                 "error_code": int(code),
-                "error_message": message,
+                # Kafka sets a message only when the whole request failed
+                "error_message": "" if known else INVALID_REQUEST_MESSAGE,
             }
         )
     return {"throttle_time_ms": 0, "coordinators": coordinators}
