@@ -32,11 +32,6 @@ DENIED = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
 def _may(ctx, operation: AclOperation, group_id: str, audit: bool = True) -> bool:
     return ctx.authorize(operation, ResourceType.GROUP, group_id, audit=audit)
 
-_ERROR_MESSAGES = {
-    ErrorCode.GROUP_ID_NOT_FOUND: "Group {} not found.",
-    ErrorCode.NON_EMPTY_GROUP: "The group is not empty.",
-}
-
 
 async def handle_join_group(ctx, req) -> dict[str, Any]:
     if not _may(ctx, AclOperation.READ, req.group_id):
@@ -112,9 +107,8 @@ async def handle_delete_groups(ctx, req) -> dict[str, Any]:
     out = []
     for gid in dict.fromkeys(names):
         code = results.get(gid, int(ErrorCode.GROUP_ID_NOT_FOUND)) if gid in allowed else DENIED
-        message = _ERROR_MESSAGES.get(ErrorCode(code)) if code else None
-        out.append({"group_id": gid, "error_code": code,
-                    "error_message": message.format(gid) if message else None})
+        # Kafka's v3 message stays null for these errors (it has one only for streams topology errors)
+        out.append({"group_id": gid, "error_code": code, "error_message": None})
     return {"throttle_time_ms": 0, "results": out}
 
 
