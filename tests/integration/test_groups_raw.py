@@ -146,18 +146,19 @@ def test_consumer_group_heartbeat_and_describe_in_every_version(broker_module, v
                 "rebalance_timeout_ms": 30_000, "subscribed_topic_names": [f"raw-cg{version}"],
                 "topic_partitions": []}
         joined = c.call(cg_hb, version, body)
-        assert joined.error_code == 0 and joined.member_epoch == 1 and joined.member_id
+        # a new group is at epoch 1, as in Kafka 4.4: its first member joins at 2
+        assert joined.error_code == 0 and joined.member_epoch == 2 and joined.member_id
         assert [(t.topic_id, list(t.partitions)) for t in joined.assignment.topic_partitions] == [(tid, [0, 1, 2])]
-        beat = c.call(cg_hb, version, {"group_id": group, "member_id": joined.member_id, "member_epoch": 1})
+        beat = c.call(cg_hb, version, {"group_id": group, "member_id": joined.member_id, "member_epoch": 2})
         assert beat.error_code == 0 and beat.assignment is None
         for v in (0, 1):
             described = c.call(cg_describe, v, {"group_ids": [group, "raw-cg-absent"],
                                                 "include_authorized_operations": False})
             ok, absent = described.groups
             assert (ok.group_state, ok.group_epoch, ok.assignment_epoch, ok.assignor_name) == (
-                "Stable", 1, 1, "uniform")
+                "Stable", 2, 2, "uniform")
             [m] = ok.members
-            assert m.member_id == joined.member_id and m.member_epoch == 1
+            assert m.member_id == joined.member_id and m.member_epoch == 2
             assert [p for t in m.assignment.topic_partitions for p in t.partitions] == [0, 1, 2]
             if v >= 1:
                 assert m.member_type == 1

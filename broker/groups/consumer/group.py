@@ -96,7 +96,8 @@ class ResolvedRegex:
 @dataclass
 class ConsumerGroup:
     group_id: str
-    group_epoch: int = 0
+    # A new group starts at epoch 1 (Kafka 4.4's ModernGroup), so its first member joins at epoch 2.
+    group_epoch: int = 1
     metadata_hash: int = 0
     assignment_epoch: int = 0
     members: dict[str, ConsumerMember] = field(default_factory=dict)

@@ -207,9 +207,10 @@ class ConsumerGroupManager(ClassicMembers):
                 raise GroupError(ErrorCode.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request.")
             if req["topic_partitions"] is None or req["topic_partitions"]:
                 raise GroupError(ErrorCode.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining.")
-            if not req["subscribed_topic_names"] and not req.get("subscribed_topic_regex"):
-                raise GroupError(ErrorCode.INVALID_REQUEST,
-                                 "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+            # An empty subscription is one (the member joins and is assigned nothing): only absence is refused.
+            if req["subscribed_topic_names"] is None and req.get("subscribed_topic_regex") is None:
+                raise GroupError(ErrorCode.INVALID_REQUEST, "Either SubscribedTopicNames or SubscribedTopicRegex "
+                                 "must be non-null when (re-)joining.")
         elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             if req.get("instance_id") is None:
                 raise GroupError(ErrorCode.INVALID_REQUEST, "InstanceId can't be null.")
@@ -299,6 +300,7 @@ class ConsumerGroupManager(ClassicMembers):
             check_regex(new_regex, regexes)
 
         # ---- no errors from here on: emit and apply ----
+        assignor_before = self._preferred_assignor(group)
         if on_convert is not None:
             on_convert(res)
         if replaced is not None:
@@ -313,6 +315,8 @@ class ConsumerGroupManager(ClassicMembers):
         group = self.groups[gid]
         self._identities.setdefault(gid, {})[mid] = identity
         bump = updated.subscribed_topic_names != before.subscribed_topic_names
+        # A change of the group's preferred server assignor is a new assignment too (Kafka 4.4).
+        bump |= self._preferred_assignor(group) != assignor_before
         bump |= self._update_regexes(group, before.subscribed_topic_regex if not is_new else None,
                                      updated.subscribed_topic_regex, now, res, regexes)
         metadata_hash = self._metadata_hash(group)
@@ -601,6 +605,9 @@ class ConsumerGroupManager(ClassicMembers):
                 self._regex_keys.get(gid, {}).pop(pattern, None)
             self._cancel_timers(gid, mid)
         self._emit(res, rec.group_epoch(gid, group.group_epoch + 1, self._metadata_hash(group)))
+        if not group.members:
+            # Nothing to assign: the empty group's target is of the new epoch at once (Kafka 4.4).
+            self._emit(res, rec.target_assignment_epoch(gid, group.group_epoch, 0))
 
     def forget(self, group: ConsumerGroup) -> None:
         """Drop the timers and soft state of a group that stops being a consumer group (downgrade)."""
@@ -665,10 +672,15 @@ class ConsumerGroupManager(ClassicMembers):
                             else f"Group {gid} is not a consumer group."})
                 continue
 
-            def assignment(a: Assignment) -> dict[str, Any]:
-                return {"topic_partitions": [{"topic_id": t, "topic_name": topic_name(t) or "",
-                                              "partitions": sorted(ps)}
-                                             for t, ps in sorted(a.items(), key=lambda kv: str(kv[0])) if ps]}
+            def assignment(*parts: Assignment) -> dict[str, Any]:
+                # Kafka's: the union (assigned and pending revocation), without topics it no longer knows
+                merged: dict[UUID, set[int]] = {}
+                for a in parts:
+                    for t, ps in a.items():
+                        merged.setdefault(t, set()).update(ps)
+                return {"topic_partitions": [{"topic_id": t, "topic_name": name, "partitions": sorted(ps)}
+                                             for t, ps in sorted(merged.items(), key=lambda kv: str(kv[0]))
+                                             if ps and (name := topic_name(t)) is not None]}
 
             out.append({
                 "error_code": 0, "error_message": None, "group_id": gid, "group_state": group.state().value,
@@ -678,8 +690,8 @@ class ConsumerGroupManager(ClassicMembers):
                     "member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
                     "member_epoch": m.member_epoch, "client_id": m.client_id, "client_host": m.client_host,
                     "subscribed_topic_names": sorted(m.subscribed_topic_names),
-                    "subscribed_topic_regex": m.subscribed_topic_regex,
-                    "assignment": assignment(m.assigned_partitions),
+                    "subscribed_topic_regex": m.subscribed_topic_regex or "",  # Kafka: "" without one
+                    "assignment": assignment(m.assigned_partitions, m.partitions_pending_revocation),
                     "target_assignment": assignment(group.target_assignment.get(m.member_id, {})),
                     "member_type": 0 if m.uses_classic_protocol else 1,
                 } for _, m in sorted(group.members.items())]})

@@ -32,16 +32,17 @@ def hb(gc, req, now=1000, version=1):
     return res.response, res.records
 
 
-def test_first_member_gets_everything_at_epoch_1():
+def test_first_member_gets_everything_at_epoch_2():
     gc, _, t = setup()
     r, records = hb(gc, cg_req("a", 0, topics=["t"]))
-    assert r["error_code"] == 0 and r["member_epoch"] == 1 and r["member_id"] == "a"
+    # A new group is at epoch 1 (Kafka 4.4): its first member moves it to 2.
+    assert r["error_code"] == 0 and r["member_epoch"] == 2 and r["member_id"] == "a"
     assert assigned(r) == {t: set(range(6))}
     assert records  # member, epoch, target assignment, current assignment
     assert gc.consumer.groups["g"].state().value == "Stable"
     # A plain heartbeat carries no assignment when nothing changed.
-    r, records = hb(gc, cg_req("a", 1))
-    assert r["member_epoch"] == 1 and r["assignment"] is None and records == []
+    r, records = hb(gc, cg_req("a", 2))
+    assert r["member_epoch"] == 2 and r["assignment"] is None and records == []
 
 
 def test_partitions_are_revoked_before_another_member_gets_them():
@@ -49,21 +50,21 @@ def test_partitions_are_revoked_before_another_member_gets_them():
     hb(gc, cg_req("a", 0, topics=["t"]))
     r_b, _ = hb(gc, cg_req("b", 0, topics=["t"]), 1100)
     # b joins at the new epoch but a still holds everything: b gets nothing yet.
-    assert r_b["member_epoch"] == 2 and assigned(r_b) == {}
+    assert r_b["member_epoch"] == 3 and assigned(r_b) == {}
     group = gc.consumer.groups["g"]
     assert group.members["b"].state == MemberState.UNRELEASED_PARTITIONS
     owners_are_exclusive(gc)
-    # a is asked to give up half of its partitions and stays in epoch 1 until it does.
-    r_a, _ = hb(gc, cg_req("a", 1, owned={t: set(range(6))}), 1200)
+    # a is asked to give up half of its partitions and stays in epoch 2 until it does.
+    r_a, _ = hb(gc, cg_req("a", 2, owned={t: set(range(6))}), 1200)
     keep = assigned(r_a)[t]
-    assert len(keep) == 3 and r_a["member_epoch"] == 1
+    assert len(keep) == 3 and r_a["member_epoch"] == 2
     assert group.members["a"].state == MemberState.UNREVOKED_PARTITIONS
-    r_b, _ = hb(gc, cg_req("b", 2, owned={}), 1250)
+    r_b, _ = hb(gc, cg_req("b", 3, owned={}), 1250)
     assert assigned(r_b) is None  # still unreleased
     owners_are_exclusive(gc)
-    r_a, _ = hb(gc, cg_req("a", 1, owned={t: keep}), 1300)  # revoked
-    assert r_a["member_epoch"] == 2 and group.members["a"].state == MemberState.STABLE
-    r_b, _ = hb(gc, cg_req("b", 2, owned={}), 1400)
+    r_a, _ = hb(gc, cg_req("a", 2, owned={t: keep}), 1300)  # revoked
+    assert r_a["member_epoch"] == 3 and group.members["a"].state == MemberState.STABLE
+    r_b, _ = hb(gc, cg_req("b", 3, owned={}), 1400)
     assert assigned(r_b) == {t: set(range(6)) - keep}
     assert group.state().value == "Stable"
     owners_are_exclusive(gc)
@@ -73,27 +74,27 @@ def test_leave_hands_partitions_to_the_others():
     gc, _, t = setup()
     hb(gc, cg_req("a", 0, topics=["t"]))
     hb(gc, cg_req("b", 0, topics=["t"]))
-    r, _ = hb(gc, cg_req("a", 1, owned={t: set(range(6))}))
+    r, _ = hb(gc, cg_req("a", 2, owned={t: set(range(6))}))
     keep = assigned(r)[t]
-    hb(gc, cg_req("a", 1, owned={t: keep}))
+    hb(gc, cg_req("a", 2, owned={t: keep}))
     r, _ = hb(gc, cg_req("b", -1))
     assert r["member_epoch"] == -1 and "b" not in gc.consumer.groups["g"].members
-    r, _ = hb(gc, cg_req("a", 2, owned={t: keep}))
-    assert r["member_epoch"] == 3 and assigned(r) == {t: set(range(6))}
+    r, _ = hb(gc, cg_req("a", 3, owned={t: keep}))
+    assert r["member_epoch"] == 4 and assigned(r) == {t: set(range(6))}
 
 
 def test_session_and_rebalance_timeouts_fence_members():
     gc, _, t = setup()
     hb(gc, cg_req("a", 0, topics=["t"], rebalance=5000), now=0)
     hb(gc, cg_req("b", 0, topics=["t"], rebalance=5000), now=0)
-    r, _ = hb(gc, cg_req("a", 1, owned={t: set(range(6))}), now=100)
+    r, _ = hb(gc, cg_req("a", 2, owned={t: set(range(6))}), now=100)
     assert gc.consumer.groups["g"].members["a"].state == MemberState.UNREVOKED_PARTITIONS
     # a never confirms the revocation: fenced at its rebalance timeout; b keeps heartbeating.
     for now in range(1000, 5200, 1000):
-        hb(gc, cg_req("b", 2, owned={}), now=now)
+        hb(gc, cg_req("b", 3, owned={}), now=now)
     gc.tick(5100)
     assert "a" not in gc.consumer.groups["g"].members
-    r, _ = hb(gc, cg_req("b", 2, owned={}), now=5200)
+    r, _ = hb(gc, cg_req("b", 3, owned={}), now=5200)
     assert assigned(r) == {t: set(range(6))}
     # b stops heartbeating: its session (45 s) ends.
     gc.tick(5200 + 45_000)
@@ -105,9 +106,9 @@ def test_static_member_temporary_leave_and_rejoin_keep_the_assignment():
     gc, _, t = setup()
     hb(gc, cg_req("a", 0, topics=["t"], instance="i-a"))
     r, _ = hb(gc, cg_req("b", 0, topics=["t"], instance="i-b"))
-    r, _ = hb(gc, cg_req("a", 1, instance="i-a", owned={t: set(range(6))}))
+    r, _ = hb(gc, cg_req("a", 2, instance="i-a", owned={t: set(range(6))}))
     keep = assigned(r)[t]
-    hb(gc, cg_req("a", 1, instance="i-a", owned={t: keep}))
+    hb(gc, cg_req("a", 2, instance="i-a", owned={t: keep}))
     epoch = gc.consumer.groups["g"].group_epoch
     # While a's instance is held, another member id cannot take it.
     r, _ = hb(gc, cg_req("a2", 0, topics=["t"], instance="i-a"))
@@ -118,7 +119,7 @@ def test_static_member_temporary_leave_and_rejoin_keep_the_assignment():
     assert r["error_code"] == 0 and assigned(r) == {t: keep}
     group = gc.consumer.groups["g"]
     assert group.group_epoch == epoch and "a" not in group.members  # no rebalance
-    r, _ = hb(gc, cg_req("a", 2, instance="i-a"))
+    r, _ = hb(gc, cg_req("a", 3, instance="i-a"))
     assert r["error_code"] == E.FENCED_INSTANCE_ID
 
 
@@ -128,8 +129,8 @@ def test_regex_subscription_follows_topic_creation():
     assert assigned(r) == {t: set(range(6))}
     t2 = topics.create("t2", 2)
     topics.create("other", 1)
-    r, _ = hb(gc, cg_req("a", 1))
-    assert r["member_epoch"] == 2 and assigned(r) == {t: set(range(6)), t2: {0, 1}}
+    r, _ = hb(gc, cg_req("a", 2))
+    assert r["member_epoch"] == 3 and assigned(r) == {t: set(range(6)), t2: {0, 1}}
     group = gc.consumer.groups["g"]
     assert group.resolved_regexes["t.*"].topics == {"t", "t2"}
     r, _ = hb(gc, cg_req("b", 0, regex="(unclosed"))
@@ -190,12 +191,12 @@ def test_offsets_with_member_epochs():
                     "committed_metadata": None}]}]}
         return gc.commit_offsets(req, version, 1000).response["topics"][0]["partitions"][0]["error_code"]
 
-    assert commit(1) == 0
-    assert commit(2) == E.STALE_MEMBER_EPOCH
-    assert commit(1, "zz") == E.UNKNOWN_MEMBER_ID
-    assert commit(1, version=8) == E.UNSUPPORTED_VERSION
+    assert commit(2) == 0
+    assert commit(3) == E.STALE_MEMBER_EPOCH
+    assert commit(2, "zz") == E.UNKNOWN_MEMBER_ID
+    assert commit(2, version=8) == E.UNSUPPORTED_VERSION
     assert commit(-1, "") == E.UNKNOWN_MEMBER_ID  # not while the group has members
-    fetched = gc.fetch_offsets("g", [{"name": "t", "partition_indexes": [0]}], 9, "a", 1)
+    fetched = gc.fetch_offsets("g", [{"name": "t", "partition_indexes": [0]}], 9, "a", 2)
     assert fetched["topics"][0]["partitions"][0]["committed_offset"] == 5
     assert gc.fetch_offsets("g", None, 9, "a", 7)["error_code"] == E.STALE_MEMBER_EPOCH
     assert gc.fetch_offsets("g", None, 9, None, -1)["error_code"] == 0  # admin
@@ -230,3 +231,47 @@ def test_records_replay_to_the_same_groups():
     for r in written:
         loaded.replay(r.key, r.value)
     assert loaded.snapshot()["consumer"] == gc.snapshot()["consumer"]
+
+
+def test_a_join_may_subscribe_to_nothing_but_must_say_so():
+    gc, _, t = setup()
+    r, _ = hb(gc, cg_req("a", 0, topics=[]))
+    # nothing subscribed, no new epoch: the group's first assignment (epoch 1) is empty
+    assert r["error_code"] == 0 and r["member_epoch"] == 1 and assigned(r) == {}
+    r, _ = hb(gc, cg_req("b", 0))
+    assert r["error_code"] == E.INVALID_REQUEST
+    assert r["error_message"] == ("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when "
+                                  "(re-)joining.")
+
+
+def test_a_change_of_the_preferred_server_assignor_is_a_new_assignment():
+    gc, _, t = setup()
+    hb(gc, cg_req("a", 0, topics=["t"]))
+    group = gc.consumer.groups["g"]
+    epoch = group.group_epoch
+    r, _ = hb(gc, cg_req("a", epoch, assignor="range"))
+    assert group.group_epoch == epoch + 1 and r["member_epoch"] == epoch + 1
+    [d] = gc.consumer_group_describe(["g"])
+    assert d["assignor_name"] == "range"
+    r, _ = hb(gc, cg_req("a", epoch + 1, assignor="range"))  # the same assignor again: nothing changes
+    assert group.group_epoch == epoch + 1
+
+
+def test_describe_shows_partitions_pending_revocation_as_assigned():
+    gc, _, t = setup()
+    hb(gc, cg_req("a", 0, topics=["t"]))
+    hb(gc, cg_req("b", 0, topics=["t"]))
+    r, _ = hb(gc, cg_req("a", 2, owned={t: set(range(6))}))  # a must revoke half
+    assert len(assigned(r)[t]) == 3
+    described = {m["member_id"]: m for m in gc.consumer_group_describe(["g"])[0]["members"]}
+    # Kafka's describe: what the member owns until it confirms the revocation
+    assert described["a"]["assignment"]["topic_partitions"][0]["partitions"] == list(range(6))
+    assert len(described["a"]["target_assignment"]["topic_partitions"][0]["partitions"]) == 3
+
+
+def test_the_last_member_leaving_settles_the_empty_groups_assignment_epoch():
+    gc, _, t = setup()
+    hb(gc, cg_req("a", 0, topics=["t"]))
+    hb(gc, cg_req("a", -1))
+    group = gc.consumer.groups["g"]
+    assert group.group_epoch == 3 and group.assignment_epoch == 3 and group.state().value == "Empty"

@@ -35,11 +35,11 @@ def test_a_pattern_resolves_only_to_topics_the_member_may_describe():
     assert resolved(gc) == {"orders.eu", "orders.us"}
     # DESCRIBE granted: the next heartbeat resolves again and the topic comes into the assignment.
     acls.allow("User:alice", "orders.secret")
-    r, _ = hb(gc, cg_req("a", 1, owned=assigned(r)))
-    assert r["member_epoch"] == 2 and assigned(r)[ids["orders.secret"]] == {0, 1}
+    r, _ = hb(gc, cg_req("a", 2, owned=assigned(r)))
+    assert r["member_epoch"] == 3 and assigned(r)[ids["orders.secret"]] == {0, 1}
     # DESCRIBE taken away: the topic leaves the assignment.
     acls.deny("User:alice", "orders.us")
-    r, _ = hb(gc, cg_req("a", 2, owned=assigned(r)))
+    r, _ = hb(gc, cg_req("a", 3, owned=assigned(r)))
     assert ids["orders.us"] not in assigned(r) and resolved(gc) == {"orders.eu", "orders.secret"}
 
 

@@ -148,24 +148,24 @@ def test_classic_member_joins_a_consumer_group_with_member_id_required():
     assert first["error_code"] == E.MEMBER_ID_REQUIRED and first["member_id"] == "k0"
     assert gc.consumer.groups["g"].members.keys() == {"c"}  # nothing recorded yet
     join = w.answers[w.join(classic_join("k0"), 1200)]
-    assert join["error_code"] == 0 and join["generation_id"] == 2
+    assert join["error_code"] == 0 and join["generation_id"] == 3
     group = gc.consumer.groups["g"]
-    assert group.members["k0"].uses_classic_protocol and group.group_epoch == 2
+    assert group.members["k0"].uses_classic_protocol and group.group_epoch == 3
     # c still holds everything: the classic member waits for its partitions (empty assignment meanwhile).
-    assert sync_assignment(w, "k0", 2, 1200) == {}
-    r = hb(gc, cg_req("c", 1, owned={t: set(range(6))}), 1300).response
+    assert sync_assignment(w, "k0", 3, 1200) == {}
+    r = hb(gc, cg_req("c", 2, owned={t: set(range(6))}), 1300).response
     keep = assigned(r)[t]
-    hb(gc, cg_req("c", 1, owned={t: keep}), 1400)
+    hb(gc, cg_req("c", 2, owned={t: keep}), 1400)
     # The partitions c released are waiting for k0: its heartbeat asks it to rejoin to collect them.
-    assert w.run(gc.heartbeat(hb_req("k0", 2), 1500)).response["error_code"] == E.REBALANCE_IN_PROGRESS
+    assert w.run(gc.heartbeat(hb_req("k0", 3), 1500)).response["error_code"] == E.REBALANCE_IN_PROGRESS
     w.join(classic_join("k0"), 1600)
-    assert sync_assignment(w, "k0", 2, 1600) == {"t": set(range(6)) - keep}
-    assert w.run(gc.heartbeat(hb_req("k0", 2), 1700)).response["error_code"] == 0
+    assert sync_assignment(w, "k0", 3, 1600) == {"t": set(range(6)) - keep}
+    assert w.run(gc.heartbeat(hb_req("k0", 3), 1700)).response["error_code"] == 0
     # Errors of classic requests to a consumer group.
     assert w.run(gc.heartbeat(hb_req("k0", 7), 1700)).response["error_code"] == E.ILLEGAL_GENERATION
-    assert w.run(gc.heartbeat(hb_req("c", 2), 1700)).response["error_code"] == E.UNKNOWN_MEMBER_ID  # not classic
-    assert w.run(gc.heartbeat(hb_req("zz", 2), 1700)).response["error_code"] == E.UNKNOWN_MEMBER_ID
-    assert w.answers[w.sync(sync_req("k0", 1), 1700)]["error_code"] == E.ILLEGAL_GENERATION
+    assert w.run(gc.heartbeat(hb_req("c", 3), 1700)).response["error_code"] == E.UNKNOWN_MEMBER_ID  # not classic
+    assert w.run(gc.heartbeat(hb_req("zz", 3), 1700)).response["error_code"] == E.UNKNOWN_MEMBER_ID
+    assert w.answers[w.sync(sync_req("k0", 2), 1700)]["error_code"] == E.ILLEGAL_GENERATION
     other = join_req(protocols=[("sticky", subscription_v1(["t"]))])
     assert w.answers[w.join(other, 1700)]["error_code"] == E.INCONSISTENT_GROUP_PROTOCOL
     assert w.answers[w.join(classic_join(session=10), 1700)]["error_code"] == E.INVALID_SESSION_TIMEOUT
@@ -285,8 +285,8 @@ def test_classic_static_member_replacing_the_last_consumer_member_downgrades_wit
     w.run(hb(gc, cg_req("c", 0, topics=["t"], instance="i-c"), 1000))
     first = w.answers[w.join(classic_join(), 1100)]["member_id"]
     w.join(classic_join(first), 1100)
-    r = w.run(hb(gc, cg_req("c", 1, instance="i-c", owned={t: set(range(6))}), 1200)).response
-    w.run(hb(gc, cg_req("c", 1, instance="i-c", owned={t: assigned(r)[t]}), 1300))
+    r = w.run(hb(gc, cg_req("c", 2, instance="i-c", owned={t: set(range(6))}), 1200)).response
+    w.run(hb(gc, cg_req("c", 2, instance="i-c", owned={t: assigned(r)[t]}), 1300))
     group = gc.consumer.groups["g"]
     target_c = group.target_assignment["c"][t]
     # The instance restarts with the classic protocol: it takes c's place, and no consumer-protocol member is left.
