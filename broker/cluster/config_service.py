@@ -338,7 +338,7 @@ class ConfigService:
             else:
                 overrides[key] = value
         try:
-            gc.validate_overrides({k: v for k, v in changes.items() if v is not None}, overrides, self._config.get)
+            gc.validate_overrides(changes, overrides, self._config.get)
         except ValueError as err:
             raise ConfigChangeError(ErrorCode.INVALID_CONFIG, str(err)) from None
         if validate_only or not changes:

@@ -109,13 +109,14 @@ def validate(name: str, value: str) -> str:
     return text.lower() if definition.type == "bool" else text
 
 
-def validate_overrides(changed: dict[str, str], overrides: dict[str, str], broker_get: BrokerGet) -> None:
-    """Kafka's GroupConfig.validate for a group's overrides after a change: each changed integer config within
-    the broker's min/max (`key must be in the range MIN to MAX inclusive.`), and the session timeout above
-    the heartbeat interval, taking the broker's value for whichever of the two the group does not set."""
+def validate_overrides(changed: dict[str, str | None], overrides: dict[str, str], broker_get: BrokerGet) -> None:
+    """Kafka's GroupConfig.validate for a group's overrides after a change (`changed`: the new values, None for a
+    deleted one): each set integer config within the broker's min/max (`key must be in the range MIN to MAX
+    inclusive.`), and the session timeout above the heartbeat interval, taking the broker's value for whichever
+    of the two the group does not set (so deleting one may be refused too)."""
     for name, value in changed.items():
         definition = GROUP_CONFIGS[name]
-        if definition.bounds is not None:
+        if value is not None and definition.bounds is not None:
             lo, hi = (int(str(broker_get(key))) for key in definition.bounds)
             if not lo <= int(value) <= hi:
                 raise ValueError(f"{name} must be in the range {lo} to {hi} inclusive.")

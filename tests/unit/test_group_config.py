@@ -83,6 +83,24 @@ def test_session_timeout_must_exceed_heartbeat_interval_with_broker_values_for_t
     validate_overrides({"share.session.timeout.ms": "5001"}, {"share.session.timeout.ms": "5001"}, broker.__getitem__)
 
 
+def test_deleting_an_override_is_refused_when_the_session_would_not_exceed_the_heartbeat_interval():
+    broker = dict(BROKER)
+    broker["group.consumer.min.session.timeout.ms"] = 1000
+    broker["group.consumer.min.heartbeat.interval.ms"] = 50
+    from broker.config.group_config import validate_overrides
+
+    # session 1500 with heartbeat 500 is fine; deleting the heartbeat override brings back the broker's 5000
+    validate_overrides({"consumer.heartbeat.interval.ms": "500", "consumer.session.timeout.ms": "1500"},
+                       {"consumer.heartbeat.interval.ms": "500", "consumer.session.timeout.ms": "1500"},
+                       broker.__getitem__)
+    with pytest.raises(ValueError, match="^consumer.session.timeout.ms must be greater than "
+                                         "consumer.heartbeat.interval.ms$"):
+        validate_overrides({"consumer.heartbeat.interval.ms": None}, {"consumer.session.timeout.ms": "1500"},
+                           broker.__getitem__)
+    validate_overrides({"consumer.heartbeat.interval.ms": None, "consumer.session.timeout.ms": None}, {},
+                       broker.__getitem__)
+
+
 def test_syntax_of_the_kafka_4_3_and_4_4_group_configs():
     assert validate("share.renew.acknowledge.enable", "FALSE") == "false"
     assert validate("errors.deadletterqueue.copy.record.enable", "true") == "true"
