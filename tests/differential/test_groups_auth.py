@@ -29,6 +29,7 @@ from tests.helpers.group_diff import (
     OFFSET_COMMIT,
     OFFSET_DELETE,
     OFFSET_FETCH,
+    TopicNames,
     plain,
     run_both,
     subscription,
@@ -60,6 +61,7 @@ def test_what_alice_may_do_with_groups(sasl_pair):
         seen = {}
         with target.raw("admin") as root:
             wait_coordinators(root)
+            TopicNames(root).learn(topic, secret)  # in the broker's metadata before they are committed to
             for group in (visible, readable):  # groups exist for DescribeGroups, ListGroups, DeleteGroups
                 wait_group_coordinator(root, group)
                 committed = root.call(OFFSET_COMMIT, 8, {

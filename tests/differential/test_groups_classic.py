@@ -32,6 +32,7 @@ from tests.helpers.group_diff import (
     ClassicMember,
     Labels,
     assignment,
+    create_topic_and_wait,
     decoded_describe,
     describe_group,
     id_shape,
@@ -40,7 +41,6 @@ from tests.helpers.group_diff import (
     subscription,
     wait_coordinators,
 )
-from tests.helpers.raw_requests import create_topic, topic_id
 from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -349,7 +349,7 @@ def test_list_describe_and_delete_groups_in_every_version(pair):
 
         with target.raw() as c, ClassicMember(target, stable) as a, ClassicMember(target, empty) as e, \
                 ClassicMember(target, preparing) as p1, ClassicMember(target, preparing) as p2:
-            create_topic(c, topic, 1)
+            create_topic_and_wait(c, topic, 1)
             a.join_fully()
             labels.name(a.member_id, "A")
             a.sync({a.member_id: b""})
@@ -425,8 +425,7 @@ def test_offset_commit_fetch_and_delete(pair, version):
         seen = {}
         group, topic = target.unique("offsets"), target.unique("offsets-t")
         with target.raw() as c, ClassicMember(target, group, protocols=[("range", subscription(topic))]) as a:
-            create_topic(c, topic, 3)
-            tid = wait_until(lambda: topic_id(c, topic).int and topic_id(c, topic), 30, "the topic's id")
+            tid = create_topic_and_wait(c, topic, 3)
 
             def commit(parts, **kw):
                 return plain(c.call(OFFSET_COMMIT, version, _commit_body(group, topic, tid, parts, **kw)))

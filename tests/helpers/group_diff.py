@@ -483,3 +483,14 @@ def wait_group_coordinator(client: RawClient, group: str) -> None:
         return entry.error_code not in _NOT_READY
 
     wait_until(ready, 60, f"the coordinator of group {group}", interval=0.1)
+
+
+def create_topic_and_wait(client: RawClient, topic: str, partitions: int) -> uuid.UUID:
+    """CreateTopics, then wait until the broker's metadata has the topic (Kafka answers CreateTopics before its
+    metadata cache knows it, and commits to it answer UNKNOWN_TOPIC_OR_PARTITION until then); its id."""
+    from tests.helpers.raw_requests import create_topic  # noqa: PLC0415
+
+    create_topic(client, topic, partitions)
+    names = TopicNames(client)
+    names.learn(topic)
+    return names.id_of(topic)
