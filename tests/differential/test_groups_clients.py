@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -26,7 +26,7 @@ from confluent_kafka.admin import (
 )
 
 from tests.helpers.differential import assert_same
-from tests.helpers.group_diff import run_both
+from tests.helpers.group_diff import OFFSET_FETCH, plain, run_both, wait_group_coordinator
 from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -186,3 +186,43 @@ def test_kafka_python_classic_consumer_and_admin(pair):
         return seen
 
     assert_same(run_both(pair, scenario), "kafka-python's classic group")
+
+
+def test_transactional_offsets_and_require_stable(pair):
+    def scenario(target):
+        topic, group = _topic(target, "txo"), target.unique("txo")
+        consumer = Consumer({**target.client_config(), "group.id": group, "enable.auto.commit": False})
+        producer = Producer({**target.client_config(), "transactional.id": target.unique("txo-producer")})
+        seen = {}
+        with target.raw() as c:
+            wait_group_coordinator(c, group)
+
+            def fetch(require_stable):
+                answer = plain(c.call(OFFSET_FETCH, 8, {"groups": [{"group_id": group, "topics": [
+                    {"name": topic, "partition_indexes": [0, 1]}]}], "require_stable": require_stable}))
+                return [[p["partition_index"], p["committed_offset"], p["error_code"]]
+                        for p in answer["groups"][0]["topics"][0]["partitions"]]
+
+            try:
+                producer.init_transactions(30)
+                producer.begin_transaction()
+                producer.send_offsets_to_transaction([TopicPartition(topic, 0, 7)],
+                                                     consumer.consumer_group_metadata(), 30)
+                seen["pending_require_stable"] = fetch(True)
+                seen["pending_read_committed"] = fetch(False)
+                producer.commit_transaction(30)
+                # the markers reach the group coordinator after EndTxn answers
+                seen["committed"] = wait_until(lambda: (f := fetch(True)) and f[0][2] == 0 and f, 30,
+                                               "the offsets' commit marker")
+                producer.begin_transaction()
+                producer.send_offsets_to_transaction([TopicPartition(topic, 1, 9)],
+                                                     consumer.consumer_group_metadata(), 30)
+                producer.abort_transaction(30)
+                seen["aborted"] = wait_until(lambda: (f := fetch(True)) and f[1][2] == 0 and f, 30,
+                                             "the offsets' abort marker")
+            finally:
+                consumer.close()
+                producer.flush(10)
+        return seen
+
+    assert_same(run_both(pair, scenario), "transactional offsets and require_stable")
