@@ -51,6 +51,7 @@ from tests.helpers.group_diff import (
     wait_coordinators,
 )
 from tests.helpers.raw_requests import create_topic
+from tests.helpers.share_raw import heartbeat as share_heartbeat
 from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -502,3 +503,42 @@ def test_consumer_member_joining_a_classic_group_upgrades_it(pair):
         return labels.apply(seen)
 
     assert_same(run_both(pair, scenario), "an online upgrade of a classic group")
+
+
+def test_group_ids_of_another_type(pair):
+    def scenario(target):
+        connect, share, consumer = target.unique("cg-connect"), target.unique("cg-share"), target.unique("cg-own")
+        seen = {}
+        with target.raw() as c:
+            names, [topic] = _topics(target, c)
+            immediate_assignment(target, c, consumer)
+            with ClassicMember(target, connect, protocol_type="connect", protocols=[("v1", b"x")]) as k, \
+                    ConsumerMember(target, consumer, names, member_id="member-a", subscribe=[topic]) as own:
+                k.join_fully()
+                k.sync({k.member_id: b""})
+                seen["share_join"] = share_heartbeat(c, share, "s-1", 0, [topic]).error_code
+                body = {"member_id": "m-1", "member_epoch": 0, "rebalance_timeout_ms": 30_000,
+                        "subscribed_topic_names": [topic], "topic_partitions": []}
+                for kind, group in (("connect", connect), ("share", share)):
+                    seen[f"heartbeat_{kind}"] = plain(c.call(CONSUMER_HEARTBEAT, 1, {**body, "group_id": group}))
+                    seen[f"heartbeat_{kind}_epoch_1"] = plain(c.call(CONSUMER_HEARTBEAT, 1, {
+                        **body, "group_id": group, "member_epoch": 1}))
+                seen["consumer_describe"] = sorted(consumer_describe(c, names, [connect, share]),
+                                                   key=lambda d: d["group_id"])
+                seen["own_joins"] = own.beat()
+                seen["connect_member_joins_the_consumer_group"] = plain(k.join(group_id=consumer, member_id=""))
+                commit = {"generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+                          "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                                                     "committed_leader_epoch": -1,
+                                                                     "committed_metadata": ""}]}]}
+                seen["commit_to_share_group"] = plain(c.call(OFFSET_COMMIT, 8, {**commit, "group_id": share}))
+                seen["fetch_share_group"] = plain(c.call(OFFSET_FETCH, 8, {"groups": [{"group_id": share,
+                                                                                    "topics": None}],
+                                                                         "require_stable": False}))
+                seen["offset_delete_share_group"] = plain(c.call(OFFSET_DELETE, 0, {"group_id": share, "topics": []}))
+                seen["describe_groups"] = sorted(plain(c.call(DESCRIBE, 6, {
+                    "groups": [share, consumer], "include_authorized_operations": False}).groups),
+                    key=lambda g: g["group_id"])
+        return seen
+
+    assert_same(run_both(pair, scenario), "group ids of another type")
