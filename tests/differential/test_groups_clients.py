@@ -1,8 +1,9 @@
 """Consumer groups through real clients, Kafka 4.4 against Shoal: confluent-kafka Consumers with
 group.protocol=classic and group.protocol=consumer (the assignment each sees once the group settles, the offsets
 it commits) and the AdminClient's view (list_consumer_groups, describe_consumer_groups,
-list_consumer_group_offsets, alter_consumer_group_offsets, delete_consumer_groups); kafka-python's classic
-consumer and admin client.
+list_consumer_group_offsets, alter_consumer_group_offsets, delete_consumer_groups), offsets a transactional
+producer commits (OffsetFetch with require_stable while they are pending); kafka-python's and aiokafka's classic
+consumers.
 
 Normalisation: which member gets which partitions depends on the members' ids, which are random (made by the
 broker for classic members, by the client for consumer-protocol members) - so an assignment is compared by its
@@ -12,9 +13,12 @@ are told apart by their client ids.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import pytest
+from aiokafka import AIOKafkaConsumer
+from aiokafka.structs import TopicPartition as AioPartition
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
@@ -24,6 +28,7 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
+from kafka import KafkaAdminClient, KafkaConsumer
 
 from tests.helpers.differential import assert_same
 from tests.helpers.group_diff import OFFSET_FETCH, plain, run_both, wait_group_coordinator
@@ -140,8 +145,6 @@ def _delete(admin: AdminClient, group: str):
 
 
 def test_kafka_python_classic_consumer_and_admin(pair):
-    from kafka import KafkaAdminClient, KafkaConsumer
-
     def scenario(target):
         topic, group = _topic(target, "kp"), target.unique("kp")
         consumers = [KafkaConsumer(topic, bootstrap_servers=target.bootstrap, group_id=group, client_id=f"kp-{i}",
@@ -226,3 +229,35 @@ def test_transactional_offsets_and_require_stable(pair):
         return seen
 
     assert_same(run_both(pair, scenario), "transactional offsets and require_stable")
+
+
+def test_aiokafka_classic_consumers_commit_and_committed(pair):
+    def scenario(target):
+        topic, group = _topic(target, "aio"), target.unique("aio")
+
+        async def run() -> dict:
+            consumers = [AIOKafkaConsumer(topic, bootstrap_servers=target.bootstrap, group_id=group,
+                                          client_id=f"aio-{i}", enable_auto_commit=False,
+                                          session_timeout_ms=6000, heartbeat_interval_ms=500) for i in (1, 2)]
+            for consumer in consumers:
+                await consumer.start()
+            try:
+                loop = asyncio.get_running_loop()
+                end = loop.time() + 60
+                while True:
+                    await asyncio.gather(*(c.getmany(timeout_ms=50) for c in consumers))
+                    held = [sorted(tp.partition for tp in c.assignment()) for c in consumers]
+                    if sorted(p for ps in held for p in ps) == list(range(PARTITIONS)) and all(held):
+                        break
+                    assert loop.time() < end, f"aiokafka's group did not settle: {held}"
+                for consumer in consumers:
+                    await consumer.commit({tp: 20 + tp.partition for tp in consumer.assignment()})
+                committed = [[p, await consumers[0].committed(AioPartition(topic, p))] for p in range(PARTITIONS)]
+                return {"assignment": _structure(held), "committed": committed}
+            finally:
+                for consumer in consumers:
+                    await consumer.stop()
+
+        return asyncio.run(run())
+
+    assert_same(run_both(pair, scenario), "aiokafka's classic group")
