@@ -5,6 +5,8 @@
     proc.bootstrap          # "127.0.0.1:PORT"
     proc.restart()          # SIGTERM, then start again on the same data dir (the port may change)
     proc.kill9()            # SIGKILL, no clean shutdown
+    proc.kill9_group()      # SIGKILL the broker and the processes it started, at once
+    proc.spawn(); proc.wait_started()   # start() in two steps, for a test that acts during start-up
     proc.stop()             # SIGTERM, wait, SIGKILL fallback; returns the exit code
 
 Only the process started here is ever signalled, by its PID.
@@ -12,6 +14,7 @@ Only the process started here is ever signalled, by its PID.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import resource
@@ -72,6 +75,11 @@ class BrokerProcess:
         return cmd
 
     def start(self) -> BrokerProcess:
+        self.spawn()
+        return self.wait_started()
+
+    def spawn(self) -> None:
+        """Start the process without waiting for it to listen (`wait_started` waits)."""
         if self.proc is not None and self.proc.poll() is None:
             raise RuntimeError("broker already running")
         self.port_file.unlink(missing_ok=True)
@@ -83,19 +91,27 @@ class BrokerProcess:
             out.flush()
             self.proc = subprocess.Popen(self.command(), cwd=self.cwd, stdout=out, stderr=subprocess.STDOUT, env=env,
                                          start_new_session=True, preexec_fn=self._limits())
+
+    def started(self) -> bool:
+        """True once the spawned process wrote its port file (its listeners are open); raises if it exited."""
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"broker exited with {self.proc.returncode} during start-up:\n{self.tail()}")
+        try:
+            text = self.port_file.read_text().strip()
+        except FileNotFoundError:
+            text = ""
+        if not text:
+            return False
+        first, *others = text.splitlines()
+        self.port = int(first)
+        # "NAME PORT" per listener (PLAINTEXT, SASL_SSL, ...), for brokers with several listeners.
+        self.ports = {name: int(port) for name, port in (line.split() for line in others)}
+        return True
+
+    def wait_started(self) -> BrokerProcess:
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.proc.returncode} during start-up:\n{self.tail()}")
-            try:
-                text = self.port_file.read_text().strip()
-            except FileNotFoundError:
-                text = ""
-            if text:
-                first, *others = text.splitlines()
-                self.port = int(first)
-                # "NAME PORT" per listener (PLAINTEXT, SASL_SSL, ...), for brokers with several listeners.
-                self.ports = {name: int(port) for name, port in (line.split() for line in others)}
+            if self.started():
                 return self
             time.sleep(0.02)
         self.kill9()
@@ -141,6 +157,30 @@ class BrokerProcess:
         self.returncodes.append(proc.returncode)
         self.proc = None
 
+    def kill9_group(self, timeout: float = 10.0, *, wait: bool = True) -> None:
+        """SIGKILL the broker and every process it started (its session's group: the log cleaner's worker) at
+        once and, with `wait`, wait until none of them runs (else call `reap_group`: a process blocked in a
+        file system that does not answer dies only once that file system goes away)."""
+        proc = self.proc
+        if proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        if wait:
+            self.reap_group(timeout)
+
+    def reap_group(self, timeout: float = 10.0) -> None:
+        """Wait until the killed broker and the processes it started are gone."""
+        proc = self.proc
+        if proc is None:
+            return
+        proc.wait(timeout)
+        deadline = time.monotonic() + timeout
+        while _group_members(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self.returncodes.append(proc.returncode)
+        self.proc = None
+
     def restart(self) -> BrokerProcess:
         if self.proc is not None:
             self.stop()
@@ -164,6 +204,21 @@ def start_broker(tmp: Path, overrides: dict[str, str] | None = None,
     with `.stop()`."""
     return BrokerProcess(tmp / "data", tmp / "broker.log", overrides=overrides, python=venv_python(),
                          extra_args=extra_args).start()
+
+def _group_members(pgid: int) -> list[int]:
+    """Processes of group `pgid` still running (not zombies)."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append(int(entry))
+    return members
+
 
 def free_port() -> int:
     """A port free now, for a broker that must come back on the same port after a restart. It is taken below the
