@@ -5,9 +5,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install deps kcat iproute2 java chromium run test lint bench example docker fuzz crash-campaign conn-campaign
+.PHONY: install deps kcat iproute2 java chromium fuse3 run test lint bench example docker fuzz crash-campaign conn-campaign
 
-install: deps kcat iproute2 java chromium
+install: deps kcat iproute2 java chromium fuse3
 
 # The venv and the editable install; redone when pyproject.toml changes.
 deps: $(STAMP)
@@ -32,6 +32,11 @@ iproute2:
 java:
 	@command -v java >/dev/null 2>&1 || [ -n "$${JAVA_HOME:-}" ] || \
 	  tools/apt_install.sh "the Spark tests" openjdk-17-jre-headless default-jre-headless
+
+# FUSE for the power-loss tests (tests/helpers/powerloss_fs.py, on mfusepy): libfuse 3 and fusermount3.
+fuse3:
+	@command -v fusermount3 >/dev/null 2>&1 && ldconfig -p | grep -q 'libfuse3\.so' || \
+	  tools/apt_install.sh "the power-loss tests" "fuse3 libfuse3-3"
 
 # Headless Chromium and its driver for the console's browser test (Selenium drives /usr/bin/chromedriver).
 chromium:
