@@ -22,8 +22,9 @@ Commands, one line each on standard input, one JSON line of answer on standard o
 - `crash drop`: a power loss; every pending change is lost; the process answers and exits at once (the mount is
   then dead: the caller unmounts it and mounts BACKING again);
 - `crash torn SEED`: a power loss where the disk had already written part of what was pending, as real disks
-  may: for each file a random prefix of its pending writes (the last one kept may be cut inside) and for each
-  directory a random prefix of its pending changes persist, chosen by random.Random(SEED).
+  may: for each file a random prefix of its pending writes (the last one kept may be cut inside, or have only
+  its size persisted, reading as zeros) and for each directory a random prefix of its pending changes persist,
+  chosen by random.Random(SEED).
 End of input unmounts (nothing pending is kept). Only the kernel's own requests reach the file system, served on
 one thread (libfuse's `-s`); the command thread takes the same lock, so a crash falls between two requests.
 """
@@ -84,15 +85,18 @@ class DurableStore:
         self.files.mkdir(parents=True, exist_ok=True)
         self.dirs.mkdir(parents=True, exist_ok=True)
 
-    def apply_file(self, ino: int, ops: list[tuple], cut: int | None = None) -> None:
-        """Apply `ops` to the durable bytes of file `ino`; with `cut`, only that many bytes of the last write."""
+    def apply_file(self, ino: int, ops: list[tuple], cut: int | None = None, zeros: bool = False) -> None:
+        """Apply `ops` to the durable bytes of file `ino`; with `cut`, only that many bytes of the last write;
+        with `zeros`, the last write's range but not its data (the size reached the disk before the data)."""
         fd = os.open(self.files / str(ino), os.O_RDWR | os.O_CREAT, 0o644)
         try:
             for i, op in enumerate(ops):
                 if op[0] == "t":
                     os.ftruncate(fd, op[1])
                     continue
-                data = op[2] if cut is None or i + 1 < len(ops) else op[2][:cut]
+                data = op[2]
+                if i + 1 == len(ops):
+                    data = bytes(len(data)) if zeros else data[:cut] if cut is not None else data
                 os.pwrite(fd, data, op[1])
         finally:
             os.close(fd)
@@ -485,7 +489,7 @@ class PowerLossFS:
 
     def crash(self, mode: str, seed: int) -> dict:
         """What a power loss now loses (and, torn, keeps). Call with the lock held; the process must then exit."""
-        stats = {"mode": mode, **self.pending_stats(), "kept_bytes": 0, "kept_dir_changes": 0}
+        stats = {"mode": mode, **self.pending_stats(), "kept_bytes": 0, "zeroed_writes": 0, "kept_dir_changes": 0}
         if mode != "torn":
             return stats
         rng = random.Random(seed)
@@ -495,12 +499,15 @@ class PowerLossFS:
                 if keep == 0:
                     continue
                 ops = node.pending[:keep]
-                cut = None
-                if ops[-1][0] == "w" and rng.random() < 0.5:
+                cut, zeros, how = None, False, rng.random()
+                if ops[-1][0] == "w" and how < 0.4:
                     cut = rng.randint(0, len(ops[-1][2]))  # the disk stopped inside this write
-                self.store.apply_file(node.ino, ops, cut)
+                elif ops[-1][0] == "w" and how < 0.6:
+                    zeros = True  # the file's new size reached the disk, its data did not
+                    stats["zeroed_writes"] += 1
+                self.store.apply_file(node.ino, ops, cut, zeros)
                 stats["kept_bytes"] += sum(len(op[2]) for op in ops[:-1] if op[0] == "w")
-                if ops[-1][0] == "w":
+                if ops[-1][0] == "w" and not zeros:
                     stats["kept_bytes"] += len(ops[-1][2]) if cut is None else cut
             else:
                 keep = rng.randint(0, len(node.pending))

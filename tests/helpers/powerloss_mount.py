@@ -132,7 +132,7 @@ class PowerLossMount:
     def summary(self) -> dict:
         """The losses' figures added up: how many, and what they dropped."""
         total = {"losses": len(self.losses), "torn": sum(1 for loss in self.losses if loss["mode"] == "torn")}
-        for key in ("files", "bytes", "dir_changes", "kept_bytes", "kept_dir_changes"):
+        for key in ("files", "bytes", "dir_changes", "kept_bytes", "zeroed_writes", "kept_dir_changes"):
             total[key] = sum(loss[key] for loss in self.losses)
         return total
 
