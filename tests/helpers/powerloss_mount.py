@@ -38,6 +38,14 @@ def fuse_available() -> str | None:
     return None
 
 
+def is_mounted(path: Path) -> bool:
+    """A file system is mounted on `path`, answering or not (os.path.ismount is False for a mount whose FUSE
+    process is gone: stat fails there)."""
+    target = str(Path(path).resolve()).replace(" ", "\\040")
+    with open("/proc/self/mounts") as mounts:
+        return any(line.split()[1] == target for line in mounts)
+
+
 class PowerLossMount:
     def __init__(self, backing: Path, mountpoint: Path, log_path: Path) -> None:
         self.backing = Path(backing)
@@ -60,7 +68,7 @@ class PowerLossMount:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"the power-loss file system exited with {self.proc.returncode}: "
                                    f"{self.log_path.read_text(errors='replace')[-2000:]}")
-            return os.path.ismount(self.mountpoint)
+            return is_mounted(self.mountpoint)
 
         wait_until(mounted, 30, f"the power-loss file system on {self.mountpoint}")
         return self
@@ -109,7 +117,7 @@ class PowerLossMount:
 
     def _unmount_dead(self) -> None:
         subprocess.run(["fusermount3", "-u", "-z", str(self.mountpoint)], check=False, capture_output=True)
-        wait_until(lambda: not os.path.ismount(self.mountpoint), 30, f"{self.mountpoint} unmounted")
+        wait_until(lambda: not is_mounted(self.mountpoint), 30, f"{self.mountpoint} unmounted")
 
     def unmount(self) -> None:
         """Unmount and end the process (nothing pending is kept). Safe to call twice."""
@@ -126,7 +134,7 @@ class PowerLossMount:
             for stream in (proc.stdout,):
                 if stream is not None:
                     stream.close()
-        if os.path.ismount(self.mountpoint):
+        if is_mounted(self.mountpoint):
             self._unmount_dead()
 
     def summary(self) -> dict:
