@@ -34,12 +34,14 @@ Key = tuple[int, int]  # (partition, offset)
 
 
 class AckedProducer(threading.Thread):
-    """Idempotent acks=all producer of unique values at `rate` records/s; `acked` holds what the broker
-    acknowledged, by (partition, offset)."""
+    """Idempotent acks=all producer of unique values (b"000000042....") at `rate` records/s; `acked` holds what the
+    broker acknowledged, by (partition, offset). Keys are the values' numbers, or with `keys` the number modulo
+    `keys` (records of a compacted topic that replace each other)."""
 
-    def __init__(self, bootstrap: str, topic: str, rate: int, value_bytes: int = 100) -> None:
+    def __init__(self, bootstrap: str, topic: str, rate: int, value_bytes: int = 100,
+                 keys: int | None = None) -> None:
         super().__init__(name=f"producer-{topic}", daemon=True)
-        self.topic, self.rate, self.value_bytes = topic, rate, value_bytes
+        self.topic, self.rate, self.value_bytes, self.keys = topic, rate, value_bytes, keys
         self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
                                   "linger.ms": 5, "message.timeout.ms": 300_000, "reconnect.backoff.ms": 50,
                                   "reconnect.backoff.max.ms": 500, "error_cb": self._on_error})
@@ -77,8 +79,9 @@ class AckedProducer(threading.Thread):
             due = int((time.monotonic() - started) * self.rate)
             while self.sent < due and not self._halt.is_set():
                 value = f"{self.sent:09d}".encode().ljust(self.value_bytes, b".")
+                key = value[:9] if self.keys is None else b"k%d" % (self.sent % self.keys)
                 try:
-                    self.producer.produce(self.topic, value=value, key=value[:9], on_delivery=self._on_delivery)
+                    self.producer.produce(self.topic, value=value, key=key, on_delivery=self._on_delivery)
                 except BufferError:
                     self.producer.poll(0.05)
                     continue

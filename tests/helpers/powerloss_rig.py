@@ -15,6 +15,7 @@ was not fsynced ("drop") or keeps a random part of it ("torn"). Figures for the 
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import time
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from tests.helpers.broker_process import BrokerProcess, free_port, venv_python
+from tests.helpers.confluent_clients import admin_client, create_topic
 from tests.helpers.powerloss_mount import PowerLossMount
 from tests.helpers.waiting import wait_until
 
@@ -49,6 +51,7 @@ class PowerLossRig:
         self.recovery_losses = 0
         self.loss_times: list[float] = []  # time.monotonic() of each loss's crash point (an upper bound)
         self.start_changes = START_CHANGES
+        self.topics: dict[str, int] = {}  # see create_topic
 
     # --- broker ------------------------------------------------------------------------------------------------
     def _spawn(self) -> None:
@@ -84,10 +87,30 @@ class PowerLossRig:
 
     def restart(self, recovery_loss_chance: float = 0.0) -> None:
         """Start the broker after a loss; with `recovery_loss_chance`, first lose power once more at a random
-        point of its start-up (recovery of the log the last loss left)."""
+        point of its start-up (recovery of the log the last loss left). Then the topics made with `create_topic`
+        must all be there."""
         if self.rng.random() < recovery_loss_chance:
             self.lose_power_during_start()
         self.start()
+        self.check_topics()
+
+    def create_topic(self, name: str, partitions: int, config: dict[str, str] | None = None) -> None:
+        """Create a topic (acknowledged by the broker) that every restart must keep."""
+        create_topic(self.bootstrap, name, partitions, config)
+        self.topics[name] = partitions
+
+    def check_topics(self) -> None:
+        """Fail at once, saying what the log directory kept, if a topic made with `create_topic` is missing."""
+        listed = admin_client(self.bootstrap).list_topics(timeout=20).topics
+        missing = {name: n for name, n in self.topics.items()
+                   if name not in listed or len(listed[name].partitions) != n}
+        if missing:
+            try:
+                kept = sorted(os.listdir(self.broker.data_dir))
+            except OSError as err:
+                kept = [repr(err)]
+            raise AssertionError(f"after power loss {len(self.fs.losses)}: acknowledged topics {missing} missing; "
+                                 f"the log directory kept {kept[:40]}")
 
     def lose_power_during_start(self, on_started: Callable[[], None] | None = None) -> bool:
         """Spawn the broker, lose power at a random change of its start-up; True if it fell before the broker
@@ -145,15 +168,15 @@ class PowerLossRig:
 
 
 def read_partitions(bootstrap: str, topic: str, partitions: int, *, committed: bool = False,
-                    timeout: float = 60.0) -> dict[int, list[tuple[int, bytes | None]]]:
+                    timeout: float = 60.0, keys: bool = False) -> dict[int, list[tuple]]:
     """(offset, value) of every record of each partition from its start to its end (the LSO under read_committed,
-    the high watermark otherwise), as a confluent consumer sees them."""
+    the high watermark otherwise), as a confluent consumer sees them; (offset, key, value) with `keys`."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"powerloss-reader-{time.monotonic_ns()}",
                   "enable.auto.commit": False, "enable.partition.eof": True, "auto.offset.reset": "earliest",
                   "isolation.level": "read_committed" if committed else "read_uncommitted"})
     try:
         c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        got: dict[int, list[tuple[int, bytes | None]]] = {p: [] for p in range(partitions)}
+        got: dict[int, list[tuple]] = {p: [] for p in range(partitions)}
         at_end: set[int] = set()
         deadline = time.monotonic() + timeout
         while len(at_end) < partitions:
@@ -166,7 +189,7 @@ def read_partitions(bootstrap: str, topic: str, partitions: int, *, committed: b
                 at_end.add(m.partition())
                 continue
             at_end.discard(m.partition())
-            got[m.partition()].append((m.offset(), m.value()))
+            got[m.partition()].append((m.offset(), m.key(), m.value()) if keys else (m.offset(), m.value()))
         return got
     finally:
         c.close()

@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import ConfigResource, ResourceType
 
-from tests.helpers.confluent_clients import admin_client, create_topic, share_from_earliest
+from tests.helpers.confluent_clients import admin_client, share_from_earliest
 from tests.helpers.powerloss_clients import (
     AcceptingShareConsumer,
     AckedProducer,
@@ -80,7 +80,7 @@ def test_first_start(rig_factory):
     now = cluster_id(rig.bootstrap)
     assert not seen or now == seen[0], f"cluster id changed by a power loss: {seen} then {now}"
     assert len(set(seen)) <= 1, f"cluster id changed by a power loss: {seen}"
-    create_topic(rig.bootstrap, "first", 2)
+    rig.create_topic("first", 2)
     producer = AckedProducer(rig.bootstrap, "first", rate=500)
     producer.start()
     try:
@@ -104,7 +104,7 @@ def test_idempotent_producer_across_losses(rig_factory):
     goes on (it reconnects to the same port); no acknowledged record is lost and none is written twice."""
     rig = rig_factory()
     rig.start()
-    create_topic(rig.bootstrap, "idem", 3, SMALL_SEGMENTS)
+    rig.create_topic("idem", 3, SMALL_SEGMENTS)
     producer = AckedProducer(rig.bootstrap, "idem", rate=600)
     producer.start()
     try:
@@ -199,7 +199,7 @@ def test_committed_offsets(rig_factory):
     never ahead of the last one sent)."""
     rig = rig_factory()
     rig.start()
-    create_topic(rig.bootstrap, "offs", 3)
+    rig.create_topic("offs", 3)
     committer = OffsetCommitter(rig.bootstrap, "pl-group", "offs", 3, rig.rng.randrange(1 << 30))
     committer.start()
     behind: list[str] = []
@@ -240,7 +240,7 @@ def test_share_group_explicit_acknowledgements(rig_factory, interval_ms):
     within shoal.share.state.fsync.interval.ms of a loss (never with 0)."""
     rig = rig_factory(**{"shoal.share.state.fsync.interval.ms": str(interval_ms)})
     rig.start()
-    create_topic(rig.bootstrap, "shared", 2)
+    rig.create_topic("shared", 2)
     share_from_earliest(rig.bootstrap, "pl-share")
     producer = AckedProducer(rig.bootstrap, "shared", rate=150)
     producer.start()
@@ -286,7 +286,7 @@ def test_transactions(rig_factory):
     broker acknowledged, whole, none whose abort it acknowledged, and any other either whole or not at all."""
     rig = rig_factory()
     rig.start()
-    create_topic(rig.bootstrap, "tx", 3, SMALL_SEGMENTS)
+    rig.create_topic("tx", 3, SMALL_SEGMENTS)
     worker = TransactionsWorker(rig.bootstrap, "tx", 3, rig.rng.randrange(1 << 30))
     worker.start()
     try:
@@ -325,12 +325,52 @@ def test_transactions(rig_factory):
     assert problems == [], problems[:10]
 
 
+def test_compacted_topic_while_cleaning(rig_factory):
+    """A compacted topic whose cleaner swaps cleaned segments in (renames) while losses fall: every key keeps its
+    last acknowledged value or a later one, the log reads from start to end, nothing unknown appears."""
+    rig = rig_factory(**{"log.cleaner.backoff.ms": "100"})
+    rig.start()
+    rig.create_topic("compact", 2, {**SMALL_SEGMENTS, "cleanup.policy": "compact",
+                                                "min.cleanable.dirty.ratio": "0.01", "segment.ms": "300"})
+    producer = AckedProducer(rig.bootstrap, "compact", rate=700, keys=150)
+    producer.start()
+    try:
+        for _cycle in range(4):
+            target = producer.acked_count() + rig.rng.randint(400, 1200)
+            wait_until(lambda t=target: producer.reached(t), 90, f"{target} records acknowledged")
+            rig.lose_power(changes=(1, 200))
+            rig.restart(recovery_loss_chance=0.3)
+    except BaseException:
+        producer.stop(flush_s=1)
+        raise
+    producer.stop()
+    stored = read_partitions(rig.bootstrap, "compact", 2, keys=True)
+    latest_stored: dict[bytes, int] = {}
+    for records in stored.values():
+        for _offset, key, value in records:  # offset order: the last one of a key is its value
+            latest_stored[key] = int(value[:9])
+    latest_acked: dict[bytes, int] = {}
+    for value in producer.acked.values():
+        seq = int(value[:9])
+        key = b"k%d" % (seq % 150)
+        latest_acked[key] = max(latest_acked.get(key, -1), seq)
+    behind = sorted(k for k, seq in latest_acked.items() if latest_stored.get(k, -1) < seq)
+    unknown = sorted(k for k, seq in latest_stored.items() if seq >= producer.sent)
+    kept = sum(len(records) for records in stored.values())
+    report("compacted topic", rig, records_acked=len(producer.acked), records_kept=kept, keys_behind=len(behind),
+           producer_fatal=producer.fatal)
+    assert kept < len(producer.acked), "nothing was compacted"
+    assert behind == [], f"{len(behind)} keys lost their last acknowledged value, first {behind[:5]}"
+    assert unknown == []
+    assert producer.fatal is None
+
+
 def test_power_loss_during_recovery(rig_factory):
     """Losses that fall in the middle of start-up, one after the other, after a loss that left torn segment
     tails: recovery's own truncations and deletions must be safe to lose too; no acknowledged record is lost."""
     rig = rig_factory()
     rig.start()
-    create_topic(rig.bootstrap, "recover", 2, SMALL_SEGMENTS)
+    rig.create_topic("recover", 2, SMALL_SEGMENTS)
     producer = AckedProducer(rig.bootstrap, "recover", rate=800)
     producer.start()
     try:
@@ -340,6 +380,7 @@ def test_power_loss_during_recovery(rig_factory):
         producer.stop(flush_s=1)  # the broker is down: what is still in flight stays unacknowledged
     during = sum(rig.lose_power_during_start() for _ in range(4))
     rig.start()
+    rig.check_topics()
     stored = {(p, o): v for p, records in read_partitions(rig.bootstrap, "recover", 2).items() for o, v in records}
     lost = sorted(k for k, v in producer.acked.items() if stored.get(k) != v)
     report("power loss during recovery", rig, records_acked=len(producer.acked), losses_during_start=during,
