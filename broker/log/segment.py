@@ -332,14 +332,15 @@ class Segment:
             region, region_start = self._pread(limit - first_pos, first_pos), first_pos
         if bounds is None:
             q = self._cut(region, region_start, self._cut_start(first_pos, limit), limit)[0]
-        elif run_records > 0 and self._free_of_control(first_pos, limit):
+        elif run_records > 0 and self._tracks_controls():
             walk = self._cut_start(first_pos, limit)
             q, last = self._cut(region, region_start, walk, limit)
             if last < 0:  # the indexed batch there runs past the limit: from the one before it (ends before it)
                 q, last = self._cut(region, region_start, self._cut_start(first_pos, walk), limit)
-            if 0 <= last < first.base_offset + run_records:
+            # a control batch past the cut (one that does not fit) is not part of the read
+            if 0 <= last < first.base_offset + run_records and self._free_of_control(first_pos, q):
                 bounds.append((0, first.base_offset, last, q - first_pos, 0))
-            else:  # too many offsets for one run: each batch
+            else:  # too many offsets for one run, or a control batch among them: each batch
                 q = self._cut(region, region_start, first_pos, limit, bounds)[0]
         else:
             q = self._cut(region, region_start, first_pos, limit, bounds)[0]
@@ -374,11 +375,14 @@ class Segment:
             q += size
         return q, last
 
+    def _tracks_controls(self) -> bool:
+        """Every byte of the segment went through `_track` (written since it was opened, or recovered from its
+        start), so it knows where all its control batches are."""
+        return self._tracked_bytes == self.size
+
     def _free_of_control(self, start: int, end: int) -> bool:
-        """True when positions [start, end) are known to hold no control batch: every byte of the segment went
-        through `_track` (written since it was opened, or recovered from its start), and none of the control
-        batches it saw lies there."""
-        if self._tracked_bytes != self.size:
+        """True when positions [start, end) are known to hold no control batch (see `_tracks_controls`)."""
+        if not self._tracks_controls():
             return False
         controls = self._controls
         return not controls or bisect_left(controls, start) == bisect_left(controls, end)
