@@ -280,7 +280,11 @@ def test_a_pathological_pattern_does_not_delay_other_clients(secured):
     assert heavy_took > 0.3, f"the heavy pattern should take the resolver a while: {report}"
     for label in ("compile-heavy", "re2-heavy"):
         assert len(figures[label][1]) >= 20, f"the other client must have been served throughout: {report}"
-    # A loaded two-core machine: the median stays at a few milliseconds, the worst case far below a heartbeat's.
+    # A loaded two-core machine: the median stays at a few milliseconds and the 99th percentile below 100 ms; a
+    # single late answer (the OS scheduling another process) may take longer, but never the seconds a regex on the
+    # event loop holds it (a compile holding the GIL moves the median, backtracking the worst case).
     for label in ("backtracking", "compile-heavy", "re2-heavy"):
         latencies = figures[label][1]
-        assert not latencies or (statistics.median(latencies) < 0.010 and max(latencies) < 0.100), report
+        if latencies:
+            p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+            assert statistics.median(latencies) < 0.010 and p99 < 0.100 and max(latencies) < 0.500, report
