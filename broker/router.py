@@ -10,6 +10,7 @@ that must be taken before the connection's next request is dispatched.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import struct
 import time
@@ -22,9 +23,10 @@ from prometheus_client import CollectorRegistry
 
 from broker.context import Admission, ConnectionInfo, RequestContext
 from broker.metrics.requests import ApiMetrics, RequestMetrics
+from broker.pacing import heavy
 from broker.quotas.request_time import Timed
 from protocol import schema
-from protocol.codec import request_codec, response_codec
+from protocol.codec import Codec, request_codec, response_codec
 from protocol.error_responses import error_body
 from protocol.errors import DecodeError, ErrorCode
 from protocol.framing import (
@@ -220,14 +222,20 @@ class Router:
             if result is None:
                 return None
             if type(result) is dict:
-                metrics.count_response_errors(result, version)
                 codec = response_codec(header.api_key, version)
                 if header.api_key in LARGE_RESPONSE_APIS:
+                    metrics.count_response_errors(result, version)
                     # records stay the buffers the log read gave (no copy into one frame): a vectored write
                     return encode_response_chunks(header.correlation_id,
                                                   response_header_version(header.api_key, version),
                                                   codec.encode_chunks(result))
-                body = codec.encode(result)
+                if heavy(result):
+                    # Thousands of entries (groups, members, topics, partitions): encoding them would hold the
+                    # loop for as long as it takes; a worker thread does it while the loop serves the others.
+                    body = await asyncio.to_thread(_count_and_encode, metrics, codec, result, version)
+                else:
+                    metrics.count_response_errors(result, version)
+                    body = codec.encode(result)
             else:
                 body = result if isinstance(result, bytes | bytearray | memoryview) else \
                     response_codec(header.api_key, version).encode(result)
@@ -250,3 +258,9 @@ class Router:
                 {"error_code": int(ErrorCode.UNSUPPORTED_VERSION), "api_keys": self.api_keys()})
         return self._api_versions_fallback
 
+
+
+def _count_and_encode(metrics: ApiMetrics, codec: Codec, result: dict, version: int) -> bytes:
+    """Off the loop: the response is the request's own (built for it, shared with no state the loop changes)."""
+    metrics.count_response_errors(result, version)
+    return codec.encode(result)

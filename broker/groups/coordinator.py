@@ -397,11 +397,19 @@ class GroupCoordinator:
     def consumer_group_describe(self, group_ids: Sequence[str]) -> list[dict[str, Any]]:
         out = []
         for gid in group_ids:
-            if not gid:
-                out.append({"group_id": gid, "error_code": int(ErrorCode.INVALID_GROUP_ID)})
-            else:
-                out += self.consumer.describe([gid], self._topic_name, self.group_type_of)
+            entry, members = self.consumer_group_describe_one(gid)
+            entry_members = entry.get("members")
+            for build in members:
+                entry_members.append(build())
+            out.append(entry)
         return out
+
+    def consumer_group_describe_one(self, gid: str) -> tuple[dict[str, Any], list[Callable[[], dict[str, Any]]]]:
+        """One ConsumerGroupDescribe entry without its members, and the builders of the members' entries (see
+        ConsumerGroupManager.describe_group)."""
+        if not gid:
+            return {"group_id": gid, "error_code": int(ErrorCode.INVALID_GROUP_ID)}, []
+        return self.consumer.describe_group(gid, self._topic_name, self.group_type_of)
 
     # ---------------------------------------------------------------------------------------------- offsets
 
@@ -649,19 +657,31 @@ class GroupCoordinator:
         """ListGroups entries of every type; filters compare case-insensitively, as Kafka does."""
         states_filter = {s.lower() for s in states}
         types_filter = {t.lower() for t in types}
-        out = []
-        for gid, group in self.classic.groups.items():
-            out.append({"group_id": gid, "protocol_type": group.protocol_type or "",
-                        "group_state": group.state.value, "group_type": "classic"})
-        for gid, consumer_group in self.consumer.groups.items():
-            out.append({"group_id": gid, "protocol_type": "consumer", "group_state": consumer_group.state().value,
-                        "group_type": "consumer"})
-        for gid, share_group in self.share.groups.items():
-            out.append({"group_id": gid, "protocol_type": "share", "group_state": share_group.state.value,
-                        "group_type": "share"})
-        return [g for g in sorted(out, key=lambda g: g["group_id"])
-                if (not states_filter or g["group_state"].lower() in states_filter)
-                and (not types_filter or g["group_type"] in types_filter)]
+        return [entry for gid in self.group_ids() if (entry := self.listed_group(gid, states_filter, types_filter))]
+
+    def group_ids(self) -> list[str]:
+        """Every group's id, sorted (ListGroups' order)."""
+        return sorted([*self.classic.groups, *self.consumer.groups, *self.share.groups])
+
+    def listed_group(self, gid: str, states_filter: Collection[str], types_filter: Collection[str]
+                     ) -> dict[str, Any] | None:
+        """The ListGroups entry of group `gid` if it exists and passes the (lower-case) filters."""
+        if (classic := self.classic.groups.get(gid)) is not None:
+            entry = {"group_id": gid, "protocol_type": classic.protocol_type or "",
+                     "group_state": classic.state.value, "group_type": "classic"}
+        elif (consumer_group := self.consumer.groups.get(gid)) is not None:
+            entry = {"group_id": gid, "protocol_type": "consumer", "group_state": consumer_group.state().value,
+                     "group_type": "consumer"}
+        elif (share_group := self.share.groups.get(gid)) is not None:
+            entry = {"group_id": gid, "protocol_type": "share", "group_state": share_group.state.value,
+                     "group_type": "share"}
+        else:
+            return None
+        if states_filter and entry["group_state"].lower() not in states_filter:
+            return None
+        if types_filter and entry["group_type"] not in types_filter:
+            return None
+        return entry
 
     def describe_groups(self, group_ids: Sequence[str], version: int) -> list[dict[str, Any]]:
         """DescribeGroups: classic groups only. Another type's group, or no group, is "Dead"; from v6 with

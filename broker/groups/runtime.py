@@ -51,6 +51,7 @@ from broker.groups.share.state_admin import (
     admin_error,
 )
 from broker.linear_regex import RegexUnavailable, RegexWorker
+from broker.pacing import Pacer
 from broker.sharestate.keys import java_abs, java_string_hash
 from broker.txn.markers import TopicPartitionKey, TxnPartitionVerifier
 from broker.txn.results import TxnMarker
@@ -315,7 +316,7 @@ class GroupCoordinatorRuntime:
         if not self.loaded:
             return [{"group_id": g, "error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)} for g in group_ids]
         await self.log.barrier(self.partition_for(g) for g in group_ids if g)
-        return self.share.describe(group_ids)
+        return await _describe_paced(group_ids, self.share.describe_group)
 
     def member_assignment(self, group_id: str, member_id: str) -> dict[UUID, frozenset[int]] | None:
         """The member's current assignment; None if it is not a member of share group `group_id`."""
@@ -436,7 +437,7 @@ class GroupCoordinatorRuntime:
         if not self.loaded:
             return [{"group_id": g, "error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)} for g in group_ids]
         await self.log.barrier(self.partition_for(g) for g in group_ids if g)
-        return self.coordinator.consumer_group_describe(group_ids)
+        return await _describe_paced(group_ids, self.coordinator.consumer_group_describe_one)
 
     # --- offsets -----------------------------------------------------------------------------------------------
     async def commit_offsets(self, req: Mapping[str, Any], version: int) -> dict[str, Any]:
@@ -538,9 +539,13 @@ class GroupCoordinatorRuntime:
                     for g in groups]
         # Offsets whose records are still being written are not answered before they are durable.
         await self.log.barrier(self.partition_for(g["group_id"]) for g in groups)
-        return [self.coordinator.fetch_offsets(g["group_id"], g["topics"], version, g.get("member_id"),
-                                               g.get("member_epoch", -1), require_stable=require_stable)
-                for g in groups]
+        pacer = Pacer()
+        out = []
+        for g in groups:  # yielding between groups: thousands of groups with thousands of offsets each
+            out.append(self.coordinator.fetch_offsets(g["group_id"], g["topics"], version, g.get("member_id"),
+                                                      g.get("member_epoch", -1), require_stable=require_stable))
+            await pacer.pace()
+        return out
 
     async def delete_offsets(self, group_id: str, topics: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         if not self.loaded:
@@ -554,14 +559,29 @@ class GroupCoordinatorRuntime:
         if not self.loaded:
             return int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), []
         await self.log.barrier(range(self.log.num_partitions))
-        return 0, self.coordinator.list_groups(states, types)
+        states_filter = {s.lower() for s in states}
+        types_filter = {t.lower() for t in types}
+        pacer = Pacer()
+        out = []
+        for gid in self.coordinator.group_ids():
+            # yields between groups (each entry is built at once); a group deleted meanwhile is left out
+            if (entry := self.coordinator.listed_group(gid, states_filter, types_filter)) is not None:
+                out.append(entry)
+            await pacer.pace()
+        return 0, out
 
     async def describe_groups(self, group_ids: Sequence[str], version: int) -> list[dict[str, Any]]:
         if not self.loaded:
             return [{"group_id": g, "error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), "group_state": "",
                      "protocol_type": "", "protocol_data": "", "members": []} for g in group_ids]
         await self.log.barrier(self.partition_for(g) for g in group_ids)
-        return self.coordinator.describe_groups(group_ids, version)
+        pacer = Pacer()
+        described: dict[str, dict[str, Any]] = {}
+        for gid in group_ids:  # each distinct group once (its copies share the entry), yielding between groups
+            if gid not in described:
+                described[gid] = self.coordinator.describe_groups([gid], version)[0]
+                await pacer.pace()
+        return [described[gid] for gid in group_ids]
 
     async def delete_groups(self, group_ids: Sequence[str]) -> dict[str, int]:
         """group id -> error code. A share group's topics are first recorded as Deleting, its share-partition
@@ -670,6 +690,26 @@ _JOIN_ERROR = {"error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "member_i
                "protocol_type": None, "protocol_name": None, "leader": "", "skip_assignment": False, "members": []}
 _SYNC_ERROR = {"error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "assignment": b"", "protocol_type": None,
                "protocol_name": None}
+
+
+async def _describe_paced(group_ids: Sequence[str], describe_one: Callable[[str], tuple[dict[str, Any], list[
+        Callable[[], dict[str, Any]]]]]) -> list[dict[str, Any]]:
+    """One entry per requested id, in order, as Kafka answers (a repeated id too); each distinct group is described
+    once (its copies share the entry) from a snapshot, member by member, yielding to the loop between members
+    whenever the slice is used up: thousands of groups, members or partitions never hold the loop."""
+    pacer = Pacer()
+    described: dict[str, dict[str, Any]] = {}
+    for gid in group_ids:
+        if gid in described:
+            continue
+        entry, members = describe_one(gid)
+        described[gid] = entry
+        await pacer.pace()
+        entry_members = entry.get("members")
+        for build in members:
+            entry_members.append(build())
+            await pacer.pace()
+    return [described[gid] for gid in group_ids]
 
 
 def _complete(waiter: Any, response: dict[str, Any]) -> None:

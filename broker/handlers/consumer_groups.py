@@ -12,6 +12,7 @@ from typing import Any
 
 from broker.handlers.groups import NO_AUTHORIZED_OPERATIONS
 from broker.handlers.share_groups import client_host
+from broker.pacing import Pacer
 from broker.security.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 
@@ -37,13 +38,22 @@ async def handle_describe(ctx, req) -> dict[str, Any]:
     allowed = [g for g in req.group_ids if ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, g)]
     described = iter(await ctx.broker.group_coordinator.consumer_group_describe(allowed) if allowed else [])
     groups = []
+    checked: dict[str, dict[str, Any]] = {}  # a repeated id's copies share one entry: it is checked once
+    pacer = Pacer()
     for gid in req.group_ids:
         if gid not in allowed:
             groups.append({"group_id": gid, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED)})
             continue
         g = next(described)
-        topics = {tp["topic_name"] for m in g.get("members") or () for key in ("assignment", "target_assignment")
-                  for tp in (m.get(key) or {}).get("topic_partitions") or () if tp.get("topic_name")}
+        if gid in checked:
+            groups.append(checked[gid])
+            continue
+        topics = set()
+        for m in g.get("members") or ():
+            for key in ("assignment", "target_assignment"):
+                topics.update(tp["topic_name"] for tp in (m.get(key) or {}).get("topic_partitions") or ()
+                              if tp.get("topic_name"))
+            await pacer.pace()
         if any(not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name) for name in topics):
             g = {"group_id": gid, "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
                  "error_message": "The group has described topic(s) that the client is not authorized to describe.",
@@ -51,6 +61,7 @@ async def handle_describe(ctx, req) -> dict[str, Any]:
         g["authorized_operations"] = (ctx.authorized_operations(ResourceType.GROUP, gid)
                                       if req.include_authorized_operations and g.get("error_code") == 0
                                       else NO_AUTHORIZED_OPERATIONS)
+        checked[gid] = g
         groups.append(g)
     return {"throttle_time_ms": 0, "groups": groups}
 

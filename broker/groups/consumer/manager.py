@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import hashlib
 import uuid
 from collections import Counter
@@ -107,6 +108,29 @@ def check_regex(pattern: str, regexes: Mapping[str, Resolution]) -> None:
         raise RuntimeError(f"regular expression {pattern!r} was not checked before the heartbeat")
     if verdict.error is not None:
         raise GroupError(ErrorCode.INVALID_REGULAR_EXPRESSION, verdict.error)
+
+
+def _described_assignment(topic_name: Callable[[UUID], str | None], *parts: Assignment) -> dict[str, Any]:
+    """Kafka's described assignment: the union of the parts (assigned and pending revocation), without topics it
+    no longer knows."""
+    merged: dict[UUID, set[int]] = {}
+    for a in parts:
+        for t, ps in a.items():
+            merged.setdefault(t, set()).update(ps)
+    return {"topic_partitions": [{"topic_id": t, "topic_name": name, "partitions": sorted(ps)}
+                                 for t, ps in sorted(merged.items(), key=lambda kv: str(kv[0]))
+                                 if ps and (name := topic_name(t)) is not None]}
+
+
+def _described_member(m: ConsumerMember, target: Assignment, topic_name: Callable[[UUID], str | None]
+                      ) -> dict[str, Any]:
+    return {"member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
+            "member_epoch": m.member_epoch, "client_id": m.client_id, "client_host": m.client_host,
+            "subscribed_topic_names": sorted(m.subscribed_topic_names),
+            "subscribed_topic_regex": m.subscribed_topic_regex or "",  # Kafka: "" without one
+            "assignment": _described_assignment(topic_name, m.assigned_partitions, m.partitions_pending_revocation),
+            "target_assignment": _described_assignment(topic_name, target),
+            "member_type": 0 if m.uses_classic_protocol else 1}
 
 
 class ConsumerGroupManager(ClassicMembers):
@@ -664,38 +688,34 @@ class ConsumerGroupManager(ClassicMembers):
                  group_type_of: Callable[[str], str | None]) -> list[dict[str, Any]]:
         out = []
         for gid in group_ids:
-            group = self.groups.get(gid)
-            if group is None:
-                kind = group_type_of(gid)
-                out.append({"group_id": gid, "error_code": int(ErrorCode.GROUP_ID_NOT_FOUND),
-                            "error_message": f"Group {gid} not found." if kind is None
-                            else f"Group {gid} is not a consumer group."})
-                continue
-
-            def assignment(*parts: Assignment) -> dict[str, Any]:
-                # Kafka's: the union (assigned and pending revocation), without topics it no longer knows
-                merged: dict[UUID, set[int]] = {}
-                for a in parts:
-                    for t, ps in a.items():
-                        merged.setdefault(t, set()).update(ps)
-                return {"topic_partitions": [{"topic_id": t, "topic_name": name, "partitions": sorted(ps)}
-                                             for t, ps in sorted(merged.items(), key=lambda kv: str(kv[0]))
-                                             if ps and (name := topic_name(t)) is not None]}
-
-            out.append({
-                "error_code": 0, "error_message": None, "group_id": gid, "group_state": group.state().value,
-                "group_epoch": group.group_epoch, "assignment_epoch": group.assignment_epoch,
-                "assignor_name": self._preferred_assignor(group),
-                "members": [{
-                    "member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
-                    "member_epoch": m.member_epoch, "client_id": m.client_id, "client_host": m.client_host,
-                    "subscribed_topic_names": sorted(m.subscribed_topic_names),
-                    "subscribed_topic_regex": m.subscribed_topic_regex or "",  # Kafka: "" without one
-                    "assignment": assignment(m.assigned_partitions, m.partitions_pending_revocation),
-                    "target_assignment": assignment(group.target_assignment.get(m.member_id, {})),
-                    "member_type": 0 if m.uses_classic_protocol else 1,
-                } for _, m in sorted(group.members.items())]})
+            entry, members = self.describe_group(gid, topic_name, group_type_of)
+            entry_members = entry.get("members")
+            for build in members:
+                entry_members.append(build())
+            out.append(entry)
         return out
+
+    def describe_group(self, gid: str, topic_name: Callable[[UUID], str | None],
+                       group_type_of: Callable[[str], str | None]
+                       ) -> tuple[dict[str, Any], list[Callable[[], dict[str, Any]]]]:
+        """A DescribedGroup entry without its members, and one builder per member that returns the member's entry
+        (to append to the entry's `members` in order). The builders read a snapshot taken now (members and target
+        assignments are immutable values), so a caller may yield to the loop between them (a group of thousands
+        of members, each with thousands of partitions) and still describe the group as it was at this call."""
+        group = self.groups.get(gid)
+        if group is None:
+            kind = group_type_of(gid)
+            return {"group_id": gid, "error_code": int(ErrorCode.GROUP_ID_NOT_FOUND),
+                    "error_message": f"Group {gid} not found." if kind is None
+                    else f"Group {gid} is not a consumer group."}, []
+        entry: dict[str, Any] = {
+            "error_code": 0, "error_message": None, "group_id": gid, "group_state": group.state().value,
+            "group_epoch": group.group_epoch, "assignment_epoch": group.assignment_epoch,
+            "assignor_name": self._preferred_assignor(group), "members": []}
+        target = group.target_assignment
+        builders = [functools.partial(_described_member, m, target.get(m.member_id, {}), topic_name)
+                    for _, m in sorted(group.members.items())]
+        return entry, builders
 
     def tombstones(self, gid: str) -> list[Record]:
         """Records deleting an empty group (DeleteGroups, expiry, conversion to a classic group)."""

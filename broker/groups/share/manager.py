@@ -21,6 +21,7 @@ Heartbeat flow (Kafka's shareGroupHeartbeat):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -400,37 +401,38 @@ class ShareGroupManager:
         """DescribedGroup values for a ShareGroupDescribe response."""
         out = []
         for gid in group_ids:
-            group = self.groups.get(gid)
-            kind = self._group_type_of(gid)
-            if not gid:
-                out.append({"group_id": gid, "error_code": int(ErrorCode.INVALID_GROUP_ID)})
-            elif kind not in (None, "share"):
-                out.append({"group_id": gid, "error_code": int(ErrorCode.GROUP_ID_NOT_FOUND),
-                            "error_message": f"Group {gid} is not a share group."})
-            elif group is None:
-                out.append({"group_id": gid, "error_code": int(ErrorCode.GROUP_ID_NOT_FOUND),
-                            "error_message": f"Group {gid} not found."})
-            else:
-                out.append(self._described(group))
+            entry, members = self.describe_group(gid)
+            entry_members = entry.get("members")
+            for build in members:
+                entry_members.append(build())
+            out.append(entry)
         return out
 
-    def _described(self, group: ShareGroup) -> dict[str, Any]:
-        def assignment(a: Assignment) -> dict[str, Any]:
-            return {"topic_partitions": [
-                {"topic_id": t, "topic_name": self._topic_name(t), "partitions": sorted(ps)}
-                for t, ps in sorted(a.items(), key=lambda kv: str(kv[0])) if ps]}
+    def describe_group(self, gid: str) -> tuple[dict[str, Any], list[Callable[[], dict[str, Any]]]]:
+        """One DescribedGroup entry without its members, and one builder per member returning its entry, over a
+        snapshot taken now (members are immutable values): a caller may yield to the loop between builders."""
+        kind = self._group_type_of(gid)
+        group = self.groups.get(gid)
+        if not gid:
+            return {"group_id": gid, "error_code": int(ErrorCode.INVALID_GROUP_ID)}, []
+        if kind not in (None, "share"):
+            return {"group_id": gid, "error_code": int(ErrorCode.GROUP_ID_NOT_FOUND),
+                    "error_message": f"Group {gid} is not a share group."}, []
+        if group is None:
+            return {"group_id": gid, "error_code": int(ErrorCode.GROUP_ID_NOT_FOUND),
+                    "error_message": f"Group {gid} not found."}, []
+        entry = {"error_code": 0, "group_id": group.group_id, "group_state": group.state.value,
+                 "group_epoch": group.group_epoch, "assignment_epoch": group.assignment_epoch,
+                 "assignor_name": self.assignor.name, "members": []}
+        return entry, [functools.partial(self._described_member, m) for _, m in sorted(group.members.items())]
 
-        return {
-            "error_code": 0, "group_id": group.group_id, "group_state": group.state.value,
-            "group_epoch": group.group_epoch, "assignment_epoch": group.assignment_epoch,
-            "assignor_name": self.assignor.name,
-            "members": [{
-                "member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.member_epoch,
+    def _described_member(self, m: ShareMember) -> dict[str, Any]:
+        return {"member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.member_epoch,
                 "client_id": m.client_id, "client_host": m.client_host,
                 "subscribed_topic_names": sorted(m.subscribed_topic_names),
-                "assignment": assignment(m.assigned_partitions),
-            } for _, m in sorted(group.members.items())],
-        }
+                "assignment": {"topic_partitions": [
+                    {"topic_id": t, "topic_name": self._topic_name(t), "partitions": sorted(ps)}
+                    for t, ps in sorted(m.assigned_partitions.items(), key=lambda kv: str(kv[0])) if ps]}}
 
     def list_groups(self) -> list[tuple[str, str]]:
         """(group id, state) of every share group, for ListGroups."""
