@@ -36,6 +36,7 @@ from broker.log.producer_state import (
 )
 from broker.log.txn_index import AbortedTxn
 from broker.log.txn_state import TxnStateTable
+from broker.pacing import Pacer
 from protocol import records as rec
 from protocol.control_records import build_end_txn_marker
 from protocol.errors import ErrorCode
@@ -55,6 +56,7 @@ DEFAULT_PRODUCER_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
 # A single node leads every partition from its creation on, so every partition has one leader epoch: the one
 # Metadata answers and the log stamps into each batch.
 LEADER_EPOCH = 0
+MAX_PARALLEL_LOADS = 16  # producer-state loads one request runs at once (each a worker thread's scan)
 NO_EPOCH = -1  # Kafka's RecordBatch.NO_PARTITION_LEADER_EPOCH / UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET
 
 
@@ -220,16 +222,22 @@ class ReplicaManager:
     async def ensure_loaded(self, keys: Iterable[tuple[str, int]]) -> None:
         """Load the producer and transaction state of `keys` (existing partitions) in worker threads if need be
         (before reading an LSO without blocking the loop). Cancel-safe: a shared load goes on."""
-        waits = []
+        waits: set[asyncio.Task] = set()
+        pacer = Pacer()
         for key in keys:
+            await pacer.pace()
             if key in self._producers:
                 continue
             task = self._loading.get(key)
             if task is None:
                 if self._topics.find_log(*key) is None:
                     continue
+                if len(waits) >= MAX_PARALLEL_LOADS:
+                    # thousands of partitions in one request: their loads start a few at a time, not all in one
+                    # loop iteration (a burst of thread hand-offs and completions that holds the loop for seconds)
+                    _, waits = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
                 task = self._loading[key] = asyncio.get_running_loop().create_task(self._load(key))
-            waits.append(task)
+            waits.add(task)
         if waits:
             await asyncio.wait(waits)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from broker.cluster.topics import BROKER_RESOURCE, CLIENT_METRICS_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE
 from broker.config.broker_loggers import BROKER_LOGGER_RESOURCE
 from broker.context import RequestContext
+from broker.pacing import Pacer
 from broker.security.acl import AUTHORIZATION_ERRORS, CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode
 
@@ -49,7 +50,9 @@ async def handle_describe_configs(ctx: RequestContext, req) -> dict:
     version = ctx.api_version
     results = []
     seen: set[tuple[int, str]] = set()
+    pacer = Pacer()
     for resource in req.resources:
+        await pacer.pace()  # every config of thousands of topics: yield to the loop between resources
         ident = (resource.resource_type, resource.resource_name)
         # the first copy is described, later ones refused
         refused = DUPLICATE_RESOURCE if ident in seen else (

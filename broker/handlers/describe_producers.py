@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from broker.cluster.topics import TopicError, validate_topic_name
 from broker.log.dir_failure import KafkaStorageError
+from broker.pacing import Pacer
 from broker.security.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 
@@ -42,10 +43,12 @@ async def handle_describe_producers(ctx, req) -> dict:
               for p in t.partition_indexes if 0 <= p < info.num_partitions]
     await replicas.ensure_loaded(wanted)  # off the loop on a partition's first use after a start
     out = []
+    pacer = Pacer()
     for t in req.topics:
         info = topics.registry.get(t.name)
         partitions = []
         for p in t.partition_indexes:
+            await pacer.pace()  # thousands of partitions: yield to the loop between them
             if refused[t.name] is not None:
                 partitions.append(_partition(p, refused[t.name].code, message=refused[t.name].message))
             elif info is None or not 0 <= p < info.num_partitions:  # (deleted meanwhile)

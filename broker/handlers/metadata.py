@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 
 from broker.cluster.manager import MAX_RECORDS_PER_USER_OP
 from broker.cluster.topics import INTERNAL_TOPICS, TopicError, TopicInfo, validate_topic_name
 from broker.context import RequestContext
+from broker.pacing import Pacer
 from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode
 
@@ -15,7 +17,10 @@ ZERO_UUID = uuid.UUID(int=0)
 NO_AUTHORIZED_OPERATIONS = -2147483648
 
 
+@functools.lru_cache(maxsize=64)
 def partition_entries(node_id: int, count: int) -> list[dict]:
+    """A topic's partition entries: on one node they depend only on the node and the count, so they are built
+    once and shared by every answer (never changed after: a response is only encoded)."""
     return [
         {
             "error_code": 0,
@@ -62,7 +67,11 @@ async def handle_metadata(ctx: RequestContext, req) -> dict:
     entries: list[dict] = []
     if all_topics:
         # As Kafka: topics the client may not DESCRIBE are left out, not reported.
-        entries = [topic_entry(node.node_id, info) for info in topics.registry.all() if _describable(ctx, info.name, audit=False)]
+        pacer = Pacer()
+        for info in topics.registry.all():  # thousands of topics: yield to the loop between them
+            if _describable(ctx, info.name, audit=False):
+                entries.append(topic_entry(node.node_id, info))
+            await pacer.pace()
     else:
         # As Kafka, the requested names and ids are sets: a name or id asked for many times is answered once.
         names: dict[str, None] = {}
