@@ -25,6 +25,7 @@ the removal is durable (member left or session expired).
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -65,8 +66,11 @@ MemberRemovedListener = Callable[[str, str], Any]
 INIT_WAIT_S = 2.0
 
 
+@functools.lru_cache(maxsize=65_536)
 def group_partition(group_id: str, num_partitions: int) -> int:
-    """Kafka's GroupCoordinatorService.partitionFor: Utils.abs(groupId.hashCode()) % partitions."""
+    """Kafka's GroupCoordinatorService.partitionFor: Utils.abs(groupId.hashCode()) % partitions. Cached: Java's
+    hash is computed here one UTF-16 unit at a time, and every record of a write asks again (a group id of
+    32 767 characters cost 3 ms a record: a session expiry writing hundreds of them held the loop)."""
     return java_abs(java_string_hash(group_id)) % num_partitions
 
 
