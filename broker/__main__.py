@@ -12,7 +12,6 @@ import structlog
 from broker import logging as broker_logging
 from broker.allocator import tune_allocator
 from broker.config import ConfigError, load_config
-from broker.heap import freeze_startup_heap
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -61,7 +60,6 @@ async def serve(args: argparse.Namespace) -> int:
         log.error("broker failed to start", error=str(err))
         await broker.stop()
         return 1
-    freeze_startup_heap()
     stopping = asyncio.ensure_future(stop.wait())
     failed = asyncio.ensure_future(broker.failed.wait())
     await asyncio.wait({stopping, failed}, return_when=asyncio.FIRST_COMPLETED)

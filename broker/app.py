@@ -32,6 +32,7 @@ from broker.coordinator_log import CoordinatorLog
 from broker.features import FeatureControl, Features
 from broker.groups.runtime import TOPIC as OFFSETS_TOPIC
 from broker.groups.runtime import GroupCoordinatorRuntime, coordinator_config
+from broker.heap import freeze_startup_heap
 from broker.linear_regex import RegexWorker
 from broker.log import GroupCommitFlusher, LogManager, PartitionLog
 from broker.log.cleaner import LogCleaner
@@ -299,6 +300,7 @@ class Broker:
                                            unstable=self.config.get("unstable.api.versions.enable"))
         log.info("handlers registered", modules=registered, apis=len(self.router.registrations()))
         self.server.listener_security = self.security.listener_security(self.router.version_range)
+        freeze_startup_heap()  # before the first connection: the full collection it runs stalls nobody
         bound = await self.server.start(self.config.listeners)
         self._fix_advertised_port(bound)
         if self.port_file is not None:
