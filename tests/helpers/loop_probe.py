@@ -1,6 +1,11 @@
 """Another client's view of the broker's event loop: ApiVersions round trips from a connection of their own, every
 few milliseconds, in a thread, so a test can tell how long the broker kept everyone else waiting while it served
-something heavy; and the stalls the broker's own loop-lag watchdog logged."""
+something heavy; and the stalls the broker's own loop-lag watchdog logged.
+
+On a loaded two-core machine a round trip can be slow because the broker waited for a CPU, not because its loop was
+busy. With the broker's pid, each round trip also records how much CPU the broker's event-loop thread (the main
+thread: its tid is the pid) used meanwhile (`/proc/<pid>/task/<pid>/schedstat`, nanoseconds): a callback that
+holds the loop for 100 ms while a ping waits makes that thread run for 100 ms during the ping."""
 
 from __future__ import annotations
 
@@ -17,11 +22,13 @@ API_VERSIONS = 18
 class PingProbe(threading.Thread):
     """ApiVersions v3 round trips every `interval_s`; `samples` holds (sent at, round trip seconds)."""
 
-    def __init__(self, port: int, interval_s: float = 0.005) -> None:
+    def __init__(self, port: int, interval_s: float = 0.005, pid: int | None = None) -> None:
         super().__init__(name="ping-probe", daemon=True)
         self.client = RawClient(port, "ping-probe")
         self.interval_s = interval_s
         self.samples: list[tuple[float, float]] = []
+        self.loop_cpu: list[tuple[float, float]] = []  # (sent at, CPU seconds of the broker's loop thread meanwhile)
+        self._schedstat = Path(f"/proc/{pid}/task/{pid}/schedstat") if pid is not None else None
         self.failures: list[str] = []
         self._halt = threading.Event()
 
@@ -37,6 +44,7 @@ class PingProbe(threading.Thread):
     def run(self) -> None:
         body = {"client_software_name": "ping-probe", "client_software_version": "1"}
         while not self._halt.is_set():
+            cpu = self._cpu()
             sent = time.monotonic()
             try:
                 self.client.call(API_VERSIONS, 3, body)
@@ -44,7 +52,20 @@ class PingProbe(threading.Thread):
                 self.failures.append(repr(err))
                 return
             self.samples.append((sent, time.monotonic() - sent))
+            self.loop_cpu.append((sent, self._cpu() - cpu))
             self._halt.wait(self.interval_s)
+
+    def _cpu(self) -> float:
+        if self._schedstat is None:
+            return 0.0
+        try:
+            return int(self._schedstat.read_text().split()[0]) / 1e9
+        except (OSError, ValueError, IndexError):
+            return 0.0
+
+    def worst_loop_cpu_ms(self, since: float = 0.0) -> float:
+        """The most CPU (ms) the broker's loop thread used during one round trip sent at or after `since`."""
+        return max((cpu for sent, cpu in self.loop_cpu if sent >= since), default=0.0) * 1000
 
     def worst_ms(self, since: float = 0.0) -> float:
         """The longest round trip (ms) of the pings sent at or after `since` (monotonic)."""
