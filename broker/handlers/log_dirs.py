@@ -15,6 +15,7 @@ import shutil
 
 from broker.cluster.topics import CLUSTER_METADATA_TOPIC
 from broker.context import RequestContext
+from broker.pacing import Pacer
 from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode
 
@@ -46,7 +47,9 @@ async def handle_describe_log_dirs(ctx: RequestContext, req) -> dict:
     if req.topics is not None:
         wanted = {(t.topic, p) for t in req.topics for p in t.partitions}
     by_topic: dict[str, list[dict]] = {}
+    pacer = Pacer()
     for (topic, partition), plog in sorted(ctx.broker.logs.logs()):
+        await pacer.pace()  # tens of thousands of partitions: yield to the loop between them
         if topic == CLUSTER_METADATA_TOPIC or (wanted is not None and (topic, partition) not in wanted):
             continue
         by_topic.setdefault(topic, []).append({"partition_index": partition, "partition_size": plog.size_bytes,
