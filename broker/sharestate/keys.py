@@ -9,6 +9,8 @@ form. FindCoordinator (key type SHARE) sends that same string, so both sides mus
 from __future__ import annotations
 
 import base64
+import sys
+from array import array
 from functools import lru_cache
 from typing import NamedTuple
 from uuid import UUID
@@ -17,11 +19,18 @@ _INT_MIN = -(1 << 31)
 
 
 def java_string_hash(s: str) -> int:
-    """Java's String.hashCode: h = 31*h + c over UTF-16 code units, wrapping as a signed 32-bit int."""
+    """Java's String.hashCode: h = 31*h + c over UTF-16 code units, wrapping as a signed 32-bit int. An ASCII
+    string's bytes are its code units; others go through an array of 16-bit units (half the time of indexing
+    byte pairs)."""
+    if s.isascii():
+        units: bytes | array[int] = s.encode()
+    else:
+        units = array("H", s.encode("utf-16-le", "surrogatepass"))
+        if sys.byteorder == "big":
+            units.byteswap()
     h = 0
-    data = s.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    for c in units:
+        h = (31 * h + c) & 0xFFFFFFFF
     return h - (1 << 32) if h & 0x80000000 else h
 
 
