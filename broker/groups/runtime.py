@@ -182,6 +182,16 @@ class GroupCoordinatorRuntime:
         return group_partition(group_id, self.log.num_partitions)
 
     # --- lifecycle ---------------------------------------------------------------------------------------------
+
+    async def _partitions_of(self, group_ids: Iterable[str]) -> set[int]:
+        """The `__consumer_offsets` partitions of `group_ids`, yielding to the loop between ids: a request may name
+        a hundred thousand distinct ones, each a Java string hash."""
+        pacer = Pacer()
+        out = set()
+        for gid in set(group_ids):
+            out.add(self.partition_for(gid))
+            await pacer.pace()
+        return out
     async def start(self) -> None:
         started = time.monotonic()
         self.coordinator.begin_load(self._clock())
@@ -319,7 +329,7 @@ class GroupCoordinatorRuntime:
     async def share_describe(self, group_ids: Sequence[str]) -> list[dict[str, Any]]:
         if not self.loaded:
             return [{"group_id": g, "error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)} for g in group_ids]
-        await self.log.barrier(self.partition_for(g) for g in group_ids if g)
+        await self.log.barrier(await self._partitions_of(group_ids))
         return await _describe_paced(group_ids, self.share.describe_group)
 
     def member_assignment(self, group_id: str, member_id: str) -> dict[UUID, frozenset[int]] | None:
@@ -440,7 +450,7 @@ class GroupCoordinatorRuntime:
     async def consumer_group_describe(self, group_ids: Sequence[str]) -> list[dict[str, Any]]:
         if not self.loaded:
             return [{"group_id": g, "error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)} for g in group_ids]
-        await self.log.barrier(self.partition_for(g) for g in group_ids if g)
+        await self.log.barrier(await self._partitions_of(group_ids))
         return await _describe_paced(group_ids, self.coordinator.consumer_group_describe_one)
 
     # --- offsets -----------------------------------------------------------------------------------------------
@@ -542,7 +552,7 @@ class GroupCoordinatorRuntime:
             return [{"group_id": g["group_id"], "topics": [], "error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)}
                     for g in groups]
         # Offsets whose records are still being written are not answered before they are durable.
-        await self.log.barrier(self.partition_for(g["group_id"]) for g in groups)
+        await self.log.barrier(await self._partitions_of(g["group_id"] for g in groups))
         pacer = Pacer()
         out = []
         for g in groups:  # yielding between groups: thousands of groups with thousands of offsets each
@@ -578,13 +588,13 @@ class GroupCoordinatorRuntime:
         if not self.loaded:
             return [{"group_id": g, "error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), "group_state": "",
                      "protocol_type": "", "protocol_data": "", "members": []} for g in group_ids]
-        await self.log.barrier(self.partition_for(g) for g in group_ids)
+        await self.log.barrier(await self._partitions_of(group_ids))
         pacer = Pacer()
         described: dict[str, dict[str, Any]] = {}
         for gid in group_ids:  # each distinct group once (its copies share the entry), yielding between groups
+            await pacer.pace()
             if gid not in described:
                 described[gid] = self.coordinator.describe_groups([gid], version)[0]
-                await pacer.pace()
         return [described[gid] for gid in group_ids]
 
     async def delete_groups(self, group_ids: Sequence[str]) -> dict[str, int]:
@@ -704,11 +714,11 @@ async def _describe_paced(group_ids: Sequence[str], describe_one: Callable[[str]
     pacer = Pacer()
     described: dict[str, dict[str, Any]] = {}
     for gid in group_ids:
+        await pacer.pace()  # a million copies of one id (a 1 MiB request of empty ids) are a million steps too
         if gid in described:
             continue
         entry, members = describe_one(gid)
         described[gid] = entry
-        await pacer.pace()
         entry_members = entry.get("members")
         for build in members:
             entry_members.append(build())

@@ -39,9 +39,11 @@ async def handle_describe(ctx, req) -> dict[str, Any]:
     described = iter(await ctx.broker.group_coordinator.consumer_group_describe(allowed) if allowed else [])
     groups = []
     checked: dict[str, dict[str, Any]] = {}  # a repeated id's copies share one entry: it is checked once
+    allowed_ids = set(allowed)  # membership in a set: 100 000 distinct ids made the list's tests quadratic
     pacer = Pacer()
     for gid in req.group_ids:
-        if gid not in allowed:
+        await pacer.pace()
+        if gid not in allowed_ids:
             groups.append({"group_id": gid, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED)})
             continue
         g = next(described)
