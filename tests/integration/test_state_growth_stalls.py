@@ -29,6 +29,7 @@ BIG_GROUP_MEMBERS = 300
 SHARE_MEMBERS = 200  # group.share.max.size
 SMALL_GROUPS = 1_000
 TOPICS = 1_000  # of 4 partitions each
+DISTINCT_IDS = 20_000  # unknown group ids asked for in one request
 STALL_S = 0.1  # the bound: no event-loop wake-up later than this (a histogram bucket of the watchdog)
 # The other client's round trip, measured in a thread of this (busy) test process on a two-core machine shared
 # with the broker: its own scheduling adds to what the broker's loop costs. The seconds-long stalls this test
@@ -96,6 +97,12 @@ def _ask(c: RawClient, marks: list[tuple[str, float]]) -> None:
     assert {len(g.members) for g in r.groups} == {SHARE_MEMBERS}
     r = c.call(DESCRIBE_GROUPS, 5, {"groups": small * 10, "include_authorized_operations": False})
     assert len(r.groups) == 10 * SMALL_GROUPS
+    # Many distinct ids in one request: the broker's work stays linear in them.
+    unknown = [f"nobody-{i}" for i in range(DISTINCT_IDS)]
+    for api_key, version, field in ((CONSUMER_GROUP_DESCRIBE, 1, "group_ids"), (SHARE_GROUP_DESCRIBE, 1, "group_ids"),
+                                    (DESCRIBE_GROUPS, 5, "groups")):
+        r = c.call(api_key, version, {field: unknown, "include_authorized_operations": False})
+        assert [g.group_id for g in r.groups] == unknown
     r = c.call(LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
     assert len(r.groups) == SMALL_GROUPS + 3  # big, shared, committed
     r = c.call(OFFSET_FETCH, 9, {"groups": [{"group_id": g, "member_id": None, "member_epoch": -1, "topics": None}
