@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.handlers.share_groups import client_host
+from broker.pacing import Pacer
 from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode
 
@@ -94,7 +95,13 @@ async def handle_describe_groups(ctx, req) -> dict[str, Any]:
                 "members": [], "authorized_operations": NO_AUTHORIZED_OPERATIONS}
                for g in req.groups if g not in allowed_ids]
     groups = await ctx.broker.group_coordinator.describe_groups(allowed, ctx.api_version) if allowed else []
+    seen: set[int] = set()  # a repeated id's copies share one entry: it is completed once
+    pacer = Pacer()
     for g in groups:
+        await pacer.pace()
+        if id(g) in seen:
+            continue
+        seen.add(id(g))
         g["authorized_operations"] = NO_AUTHORIZED_OPERATIONS
         if g.get("error_code") == 0 and req.get("include_authorized_operations"):
             g["authorized_operations"] = ctx.authorized_operations(ResourceType.GROUP, g["group_id"])
