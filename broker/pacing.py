@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -53,19 +53,22 @@ async def paced(items: Iterable[T], pacer: Pacer | None = None) -> AsyncIterator
         await pacer.pace()
 
 
-def heavy(response: Mapping[str, Any], limit: int = HEAVY_ELEMENTS) -> bool:
-    """True if the arrays in `response`, at any depth, hold more than `limit` elements in all. Stops counting at
-    `limit`, so it costs at most `limit` element visits whatever the response's size."""
+def heavy(response: dict[str, Any], limit: int = HEAVY_ELEMENTS) -> bool:
+    """True if the arrays and structs in `response`, at any depth, hold more than `limit` elements in all. Stops
+    counting at `limit`, so it costs at most `limit` element visits whatever the response's size."""
     budget = [limit]
 
-    def over(value: Any) -> bool:
+    def over(value: Any) -> bool:  # responses are dicts and lists (isinstance on them is a C check, no ABC)
         if isinstance(value, list):
             budget[0] -= len(value)
             if budget[0] < 0:
                 return True
-            return any(over(item) for item in value if isinstance(item, Mapping | list))
-        if isinstance(value, Mapping):
-            return any(over(item) for item in value.values() if isinstance(item, Mapping | list))
+            return any(over(item) for item in value if isinstance(item, dict | list))
+        if isinstance(value, dict):
+            budget[0] -= 1  # a struct counts too: deep structs of short arrays stay bounded
+            if budget[0] < 0:
+                return True
+            return any(over(item) for item in value.values() if isinstance(item, dict | list))
         return False
 
     return over(response)
