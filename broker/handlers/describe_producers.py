@@ -51,9 +51,10 @@ async def handle_describe_producers(ctx, req) -> dict:
             await pacer.pace()  # thousands of partitions: yield to the loop between them
             if refused[t.name] is not None:
                 partitions.append(_partition(p, refused[t.name].code, message=refused[t.name].message))
-            elif info is None or not 0 <= p < info.num_partitions:  # (deleted meanwhile)
+            elif info is None or not 0 <= p < info.num_partitions or (plog := topics.find_log(info.name, p)) is None:
+                # (no log: the topic was deleted while this request yielded to the loop)
                 partitions.append(_partition(p, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-            elif topics.log(info.name, p).failures.offline:
+            elif plog.failures.offline:
                 partitions.append(_partition(p, ErrorCode.KAFKA_STORAGE_ERROR))
             else:
                 try:

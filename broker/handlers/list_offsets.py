@@ -87,10 +87,11 @@ async def handle_list_offsets(ctx: RequestContext, req) -> dict:
             await pacer.pace()  # thousands of partitions (each a log lookup): yield to the loop between them
             if not allowed:
                 code, ts, offset = ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1
-            elif info is None or not 0 <= part.partition_index < info.num_partitions:
+            elif info is None or not 0 <= part.partition_index < info.num_partitions or (
+                    plog := topics.find_log(info.name, part.partition_index)) is None:
+                # (no log: the topic was deleted while this request yielded to the loop)
                 code, ts, offset = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
             else:
-                plog = topics.log(info.name, part.partition_index)
                 epoch_error = current_epoch_error(part.current_leader_epoch)  # -1 (no check) before v4
                 if epoch_error != ErrorCode.NONE and not plog.failures.offline:
                     code, ts, offset = epoch_error, -1, -1

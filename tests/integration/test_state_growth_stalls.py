@@ -21,7 +21,7 @@ from tests.helpers.raw_requests import create_topic
 pytestmark = pytest.mark.integration
 
 METADATA, LIST_OFFSETS, OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 3, 2, 8, 9, 15, 16
-CREATE_TOPICS, DESCRIBE_CONFIGS, DESCRIBE_PRODUCERS = 19, 32, 61
+CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS, DESCRIBE_PRODUCERS = 19, 20, 32, 61
 CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 DESCRIBE_TOPIC_PARTITIONS, SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE = 75, 76, 77
 
@@ -154,3 +154,28 @@ def test_growing_state_and_asking_for_it_never_stalls_the_loop(broker_factory) -
     # machine: they are reported, and the round trips bounded loosely.)
     assert probe.worst_loop_cpu_ms(started) < STALL_S * 1000, figures
     assert probe.worst_ms(started) < MAX_PING_MS, figures
+
+
+def test_a_topic_deleted_while_a_paced_answer_is_built_is_answered_unknown(broker_factory) -> None:
+    """ListOffsets and DescribeProducers yield to the loop between partitions: a topic deleted meanwhile is
+    answered UNKNOWN_TOPIC_OR_PARTITION for the partitions not yet done (no handler failure)."""
+    broker = broker_factory()
+    indexes = [p % 1_000 for p in range(40_000)]  # one topic entry, its partitions named 40 times over
+    with RawClient(broker.port, "asker") as asker, RawClient(broker.port, "deleter") as deleter:
+        for api_key, version, body in (
+                (LIST_OFFSETS, 8, {"replica_id": -1, "isolation_level": 0, "topics": [{"name": "doomed", "partitions": [
+                    {"partition_index": p, "current_leader_epoch": -1, "timestamp": -1} for p in indexes]}]}),
+                (DESCRIBE_PRODUCERS, 0, {"topics": [{"name": "doomed", "partition_indexes": indexes}]})):
+            create_topic(asker, "doomed", 1_000)
+            if api_key == DESCRIBE_PRODUCERS:  # producer state loaded first: the racing request only reads
+                asker.call(api_key, version, body)
+            correlation_id = asker.send(api_key, version, body)
+            time.sleep(0.05)  # the answer is being built (40 000 partitions, yielding every 5 ms)
+            r = deleter.call(DELETE_TOPICS, 6, {"topics": [{"name": "doomed", "topic_id": uuid.UUID(int=0)}],
+                                                "timeout_ms": 30_000})
+            assert r.responses[0].error_code == 0
+            answer = asker.receive(api_key, version, correlation_id)
+            codes = [p.error_code for t in answer.topics for p in t.partitions]
+            assert len(codes) == len(indexes)
+            assert set(codes) <= {0, 3}, set(codes)  # NONE (done before the deletion), UNKNOWN_TOPIC_OR_PARTITION
+    assert not [line for line in broker.log_path.read_text().splitlines() if "request handler failed" in line]
