@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import structlog
@@ -167,8 +167,8 @@ class TopicManager:
     def str_config(self, info: TopicInfo, name: str) -> str:
         return str(self.topic_config(info, name))
 
-    def topic_config_entries(self, info: TopicInfo, keys=None):
-        return self._config.describe_topic(info.configs, keys)
+    def topic_config_entries(self, info: TopicInfo, keys=None, *, raw: bool = False):
+        return self._config.describe_topic(info.configs, keys, raw=raw)
 
     # --- changes ---------------------------------------------------------------------------------------------
     def auto_create_records(self, topics: int) -> int:
@@ -184,36 +184,75 @@ class TopicManager:
         return await self.create_planned(TopicPlan(name, int(self._config.get("num.partitions")), {}))
 
     def plan_topic(self, name: str, *, num_partitions: int, replication_factor: int,
-                   assignments: list[list[int]], configs: dict[str, str | None]) -> TopicPlan:
-        """Validate a CreateTopics entry (no state change). Raises TopicError with Kafka's error."""
+                   assignments: list[tuple[int, list[int]]],
+                   configs: Mapping[str, str | None] | list[tuple[str, str | None]]) -> TopicPlan:
+        """Validate a CreateTopics entry (no state change), in the order of Kafka's ReplicationControlManager: the
+        name, the configs, then the partitions (`assignments`: (partition index, broker ids) as requested).
+        Raises TopicError with Kafka's error and message."""
         self.registry.check_new_topic(name)
+        clean = self._validate_topic_configs(configs)
         if assignments:
-            if num_partitions != -1 or replication_factor != -1:
-                raise TopicError(ErrorCode.INVALID_REQUEST,
-                                 "Both numPartitions or replicationFactor and replicasAssignments were set.")
-            for replicas in assignments:
-                if replicas != [self._node_id]:
+            if replication_factor != -1:
+                raise TopicError(ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, but "
+                                 "replication factor was not set to -1.")
+            if num_partitions != -1:
+                raise TopicError(ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, but "
+                                 "numPartitions was not set to -1.")
+            indexes: set[int] = set()
+            factor: int | None = None
+            for index, replicas in assignments:
+                if index in indexes:
                     raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                     f"Replica assignment {replicas} does not name only broker {self._node_id}")
-            num_partitions = len(assignments)
+                                     f"Found multiple manual partition assignments for partition {index}")
+                self._check_assignment(replicas, factor)
+                factor = len(replicas)
+                indexes.add(index)
+            if any(i not in indexes for i in range(len(indexes))):
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 "partitions should be a consecutive 0-based integer sequence")
+            return TopicPlan(name, len(indexes), clean)
+        if replication_factor < -1 or replication_factor == 0:
+            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             "Replication factor must be larger than 0, or -1 to use the default value.")
+        if num_partitions < -1 or num_partitions == 0:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                             "Number of partitions was set to an invalid non-positive value.")
         if num_partitions == -1:
             num_partitions = int(self._config.get("num.partitions"))
         if replication_factor == -1:
             replication_factor = int(self._config.get("default.replication.factor"))
-        if num_partitions <= 0:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
-        if replication_factor <= 0:
-            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
         if replication_factor > 1:
             raise TopicError(
                 ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"Unable to replicate the partition {replication_factor} time(s): "
-                "The target replication factor of 1 cannot be reached because only 1 broker(s) are registered.",
+                f"Unable to replicate the partition {replication_factor} time(s): The target replication factor "
+                f"of {replication_factor} cannot be reached because only 1 broker(s) are registered or some "
+                "brokers have all their log directories cordoned.",
             )
-        return TopicPlan(name, num_partitions, self._validate_topic_configs(configs))
+        return TopicPlan(name, num_partitions, clean)
+
+    def _check_assignment(self, replicas: list[int], factor: int | None) -> None:
+        """Kafka's validateManualPartitionAssignment: one partition's replicas name registered brokers (only
+        this one here), each once, as many as the other partitions have."""
+        if not replicas:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             "The manual partition assignment includes an empty replica list.")
+        previous = None
+        for broker in sorted(replicas):
+            if broker != self._node_id:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes "
+                                 f"broker {broker}, but no such broker is registered.")
+            if broker == previous:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes "
+                                 f"the broker {broker} more than once.")
+            previous = broker
+        if factor is not None and len(replicas) != factor:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes a "
+                             f"partition with {len(replicas)} replica(s), but this is not consistent with previous "
+                             f"partitions, which have {factor} replica(s).")
 
     async def create_topic(self, name: str, *, num_partitions: int, replication_factor: int,
-                           assignments: list[list[int]], configs: dict[str, str | None],
+                           assignments: list[tuple[int, list[int]]],
+                           configs: Mapping[str, str | None] | list[tuple[str, str | None]],
                            validate_only: bool) -> TopicInfo:
         """One topic on its own (CreateTopics requests go through plan_topic/create_planned to bound the whole
         request as Kafka does)."""
@@ -229,11 +268,15 @@ class TopicManager:
             self.registry.check_new_topic(plan.name)  # again: another change may have run while we waited
             return await self._create(plan)
 
-    def _validate_topic_configs(self, configs: dict[str, str | None]) -> dict[str, str]:
+    def _validate_topic_configs(self, configs: Mapping[str, str | None] | list[tuple[str, str | None]]
+                                ) -> dict[str, str]:
+        """A new topic's configs as given (the last value of a key given twice wins, as Kafka's map of them)."""
+        configs = list(configs.items()) if isinstance(configs, Mapping) else configs
+        nulls = [key for key, value in configs if value is None]
+        if nulls:
+            raise TopicError(ErrorCode.INVALID_CONFIG, "Null value not supported for topic configs: " + ",".join(nulls))
         clean: dict[str, str] = {}
-        for key, value in configs.items():
-            if value is None:
-                raise TopicError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: {key}")
+        for key, value in configs:
             try:
                 clean[key] = self._config.validate_topic_value(key, value)
             except ValueError as err:
@@ -281,8 +324,10 @@ class TopicManager:
         async with self._changes:
             info = self.registry.get(name) if name is not None else self.registry.by_id(topic_id)
             if info is None:
-                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name is not None else ErrorCode.UNKNOWN_TOPIC_ID
-                raise TopicError(code, "This server does not host this topic-partition.")
+                if name is not None:
+                    raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                     "This server does not host this topic-partition.")
+                raise TopicError(ErrorCode.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
             if info.internal:
                 raise TopicError(ErrorCode.INVALID_REQUEST, f"Topic {info.name} is internal and cannot be deleted.")
             if not self._config.get("delete.topic.enable"):
@@ -301,28 +346,26 @@ class TopicManager:
             return info
 
     def plan_partitions(self, name: str, count: int, assignments=None) -> tuple[TopicInfo, int]:
-        """Validate a CreatePartitions entry (no state change): (topic, partitions to add)."""
+        """Validate a CreatePartitions entry (no state change): (topic, partitions to add). Kafka's checks and
+        messages (ReplicationControlManager.createPartitions); `assignments` are lists of broker ids."""
         info = self.registry.get(name)
         if info is None:
-            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
         if info.internal:
             raise TopicError(ErrorCode.INVALID_REQUEST, f"Cannot add partitions to internal topic {name}.")
-        if count < info.num_partitions:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS,
-                             f"Topic currently has {info.num_partitions} partitions, which is higher than the "
-                             f"requested {count}.")
         if count == info.num_partitions:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {count} partitions.")
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {count} partition(s).")
+        if count < info.num_partitions:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"The topic {name} currently has {info.num_partitions} "
+                             f"partition(s); {count} would not be an increase.")
+        added = count - info.num_partitions
         if assignments is not None:
-            if len(assignments) != count - info.num_partitions:
-                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 "The number of assignments does not match the number of new partitions.")
-            for a in assignments:
-                if list(a.broker_ids) != [self._node_id]:
-                    raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                     f"Replica assignment {list(a.broker_ids)} does not name only broker "
-                                     f"{self._node_id}")
-        return info, count - info.num_partitions
+            if len(assignments) != added:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Attempted to add {added} additional "
+                                 f"partition(s), but only {len(assignments)} assignment(s) were specified.")
+            for replicas in assignments:
+                self._check_assignment(list(replicas), 1)
+        return info, added
 
     async def create_partitions(self, name: str, count: int, *, validate_only: bool, assignments=None) -> None:
         """One topic on its own (CreatePartitions requests bound the whole request through plan_partitions)."""
@@ -362,7 +405,7 @@ class TopicManager:
         for p in range(info.num_partitions):
             self._logs.get(info.name, p).reconfigure(config)
 
-    def validate_topic_configs(self, configs: dict[str, str | None]) -> dict[str, str]:
+    def validate_topic_configs(self, configs: Mapping[str, str | None]) -> dict[str, str]:
         return self._validate_topic_configs(configs)
 
     async def reserve_producer_ids(self, next_unreserved: int) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from protocol.errors import ErrorCode
 
 MAX_TOPIC_NAME_LENGTH = 249
-_LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
+_LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")  # fullmatch: "$" would let a final newline through
 # Kafka's internal topics (Topic.isInternal): clients may not write them and Metadata flags them internal.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 # The KRaft metadata log's name: never a topic (its partition 0 directory is the metadata journal's).
@@ -34,9 +34,9 @@ CLIENT_METRICS_RESOURCE = 16  # client-metrics subscriptions (KIP-714)
 
 
 class TopicError(Exception):
-    """A request about topics failed with a Kafka error code."""
+    """A request about topics failed with a Kafka error code (and Kafka's message, None where it has none)."""
 
-    def __init__(self, code: ErrorCode, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str | None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -55,20 +55,18 @@ class TopicInfo:
 
 
 def validate_topic_name(name: str) -> None:
+    """Kafka's Topic.validate, with its messages."""
     if not name:
-        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
-    if name in (".", ".."):
-        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name cannot be \".\" or \"..\"")
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        raise TopicError(
-            ErrorCode.INVALID_TOPIC_EXCEPTION,
-            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters",
-        )
-    if not _LEGAL_TOPIC_NAME.match(name):
-        raise TopicError(
-            ErrorCode.INVALID_TOPIC_EXCEPTION,
-            f"Topic name {name} is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'",
-        )
+        reason = "the empty string is not allowed"
+    elif name in (".", ".."):
+        reason = f"'{name}' is not allowed"
+    elif len(name) > MAX_TOPIC_NAME_LENGTH:
+        reason = f"the length of '{name}' is longer than the max allowed length {MAX_TOPIC_NAME_LENGTH}"
+    elif not _LEGAL_TOPIC_NAME.fullmatch(name):
+        reason = f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
+    else:
+        return
+    raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name is invalid: {reason}")
 
 
 def _collision_key(name: str) -> str:

@@ -24,35 +24,53 @@ def _mutation_quota(ctx: RequestContext, strict_since: int):
                                                        strict=ctx.api_version >= strict_since)
 
 
+def _topic_result(name: str, code: int = 0, message: str | None = None) -> dict:
+    """A CreateTopics result as Kafka answers a refused topic: no id, no partitions, no configs (an empty list
+    from v5, where the field is nullable)."""
+    return {"name": name, "topic_id": ZERO_UUID, "error_code": code, "error_message": message,
+            "num_partitions": -1, "replication_factor": -1, "configs": []}
+
+
 async def handle_create_topics(ctx: RequestContext, req) -> dict:
+    """As Kafka's ControllerApis.createTopics: a name given twice is answered once, after the others, with
+    INVALID_REQUEST; then __cluster_metadata and the topics the client may not create (CREATE on the cluster,
+    else on each topic). The others are answered in request order, each checked as Kafka's controller does."""
     topics = ctx.broker.topics
     validate_only = req.get("validate_only", False)
-    seen: dict[str, int] = {}
+    counts: dict[str, int] = {}
     for topic in req.topics:
-        seen[topic.name] = seen.get(topic.name, 0) + 1
+        counts[topic.name] = counts.get(topic.name, 0) + 1
+    cluster_create = ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+    refused: dict[str, tuple[ErrorCode, str]] = {}
+    for name, count in counts.items():
+        if count > 1:
+            refused[name] = (ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
+        elif name == CLUSTER_METADATA_TOPIC:
+            refused[name] = (ErrorCode.INVALID_REQUEST, f"Creation of internal topic {name} is prohibited.")
+        elif not cluster_create and not ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, name):
+            refused[name] = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
     results = []
     plans: list[tuple[dict, TopicPlan]] = []
-    # As Kafka: CREATE on the cluster, else on each topic; DESCRIBE_CONFIGS on a topic to see its configs.
-    cluster_create = ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
     for topic in req.topics:
-        result = {"name": topic.name, "topic_id": ZERO_UUID, "error_code": 0, "error_message": None,
-                  "num_partitions": -1, "replication_factor": -1, "configs": None}
+        if topic.name in refused:
+            continue
+        result = _topic_result(topic.name)
         results.append(result)
         try:
-            if seen[topic.name] > 1:
-                raise TopicError(ErrorCode.INVALID_REQUEST, f"Create topics request from client has a duplicate topic {topic.name}.")
-            if topic.name != CLUSTER_METADATA_TOPIC and not cluster_create and \
-                    not ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, topic.name):
-                raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             plans.append((result, topics.plan_topic(
                 topic.name,
                 num_partitions=topic.num_partitions,
                 replication_factor=topic.replication_factor,
-                assignments=[list(a.broker_ids) for a in topic.assignments],
-                configs={c.name: c.value for c in topic.configs},
+                assignments=[(a.partition_index, list(a.broker_ids)) for a in topic.assignments],
+                configs=[(c.name, c.value) for c in topic.configs],
             )))
         except TopicError as err:
             result.update(error_code=int(err.code), error_message=err.message)
+    # duplicates first, then the others (Kafka: the order of its hash sets; here the request's)
+    results += [_topic_result(name, int(code), message) for name, (code, message) in refused.items()
+                if code == ErrorCode.INVALID_REQUEST and counts[name] > 1]
+    results += [_topic_result(name, int(code), message) for name, (code, message) in refused.items()
+                if counts[name] == 1]
     # Kafka's controller runs a request as one operation of at most 10 000 metadata records; past that the whole
     # request fails with POLICY_VIOLATION.
     if sum(plan.records for _result, plan in plans) > MAX_RECORDS_PER_USER_OP:
@@ -64,8 +82,8 @@ async def handle_create_topics(ctx: RequestContext, req) -> dict:
         try:
             if not quota.record(plan.num_partitions):
                 raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
-            if validate_only:
-                info = TopicInfo(plan.name, ZERO_UUID, plan.num_partitions, plan.configs)
+            if validate_only:  # Kafka's controller answers with the id it would have given the topic
+                info = TopicInfo(plan.name, uuid.uuid4(), plan.num_partitions, plan.configs)
             else:
                 info = await topics.create_planned(plan)
             if not ctx.authorize(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, info.name):
@@ -78,7 +96,7 @@ async def handle_create_topics(ctx: RequestContext, req) -> dict:
                 configs=[
                     {"name": e.name, "value": e.value, "read_only": e.read_only,
                      "config_source": e.source, "is_sensitive": e.is_sensitive}
-                    for e in topics.topic_config_entries(info)
+                    for e in topics.topic_config_entries(info, raw=True)
                 ],
             )
         except TopicError as err:
@@ -87,26 +105,47 @@ async def handle_create_topics(ctx: RequestContext, req) -> dict:
     return {"throttle_time_ms": ctx.throttle_ms, "topics": results}
 
 
+NOT_HOSTED = "This server does not host this topic-partition."
+NOT_HOSTED_ID = "This server does not host this topic ID."
+
+
 async def handle_delete_topics(ctx: RequestContext, req) -> dict:
+    """Kafka's ControllerApis.deleteTopics checks, one result per topic in request order (Kafka shuffles them):
+    a topic named (or an id given) twice is answered once with INVALID_REQUEST; a name with an id, or neither, is
+    INVALID_REQUEST; an unknown id UNKNOWN_TOPIC_ID; then authorization (DELETE on the cluster, else DESCRIBE and
+    DELETE on the topic) and deletion."""
     topics = ctx.broker.topics
-    version = ctx.api_version
-    wanted = (
-        [(t.get("name"), t.get("topic_id", ZERO_UUID)) for t in req.topics]
-        if version >= 6
-        else [(name, ZERO_UUID) for name in req.topic_names]
-    )
+    wanted = ([(t.get("name"), t.get("topic_id", ZERO_UUID)) for t in req.topics] if ctx.api_version >= 6
+              else [(name, ZERO_UUID) for name in req.topic_names])
+    names = [name for name, topic_id in wanted if name is not None and topic_id == ZERO_UUID]
+    ids = [topic_id for name, topic_id in wanted if name is None and topic_id != ZERO_UUID]
     results = []
-    # As Kafka: DELETE on the cluster, else DESCRIBE (to learn the topic exists) and DELETE on each topic.
+    answered: set[str | uuid.UUID] = set()
     cluster_delete = ctx.authorize(AclOperation.DELETE, ResourceType.CLUSTER, CLUSTER_NAME)
     quota = _mutation_quota(ctx, 5)
     for name, topic_id in wanted:
         result = {"name": name, "topic_id": topic_id, "error_code": 0, "error_message": None}
         try:
+            if name is None and topic_id == ZERO_UUID:
+                raise TopicError(ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified.")
             if name is not None and topic_id != ZERO_UUID:
-                raise TopicError(ErrorCode.INVALID_REQUEST, "Give a topic name or a topic id, not both")
+                raise TopicError(ErrorCode.INVALID_REQUEST, "You may not specify both topic name and topic id.")
+            key = name if name is not None else topic_id
+            if key in answered:
+                continue
+            answered.add(key)
+            if name is not None and names.count(name) > 1:
+                raise TopicError(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
+            if name is None and ids.count(topic_id) > 1:
+                raise TopicError(ErrorCode.INVALID_REQUEST, "Duplicate topic id.")
+            if name is None and topics.registry.by_id(topic_id) is None:
+                raise TopicError(ErrorCode.UNKNOWN_TOPIC_ID, NOT_HOSTED_ID)
             if not cluster_delete:
                 _check_deletable(ctx, topics, name, topic_id, result)
             found = topics.registry.get(name) if name is not None else topics.registry.by_id(topic_id)
+            if name is not None and found is not None and found.topic_id in ids:
+                raise TopicError(ErrorCode.INVALID_REQUEST,
+                                 "The provided topic name maps to an ID that was already supplied.")
             if found is not None and not quota.record(found.num_partitions):
                 raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
             info = await topics.delete_topic(name=name, topic_id=topic_id if name is None else None)
@@ -137,18 +176,32 @@ def _check_deletable(ctx: RequestContext, topics, name: str | None, topic_id: uu
 
 
 async def handle_create_partitions(ctx: RequestContext, req) -> dict:
+    """As Kafka's ControllerApis.createPartitions: a topic named twice is answered once, first, with
+    INVALID_REQUEST; then the topics the client may not ALTER; then the others (Kafka: in the order of its hash
+    sets; here the request's)."""
     topics = ctx.broker.topics
-    results = []
+    counts: dict[str, int] = {}
+    for topic in req.topics:
+        counts[topic.name] = counts.get(topic.name, 0) + 1
+    results = [{"name": name, "error_code": int(ErrorCode.INVALID_REQUEST), "error_message": "Duplicate topic name."}
+               for name, count in counts.items() if count > 1]
+    allowed = []
+    for topic in req.topics:
+        if counts[topic.name] > 1:
+            continue
+        if ctx.authorize(AclOperation.ALTER, ResourceType.TOPIC, topic.name):
+            allowed.append(topic)
+        else:
+            results.append({"name": topic.name, "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                            "error_message": None})
     planned: list[tuple[dict, str, int, int]] = []
     quota = _mutation_quota(ctx, 3)
-    for topic in req.topics:
+    for topic in allowed:
         result = {"name": topic.name, "error_code": 0, "error_message": None}
         results.append(result)
-        if not ctx.authorize(AclOperation.ALTER, ResourceType.TOPIC, topic.name):
-            result.update(error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
-            continue
         try:
-            _info, added = topics.plan_partitions(topic.name, topic.count, topic.assignments)
+            assignments = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
+            _info, added = topics.plan_partitions(topic.name, topic.count, assignments)
             if not quota.record(added):
                 raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
             planned.append((result, topic.name, topic.count, added))
