@@ -14,11 +14,19 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from broker.cluster.topics import BROKER_RESOURCE, CONFIG_RECORD, GROUP_RESOURCE, TOPIC_RESOURCE, TopicInfo
+from broker.cluster.topics import (
+    BROKER_RESOURCE,
+    CONFIG_RECORD,
+    GROUP_RESOURCE,
+    TOPIC_RESOURCE,
+    TopicError,
+    TopicInfo,
+    validate_topic_name,
+)
 from broker.config import group_config as gc
 from broker.config import topic_config as tc
 from broker.config.broker_config import BrokerConfig
-from broker.config.broker_defs import BROKER_CONFIGS, update_mode
+from broker.config.broker_defs import BROKER_CONFIGS, KAFKA_4_4_CONFIGS
 from broker.config.broker_loggers import (
     BROKER_LOGGER_RESOURCE,
     DYNAMIC_BROKER_LOGGER_CONFIG,
@@ -27,13 +35,17 @@ from broker.config.broker_loggers import (
     LoggerError,
 )
 from broker.config.definitions import ConfigError
-from broker.config.kafka_broker_defs import PER_BROKER, READ_ONLY
+from broker.config.kafka_broker_defs import CLUSTER_WIDE, PER_BROKER, READ_ONLY
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from broker.cluster.manager import TopicManager
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+_OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
+# ApiError's message for an INVALID_REQUEST raised without one (Errors.INVALID_REQUEST's).
+INVALID_REQUEST_MESSAGE = ("This most likely occurs because of a request being malformed by the client library or "
+                           "the message was sent to an incompatible broker. See the broker logs for more details.")
 GROUP_CACHE_SIZE = 10_000  # effective group configs kept; the cache starts over beyond that
 # Kafka's DynamicBrokerConfig.DYNAMIC_SECURITY_CONFIGS (SslConfigs.RECONFIGURABLE_CONFIGS): dynamic only with a
 # listener prefix.
@@ -41,6 +53,9 @@ SECURITY_CONFIGS = frozenset({
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password", "ssl.truststore.type",
     "ssl.truststore.location", "ssl.truststore.password", "ssl.keystore.certificate.chain", "ssl.keystore.key",
     "ssl.truststore.certificates"})
+
+# Kafka's update mode of each of its broker configs (read-only, per-broker, cluster-wide).
+KAFKA_MODES = {name: facts[2] for name, facts in KAFKA_4_4_CONFIGS.items()}
 
 log = structlog.get_logger(__name__)
 
@@ -65,13 +80,15 @@ def _entry_dict(entry, include_synonyms: bool, include_documentation: bool) -> d
     }
 
 
-def _apply_list_op(current: str, op: int, value: str | None) -> str:
-    items = [v for v in current.split(",") if v]
-    given = [v.strip() for v in (value or "").split(",") if v.strip()]
-    if op == APPEND:
-        items += [v for v in given if v not in items]
-    else:
-        items = [v for v in items if v not in given]
+def _apply_list_op(current: str | None, op: int, value: str | None) -> str:
+    """Kafka's APPEND and SUBTRACT: the current value's non-empty comma-separated parts, with each of the
+    given ones added if missing, or removed."""
+    items = [v for v in (current or "").split(",") if v]
+    for item in (value or "").split(","):
+        if op == APPEND and item not in items:
+            items.append(item)
+        elif op == SUBTRACT and item in items:
+            items.remove(item)
     return ",".join(items)
 
 
@@ -99,16 +116,20 @@ class ConfigService:
     # --- describe ----------------------------------------------------------------------------------------------
     def describe(self, resource_type: int, name: str, keys, *, include_synonyms: bool,
                  include_documentation: bool) -> dict:
-        result = {"error_code": 0, "error_message": None, "resource_type": resource_type, "resource_name": name,
+        # Kafka's answer leaves the message unset (""), but for the errors it describes
+        result = {"error_code": 0, "error_message": "", "resource_type": resource_type, "resource_name": name,
                   "configs": []}
         if resource_type == TOPIC_RESOURCE:
+            try:
+                validate_topic_name(name)
+            except TopicError as err:
+                return {**result, "error_code": int(err.code), "error_message": err.message}
             info = self._topics.registry.get(name)
             if info is None:
-                return {**result, "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-                        "error_message": f"Topic {name} does not exist"}
+                return {**result, "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}
             entries = self._config.describe_topic(info.configs, keys)
         elif resource_type == BROKER_RESOURCE:
-            error = self._check_broker_name(name)
+            error = self._check_broker_name(name, describing=True)
             if error is not None:
                 return {**result, "error_code": int(error.code), "error_message": error.message}
             entries = self._config.describe(keys, include_synonyms=include_synonyms, cluster_defaults=not name)
@@ -119,30 +140,35 @@ class ConfigService:
                 return {**result, "error_code": int(err.code), "error_message": err.message}
             result["configs"] = [{"name": row.name, "value": row.level, "read_only": False,
                                   "config_source": DYNAMIC_BROKER_LOGGER_CONFIG, "is_sensitive": False,
-                                  "synonyms": [], "config_type": UNKNOWN_TYPE, "documentation": None}
+                                  "synonyms": [], "config_type": UNKNOWN_TYPE,
+                                  "documentation": ""}  # Kafka leaves it unset
                                  for row in rows]
             return result
         elif resource_type == GROUP_RESOURCE:
             if not name:
-                return {**result, "error_code": int(ErrorCode.INVALID_GROUP_ID), "error_message": "Empty group id"}
+                return {**result, "error_code": int(ErrorCode.INVALID_REQUEST),
+                        "error_message": "Group name must not be empty"}
             overrides = self._topics.registry.group_configs.get(name, {})
-            names = sorted(gc.GROUP_CONFIGS) if keys is None else [k for k in keys if k in gc.GROUP_CONFIGS]
-            entries = [gc.effective(n, overrides, self._config.broker_value) for n in names]
-        else:
+            entries = [gc.effective(n, overrides, self._config) for n in sorted(gc.GROUP_CONFIGS)
+                       if not keys or n in keys]
+        else:  # Kafka fails to describe it (an unknown resource type), with the generic INVALID_REQUEST message
             return {**result, "error_code": int(ErrorCode.INVALID_REQUEST),
-                    "error_message": f"Unsupported resource type {resource_type}"}
+                    "error_message": INVALID_REQUEST_MESSAGE}
         result["configs"] = [_entry_dict(e, include_synonyms, include_documentation) for e in entries]
         return result
 
     # --- alter -------------------------------------------------------------------------------------------------
     async def alter(self, resource_type: int, name: str, ops: list[tuple[str, int, str | None]], *,
                     validate_only: bool) -> tuple[ErrorCode, str | None]:
+        """IncrementalAlterConfigs of a topic, broker or group: Kafka's preprocessing (duplicate keys, null values,
+        the resource type), then that resource's checks and the change."""
         try:
-            keys = [key for key, _, _ in ops]
-            if len(set(keys)) != len(keys):
-                raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+            _preprocess(ops, legacy=False)
             if resource_type not in (TOPIC_RESOURCE, BROKER_RESOURCE, GROUP_RESOURCE):
-                raise ConfigChangeError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
+                raise ConfigChangeError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource_type}")
+            unknown = [op for _, op, _ in ops if op not in (SET, DELETE, APPEND, SUBTRACT)]
+            if unknown:
+                raise ConfigChangeError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {unknown[0]}")
             # one change at a time: a change computed from the current values (APPEND, SUBTRACT, group bounds)
             # must not interleave with another one waiting for its journal fsync
             async with self._changes:
@@ -172,37 +198,37 @@ class ConfigService:
             return err.code, err.message
         return ErrorCode.NONE, None
 
-    async def _alter_topic(self, name: str, ops, validate_only: bool) -> None:
+    async def _alter_topic(self, name: str, ops, validate_only: bool, *, replace: bool = False) -> None:
+        """Kafka's ConfigurationControlManager: the new overrides (APPEND and SUBTRACT on a list config's
+        override, or its default), the topic's name, its configs after the change checked together, then
+        whether the topic exists. `replace`: the overrides not named go (the legacy AlterConfigs)."""
         info: TopicInfo | None = self._topics.registry.get(name)
-        if info is None:
-            raise ConfigChangeError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
-        changes: dict[str, str | None] = {}
+        current = dict(info.configs) if info is not None else {}
+        changes: dict[str, str | None] = {key: None for key in current} if replace else {}
         for key, op, value in ops:
-            definition = tc.TOPIC_CONFIGS.get(key)
-            if definition is None:
-                raise ConfigChangeError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {key}")
-            if op == DELETE:
-                changes[key] = None
-                continue
             if op in (APPEND, SUBTRACT):
-                if definition.type != "list":
-                    raise ConfigChangeError(ErrorCode.INVALID_CONFIG,
-                                            f"Config value append/subtract is not allowed for config key: {key}")
-                value = _apply_list_op(self._topics.str_config(info, key), op, value)
-            elif op != SET:
-                raise ConfigChangeError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}")
-            if value is None:
-                raise ConfigChangeError(ErrorCode.INVALID_CONFIG, f"Null value not supported for: {key}")
-            try:
-                changes[key] = tc.validate(key, value)
-            except ValueError as err:
-                raise ConfigChangeError(ErrorCode.INVALID_CONFIG, str(err)) from None
-        # the topic's configs as they would be after the change, checked together (Kafka validates the whole set)
-        after = {k: v for k, v in {**info.configs, **changes}.items() if v is not None}
+                definition = tc.TOPIC_CONFIGS.get(key)
+                if definition is None or definition.type != "list":
+                    raise ConfigChangeError(ErrorCode.INVALID_CONFIG, f"Can't {_OP_NAMES[op]} to key {key} because "
+                                            "its type is not LIST.")
+                value = _apply_list_op(current.get(key, definition.default), op, value)
+            changes[key] = None if op == DELETE else value
+        if not name:
+            raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
         try:
+            validate_topic_name(name)
+        except TopicError as err:
+            raise ConfigChangeError(err.code, err.message or "") from None
+        after = {k: v for k, v in {**current, **changes}.items() if v is not None}
+        try:
+            for key, value in after.items():
+                tc.validate(key, value)
             self._config.validate_topic_values(after)
         except ValueError as err:
             raise ConfigChangeError(ErrorCode.INVALID_CONFIG, str(err)) from None
+        if info is None:
+            raise ConfigChangeError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        changes = {k: v for k, v in changes.items() if current.get(k) != v}
         if not validate_only and changes:
             await self._topics.set_topic_configs(info, changes)
 
@@ -211,22 +237,17 @@ class ConfigService:
         if error is not None:
             raise error
         per_broker = bool(name)
-        if any(op != DELETE and value is None for _, op, value in ops):
-            raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(
-                key for key, op, value in ops if op != DELETE and value is None))
         current = self._config.as_properties()
         changes: dict[str, str | None] = {}
         for key, op, value in ops:
             if op in (APPEND, SUBTRACT):
                 definition = BROKER_CONFIGS.get(key)
                 if definition is not None and definition.type != "list":
-                    raise ConfigChangeError(ErrorCode.INVALID_CONFIG,
-                                            f"Config value append/subtract is not allowed for config key: {key}")
+                    raise ConfigChangeError(ErrorCode.INVALID_CONFIG, f"Config value {_OP_NAMES[op].lower()} is not "
+                                            f"allowed for config key: {key}")
                 value = _apply_list_op(current.get(key, ""), op, value)
             elif op == DELETE:
                 value = None
-            elif op != SET:
-                raise ConfigChangeError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {op}")
             changes[key] = value
         self._check_broker_changes(changes, per_broker)
         if validate_only or not changes:
@@ -234,12 +255,10 @@ class ConfigService:
         await self._commit_broker(changes, per_broker)
 
     def _check_broker_changes(self, changes: dict[str, str | None], per_broker: bool) -> None:
-        """Kafka's DynamicBrokerConfig.validateConfigs, in its order; Shoal refuses names Kafka does not define."""
-        unknown = [k for k in changes if k not in BROKER_CONFIGS]
-        if unknown:
-            raise ConfigChangeError(ErrorCode.INVALID_CONFIG, f"Unknown broker config {unknown[0]}")
+        """Kafka's DynamicBrokerConfig.validateConfigs, in its order (by Kafka's update modes), then Shoal's own
+        refusals: names Kafka does not define, and Kafka-dynamic configs Shoal reads only at start."""
         for names, message in (
-            ([k for k in changes if update_mode(k) == READ_ONLY and k not in SECURITY_CONFIGS],
+            ([k for k in changes if KAFKA_MODES.get(k, CLUSTER_WIDE) == READ_ONLY and k not in SECURITY_CONFIGS],
              "Cannot update these configs dynamically"),
             ([k for k in changes if k in SECURITY_CONFIGS],
              "These security configs can be dynamically updated only per-listener using the listener prefix"),
@@ -247,16 +266,26 @@ class ConfigService:
             if names:
                 raise ConfigChangeError(ErrorCode.INVALID_REQUEST, f"{message}: [{', '.join(sorted(names))}]")
         for key, value in changes.items():
-            try:
-                self._config.validate_dynamic(key, value, per_broker=True)
-            except ConfigError as err:
-                # KAFKA-13609: a bad broker value is INVALID_REQUEST in Kafka (ConfigException wrapped)
-                raise ConfigChangeError(ErrorCode.INVALID_REQUEST, str(err)) from None
+            definition = BROKER_CONFIGS.get(key)
+            if definition is not None and value is not None:
+                try:
+                    definition.parse(value)
+                except ConfigError as err:
+                    # KAFKA-13609: a bad broker value is INVALID_REQUEST in Kafka (ConfigException wrapped)
+                    raise ConfigChangeError(ErrorCode.INVALID_REQUEST, str(err)) from None
         if not per_broker:
-            names = sorted(k for k in changes if update_mode(k) == PER_BROKER)
+            names = sorted(k for k in changes if KAFKA_MODES.get(k) == PER_BROKER)
             if names:
                 raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Cannot update these configs at default cluster "
                                         f"level, broker id must be specified: [{', '.join(names)}]")
+        unknown = [k for k in changes if k not in BROKER_CONFIGS]
+        if unknown:
+            raise ConfigChangeError(ErrorCode.INVALID_CONFIG, f"Unknown broker config {unknown[0]}")
+        for key, value in changes.items():
+            try:
+                self._config.validate_dynamic(key, value, per_broker=True)
+            except ConfigError as err:
+                raise ConfigChangeError(ErrorCode.INVALID_REQUEST, str(err)) from None
 
     async def _commit_broker(self, changes: dict[str, str | None], per_broker: bool) -> None:
         resource_name = str(self._config.node_id) if per_broker else ""
@@ -275,25 +304,17 @@ class ConfigService:
     # --- AlterConfigs (the legacy, non-incremental API) ---------------------------------------------------------
     async def replace(self, resource_type: int, name: str, configs: list[tuple[str, str | None]], *,
                       validate_only: bool) -> tuple[ErrorCode, str | None]:
-        """Kafka's legacy AlterConfigs: the resource's dynamic configs become exactly `configs` (those not named
-        are removed). Checks as ConfigAdminManager.preprocess, then each resource type's own validation."""
+        """AlterConfigs (legacy): the resource's dynamic configs become exactly `configs`. Kafka's
+        preprocess, then each resource type's own validation."""
         try:
-            keys = [key for key, _ in configs]
-            if len(set(keys)) != len(keys):
-                raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
-            nulls = [key for key, value in configs if value is None]
-            if nulls:
-                raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
+            _preprocess([(key, SET, value) for key, value in configs], legacy=True)
             if resource_type not in (TOPIC_RESOURCE, BROKER_RESOURCE, GROUP_RESOURCE):
                 raise ConfigChangeError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource_type}")
             async with self._changes:
                 wanted = dict(configs)
                 if resource_type == TOPIC_RESOURCE:
-                    info = self._topics.registry.get(name)
-                    current = dict(info.configs) if info is not None else {}
-                    ops = [(k, SET, v) for k, v in wanted.items()] + [(k, DELETE, None) for k in current
-                                                                      if k not in wanted]
-                    await self._alter_topic(name, ops, validate_only)
+                    await self._alter_topic(name, [(k, SET, v) for k, v in wanted.items()], validate_only,
+                                            replace=True)
                 elif resource_type == BROKER_RESOURCE:
                     error = self._check_broker_name(name)
                     if error is not None:
@@ -306,41 +327,33 @@ class ConfigService:
                     if not validate_only and changes:
                         await self._commit_broker(changes, per_broker)
                 else:
-                    current = self._topics.registry.group_configs.get(name, {})
-                    ops = [(k, SET, v) for k, v in wanted.items()] + [(k, DELETE, None) for k in current
-                                                                      if k not in wanted]
-                    await self._alter_group(name, ops, validate_only)
+                    await self._alter_group(name, [(k, SET, v) for k, v in wanted.items()], validate_only,
+                                            replace=True)
         except ConfigChangeError as err:
             return err.code, err.message
         return ErrorCode.NONE, None
 
-    async def _alter_group(self, group_id: str, ops, validate_only: bool) -> None:
-        if not group_id:
-            raise ConfigChangeError(ErrorCode.INVALID_GROUP_ID, "Empty group id")
-        changes: dict[str, str | None] = {}
+    async def _alter_group(self, group_id: str, ops, validate_only: bool, *, replace: bool = False) -> None:
+        """As topics (Kafka's ConfigurationControlManager): the new overrides, the group's name, then every
+        override after the change checked (GroupConfig.validate: values, the broker's bounds)."""
+        current = dict(self._topics.registry.group_configs.get(group_id, {}))
+        changes: dict[str, str | None] = {key: None for key in current} if replace else {}
         for key, op, value in ops:
-            if key not in gc.GROUP_CONFIGS:
-                raise ConfigChangeError(ErrorCode.INVALID_CONFIG, f"Unknown group config name: {key}")
-            if op == DELETE:
-                changes[key] = None
-                continue
-            if op != SET:
-                raise ConfigChangeError(ErrorCode.INVALID_CONFIG,
-                                        f"Config value append/subtract is not allowed for config key: {key}")
-            try:
-                changes[key] = gc.validate(key, value or "")
-            except ValueError as err:
-                raise ConfigChangeError(ErrorCode.INVALID_CONFIG, str(err)) from None
-        overrides = dict(self._topics.registry.group_configs.get(group_id, {}))
-        for key, value in changes.items():
-            if value is None:
-                overrides.pop(key, None)
-            else:
-                overrides[key] = value
+            if op in (APPEND, SUBTRACT):
+                definition = gc.GROUP_CONFIGS.get(key)
+                if definition is None or definition.type != "list":
+                    raise ConfigChangeError(ErrorCode.INVALID_CONFIG, f"Can't {_OP_NAMES[op]} to key {key} because "
+                                            "its type is not LIST.")
+                value = _apply_list_op(current.get(key, definition.default), op, value)
+            changes[key] = None if op == DELETE else value
+        if not group_id:
+            raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
+        after = {k: v for k, v in {**current, **changes}.items() if v is not None}
         try:
-            gc.validate_overrides(changes, overrides, self._config.get)
+            gc.validate_all(after, self._config.get)
         except ValueError as err:
             raise ConfigChangeError(ErrorCode.INVALID_CONFIG, str(err)) from None
+        changes = {k: v for k, v in changes.items() if current.get(k) != v}
         if validate_only or not changes:
             return
         await self._topics.commit_records([
@@ -353,7 +366,7 @@ class ConfigService:
         cached = self._group_cache.get(group_id)
         if cached is None:
             overrides = self._topics.registry.group_configs.get(group_id, {})
-            cached = {n: gc.effective(n, overrides, self._config.broker_value).value or "" for n in gc.GROUP_CONFIGS}
+            cached = {n: gc.effective_value(n, overrides, self._config) for n in gc.GROUP_CONFIGS}
             for name in overrides.keys() & gc.GROUP_CONFIGS.keys():
                 value = gc.clamped(name, cached[name], self._config.get)
                 if value != cached[name]:
@@ -365,11 +378,25 @@ class ConfigService:
             self._group_cache[group_id] = cached
         return cached
 
-    def _check_broker_name(self, name: str) -> ConfigChangeError | None:
+    def _check_broker_name(self, name: str, *, describing: bool = False) -> ConfigChangeError | None:
+        """Kafka's checks of a broker resource's name: empty (the cluster-wide defaults) or this broker's id."""
         if name in ("", str(self._config.node_id)):
             return None
-        if not name.lstrip("-").isdigit():
-            return ConfigChangeError(ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}")
+        try:
+            int(name)
+        except ValueError:
+            what = "Broker" if describing else "Node"
+            return ConfigChangeError(ErrorCode.INVALID_REQUEST, f"{what} id must be an integer, but it is: {name}")
+        expected = f"{self._config.node_id} or empty string," if describing else f"{self._config.node_id},"
         return ConfigChangeError(ErrorCode.INVALID_REQUEST,
-                                 f"Unexpected broker id, expected {self._config.node_id} or empty string, "
-                                 f"but received {name}")
+                                 f"Unexpected broker id, expected {expected} but received {name}")
+
+
+def _preprocess(ops: list[tuple[str, int, str | None]], *, legacy: bool) -> None:
+    """Kafka's ConfigAdminManager.preprocess of one resource: no key twice, no null value (but to DELETE)."""
+    keys = [key for key, _, _ in ops]
+    if len(set(keys)) != len(keys):
+        raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+    nulls = [key for key, op, value in ops if value is None and (legacy or op != DELETE)]
+    if nulls:
+        raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))

@@ -15,7 +15,13 @@ from typing import Any
 import structlog
 
 from broker.config import topic_config as tc
-from broker.config.broker_defs import BROKER_CONFIGS, DERIVED, update_mode
+from broker.config.broker_defs import (
+    BROKER_CONFIGS,
+    DERIVED,
+    SYNONYM_FAMILIES,
+    kafka_default_text,
+    update_mode,
+)
 from broker.config.definitions import (
     DEFAULT_CONFIG,
     DYNAMIC_BROKER_CONFIG,
@@ -175,43 +181,62 @@ class BrokerConfig:
     # --- describe ----------------------------------------------------------------------------------------------
     def describe(self, keys: Iterable[str] | None = None, *, include_synonyms: bool = False,
                  cluster_defaults: bool = False) -> list[ConfigDescription]:
-        """DescribeConfigs rows of this broker: every config but Kafka's internal ones not set (Kafka's
-        nonInternalValues plus originals); with `cluster_defaults` (the resource named by an empty string), only
-        the cluster-wide dynamic defaults, as Kafka's ConfigHelper answers."""
+        """DescribeConfigs rows of this broker as Kafka's ConfigHelper builds them: every config but the internal
+        ones not set (Kafka's nonInternalValues plus originals), each key's own value (a derived key such as
+        log.retention.ms is null unless set), its source the first of its synonyms'; with `cluster_defaults`
+        (the resource named by an empty string) only the cluster-wide dynamic defaults. `keys` (none or empty:
+        all) filters the rows."""
+        wanted = set(keys) if keys else None
         if cluster_defaults:
-            names = sorted(self._dynamic) if keys is None else [k for k in keys if k in self._dynamic]
-            return [ConfigDescription(n, None if BROKER_CONFIGS[n].sensitive else to_text(self._dynamic[n]),
-                                      DYNAMIC_DEFAULT_BROKER_CONFIG, BROKER_CONFIGS[n].sensitive, False,
-                                      BROKER_CONFIGS[n].type_code, BROKER_CONFIGS[n].doc or None,
-                                      ((n, None if BROKER_CONFIGS[n].sensitive else to_text(self._dynamic[n]),
-                                        DYNAMIC_DEFAULT_BROKER_CONFIG),) if include_synonyms else ())
-                    for n in names]
-        names = sorted(BROKER_CONFIGS) if keys is None else list(keys)
+            names = [n for n in sorted(self._dynamic) if wanted is None or n in wanted]
+            rows = []
+            for name in names:
+                definition = BROKER_CONFIGS[name]
+                shown = _shown(name, self._dynamic[name])
+                synonyms = [s for s in self._synonyms(name) if s[2] == DYNAMIC_DEFAULT_BROKER_CONFIG]
+                rows.append(ConfigDescription(name, shown, DYNAMIC_DEFAULT_BROKER_CONFIG, definition.sensitive,
+                                              update_mode(name) == READ_ONLY, definition.type_code,
+                                              definition.doc or None, tuple(synonyms) if include_synonyms else ()))
+            return rows
         rows = []
-        for name in names:
-            definition = BROKER_CONFIGS.get(name)
-            if definition is None or (definition.internal and keys is None and self.source(name) == DEFAULT_CONFIG):
+        for name in sorted(BROKER_CONFIGS):
+            definition = BROKER_CONFIGS[name]
+            if (wanted is not None and name not in wanted) or (definition.internal and not self._is_set(name)):
                 continue
-            value = None if definition.sensitive else to_text(self._values.get(name))
-            synonyms: tuple[tuple[str, str | None, int], ...] = ()
-            if include_synonyms:
-                synonyms = tuple(self._synonyms(name))
-            rows.append(ConfigDescription(name, value, self.source(name), definition.sensitive,
-                                          update_mode(name) == READ_ONLY,
-                                          definition.type_code, definition.doc or None, synonyms))
+            synonyms = self._synonyms(name)
+            rows.append(ConfigDescription(name, _shown(name, self._own(name)),
+                                          synonyms[0][2] if synonyms else DEFAULT_CONFIG, definition.sensitive,
+                                          update_mode(name) == READ_ONLY, definition.type_code,
+                                          definition.doc or None, tuple(synonyms) if include_synonyms else ()))
         return rows
 
-    def _synonyms(self, name: str) -> list[tuple[str, str | None, int]]:
-        """The synonyms of a described config, highest source first. A sensitive synonym's value is null in
-        every layer (Kafka's ConfigHelper.configSynonyms): the synonym would otherwise hand out the secret the
-        described value hides."""
+    def _is_set(self, name: str) -> bool:
+        return name in self._per_broker or name in self._dynamic or name in self._static
+
+    def _own(self, name: str) -> Any:
+        """A key's own value: the layers' or its default, derived keys not resolved (as Kafka shows them)."""
+        value = self._raw(name)
+        if name == "advertised.listeners" and value is None:
+            return self._values[name]  # the bound listeners: what clients are told
+        return value
+
+    def _synonyms(self, name: str, *, kafka_defaults: bool = False) -> list[tuple[str, str | None, int]]:
+        """Kafka's ConfigHelper.configSynonyms: the keys of the name's family (brokerConfigSynonyms) in each
+        layer, highest first, then their defaults, from the first entry of the name itself on. With
+        `kafka_defaults`, the defaults are Kafka's (for topic configs, whose defaults are Kafka's). A sensitive
+        synonym's value is null in every layer: it would otherwise hand out the secret the described value
+        hides."""
+        family = SYNONYM_FAMILIES.get(name, (name,))
         out = []
-        family = DERIVED.get(name, ((name, 1),))
         for layer, source in ((self._per_broker, DYNAMIC_BROKER_CONFIG), (self._dynamic, DYNAMIC_DEFAULT_BROKER_CONFIG),
                               (self._static, STATIC_BROKER_CONFIG)):
-            out += [(key, _shown(key, layer[key]), source) for key, _ in family if key in layer]
-        out += [(key, _shown(key, BROKER_CONFIGS[key].default), DEFAULT_CONFIG) for key, _ in family
-                if BROKER_CONFIGS[key].default is not None]
+            out += [(key, _shown(key, layer[key]), source) for key in family if key in layer]
+        for key in family:
+            default = kafka_default_text(key) if kafka_defaults else to_text(BROKER_CONFIGS[key].default)
+            if default is not None:
+                out.append((key, None if BROKER_CONFIGS[key].sensitive else default, DEFAULT_CONFIG))
+        while out and out[0][0] != name:
+            out.pop(0)
         return out
 
     # --- topic-level values ------------------------------------------------------------------------------------
@@ -222,16 +247,25 @@ class BrokerConfig:
             return None, DEFAULT_CONFIG
         return to_text(self._values.get(broker_key)), source
 
+    def topic_synonyms(self, broker_key: str) -> list[tuple[str, str | None, int]]:
+        """The broker synonyms Kafka lists for a topic (or group) config defaulting to `broker_key`."""
+        return self._synonyms(broker_key, kafka_defaults=True) if broker_key in BROKER_CONFIGS else []
+
     def topic_value(self, name: str, overrides: Mapping[str, str]) -> str:
-        return tc.effective_value(name, dict(overrides), self.broker_value)
+        return tc.effective_value(name, overrides, self)
 
     def topic_values(self, overrides: Mapping[str, str]) -> dict[str, str]:
         """Every topic config's effective value (text) for a topic with these overrides."""
         return {name: self.topic_value(name, overrides) for name in tc.TOPIC_CONFIGS}
 
-    def describe_topic(self, overrides: Mapping[str, str], keys: Iterable[str] | None = None) -> list[ConfigDescription]:
-        names = tc.DESCRIBED_CONFIGS if keys is None else [k for k in keys if k in tc.DESCRIBED_CONFIGS]
-        return [tc.effective(name, dict(overrides), self.broker_value) for name in names]
+    def describe_topic(self, overrides: Mapping[str, str], keys: Iterable[str] | None = None, *,
+                       raw: bool = False) -> list[ConfigDescription]:
+        """A topic's configs as Kafka describes them: every config but the internal ones it does not set (none
+        or empty `keys`: all); with `raw`, overrides as given (CreateTopics' answer)."""
+        wanted = set(keys) if keys else None
+        names = [n for n in sorted(tc.TOPIC_CONFIGS) if (wanted is None or n in wanted)
+                 and (not tc.TOPIC_CONFIGS[n].internal or n in overrides)]
+        return [tc.effective(name, overrides, self, raw=raw) for name in names]
 
     def validate_topic_value(self, name: str, value: str) -> str:
         return tc.validate(name, value)

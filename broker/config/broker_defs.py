@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from broker.config.definitions import (
     INT_MAX,
     LONG_MAX,
@@ -324,10 +326,44 @@ def _inert(name: str, kafka_type: str, default: str | None, mode: str, internal:
     return definition
 
 
-BROKER_CONFIGS: dict[str, ConfigDef] = {
-    **{name: _inert(name, *facts) for name, facts in KAFKA_BROKER_CONFIGS.items() if name not in SHOAL_CONFIGS},
-    **SHOAL_CONFIGS,
+# Apache Kafka 4.4, the referee, where it differs from the commit kafka_broker_defs was generated from: a config
+# added (max.decompressed.message.bytes), configs it does not list (internal or not yet defined there), a default
+# as it prints it.
+KAFKA_4_4_CONFIGS: dict[str, tuple[str, str | None, str, bool]] = {
+    **KAFKA_BROKER_CONFIGS,
+    "max.decompressed.message.bytes": ("int", "2147483639", CLUSTER_WIDE, False),
+    "ssl.client.auth": ("string", "none", KAFKA_BROKER_CONFIGS["ssl.client.auth"][2], False),
+    **{name: (*KAFKA_BROKER_CONFIGS[name][:3], True) for name in (
+        "group.consumer.assignor.offload.enable", "group.share.assignor.offload.enable",
+        "group.streams.acceptable.recovery.lag", "group.streams.assignor.offload.enable",
+        "group.streams.max.warmup.replicas", "group.streams.min.task.offset.interval.ms",
+        "group.streams.num.warmup.replicas", "group.streams.task.offset.interval.ms")},
 }
+# Shoal's own configs (no Kafka config of that name): listed by DescribeConfigs even when not set. Other names
+# Kafka does not define are listed only when set, as Kafka lists a config it does not know (its originals).
+SHOAL_OWN = frozenset({"shoal.loop.lag.warn.ms", "shoal.share.state.fsync.interval.ms", "metrics.prometheus.listener",
+                       "connections.max.unsent.bytes"})
+
+
+def _listed_as_kafka(definition: ConfigDef) -> ConfigDef:
+    """Shoal's definition, internal where Kafka's is (DescribeConfigs lists what Kafka lists)."""
+    kafka = KAFKA_4_4_CONFIGS.get(definition.name)
+    internal = kafka[3] if kafka is not None else definition.name not in SHOAL_OWN
+    return definition if internal == definition.internal else replace(definition, internal=internal)
+
+
+BROKER_CONFIGS: dict[str, ConfigDef] = {
+    **{name: _inert(name, *facts) for name, facts in KAFKA_4_4_CONFIGS.items() if name not in SHOAL_CONFIGS},
+    **{name: _listed_as_kafka(definition) for name, definition in SHOAL_CONFIGS.items()},
+}
+
+
+def kafka_default_text(name: str) -> str | None:
+    """Kafka's default of a broker config as it prints it (None: no default); Shoal's for a name Kafka lacks."""
+    kafka = KAFKA_4_4_CONFIGS.get(name)
+    if kafka is not None:
+        return kafka[1]
+    return to_text(BROKER_CONFIGS[name].default) if name in BROKER_CONFIGS else None
 
 
 def update_mode(name: str) -> str:
@@ -335,13 +371,21 @@ def update_mode(name: str) -> str:
     per-broker or cluster-wide. A Kafka-dynamic config that Shoal reads only at start (listeners, TLS and SASL
     settings, transaction.partition.verification.enable) is read-only here: a change could not take effect.
     Shoal's own configs: cluster-wide when Shoal applies them at run time."""
-    kafka = KAFKA_BROKER_CONFIGS.get(name)
+    kafka = KAFKA_4_4_CONFIGS.get(name)
     shoal = SHOAL_CONFIGS.get(name)
     if kafka is None:
         return CLUSTER_WIDE if shoal is not None and shoal.dynamic else READ_ONLY
     if kafka[2] != READ_ONLY and shoal is not None and not shoal.dynamic:
         return READ_ONLY
     return kafka[2]
+
+# Kafka's DynamicBrokerConfig.brokerConfigSynonyms: the keys DescribeConfigs lists as synonyms of a key.
+_FAMILIES = (("log.roll.ms", "log.roll.hours"), ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+             ("log.retention.ms", "log.retention.minutes", "log.retention.hours"))
+SYNONYM_FAMILIES: dict[str, tuple[str, ...]] = {
+    **{key: family for family in _FAMILIES for key in family},
+    "log.flush.interval.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+}
 
 # Keys whose effective value is derived from a family (Kafka: ms beats minutes beats hours).
 DERIVED: dict[str, tuple[tuple[str, int], ...]] = {

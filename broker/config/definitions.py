@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from broker.config import kafka_values
+
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
 
@@ -50,13 +52,12 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "double": lambda s: float(s.strip()),
     "list": parse_list,
 }
-_BOUNDS = {"int": (-(2**31), INT_MAX), "short": (-(2**15), 2**15 - 1), "long": (-(2**63), LONG_MAX)}
 
 
 def at_least(lo: int) -> Callable[[Any], None]:
     def check(value: Any) -> None:
         if value < lo:
-            raise ValueError(f"value must be at least {lo}")
+            raise ValueError(f"Value must be at least {lo}")
 
     return check
 
@@ -64,7 +65,7 @@ def at_least(lo: int) -> Callable[[Any], None]:
 def between(lo: int, hi: int) -> Callable[[Any], None]:
     def check(value: Any) -> None:
         if not lo <= value <= hi:
-            raise ValueError(f"value must be between {lo} and {hi}")
+            raise ValueError(f"Value must be at least {lo}" if value < lo else f"Value must be no more than {hi}")
 
     return check
 
@@ -74,14 +75,14 @@ def one_of(*choices: str) -> Callable[[Any], None]:
         items = value if isinstance(value, list) else [value]
         bad = [v for v in items if v not in choices]
         if bad or not items:
-            raise ValueError(f"value must be among {', '.join(choices)}")
+            raise ValueError(f"String must be one of: {', '.join(choices)}")
 
     return check
 
 
 def fraction(value: Any) -> None:
     if not 0.0 <= value <= 1.0:
-        raise ValueError("value must be between 0 and 1")
+        raise ValueError("Value must be at least 0" if value < 0 else "Value must be no more than 1")
 
 
 # --- the definition --------------------------------------------------------------------------------------------
@@ -89,9 +90,10 @@ def fraction(value: Any) -> None:
 class ConfigDef:
     """One config of any scope (broker, topic, group), as Kafka's ConfigDef.define.
 
-    Broker configs are typed when loaded (`parse`, ConfigError). Topic and group configs keep the text they were
-    given, as Kafka shows it back (`validate`, ValueError in the wording of Kafka's ConfigDef); their `default`
-    is that text too, and `synonym` names the broker setting they default to.
+    Broker configs are typed when loaded (`parse` and `check`, ConfigError). Topic and group configs keep the
+    text they were given, as Kafka stores it (`validate`: Kafka's parsing and `validator`, ConfigValueError in
+    Kafka's words), and are described as Kafka prints their parsed value (`canonical`); their `default` is text
+    too, and `synonym` names the broker setting they default to.
     """
 
     name: str
@@ -101,9 +103,10 @@ class ConfigDef:
     dynamic: bool = False  # may be changed with IncrementalAlterConfigs (cluster-wide default)
     doc: str = ""
     synonym: str | None = None  # the broker setting a topic or group config defaults to
-    internal: bool = False  # Kafka's defineInternal: settable, never listed by DescribeConfigs
+    internal: bool = False  # Kafka's defineInternal: settable, never listed by DescribeConfigs unless set
     # Broker configs holding a group config's allowed range (Kafka's GroupConfig.validateIntRange).
     bounds: tuple[str, str] | None = None
+    validator: Callable[[str, Any], None] | None = None  # a topic or group config's (kafka_values validators)
 
     @property
     def sensitive(self) -> bool:
@@ -114,46 +117,39 @@ class ConfigDef:
         return TYPE_CODES[self.type]
 
     def parse(self, text: str) -> Any:
+        """A broker value from its text: numbers and booleans as Kafka's ConfigDef parses them, lists without
+        their empty items; ConfigError in Kafka's words."""
         try:
-            value = _PARSERS[self.type](str(text))
-        except ValueError:
-            raise ConfigError(f"Invalid value {text!r} for configuration {self.name}: expected {self.type}") from None
-        bounds = _BOUNDS.get(self.type)
-        if bounds is not None and not bounds[0] <= value <= bounds[1]:
-            raise ConfigError(f"Invalid value {text!r} for configuration {self.name}: out of {self.type} range")
+            if self.type in _KAFKA_PARSED:
+                value = kafka_values.parse(self.name, self.type, str(text))
+            else:
+                value = _PARSERS[self.type](str(text))
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
         if self.check is not None:
             try:
                 self.check(value)
             except ValueError as err:
-                raise ConfigError(f"Invalid value {text!r} for configuration {self.name}: {err}") from None
+                raise ConfigError(f"Invalid value {kafka_values.java_str(value)} for configuration {self.name}: "
+                                  f"{err}") from None
         return value
 
     def validate(self, text: str) -> str:
-        """The text to keep for a topic or group value; the check sees the stripped text."""
-        value = text.strip()
-        try:
-            if self.type in _JAVA_NUMBERS:
-                _check_java_number(self.type, value, in_range=self.bounds is None)
-            if self.check is not None:
-                self.check(value)
-        except ValueError as err:
-            raise ValueError(f"Invalid value {text} for configuration {self.name}: {err}") from None
-        return value
+        """A topic or group value as Kafka checks it (ConfigValueError with Kafka's message); the text to keep,
+        as given."""
+        parsed = kafka_values.parse(self.name, self.type, text)
+        if self.validator is not None:
+            self.validator(self.name, parsed)
+        return text
+
+    def canonical(self, text: str | None) -> str | None:
+        """A valid topic or group value as Kafka describes it (its parsed value converted back to text)."""
+        if text is None:
+            return None
+        return kafka_values.to_text(kafka_values.parse(self.name, self.type, text))
 
 
-# Kafka parses INT and LONG configs as Java ints and longs: anything else is "Not a number of type ...".
-_JAVA_NUMBERS = {"int": ("INT", -(2**31), INT_MAX), "long": ("LONG", -(2**63), LONG_MAX)}
-
-
-def _check_java_number(kind: str, value: str, *, in_range: bool) -> None:
-    # A group config bounded by broker settings reports a huge number against those bounds instead.
-    name, lo, hi = _JAVA_NUMBERS[kind]
-    try:
-        number = int(value)
-    except ValueError:
-        raise ValueError(f"Not a number of type {name}") from None
-    if in_range and not lo <= number <= hi:
-        raise ValueError(f"Not a number of type {name}")
+_KAFKA_PARSED = frozenset({"bool", "int", "short", "long", "double"})
 
 
 # --- topic and group values: validators in Kafka's ConfigDef wording (they see the text) ---------------------
@@ -172,7 +168,7 @@ def int_range(lo: int, hi: int | None = None) -> Callable[[str], None]:
 def in_values(*choices: str) -> Callable[[str], None]:
     def check(value: str) -> None:
         if value not in choices:
-            raise ValueError(f"value must be one of {', '.join(choices)}")
+            raise ValueError(f"String must be one of: {', '.join(choices)}")
 
     return check
 
@@ -198,4 +194,6 @@ def to_text(value: Any) -> str | None:
         return "true" if value else "false"
     if isinstance(value, list):
         return ",".join(str(v) for v in value)
+    if isinstance(value, float):
+        return kafka_values.java_double(value)
     return str(value)

@@ -10,17 +10,12 @@ to running groups at once.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
+from broker.config import kafka_values as kv
 from broker.config.broker_defs import default_text
-from broker.config.definitions import (
-    DEFAULT_CONFIG,
-    GROUP_CONFIG,
-    ConfigDef,
-    ConfigDescription,
-    in_values,
-    int_range,
-)
+from broker.config.definitions import DEFAULT_CONFIG, GROUP_CONFIG, ConfigDef, ConfigDescription
+from broker.config.topic_config import BrokerSettings
 
 # ISO-8601 duration as Java's Duration.parse accepts it (days, hours, minutes, seconds).
 _DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$", re.IGNORECASE)
@@ -36,28 +31,31 @@ def duration_ms(text: str) -> int:
     return int(total_s * 1000)
 
 
-def _auto_offset_reset(value: str) -> None:
+def _auto_offset_reset(name: str, value: str) -> None:
     if value in ("latest", "earliest"):
         return
     if value.startswith("by_duration:"):
-        duration_ms(value.removeprefix("by_duration:"))
-        return
-    raise ValueError("value must be latest, earliest or by_duration:<ISO-8601 duration>")
+        try:
+            duration_ms(value.removeprefix("by_duration:"))
+            return
+        except ValueError:
+            pass
+    raise kv.invalid(name, value, f"Invalid value `{value}` for configuration {name}. The value must be either "
+                                  "'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'.")
 
 
-def _boolean(value: str) -> None:
-    # Kafka's ConfigDef accepts true/false in any case.
-    if value.lower() not in ("true", "false"):
-        raise ValueError("Expected value to be either true or false")
-
-
-def _dlq_topic_name(value: str) -> None:
+def _dlq_topic_name(name: str, value: str) -> None:
     # KIP-1191: internal topics (their names start with "__") can never be a dead-letter queue.
     if value.startswith("__"):
-        raise ValueError("DLQ topic name must not start with '__'")
+        raise kv.ConfigValueError(f"{name}: DLQ topic name must not start with '__'")
 
 
-def _group(name: str, type: str, synonym: str | None, check: Callable[[str], None], *, default: str | None = None,
+def _non_negative_list(name: str, value: list[str]) -> None:
+    if any(not item for item in value):
+        raise kv.ConfigValueError(f"Configuration '{name}' values must not be empty.")
+
+
+def _group(name: str, type: str, synonym: str | None, validator=None, *, default: str | None = None,
            bounded: bool = False) -> ConfigDef:
     """A group config; its default is its broker synonym's (as Kafka's GroupConfig), unless it has none.
     A bounded one must lie within the synonym's `min`/`max` broker configs (validateIntRange)."""
@@ -68,62 +66,93 @@ def _group(name: str, type: str, synonym: str | None, check: Callable[[str], Non
         family, _, key = key.partition(".")
         if bounded:
             bounds = (f"{prefix}.{family}.min.{key}", f"{prefix}.{family}.max.{key}")
-    return ConfigDef(name, type, default, check, synonym=synonym, bounds=bounds)
+    return ConfigDef(name, type, default, synonym=synonym, bounds=bounds, validator=validator)
 
 
 _SHARE = "group.share"
 _CONSUMER = "group.consumer"
+_STREAMS = "group.streams"
+# Kafka 4.4's GroupConfig: types, validators and broker synonyms. The assignment intervals and the streams
+# group's configs are accepted and described with no effect (Shoal assigns at once and serves no streams group).
 _DEFS = [
-    _group("consumer.session.timeout.ms", "int", f"{_CONSUMER}.session.timeout.ms", int_range(1), bounded=True),
-    _group("consumer.heartbeat.interval.ms", "int", f"{_CONSUMER}.heartbeat.interval.ms", int_range(1),
+    _group("consumer.assignment.interval.ms", "int", f"{_CONSUMER}.assignment.interval.ms", kv.at_least(0),
            bounded=True),
-    _group("share.session.timeout.ms", "int", f"{_SHARE}.session.timeout.ms", int_range(1), bounded=True),
-    _group("share.heartbeat.interval.ms", "int", f"{_SHARE}.heartbeat.interval.ms", int_range(1), bounded=True),
-    _group("share.record.lock.duration.ms", "int", f"{_SHARE}.record.lock.duration.ms", int_range(1000),
+    _group("consumer.heartbeat.interval.ms", "int", f"{_CONSUMER}.heartbeat.interval.ms", kv.at_least(1),
            bounded=True),
-    _group("share.delivery.count.limit", "int", f"{_SHARE}.delivery.count.limit", int_range(2), bounded=True),
-    _group("share.partition.max.record.locks", "int", f"{_SHARE}.partition.max.record.locks", int_range(100),
-           bounded=True),
-    _group("share.auto.offset.reset", "string", None, _auto_offset_reset, default="latest"),
-    _group("share.isolation.level", "string", None, in_values("read_uncommitted", "read_committed"),
-           default="read_uncommitted"),
-    _group("share.renew.acknowledge.enable", "bool", None, _boolean, default="true"),
+    _group("consumer.session.timeout.ms", "int", f"{_CONSUMER}.session.timeout.ms", kv.at_least(1), bounded=True),
+    _group("errors.deadletterqueue.copy.record.enable", "bool", None, default="false"),
     _group("errors.deadletterqueue.topic.name", "string", None, _dlq_topic_name, default=""),
-    _group("errors.deadletterqueue.copy.record.enable", "bool", None, _boolean, default="false"),
+    _group("share.assignment.interval.ms", "int", f"{_SHARE}.assignment.interval.ms", kv.at_least(0), bounded=True),
+    _group("share.auto.offset.reset", "string", None, _auto_offset_reset, default="latest"),
+    _group("share.delivery.count.limit", "int", f"{_SHARE}.delivery.count.limit", kv.at_least(2), bounded=True),
+    _group("share.heartbeat.interval.ms", "int", f"{_SHARE}.heartbeat.interval.ms", kv.at_least(1), bounded=True),
+    _group("share.isolation.level", "string", None, kv.one_of("read_committed", "read_uncommitted"),
+           default="read_uncommitted"),
+    _group("share.partition.max.record.locks", "int", f"{_SHARE}.partition.max.record.locks", kv.at_least(100),
+           bounded=True),
+    _group("share.record.lock.duration.ms", "int", f"{_SHARE}.record.lock.duration.ms", kv.at_least(1000),
+           bounded=True),
+    _group("share.renew.acknowledge.enable", "bool", None, default="true"),
+    _group("share.session.timeout.ms", "int", f"{_SHARE}.session.timeout.ms", kv.at_least(1), bounded=True),
+    _group("streams.assignment.interval.ms", "int", f"{_STREAMS}.assignment.interval.ms", kv.at_least(0),
+           bounded=True),
+    _group("streams.assignor.name", "string", f"{_STREAMS}.assignors"),
+    _group("streams.heartbeat.interval.ms", "int", f"{_STREAMS}.heartbeat.interval.ms", kv.at_least(1),
+           bounded=True),
+    _group("streams.initial.rebalance.delay.ms", "int", f"{_STREAMS}.initial.rebalance.delay.ms", kv.at_least(0)),
+    _group("streams.num.standby.replicas", "int", f"{_STREAMS}.num.standby.replicas", kv.at_least(0)),
+    _group("streams.rack.aware.assignment.tags", "list", f"{_STREAMS}.rack.aware.assignment.tags",
+           _non_negative_list),
+    _group("streams.session.timeout.ms", "int", f"{_STREAMS}.session.timeout.ms", kv.at_least(1), bounded=True),
 ]
 GROUP_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
 # Session timeout must stay above the heartbeat interval (Kafka's validateSessionExceedsHeartbeat).
 _SESSION_HEARTBEAT = [("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"),
-                      ("share.session.timeout.ms", "share.heartbeat.interval.ms")]
+                      ("share.session.timeout.ms", "share.heartbeat.interval.ms"),
+                      ("streams.session.timeout.ms", "streams.heartbeat.interval.ms")]
 
 BrokerGet = Callable[[str], object]
-BrokerLookup = Callable[[str], tuple[str | None, int]]
 
 
 def validate(name: str, value: str) -> str:
-    """Syntax and type of one value (the broker's bounds are checked by `validate_overrides`)."""
+    """Syntax and type of one value, as given (the broker's bounds are checked by `validate_all`)."""
     definition = GROUP_CONFIGS.get(name)
     if definition is None:
         raise ValueError(f"Unknown group config name: {name}")
-    text = definition.validate(value)
-    return text.lower() if definition.type == "bool" else text
+    return definition.validate(value)
 
 
-def validate_overrides(changed: dict[str, str | None], overrides: dict[str, str], broker_get: BrokerGet) -> None:
-    """Kafka's GroupConfig.validate for a group's overrides after a change (`changed`: the new values, None for a
-    deleted one): each set integer config within the broker's min/max (`key must be in the range MIN to MAX
-    inclusive.`), and the session timeout above the heartbeat interval, taking the broker's value for whichever
-    of the two the group does not set (so deleting one may be refused too)."""
-    for name, value in changed.items():
+def validate_all(overrides: dict[str, str], broker_get: BrokerGet) -> None:
+    """Kafka's GroupConfig.validate of a group's overrides after a change: the names, each value, each integer
+    config within the broker's min/max (`key must be in the range MIN to MAX inclusive.`), the streams
+    settings Kafka checks against the broker's, and the session timeout above the heartbeat interval, taking
+    the broker's value for whichever of the two the group does not set."""
+    unknown = [name for name in overrides if name not in GROUP_CONFIGS]
+    if unknown:
+        raise ValueError(f"Unknown group config name: {unknown[0]}")
+    values = {name: GROUP_CONFIGS[name].canonical(validate(name, value)) or "" for name, value in overrides.items()}
+    for name, value in values.items():
         definition = GROUP_CONFIGS[name]
         if value is not None and definition.bounds is not None:
             lo, hi = (int(str(broker_get(key))) for key in definition.bounds)
             if not lo <= int(value) <= hi:
                 raise ValueError(f"{name} must be in the range {lo} to {hi} inclusive.")
+    standby = values.get("streams.num.standby.replicas")
+    if standby is not None:
+        most = int(str(broker_get(f"{_STREAMS}.max.standby.replicas")))
+        if int(standby) > most:
+            raise ValueError(f"streams.num.standby.replicas must be less than or equal to {most}")
+    assignor = values.get("streams.assignor.name")
+    if assignor is not None:
+        registered = broker_get(f"{_STREAMS}.assignors")
+        names = list(registered) if isinstance(registered, list) else [str(registered)]
+        if assignor not in names:
+            raise ValueError(f"streams.assignor.name '{assignor}' is not a registered task assignor. Registered "
+                             f"assignors are: [{', '.join(names)}].")
     for session, heartbeat in _SESSION_HEARTBEAT:
-        if session in changed or heartbeat in changed:
-            s = int(overrides.get(session) or str(broker_get(GROUP_CONFIGS[session].synonym)))
-            h = int(overrides.get(heartbeat) or str(broker_get(GROUP_CONFIGS[heartbeat].synonym)))
+        if session in values or heartbeat in values:
+            s = int(values.get(session) or str(broker_get(GROUP_CONFIGS[session].synonym)))
+            h = int(values.get(heartbeat) or str(broker_get(GROUP_CONFIGS[heartbeat].synonym)))
             if s <= h:
                 raise ValueError(f"{session} must be greater than {heartbeat}")
 
@@ -138,19 +167,33 @@ def clamped(name: str, value: str, broker_get: BrokerGet) -> str:
     return str(min(max(int(value), lo), hi))
 
 
-def effective(name: str, overrides: dict[str, str], broker_value: BrokerLookup) -> ConfigDescription:
-    """The group's value of `name` and where it comes from: its override (GROUP_CONFIG source), else the broker
-    setting it defaults to (static or dynamic), else the default; synonyms list them in that order."""
+def effective(name: str, overrides: Mapping[str, str], broker: BrokerSettings) -> ConfigDescription:
+    """The group's value of `name` as Kafka's ConfigHelper describes it: its override (GROUP_CONFIG source, its
+    parsed value), else the broker setting it defaults to (static or dynamic), else the default; the synonyms
+    are the override, then the broker's synonyms, or the config's own default when it has no broker synonym."""
     definition = GROUP_CONFIGS[name]
-    synonyms: list[tuple[str, str | None, int]] = []
-    if name in overrides:
-        synonyms.append((name, overrides[name], GROUP_CONFIG))
-    value, source = definition.default, DEFAULT_CONFIG
+    value = definition.default
     if definition.synonym is not None:
-        broker, broker_source = broker_value(definition.synonym)
-        if broker is not None and broker_source != DEFAULT_CONFIG:
-            value, source = broker, broker_source
-        synonyms.append((definition.synonym, value, source))
+        synonyms = broker.topic_synonyms(definition.synonym)
+        broker_text, broker_source = broker.broker_value(definition.synonym)
+        if broker_text is not None and broker_source != DEFAULT_CONFIG:
+            value = broker_text
+    else:
+        synonyms = [(name, definition.default, DEFAULT_CONFIG)]
     if name in overrides:
-        value, source = overrides[name], GROUP_CONFIG
+        value = definition.canonical(overrides[name])
+        synonyms.insert(0, (name, value, GROUP_CONFIG))
+    source = synonyms[0][2] if synonyms else DEFAULT_CONFIG
     return ConfigDescription(name, value, source, config_type=definition.type_code, synonyms=tuple(synonyms))
+
+
+def effective_value(name: str, overrides: Mapping[str, str], broker: BrokerSettings) -> str:
+    """What Shoal's components read: the effective value in Kafka's canonical text."""
+    definition = GROUP_CONFIGS[name]
+    if name in overrides:
+        return definition.canonical(overrides[name]) or ""
+    if definition.synonym is not None:
+        text, source = broker.broker_value(definition.synonym)
+        if text is not None and source != DEFAULT_CONFIG:
+            return text
+    return definition.default or ""

@@ -3,9 +3,10 @@
 Authorization as Kafka's ConfigHelper / ControllerApis: DESCRIBE_CONFIGS (ALTER_CONFIGS) on the topic, the group,
 or the cluster for broker and client-metrics resources; a refused resource gets its type's authorization error.
 
-A resource named twice in one request answers INVALID_REQUEST "Duplicate resource." (Kafka's ConfigAdminManager
-rule for alterations, applied to DescribeConfigs too): no client sends duplicates (librdkafka and the Java admin
-refuse them), and answering each copy let one 100 KB request build a 260 MB response.
+A resource named twice in one IncrementalAlterConfigs is refused, every copy (Kafka's ConfigAdminManager: INVALID_REQUEST
+"Each resource must appear at most once."). Kafka describes every copy in a DescribeConfigs; Shoal describes the
+first and answers the others INVALID_REQUEST "Duplicate resource.": no client sends duplicates (librdkafka and the
+Java admin refuse them), and answering each copy let one 100 KB request build a 260 MB response.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ INCREMENTAL_ALTER_CONFIGS = 44
 _GUARD = {TOPIC_RESOURCE: ResourceType.TOPIC, GROUP_RESOURCE: ResourceType.GROUP, BROKER_RESOURCE: ResourceType.CLUSTER,
           BROKER_LOGGER_RESOURCE: ResourceType.CLUSTER, CLIENT_METRICS_RESOURCE: ResourceType.CLUSTER}
 DUPLICATE_RESOURCE = (int(ErrorCode.INVALID_REQUEST), "Duplicate resource.")
+DUPLICATE_ALTERATION = (int(ErrorCode.INVALID_REQUEST), "Each resource must appear at most once.")
 
 
 def _repeated(resources) -> set[tuple[int, str]]:
@@ -63,8 +65,10 @@ async def handle_describe_configs(ctx: RequestContext, req) -> dict:
                             "resource_type": resource.resource_type, "resource_name": resource.resource_name})
             continue
         if resource.resource_type == CLIENT_METRICS_RESOURCE:  # client-metrics subscriptions (KIP-714)
-            results.append(ctx.broker.client_metrics_resources.describe(resource.resource_name,
-                                                                        resource.configuration_keys))
+            results.append(ctx.broker.client_metrics_resources.describe(
+                resource.resource_name, resource.configuration_keys,
+                include_synonyms=version >= 1 and req.include_synonyms,
+                include_documentation=version >= 3 and req.include_documentation))
             continue
         results.append(service.describe(
             resource.resource_type,
@@ -84,7 +88,7 @@ async def handle_incremental_alter_configs(ctx: RequestContext, req) -> dict:
         duplicate = (resource.resource_type, resource.resource_name) in repeated
         # every copy is refused: which of two alterations was meant is unknowable. A broker logger's
         # authorization comes after the checks of its operations, as Kafka's RuntimeLoggerManager does it.
-        refused = DUPLICATE_RESOURCE if duplicate else (
+        refused = DUPLICATE_ALTERATION if duplicate else (
             None if resource.resource_type == BROKER_LOGGER_RESOURCE else
             _refused(ctx, AclOperation.ALTER_CONFIGS, resource.resource_type, resource.resource_name))
         if refused is not None:

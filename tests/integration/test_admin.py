@@ -167,7 +167,8 @@ def test_min_compaction_lag_above_max_is_refused(broker):
 
 def test_segment_bytes_below_one_mebibyte_is_refused(broker):
     """KIP-1030 (Kafka 4.0): segment.bytes and log.segment.bytes are at least 1 MiB; internal.segment.bytes (Kafka's
-    internal config for tests) still gives smaller segments and is not listed by DescribeConfigs."""
+    internal config for tests) still gives smaller segments; DescribeConfigs lists it where a topic sets it (as Kafka
+lists a set internal config)."""
     admin = admin_client(broker.bootstrap)
     with pytest.raises(KafkaException) as err:
         admin.create_topics([NewTopic("segs", num_partitions=1, config={"segment.bytes": "65536"})])[
@@ -184,4 +185,6 @@ def test_segment_bytes_below_one_mebibyte_is_refused(broker):
     admin.create_topics([NewTopic("segs", num_partitions=1, config={"internal.segment.bytes": "65536"})])[
         "segs"].result(timeout=30)
     configs = _configs(admin, ConfigResource(ResourceType.TOPIC, "segs"))
-    assert "internal.segment.bytes" not in configs and configs["segment.bytes"].value == "1073741824"
+    assert configs["internal.segment.bytes"].value == "65536" and configs["segment.bytes"].value == "1073741824"
+    plain = _configs(admin, ConfigResource(ResourceType.TOPIC, "__consumer_offsets"))
+    assert "internal.segment.bytes" not in plain

@@ -92,7 +92,7 @@ def test_a_resource_named_twice_in_config_requests_is_refused_not_described_agai
                   "configs": [{"name": "retention.ms", "config_operation": 0, "value": "1000"}]}
         answer = raw.call(INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [change, change], "validate_only": False})
         assert [(r.error_code, r.error_message) for r in answer.responses] == [
-            (ErrorCode.INVALID_REQUEST, "Duplicate resource.")] * 2
+            (ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")] * 2
         described = raw.call(DESCRIBE_CONFIGS, 4, {
             "resources": [{"resource_type": TOPIC, "resource_name": "conf", "configuration_keys": ["retention.ms"]}],
             "include_synonyms": False, "include_documentation": False})

@@ -31,10 +31,9 @@ BROKER = {"group.share.min.session.timeout.ms": 45000, "group.share.max.session.
 
 
 def check(changes: dict[str, str], overrides: dict[str, str] | None = None) -> None:
-    from broker.config.group_config import validate_overrides
+    from broker.config.group_config import validate_all
 
-    merged = {**(overrides or {}), **changes}
-    validate_overrides(changes, merged, BROKER.__getitem__)
+    validate_all({**(overrides or {}), **changes}, BROKER.__getitem__)
 
 
 def test_share_configs_within_the_brokers_bounds_with_kafkas_messages():
@@ -75,41 +74,37 @@ def test_consumer_configs_within_the_brokers_bounds_with_kafkas_messages():
 def test_session_timeout_must_exceed_heartbeat_interval_with_broker_values_for_the_missing_one():
     broker = dict(BROKER)
     broker["group.share.min.session.timeout.ms"] = 1000
-    from broker.config.group_config import validate_overrides
+    from broker.config.group_config import validate_all
 
     with pytest.raises(ValueError, match="^share.session.timeout.ms must be greater than share.heartbeat.interval.ms$"):
-        validate_overrides({"share.session.timeout.ms": "5000"}, {"share.session.timeout.ms": "5000"},
-                           broker.__getitem__)  # the broker's heartbeat interval is 5000
-    validate_overrides({"share.session.timeout.ms": "5001"}, {"share.session.timeout.ms": "5001"}, broker.__getitem__)
+        validate_all({"share.session.timeout.ms": "5000"}, broker.__getitem__)  # the broker's heartbeat interval is 5000
+    validate_all({"share.session.timeout.ms": "5001"}, broker.__getitem__)
 
 
 def test_deleting_an_override_is_refused_when_the_session_would_not_exceed_the_heartbeat_interval():
     broker = dict(BROKER)
     broker["group.consumer.min.session.timeout.ms"] = 1000
     broker["group.consumer.min.heartbeat.interval.ms"] = 50
-    from broker.config.group_config import validate_overrides
+    from broker.config.group_config import validate_all
 
     # session 1500 with heartbeat 500 is fine; deleting the heartbeat override brings back the broker's 5000
-    validate_overrides({"consumer.heartbeat.interval.ms": "500", "consumer.session.timeout.ms": "1500"},
-                       {"consumer.heartbeat.interval.ms": "500", "consumer.session.timeout.ms": "1500"},
-                       broker.__getitem__)
+    validate_all({"consumer.heartbeat.interval.ms": "500", "consumer.session.timeout.ms": "1500"},
+                 broker.__getitem__)
     with pytest.raises(ValueError, match="^consumer.session.timeout.ms must be greater than "
                                          "consumer.heartbeat.interval.ms$"):
-        validate_overrides({"consumer.heartbeat.interval.ms": None}, {"consumer.session.timeout.ms": "1500"},
-                           broker.__getitem__)
-    validate_overrides({"consumer.heartbeat.interval.ms": None, "consumer.session.timeout.ms": None}, {},
-                       broker.__getitem__)
+        validate_all({"consumer.session.timeout.ms": "1500"}, broker.__getitem__)
+    validate_all({}, broker.__getitem__)
 
 
 def test_syntax_of_the_kafka_4_3_and_4_4_group_configs():
-    assert validate("share.renew.acknowledge.enable", "FALSE") == "false"
+    assert validate("share.renew.acknowledge.enable", "FALSE") == "FALSE"  # kept as given, as Kafka
     assert validate("errors.deadletterqueue.copy.record.enable", "true") == "true"
     assert validate("errors.deadletterqueue.topic.name", "dlq.orders") == "dlq.orders"
     assert validate("share.isolation.level", "read_committed") == "read_committed"
     bad = [("share.renew.acknowledge.enable", "yes", "Expected value to be either true or false"),
            ("share.delivery.count.limit", "five", "Not a number of type INT"),
            ("errors.deadletterqueue.topic.name", "__consumer_offsets", "DLQ topic name must not start with '__'"),
-           ("share.isolation.level", "serializable", "value must be one of")]
+           ("share.isolation.level", "serializable", "String must be one of: read_committed, read_uncommitted")]
     for name, value, message in bad:
         with pytest.raises(ValueError, match=message):
             validate(name, value)
