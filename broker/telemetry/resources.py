@@ -17,6 +17,21 @@ if TYPE_CHECKING:
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 CLIENT_METRICS_CONFIG_SOURCE = 7  # DescribeConfigs' ConfigSource.CLIENT_METRICS_CONFIG
+DEFAULT_CONFIG_SOURCE = 5
+INT_TYPE, LIST_TYPE = 3, 7  # DescribeConfigs' config types
+# name -> (type, default as described, documentation)
+_DESCRIBED = {
+    sub.INTERVAL_MS: (INT_TYPE, str(sub.DEFAULT_INTERVAL_MS), "How often matching clients push their metrics (ms)."),
+    sub.MATCH: (LIST_TYPE, "", "Which clients the subscription applies to: selector=pattern pairs (RE2)."),
+    sub.METRICS: (LIST_TYPE, "", "Prefixes of the metric names the matching clients push (* for all)."),
+}
+
+
+def _shown(key: str, value: str) -> str:
+    """A stored value as Kafka describes it: a number parsed, a list's items trimmed and joined by commas."""
+    if key == sub.INTERVAL_MS:
+        return str(int(value.strip()))
+    return ",".join(item.strip() for item in value.split(",")) if value.strip() else ""
 
 
 class ClientMetricsResources:
@@ -33,19 +48,30 @@ class ClientMetricsResources:
     def names(self) -> list[str]:
         return sorted(self._topics.registry.client_metrics_configs)
 
-    def describe(self, name: str, keys) -> dict:
-        """As Kafka's ConfigHelper: the subscription's configs as set (no defaults), source CLIENT_METRICS_CONFIG;
-        an unknown subscription has no configs."""
-        result = {"error_code": 0, "error_message": None, "resource_type": CLIENT_METRICS_RESOURCE,
+    def describe(self, name: str, keys, *, include_synonyms: bool = False, include_documentation: bool = False
+                 ) -> dict:
+        """As Kafka 4.4's ConfigHelper: the three configs of a subscription (none or empty `keys`: all), a set one
+        with its value as Kafka prints it and source CLIENT_METRICS_CONFIG (itself its synonym), the others with
+        their defaults; an unknown subscription has only defaults."""
+        result = {"error_code": 0, "error_message": "", "resource_type": CLIENT_METRICS_RESOURCE,
                   "resource_name": name, "configs": []}
         if not name:
             return {**result, "error_code": int(ErrorCode.INVALID_REQUEST),
                     "error_message": "Client metrics subscription name must not be empty"}
         props = self._topics.registry.client_metrics_configs.get(name, {})
-        result["configs"] = [
-            {"name": key, "value": value, "read_only": False, "config_source": CLIENT_METRICS_CONFIG_SOURCE,
-             "is_sensitive": False, "synonyms": [], "config_type": 0, "documentation": None}
-            for key, value in sorted(props.items()) if not keys or key in keys]
+        for key, (type_code, default, doc) in _DESCRIBED.items():
+            if keys and key not in keys:
+                continue
+            if key in props:
+                value = _shown(key, props[key])
+                source, synonyms = CLIENT_METRICS_CONFIG_SOURCE, [{"name": key, "value": value,
+                                                                  "source": CLIENT_METRICS_CONFIG_SOURCE}]
+            else:
+                value, source, synonyms = default, DEFAULT_CONFIG_SOURCE, []
+            result["configs"].append({
+                "name": key, "value": value, "read_only": False, "config_source": source, "is_sensitive": False,
+                "synonyms": synonyms if include_synonyms else [], "config_type": type_code,
+                "documentation": doc if include_documentation else None})
         return result
 
     async def alter(self, name: str, ops: list[tuple[str, int, str | None]], *,

@@ -107,10 +107,12 @@ def test_alter_configs_client_metrics_subscription(cluster):
     with RawClient(cluster.port) as client:
         assert _alter(client, CLIENT_METRICS, "sub", {"metrics": "org.apache.kafka.producer.",
                                                       "interval.ms": "60000"}) == (NONE, None)
+        # as Kafka 4.4, the configs not set are described with their defaults
         assert {n: c.value for n, c in _describe(client, CLIENT_METRICS, "sub").items()} == \
-            {"metrics": "org.apache.kafka.producer.", "interval.ms": "60000"}
+            {"metrics": "org.apache.kafka.producer.", "interval.ms": "60000", "match": ""}
         assert _alter(client, CLIENT_METRICS, "sub", {"interval.ms": "30000"}) == (NONE, None)
-        assert {n: c.value for n, c in _describe(client, CLIENT_METRICS, "sub").items()} == {"interval.ms": "30000"}
+        assert {n: c.value for n, c in _describe(client, CLIENT_METRICS, "sub").items()} == {
+            "interval.ms": "30000", "metrics": "", "match": ""}
         assert _alter(client, CLIENT_METRICS, "sub", {"interval.ms": None})[0] == INVALID_REQUEST
 
 

@@ -172,7 +172,7 @@ def test_subscriptions_listed_described_and_kept_across_a_restart(tmp_path):
             result = described.results[0]
             assert result.error_code == 0
             assert {(c.name, c.value, c.config_source) for c in result.configs} == {
-                ("metrics", "a,b", 7), ("interval.ms", "1000", 7)}
+                ("metrics", "a,b", 7), ("interval.ms", "1000", 7), ("match", "", 5)}  # as Kafka 4.4: with defaults
             # the kept subscription is served: a client gets its interval
             assert get(client).push_interval_ms == 1000
     finally:
