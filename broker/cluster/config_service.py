@@ -76,7 +76,8 @@ def _entry_dict(entry, include_synonyms: bool, include_documentation: bool) -> d
         "is_sensitive": entry.is_sensitive,
         "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in entry.synonyms] if include_synonyms else [],
         "config_type": entry.config_type,
-        "documentation": entry.documentation if include_documentation else None,
+        # Kafka documents every config: Shoal's text where it has one, else an empty one
+        "documentation": (entry.documentation or "") if include_documentation else None,
     }
 
 
@@ -339,12 +340,9 @@ class ConfigService:
         current = dict(self._topics.registry.group_configs.get(group_id, {}))
         changes: dict[str, str | None] = {key: None for key in current} if replace else {}
         for key, op, value in ops:
-            if op in (APPEND, SUBTRACT):
-                definition = gc.GROUP_CONFIGS.get(key)
-                if definition is None or definition.type != "list":
-                    raise ConfigChangeError(ErrorCode.INVALID_CONFIG, f"Can't {_OP_NAMES[op]} to key {key} because "
-                                            "its type is not LIST.")
-                value = _apply_list_op(current.get(key, definition.default), op, value)
+            if op in (APPEND, SUBTRACT):  # Kafka knows no list-typed group config here, its lists included
+                raise ConfigChangeError(ErrorCode.INVALID_CONFIG, f"Can't {_OP_NAMES[op]} to key {key} because "
+                                        "its type is not LIST.")
             changes[key] = None if op == DELETE else value
         if not group_id:
             raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")

@@ -67,6 +67,8 @@ class BrokerConfig:
                     self.unknown[key] = str(text)
                 continue
             self._static[key] = definition.parse(str(text))
+        if "node.id" in self._static and "broker.id" not in self._static:
+            self._static["broker.id"] = self._static["node.id"]  # as Kafka in KRaft mode: broker.id is node.id
         self._dynamic: dict[str, Any] = {}  # cluster-wide dynamic defaults
         self._per_broker: dict[str, Any] = {}  # dynamic settings of this broker (its id named)
         for key, text in (dynamic or {}).items():
@@ -300,7 +302,7 @@ class BrokerConfig:
                 last_key, scale = family[-1]
                 values[name] = values[last_key] * scale
         if values["log.dirs"] is None:
-            values["log.dirs"] = [values["log.dir"]]
+            values["log.dirs"] = list(values["log.dir"])
         if values["advertised.listeners"] is None:
             values["advertised.listeners"] = values["listeners"]
         self._values = values

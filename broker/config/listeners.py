@@ -81,10 +81,12 @@ def check_listeners(value: list[str]) -> None:
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
-def parse_protocol_map(value: list[str]) -> dict[str, str]:
-    """`listener.security.protocol.map`: NAME:PROTOCOL pairs, names upper-cased as listener names are."""
+def parse_protocol_map(value: str | list[str]) -> dict[str, str]:
+    """`listener.security.protocol.map`: NAME:PROTOCOL pairs (comma-separated in Kafka's string), names
+    upper-cased as listener names are."""
+    items = [item for item in value.split(",") if item.strip()] if isinstance(value, str) else value
     out: dict[str, str] = {}
-    for item in value:
+    for item in items:
         name, sep, protocol = item.partition(":")
         name, protocol = name.strip().upper(), protocol.strip().upper()
         if not sep or not name:
@@ -95,7 +97,7 @@ def parse_protocol_map(value: list[str]) -> dict[str, str]:
     return out
 
 
-def check_protocol_map(value: list[str]) -> None:
+def check_protocol_map(value: str | list[str]) -> None:
     parse_protocol_map(value)
 
 

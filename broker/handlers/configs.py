@@ -11,6 +11,7 @@ Java admin refuse them), and answering each copy let one 100 KB request build a 
 
 from __future__ import annotations
 
+from broker.cluster.config_service import INVALID_REQUEST_MESSAGE
 from broker.cluster.topics import BROKER_RESOURCE, CLIENT_METRICS_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE
 from broker.config.broker_loggers import BROKER_LOGGER_RESOURCE
 from broker.context import RequestContext
@@ -50,6 +51,12 @@ def _refused(ctx: RequestContext, operation: AclOperation, resource_type: int, n
 async def handle_describe_configs(ctx: RequestContext, req) -> dict:
     service = ctx.broker.configs
     version = ctx.api_version
+    if any(resource.resource_type not in _GUARD for resource in req.resources):
+        # Kafka fails the whole request on a resource type it does not know (while authorizing it): every
+        # resource is answered INVALID_REQUEST with the error's generic message
+        return {"throttle_time_ms": 0, "results": [
+            {"error_code": int(ErrorCode.INVALID_REQUEST), "error_message": INVALID_REQUEST_MESSAGE, "configs": [],
+             "resource_type": r.resource_type, "resource_name": r.resource_name} for r in req.resources]}
     results = []
     seen: set[tuple[int, str]] = set()
     pacer = Pacer()

@@ -112,7 +112,8 @@ async def handle_metadata(ctx: RequestContext, req) -> dict:
     if version >= 8:
         if req.get("include_topic_authorized_operations"):
             for entry in entries:
-                if entry["error_code"] == 0:
+                # as Kafka: also for a topic that does not exist or whose name is invalid, not for one refused
+                if entry["name"] is not None and entry["error_code"] != ErrorCode.TOPIC_AUTHORIZATION_FAILED:
                     entry["topic_authorized_operations"] = ctx.authorized_operations(ResourceType.TOPIC,
                                                                                      entry["name"])
         if version <= 10 and req.get("include_cluster_authorized_operations"):

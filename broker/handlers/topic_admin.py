@@ -122,6 +122,16 @@ async def handle_delete_topics(ctx: RequestContext, req) -> dict:
     results = []
     answered: set[str | uuid.UUID] = set()
     cluster_delete = ctx.authorize(AclOperation.DELETE, ResourceType.CLUSTER, CLUSTER_NAME)
+    # Kafka answers a name whose topic's id was also given (once, and both deletable) with INVALID_REQUEST, and the
+    # id not at all
+    twice = {}
+    for name in names:
+        info = topics.registry.get(name)
+        if info is not None and names.count(name) == 1 and ids.count(info.topic_id) == 1 and (
+                cluster_delete or (ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+                                   and ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, name))):
+            twice[info.topic_id] = name
+    answered.update(twice)
     quota = _mutation_quota(ctx, 5)
     for name, topic_id in wanted:
         result = {"name": name, "topic_id": topic_id, "error_code": 0, "error_message": None}
@@ -143,7 +153,8 @@ async def handle_delete_topics(ctx: RequestContext, req) -> dict:
             if not cluster_delete:
                 _check_deletable(ctx, topics, name, topic_id, result)
             found = topics.registry.get(name) if name is not None else topics.registry.by_id(topic_id)
-            if name is not None and found is not None and found.topic_id in ids:
+            if name is not None and found is not None and twice.get(found.topic_id) == name:
+                result["topic_id"] = found.topic_id
                 raise TopicError(ErrorCode.INVALID_REQUEST,
                                  "The provided topic name maps to an ID that was already supplied.")
             if found is not None and not quota.record(found.num_partitions):

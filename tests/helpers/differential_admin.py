@@ -1,0 +1,94 @@
+"""Raw admin requests for the differential suite's topic, config and security scenarios (tests/differential/), and
+waiting for Kafka's metadata to catch up with its controller.
+
+Kafka's CreateTopics and CreatePartitions answer once the controller has committed the change; the broker's
+metadata cache (what Metadata, DescribeConfigs and DescribeTopicPartitions read) follows a few milliseconds later.
+Shoal applies a change before it answers. A scenario that reads what it just changed waits with `wait_topics`
+(or `barrier`, for config changes) on both brokers, so both are driven through the same steps.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+
+from tests.helpers.raw_client import RawClient
+from tests.helpers.waiting import wait_until
+
+METADATA, CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 3, 19, 20, 37
+DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
+DESCRIBE_TOPIC_PARTITIONS = 75
+ZERO_UUID = uuid.UUID(int=0)
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32  # config resource types
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def create_topics(raw: RawClient, topics: Mapping[str, int], configs: Mapping[str, str] | None = None) -> dict:
+    """Create each topic (name -> partitions), asserting success; wait until the broker's metadata lists them.
+    Returns name -> topic id."""
+    answer = raw.call(CREATE_TOPICS, 7, {"topics": [
+        {"name": name, "num_partitions": count, "replication_factor": -1,
+         "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}
+        for name, count in topics.items()], "timeout_ms": 30_000})
+    assert all(t.error_code == 0 for t in answer.topics), answer
+    wait_topics(raw, topics)
+    return {t.name: t.topic_id for t in answer.topics}
+
+
+def metadata(raw: RawClient, names: Iterable[str]):
+    return raw.call(METADATA, 12, {"topics": [{"name": n} for n in names], "allow_auto_topic_creation": False})
+
+
+def wait_topics(raw: RawClient, topics: Mapping[str, int] | Iterable[str], timeout: float = 30.0) -> None:
+    """Until Metadata lists every topic with a leader for each partition (and, given a mapping, that many
+    partitions)."""
+    counts = dict(topics) if isinstance(topics, Mapping) else {name: None for name in topics}
+
+    def ready() -> bool:
+        listed = {t.name: t for t in metadata(raw, counts).topics}
+        return all(t.error_code == 0 and t.partitions and all(p.leader_id >= 0 for p in t.partitions)
+                   and (counts[name] is None or len(t.partitions) == counts[name])
+                   for name, t in listed.items())
+
+    wait_until(ready, timeout, f"the broker's metadata to list {sorted(counts)}")
+
+
+def wait_topics_gone(raw: RawClient, names: Iterable[str], timeout: float = 30.0) -> None:
+    names = list(names)
+    wait_until(lambda: all(t.error_code == 3 for t in metadata(raw, names).topics), timeout,
+               f"the broker's metadata to drop {names}")
+
+
+def barrier(raw: RawClient, name: str) -> None:
+    """Until the broker's metadata has every change its controller made before now: Kafka applies them in order,
+    so once a topic created now is listed, earlier config changes are visible too (Shoal: at once). `name` is a
+    new topic's."""
+    create_topics(raw, {name: 1})
+
+
+def describe_configs(raw: RawClient, resources: list[tuple[int, str, list[str] | None]], *, synonyms: bool = True,
+                     documentation: bool = False, version: int = 4):
+    return raw.call(DESCRIBE_CONFIGS, version, {
+        "resources": [{"resource_type": t, "resource_name": n, "configuration_keys": keys} for t, n, keys in resources],
+        "include_synonyms": synonyms, "include_documentation": documentation})
+
+
+def incremental_alter(raw: RawClient, resources: list[tuple[int, str, list[tuple[str, int, str | None]]]], *,
+                      validate_only: bool = False, version: int = 1):
+    return raw.call(INCREMENTAL_ALTER_CONFIGS, version, {"resources": [
+        {"resource_type": t, "resource_name": n,
+         "configs": [{"name": k, "config_operation": op, "value": v} for k, op, v in ops]}
+        for t, n, ops in resources], "validate_only": validate_only})
+
+
+def alter_configs(raw: RawClient, resources: list[tuple[int, str, list[tuple[str, str | None]]]], *,
+                  validate_only: bool = False, version: int = 2):
+    return raw.call(ALTER_CONFIGS, version, {"resources": [
+        {"resource_type": t, "resource_name": n, "configs": [{"name": k, "value": v} for k, v in configs]}
+        for t, n, configs in resources], "validate_only": validate_only})
+
+
+def by_name(rows, key: str = "name") -> list:
+    """Rows sorted by a field: for answers whose order Kafka takes from a hash map (see docs/kafka-differences.md,
+    'Topics and configs')."""
+    return sorted(rows, key=lambda row: (row[key] if isinstance(row, Mapping) else getattr(row, key)) or "")
