@@ -1,8 +1,8 @@
 """DescribeAcls (29), CreateAcls (30) and DeleteAcls (31) over the ACLs in the metadata journal.
 
 As Kafka: DESCRIBE (DescribeAcls) or ALTER (CreateAcls, DeleteAcls) on the CLUSTER resource, SECURITY_DISABLED
-when no authorizer is configured, and a request carrying an UNKNOWN code (0 or a code Kafka does not define) is
-malformed: the connection is closed, as Kafka fails to parse it.
+when no authorizer is configured, and a request carrying the UNKNOWN code (0) is malformed: the connection is
+closed, as Kafka fails to parse it. A code Kafka does not define is UNKNOWN once parsed, answered as Kafka does.
 """
 
 from __future__ import annotations
@@ -29,11 +29,13 @@ NO_AUTHORIZER = "No Authorizer is configured."
 
 
 def _codes(resource_type: int, pattern_type: int, operation: int, permission: int, item) -> tuple:
-    codes = (ResourceType.of(resource_type), PatternType.of(pattern_type), AclOperation.of(operation),
-             PermissionType.of(permission))
-    if any(code == 0 for code in codes):
+    """The codes as Kafka reads them: UNKNOWN itself (0) fails the request's parsing (the connection is closed); a
+    code Kafka does not define reads as UNKNOWN and is answered as such (CreateAcls and DeleteAcls refuse it,
+    DescribeAcls matches nothing)."""
+    if 0 in (resource_type, pattern_type, operation, permission):
         raise CloseConnection(f"request contains UNKNOWN elements: {dict(item)}")
-    return codes
+    return (ResourceType.of(resource_type), PatternType.of(pattern_type), AclOperation.of(operation),
+            PermissionType.of(permission))
 
 
 def _filter(item) -> AclBindingFilter:
@@ -61,7 +63,7 @@ async def handle_describe_acls(ctx: RequestContext, req) -> dict:
     for acl in security.acls.acls(flt):
         key = (int(acl.resource_type), acl.name, int(acl.pattern_type))
         resources.setdefault(key, []).append(_acl_fields(acl))
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "resources": [
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": "", "resources": [
         {"resource_type": t, "resource_name": n, "pattern_type": p, "acls": acls}
         for (t, n, p), acls in resources.items()]}
 
@@ -83,7 +85,8 @@ async def handle_create_acls(ctx: RequestContext, req) -> dict:
         await security.commit(records)
     if records:
         ctx.log.info("ACLs created", count=len(records))
-    return {"throttle_time_ms": 0, "results": [_error(r.error, r.message) for r in results]}
+    # Kafka leaves a created ACL's message unset ("")
+    return {"throttle_time_ms": 0, "results": [_error(r.error, r.message if r.error else "") for r in results]}
 
 
 async def handle_delete_acls(ctx: RequestContext, req) -> dict:

@@ -52,6 +52,9 @@ async def handle_join_group(ctx, req) -> dict[str, Any]:
 
 
 async def handle_sync_group(ctx, req) -> dict[str, Any]:
+    if ctx.api_version >= 5 and (req.get("protocol_type") is None or req.get("protocol_name") is None):
+        # as Kafka: from v5 both are mandatory, checked before authorization
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.INCONSISTENT_GROUP_PROTOCOL), "assignment": b""}
     if not _may(ctx, AclOperation.READ, req.group_id):
         return {"throttle_time_ms": 0, "error_code": DENIED, "assignment": b""}
     response = await ctx.broker.group_coordinator.sync_group(req)

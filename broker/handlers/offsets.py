@@ -26,10 +26,11 @@ TOPIC_DENIED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
 
 def _topic_name(ctx, topic) -> str | None:
-    """The topic's name, from its id where the request gives one (None: an unknown id)."""
+    """The topic's name, from its id where the request names topics by id (v10+; None: an unknown id, the zero
+    id included, which Kafka answers UNKNOWN_TOPIC_ID before any ACL)."""
     topic_id = topic.get("topic_id")
-    if topic_id and topic_id != uuid.UUID(int=0):
-        info = ctx.broker.topics.registry.by_id(topic_id)
+    if ctx.api_version >= 10 or (topic_id and topic_id != uuid.UUID(int=0)):
+        info = ctx.broker.topics.registry.by_id(topic_id) if topic_id else None
         return info.name if info is not None else None
     return topic.get("name")
 

@@ -23,8 +23,9 @@ async def handle_describe(ctx: RequestContext, req) -> dict:
                             for _ in req.users or ()]}
     users = None if req.users is None else [u.name for u in req.users]
     results = ctx.broker.security.credentials.describe(users)
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "results": [
-        {"user": r.user, "error_code": int(r.error), "error_message": r.message,
+    # Kafka leaves the messages of what succeeded unset ("")
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": "", "results": [
+        {"user": r.user, "error_code": int(r.error), "error_message": r.message if r.error else "",
          "credential_infos": [{"mechanism": m, "iterations": i} for m, i in r.credentials]}
         for r in results]}
 

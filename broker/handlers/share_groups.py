@@ -85,7 +85,7 @@ async def handle_describe_offsets(ctx, req) -> dict[str, Any]:
         gid = group.group_id
         if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, gid):
             groups.append({"group_id": gid, "topics": [], "error_code": GROUP_DENIED[0],
-                           "error_message": GROUP_DENIED[1]})
+                           "error_message": None})  # Kafka's refusal has no message
             continue
         if group.topics is None:
             answer = await coordinator.describe_share_offsets(gid, None)

@@ -90,8 +90,9 @@ class LogConfig:
         changes: dict[str, object] = {attr: int(values[name])  # type: ignore[arg-type]
                                       for name, attr in TOPIC_NAMES.items() if values.get(name) is not None}
         internal = values.get("internal.segment.bytes")
-        if internal not in (None, ""):
-            changes["segment_bytes"] = int(internal)  # type: ignore[arg-type]  # Kafka's test-only override
+        if internal not in (None, "") and int(internal) > 0:  # type: ignore[arg-type]
+            # Kafka's test-only override (any int is accepted, as Kafka does; only a positive size is used)
+            changes["segment_bytes"] = int(internal)  # type: ignore[arg-type]
         ratio = values.get("min.cleanable.dirty.ratio")
         if ratio is not None:
             changes["min_cleanable_ratio"] = float(ratio)  # type: ignore[arg-type]

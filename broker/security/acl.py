@@ -10,6 +10,7 @@ is a prefix of the name.
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -120,10 +121,35 @@ def validate_host(host: str) -> None:
     if not host:
         raise AclError("Host pattern cannot be null or empty")
     if host != WILDCARD and "/" in host:
-        try:
-            ipaddress.ip_network(host, strict=False)
-        except ValueError as err:
-            raise AclError(f"Invalid CIDR notation '{host}': {err}") from None
+        problem = _cidr_problem(host)
+        if problem is not None:
+            raise AclError(f"Invalid CIDR notation '{host}': {problem}")
+
+
+_IPV4_CIDR = re.compile(r"([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})/([0-9]{1,2})")
+
+
+def _cidr_problem(host: str) -> str | None:
+    """What Kafka's CIDR parsing says of a range it refuses (IPv4 as commons-net's SubnetUtils, IPv6 as its
+    IPv6 parser), None for a valid one."""
+    match = _IPV4_CIDR.fullmatch(host)
+    if match is not None:
+        for octet in match.groups()[:4]:
+            if int(octet) > 255:
+                return f"Value [{int(octet)}] not in range [0,255]"
+        if int(match.group(5)) > 32:
+            return f"Value [{int(match.group(5))}] not in range [0,32]"
+        return None
+    address, _, prefix = host.partition("/")
+    try:
+        ipaddress.IPv6Address(address)
+    except ValueError:
+        return f"Could not parse [{host}]"
+    if not prefix.isdigit():
+        return f"Could not parse [{host}]"
+    if int(prefix) > 128:
+        return f"Could not parse [{host}] - prefix length must be between 0 and 128"
+    return None
 
 
 def host_matches(acl_host: str, client_host: str) -> bool:

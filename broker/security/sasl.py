@@ -177,7 +177,8 @@ class SaslAuthenticator:
             body = {"error_code": int(ErrorCode.SASL_AUTHENTICATION_FAILED), "error_message": message}
             return self._failed(_response(header, body), str(err), ErrorCode.SASL_AUTHENTICATION_FAILED)
         lifetime = self._finish() if self._server.complete else 0
-        return SaslStep(response=_response(header, {"error_code": 0, "error_message": None, "auth_bytes": token,
+        # Kafka leaves a successful step's message unset ("")
+        return SaslStep(response=_response(header, {"error_code": 0, "error_message": "", "auth_bytes": token,
                                                     "session_lifetime_ms": lifetime}))
 
     def _raw_token(self, token: bytes) -> SaslStep:

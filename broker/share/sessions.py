@@ -96,9 +96,8 @@ class ShareSessionCache:
         if epoch == OPEN_EPOCH:
             return SessionOutcome(ErrorCode.INVALID_SHARE_SESSION_EPOCH,
                                   message="ShareAcknowledge cannot open a share session")
-        if existing is None:
-            return SessionOutcome(ErrorCode.SHARE_SESSION_NOT_FOUND,
-                                  message=f"Share session for member {member_id} not found")
+        if existing is None:  # Kafka's ShareAcknowledge answer carries no message
+            return SessionOutcome(ErrorCode.SHARE_SESSION_NOT_FOUND)
         if epoch == FINAL_EPOCH:
             del self._sessions[key]
             return SessionOutcome(session=existing, ended=existing)

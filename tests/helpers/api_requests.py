@@ -29,7 +29,8 @@ REQUESTS: dict[int, dict] = {
          "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]},
     12: {"group_id": "g", "generation_id": 1, "member_id": "m"},
     13: {"group_id": "g", "member_id": "m", "members": [{"member_id": "m"}]},
-    14: {"group_id": "g", "generation_id": 1, "member_id": "m", "assignments": []},
+    14: {"group_id": "g", "generation_id": 1, "member_id": "m", "protocol_type": "consumer", "protocol_name": "range",
+         "assignments": []},
     15: {"groups": ["g"]},
     19: {"topics": [{"name": "t", "num_partitions": 1, "replication_factor": 1}], "timeout_ms": 1000},
     20: {"topics": [{"name": "t"}], "topic_names": ["t"], "timeout_ms": 1000},
@@ -118,3 +119,34 @@ def error_codes(value) -> set[int]:
         for item in value:
             found |= error_codes(item)
     return found
+
+
+# The APIs a broker serves without ACL checks of their own (or with checks the table above does not need), for
+# the walks over every served API.
+UNCHECKED_REQUESTS: dict[int, dict] = {
+    16: {"states_filter": [], "types_filter": []},
+    17: {"mechanism": "SCRAM-SHA-256"},
+    18: {"client_software_name": "walk", "client_software_version": "1"},
+    36: {"auth_bytes": b"n,,n=alice,r=abc"},
+    38: {"owner_principal_type": None, "owner_principal_name": None, "renewers": [], "max_lifetime_ms": -1},
+    39: {"hmac": b"not-a-token", "renew_period_ms": 1000},
+    40: {"hmac": b"not-a-token", "expiry_time_period_ms": 1000},
+    41: {"owners": None},
+    60: {"include_cluster_authorized_operations": True, "endpoint_type": 1},
+    66: {"state_filters": [], "producer_id_filters": []},
+    71: {"client_instance_id": uuid.UUID(int=0)},
+    72: {"client_instance_id": uuid.UUID(int=0), "subscription_id": 0, "terminating": False, "compression_type": 0,
+         "metrics": b""},
+}
+
+
+def substitute(body, names: dict):
+    """A copy of a request body with every string or uuid value found in `names` replaced ("t" by a topic, "g" by
+    a group, TOPIC_ID by a topic's id...)."""
+    if isinstance(body, dict):
+        return {key: substitute(value, names) for key, value in body.items()}
+    if isinstance(body, list):
+        return [substitute(value, names) for value in body]
+    if isinstance(body, (str, uuid.UUID)) and body in names:
+        return names[body]
+    return body
