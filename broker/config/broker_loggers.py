@@ -27,7 +27,7 @@ _NAMES = {logging.CRITICAL: "FATAL", logging.ERROR: "ERROR", logging.WARNING: "W
 
 
 class LoggerError(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str | None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -75,7 +75,7 @@ class BrokerLoggers:
         """Kafka's order: ALTER_CONFIGS on the cluster, the broker's id, every operation valid (its
         validateLogLevelConfigs), then the changes applied; LoggerError."""
         if not authorized:
-            raise LoggerError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+            raise LoggerError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)  # as Kafka: no message
         self.check_altered_name(name)
         for logger, op, value in ops:
             if op in (APPEND, SUBTRACT):

@@ -10,7 +10,7 @@ error otherwise), validate_only checks without changing anything.
 from __future__ import annotations
 
 from broker.cluster.config_service import DELETE, SET
-from broker.cluster.topics import CLIENT_METRICS_RESOURCE
+from broker.cluster.topics import BROKER_RESOURCE, CLIENT_METRICS_RESOURCE
 from broker.config.broker_loggers import BROKER_LOGGER_RESOURCE
 from broker.context import RequestContext
 from broker.handlers.configs import _refused, _repeated
@@ -31,6 +31,8 @@ async def handle_alter_configs(ctx: RequestContext, req) -> dict:
         # the legacy AlterConfigs does not know that resource type)
         refused = DUPLICATE if (kind, name) in repeated else (
             None if kind == BROKER_LOGGER_RESOURCE else _refused(ctx, AclOperation.ALTER_CONFIGS, kind, name))
+        if refused is not None and kind == BROKER_RESOURCE and refused is not DUPLICATE:
+            refused = (refused[0], None)  # Kafka's refusal of a broker resource carries no message
         if refused is None:
             configs = [(c.name, c.value) for c in resource.configs]
             if kind == CLIENT_METRICS_RESOURCE:

@@ -98,6 +98,8 @@ async def handle_incremental_alter_configs(ctx: RequestContext, req) -> dict:
         refused = DUPLICATE_ALTERATION if duplicate else (
             None if resource.resource_type == BROKER_LOGGER_RESOURCE else
             _refused(ctx, AclOperation.ALTER_CONFIGS, resource.resource_type, resource.resource_name))
+        if refused is not None and resource.resource_type == BROKER_RESOURCE and not duplicate:
+            refused = (refused[0], None)  # Kafka's refusal of a broker resource here carries no message
         if refused is not None:
             responses.append({"error_code": refused[0], "error_message": refused[1],
                               "resource_type": resource.resource_type, "resource_name": resource.resource_name})

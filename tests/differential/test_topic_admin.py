@@ -53,6 +53,7 @@ CREATE_CASES = {
     "defaults": ([_topic("{u}")], 7, False),
     "validate only": ([_topic("{u}", num_partitions=3)], 7, True),
     "v2": ([_topic("{u}", num_partitions=2, replication_factor=1)], 2, False),
+    "v3": ([_topic("{u}", num_partitions=1, replication_factor=1)], 3, False),
     "v4 validate only": ([_topic("{u}", num_partitions=2)], 4, True),
     "v5 configs as given": ([_topic("{u}", configs=_configs(retention_ms="+5", cleanup_policy=" compact , delete ",
                                                              preallocate="TRUE"))], 5, False),
