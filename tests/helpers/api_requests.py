@@ -1,8 +1,9 @@
 """A request body for each API key that the authorization tests send (tests/integration/test_authorization.py and
 the differential walk over every served API, tests/differential/test_authorization_walk.py).
 
-Bodies name the topic "t", the group "g" and the transactional id "x" (and the topic id TOPIC_ID). Fields left out
-take their defaults; the highest version the broker serves is used, except where MAX_VERSION says.
+REQUESTS holds the APIs with ACL checks, UNCHECKED_REQUESTS the others. Bodies name the topic "t", the group "g"
+and the transactional id "x" (and the topic id TOPIC_ID); `substitute` puts real ones in. Fields left out take their
+defaults; the highest version the broker serves is used, except where MAX_VERSION says.
 """
 
 from __future__ import annotations
