@@ -90,9 +90,6 @@ def _message(code: ErrorCode) -> str:
     return next((message for c, message in AUTHORIZATION_ERRORS.values() if c == code), code.name)
 
 
-_AUTHORIZATION_CODES = {ErrorCode(code) for code, _ in AUTHORIZATION_ERRORS.values()}
-
-
 async def handle_find_coordinator(ctx: RequestContext, req) -> dict:
     node = ctx.node
     version = ctx.api_version
@@ -102,8 +99,6 @@ async def handle_find_coordinator(ctx: RequestContext, req) -> dict:
     if version < 4:
         code = _find_error(ctx, key_type, req.key, version) if known else ErrorCode.INVALID_REQUEST
         ok = code == ErrorCode.NONE
-        if ok:
-            message = "NONE"  # Kafka's message for no error (Errors.NONE's name), as it answers v1-v3
         return {
             "throttle_time_ms": 0,
             "error_code": int(code),
@@ -116,8 +111,6 @@ async def handle_find_coordinator(ctx: RequestContext, req) -> dict:
     for key in req.coordinator_keys:
         code = _find_error(ctx, key_type, key, version) if known else ErrorCode.INVALID_REQUEST
         ok = code == ErrorCode.NONE
-        if ok or code in _AUTHORIZATION_CODES:
-            message = ""  # as Kafka from v4: unset
         coordinators.append(
             {
                 "key": key,
