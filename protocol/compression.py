@@ -5,7 +5,10 @@ What the clients write, and so what `decompress` reads:
 - snappy: Java clients (xerial `SnappyOutputStream`) write the xerial framing: the 16-byte header
   `\\x82SNAPPY\\x00` + int32 version + int32 compatible version, then blocks of int32 big-endian length + raw
   snappy. librdkafka writes the same framing or a single raw snappy block; both are read.
-- lz4: the LZ4 frame format (magic v2 batches have the correct header checksum).
+- lz4: the LZ4 frame format (magic v2 batches have the correct header checksum). Kafka's Java reader
+  (Lz4BlockInputStream) refuses a frame whose blocks are linked (LZ4's default), whose version is not 1 or whose
+  reserved bits are set: `check_lz4_frame` tells such a frame (a produce refuses it, as Kafka), `compress` writes
+  independent blocks as the Java client and librdkafka do, and `decompress` reads both (batches stored before).
 - zstd: zstd frames.
 
 Decompression is bounded: output beyond `limit` bytes raises `DecompressedTooLargeError`, so a small batch cannot
@@ -45,6 +48,27 @@ class CompressionError(Exception):
 
 class DecompressedTooLargeError(CompressionError):
     """The payload decompresses to more than the allowed number of bytes."""
+
+
+_LZ4_MAGIC = b"\x04\x22\x4d\x18"
+
+
+def check_lz4_frame(data: Buffer) -> None:
+    """Raise CompressionError for an LZ4 frame descriptor Kafka's Java reader refuses (its FLG and BD checks):
+    a wrong magic, version other than 1, reserved bits set, linked (dependent) blocks, or a block size id
+    outside 4-7. Checksums and the blocks are left to the decompressor."""
+    head = bytes(memoryview(data)[:6])
+    if len(head) < 6 or head[:4] != _LZ4_MAGIC:
+        raise CompressionError("lz4: stream unsupported (invalid magic bytes)")
+    flg, bd = head[4], head[5]
+    if flg & 0x03:
+        raise CompressionError("lz4: reserved bits must be 0")
+    if not flg & 0x20:
+        raise CompressionError("lz4: dependent block stream is unsupported")
+    if flg >> 6 != 1:
+        raise CompressionError(f"lz4: version {flg >> 6} is unsupported")
+    if bd & 0x8F or not 4 <= (bd >> 4) & 0x07 <= 7:
+        raise CompressionError("lz4: invalid block descriptor")
 
 
 def _too_small(err: Exception) -> bool:
@@ -146,7 +170,11 @@ def compress(codec: int, data: Buffer, *, xerial: bool = True, level: int | None
     if codec == GZIP:
         return bytes(cramjam.gzip.compress(data, level=6 if level is None or level < 0 else level))
     if codec == LZ4:
-        return bytes(cramjam.lz4.compress(data) if level is None else cramjam.lz4.compress(data, level=level))
+        # independent 64 KB blocks and no content checksum, as Kafka's Lz4BlockOutputStream: its reader refuses
+        # linked blocks, which are the LZ4 frame default
+        compressor = cramjam.lz4.Compressor(level=level, content_checksum=False, block_linked=False)
+        compressor.compress(data if isinstance(data, bytes) else bytes(data))  # it takes bytes only
+        return bytes(compressor.finish())
     if codec == ZSTD:
         return bytes(cramjam.zstd.compress(data) if level is None else cramjam.zstd.compress(data, level=level))
     if codec == SNAPPY:
