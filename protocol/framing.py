@@ -80,10 +80,7 @@ def _decode_common_header(frame: bytes | memoryview) -> tuple[RequestHeader, int
     end = 10 + id_len
     if id_len < 0 or end > len(frame):
         return None
-    try:
-        client_id = bytes(frame[10:end]).decode("utf-8")
-    except UnicodeDecodeError:
-        return None
+    client_id = bytes(frame[10:end]).decode("utf-8", "replace")  # lenient, as Kafka's (Java's) decoding
     if request_header_version(api_key, api_version) == 2:
         if end >= len(frame) or frame[end] != 0:
             return None  # header tagged fields present (or missing): let the codec handle it

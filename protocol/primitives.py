@@ -182,10 +182,8 @@ def write_uuid(w: BinaryIO, v: uuid.UUID) -> None:
 # --- strings ---------------------------------------------------------------------------------
 
 def _decode_str(data: bytes | memoryview) -> str:
-    try:
-        return str(data, "utf-8")
-    except UnicodeDecodeError as e:
-        raise DecodeError(f"invalid UTF-8 in string: {e}") from None
+    # As Java's new String(bytes, UTF_8) in Kafka's readers: malformed UTF-8 becomes U+FFFD, never an error
+    return str(data, "utf-8", "replace")
 
 
 def read_nullable_string(r: Reader) -> str | None:

@@ -138,8 +138,9 @@ def test_malformed_produce_v3(bad: bytes) -> None:
 def test_overlong_varint_and_bad_utf8() -> None:
     with pytest.raises(DecodeError):
         request_codec(API_VERSIONS, 3).decode(b"\xff\xff\xff\xff\xff\x01")
-    with pytest.raises(DecodeError):
-        request_codec(API_VERSIONS, 3).decode(b"\x03\xff\xfe\x01\x00")
+    # malformed UTF-8 is no error: Kafka's readers (Java's String decoding) replace it with U+FFFD
+    decoded = request_codec(API_VERSIONS, 3).decode(b"\x03\xff\xfe\x01\x00")
+    assert decoded.client_software_name == "\ufffd\ufffd"
 
 
 def test_decoding_does_not_read_past_the_buffer() -> None:

@@ -54,11 +54,14 @@ def test_compact_array_lengths_round_trip(n: int) -> None:
 @pytest.mark.parametrize("data", [
     b"\x05abc",  # one-byte length 4, three bytes left
     b"\x80\x01" + b"a" * 10,  # two-byte length 127, ten bytes left
-    b"\x03\xff\xfe",  # invalid UTF-8 behind a one-byte length
 ])
 def test_malformed_compact_strings(data: bytes) -> None:
     with pytest.raises(DecodeError):
         read_compact_nullable_string(Reader(data))
+
+
+def test_invalid_utf8_is_replaced_as_java_decodes_it() -> None:
+    assert read_compact_nullable_string(Reader(b"\x03\xff\xfe")) == "\ufffd\ufffd"
 
 
 def test_null_and_oversized() -> None:
