@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import structlog
@@ -344,62 +344,63 @@ class ReplicaManager:
         `verified`: what `verify_transactional` answered for the request's partitions. `built`: the header of a
         batch a coordinator built itself (internal topics only), which is not parsed and checked again."""
         if info.internal and not allow_internal:
-            return ProduceResult(ErrorCode.INVALID_TOPIC_EXCEPTION, error_message="Cannot append to internal topic"), None
+            return ProduceResult(ErrorCode.INVALID_TOPIC_EXCEPTION), None  # Kafka: no message, no log start offset
         if not 0 <= partition < info.num_partitions:
             return ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None
         plog = self._topics.log(info.name, partition)
         if plog.failures.offline:
             return storage_error(), None
         if not records:
-            return ProduceResult(ErrorCode.INVALID_RECORD, error_message="Produce request has no record batch"), None
+            return ProduceResult(ErrorCode.INVALID_RECORD), None
         log_config = plog.config  # the topic's effective configs, kept current by the topic manager
         max_bytes = log_config.max_message_bytes
         client = built is None or not allow_internal
         keyless: rec.KeylessRecordError | None = None
-        try:
-            if not client:
-                headers = [built]
-            else:
-                # every record's framing too (decompressing if need be), as Kafka's LogValidator parses each
-                # record; a compacted topic refuses records without a key (Kafka's LogValidator.validateKey),
-                # answered with the record checks below
-                headers = rec.validate_batches(records, check_records=True, require_keys=f"{info.name}-{partition}"
-                                               if log_config.compact else None)
-        except rec.KeylessRecordError as err:
-            keyless, headers = err, err.headers
-        except rec.RecordError as err:
-            return ProduceResult(err.error_code, error_message=str(err)), None
-        if len(headers) != 1:
-            # Produce v3+ carries exactly one batch per partition.
-            return ProduceResult(ErrorCode.INVALID_RECORD,
-                                 error_message="Produce requests must contain exactly one record batch"), None
-        header = headers[0]
-        if len(records) > max_bytes:
-            return ProduceResult(
-                ErrorCode.MESSAGE_TOO_LARGE,
-                error_message=f"The batch size {len(records)} exceeds max.message.bytes {max_bytes}",
-            ), None
-        if header.is_control:
-            return ProduceResult(ErrorCode.INVALID_RECORD, error_message="Clients may not write control batches"), None
-        if client:
+        if not client:
+            header = built
+            headers = [built]
+        else:
+            # The request's checks (protocol.produce_records) found one whole batch at the start: Kafka's log
+            # checks it and every record's framing (decompressing if need be), a compacted topic refusing
+            # records without a key (LogValidator.validateKey, answered with the record checks below). Bytes
+            # after the batch are dropped, as Kafka's trimInvalidBytes.
+            try:
+                header = rec.validate_client_batch(records, max_message_bytes=max_bytes, require_keys=(
+                    f"{info.name}-{partition}" if log_config.compact else None), from_client=not allow_internal)
+            except rec.KeylessRecordError as err:
+                keyless, header = err, err.headers[0]
+            except rec.RecordError as err:
+                log.info("produce refused", topic=info.name, partition=partition, error=err.error_code.name,
+                         reason=str(err))
+                return ProduceResult(err.error_code, log_start_offset=plog.log_start_offset
+                                     if err.with_log_start else -1), None
+            if len(records) != header.size:
+                records = memoryview(records)[:header.size]
             refused = self._record_errors(records, header, log_config, keyless)
             if refused is not None:
                 refused.log_start_offset = plog.log_start_offset  # as Kafka answers a RecordValidationException
                 return refused, None
+            if header.is_log_append_time and not log_config.log_append_time:
+                # Kafka's validator stamps the batch CreateTime again, keeping MaxTimestamp (which its records
+                # read as their timestamp)
+                records = rec.clear_log_append_time(records)
+                header = rec.read_header(records)
+            headers = [header]
             if log_config.compression not in (PRODUCER_CODEC, header.attributes & rec.COMPRESSION_MASK):
                 # the topic's compression.type: the batch is stored with that codec (Kafka's LogValidator)
                 try:
                     records = rec.recompress(records, log_config.compression, log_config.compression_level)
                 except rec.RecordError as err:
-                    return ProduceResult(err.error_code, error_message=str(err)), None
+                    log.info("produce refused", topic=info.name, partition=partition, error=err.error_code.name,
+                             reason=str(err))
+                    return ProduceResult(err.error_code, log_start_offset=plog.log_start_offset
+                                         if err.with_log_start else -1), None
                 header = rec.read_header(records)
                 headers = [header]
                 if len(records) > max_bytes:
-                    return ProduceResult(
-                        ErrorCode.MESSAGE_TOO_LARGE,
-                        error_message=f"The batch size {len(records)} after compression.type "
-                                      f"exceeds max.message.bytes {max_bytes}",
-                    ), None
+                    log.info("produce refused", topic=info.name, partition=partition, reason=(
+                        f"the batch size {len(records)} after compression.type exceeds max.message.bytes {max_bytes}"))
+                    return ProduceResult(ErrorCode.MESSAGE_TOO_LARGE), None
         idempotent = header.producer_id >= 0 and header.base_sequence >= 0
         # a coordinator's own transactional batch (a transactional offset commit: no sequence) opens a
         # transaction on its partition like a producer's, without the produce path's checks
@@ -413,14 +414,15 @@ class ReplicaManager:
             return ProduceResult(check.error, log_start_offset=plog.log_start_offset), None
         if check.duplicate_of is not None:
             # A retry of a batch we already have: answer with its original offset, append nothing.
+            # Kafka answers the original batch's timestamp as LogAppendTime, whatever the topic's timestamp type
             return ProduceResult(
-                base_offset=check.duplicate_of.base_offset, log_start_offset=plog.log_start_offset
+                base_offset=check.duplicate_of.base_offset, log_append_time=check.duplicate_of.timestamp,
+                log_start_offset=plog.log_start_offset,
             ), plog
         txns = self.txn_table(info.name, partition) if idempotent or coordinator_txn else None
         if txns is not None and not coordinator_txn:
-            refused = self._check_transactional(info.name, partition, header, txns, verified)
+            refused = self._check_transactional(info.name, partition, header, txns, verified, plog.log_start_offset)
             if refused is not None:
-                refused.log_start_offset = plog.log_start_offset
                 return refused, None
         append_time = None
         if log_config.log_append_time:
@@ -453,22 +455,25 @@ class ReplicaManager:
         ), plog
 
     def _check_transactional(self, topic: str, partition: int, header: rec.BatchHeader, txns: TxnStateTable,
-                             verified) -> ProduceResult | None:
+                             verified, log_start_offset: int) -> ProduceResult | None:
         """Kafka's transactional checks of a data batch: a fenced epoch, a plain batch inside an open
-        transaction, and (with a verifier) a transaction started on a partition the coordinator did not add."""
+        transaction, and (with a verifier) a transaction started on a partition the coordinator did not add.
+        The log's refusals carry its log start offset; the coordinator's answer (the verification, refused
+        before the log) does not, as in Kafka."""
         code = txns.check_append(header)
         if code != ErrorCode.NONE:
-            return ProduceResult(code)
+            return ProduceResult(code, log_start_offset=log_start_offset)
         if (self.txn_verifier is None or not header.is_transactional
                 or txns.has_ongoing_transaction(header.producer_id, header.producer_epoch)):
             return None
         key = (topic, partition)
         answer = (verified or {}).get(key)
         if isinstance(answer, ProduceResult):
-            return answer
+            return replace(answer)  # shared by the request's partitions: a copy of its own
         if answer is None or self._guards.get((key, header.producer_id)) is not answer:
             # not verified, or the transaction ended (a marker) since it was
-            return ProduceResult(ErrorCode.INVALID_TXN_STATE, error_message=NOT_IN_TRANSACTION)
+            return ProduceResult(ErrorCode.INVALID_TXN_STATE, error_message=NOT_IN_TRANSACTION,
+                                 log_start_offset=log_start_offset)
         return None
 
     async def verify_transactional(self, transactional_id: str | None,
@@ -820,28 +825,23 @@ class ProduceTurn:
         self.replicas._end_turn(self.keys, self.mine)
 
 
-def _first_headers(topic_data, registry) -> Iterator[tuple[tuple[str, int], rec.BatchHeader]]:
-    """(partition, first batch header) of each partition of a produce request with a known topic, a partition
-    in range and at least a header's bytes (one header read each)."""
-    for topic in topic_data:
-        name = topic.get("name")
-        info = registry.get(name) if name else registry.by_id(topic.get("topic_id"))  # Produce v13: by id
-        if info is None:
-            continue
-        for part in topic.partition_data:
-            records = part.records
-            if 0 <= part.index < info.num_partitions and records is not None and len(records) >= rec.HEADER_SIZE:
-                yield (info.name, part.index), rec.read_header(records)
+def _first_headers(entries: Iterable[tuple[TopicInfo, int, bytes | memoryview | None]],
+                   ) -> Iterator[tuple[tuple[str, int], rec.BatchHeader]]:
+    """(partition, first batch header) of each (topic, partition, records) of a produce request with the
+    partition in range and at least a header's bytes (one header read each)."""
+    for info, index, records in entries:
+        if 0 <= index < info.num_partitions and records is not None and len(records) >= rec.HEADER_SIZE:
+            yield (info.name, index), rec.read_header(records)
 
 
-def idempotent_keys(topic_data, registry) -> list[tuple[str, int]]:
-    """Partitions of a produce request whose first batch carries a producer id and sequence (cheap: one header
-    read each; the full validation comes later)."""
-    return [key for key, header in _first_headers(topic_data, registry)
-            if header.producer_id >= 0 and header.base_sequence >= 0]
+def idempotent_keys(entries: Iterable[tuple[TopicInfo, int, bytes | memoryview | None]]) -> list[tuple[str, int]]:
+    """Partitions of a produce request (its (topic, partition, records)) whose first batch carries a producer id
+    and sequence (cheap: one header read each; the full validation comes later)."""
+    return [key for key, header in _first_headers(entries) if header.producer_id >= 0 and header.base_sequence >= 0]
 
 
-def transactional_batches(topic_data, registry) -> list[tuple[tuple[str, int], rec.BatchHeader]]:
+def transactional_batches(entries: Iterable[tuple[TopicInfo, int, bytes | memoryview | None]],
+                          ) -> list[tuple[tuple[str, int], rec.BatchHeader]]:
     """(partition, first batch header) of a produce request's transactional batches (one header read each)."""
-    return [(key, header) for key, header in _first_headers(topic_data, registry)
+    return [(key, header) for key, header in _first_headers(entries)
             if header.is_transactional and not header.is_control and header.producer_id >= 0]

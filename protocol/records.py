@@ -72,9 +72,11 @@ __all__ = [
     "RecordsTooLargeError",
     "Record",
     "RecordError",
+    "UndecodableRecordsError",
     "UnsupportedCompressionError",
     "batch_crc",
     "build_batch",
+    "clear_log_append_time",
     "decode_records",
     "iter_batch_views",
     "is_control_at",
@@ -88,6 +90,7 @@ __all__ = [
     "patch_log_append_time",
     "read_header",
     "validate_batches",
+    "validate_client_batch",
 ]
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -136,9 +139,12 @@ Buffer = bytes | bytearray | memoryview
 
 # --- errors ------------------------------------------------------------------------------------------------------
 class RecordError(Exception):
-    """Base class; `error_code` is the Kafka error a produce response should carry."""
+    """Base class; `error_code` is the Kafka error a produce response should carry, `with_log_start` whether Kafka
+    answers it with the partition's log start offset (errors its log raises unexpectedly) or -1 (the errors its
+    ReplicaManager expects: corrupt or too large records)."""
 
     error_code: ErrorCode = ErrorCode.CORRUPT_MESSAGE
+    with_log_start = False
 
 
 class CorruptRecordError(RecordError):
@@ -151,6 +157,7 @@ class InvalidRecordError(RecordError):
     """Well-formed bytes with unacceptable content (magic, counts, control batch from a client) → INVALID_RECORD."""
 
     error_code = ErrorCode.INVALID_RECORD
+    with_log_start = True
 
 
 class RecordsTooLargeError(RecordError):
@@ -176,6 +183,15 @@ class UnsupportedCompressionError(RecordError):
     """Records of a batch compressed with a codec this module cannot decode."""
 
     error_code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+
+
+class UndecodableRecordsError(RecordError):
+    """A client batch Kafka's broker fails to read with an unexpected exception: a compression codec id it does
+    not know, a payload that does not decompress (or an LZ4 frame its reader refuses). Kafka answers such a
+    produce UNKNOWN_SERVER_ERROR, with the log start offset."""
+
+    error_code = ErrorCode.UNKNOWN_SERVER_ERROR
+    with_log_start = True
 
 
 # --- header view -------------------------------------------------------------------------------------------------
@@ -335,6 +351,71 @@ def validate_batches(buf: Buffer, *, allow_control: bool = False, check_records:
     if keyless:
         raise KeylessRecordError(keyless, require_keys or "", headers)
     return headers
+
+
+def validate_client_batch(buf: Buffer, *, max_message_bytes: int, require_keys: str | None = None,
+                          from_client: bool = True) -> BatchHeader:
+    """The batch at the start of a client's produce payload, checked as Kafka's log checks it (the request's own
+    checks, `protocol.produce_records.validate_records`, found one whole batch of magic 2 there; bytes after it
+    are not looked at). In Kafka's order (UnifiedLog.analyzeAndValidateRecords, then LogValidator): baseOffset 0
+    (InvalidRecordError), the batch size against `max_message_bytes` (RecordsTooLargeError), the CRC-32C
+    (CorruptRecordError), a codec id Kafka knows (UndecodableRecordsError), the header's offsets and counts, no
+    control batch from a client, a sequence with a producer id (InvalidRecordError), then every record's framing
+    (InvalidRecordError) after decompressing (a payload that does not decompress: UndecodableRecordsError; past
+    MAX_DECOMPRESSED_BYTES: RecordsTooLargeError). `require_keys` (a compacted topic, named `topic-partition` in
+    the message): records without a key raise KeylessRecordError, once the rest is valid. Without `from_client`
+    (a coordinator's batch) the checks Kafka makes of clients' batches only (base offset, producer id without
+    sequence) are not made."""
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    base_offset, batch_length = _LENGTH_PREFIX.unpack_from(mv, 0)
+    size = batch_length + LOG_OVERHEAD
+    if base_offset != 0 and from_client:
+        raise InvalidRecordError(f"The baseOffset of the record batch should be 0, but it is {base_offset}")
+    if size > max_message_bytes:
+        raise RecordsTooLargeError(f"The record batch size {size} exceeds max.message.bytes {max_message_bytes}")
+    if size < HEADER_SIZE or crc32c(mv[_ATTRIBUTES_AT:size]) != _U32.unpack_from(mv, _CRC_AT)[0]:
+        raise CorruptRecordError("Record is corrupt (its CRC-32C does not match)")
+    header = _make_header(_unpack_header(mv, 0))
+    compression = header.attributes & COMPRESSION_MASK
+    if compression > COMPRESSION_ZSTD:
+        raise UndecodableRecordsError(f"Unknown compression type id: {compression}")
+    count = header.records_count
+    if header.last_offset_delta + 1 <= 0 or count <= 0 or header.last_offset_delta + 1 != count:
+        raise InvalidRecordError(f"Inconsistent batch offset range [0, {header.last_offset_delta}] and count of "
+                                 f"records {count}")
+    if header.attributes & ATTR_CONTROL:  # markers are written by the replica manager, never through here
+        raise InvalidRecordError("Clients are not allowed to write control records")
+    if header.producer_id >= 0 and header.base_sequence < 0 and from_client:
+        raise InvalidRecordError(f"Invalid sequence number {header.base_sequence} in record batch with producerId "
+                                 f"{header.producer_id}")
+    keyless: list[int] | None = [] if require_keys is not None else None
+    if compression == COMPRESSION_NONE:
+        if size - HEADER_SIZE < 7 * count:  # every record takes at least 7 bytes
+            raise InvalidRecordError(f"The batch is too short for {count} records")
+        data = buf if isinstance(buf, bytes | bytearray) else bytes(mv[:size])
+        _check_framing(data, HEADER_SIZE, size, count, 0, keyless)
+    else:
+        try:
+            if compression == COMPRESSION_LZ4:
+                codecs.check_lz4_frame(mv[HEADER_SIZE:size])  # what Kafka's Java reader refuses
+            payload, n = codecs.decompress_scratch(compression, mv[HEADER_SIZE:size], MAX_DECOMPRESSED_BYTES)
+        except codecs.DecompressedTooLargeError as err:
+            raise RecordsTooLargeError(f"{codecs.NAMES[compression]} records: {err}") from None
+        except codecs.CompressionError as err:
+            raise UndecodableRecordsError(f"bad {codecs.NAMES[compression]} payload: {err}") from None
+        _check_framing(payload, 0, n, count, 0, keyless)
+    if keyless:
+        raise KeylessRecordError(keyless, require_keys or "", [header])
+    return header
+
+
+def clear_log_append_time(batch: Buffer) -> bytes:
+    """A copy of one batch without its LogAppendTime flag (CRC recomputed): what Kafka's log stores of a client
+    batch flagged LogAppendTime on a CreateTime topic (its records read MaxTimestamp, which stays)."""
+    out = bytearray(batch)
+    _I16.pack_into(out, _ATTRIBUTES_AT, _I16.unpack_from(out, _ATTRIBUTES_AT)[0] & ~ATTR_LOG_APPEND_TIME)
+    _U32.pack_into(out, _CRC_AT, batch_crc(out, 0, len(out)))
+    return bytes(out)
 
 
 def _check_framing(data: bytes | bytearray, start: int, end: int, count: int, pos: int,
@@ -557,7 +638,7 @@ def _records_payload(batch: Buffer, header: BatchHeader) -> Buffer:
 def _length(payload: Buffer, pos: int, end: int, what: str, nullable: bool = True) -> tuple[int, int]:
     """A length varint followed by that many bytes inside [pos, end): (length, position after the varint)."""
     n, pos = _read_varint(payload, pos)
-    if n < (-1 if nullable else 0) or pos + max(n, 0) > end:
+    if (n < 0 and not nullable) or pos + max(n, 0) > end:
         raise CorruptRecordError(f"record {what} length {n} is invalid or runs past the record")
     return n, pos
 

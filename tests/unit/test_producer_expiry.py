@@ -108,23 +108,17 @@ def test_non_idempotent_appends_never_load_producer_state(tmp_path: Path) -> Non
     node.close()
 
 
-def test_only_existing_partitions_with_idempotent_batches_wait_for_producer_state(tmp_path: Path) -> None:
-    from types import SimpleNamespace
-
+def test_only_partitions_with_idempotent_batches_wait_for_producer_state(tmp_path: Path) -> None:
     from broker.replica_manager import idempotent_keys
 
     clock = Clock(10_000_000)
     node = _node_with_topic(tmp_path, clock)
     idem = rec.build_batch([rec.Record(key=None, value=b"x")], producer_id=3, producer_epoch=0, base_sequence=0)
     plain = rec.build_batch([rec.Record(key=None, value=b"x")])
-
-    def topic(name, *parts):
-        fields = {"name": name, "partition_data": [SimpleNamespace(index=i, records=r) for i, r in parts]}
-        return SimpleNamespace(get=fields.get, **fields)  # as decoded requests: attributes and get()
-
-    data = [topic("t", (0, idem), (1, idem), (-1, idem)), topic("t", (0, plain)), topic("missing", (0, idem)),
-            topic("t", (0, b"short"))]
-    assert idempotent_keys(data, node.topics.registry) == [("t", 0)]
+    info = node.topics.registry.get("t")
+    entries = [(info, 0, idem), (info, 1, idem), (info, -1, idem), (info, 0, plain), (info, 0, b"short"),
+               (info, 0, None)]
+    assert idempotent_keys(entries) == [("t", 0)]
     node.close()
 
 
