@@ -65,6 +65,7 @@ class Registration:
     handler: Handler
     min_version: int
     max_version: int
+    advertised_min: int | None = None  # the minimum ApiVersions lists, when below min_version (KAFKA-18659)
 
 
 class Router:
@@ -80,10 +81,12 @@ class Router:
 
     # --- registration --------------------------------------------------------------------------------------
     def register(self, api_key: int, handler: Handler, min_version: int | None = None,
-                 max_version: int | None = None, *, ceiling: int | None = None) -> None:
+                 max_version: int | None = None, *, ceiling: int | None = None,
+                 advertised_min: int | None = None) -> None:
         """Serve api_key with `async handler(ctx, request) -> dict | None`, for versions within the schema's
         range narrowed by min_version/max_version; `ceiling` (default: the schema's maximum) is the highest version
-        set_max_version may serve later."""
+        set_max_version may serve later. `advertised_min`: a lower minimum for ApiVersions to list than the one
+        served (requests below the served one still close the connection)."""
         spec = schema.api_specs().get(api_key)
         if spec is None:
             raise ValueError(f"no request/response schema for api key {api_key}")
@@ -95,7 +98,7 @@ class Router:
             raise ValueError(f"{spec.name}: empty version range {lo}-{hi} (schema {spec.min_version}-{spec.max_version})")
         if api_key in self._routes:
             raise ValueError(f"{spec.name} is already registered")
-        self._routes[api_key] = Registration(api_key, spec.name, handler, lo, hi)
+        self._routes[api_key] = Registration(api_key, spec.name, handler, lo, hi, advertised_min)
         self._ceilings[api_key] = spec.max_version if ceiling is None else min(max(ceiling, hi), spec.max_version)
         self.metrics.setdefault(api_key, self.request_metrics.for_api(api_key, spec.name))
         self._api_versions_fallback = None
@@ -106,7 +109,8 @@ class Router:
         reg = self._routes[api_key]
         ceiling = self._ceilings[api_key]
         hi = ceiling if max_version is None else min(max_version, ceiling)
-        self._routes[api_key] = Registration(reg.api_key, reg.name, reg.handler, reg.min_version, hi)
+        self._routes[api_key] = Registration(reg.api_key, reg.name, reg.handler, reg.min_version, hi,
+                                             reg.advertised_min)
         self._api_versions_fallback = None
 
     def registrations(self) -> list[Registration]:
@@ -118,7 +122,8 @@ class Router:
 
     def api_keys(self) -> list[dict]:
         """The ApiKeys array of an ApiVersions response."""
-        return [{"api_key": r.api_key, "min_version": r.min_version, "max_version": r.max_version}
+        return [{"api_key": r.api_key, "max_version": r.max_version,
+                 "min_version": r.min_version if r.advertised_min is None else min(r.advertised_min, r.min_version)}
                 for r in self.registrations()]
 
     def api_name(self, api_key: int, unknown: str | None = None) -> str:
@@ -177,8 +182,8 @@ class Router:
             metrics.requests.inc()
             metrics.error(ErrorCode.UNSUPPORTED_VERSION)
             if header.api_key == API_VERSIONS:
-                # KIP-511: answer in the v0 layout with UNSUPPORTED_VERSION and our key list so the client
-                # can retry with a version we serve.
+                # KIP-511: answer in the v0 layout with UNSUPPORTED_VERSION and the ApiVersions versions we
+                # serve, so the client can retry with one of them.
                 log.info("unsupported ApiVersions version, answering v0 with UNSUPPORTED_VERSION",
                          conn=connection.id, api_version=version, client_id=header.client_id)
                 metrics.latency.observe((time.monotonic_ns() - received) / 1e9)
@@ -253,9 +258,12 @@ class Router:
 
     # --- error bodies --------------------------------------------------------------------------------------
     def unsupported_api_versions_body(self) -> bytes:
+        """The v0 answer to an ApiVersions version we do not serve: UNSUPPORTED_VERSION with ApiVersions' own
+        versions only, as Kafka's ApiVersionsRequest.getErrorResponse (the client retries with one of them)."""
         if self._api_versions_fallback is None:
+            own = [k for k in self.api_keys() if k["api_key"] == API_VERSIONS]
             self._api_versions_fallback = response_codec(API_VERSIONS, 0).encode(
-                {"error_code": int(ErrorCode.UNSUPPORTED_VERSION), "api_keys": self.api_keys()})
+                {"error_code": int(ErrorCode.UNSUPPORTED_VERSION), "api_keys": own})
         return self._api_versions_fallback
 
 

@@ -1,7 +1,8 @@
 """Handler modules, one per API family.
 
 Each module exposes `HANDLERS = {api_key: async handler}` and optionally `VERSIONS = {api_key: (min, max)}`
-to narrow the versions served below the schema's range, and `UNSTABLE = {api_key: version}` for a version Kafka
+to narrow the versions served below the schema's range, `ADVERTISED_MIN = {api_key: version}` for a minimum
+ApiVersions lists below the one served (as Kafka lists Produce v0), and `UNSTABLE = {api_key: version}` for a version Kafka
 marks latestVersionUnstable (served only with `unstable.api.versions.enable`, as Kafka's ApiVersions). List a new module in `MODULES`. Handlers reach the
 broker's components through `ctx.broker` (typed attributes of `broker.app.Broker`), which has built them all
 before the handlers are registered.
@@ -63,6 +64,7 @@ def register_all(router: Router, modules: Iterable[str] = MODULES,
     for name in modules:
         module = importlib.import_module(f"broker.handlers.{name}")
         limits = getattr(module, "VERSIONS", {})
+        advertised = getattr(module, "ADVERTISED_MIN", {})
         caps: dict[int, int] = {}
         if not unstable:
             for api_key, first in getattr(module, "UNSTABLE", {}).items():
@@ -76,6 +78,6 @@ def register_all(router: Router, modules: Iterable[str] = MODULES,
             ceiling = hi
             if api_key in features:
                 hi = features[api_key] if hi is None else min(hi, features[api_key])
-            router.register(api_key, handler, lo, hi, ceiling=ceiling)
+            router.register(api_key, handler, lo, hi, ceiling=ceiling, advertised_min=advertised.get(api_key))
         registered.append(name)
     return registered

@@ -207,3 +207,6 @@ def _append_all(ctx: RequestContext, accepted: list[_Accepted], verified=None) -
 
 
 HANDLERS = {PRODUCE: handle_produce}
+# Kafka 4 serves Produce v3+ but lists v0 in ApiVersions, for librdkafka versions that fail without it
+# (KAFKA-18659); a v0-v2 request closes the connection, as any version not served
+ADVERTISED_MIN = {PRODUCE: 0}

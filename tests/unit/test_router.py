@@ -79,6 +79,24 @@ def test_unstable_versions_only_when_enabled():
     assert router.version_range(22) == (0, 4)  # a feature's cap still applies
 
 
+async def test_produce_is_listed_from_v0_and_v0_to_v2_close_the_connection():
+    """Kafka 4 lists Produce v0 in ApiVersions (KAFKA-18659: librdkafka needs it) but closes a connection sending
+    Produce v0-v2; an unsupported ApiVersions version is answered with ApiVersions' own versions only."""
+    router = make_router()
+    register_all(router, modules=["produce"])
+    assert router.version_range(PRODUCE) == (3, 13)
+    keys = {k["api_key"]: (k["min_version"], k["max_version"]) for k in router.api_keys()}
+    assert keys[PRODUCE] == (0, 13)
+    for version in (0, 2):
+        frame = encode_request(RequestHeader(PRODUCE, version, 3, "old"), struct.pack(">hii", 1, 1000, 0))[4:]
+        with pytest.raises(CloseConnection):
+            await router.handle(frame, ConnectionInfo())
+    frame = encode_request(RequestHeader(API_VERSIONS, 9, 4, "future"), b"")[4:]
+    _, payload = split_response(await router.handle(frame, ConnectionInfo()))
+    resp = response_codec(API_VERSIONS, 0).decode(payload)
+    assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [(API_VERSIONS, 0, 5)]
+
+
 async def test_unsupported_api_versions_gets_v0_body_with_error_35():
     router = make_router()
     frame = encode_request(RequestHeader(API_VERSIONS, 7, 5, "future"), b"\x00\x00\x00")[4:]
