@@ -653,8 +653,9 @@ class ReplicaManager:
     def read(self, info: TopicInfo, partition: int, offset: int, max_bytes: int, *, min_one: bool,
              read_committed: bool = False, current_leader_epoch: int = NO_EPOCH) -> FetchResult:
         """Whole batches from `offset`; read_committed: only below the LSO, with the aborted transactions of the
-        range returned. Every answer carries the partition's real LSO. The request's CurrentLeaderEpoch is
-        checked after the partition is found online and before the offset, as Kafka's Partition.fetchRecords."""
+        range returned. Every answer that reads carries the partition's real LSO (an offset out of range carries no
+        offsets, as Kafka's). The request's CurrentLeaderEpoch is checked after the partition is found online and
+        before the offset, as Kafka's Partition.fetchRecords."""
         if not 0 <= partition < info.num_partitions:
             return FetchResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         plog = self._topics.log(info.name, partition)
@@ -670,7 +671,8 @@ class ReplicaManager:
             log.error("cannot load transaction state", topic=info.name, partition=partition, error=repr(err))
             return FetchResult(ErrorCode.KAFKA_STORAGE_ERROR)
         if offset < start or offset > hw:
-            return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, hw, lso, start)
+            # Kafka's read result for an error carries no offsets (-1: high watermark, LSO, log start offset)
+            return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE)
         data = b""
         aborted = [] if read_committed else None
         upper = lso if read_committed else hw

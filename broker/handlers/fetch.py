@@ -8,8 +8,8 @@ what it reads; every answer carries the real LSO (the partitions' transaction st
 on a partition's first fetch after a start). Markers wake parked fetches, so a read_committed long poll returns
 once the LSO moves.
 
-A topic whose compression.type is zstd is answered UNSUPPORTED_COMPRESSION_TYPE to Fetch before v10, as Kafka does
-(its batches are stored zstd, which those versions predate).
+Batches are served as stored whatever the version: Kafka 4 converts nothing down (KIP-896), zstd batches to Fetch
+before v10 included.
 
 CurrentLeaderEpoch (v9+, KIP-320) is checked against the partition's leader epoch (always 0 here): older is
 FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH, -1 no check. A partition whose read fails that way (or offline,
@@ -34,6 +34,9 @@ from protocol.errors import ErrorCode
 FETCH = 1
 ZERO_UUID = uuid.UUID(int=0)
 READ_COMMITTED = 1
+# answered from the request's checks (Kafka's FetchResponse.partitionResponse), not from a read
+_REFUSED_BEFORE_READ = frozenset({ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                  ErrorCode.UNKNOWN_TOPIC_ID})
 
 
 def _resolve(topics, topic, version):
@@ -85,12 +88,6 @@ def _collect(ctx: RequestContext, req, denied: set[str], max_bytes: int) -> tupl
                 size = len(result.records)
                 total += size
                 remaining -= size
-            if version < 10 and info is not None and 0 <= part.partition < info.num_partitions and \
-                    broker.topics.str_config(info, "compression.type") == "zstd":
-                # Kafka's maybeConvertFetchedData, applied to every partition answer whose log exists here
-                # (errors and refusals too): a zstd topic is not served to Fetch before v10; a read made still
-                # counted against the request's bytes; its answer is FetchResponse.partitionResponse's (null records)
-                result = FetchResult(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, records=None)  # type: ignore[arg-type]
             partitions.append(
                 {
                     "partition_index": part.partition,
@@ -98,9 +95,7 @@ def _collect(ctx: RequestContext, req, denied: set[str], max_bytes: int) -> tupl
                     "high_watermark": result.high_watermark,
                     "last_stable_offset": result.last_stable_offset,
                     "log_start_offset": result.log_start_offset,
-                    # null for a partition in error, as Kafka (a read result without them: orElse(null))
-                    "aborted_transactions": _aborted(result) if read_committed and result.error == ErrorCode.NONE
-                    else None,
+                    "aborted_transactions": _aborted(result, read_committed),
                     "preferred_read_replica": -1,
                     "records": result.records,
                 }
@@ -111,15 +106,22 @@ def _collect(ctx: RequestContext, req, denied: set[str], max_bytes: int) -> tupl
     return responses, total, read_error
 
 
-def _aborted(result: FetchResult) -> list[dict]:
+def _aborted(result: FetchResult, read_committed: bool) -> list[dict] | None:
+    """As Kafka: a partition refused before its read (unknown, unauthorized) has the response's default, an empty
+    list; a read that failed has none (null), and so has a read_uncommitted one."""
+    if result.error in _REFUSED_BEFORE_READ:
+        return []
+    if not read_committed or result.error != ErrorCode.NONE:
+        return None
     return [{"producer_id": t.producer_id, "first_offset": t.first_offset}
             for t in result.aborted_transactions or ()]
 
 
 async def handle_fetch(ctx: RequestContext, req) -> dict:
     version = ctx.api_version
-    if version >= 7 and req.session_id != 0 and req.session_epoch not in (-1, 0):
-        # We never hand out fetch sessions, so an incremental fetch refers to one we do not have.
+    if version >= 7 and req.session_epoch not in (-1, 0):
+        # We never hand out fetch sessions, so an incremental fetch (session id 0 included, as Kafka's
+        # FetchManager looks it up too) refers to one we do not have.
         return {"error_code": int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND), "session_id": 0, "responses": []}
     denied = _denied(ctx, req)
     keys = _watch_keys(ctx, req, denied)
