@@ -8,7 +8,12 @@ tiered storage has nothing uploaded nor pending upload (UnifiedLog.fetchOffsetBy
 is off).
 
 CurrentLeaderEpoch (v4+, KIP-320) is checked as Kafka's Partition.fetchOffsetForTimestamp does, once the
-partition is found online: older than ours (0) is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH, -1 no check."""
+partition is found online: older than ours (0) is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH, -1 no check.
+
+Before the partition is looked up, as Kafka 4.4 answers: a partition the request names more than once is answered
+once, INVALID_REQUEST; a negative timestamp that is not a special value the version knows, UNSUPPORTED_VERSION.
+MAX_TIMESTAMP looks at every segment kept, as Kafka's: after DeleteRecords it may name a record below the log start
+offset."""
 
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ READ_COMMITTED = 1
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5, -6
 # The special timestamps each version may use (a client only sends what its negotiated version allows).
 _MIN_VERSION = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9, EARLIEST_PENDING_UPLOAD: 11}
+_SPECIAL = frozenset({LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD})
 
 log = structlog.get_logger(__name__)
 
@@ -47,8 +53,14 @@ def lookup(plog, timestamp: int, version: int, last_fetchable: int | None = None
         return ErrorCode.KAFKA_STORAGE_ERROR, -1, -1
 
 
+def _supported(timestamp: int, version: int) -> bool:
+    """A timestamp this version may ask for: any time, or one of the special values it knows (Kafka answers
+    others UNSUPPORTED_VERSION)."""
+    return timestamp >= 0 or (timestamp in _SPECIAL and version >= _MIN_VERSION.get(timestamp, 0))
+
+
 def _lookup(plog, timestamp: int, version: int, last_fetchable: int | None) -> tuple[ErrorCode, int, int]:
-    if timestamp < 0 and version < _MIN_VERSION.get(timestamp, 0):
+    if not _supported(timestamp, version):
         return ErrorCode.UNSUPPORTED_VERSION, -1, -1
     if timestamp == LATEST:
         return ErrorCode.NONE, -1, plog.high_watermark if last_fetchable is None else last_fetchable
@@ -61,7 +73,7 @@ def _lookup(plog, timestamp: int, version: int, last_fetchable: int | None) -> t
     elif timestamp >= 0:
         found = plog.offset_for_timestamp(timestamp)
     else:
-        return ErrorCode.INVALID_REQUEST, -1, -1
+        return ErrorCode.UNSUPPORTED_VERSION, -1, -1
     if found is None:
         return ErrorCode.NONE, -1, -1
     offset, ts = found
@@ -77,16 +89,32 @@ async def handle_list_offsets(ctx: RequestContext, req) -> dict:
         await replicas.ensure_loaded(
             (info.name, p.partition_index) for t in req.topics if (info := topics.registry.get(t.name)) is not None
             for p in t.partitions if 0 <= p.partition_index < info.num_partitions)
-    out = []
+    # Kafka keys the request by partition: a partition named twice (in one topic entry or two) is answered once,
+    # INVALID_REQUEST, and a topic named twice is one topic of the response
+    named: dict[tuple[str, int], int] = {}
+    for topic in req.topics:
+        for part in topic.partitions:
+            named[(topic.name, part.partition_index)] = named.get((topic.name, part.partition_index), 0) + 1
+    out: dict[str, list[dict]] = {}
+    allowed: dict[str, bool] = {}
     pacer = Pacer()
     for topic in req.topics:
         info = topics.registry.get(topic.name)
-        allowed = ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)
-        partitions = []
+        if topic.name not in allowed:
+            allowed[topic.name] = ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)
+        partitions = out.setdefault(topic.name, [])
         for part in topic.partitions:
             await pacer.pace()  # thousands of partitions (each a log lookup): yield to the loop between them
-            if not allowed:
+            times = named.get((topic.name, part.partition_index))
+            if times is None:
+                continue  # answered already (a duplicate)
+            del named[(topic.name, part.partition_index)]
+            if not allowed[topic.name]:
                 code, ts, offset = ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1
+            elif times > 1:
+                code, ts, offset = ErrorCode.INVALID_REQUEST, -1, -1
+            elif not _supported(part.timestamp, version):
+                code, ts, offset = ErrorCode.UNSUPPORTED_VERSION, -1, -1
             elif info is None or not 0 <= part.partition_index < info.num_partitions or (
                     plog := topics.find_log(info.name, part.partition_index)) is None:
                 # (no log: the topic was deleted while this request yielded to the loop)
@@ -110,8 +138,8 @@ async def handle_list_offsets(ctx: RequestContext, req) -> dict:
                     "leader_epoch": 0 if code == ErrorCode.NONE and offset >= 0 else -1,
                 }
             )
-        out.append({"name": topic.name, "partitions": partitions})
-    return {"throttle_time_ms": 0, "topics": out}
+    out_topics = [{"name": name, "partitions": parts} for name, parts in out.items()]
+    return {"throttle_time_ms": 0, "topics": out_topics}
 
 
 HANDLERS = {LIST_OFFSETS: handle_list_offsets}

@@ -381,11 +381,12 @@ class PartitionLog:
                 yield header
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record with timestamp >= `timestamp`, or None.
+        """(offset, timestamp) of the first record at or after the log start offset with timestamp >= `timestamp`,
+        searched as Kafka's UnifiedLog.fetchOffsetByTimestamp: in the first segment whose largest timestamp is >=
+        `timestamp` only (None if that segment has no such record), from the batch the time index points to.
 
-        Batches are located with the time index, then the batch's records are decoded (any codec). A batch that
-        cannot be decoded (stored before produce checked records) answers with its first offset and maxTimestamp.
-        KafkaStorageError once the log directory is offline.
+        A batch that cannot be decoded (stored before produce checked records) answers with its first offset and
+        maxTimestamp. KafkaStorageError once the log directory is offline.
         """
         self.failures.check()
         start = self.log_start_offset
@@ -394,22 +395,27 @@ class PartitionLog:
                 continue
             found = segment.find_by_timestamp(timestamp, start)
             if found is None:
-                continue
-            pos, header = found
-            for record in self._records(segment, pos, header):
-                if record.offset >= start and record.timestamp is not None and record.timestamp >= timestamp:
-                    return record.offset, record.timestamp
-            return max(header.base_offset, start), header.max_timestamp
+                return None
+            for pos, header in segment.iter_headers(found[0]):
+                if header.max_timestamp < timestamp or header.base_offset + header.last_offset_delta < start:
+                    continue
+                records = self._records(segment, pos, header)
+                if not records:
+                    return max(header.base_offset, start), header.max_timestamp
+                for record in records:
+                    if record.offset >= start and record.timestamp is not None and record.timestamp >= timestamp:
+                        return record.offset, record.timestamp
+            return None
         return None
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
-        """(offset, timestamp) of the record with the largest timestamp (the first such record), or None.
-        KafkaStorageError once the log directory is offline."""
+        """(offset, timestamp) of the record with the largest timestamp (the first such record) in the segments
+        kept, or None. As Kafka's, the log start offset is not looked at: after DeleteRecords the record may be
+        below it. KafkaStorageError once the log directory is offline."""
         self.failures.check()
         best: Segment | None = None
         for segment in self._segments:
-            if segment.next_offset > self.log_start_offset and segment.max_timestamp >= 0 and (
-                    best is None or segment.max_timestamp > best.max_timestamp):
+            if segment.max_timestamp >= 0 and (best is None or segment.max_timestamp > best.max_timestamp):
                 best = segment
         if best is None:
             return None
@@ -418,7 +424,7 @@ class PartitionLog:
         if found is not None:
             pos, header = found
             for record in self._records(best, pos, header):
-                if record.timestamp == ts and record.offset >= self.log_start_offset:
+                if record.timestamp == ts:
                     return record.offset, ts
         return last, ts
 
