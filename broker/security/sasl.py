@@ -57,7 +57,7 @@ class SaslAuthenticator:
                  clock: Callable[[], float] = time.monotonic, connection: Any = None,
                  wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
         self.listener = listener
-        self.mechanisms = mechanisms
+        self.mechanisms = handshake_order(mechanisms)
         self._new_server = new_server
         self._version_range = version_range
         self._reauth_ms = reauth_ms
@@ -242,6 +242,34 @@ class SaslAuthenticator:
         conn = self._connection
         log.info(event, listener=self.listener, conn=getattr(conn, "id", None), peer=getattr(conn, "peer", None),
                  **kw)
+
+
+def _java_string_hash(text: str) -> int:
+    h = 0
+    for unit in _utf16_units(text):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h
+
+
+def _utf16_units(text: str) -> list[int]:
+    raw = text.encode("utf-16-be")
+    return [int.from_bytes(raw[i:i + 2], "big") for i in range(0, len(raw), 2)]
+
+
+def handshake_order(mechanisms: list[str]) -> list[str]:
+    """sasl.enabled.mechanisms in the order Kafka's SaslHandshake answers list them: its SaslServerAuthenticator
+    copies them through a java.util.HashSet, so they come in that set's iteration order (by hash bucket, then
+    insertion), not in the configured order."""
+    unique = list(dict.fromkeys(mechanisms))
+    buckets = 16  # HashSet(Collection): capacity max(n / .75 + 1, 16), rounded up to a power of two
+    while buckets < max(int(len(unique) / 0.75) + 1, 16):
+        buckets *= 2
+
+    def bucket(name: str) -> int:
+        h = _java_string_hash(name)
+        return (h ^ (h >> 16)) & (buckets - 1)
+
+    return sorted(unique, key=bucket)
 
 
 def _response(header, body: dict) -> bytes:

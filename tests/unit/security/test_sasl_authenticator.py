@@ -207,3 +207,13 @@ def test_authenticate_versions(version: int) -> None:
     handshake(auth, "PLAIN")
     _, body = authenticate(auth, b"\x00alice\x00alice-pw", version=version)
     assert body.error_code == 0 and body.session_lifetime_ms == (5000 if version >= 1 else 0)  # v1+ carry it
+
+
+def test_handshake_lists_mechanisms_in_kafkas_hash_set_order():
+    """Kafka's SaslServerAuthenticator copies sasl.enabled.mechanisms through a java.util.HashSet: Kafka 4.4 lists
+    SCRAM-SHA-512 before SCRAM-SHA-256 whatever the configured order."""
+    from broker.security.sasl import handshake_order
+
+    assert handshake_order(["SCRAM-SHA-256", "SCRAM-SHA-512"]) == ["SCRAM-SHA-512", "SCRAM-SHA-256"]
+    assert handshake_order(["SCRAM-SHA-512", "SCRAM-SHA-256", "SCRAM-SHA-512"]) == ["SCRAM-SHA-512", "SCRAM-SHA-256"]
+    assert handshake_order(["PLAIN", "SCRAM-SHA-256"]) == ["PLAIN", "SCRAM-SHA-256"]
