@@ -89,28 +89,27 @@ async def handle_list_offsets(ctx: RequestContext, req) -> dict:
         await replicas.ensure_loaded(
             (info.name, p.partition_index) for t in req.topics if (info := topics.registry.get(t.name)) is not None
             for p in t.partitions if 0 <= p.partition_index < info.num_partitions)
-    # Kafka keys the request by partition: a partition named twice (in one topic entry or two) is answered once,
-    # INVALID_REQUEST, and a topic named twice is one topic of the response
+    allowed: dict[str, bool] = {}
+    for topic in req.topics:
+        if topic.name not in allowed:
+            allowed[topic.name] = ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)
+    # Kafka answers the topics it may not describe entry by entry, and keys the others by partition: a partition
+    # named twice (in one topic entry or two) is answered once, INVALID_REQUEST, and the topic is one topic
     named: dict[tuple[str, int], int] = {}
     for topic in req.topics:
         for part in topic.partitions:
             named[(topic.name, part.partition_index)] = named.get((topic.name, part.partition_index), 0) + 1
-    out: dict[str, list[dict]] = {}
-    allowed: dict[str, bool] = {}
+    out: dict[object, list[dict]] = {}
     pacer = Pacer()
-    for topic in req.topics:
+    for n, topic in enumerate(req.topics):
         info = topics.registry.get(topic.name)
-        if topic.name not in allowed:
-            allowed[topic.name] = ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)
-        partitions = out.setdefault(topic.name, [])
+        partitions = out.setdefault(topic.name if allowed[topic.name] else (n, topic.name), [])
         for part in topic.partitions:
             await pacer.pace()  # thousands of partitions (each a log lookup): yield to the loop between them
-            times = named.get((topic.name, part.partition_index))
-            if times is None:
-                continue  # answered already (a duplicate)
-            del named[(topic.name, part.partition_index)]
             if not allowed[topic.name]:
                 code, ts, offset = ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1
+            elif (times := named.pop((topic.name, part.partition_index), None)) is None:
+                continue  # answered already (a duplicate)
             elif times > 1:
                 code, ts, offset = ErrorCode.INVALID_REQUEST, -1, -1
             elif not _supported(part.timestamp, version):
@@ -138,7 +137,7 @@ async def handle_list_offsets(ctx: RequestContext, req) -> dict:
                     "leader_epoch": 0 if code == ErrorCode.NONE and offset >= 0 else -1,
                 }
             )
-    out_topics = [{"name": name, "partitions": parts} for name, parts in out.items()]
+    out_topics = [{"name": key if isinstance(key, str) else key[1], "partitions": parts} for key, parts in out.items()]
     return {"throttle_time_ms": 0, "topics": out_topics}
 
 
