@@ -359,6 +359,8 @@ class ReplicaManager:
         if not client:
             header = built
             headers = [built]
+            if len(records) > max_bytes:  # a coordinator's record too large for its topic: MESSAGE_TOO_LARGE
+                return ProduceResult(ErrorCode.MESSAGE_TOO_LARGE), None
         else:
             # The request's checks (protocol.produce_records) found one whole batch at the start: Kafka's log
             # checks it and every record's framing (decompressing if need be), a compacted topic refusing

@@ -76,9 +76,9 @@ def test_codec_and_level_follow_live_config_changes(broker):
     assert small < fast < headers[0].batch_length  # level 9 packs tighter than level 1
 
 
-def test_fetch_before_v10_is_refused_on_a_zstd_topic(broker):
-    """Kafka's maybeConvertFetchedData: Fetch v4-9 predate zstd, so a zstd topic answers them
-    UNSUPPORTED_COMPRESSION_TYPE (null records, no high watermark); v10 reads it, and other topics stay readable."""
+def test_fetch_before_v10_reads_a_zstd_topic(broker):
+    """Kafka 4 converts nothing down (KIP-896): Fetch v4-9, which predate zstd, get a zstd topic's batches as
+    stored, as Kafka 4.4 answers them (tests/differential/test_produce.py compares); other topics stay readable."""
     create_topic(broker.bootstrap, "codec-old-zstd", config={"compression.type": "zstd"})
     create_topic(broker.bootstrap, "codec-old-plain")
     batch = rec.build_batch([rec.Record(b"k", v) for v in VALUES[:10]])
@@ -87,10 +87,6 @@ def test_fetch_before_v10_is_refused_on_a_zstd_topic(broker):
             assert produce(raw, topic, batch).error_code == 0
         for version in (4, 9, 10):
             part = fetch_partition(raw, "codec-old-zstd", version=version)
-            if version < 10:
-                assert (part.error_code, part.high_watermark, part.records) == (
-                    rec.ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, -1, None)
-            else:
-                assert part.error_code == 0 and codecs_of(
-                    [h for _, h in rec.iter_batches(part.records)]) == {rec.COMPRESSION_ZSTD}
+            assert part.error_code == 0 and part.high_watermark == 10 and codecs_of(
+                [h for _, h in rec.iter_batches(part.records)]) == {rec.COMPRESSION_ZSTD}
             assert fetch_partition(raw, "codec-old-plain", version=version).error_code == 0
