@@ -33,8 +33,8 @@ def summary(part) -> dict:
 
 def test_every_fetch_version(pair):
     """Fetch v4-v17 of a partition holding four 3 KB batches: from 0, at and past the high watermark, a negative
-    offset, MaxBytes and PartitionMaxBytes below a batch (KIP-74) and at 0, partitions past the count, leader
-    epochs (v9+), unknown topics and topic ids (v13+)."""
+    offset, MaxBytes and PartitionMaxBytes below a batch (KIP-74) and at 0, MinBytes above what there is,
+    partitions past the count, leader epochs (v9+), unknown topics and topic ids (v13+)."""
     def scenario(target: Target):
         topic = dr.new_topic(target, "f-versions")
         out = {}
@@ -54,6 +54,10 @@ def test_every_fetch_version(pair):
                          "partition-max-0": fetch(partition_max_bytes=0),
                          "partition-max-2-batches": fetch(partition_max_bytes=2 * len(BIG)),
                          "partition-3": fetch(partition=3), "partition-minus-1": fetch(partition=-1)}
+                # MinBytes above what there is: answered with it once MaxWaitMs (short here) has passed
+                waited = raw.call(dr.FETCH, version, {**dr.fetch_request(
+                    [dr.fetch_partition(name, 2, topic_id_=id_)]), "min_bytes": 1 << 20, "max_wait_ms": 50})
+                cases["min-bytes-over-what-there-is"] = summary(waited.responses[0].partitions[0])
                 if version >= 9:
                     cases.update({f"epoch-{e}": fetch(current_leader_epoch=e) for e in (0, 5)})
                 if version >= 13:

@@ -353,13 +353,13 @@ def test_null_records_are_answered(pair):
     def scenario(target: Target):
         topic = dr.new_topic(target, "p-null")
         with target.raw() as raw:
-            raw.sock.settimeout(3)
+            raw.sock.settimeout(2)
             try:
                 return {"error_code": dr.produce(raw, topic, None).error_code}
             except TimeoutError:
-                return {"no answer within 3 s": True}
+                return {"no answer within 2 s": True}
 
-    known_difference(pair.run(scenario), kafka={"no answer within 3 s": True}, shoal={"error_code": 87},
+    known_difference(pair.run(scenario), kafka={"no answer within 2 s": True}, shoal={"error_code": 87},
                      reason="Produce with null records")
 
 
