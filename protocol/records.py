@@ -26,13 +26,17 @@ Records (uncompressed, or after decompression): varint length, int8 attributes, 
 offsetDelta, varint key length (-1 = null) + key, varint value length (-1 = null) + value, varint header count, then
 per header: varint key length + UTF-8 key, varint value length (-1 = null) + value. Varints are zigzag-encoded.
 
-Produce (`validate_batches(..., check_records=True)`) also proves every record's framing, as Kafka's LogValidator
-does by parsing each record: compressed payloads are decompressed (bounded, `protocol.compression`) and walked
-(`protocol.record_check`). A framing error is INVALID_RECORD (Kafka's InvalidRecordException); a payload that does
-not decompress is CORRUPT_MESSAGE; one that decompresses past `MAX_DECOMPRESSED_BYTES` is MESSAGE_TOO_LARGE.
+Produce (`validate_client_batch`) checks a client's batch in the order of Kafka's log and also proves every
+record's framing, as Kafka's LogValidator does by parsing each record: compressed payloads are decompressed
+(bounded, `protocol.compression`) and walked (`protocol.record_check`). A framing error is INVALID_RECORD (Kafka's
+InvalidRecordException); a payload that does not decompress is UNKNOWN_SERVER_ERROR (Kafka fails it with an
+unexpected exception); one that decompresses past `MAX_DECOMPRESSED_BYTES` is MESSAGE_TOO_LARGE.
+`validate_batches(..., check_records=True)` makes the same record check on any run of batches (CORRUPT_MESSAGE for
+a payload that does not decompress).
 
-Every decoder here rejects negative lengths other than the -1 null marker, lengths and counts larger than the
-bytes left, and bytes left over, so a hostile batch cannot make one loop or allocate without bound.
+As Kafka's DefaultRecord, a negative key, value or header value length is a null (writers use -1). Every decoder
+here rejects lengths and counts larger than the bytes left and bytes left over, so a hostile batch cannot make one
+loop or allocate without bound.
 
 Compression: `decode_records` and `build_batch` handle every codec (gzip, snappy, lz4, zstd); codec ids 5-7 raise
 `UnsupportedCompressionError`.
