@@ -653,7 +653,8 @@ class ReplicaManager:
 
     # --- fetch -----------------------------------------------------------------------------------------------
     def read(self, info: TopicInfo, partition: int, offset: int, max_bytes: int, *, min_one: bool,
-             read_committed: bool = False, current_leader_epoch: int = NO_EPOCH) -> FetchResult:
+             read_committed: bool = False, current_leader_epoch: int = NO_EPOCH,
+             follower: bool = False) -> FetchResult:
         """Whole batches from `offset`; read_committed: only below the LSO, with the aborted transactions of the
         range returned. Every answer that reads carries the partition's real LSO (an offset out of range carries no
         offsets, as Kafka's). The request's CurrentLeaderEpoch is checked after the partition is found online and
@@ -665,6 +666,8 @@ class ReplicaManager:
             return FetchResult(ErrorCode.KAFKA_STORAGE_ERROR)
         if (epoch_error := current_epoch_error(current_leader_epoch)) != ErrorCode.NONE:
             return FetchResult(epoch_error)
+        if follower:  # a follower's fetch: a single node has no replica but itself (Kafka's followerReplicaOrThrow)
+            return FetchResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         hw = plog.high_watermark
         start = plog.log_start_offset
         try:
