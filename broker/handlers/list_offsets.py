@@ -112,6 +112,8 @@ async def handle_list_offsets(ctx: RequestContext, req) -> dict:
                 continue  # answered already (a duplicate)
             elif times > 1:
                 code, ts, offset = ErrorCode.INVALID_REQUEST, -1, -1
+            elif req.get("isolation_level", 0) not in (0, READ_COMMITTED):
+                code, ts, offset = ErrorCode.UNKNOWN_SERVER_ERROR, -1, -1  # Kafka cannot read it: an exception
             elif not _supported(part.timestamp, version):
                 code, ts, offset = ErrorCode.UNSUPPORTED_VERSION, -1, -1
             elif info is None or not 0 <= part.partition_index < info.num_partitions or (
