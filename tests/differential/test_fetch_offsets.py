@@ -59,7 +59,7 @@ def test_every_fetch_version(pair):
                     [dr.fetch_partition(name, 2, topic_id_=id_)]), "min_bytes": 1 << 20, "max_wait_ms": 50})
                 cases["min-bytes-over-what-there-is"] = summary(waited.responses[0].partitions[0])
                 if version >= 9:
-                    cases.update({f"epoch-{e}": fetch(current_leader_epoch=e) for e in (0, 5)})
+                    cases.update({f"epoch-{e}": fetch(current_leader_epoch=e) for e in (0, 5, -2)})
                 if version >= 13:
                     cases.update({"unknown-id": fetch(topic_id=uuid.uuid4()), "zero-id": fetch(topic_id=dr.ZERO_UUID)})
                 else:
@@ -187,14 +187,14 @@ def test_list_offsets(pair, timestamp_type):
 
             lookups("empty", (0,))
             for ts in (3_000, 1_000, 2_000):
-                assert dr.produce(raw, topic, rec.build_batch([rec.Record(None, b"a", timestamp=ts),
-                                                               rec.Record(None, b"b", timestamp=ts - 500)])).error_code == 0
-            assert dr.produce(raw, topic, rec.build_batch([rec.Record(None, b"c", timestamp=2_900)],
-                                                          compression=rec.COMPRESSION_GZIP)).error_code == 0
+                batch = rec.build_batch([rec.Record(None, b"a", timestamp=ts), rec.Record(None, b"b", timestamp=ts - 500)])
+                assert dr.produce_apart(raw, topic, batch).error_code == 0
+            batch = rec.build_batch([rec.Record(None, b"c", timestamp=2_900)], compression=rec.COMPRESSION_GZIP)
+            assert dr.produce_apart(raw, topic, batch).error_code == 0
             stamps = (0, 2_000, 2_001, 2_500, 2_950, 3_000, 3_001) if timestamp_type == "CreateTime" else (0, 1 << 50)
             lookups("filled", stamps)
             out["epochs"] = [dict(dr.list_offsets(raw, topic, -1, partition=p, current_leader_epoch=e))
-                             for p, e in ((0, 0), (0, 1), (0, -1), (1, 0), (5, -1), (-1, -1))]
+                             for p, e in ((0, 0), (0, 1), (0, -1), (0, -2), (1, 0), (5, -1), (-1, -1))]
             out["bad-timestamps"] = [dict(dr.list_offsets(raw, topic, ts, partition=p))
                                      for ts, p in ((-7, 0), (-100, 0), (-7, 5), (-3, 0))]
             out["bad-timestamp-unknown-topic"] = dict(dr.list_offsets(raw, "nope-" + topic, -7))
@@ -289,3 +289,54 @@ def test_offset_for_leader_epoch(pair):
         return out
 
     assert_same(pair.run(scenario), "OffsetForLeaderEpoch")
+
+
+def test_request_shapes(pair):
+    """A partition named twice in one Fetch or DeleteRecords (Kafka keys requests by partition: one answer, the
+    last values), a topic named in two entries, a follower's Fetch (ReplicaId or ReplicaState, v15+) on a single
+    node, isolation levels no version knows in Fetch and ListOffsets, an internal topic."""
+    def scenario(target: Target):
+        topic = dr.new_topic(target, "f-shapes", partitions=2)
+        out = {}
+        with target.raw() as raw:
+            assert dr.produce(raw, topic, rec.build_batch([rec.Record(None, b"a")] * 3, timestamp=1_000)).error_code == 0
+            tid = dr.topic_id(raw, topic)
+
+            def partition(index: int, offset: int) -> dict:
+                return {"partition": index, "fetch_offset": offset, "partition_max_bytes": 1 << 20,
+                        "log_start_offset": -1, "current_leader_epoch": -1}
+
+            def fetch(version: int, entries: list[list[dict]], **body):
+                name, id_ = (topic, dr.ZERO_UUID) if version < 13 else ("", tid)
+                answer = raw.call(dr.FETCH, version, {**dr.fetch_request(
+                    [{"topic": name, "topic_id": id_, "partitions": parts} for parts in entries]), **body})
+                return {"error_code": answer.error_code, "session_id": answer.session_id,
+                        "responses": [[summary(p) for p in t.partitions] for t in answer.responses]}
+
+            for version in (7, 12, 13, 15, 16, 17):
+                out[f"v{version}-twice"] = fetch(version, [[partition(0, 0), partition(0, 2)]])
+                out[f"v{version}-two-entries"] = fetch(version, [[partition(0, 2)], [partition(1, 0)]])
+                follower = {"replica_id": 5} if version < 15 else {"replica_state": {"replica_id": 5,
+                                                                                     "replica_epoch": 1}}
+                out[f"v{version}-follower"] = fetch(version, [[partition(0, 0), partition(9, 0)]], **follower)
+                out[f"v{version}-isolation-5"] = fetch(version, [[partition(0, 0), partition(9, 0)]],
+                                                       isolation_level=5)
+            answer = raw.call(dr.LIST_OFFSETS, 10, {"replica_id": -1, "isolation_level": 3, "timeout_ms": 1000,
+                                                    "topics": [{"name": topic, "partitions": [
+                                                        {"partition_index": 0, "timestamp": -1},
+                                                        {"partition_index": 7, "timestamp": -1}]},
+                                                        {"name": "nope-" + topic, "partitions": [
+                                                            {"partition_index": 0, "timestamp": -1}]}]})
+            out["list-offsets-isolation-3"] = [[t.name, [dict(p) for p in t.partitions]] for t in answer.topics]
+            out["delete-twice"] = dr_answer(raw.call(dr.DELETE_RECORDS, 2, delete_body(topic, [(0, 1), (0, 2)])))
+            out["delete-two-entries"] = dr_answer(raw.call(dr.DELETE_RECORDS, 2, {"timeout_ms": 5000, "topics": [
+                {"name": topic, "partitions": [{"partition_index": 1, "offset": 0}]},
+                {"name": topic, "partitions": [{"partition_index": 1, "offset": 0}]}]}))
+            # __consumer_offsets exists once a group coordinator was looked up (Kafka makes it then)
+            wait_until(lambda: raw.call(dr.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["g"]})
+                       .coordinators[0].error_code == 0, 60, "a group coordinator")
+            out["delete-internal"] = dr_answer(raw.call(dr.DELETE_RECORDS, 2, delete_body("__consumer_offsets",
+                                                                                          [(0, 0)])))
+        return out
+
+    assert_same(pair.run(scenario), "request shapes")

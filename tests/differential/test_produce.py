@@ -166,7 +166,7 @@ def test_timestamps(pair, timestamp_type):
                                         compression=rec.COMPRESSION_GZIP),
             }
             for name, batch in sends.items():
-                out[name] = answer(dr.produce(raw, topic, batch))
+                out[name] = answer(dr.produce_apart(raw, topic, batch))
             out["narrow-old"] = answer(dr.produce(raw, narrow, rec.build_batch(
                 [rec.Record(b"k", b"v", timestamp=now), rec.Record(b"k", b"v", timestamp=now - 2 * HOUR)])))
             out["narrow-ok"] = answer(dr.produce(raw, narrow, rec.build_batch([rec.Record(b"k", b"v",

@@ -65,6 +65,16 @@ def produce(raw: RawClient, topic: str, records: bytes | None, *, version: int =
     return answer.responses[0].partition_responses[0]
 
 
+def produce_apart(raw: RawClient, topic: str, records: bytes, **kwargs):
+    """`produce`, then wait until the clock has moved past the batch's LogAppendTime: on a LogAppendTime topic each
+    batch then has a timestamp of its own on both brokers (what MAX_TIMESTAMP and timestamp lookups find)."""
+    answer = produce(raw, topic, records, **kwargs)
+    stamped = answer.log_append_time_ms
+    if stamped >= 0:
+        wait_until(lambda: now_ms() > stamped + 1, 5, "the clock to pass a LogAppendTime")
+    return answer
+
+
 def fetch_request(topics: list[dict], *, max_bytes: int = 1 << 20, isolation_level: int = 0, session_id: int = 0,
                   session_epoch: int = -1) -> dict:
     return {"max_wait_ms": 0, "min_bytes": 1, "max_bytes": max_bytes, "replica_id": -1,
