@@ -81,15 +81,48 @@ def _decompress_stream(module, data: Buffer, limit: int, out: bytearray) -> int:
     """Decompress into `out` (grown as needed, at most to `limit`); returns the byte count."""
     if len(out) < _FIRST_GUESS:
         out.extend(bytes(min(limit, max(_FIRST_GUESS, _GROWTH * len(data))) - len(out)))
+    declared = _zstd_content_size(data) if module is cramjam.zstd else None
     while True:
         try:
             return module.decompress_into(data, out if len(out) <= limit else memoryview(out)[:limit])
         except cramjam.DecompressionError as err:
             if not _too_small(err):
                 raise CompressionError(str(err)) from None
+            if declared is not None and min(len(out), limit) >= declared:
+                # zstd's "destination too small" for a frame holding more than it declares: corrupt data, not a
+                # large one (growing the buffer to the limit would only cost memory)
+                raise CompressionError(f"zstd: the frame decodes past its declared size {declared}") from None
             if len(out) >= limit:
                 raise DecompressedTooLargeError(f"decompressed records exceed {limit} bytes") from None
             out.extend(bytes(min(limit, len(out) * _GROWTH) - len(out)))
+
+
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_FCS_BYTES = (0, 2, 4, 8)
+_DID_BYTES = (0, 1, 2, 4)
+
+
+def _zstd_content_size(data: Buffer) -> int | None:
+    """The content size a payload of one zstd frame declares (its Frame_Content_Size), or None when the frame
+    does not declare it or the payload is not exactly one frame (its blocks walked by their headers)."""
+    mv = memoryview(data)
+    if len(mv) < 6 or bytes(mv[:4]) != _ZSTD_MAGIC:
+        return None
+    fhd = mv[4]
+    single = fhd >> 5 & 1
+    pos = 5 + (0 if single else 1) + _DID_BYTES[fhd & 3]
+    fcs_bytes = _FCS_BYTES[fhd >> 6] or (1 if single else 0)
+    if not fcs_bytes or pos + fcs_bytes > len(mv):
+        return None
+    size = int.from_bytes(mv[pos:pos + fcs_bytes], "little") + (256 if fcs_bytes == 2 else 0)
+    pos += fcs_bytes
+    while pos + 3 <= len(mv):  # blocks: 3-byte headers (last flag, type, size); an RLE block holds one byte
+        header = int.from_bytes(mv[pos:pos + 3], "little")
+        pos += 3 + (1 if (header >> 1) & 3 == 1 else header >> 3)
+        if header & 1:
+            pos += 4 if fhd & 0x04 else 0  # content checksum
+            return size if pos == len(mv) else None
+    return None
 
 
 def _snappy_raw(data: Buffer, out: bytearray, at: int, limit: int) -> int:

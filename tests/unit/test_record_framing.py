@@ -285,3 +285,43 @@ def test_a_bad_record_deep_inside_a_long_uniform_run_is_found() -> None:
     data[key_at] = 126
     with pytest.raises(FramingError):
         check_records(bytes(data), 0, len(data), 5000)
+
+
+def _damaged_zstd(payload: bytes) -> bytes:
+    """`payload` as a zstd frame with one byte changed so that it decodes past its declared content size (zstd's
+    "destination buffer is too small"), found by trying bytes (cramjam is pinned: the same one every run)."""
+    frame = codecs.compress(rec.COMPRESSION_ZSTD, payload)
+    for pos in range(len(frame) - 1, 5, -1):
+        for value in (0x00, 0xFF, 0x34, 0xC5):
+            damaged = frame[:pos] + bytes([value]) + frame[pos + 1:]
+            try:
+                cramjam.zstd.decompress(damaged)
+            except cramjam.DecompressionError as err:
+                if "too small" in str(err):
+                    return damaged
+    raise AssertionError("no damaged frame found")
+
+
+def test_a_zstd_frame_that_decodes_past_its_declared_size_is_corrupt_at_once(monkeypatch) -> None:
+    """zstd answers "destination buffer too small" for a frame holding more than its Frame_Content_Size says:
+    that is corrupt data (Kafka: UNKNOWN_SERVER_ERROR), not a large payload to grow the buffer for up to
+    MAX_DECOMPRESSED_BYTES (a 138-byte batch made the check allocate 64 MiB and answer MESSAGE_TOO_LARGE)."""
+    payload = b"".join(record_bytes(b"\x00", varint(0), varint(i), varint(-1), varint(20), b"v" * 20, varint(0))
+                       for i in range(5))
+    damaged = _damaged_zstd(payload)
+    assert codecs._zstd_content_size(damaged) == len(payload)
+    grown: list[int] = []
+    real = codecs._decompress_stream
+
+    def watched(module, data, limit, out):
+        before = len(out)
+        try:
+            return real(module, data, limit, out)
+        finally:
+            grown.append(len(out) - before)
+
+    monkeypatch.setattr(codecs, "_decompress_stream", watched)
+    with pytest.raises(rec.UndecodableRecordsError, match="declared size"):
+        client_check(batch_with_payload(payload, 5, rec.COMPRESSION_ZSTD, compressed=damaged))
+    assert grown and max(grown) < 1 << 20  # no growing towards the limit
+    assert codecs._zstd_content_size(damaged + damaged) is None  # two frames: no one size
