@@ -21,6 +21,7 @@ from protocol import records as rec
 from tests.helpers import differential_raw as dr
 from tests.helpers.differential import Target, assert_same, known_difference
 from tests.helpers.kafka_dist import run_tool
+from tests.helpers.record_batches import damaged_zstd
 from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -384,8 +385,10 @@ def test_compressed_batch_record_layout_is_checked(pair):
 
 def test_max_timestamp_is_taken_from_the_header(pair):
     """A batch whose MaxTimestamp is not the largest of its records' timestamps: Kafka's validator rewrites it
-    (it walks every record); Shoal stores the batch's own (see docs/kafka-differences.md)."""
+    (it walks every record); Shoal stores the batch's own, and with message.timestamp.before.max.ms unbounded
+    (the default) judges message.timestamp.after.max.ms by it (see docs/kafka-differences.md)."""
     wrong_max = patched(GOOD, 35, ">q", 9_999)  # the records' timestamps are all 1000
+    future_records = patched(GOOD, 27, ">q", dr.now_ms() + 10 * HOUR)  # BaseTimestamp: its records' timestamps
 
     def scenario(target: Target):
         topic = dr.new_topic(target, "p-maxts")
@@ -393,11 +396,73 @@ def test_max_timestamp_is_taken_from_the_header(pair):
             assert dr.produce(raw, topic, wrong_max).error_code == 0
             stored = rec.read_header(dr.fetch(raw, topic).records).max_timestamp
             return {"stored_max_timestamp": stored,
-                    "max_timestamp_lookup": dr.list_offsets(raw, topic, -3).timestamp}
+                    "max_timestamp_lookup": dr.list_offsets(raw, topic, -3).timestamp,
+                    "records_ahead_of_the_window": dr.produce(raw, topic, future_records).error_code}
 
-    known_difference(pair.run(scenario), kafka={"stored_max_timestamp": 1_000, "max_timestamp_lookup": 1_000},
-                     shoal={"stored_max_timestamp": 9_999, "max_timestamp_lookup": 9_999},
+    known_difference(pair.run(scenario),
+                     kafka={"stored_max_timestamp": 1_000, "max_timestamp_lookup": 1_000,
+                            "records_ahead_of_the_window": 32},
+                     shoal={"stored_max_timestamp": 9_999, "max_timestamp_lookup": 9_999,
+                            "records_ahead_of_the_window": 0},
                      reason="A batch's MaxTimestamp is trusted")
+
+
+def test_damaged_compressed_payloads(pair):
+    """Compressed payloads cut short or damaged (valid batch CRC): UNKNOWN_SERVER_ERROR on both where the
+    decompressor refuses them, also for a zstd frame that decodes past its declared size."""
+    records = [rec.Record(b"key%d" % i, b"value%d" % i) for i in range(4)]
+    cases = {}
+    for name, codec in CODECS.items():
+        if codec:
+            batch = rec.build_batch(records, timestamp=1_000, compression=codec)
+            cases[f"{name}-cut"] = resealed_length(batch[:-6])
+    cases["gzip-cut-half"] = resealed_length(rec.build_batch(records, timestamp=1_000, compression=1)[:100])
+    payload = b"".join(record(offset_delta=i, key=None, value=b"v" * 20) for i in range(5))
+    cases["zstd-past-its-declared-size"] = batch_of(damaged_zstd(payload), 5, compression=4, compress=False)
+
+    def scenario(target: Target):
+        topic = dr.new_topic(target, "p-damaged")
+        with target.raw() as raw:
+            return {name: answer(dr.produce(raw, topic, batch)) for name, batch in cases.items()}
+
+    assert_same(pair.run(scenario), "answers to damaged compressed payloads")
+
+
+def resealed_length(batch: bytes) -> bytes:
+    buf = bytearray(batch)
+    struct.pack_into(">i", buf, 8, len(buf) - rec.LOG_OVERHEAD)
+    return resealed(buf)
+
+
+def test_a_damaged_gzip_payload_that_still_decodes(pair):
+    """One byte of a gzip payload's deflate data changed: the data still decodes to its end, into wrong records.
+    Kafka reads gzip as a stream and checks the records before the gzip trailer (INVALID_RECORD); Shoal
+    decompresses the payload whole first, and the trailer's CRC refuses it (UNKNOWN_SERVER_ERROR)."""
+    batch = bytearray(rec.build_batch([rec.Record(b"key%d" % i, b"value%d" % i, headers=[("h", b"x")] if i % 2
+                                                  else []) for i in range(4)], timestamp=1_000,
+                                      compression=rec.COMPRESSION_GZIP))
+    batch[111] = 0xB2  # inside the deflate data (cramjam's gzip output is the same every run)
+
+    def scenario(target: Target):
+        topic = dr.new_topic(target, "p-gzip-damaged")
+        with target.raw() as raw:
+            return dr.produce(raw, topic, resealed(batch)).error_code
+
+    known_difference(pair.run(scenario), kafka=87, shoal=-1, reason="Damaged compressed payloads")
+
+
+def test_decompression_is_bounded(pair):
+    """A gzip batch of 64 KiB whose one record decompresses to 65 MiB: Kafka stores it; Shoal refuses
+    MESSAGE_TOO_LARGE (its bound on what one batch may decompress to)."""
+    bomb = rec.build_batch([rec.Record(None, bytes(65 << 20))], timestamp=1_000, compression=rec.COMPRESSION_GZIP)
+    assert len(bomb) < 1 << 20
+
+    def scenario(target: Target):
+        topic = dr.new_topic(target, "p-bomb")
+        with target.raw() as raw:
+            return dr.produce(raw, topic, bomb).error_code
+
+    known_difference(pair.run(scenario), kafka=0, shoal=10, reason="Decompression is bounded")
 
 
 # --- idempotence and transactions ----------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from protocol import compression as codecs
 from protocol import records as rec
 from protocol.record_check import FramingError, check_records
+from tests.helpers.record_batches import damaged_zstd
 
 CODECS = [rec.COMPRESSION_NONE, rec.COMPRESSION_GZIP, rec.COMPRESSION_SNAPPY, rec.COMPRESSION_LZ4,
           rec.COMPRESSION_ZSTD]
@@ -287,28 +288,13 @@ def test_a_bad_record_deep_inside_a_long_uniform_run_is_found() -> None:
         check_records(bytes(data), 0, len(data), 5000)
 
 
-def _damaged_zstd(payload: bytes) -> bytes:
-    """`payload` as a zstd frame with one byte changed so that it decodes past its declared content size (zstd's
-    "destination buffer is too small"), found by trying bytes (cramjam is pinned: the same one every run)."""
-    frame = codecs.compress(rec.COMPRESSION_ZSTD, payload)
-    for pos in range(len(frame) - 1, 5, -1):
-        for value in (0x00, 0xFF, 0x34, 0xC5):
-            damaged = frame[:pos] + bytes([value]) + frame[pos + 1:]
-            try:
-                cramjam.zstd.decompress(damaged)
-            except cramjam.DecompressionError as err:
-                if "too small" in str(err):
-                    return damaged
-    raise AssertionError("no damaged frame found")
-
-
 def test_a_zstd_frame_that_decodes_past_its_declared_size_is_corrupt_at_once(monkeypatch) -> None:
     """zstd answers "destination buffer too small" for a frame holding more than its Frame_Content_Size says:
     that is corrupt data (Kafka: UNKNOWN_SERVER_ERROR), not a large payload to grow the buffer for up to
     MAX_DECOMPRESSED_BYTES (a 138-byte batch made the check allocate 64 MiB and answer MESSAGE_TOO_LARGE)."""
     payload = b"".join(record_bytes(b"\x00", varint(0), varint(i), varint(-1), varint(20), b"v" * 20, varint(0))
                        for i in range(5))
-    damaged = _damaged_zstd(payload)
+    damaged = damaged_zstd(payload)
     assert codecs._zstd_content_size(damaged) == len(payload)
     grown: list[int] = []
     real = codecs._decompress_stream
