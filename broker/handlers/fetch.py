@@ -169,11 +169,13 @@ async def handle_fetch(ctx: RequestContext, req) -> dict:
     topics = _requested(req, version)
     replica_id = req.replica_state.replica_id if version >= 15 else req.get("replica_id", -1)
     follower = replica_id >= 0
-    if follower and not ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+    if not follower:
+        denied = _denied(ctx, topics)
+    elif ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+        denied = set()  # a broker may read every topic (Kafka checks no topic ACL for followers)
+    else:  # every partition TOPIC_AUTHORIZATION_FAILED, known or not
         denied = {t.topic if version < 13 else None for t in topics} | {
             info.name for t in topics if (info := _resolve(ctx.broker.topics, t, version)[0]) is not None}
-    else:
-        denied = _denied(ctx, topics)
     keys = _watch_keys(ctx, topics, denied)
     await ctx.broker.replicas.ensure_loaded(keys)  # the LSO needs the transaction state
     # Kafka bounds MaxBytes by fetch.max.bytes and by what the client's consumer_byte_rate allows in a quota
