@@ -138,6 +138,11 @@ def test_requests_refused_by_acls(sasl_pair):
             out["produce-transactional"] = dict(dr.produce(raw, allowed, txn, transactional_id="not-hers"))
             out["fetch"] = [{k: v for k, v in dr.fetch(raw, t).items() if k != "records"}
                             for t in (allowed, denied, "nope-" + allowed)]
+            answer = raw.call(dr.FETCH, 12, {**dr.fetch_request([dr.fetch_partition(allowed, 0),
+                                                                 dr.fetch_partition("nope-" + allowed, 0)]),
+                                             "replica_id": 5})  # a follower's fetch without CLUSTER_ACTION
+            out["fetch-as-follower"] = [[(p.partition_index, p.error_code, p.aborted_transactions)
+                                         for p in t.partitions] for t in answer.responses]
             out["list-offsets"] = [dict(dr.list_offsets(raw, t, -1)) for t in (allowed, "nope-" + allowed)]
             answer = raw.call(dr.LIST_OFFSETS, 10, {"replica_id": -1, "isolation_level": 0, "timeout_ms": 1000,
                                                     "topics": [{"name": denied, "partitions": [
