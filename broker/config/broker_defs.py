@@ -258,6 +258,10 @@ _DEFS = [
     ConfigDef("group.share.max.share.sessions", "int", 2000, at_least(1)),
     ConfigDef("group.share.initialize.retry.interval.ms", "int", 30_000, at_least(1)),
     ConfigDef("group.share.assignors", "list", ["simple"]),
+    # A share group's target assignment is recomputed at most once per interval (a group config may override it).
+    ConfigDef("group.share.assignment.interval.ms", "int", 1000, at_least(0)),
+    ConfigDef("group.share.min.assignment.interval.ms", "int", 0, at_least(0)),
+    ConfigDef("group.share.max.assignment.interval.ms", "int", 15_000, at_least(0)),
     # Security (see broker.security): SASL, TLS, authorizer. Any of LISTENER_KEYS may be set per listener.
     ConfigDef("sasl.enabled.mechanisms", "list", list(SASL_MECHANISMS), one_of(*SASL_MECHANISMS),
               doc="SASL mechanisms served on SASL listeners (Kafka: GSSAPI, which Shoal does not serve)."),

@@ -85,7 +85,8 @@ class GroupCoordinator:
                  new_member_id: Callable[[str, str | None], str] | None = None,
                  consumer_member_id: Callable[[], str] | None = None,
                  share_timing: GroupTimingLookup | None = None,
-                 consumer_timing: GroupTimingLookup | None = None) -> None:
+                 consumer_timing: GroupTimingLookup | None = None,
+                 share_assignment_interval: Callable[[str], int] | None = None) -> None:
         """`share_timing` / `consumer_timing`: a group's session timeout and heartbeat interval (its group
         configs over the broker's values), read on every heartbeat; None uses the configured values."""
         self.config = config or GroupCoordinatorConfig()
@@ -98,8 +99,10 @@ class GroupCoordinator:
         self._consumer_member_id = consumer_member_id
         self._share_timing = share_timing
         self._consumer_timing = consumer_timing
+        self._share_assignment_interval = share_assignment_interval
         self.share = ShareGroupManager(self.config.share, topic_info=topic_info, group_type_of=self.group_type_of,
-                                       topic_name=topic_name, group_timing=share_timing)
+                                       topic_name=topic_name, group_timing=share_timing,
+                                       assignment_interval=share_assignment_interval)
         self.classic = ClassicGroupManager(self.config.classic, group_type_of=self.group_type_of,
                                      new_member_id=new_member_id)
         extra = {} if consumer_member_id is None else {"member_id_factory": consumer_member_id}
@@ -182,7 +185,8 @@ class GroupCoordinator:
                                  any_topic=self._any_topic, topics_version=self._topics_version,
                                  acl_version=self._acl_version, new_member_id=self._new_member_id,
                                  consumer_member_id=self._consumer_member_id, share_timing=self._share_timing,
-                                 consumer_timing=self._consumer_timing)
+                                 consumer_timing=self._consumer_timing,
+                                 share_assignment_interval=self._share_assignment_interval)
         return fresh
 
     def _apply(self, res: GroupResult, records: Iterable[Record]) -> None:

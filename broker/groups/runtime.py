@@ -62,8 +62,6 @@ log = structlog.get_logger(__name__)
 
 TOPIC = "__consumer_offsets"
 MemberRemovedListener = Callable[[str, str], Any]
-# How long a heartbeat waits for its group's share-partition initialization before answering without it.
-INIT_WAIT_S = 2.0
 
 
 @functools.lru_cache(maxsize=65_536)
@@ -127,7 +125,8 @@ class GroupCoordinatorRuntime:
             topic_name=lambda tid: (info.name if (info := topics.registry.by_id(tid)) is not None else None),
             any_topic=self._any_topic,
             topics_version=lambda: topics.registry.version, acl_version=lambda: authorizer.acl_version,
-            share_timing=self._share_timing, consumer_timing=self._consumer_timing)
+            share_timing=self._share_timing, consumer_timing=self._consumer_timing,
+            share_assignment_interval=self._share_assignment_interval)
         self.consumer_enabled = consumer_enabled
         self.share_enabled = share_enabled
         # Parked JoinGroup/SyncGroup responses -> the answer they get if the coordinator must be rebuilt.
@@ -151,6 +150,11 @@ class GroupCoordinatorRuntime:
         session = cfg.get("share.session.timeout.ms") or default.session_timeout_ms
         interval = cfg.get("share.heartbeat.interval.ms") or default.heartbeat_interval_ms
         return int(session), int(interval)
+
+    def _share_assignment_interval(self, group_id: str) -> int:
+        """share.assignment.interval.ms of the group (override or broker value)."""
+        value = self._group_configs.group_config(group_id).get("share.assignment.interval.ms")
+        return int(value) if value else self.share.config.assignment_interval_ms
 
     def _consumer_timing(self, group_id: str) -> tuple[int, int]:
         """consumer.session.timeout.ms and consumer.heartbeat.interval.ms of the group (override or broker)."""
@@ -300,31 +304,10 @@ class GroupCoordinatorRuntime:
                     "error_message": WRITE_FAILED}
         self._kick.set()  # a new session deadline may be the earliest one
         self._after(res)
-        response = res.response or {"error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR)}
-        if self.share_admin.initializing(gid) and response.get("error_code") == 0 and response.get("member_epoch", 0) > 0:
-            response = await self._after_initialization(request, response, client_id, client_host)
-        return response
-
-    async def _after_initialization(self, request: Mapping[str, Any], response: dict, client_id: str,
-                                    client_host: str) -> dict:
-        """Share-partitions of the group are being initialized: wait (briefly) for that and heartbeat once more
-        on the member's behalf, so it gets them now rather than a heartbeat interval later (Kafka answers
-        first and assigns on the next heartbeat; the result is the same, only sooner)."""
-        gid = request["group_id"]
-        await self.share_admin.wait_initialized(gid, INIT_WAIT_S)
-        follow = self.share.heartbeat(
-            {"group_id": gid, "member_id": request["member_id"], "member_epoch": response["member_epoch"],
-             "rack_id": None, "subscribed_topic_names": None},
-            self._clock(), client_id=client_id, client_host=client_host)
-        if not follow.response or follow.response.get("error_code") != 0:
-            return response
-        if not await self._write(follow.records, [gid]):
-            return response  # the first answer is still true of what is durable
-        self._after(follow)
-        merged = {**response, **follow.response}
-        if follow.response.get("assignment") is None:
-            merged["assignment"] = response.get("assignment")
-        return merged
+        # Share-partitions whose initialization starts here are assigned by a later heartbeat, once the share
+        # coordinator has initialized them (as Kafka: the first heartbeat of a new group's member is answered
+        # with an empty assignment, the partitions come with the next heartbeat after initialization).
+        return res.response or {"error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR)}
 
     async def share_describe(self, group_ids: Sequence[str]) -> list[dict[str, Any]]:
         if not self.loaded:
@@ -765,4 +748,5 @@ def coordinator_config(config: Settings) -> GroupCoordinatorConfig:
             session_timeout_ms=config.get("group.share.session.timeout.ms"),
             heartbeat_interval_ms=config.get("group.share.heartbeat.interval.ms"),
             max_size=config.get("group.share.max.size"),
-            initialize_retry_interval_ms=config.get("group.share.initialize.retry.interval.ms")))
+            initialize_retry_interval_ms=config.get("group.share.initialize.retry.interval.ms"),
+            assignment_interval_ms=config.get("group.share.assignment.interval.ms")))

@@ -28,6 +28,11 @@ TOPIC_DENIED = AUTHORIZATION_ERRORS[ResourceType.TOPIC]
 ZERO_UUID = UUID(int=0)
 
 
+def valid_member_id(member_id: str | None) -> bool:
+    """Kafka's KafkaApis.isMemberIdValid for the share APIs: a member id of 1 to 36 characters."""
+    return bool(member_id) and len(member_id) <= 36
+
+
 def client_host(peer: str) -> str:
     """Kafka reports the client address as InetAddress.toString(): "/127.0.0.1"."""
     host = peer.rsplit(":", 1)[0] if peer.count(":") == 1 or peer.startswith("[") else peer
@@ -37,6 +42,9 @@ def client_host(peer: str) -> str:
 async def handle_heartbeat(ctx, req) -> dict[str, Any]:
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED)}
+    if not valid_member_id(req.member_id):
+        # Kafka checks this before the group coordinator, and its error response carries no message.
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_REQUEST)}
     if any(not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
            for name in set(req.subscribed_topic_names or ())):
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)}

@@ -22,6 +22,8 @@ class ShareGroupConfig:
     max_size: int = _default("group.share.max.size")
     # An Initializing partition older than this is asked for again.
     initialize_retry_interval_ms: int = _default("group.share.initialize.retry.interval.ms")
+    # The target assignment is recomputed at most once per interval (0: on every heartbeat that needs it).
+    assignment_interval_ms: int = _default("group.share.assignment.interval.ms")
 
     def __post_init__(self) -> None:
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
@@ -29,3 +31,5 @@ class ShareGroupConfig:
         for name in ("session_timeout_ms", "heartbeat_interval_ms", "max_size", "initialize_retry_interval_ms"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be positive")
+        if self.assignment_interval_ms < 0:
+            raise ValueError("assignment_interval_ms must not be negative")

@@ -77,9 +77,11 @@ class StatePartitionMetadata:
 @dataclass
 class ShareGroup:
     group_id: str
-    group_epoch: int = 0
+    # A new group starts at epoch 1, so its first member's heartbeat moves it to 2 (Kafka's ModernGroup).
+    group_epoch: int = 1
     metadata_hash: int = 0
     assignment_epoch: int = 0
+    assignment_timestamp: int = 0  # when the target assignment was last computed (ms; 0: never)
     members: dict[str, ShareMember] = field(default_factory=dict)
     target_assignment: dict[str, Assignment] = field(default_factory=dict)
     partition_metadata: StatePartitionMetadata | None = None

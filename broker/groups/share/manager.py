@@ -52,6 +52,8 @@ GroupTypeLookup = Callable[[str], "str | None"]
 # group id -> (session timeout ms, heartbeat interval ms) from its group configs (share.session.timeout.ms,
 # share.heartbeat.interval.ms), read on every heartbeat so that a change applies to the running group.
 GroupTimingLookup = Callable[[str], "tuple[int, int]"]
+# group id -> its share.assignment.interval.ms (group config over the broker's), read when an assignment is due.
+AssignmentIntervalLookup = Callable[[str], int]
 
 
 class _Error(Exception):
@@ -75,9 +77,11 @@ class ShareGroupManager:
         topic_name: Callable[[UUID], str | None] | None = None,
         assignor: SimpleShareAssignor | None = None,
         group_timing: GroupTimingLookup | None = None,
+        assignment_interval: AssignmentIntervalLookup | None = None,
     ) -> None:
         self.config = config or ShareGroupConfig()
         self.group_timing = group_timing
+        self._assignment_interval = assignment_interval or (lambda _gid: self.config.assignment_interval_ms)
         self._topic_info = topic_info
         self._group_type_of = group_type_of or (lambda _gid: None)
         self._topic_name_lookup = topic_name
@@ -166,13 +170,16 @@ class ShareGroupManager:
             self._emit(res, rec.member_subscription(gid, updated))
             subscription_changed = updated.subscribed_topic_names != member.subscribed_topic_names
         group = self.groups[gid]
-        bump = subscription_changed or self._initialized_assignment_pending(group)
+        bump = subscription_changed
+        if group.assignment_epoch >= group.group_epoch:
+            bump = bump or self._initialized_assignment_pending(group)
         metadata_hash = self._metadata_hash(group.subscribed_topic_names())
         if bump or metadata_hash != group.metadata_hash:
             self._emit(res, rec.group_epoch(gid, group.group_epoch + 1, metadata_hash))
 
-        # 2. Target assignment.
-        if group.group_epoch > group.assignment_epoch:
+        # 2. Target assignment, at most once per share.assignment.interval.ms: members that join meanwhile
+        # keep the last target (none for a new member) and get theirs on a heartbeat after the interval.
+        if group.group_epoch > group.assignment_epoch and self._may_assign(group, now):
             self._update_target_assignment(group, now, res)
 
         # 3. Reconcile this member with the target (other members do it on their own heartbeats).
@@ -223,7 +230,7 @@ class ShareGroupManager:
     def _leave(self, gid: str, mid: str, res: GroupResult) -> None:
         group = self.groups.get(gid)
         if group is None:
-            raise _Error(ErrorCode.GROUP_ID_NOT_FOUND, f"Share group {gid} not found.")
+            raise _Error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} not found.")
         if mid not in group.members:
             raise _Error(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {mid} is not a member of group {gid}.")
         self._fence(group, mid, "left", res)
@@ -235,11 +242,16 @@ class ShareGroupManager:
         new assignment on their next heartbeat."""
         gid = group.group_id
         assigned = group.members[mid].assigned_partitions
+        last = len(group.members) == 1
         self._emit(res, rec.current_assignment_tombstone(gid, mid))
         self._emit(res, rec.target_assignment_tombstone(gid, mid))
         self._emit(res, rec.member_subscription_tombstone(gid, mid))
-        self._emit(res, rec.group_epoch(gid, group.group_epoch + 1,
-                                        self._metadata_hash(group.subscribed_topic_names())))
+        epoch = group.group_epoch + 1
+        self._emit(res, rec.group_epoch(gid, epoch, self._metadata_hash(group.subscribed_topic_names())))
+        if last:
+            # The group is empty: its (empty) target assignment is of this epoch, and the next member's
+            # assignment is computed at once (no assignment time), as Kafka's shareGroupFenceMember does.
+            self._emit(res, rec.target_assignment_epoch(gid, epoch, 0))
         self._deadlines.pop((gid, mid), None)
         res.removed_members.append(RemovedMember(gid, mid, reason, assigned))
 
@@ -256,6 +268,13 @@ class ShareGroupManager:
                 if ps:
                     out[tid] = ps
         return out
+
+    def _may_assign(self, group: ShareGroup, now: int) -> bool:
+        """Kafka's canComputeNextTargetAssignment: never computed, no interval, or the interval has passed."""
+        if group.assignment_timestamp == 0:
+            return True
+        interval = self._assignment_interval(group.group_id)
+        return interval == 0 or now >= group.assignment_timestamp + interval
 
     def _initialized_assignment_pending(self, group: ShareGroup) -> bool:
         """True when some initialized share-partition of a subscribed topic is missing from the target

@@ -203,7 +203,7 @@ def apply(groups: dict[str, ShareGroup], rec: DecodedRecord) -> None:
                 raise ValueError(f"target assignment tombstone for {gid} while members are still assigned")
             group.assignment_epoch = -1
         else:
-            group.assignment_epoch = v.assignment_epoch
+            group.assignment_epoch, group.assignment_timestamp = v.assignment_epoch, v.assignment_timestamp
     elif rec.name == CURRENT_MEMBER_ASSIGNMENT:
         mid = rec.key.member_id
         old = group.members.get(mid)

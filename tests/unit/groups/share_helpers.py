@@ -33,7 +33,9 @@ class Topics:
 
 
 def make(topics: Topics, **config: Any) -> ShareGroupManager:
-    return ShareGroupManager(ShareGroupConfig(**config), topic_info=topics.get)
+    """A coordinator computing assignments on every heartbeat that needs one (assignment_interval_ms=0) unless
+    the test sets the interval."""
+    return ShareGroupManager(ShareGroupConfig(**{"assignment_interval_ms": 0, **config}), topic_info=topics.get)
 
 
 def request(group: str, member: str, epoch: int, topics: list[str] | None = None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from broker.groups.share import records as rec
+from broker.groups.share.config import ShareGroupConfig
 from broker.groups.share.manager import ShareGroupManager
 from protocol.codec import response_codec
 from protocol.errors import ErrorCode
@@ -29,7 +30,7 @@ def test_join_creates_group_and_member() -> None:
     res = hb(svc, "g", "m1", 0, ["t"], now=100)
     assert res.response["error_code"] == 0
     assert res.response["member_id"] == "m1"
-    assert res.response["member_epoch"] == 1
+    assert res.response["member_epoch"] == 2  # a new group starts at epoch 1, as Kafka's
     assert res.response["heartbeat_interval_ms"] == 5000
     assert assigned(res) == {}  # nothing initialized yet
     names = [rec.decode(r.key, r.value).name for r in res.records]
@@ -37,7 +38,7 @@ def test_join_creates_group_and_member() -> None:
                      "ShareGroupTargetAssignmentMetadata", "ShareGroupCurrentMemberAssignment",
                      "ShareGroupStatePartitionMetadata"]
     g = svc.groups["g"]
-    assert (g.group_epoch, g.assignment_epoch, g.state.value) == (1, 1, "Stable")
+    assert (g.group_epoch, g.assignment_epoch, g.state.value) == (2, 2, "Stable")
 
 
 def test_partitions_are_assigned_only_once_initialized() -> None:
@@ -46,25 +47,25 @@ def test_partitions_are_assigned_only_once_initialized() -> None:
     svc = make(topics)
     res = hb(svc, "g", "m", 0, ["t"])
     [init] = res.initialize
-    assert init.group_id == "g" and init.state_epoch == 1 and init.topics == {tid: frozenset({0, 1})}
+    assert init.group_id == "g" and init.state_epoch == 2 and init.topics == {tid: frozenset({0, 1})}
     md = svc.groups["g"].partition_metadata
     assert md is not None and set(md.initializing) == {tid} and not md.initialized
 
     # Still initializing: not asked again within the retry interval, nothing assigned.
-    res = hb(svc, "g", "m", 1, now=1000)
+    res = hb(svc, "g", "m", 2, now=1000)
     assert res.initialize == [] and res.response["assignment"] is None
 
     svc.initialized("g", tid, [0])
-    res = hb(svc, "g", "m", 1, now=2000)
-    assert res.response["member_epoch"] == 2  # newly initialized partition -> new epoch
+    res = hb(svc, "g", "m", 2, now=2000)
+    assert res.response["member_epoch"] == 3  # newly initialized partition -> new epoch
     assert assigned(res) == {tid: {0}}
 
     svc.initialized("g", tid, [1])
-    res = hb(svc, "g", "m", 2, now=3000)
+    res = hb(svc, "g", "m", 3, now=3000)
     assert assigned(res) == {tid: {0, 1}}
     md = svc.groups["g"].partition_metadata
     assert md is not None and not md.initializing and md.initialized[tid].partitions == {0, 1}
-    assert hb(svc, "g", "m", 3, now=4000).response["assignment"] is None  # unchanged -> null
+    assert hb(svc, "g", "m", 4, now=4000).response["assignment"] is None  # unchanged -> null
 
 
 def test_initialization_is_retried_after_interval_and_after_failure() -> None:
@@ -72,12 +73,12 @@ def test_initialization_is_retried_after_interval_and_after_failure() -> None:
     tid = topics.create("t", 1)
     svc = make(topics, initialize_retry_interval_ms=10_000)
     hb(svc, "g", "m", 0, ["t"], now=0)
-    assert hb(svc, "g", "m", 1, now=9_999).initialize == []
-    [again] = hb(svc, "g", "m", 1, now=10_000).initialize
+    assert hb(svc, "g", "m", 2, now=9_999).initialize == []
+    [again] = hb(svc, "g", "m", 2, now=10_000).initialize
     assert again.topics == {tid: frozenset({0})}
     svc.initialize_failed("g", tid, [0])
     assert not svc.groups["g"].partition_metadata.initializing
-    assert hb(svc, "g", "m", 1, now=10_001).initialize[0].topics == {tid: frozenset({0})}
+    assert hb(svc, "g", "m", 2, now=10_001).initialize[0].topics == {tid: frozenset({0})}
 
 
 def test_new_partitions_and_topics_are_initialized_then_assigned() -> None:
@@ -263,12 +264,12 @@ def test_rack_and_client_are_recorded_and_described() -> None:
     svc = make(topics)
     res = svc.heartbeat(request("g", "m", 0, ["t"], rack="r1"), 0, client_id="cli", client_host="/10.0.0.1")
     complete_init(svc, res)
-    svc.heartbeat(request("g", "m", 1), 1, client_id="cli", client_host="/10.0.0.1")
+    svc.heartbeat(request("g", "m", 2), 1, client_id="cli", client_host="/10.0.0.1")
     [d] = svc.describe(["g"])
     assert d["group_state"] == "Stable" and d["assignor_name"] == "simple"
-    assert (d["group_epoch"], d["assignment_epoch"]) == (2, 2)
+    assert (d["group_epoch"], d["assignment_epoch"]) == (3, 3)
     [m] = d["members"]
-    assert (m["rack_id"], m["client_id"], m["client_host"], m["member_epoch"]) == ("r1", "cli", "/10.0.0.1", 2)
+    assert (m["rack_id"], m["client_id"], m["client_host"], m["member_epoch"]) == ("r1", "cli", "/10.0.0.1", 3)
     assert m["subscribed_topic_names"] == ["t"]
     assert m["assignment"]["topic_partitions"] == [{"topic_id": tid, "topic_name": "t", "partitions": [0, 1]}]
     response_codec(77, 1).encode({"groups": svc.describe(["g", "missing", ""])})
@@ -281,4 +282,40 @@ def test_heartbeat_result_unpacks_to_response_and_records() -> None:
     topics = Topics()
     topics.create("t", 1)
     response, records = make(topics).heartbeat(request("g", "m", 0, ["t"]), 0)
-    assert response["member_epoch"] == 1 and records
+    assert response["member_epoch"] == 2 and records
+
+
+def test_target_assignment_is_computed_at_most_once_per_assignment_interval() -> None:
+    """Kafka's share.assignment.interval.ms: members joining within the interval after the last computation keep
+    the last target (nothing, for a new member) until a heartbeat after the interval computes one for all."""
+    topics = Topics()
+    tid = topics.create("t", 4)
+    svc = make(topics, assignment_interval_ms=1000)
+    complete_init(svc, hb(svc, "g", "a", 0, ["t"], now=100))
+    b = hb(svc, "g", "b", 0, ["t"], now=200)
+    assert (b.response["member_epoch"], assigned(b)) == (2, {})  # the target of epoch 2 has nothing for b
+    assert svc.groups["g"].group_epoch == 3 and svc.groups["g"].assignment_epoch == 2
+    a = hb(svc, "g", "a", 2, now=1099)  # still within the interval of the computation at 100
+    assert (a.response["member_epoch"], a.response["assignment"]) == (2, None)
+    a = hb(svc, "g", "a", 2, now=1100)
+    b = hb(svc, "g", "b", 2, now=1101)
+    assert a.response["member_epoch"] == b.response["member_epoch"] == 3
+    assert sorted(p for r in (a, b) for p in assigned(r)[tid]) == [0, 1, 2, 3]
+    # 0: computed on every heartbeat that needs it, from the group config lookup
+    svc = ShareGroupManager(ShareGroupConfig(), topic_info=topics.get, assignment_interval=lambda gid: 0)
+    complete_init(svc, hb(svc, "g", "a", 0, ["t"], now=100))
+    assert hb(svc, "g", "b", 0, ["t"], now=101).response["member_epoch"] == 3
+
+
+def test_last_member_leaving_moves_the_assignment_epoch() -> None:
+    """Kafka writes the empty group's target assignment at the new epoch when its last member leaves, with no
+    assignment time: the next member is assigned at once."""
+    topics = Topics()
+    topics.create("t", 1)
+    svc = make(topics, assignment_interval_ms=60_000)
+    complete_init(svc, hb(svc, "g", "a", 0, ["t"], now=100))
+    hb(svc, "g", "a", -1, now=200)
+    g = svc.groups["g"]
+    assert (g.group_epoch, g.assignment_epoch, g.assignment_timestamp) == (3, 3, 0)
+    res = hb(svc, "g", "b", 0, ["t"], now=300)
+    assert res.response["member_epoch"] == 4 and len(assigned(res)) == 1
