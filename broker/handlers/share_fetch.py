@@ -12,6 +12,7 @@ import uuid
 from itertools import chain
 from typing import Any
 
+from broker.handlers.share_groups import valid_member_id
 from broker.security.acl import AclOperation, ResourceType
 from broker.share.delayed_fetch import DelayedShareFetch, ShareFetchParams
 from broker.share.inflight import ACK_REJECT, ACK_RENEW
@@ -25,11 +26,21 @@ RECORD_LIMIT_MODE = 1  # ShareAcquireMode (v2): MaxRecords is a hard limit
 
 
 def _top_error(code: ErrorCode, message: str | None = None) -> dict:
-    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message, "responses": [],
+    # Kafka's ShareFetch/ShareAcknowledge error responses (getErrorResponse) carry no message: `message` is for
+    # the log only.
+    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": None, "responses": [],
             "node_endpoints": []}
 
 
-def _ack_batches(batches, version: int) -> tuple[list[tuple[int, int, list[int]]], bool] | None:
+def _renew_only_refusal(req) -> str | None:
+    """Kafka's check of an is_renew_ack ShareFetch (v2): it only acknowledges, so it must fetch nothing."""
+    wrong = [f"{name} must be set to 0, " for name, value in (
+        ("maxBytes", req.max_bytes), ("minBytes", req.min_bytes), ("maxRecords", req.max_records),
+        ("maxWaitMs", req.max_wait_ms)) if value != 0]
+    return "".join(wrong) + "if isRenewAck is true." if wrong else None
+
+
+def _ack_batches(batches, version: int, renew_ack: bool) -> tuple[list[tuple[int, int, list[int]]], bool] | None:
     """The acknowledgement batches as (first, last, types), and whether any is a RENEW; None for a type the
     version does not know."""
     highest = ACK_RENEW if version >= 2 else ACK_REJECT
@@ -43,6 +54,8 @@ def _ack_batches(batches, version: int) -> tuple[list[tuple[int, int, list[int]]
                 return None
             renew = renew or top == ACK_RENEW  # the highest type there is
         out.append((b.first_offset, b.last_offset, types))
+    if renew and not renew_ack:
+        return None  # Kafka: RENEW only in a request flagged IsRenewAck
     return out, renew
 
 
@@ -60,12 +73,12 @@ def _requested(topics) -> tuple[list[tuple[uuid.UUID, int]], dict[tuple[uuid.UUI
     return requested, acks
 
 
-async def _acknowledge(ctx, group: str, member: str, tp: tuple[uuid.UUID, int], part, version: int
+async def _acknowledge(ctx, group: str, member: str, tp: tuple[uuid.UUID, int], part, version: int, renew_ack: bool
                        ) -> tuple[ErrorCode, str | None]:
     mgr = ctx.broker.share_partitions
-    parsed = _ack_batches(part.acknowledgement_batches, version)
+    parsed = _ack_batches(part.acknowledgement_batches, version, renew_ack)
     if parsed is None:
-        return ErrorCode.INVALID_REQUEST, "Invalid acknowledge type"
+        return ErrorCode.INVALID_REQUEST, None  # Kafka refuses the type before the share-partition: no message
     batches, renew = parsed
     if renew and not mgr.renew_enabled(group):
         return ErrorCode.INVALID_RECORD_STATE, "Renew acknowledgements are disabled for the group " \
@@ -75,7 +88,8 @@ async def _acknowledge(ctx, group: str, member: str, tp: tuple[uuid.UUID, int], 
     except ShareError as err:
         return err.code, err.message
     code = await mgr.acknowledge(sp, member, batches)
-    return code, None
+    return code, (sp.inflight.refusal_message(member, batches) if code == ErrorCode.INVALID_RECORD_STATE
+                  or code == ErrorCode.INVALID_REQUEST else None)
 
 
 def _not_a_member(group: str, member: str) -> dict:
@@ -86,14 +100,15 @@ def _not_a_member(group: str, member: str) -> dict:
 
 
 async def _acknowledge_all(ctx, group: str, member: str, parts: list[tuple[tuple[uuid.UUID, int], Any]],
-                           version: int) -> list[tuple[ErrorCode, str | None]]:
+                           version: int, renew_ack: bool = False) -> list[tuple[ErrorCode, str | None]]:
     """Acknowledge several partitions together: their state writes go out concurrently (one group commit)
     instead of one fsync after another. One partition (the common case) is awaited directly: a task of its own
     would only cost event-loop turns."""
     if len(parts) == 1:
         (tp, p), = parts
-        return [await _acknowledge(ctx, group, member, tp, p, version)]
-    return list(await asyncio.gather(*(_acknowledge(ctx, group, member, tp, p, version) for tp, p in parts)))
+        return [await _acknowledge(ctx, group, member, tp, p, version, renew_ack)]
+    return list(await asyncio.gather(*(_acknowledge(ctx, group, member, tp, p, version, renew_ack)
+                                       for tp, p in parts)))
 
 
 def _unreadable(ctx, topic_ids: set[uuid.UUID]) -> set[uuid.UUID]:
@@ -111,16 +126,34 @@ def _leader(ctx) -> dict:
     return {"leader_id": ctx.broker.node.node_id, "leader_epoch": 0}
 
 
+def _no_group(ctx, requested: list[tuple[uuid.UUID, int]], lock_ms: int) -> dict:
+    responses: dict[uuid.UUID, list[dict]] = {}
+    for tid, p in requested:
+        responses.setdefault(tid, []).append({
+            "partition_index": p, "error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR), "error_message": None,
+            "acknowledge_error_code": 0, "acknowledge_error_message": None, "current_leader": _leader(ctx),
+            "records": b"", "acquired_records": []})
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "acquisition_lock_timeout_ms": lock_ms,
+            "responses": [{"topic_id": tid, "partitions": parts} for tid, parts in responses.items()],
+            "node_endpoints": []}
+
+
 async def handle_share_fetch(ctx, req) -> dict:
     broker = ctx.broker
     mgr = broker.share_partitions
     version = ctx.api_version
     group, member, epoch = req.group_id, req.member_id, req.share_session_epoch
-    if not group or not member:
-        return _top_error(ErrorCode.INVALID_REQUEST, "GroupId and MemberId are required")
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group):
         return _top_error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    if not valid_member_id(member):
+        return _top_error(ErrorCode.INVALID_REQUEST, "Invalid member id in the request.")
+    if version >= 2 and req.get("is_renew_ack", False) and (refused := _renew_only_refusal(req)) is not None:
+        return _top_error(ErrorCode.INVALID_REQUEST, refused)
     requested, acks = _requested(req.topics)
+    if not group:
+        # Kafka opens the session, but no share-partition of group "" can be loaded: each requested partition
+        # is answered UNKNOWN_SERVER_ERROR.
+        return _no_group(ctx, requested, mgr.lock_duration_ms(group))
     forgotten = req.forgotten_topics_data
     forget = [(t.topic_id, p) for t in forgotten for p in t.partitions] if forgotten else []
     if epoch == 0 and not mgr.membership(group, member)[0]:
@@ -152,7 +185,8 @@ async def handle_share_fetch(ctx, req) -> dict:
         del acks[tp]
         entry(tp)["acknowledge_error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     if acks:
-        outcomes = await _acknowledge_all(ctx, group, member, list(acks.items()), version)
+        outcomes = await _acknowledge_all(ctx, group, member, list(acks.items()), version,
+                                          version >= 2 and bool(req.get("is_renew_ack", False)))
         for tp, (code, message) in zip(acks, outcomes, strict=True):
             e = entry(tp)
             e["acknowledge_error_code"], e["acknowledge_error_message"] = int(code), message
@@ -172,6 +206,13 @@ async def handle_share_fetch(ctx, req) -> dict:
                     entry(tp)["error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             readable = [tp for tp in readable if tp[0] not in denied]
         await _fetch(ctx, req, group, member, readable, entry)
+        if epoch > 0:
+            # Kafka moves the share-partitions that returned records to the end of an incremental session's list,
+            # so that the session's next fetches (rotated from there) start with the others.
+            for tp, e in results.items():
+                if e["acquired_records"] and tp in session.partitions:
+                    del session.partitions[tp]
+                    session.partitions[tp] = None
 
     responses: dict[uuid.UUID, list[dict]] = {}
     for (tid, _), e in results.items():
@@ -195,7 +236,11 @@ async def _fetch(ctx, req, group: str, member: str, tps: list[tuple[uuid.UUID, i
         req.max_wait_ms, min(req.min_bytes, max_bytes), max_bytes,
         req.max_records, ctx.api_version >= 2 and req.get("share_acquire_mode", 0) == RECORD_LIMIT_MODE,
         req.share_session_epoch)
-    results = await DelayedShareFetch(ctx.broker.share_partitions, group, member, params).run(tps)
+    fetch = DelayedShareFetch(ctx.broker.share_partitions, group, member, params)
+    results = await fetch.run(tps)
+    if req.share_session_epoch == 0:
+        for tp in fetch.visited:
+            entry(tp)
     for tp, got in results.items():
         e = entry(tp)
         if got.acquired is None:
@@ -210,10 +255,10 @@ async def handle_share_acknowledge(ctx, req) -> dict:
     mgr = ctx.broker.share_partitions
     version = ctx.api_version
     group, member, epoch = req.group_id, req.member_id, req.share_session_epoch
-    if not group or not member:
-        return _top_error(ErrorCode.INVALID_REQUEST, "GroupId and MemberId are required")
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group):
         return _top_error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    if not valid_member_id(member) or not group:
+        return _top_error(ErrorCode.INVALID_REQUEST, "Invalid member or group id in the request.")
     outcome = mgr.sessions.acknowledge(group, member, epoch)
     if outcome.error != ErrorCode.NONE:
         return _top_error(outcome.error, outcome.message)
@@ -221,7 +266,8 @@ async def handle_share_acknowledge(ctx, req) -> dict:
         mgr.session_closed(group, member)
     denied = _unreadable(ctx, {t.topic_id for t in req.topics})
     pairs = [((t.topic_id, p.partition_index), p) for t in req.topics for p in t.partitions if t.topic_id not in denied]
-    outcomes = iter(await _acknowledge_all(ctx, group, member, pairs, version))
+    outcomes = iter(await _acknowledge_all(ctx, group, member, pairs, version,
+                                           version >= 2 and bool(req.get("is_renew_ack", False))))
     responses = []
     for t in req.topics:
         parts = []

@@ -19,7 +19,6 @@ from broker.share.manager import Acquired, ShareError, SharePartition, SharePart
 from protocol.errors import ErrorCode
 
 TopicPartition = tuple[uuid.UUID, int]  # (topic id, partition)
-DEFAULT_MAX_RECORDS = 500  # when the request leaves MaxRecords unset (0)
 # Kafka's DelayedShareFetch splits MaxBytes over the partitions it acquires with PartitionMaxBytesStrategy, whose
 # checkValidArguments throws IllegalArgumentException for MaxBytes <= 0; the fetch completes at once with that
 # exception for each of those partitions, i.e. UNKNOWN_SERVER_ERROR and this message, and acquires nothing.
@@ -30,7 +29,7 @@ class ShareFetchParams(NamedTuple):  # built per ShareFetch: a tuple builds fast
     max_wait_ms: int
     min_bytes: int
     max_bytes: int  # must be > 0 (see MAX_BYTES_ERROR)
-    max_records: int  # 0: DEFAULT_MAX_RECORDS
+    max_records: int  # 0: fetch nothing (Kafka answers at once); below 0: acquire nothing
     strict: bool = False  # record_limit acquire mode (v2): MaxRecords is a hard limit
     session_epoch: int = 0  # the request's ShareSessionEpoch: where the partition order is rotated to
 
@@ -63,27 +62,42 @@ class DelayedShareFetch:
         self._params = params
         # Results in the order they were found (the response lists partitions in that order).
         self.results: dict[TopicPartition, PartitionFetch] = {}
+        # The partitions the last acquisition went through: a full (epoch 0) request lists them all, records
+        # or not, as Kafka's answer lists every share-partition its fetch read.
+        self.visited: list[TopicPartition] = []
 
     async def run(self, tps: list[TopicPartition]) -> dict[TopicPartition, PartitionFetch]:
         """Fetch from `tps` (the session's partitions the member may read); returns the partitions that
         answer something: an error, or acquired records."""
         mgr, params = self._mgr, self._params
-        tps = rotate(tps, params.session_epoch)
-        partitions: list[SharePartition] = []
-        for tp in tps:
-            try:
-                sp = mgr.loaded(self._group, tp[0], tp[1]) or await mgr.partition(self._group, tp[0], tp[1])
-                partitions.append(sp)
-            except ShareError as err:
-                self.results[tp] = PartitionFetch(error=err.code, message=err.message)
-        if not partitions:
+        if params.max_records == 0 or params.max_bytes == 0:
+            # Kafka's SharePartitionManager.processShareFetch completes such a fetch at once, with no partition.
             return self.results
-        if mgr.read_committed(self._group):
+        tps = rotate(tps, params.session_epoch)
+        # Share-partitions not loaded yet are loaded one at a time, and the fetch is answered as soon as the ones
+        # loaded so far have records to acquire: Kafka initializes share-partitions asynchronously (their state
+        # comes from the share coordinator), and a share fetch is completed by the first one that is ready, so
+        # the first fetch of a session over several new share-partitions serves only one of them.
+        partitions: list[SharePartition] = []
+        pending: list[TopicPartition] = []
+        for tp in tps:
+            sp = mgr.loaded(self._group, tp[0], tp[1])
+            if sp is not None:
+                partitions.append(sp)
+            else:
+                pending.append(tp)
+        read_committed = mgr.read_committed(self._group)
+        if read_committed and partitions:
             await mgr.ensure_txn_state(partitions)
         # the monotonic clock the event loop's timers use too (no loop lookup: a getpid syscall on 3.11)
         deadline = time.monotonic() + max(params.max_wait_ms, 0) / 1000
         min_bytes = max(params.min_bytes, 1)
         while True:
+            if not partitions and pending:
+                await self._load_next(pending, partitions, tps, read_committed)
+                continue
+            if not partitions:
+                return self.results
             left = deadline - time.monotonic()
             member_of, assignment = mgr.membership(self._group, self._member)
             if not member_of:
@@ -99,14 +113,51 @@ class DelayedShareFetch:
             # as much (it waits when it finds nothing), so the log is not scanned twice.
             short = left > 0 and min_bytes > 1 and \
                 sum(mgr.available_bytes(sp, min_bytes) for sp in serving) < min_bytes
+            if short and pending:
+                await self._load_next(pending, partitions, tps, read_committed)
+                continue
             if short and await mgr.wait(partitions, left):
                 continue
-            total_bytes, failed = self._acquire_round(serving, partitions)
+            self.visited = [(sp.key[1], sp.key[2]) for sp in serving]
+            total_bytes, failed = self._acquire_round(self._order(serving), partitions)
             if total_bytes > 0 or failed or not partitions:
                 return self.results
+            if pending:
+                await self._load_next(pending, partitions, tps, read_committed)
+                continue
             left = deadline - time.monotonic()
             if left <= 0 or not await mgr.wait(partitions, left):
                 return self.results
+
+    async def _load_next(self, pending: list[TopicPartition], partitions: list[SharePartition],
+                         order: list[TopicPartition], read_committed: bool) -> None:
+        """Load the next share-partition of `pending` into `partitions`, kept in the request's (rotated) order;
+        one that cannot be loaded is answered with its error."""
+        tp = pending.pop(0)
+        try:
+            sp = await self._mgr.partition(self._group, tp[0], tp[1])
+        except ShareError as err:
+            self.results[tp] = PartitionFetch(error=err.code, message=err.message)
+            return
+        if read_committed:
+            await self._mgr.ensure_txn_state([sp])
+        rank = {t: i for i, t in enumerate(order)}
+        partitions.append(sp)
+        partitions.sort(key=lambda p: rank[(p.key[1], p.key[2])])
+
+    @staticmethod
+    def _order(serving: list[SharePartition]) -> list[SharePartition]:
+        """The order of one acquisition round, as Kafka's DelayedShareFetch comes to it: share-partitions whose
+        next fetch offset is where the previous look found it come first, those that moved since (served by the
+        previous fetch, records released, just loaded) after them, each group in the session's rotated order.
+        (Kafka reads the log of the moved ones first to learn their position, and acquires from the others
+        first.) Under a MaxRecords or MaxBytes budget, partitions not served lately go first."""
+        still, moved = [], []
+        for sp in serving:
+            at = sp.inflight.next_fetch_offset
+            (still if sp.probed_at == at else moved).append(sp)
+            sp.probed_at = at
+        return still + moved if still and moved else serving
 
     def _acquire_round(self, order: list[SharePartition], partitions: list[SharePartition]) -> tuple[int, bool]:
         """Acquire from `order` within the request's budgets; (bytes acquired, some partition failed). A
@@ -114,7 +165,7 @@ class DelayedShareFetch:
         mgr, params = self._mgr, self._params
         total_bytes = 0
         failed = False
-        remaining_records = params.max_records if params.max_records > 0 else DEFAULT_MAX_RECORDS
+        remaining_records = params.max_records
         remaining_bytes = params.max_bytes
         for sp in order:
             if remaining_records <= 0 or remaining_bytes <= 0:

@@ -162,6 +162,12 @@ class ShareInFlight:
         return self._end
 
     @property
+    def next_fetch_offset(self) -> int:
+        """Where the next acquisition starts (Kafka's nextFetchOffset): the first available record, else SPEO."""
+        p = self._peek_available()
+        return self._end if p is None else p.first
+
+    @property
     def in_flight_count(self) -> int:
         return self._end - self._start
 
@@ -361,6 +367,33 @@ class ShareInFlight:
                     self._apply_ack(p, t, now_ms)
         self._advance_start()
         return errors
+
+    def refusal_message(self, member_id: str, ranges: Sequence[AckRange]) -> str | None:
+        """Kafka's message for the first refused range of an acknowledgement that `acknowledge` refused (it
+        changed nothing): SharePartition's wording for offsets past the acquired records and for records that
+        are not acquired by this member; None for a malformed request (Kafka refuses those without one)."""
+        prev_last: int | None = None
+        for first, last, types in ranges:
+            err = self._validate_ack(member_id, first, last, types, prev_last)
+            if err == ErrorCode.INVALID_REQUEST:
+                if first <= last and last >= self._end and (prev_last is None or first > prev_last):
+                    where = "first" if first >= self._end else "last"
+                    return f"Batch record not found. The {where} offset in request is past acquired records."
+                return None
+            if err == ErrorCode.INVALID_RECORD_STATE:
+                for p in self._overlapping(max(first, self._start), last):
+                    whole = p.first == first and p.last == last and len(types) == 1
+                    if p.state == ACQUIRED and p.owner != member_id:
+                        return "Member is not the owner of batch record" if whole else \
+                            "Member is not the owner of offset"
+                    if p.state != ACQUIRED:
+                        if whole:
+                            return "The batch cannot be acknowledged. The batch is not in the acquired state."
+                        return "The batch cannot be acknowledged. The subset batch is not in the acquired state."
+                return None
+            if first <= last:
+                prev_last = last if prev_last is None else max(prev_last, last)
+        return None
 
     def _validate_ack(
         self, member_id: str, first: int, last: int, types: Sequence[int], prev_last: int | None

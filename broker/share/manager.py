@@ -132,6 +132,10 @@ class SharePartition:
     dead: bool = False
     failure: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
     settings: GroupSettings | None = None  # the group settings last applied to `inflight`
+    # The next fetch offset when a share fetch last looked at this share-partition (None: never): one whose
+    # next fetch offset moved since (it was served, or records came back) is acquired from after the others
+    # (see DelayedShareFetch._order).
+    probed_at: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

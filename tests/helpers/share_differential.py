@@ -186,6 +186,9 @@ class Member:
         for (tid, p), ranges in acks.items():
             parts.setdefault(tid, {})[p] = ranges
         used = self.session if epoch is None else epoch
+        if renew_only:  # an IsRenewAck fetch only acknowledges: Kafka wants every fetch limit at 0
+            max_wait_ms = min_bytes = max_bytes = max_records = 0
+            batch_size = 0
         body = {"group_id": self.group if group is None else group, "member_id": self.id if member_id is None else member_id,
                 "share_session_epoch": used, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes,
                 "max_bytes": max_bytes, "max_records": max_records,
@@ -203,7 +206,7 @@ class Member:
         return resp
 
     def acknowledge(self, acks, *, epoch: int | None = None, version: int = 1, member_id: str | None = None,
-                    group: str | None = None):
+                    group: str | None = None, renew: bool = False):
         """A ShareAcknowledge at the session's next epoch (or `epoch`)."""
         parts: dict[uuid.UUID, dict[int, list]] = {}
         for (tid, p), ranges in acks.items():
@@ -215,7 +218,7 @@ class Member:
                     {"partition_index": p, "acknowledgement_batches": _ack_batches(ranges)} for p, ranges in ps.items()]}
                     for tid, ps in parts.items()]}
         if version >= 2:
-            body["is_renew_ack"] = False
+            body["is_renew_ack"] = renew
         resp = self.raw.call(SHARE_ACKNOWLEDGE, version, body)
         if resp.error_code == 0 and epoch is None:
             self.session = -2 if used == -1 else used + 1
@@ -233,8 +236,8 @@ def _ack_batches(ranges) -> list[dict]:
 def record_offsets(records: bytes | None) -> list[int]:
     """Offsets of the records in a response's record batches."""
     out: list[int] = []
-    for b in iter_batches(bytes(records or b"")):
-        out.extend(range(b.base_offset, b.base_offset + b.record_count))
+    for _, b in iter_batches(bytes(records or b"")):
+        out.extend(range(b.base_offset, b.base_offset + b.last_offset_delta + 1))
     return out
 
 
