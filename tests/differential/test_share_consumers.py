@@ -1,0 +1,92 @@
+"""Differential: confluent-kafka's ShareConsumer against Kafka 4.4 and Shoal, what each poll returns.
+
+The two first-poll cases of the issue: two share consumers of a new group subscribing together to a 4-partition
+topic of 400 records (each is assigned two partitions, on its heartbeat after the share-partitions are
+initialized, and each poll returns one partition's records), and one share consumer of a 2-partition topic of 50
+records per partition (the first poll returns one partition's 50, the next the other's). Polls are compared by
+shape (how many partitions and records each returned): which partition comes first, and which consumer gets
+which partitions, depend on member ids and Kafka's hash orders. The groups' share.heartbeat.interval.ms is 1 s
+(librdkafka asks for the assignment again only at that interval).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import pytest
+from confluent_kafka import ShareConsumer
+
+from tests.helpers.differential import Target, assert_same
+from tests.helpers.share_differential import make_topic, share_group
+
+pytestmark = pytest.mark.integration
+
+
+def _consumer(target: Target, group: str, topic: str, mode: str = "implicit") -> ShareConsumer:
+    c = ShareConsumer({**target.client_config(), "group.id": group, "share.acknowledgement.mode": mode,
+                       "log_level": 3})
+    c.subscribe([topic])
+    return c
+
+
+def _polls(consumers: Sequence[ShareConsumer], total: int, timeout: float = 60.0,
+           explicit: bool = False) -> list[list[list[int]]]:
+    """Poll the consumers in turn until `total` records came (acknowledging each one in explicit mode); per
+    consumer, the record count per partition of each poll that returned records, sorted."""
+    seen: list[list[list[int]]] = [[] for _ in consumers]
+    got = 0
+    end = time.monotonic() + timeout
+    while got < total:
+        assert time.monotonic() < end, (got, seen)
+        for i, c in enumerate(consumers):
+            counts: dict[int, int] = {}
+            for m in c.poll(0.5):
+                assert m.error() is None, m.error()
+                counts[m.partition()] = counts.get(m.partition(), 0) + 1
+                if explicit:
+                    c.acknowledge(m)
+            if counts:
+                seen[i].append(sorted(counts.values()))
+                got += sum(counts.values())
+    return seen
+
+
+def _close(consumers: Sequence[ShareConsumer]) -> None:
+    for c in consumers:
+        c.close()
+
+
+def test_two_consumers_of_a_new_group_split_a_four_partition_topic(pair):
+    def scenario(target: Target):
+        with target.raw() as raw:
+            topic, _ = make_topic(target, raw, "sc-four", [[100]] * 4)
+            group = share_group(target, raw, "sc-four", **{"share.heartbeat.interval.ms": "1000",
+                                                           "share.assignment.interval.ms": "1000"})
+        consumers = [_consumer(target, group, topic) for _ in range(2)]
+        try:
+            per_consumer = _polls(consumers, 400)
+        finally:
+            _close(consumers)
+        return sorted(per_consumer)
+
+    seen = pair.run(scenario)
+    assert_same(seen, "two share consumers' polls of a new 4-partition topic")
+    assert seen["shoal"] == [[[100], [100]], [[100], [100]]]
+
+
+def test_one_consumer_of_a_two_partition_topic(pair):
+    def scenario(target: Target):
+        with target.raw() as raw:
+            topic, _ = make_topic(target, raw, "sc-two", [[50], [50]])
+            group = share_group(target, raw, "sc-two", **{"share.heartbeat.interval.ms": "1000"})
+        consumers = [_consumer(target, group, topic, "explicit")]
+        try:
+            polls = _polls(consumers, 100, explicit=True)
+        finally:
+            _close(consumers)
+        return polls
+
+    seen = pair.run(scenario)
+    assert_same(seen, "one share consumer's polls of a 2-partition topic")
+    assert seen["shoal"] == [[[50], [50]]]
