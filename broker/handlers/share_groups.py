@@ -78,6 +78,8 @@ async def handle_describe(ctx, req) -> dict[str, Any]:
                                       "describe.", "members": []}
         checked[id(original)] = group
         groups.append(group)
+    # Kafka answers invalid (empty) group ids before the groups it looked up.
+    groups.sort(key=lambda g: g["group_id"] != "")
     return {"throttle_time_ms": 0, "groups": refused + groups}
 
 

@@ -49,7 +49,7 @@ HEADER_OFFSET = "__dlq.errors.offset"
 HEADER_GROUP = "__dlq.errors.group"
 HEADER_DELIVERY_COUNT = "__dlq.errors.delivery.count"
 HEADER_MESSAGE = "__dlq.errors.message"
-MESSAGES = {DEAD_REJECTED: "Record rejected by the consumer.",
+MESSAGES = {DEAD_REJECTED: "Offset rejected by client.",
             "delivery limit": "Offset delivery count exceeded the threshold."}
 WARN_EVERY_S = 60.0  # an unusable DLQ is reported at most this often per group
 

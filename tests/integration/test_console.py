@@ -210,7 +210,7 @@ def test_json_api_matches_what_the_admin_apis_report(scene):
         h = r["headers"]
         assert (h["__dlq.errors.topic"], h["__dlq.errors.partition"], h["__dlq.errors.group"]) == (TOPIC, "0", GROUP)
         assert h["__dlq.errors.delivery.count"] == "1"
-        assert h["__dlq.errors.message"] == "Record rejected by the consumer."
+        assert h["__dlq.errors.message"] == "Offset rejected by client."
 
     # The page: its own script only (the browser test shows it runs under this policy).
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as response:

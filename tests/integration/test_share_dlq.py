@@ -84,7 +84,7 @@ def test_poison_records_land_in_the_dlq_with_their_context(broker_factory):
     assert [headers(m) for m in dead] == [
         {"__dlq.errors.topic": "orders", "__dlq.errors.partition": "0", "__dlq.errors.offset": "1",
          "__dlq.errors.group": "g-dlq", "__dlq.errors.delivery.count": "1",
-         "__dlq.errors.message": "Record rejected by the consumer."},
+         "__dlq.errors.message": "Offset rejected by client."},
         {"__dlq.errors.topic": "orders", "__dlq.errors.partition": "0", "__dlq.errors.offset": "3",
          "__dlq.errors.group": "g-dlq", "__dlq.errors.delivery.count": "2",
          "__dlq.errors.message": "Offset delivery count exceeded the threshold."}]

@@ -80,7 +80,7 @@ class ShareGroup:
     # A new group starts at epoch 1, so its first member's heartbeat moves it to 2 (Kafka's ModernGroup).
     group_epoch: int = 1
     metadata_hash: int = 0
-    assignment_epoch: int = 0
+    assignment_epoch: int = 1  # Kafka describes a group no member has joined yet at epochs (1, 1)
     assignment_timestamp: int = 0  # when the target assignment was last computed (ms; 0: never)
     members: dict[str, ShareMember] = field(default_factory=dict)
     target_assignment: dict[str, Assignment] = field(default_factory=dict)

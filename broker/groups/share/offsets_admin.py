@@ -126,8 +126,9 @@ class ShareOffsetsAdmin:
                 if info is None or not 0 <= index < info[1]:
                     parts_out.append({"partition_index": index, "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                                       "error_message": UNKNOWN_TOPIC_MESSAGE})
-                elif start < 0:
-                    # A share-partition's start offset is a real offset (-1 would mean "not initialized").
+                elif start < -1:
+                    # A start offset is an offset, or -1 as Kafka accepts it: not initialized, so the next load
+                    # resolves share.auto.offset.reset.
                     parts_out.append({"partition_index": index, "error_code": int(ErrorCode.INVALID_REQUEST),
                                       "error_message": NEGATIVE_START_OFFSET})
                 else:
@@ -138,11 +139,11 @@ class ShareOffsetsAdmin:
         if not offsets:
             return AlterPlan(out)
         records: list[rec.Record] = []
-        epoch = group.group_epoch + 1
-        # A new group epoch; the state epoch of the re-initialized share-partitions is the same number, so the
-        # share coordinator fences writes from share-partition leaders still holding the old state.
-        self._emit(records, rec.group_epoch(gid, epoch, group.metadata_hash))
-        group = self.groups[gid]
+        # As Kafka's alterShareGroupOffsets: the group epoch does not move, it is the state epoch the
+        # share-partitions are initialized with (the group is empty, and the share-partition leader drops what it
+        # holds of them once their state is replaced: see ShareStateAdmin's reset listeners). A group that did not
+        # exist comes into being with this record (epoch 1).
+        epoch = group.group_epoch
         md = group.partition_metadata or StatePartitionMetadata()
         initializing, initialized = dict(md.initializing), dict(md.initialized)
         for tid, parts_offsets in offsets.items():

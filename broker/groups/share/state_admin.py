@@ -192,8 +192,10 @@ class ShareStateAdmin:
         if topics is None:
             try:
                 found = self._share().offsets_admin.initialized_share_partitions(group_id)
-            except AdminError as e:
-                return {"group_id": group_id, "topics": [], "error_code": int(e.code), "error_message": e.message}
+            except AdminError:
+                # Kafka answers any group id, of another type or none, with the share-partitions it has state
+                # for: none.
+                found = {}
             for tid, (_name, parts) in sorted(found.items(), key=lambda kv: kv[1][0]):
                 info = self._topics.registry.by_id(tid)
                 if info is not None:
@@ -231,7 +233,7 @@ class ShareStateAdmin:
 
     async def alter_offsets(self, group_id: str, topics: Sequence[tuple[str, Sequence[tuple[int, int]]]]
                             ) -> dict[str, Any]:
-        """AlterShareGroupOffsets (empty share groups only): bump the group epoch, then re-initialize each
+        """AlterShareGroupOffsets (empty share groups only): re-initialize each
         share-partition through the share coordinator with the requested start offset. The response is
         {error_code, error_message, responses}."""
         try:

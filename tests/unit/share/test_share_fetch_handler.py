@@ -76,10 +76,14 @@ def test_share_fetch_persists_acknowledgements_of_several_partitions_together(tm
         broker, logs = make(tmp_path, store)
         for plog in logs:
             plog.append(build_batch([Record(value=b"x")] * 3))
+        # The first fetch loads the share-partitions one at a time and answers with the first that has records
+        # (as Kafka); the second one serves the other.
         first = await handle_share_fetch(ctx(broker), request(78, fetch_body(0)))
-        assert sorted(len(p["acquired_records"]) for t in first["responses"] for p in t["partitions"]) == [1, 1]
+        second = await handle_share_fetch(ctx(broker), request(78, fetch_body(1)))
+        assert [sum(len(p["acquired_records"]) for t in r["responses"] for p in t["partitions"])
+                for r in (first, second)] == [1, 1]
         await _both_writes_start_together(
-            store, handle_share_fetch(ctx(broker), request(78, fetch_body(1, {0: [(0, 2, 1)], 1: [(0, 2, 1)]}))))
+            store, handle_share_fetch(ctx(broker), request(78, fetch_body(2, {0: [(0, 2, 1)], 1: [(0, 2, 1)]}))))
 
     asyncio.run(run())
 
@@ -91,7 +95,8 @@ def test_share_acknowledge_persists_several_partitions_together(tmp_path):
         for plog in logs:
             plog.append(build_batch([Record(value=b"x")] * 3))
         await handle_share_fetch(ctx(broker), request(78, fetch_body(0)))
-        body = {"group_id": "g", "member_id": "m", "share_session_epoch": 1, "topics": [
+        await handle_share_fetch(ctx(broker), request(78, fetch_body(1)))
+        body = {"group_id": "g", "member_id": "m", "share_session_epoch": 2, "topics": [
             {"topic_id": TOPIC_ID, "partitions": [
                 {"partition_index": p, "acknowledgement_batches": [
                     {"first_offset": 0, "last_offset": 2, "acknowledge_types": [1]}]} for p in (0, 1)]}]}
