@@ -6,8 +6,8 @@ SimpleHomogeneousAssignmentBuilder, written independently):
 
 1. Coverage: every assignable partition that some member subscribes to gets at least one member.
 2. Balance: with all members subscribed to the same topics, member loads differ by at most one when there are
-   at least as many partitions as members; with more members than partitions every member gets exactly one
-   partition and partitions are shared by floor(M/P) or ceil(M/P) members.
+   at least as many partitions as members; with more members than partitions every partition is shared by
+   ceil(M/P) members (as Kafka 4.4's desiredSharing), every member having one or two.
 3. Stickiness: a member keeps what it had when that does not break 1 or 2.
 
 Deterministic: members and partitions are visited in sorted order, so the same input always gives the same
@@ -125,6 +125,17 @@ class SimpleShareAssignor:
             mine = [index[tp] for tp in previous[m] if tp in index and tp[0] in topics
                     and len(owners[tp]) == fewest]
             give(targets[min(mine) if mine else heap[0][1]], m)
+
+        # Phase 4, sharing evenly (Kafka's desiredSharing): with more members than partitions, every partition
+        # gets ceil(M/P) members, the extra places going to the least loaded members that do not have it yet.
+        if targets and len(active) > len(targets):
+            sharing = -(-len(active) // len(targets))
+            for tp in targets:
+                while len(owners[tp]) < sharing:
+                    others = [m for m in eligible[tp] if m not in owners[tp]]
+                    if not others:
+                        break
+                    give(tp, min(others, key=lambda m: (load[m], m)))
 
         result: dict[str, dict[UUID, set[int]]] = {m: {} for m in members}
         for (topic_id, partition), ms in owners.items():

@@ -36,8 +36,9 @@ def test_balanced_when_fewer_members_than_partitions() -> None:
 def test_more_members_than_partitions_share() -> None:
     subs = {f"m{i}": {T1} for i in range(5)}
     out = SimpleShareAssignor().assign(subs, {T1: {0, 1}}, {})
-    assert set(loads(out).values()) == {1}  # everybody consumes
-    assert sorted(owners(out).values()) == [2, 3]  # shared as evenly as possible
+    # everybody consumes; as Kafka's desiredSharing, each partition is shared by ceil(5/2) = 3 members
+    assert sorted(loads(out).values()) == [1, 1, 1, 1, 2]
+    assert sorted(owners(out).values()) == [3, 3]
 
 
 def test_no_partitions_gives_empty_assignments() -> None:
@@ -124,6 +125,8 @@ def test_homogeneous_balance(s: tuple[dict, dict, dict]) -> None:
         assert max(counts.values()) - min(counts.values()) <= 1
         assert set(owners(out).values()) == {1}  # no sharing needed
     else:
-        assert set(counts.values()) == {1}
-        shares = owners(out).values()
-        assert max(shares) - min(shares) <= 1
+        # Kafka's desiredSharing: every partition shared by ceil(M/P) members, each member holding one or two
+        sharing = -(-len(subs) // num_p)
+        assert set(owners(out).values()) == {sharing}
+        assert set(counts.values()) <= {1, 2} and min(counts.values()) == 1
+        assert sum(counts.values()) == sharing * num_p
