@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import pytest
 from confluent_kafka import ShareConsumer
 
+from shoal_client import ACCEPT, RELEASE, RENEW, ShareGroupMember
 from tests.helpers.differential import Target, assert_same
 from tests.helpers.share_differential import make_topic, share_group
 
@@ -90,3 +91,42 @@ def test_one_consumer_of_a_two_partition_topic(pair):
     seen = pair.run(scenario)
     assert_same(seen, "one share consumer's polls of a 2-partition topic")
     assert seen["shoal"] == [[[50], [50]]]
+
+
+def test_shoal_client_member(pair):
+    """Shoal's own share member (shoal_client) against both brokers: join, fetch everything (records of a
+    share-partition come with its first fetch), release some, accept the rest, renew, close."""
+    def scenario(target: Target):
+        with target.raw() as raw:
+            topic, _ = make_topic(target, raw, "sc-client", [[4, 4], [3]])
+            group = share_group(target, raw, "sc-client", **{"share.heartbeat.interval.ms": "1000"})
+        member = ShareGroupMember(target.bootstrap, group, [topic], member_id=target.unique("m"))
+        out: dict = {}
+        try:
+            member.start()
+            assert member.wait_for_assignment(30)
+            got: dict[int, list] = {}
+            end = time.monotonic() + 30
+            while sum(a[1] - a[0] + 1 for ranges in got.values() for a in ranges) < 11:
+                assert time.monotonic() < end, got
+                for a in member.fetch(max_records=100, max_bytes=1 << 20, max_wait_ms=500).acquired:
+                    got.setdefault(a.partition, []).extend(a.ranges)
+            out["acquired"] = {str(p): sorted(r) for p, r in sorted(got.items())}
+            releases = {a: [(0, 1, RELEASE)] for a in member.assignment() if a.partition == 0}
+            out["release"] = {str(k.partition): v for k, v in member.acknowledge(releases).items()}
+            again = member.fetch(max_records=100, max_bytes=1 << 20, max_wait_ms=1000)
+            out["again"] = sorted((a.partition, a.ranges) for a in again.acquired)
+            out["renew"] = {str(k.partition): v for k, v in member.acknowledge(
+                {a.key: [(0, 1, RENEW)] for a in again.acquired}, renew=True).items()}
+            accept = {}
+            for p, ranges in got.items():
+                key = next(a for a in member.assignment() if a.partition == p)
+                accept[key] = [(f, last, ACCEPT) for f, last, _ in sorted(ranges) if not (p == 0 and f == 0)]
+            accept[next(a for a in member.assignment() if a.partition == 0)].insert(0, (0, 1, ACCEPT))
+            out["accept"] = {str(k.partition): v for k, v in member.acknowledge(accept).items()}
+            out["left"] = member.fetch(max_records=100, max_bytes=1 << 20, max_wait_ms=300).count
+        finally:
+            out["close"] = {str(k.partition): v for k, v in member.close().items()}
+        return out
+
+    assert_same(pair.run(scenario), "shoal_client's share member")
