@@ -69,6 +69,14 @@ class DelayedShareFetch:
     async def run(self, tps: list[TopicPartition]) -> dict[TopicPartition, PartitionFetch]:
         """Fetch from `tps` (the session's partitions the member may read); returns the partitions that
         answer something: an error, or acquired records."""
+        self._pending: list[TopicPartition] = []
+        try:
+            return await self._run(tps)
+        finally:
+            if self._pending:  # answered before loading them all: they go on loading for the next fetch
+                self._mgr.load_later(self._group, self._pending)
+
+    async def _run(self, tps: list[TopicPartition]) -> dict[TopicPartition, PartitionFetch]:
         mgr, params = self._mgr, self._params
         if params.max_records == 0 or params.max_bytes == 0:
             # Kafka's SharePartitionManager.processShareFetch completes such a fetch at once, with no partition.
@@ -79,7 +87,7 @@ class DelayedShareFetch:
         # comes from the share coordinator), and a share fetch is completed by the first one that is ready, so
         # the first fetch of a session over several new share-partitions serves only one of them.
         partitions: list[SharePartition] = []
-        pending: list[TopicPartition] = []
+        pending = self._pending
         for tp in tps:
             sp = mgr.loaded(self._group, tp[0], tp[1])
             if sp is not None:

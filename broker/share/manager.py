@@ -396,6 +396,20 @@ class SharePartitionManager:
         """The share-partition if it is in memory already (`partition` loads it otherwise)."""
         return self._partitions.get((group, topic_id, partition))
 
+    def load_later(self, group: str, tps: Sequence[tuple[uuid.UUID, int]]) -> None:
+        """Load these share-partitions in the background (a share fetch answered before it got to them: Kafka
+        goes on initializing them, so that the session's next fetch finds them ready)."""
+        for topic_id, partition in tps:
+            if (group, topic_id, partition) not in self._partitions:
+                self._spawn(self._load_quietly(group, topic_id, partition), "share-partition-load")
+
+    async def _load_quietly(self, group: str, topic_id: uuid.UUID, partition: int) -> None:
+        try:
+            await self.partition(group, topic_id, partition)
+        except ShareError as err:  # the next fetch that needs it answers the error
+            log.debug("share-partition not loaded", group=group, topic_id=str(topic_id), partition=partition,
+                      error=err.code.name)
+
     async def partition(self, group: str, topic_id: uuid.UUID, partition: int) -> SharePartition:
         key = (group, topic_id, partition)
         sp = self._partitions.get(key)

@@ -130,3 +130,31 @@ def test_shoal_client_member(pair):
         return out
 
     assert_same(pair.run(scenario), "shoal_client's share member")
+
+
+def test_one_consumer_with_max_poll_records_below_what_is_there(pair):
+    """max.poll.records=50 (MaxRecords 50) over two partitions of two batches of 50 records: what each poll
+    returns, and how the partitions take turns."""
+    def scenario(target: Target):
+        with target.raw() as raw:
+            topic, _ = make_topic(target, raw, "sc-rot", [[50, 50], [50, 50]])
+            group = share_group(target, raw, "sc-rot", **{"share.heartbeat.interval.ms": "1000"})
+        c = ShareConsumer({**target.client_config(), "group.id": group, "share.acknowledgement.mode": "explicit",
+                           "max.poll.records": 50, "log_level": 3})
+        c.subscribe([topic])
+        polls: list = []
+        try:
+            end = time.monotonic() + 60
+            while sum(n for _, n in polls) < 200:
+                assert time.monotonic() < end, polls
+                msgs = [m for m in c.poll(0.5) if m.error() is None]
+                if msgs:
+                    polls.append((sorted({m.partition() for m in msgs}), len(msgs)))
+                    for m in msgs:
+                        c.acknowledge(m)
+        finally:
+            c.close()
+        # the first partition served is Kafka's pick (hash order): compare whether each poll changed partition
+        return [(len(p), n, i > 0 and p != polls[i - 1][0]) for i, (p, n) in enumerate(polls)]
+
+    assert_same(pair.run(scenario), "polls of 50 over two partitions")
