@@ -21,14 +21,14 @@ from protocol.errors import ErrorCode
 TopicPartition = tuple[uuid.UUID, int]  # (topic id, partition)
 # Kafka's DelayedShareFetch splits MaxBytes over the partitions it acquires with PartitionMaxBytesStrategy, whose
 # checkValidArguments throws IllegalArgumentException for MaxBytes <= 0; the fetch completes at once with that
-# exception for each of those partitions, i.e. UNKNOWN_SERVER_ERROR and this message, and acquires nothing.
-MAX_BYTES_ERROR = "Request max bytes must be greater than 0"
+# exception for each of those partitions, i.e. UNKNOWN_SERVER_ERROR (no message on the wire), and acquires
+# nothing. MaxBytes 0 is answered at once with no partition (SharePartitionManager.processShareFetch).
 
 
 class ShareFetchParams(NamedTuple):  # built per ShareFetch: a tuple builds faster than a frozen dataclass
     max_wait_ms: int
     min_bytes: int
-    max_bytes: int  # must be > 0 (see MAX_BYTES_ERROR)
+    max_bytes: int  # 0: answered at once with nothing; below 0: refused per partition (see above)
     max_records: int  # 0: fetch nothing (Kafka answers at once); below 0: acquire nothing
     strict: bool = False  # record_limit acquire mode (v2): MaxRecords is a hard limit
     session_epoch: int = 0  # the request's ShareSessionEpoch: where the partition order is rotated to
@@ -114,8 +114,8 @@ class DelayedShareFetch:
                 sp for sp in partitions if sp.key[2] in assignment.get(sp.key[1], ())]
             if params.max_bytes <= 0:
                 for sp in serving:
-                    self.results[(sp.key[1], sp.key[2])] = PartitionFetch(
-                        error=ErrorCode.UNKNOWN_SERVER_ERROR, message=MAX_BYTES_ERROR)
+                    # Kafka's answer carries the error code only (its exception's message stays in its log)
+                    self.results[(sp.key[1], sp.key[2])] = PartitionFetch(error=ErrorCode.UNKNOWN_SERVER_ERROR)
                 return self.results
             # MinBytes: wait without acquiring until enough is there. With MinBytes 1 the acquisition below tells
             # as much (it waits when it finds nothing), so the log is not scanned twice.

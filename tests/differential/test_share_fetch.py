@@ -194,6 +194,8 @@ _SESSION_CASES = {
     "zero max records": lambda m, tid: (m.fetch({tid: [0]}, max_wait_ms=5000, max_records=1),
                                         m.fetch(max_records=0, max_wait_ms=100))[1],
     "zero max bytes": lambda m, tid: m.fetch({tid: [0]}, max_bytes=0, max_wait_ms=100),
+    "negative max bytes": lambda m, tid: (m.fetch({tid: [0]}, max_wait_ms=5000, max_records=1),
+                                          m.fetch(max_bytes=-1, max_wait_ms=100))[1],
     "renew ack with fetch limits (v2)": lambda m, tid: m.fetch({tid: [0]}, version=2, renew_only=False,
                                                                max_wait_ms=100, epoch=0) and
     m.raw.call(78, 2, {"group_id": m.group, "member_id": m.id, "share_session_epoch": 1, "max_wait_ms": 5,
