@@ -42,8 +42,13 @@ def wait_coordinator(raw: RawClient, key: str, key_type: int = 0, timeout: float
     while True:
         resp = raw.call(FIND_COORDINATOR, 4, {"key_type": key_type, "coordinator_keys": [key]})
         if resp.coordinators[0].error_code == 0:
-            return
+            break
         assert time.monotonic() < end, resp
+        time.sleep(0.1)
+    # ... and has loaded the group's partition (meanwhile Kafka answers NOT_COORDINATOR or LOAD_IN_PROGRESS)
+    while key_type == 0 and key and raw.call(SHARE_GROUP_DESCRIBE, 1, {
+            "group_ids": [key], "include_authorized_operations": False}).groups[0].error_code in (14, 15, 16):
+        assert time.monotonic() < end, f"the coordinator of {key} is not loaded"
         time.sleep(0.1)
 
 
@@ -65,7 +70,36 @@ def make_topic(target, raw: RawClient, base: str, layout: Sequence[Sequence[int]
         create_topic(raw, name, len(layout))
     for p, sizes in enumerate(layout):
         append(raw, name, p, sizes)
-    return name, wait_topic_id(raw, name)
+    tid = wait_topic_id(raw, name)
+    wait_group_metadata(raw, name)
+    return name, tid
+
+
+def wait_group_metadata(raw: RawClient, topic: str, timeout: float = 30.0) -> None:
+    """Until the group coordinator knows `topic` (Kafka's learns new topics from its metadata image a moment
+    after they exist; a share group joined before that is assigned them only after a later rebalance): a
+    throwaway consumer-group member subscribed to it is assigned its partitions, then leaves."""
+    group = f"probe-{uuid.uuid4().hex}"
+    wait_coordinator(raw, group)
+    member = str(uuid.uuid4())
+    end = time.monotonic() + timeout
+    epoch = 0
+    while True:
+        resp = raw.call(68, 0, {"group_id": group, "member_id": member, "member_epoch": epoch, "instance_id": None,
+                                "rack_id": None, "rebalance_timeout_ms": 10_000,
+                                "subscribed_topic_names": [topic] if epoch == 0 else None, "server_assignor": None,
+                                "topic_partitions": [] if epoch == 0 else None})
+        if resp.error_code == 0:
+            epoch = resp.member_epoch
+            if resp.assignment is not None and resp.assignment.topic_partitions:
+                break
+        else:
+            assert resp.error_code in (14, 15, 16), resp  # coordinator loading or moving
+        assert time.monotonic() < end, f"the group coordinator does not know {topic}"
+        time.sleep(0.02)
+    raw.call(68, 0, {"group_id": group, "member_id": member, "member_epoch": -1, "instance_id": None,
+                     "rack_id": None, "rebalance_timeout_ms": -1, "subscribed_topic_names": None,
+                     "server_assignor": None, "topic_partitions": None})
 
 
 def append(raw: RawClient, topic: str, partition: int, sizes: Iterable[int], tag: str = "") -> None:
@@ -104,7 +138,8 @@ def alter_group(raw: RawClient, group: str, configs: Mapping[str, str | None]) -
 
 
 def share_group(target, raw: RawClient, base: str, **configs: str) -> str:
-    """A new group id (normalised back to `base`) with BASE_GROUP_CONFIGS and `configs` set."""
+    """A new group id (normalised back to `base`) with BASE_GROUP_CONFIGS and `configs` set, whose coordinator
+    is loaded (a fresh Kafka answers NOT_COORDINATOR while it loads its __consumer_offsets partition)."""
     group = target.unique(base)
     wait_coordinator(raw, group)
     assert alter_group(raw, group, {**BASE_GROUP_CONFIGS, **configs})["error_code"] == 0
