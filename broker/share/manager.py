@@ -42,7 +42,7 @@ from broker.share.persister import UNINITIALIZED_START_OFFSET, Persister, StateB
 from broker.share.sessions import ShareSessionCache
 from protocol.errors import ErrorCode
 from protocol.primitives import BytesParts
-from protocol.records import ATTR_CONTROL, BatchHeader, iter_batches
+from protocol.records import BatchHeader, iter_batches
 
 if TYPE_CHECKING:
     from broker.cluster.manager import TopicManager
@@ -632,13 +632,13 @@ class SharePartitionManager:
             end = self._replicas.last_stable_offset(sp.topic, sp.key[2])
             if inflight.end_offset < end:
                 for header, fate in self._classified(plog, inflight.end_offset, end):
-                    if header.last_offset >= inflight.end_offset and fate is Fate.DELIVER:
+                    if header.last_offset >= inflight.end_offset and fate is not Fate.ABORTED:
                         total += header.size
                         if total >= enough:
                             break
         elif inflight.end_offset < plog.log_end_offset:
             for header in plog.iter_batch_headers(inflight.end_offset):
-                if header.last_offset >= inflight.end_offset and not header.is_control:
+                if header.last_offset >= inflight.end_offset:
                     total += header.size
                     if total >= enough:
                         break
@@ -655,9 +655,10 @@ class SharePartitionManager:
                            min_one: bool, strict: bool, spans: list[_Span], end: int
                            ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
         """read_committed `_new_batches`: (batches to acquire, ranges to archive) from SPEO up to `end` (the LSO).
-        Batches of aborted transactions and control batches are archived wherever they are (one range per run
-        of batches, never per offset) and count against neither budget: only delivered batches are read and
-        served. Every batch passed is appended to `spans` (they are consecutive in the file)."""
+        Batches of aborted transactions are archived wherever they are (one range per run of batches, never per
+        offset) and count against neither budget; control batches (transaction markers) are acquired with the
+        data around them, as Kafka acquires them (the consumer skips their records and acknowledges their
+        offsets). Every batch passed is appended to `spans` (they are consecutive in the file)."""
         budget = _Budget(min(max_records, inflight.max_in_flight_records - inflight.in_flight_count), max_bytes,
                          min_one, strict)
         start = inflight.end_offset
@@ -671,7 +672,7 @@ class SharePartitionManager:
                 continue
             if last >= end:
                 break  # defensive: the LSO is the first offset of an open transaction's batch
-            if fate is not Fate.DELIVER:
+            if fate is Fate.ABORTED:
                 spans.append(_Span(header.base_offset, last, header.size))
                 if archive and archive[-1][1] + 1 == first:
                     archive[-1] = (archive[-1][0], last)
@@ -691,8 +692,8 @@ class SharePartitionManager:
                      min_one: bool, strict: bool, end: int) -> tuple[list[tuple[int, int]], _NewRecords]:
         """Batch boundaries from SPEO: whole data batches up to the record and byte budgets, read once as a
         plain Fetch reads them (whole batches up to a byte limit); the acquired ones are served as slices of
-        that read (see `_NewRecords`). Control batches (transaction markers) at SPEO are archived as gaps; a
-        later one ends the list (archived next time)."""
+        that read (see `_NewRecords`). Control batches (transaction markers) are acquired like the others, as
+        Kafka acquires them: the consumer skips their records and acknowledges their offsets."""
         # The budgets (as `_Budget`'s) are spent inline: this loop runs once per batch of every ShareFetch.
         room = min(max_records, inflight.max_in_flight_records - inflight.in_flight_count)
         new = _NewRecords()
@@ -729,20 +730,13 @@ class SharePartitionManager:
                 new.reads.append((data, bounds))
             read_end = offset
             stop = not data
-            for _pos, first, last, size, attributes in bounds:
+            for _pos, first, last, size, _attributes in bounds:
                 read_end = last + 1
                 if last < speo:
                     continue
                 if last >= end:
                     stop = True
                     break
-                if attributes & ATTR_CONTROL:
-                    if out:
-                        stop = True
-                        break
-                    inflight.archive_range(speo, last)
-                    speo = inflight.end_offset
-                    continue
                 if spent_bytes + size > max_bytes and (out or not min_one):
                     stop = True  # the first batch always fits with min_one
                     break

@@ -391,3 +391,52 @@ def test_renew_extends_locks(pair):
             return out
 
     assert_same(pair.run(scenario), "RENEW acknowledgements")
+
+
+def _delivered(view: dict) -> dict:
+    """The served offsets a consumer delivers (those in acquired ranges): Kafka also serves the bytes of the
+    aborted batches between two acquired ranges, Shoal does not (docs/kafka-differences.md, "Share groups")."""
+    for p in view["partitions"]:
+        inside = [o for a, b in p["offsets"] for o in range(a, b + 1)
+                  if any(f <= o <= last for f, last, _ in p["acquired"])]
+        p["offsets"] = [(o, o) for o in inside]
+    return view
+
+
+@pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
+def test_isolation_level_over_transactions(pair, isolation):
+    """share.isolation.level: records of an aborted transaction are never delivered under read_committed (they
+    are archived), records of an open transaction wait for its end; control batches are never delivered."""
+    def scenario(target: Target):
+        from confluent_kafka import Producer  # noqa: PLC0415 - only this test produces transactionally
+
+        with target.raw() as raw:
+            topic, tid = make_topic(target, raw, "sf-txn", [[2]])
+            group = share_group(target, raw, "sf-txn-g", **{"share.isolation.level": isolation})
+            producer = Producer({**target.client_config(), "transactional.id": target.unique("tx"),
+                                 "linger.ms": 5})
+            producer.init_transactions(30)
+            for commit in (True, False):
+                producer.begin_transaction()
+                for i in range(3):
+                    producer.produce(topic, value=f"t{commit}-{i}".encode(), partition=0)
+                producer.flush(30)
+                (producer.commit_transaction if commit else producer.abort_transaction)(30)
+            producer.begin_transaction()  # left open
+            producer.produce(topic, value=b"open", partition=0)
+            producer.flush(30)
+            append(raw, topic, 0, [1], tag="after")
+            m = Member(raw, group, target.unique("m"))
+            m.join([topic], want=1)
+            first = _delivered(fetched(m.fetch({tid: [0]}, max_wait_ms=3000)))
+            producer.commit_transaction(30)
+            # the markers are written after EndTxn is answered: fetch until the records of that transaction come
+            end = time.monotonic() + 20
+            while True:
+                second = _delivered(fetched(m.fetch(max_wait_ms=500)))
+                if second["partitions"]:
+                    break
+                assert time.monotonic() < end, second
+            return {"first": first, "second": second}
+
+    assert_same(pair.run(scenario), f"{isolation} over committed, aborted and open transactions")

@@ -217,3 +217,35 @@ def test_heartbeat_to_another_type_of_group(pair, kind):
                     .groups[0].error_code}
 
     assert_same(pair.run(scenario), f"a share heartbeat to a {kind} group")
+
+
+def test_session_timeout_fences_a_silent_member(pair):
+    """share.session.timeout.ms=1000: a member that stops heartbeating is removed; the other gets its partitions,
+    and the silent one's next heartbeat is UNKNOWN_MEMBER_ID."""
+    def scenario(target: Target):
+        with target.raw() as raw:
+            topic, _ = make_topic(target, raw, "hb-expiry", [[1], [1]])
+            group = share_group(target, raw, "hb-expiry", **{"share.session.timeout.ms": "1000",
+                                                             "share.heartbeat.interval.ms": "200"})
+            a, b = Member(raw, group, target.unique("a")), Member(raw, group, target.unique("b"))
+            a.join([topic], want=2)
+            b.heartbeat([topic])
+            end = time.monotonic() + 30
+            while not (a.assigned and b.assigned and sum(len(p) for p in a.assigned.values()) == 1):
+                assert time.monotonic() < end, (a.assigned, b.assigned)
+                time.sleep(0.05)
+                a.heartbeat()
+                b.heartbeat()
+            before = _describe(raw, group)
+            while len(_describe(raw, group)["members"]) > 1:  # b is silent from now on
+                assert time.monotonic() < end
+                time.sleep(0.1)
+                a.heartbeat()
+            while sum(len(p) for p in a.assigned.values()) < 2:
+                assert time.monotonic() < end, a.assigned
+                time.sleep(0.05)
+                a.heartbeat()
+            stale = heartbeat_view(heartbeat(raw, group, b.id, b.epoch))
+            return {"before": before, "after": _describe(raw, group), "stale": stale}
+
+    assert_same(pair.run(scenario), "a share-group member's session expiring")

@@ -1,6 +1,7 @@
 """share.isolation.level=read_committed in the share-partition leader (KIP-932; Kafka's SharePartition with
 READ_COMMITTED fetches): acquisition stops at the LSO, aborted transactions' batches are archived as ranges and
-persisted ARCHIVED, control batches are never delivered; read_uncommitted is unchanged. Real PartitionLogs with
+persisted ARCHIVED, control batches (transaction markers) are acquired with the records around them, as Kafka
+acquires them (the consumer skips their records); read_uncommitted acquires every batch. Real PartitionLogs with
 transactional batches, markers and a `.txnindex`; the LSO comes from a fake replica manager, except in the wake-up
 test, which runs a real ReplicaManager writing markers."""
 
@@ -98,7 +99,7 @@ def served(got) -> list[int]:
     return [] if got is None else [h.base_offset for _, h in iter_batches(served_bytes(got.records))]
 
 
-def test_read_committed_stops_at_the_lso_archives_aborted_batches_and_never_delivers_markers(tmp_path):
+def test_read_committed_stops_at_the_lso_archives_aborted_batches_and_acquires_markers(tmp_path):
     async def run():
         store = MemoryShareState()
         mgr, log, _ = make(tmp_path, store=store)
@@ -117,42 +118,41 @@ def test_read_committed_stops_at_the_lso_archives_aborted_batches_and_never_deli
         assert log.lso == 17
         sp = await mgr.partition("g", TOPIC_ID, 0)
         got = mgr.acquire(sp, "m", 500, 1 << 20, min_one=True)
-        assert ranges(got) == [(0, 2), (4, 5), (10, 11), (14, 14)]
-        assert served(got) == [0, 4, 10, 14]  # aborted batches and markers are never served
+        assert ranges(got) == [(0, 5), (9, 11), (14, 16)]  # markers with the data around them
+        assert served(got) == [0, 3, 4, 9, 10, 14, 15, 16]  # aborted batches are never served
         inflight = sp.inflight
         assert inflight.end_offset == 17  # nothing at or past the LSO
         archived = [(p.first, p.last) for p in inflight.iter_pieces() if p.state == ARCHIVED]
-        assert archived == [(3, 3), (6, 9), (12, 13), (15, 16)]  # ranges, a whole aborted batch in one
+        assert archived == [(6, 8), (12, 13)]  # ranges, a whole aborted batch in one
         assert mgr.acquire(sp, "m", 500, 1 << 20, min_one=True) is None
-        assert await mgr.acknowledge(sp, "m", [(0, 2, [ACK_ACCEPT]), (4, 5, [ACK_ACCEPT])]) == 0
+        assert await mgr.acknowledge(sp, "m", [(0, 5, [ACK_ACCEPT])]) == 0
         start, batches = store.writes[-1]
-        assert start == 10  # the archived marker and aborted batch do not hold SPSO back
+        assert start == 9  # the archived aborted batch does not hold SPSO back
         # written with the next state write (as Kafka's archived aborted records), in ranges
         assert [(b.first_offset, b.last_offset, b.delivery_state) for b in batches
-                if b.delivery_state == ARCHIVED] == [(12, 13, ARCHIVED), (15, 16, ARCHIVED)]
-        # The open transaction commits: its records become acquirable, the marker is archived.
+                if b.delivery_state == ARCHIVED] == [(12, 13, ARCHIVED)]
+        # The open transaction commits: its records become acquirable, with the marker.
         log.end(5, commit=True)  # 20
         got = mgr.acquire(sp, "m", 500, 1 << 20, min_one=True)
-        assert ranges(got) == [(17, 19)]
-        assert served(got) == [17, 19]
-        assert await mgr.acknowledge(sp, "m", [(10, 11, [ACK_ACCEPT]), (14, 14, [ACK_ACCEPT]),
-                                               (17, 19, [ACK_ACCEPT])]) == 0
+        assert ranges(got) == [(17, 20)]
+        assert served(got) == [17, 19, 20]
+        assert await mgr.acknowledge(sp, "m", [(9, 11, [ACK_ACCEPT]), (14, 16, [ACK_ACCEPT]),
+                                               (17, 20, [ACK_ACCEPT])]) == 0
         assert log.plain(1) == (21, 21)
         assert ranges(mgr.acquire(sp, "m", 500, 1 << 20, min_one=True)) == [(21, 21)]
-        assert store.state[KEY].start_offset == 21  # marker 20 archived at the head
+        assert store.state[KEY].start_offset == 21
 
     asyncio.run(run())
 
 
-def test_read_uncommitted_delivers_open_and_aborted_transactions_but_no_marker(tmp_path):
+def test_read_uncommitted_delivers_open_and_aborted_transactions_and_markers(tmp_path):
     async def run():
         mgr, log, _ = make(tmp_path, level="read_uncommitted")
         log.txn(1, 3)  # 0-2
         log.end(1, commit=False)  # 3
         log.txn(2, 2)  # 4-5, open
         sp = await mgr.partition("g", TOPIC_ID, 0)
-        assert ranges(mgr.acquire(sp, "m", 500, 1 << 20, min_one=True)) == [(0, 2)]  # a marker ends the list
-        assert ranges(mgr.acquire(sp, "m", 500, 1 << 20, min_one=True)) == [(4, 5)]  # ...and is archived next
+        assert ranges(mgr.acquire(sp, "m", 500, 1 << 20, min_one=True)) == [(0, 5)]  # a marker is a batch too
         assert mgr._replicas.loaded == []  # read_uncommitted never asks for the transaction state
 
     asyncio.run(run())
@@ -172,12 +172,12 @@ def test_switching_the_group_to_read_committed_applies_to_the_next_acquisition(t
         log.plain(1)  # 5
         assert mgr.available_bytes(sp, 1) > 0
         got = mgr.acquire(sp, "m", 500, 1 << 20, min_one=True)
-        assert ranges(got) == [(5, 5)] and served(got) == [5]
+        assert ranges(got) == [(4, 5)] and served(got) == [4, 5]  # the abort marker, then the new record
 
     asyncio.run(run())
 
 
-def test_a_fetch_of_aborted_data_only_archives_it_and_moves_the_start_offset(tmp_path):
+def test_a_fetch_of_aborted_data_archives_it_and_acquires_the_marker(tmp_path):
     async def run():
         store = MemoryShareState()
         mgr, log, _ = make(tmp_path, store=store, locks=10)
@@ -185,10 +185,11 @@ def test_a_fetch_of_aborted_data_only_archives_it_and_moves_the_start_offset(tmp
             log.txn(7, 10)
         log.end(7, commit=False)  # 50
         sp = await mgr.partition("g", TOPIC_ID, 0)
-        assert mgr.available_bytes(sp, 1) == 0
-        assert mgr.acquire(sp, "m", 500, 1 << 20, min_one=True) is None
-        assert (sp.inflight.start_offset, sp.inflight.end_offset, sp.inflight.piece_count) == (51, 51, 0)
-        assert await mgr.persist(sp) == 0
+        assert mgr.available_bytes(sp, 1) > 0  # the marker
+        got = mgr.acquire(sp, "m", 500, 1 << 20, min_one=True)
+        assert ranges(got) == [(50, 50)] and served(got) == [50]
+        assert (sp.inflight.start_offset, sp.inflight.end_offset) == (50, 51)
+        assert await mgr.acknowledge(sp, "m", [(50, 50, [ACK_ACCEPT])]) == 0
         assert store.state[KEY].start_offset == 51
 
     asyncio.run(run())
@@ -202,8 +203,8 @@ def test_released_records_come_back_and_aborted_ones_never_do(tmp_path):
         log.end(2, commit=False)  # 4
         log.end(1, commit=True)  # 5
         sp = await mgr.partition("g", TOPIC_ID, 0)
-        assert ranges(mgr.acquire(sp, "m", 500, 1 << 20, min_one=True)) == [(0, 1)]
-        assert await mgr.acknowledge(sp, "m", [(0, 1, [ACK_RELEASE])]) == 0
+        assert ranges(mgr.acquire(sp, "m", 500, 1 << 20, min_one=True)) == [(0, 1), (4, 5)]  # 2-3 aborted
+        assert await mgr.acknowledge(sp, "m", [(0, 1, [ACK_RELEASE]), (4, 5, [ACK_ACCEPT])]) == 0
         got = mgr.acquire(sp, "n", 500, 1 << 20, min_one=True)
         assert [(r.first_offset, r.last_offset, r.delivery_count) for r in got.ranges] == [(0, 1, 2)]
         assert served(got) == [0]
@@ -240,8 +241,9 @@ _steps = st.lists(st.one_of(
 @given(steps=_steps, max_records=st.integers(1, 12))
 def test_acquired_offsets_are_exactly_the_committed_records_below_the_lso(tmp_path_factory, steps, max_records):
     """Per record: a plain record is delivered; a transactional record is delivered iff its transaction
-    committed (and ended); markers never are. Acquiring and accepting until nothing is left must deliver
-    exactly those offsets, each once, and every other offset below the LSO must end up archived."""
+    committed (and ended); markers are acquired too (Kafka acquires them, the consumer skips their records).
+    Acquiring and accepting until nothing is left must acquire exactly those offsets, each once, and every
+    other offset below the LSO must end up archived."""
     async def run():
         mgr, log, _ = make(tmp_path_factory.mktemp("p"))
         fate: dict[int, str] = {}  # offset -> "deliver" | "skip" | ("txn", pid)
@@ -256,7 +258,7 @@ def test_acquired_offsets_are_exactly_the_committed_records_below_the_lso(tmp_pa
             elif step[1] in pending:
                 marker = log.end(step[1], commit=step[2])
                 fate.update((o, "deliver" if step[2] else "skip") for o in pending.pop(step[1]))
-                fate[marker] = "skip"
+                fate[marker] = "deliver"
         lso = log.lso
         expected = {o for o, f in fate.items() if f == "deliver" and o < lso}
         sp = await mgr.partition("g", TOPIC_ID, 0)
@@ -320,7 +322,7 @@ def test_a_parked_read_committed_share_fetch_wakes_when_the_transaction_commits(
             results = await asyncio.wait_for(task, 5)
             assert loop.time() - started < 5  # woken by the marker, not by MaxWaitMs
             got = results[(info.topic_id, 0)].acquired
-            assert ranges(got) == [(0, 2)] and served(got) == [0]
+            assert ranges(got) == [(0, 3)] and served(got) == [0, 3]  # the commit marker with its records
         finally:
             logs.close()
             journal.close()
