@@ -92,8 +92,13 @@ class DelayedShareFetch:
             sp = mgr.loaded(self._group, tp[0], tp[1])
             if sp is not None:
                 partitions.append(sp)
-            else:
-                pending.append(tp)
+                continue
+            try:
+                mgr.resolve(tp[0], tp[1])  # unknown or offline: answered at once, as Kafka's processShareFetch
+            except ShareError as err:
+                self.results[tp] = PartitionFetch(error=err.code, message=err.message)
+                continue
+            pending.append(tp)
         read_committed = mgr.read_committed(self._group)
         if read_committed and partitions:
             await mgr.ensure_txn_state(partitions)
