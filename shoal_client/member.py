@@ -48,6 +48,7 @@ GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
 BATCH_OPTIMIZED_MODE, RECORD_LIMIT_MODE = 0, 1
 ACQUIRE_MODES = {"batch_optimized": BATCH_OPTIMIZED_MODE, "record_limit": RECORD_LIMIT_MODE}
 LEAVE_EPOCH = -1
+UNASSIGNED_HEARTBEAT_S = 0.25  # heartbeat interval while the member has no partition (see _next_heartbeat_s)
 FINAL_SESSION_EPOCH = -1
 INT32_MAX = 2**31 - 1
 
@@ -244,10 +245,18 @@ class ShareGroupMember:
     def wait_for_assignment(self, timeout_s: float) -> bool:
         return self._assigned.wait(timeout_s)
 
+    def _next_heartbeat_s(self) -> float:
+        """The coordinator's interval; sooner while nothing is assigned yet: a new member is answered with an
+        empty assignment until its share-partitions are initialized (as Kafka does), and asks again shortly
+        rather than a whole interval (5 s by default) later."""
+        if not self._assignment:
+            return min(self.heartbeat_interval_s, UNASSIGNED_HEARTBEAT_S)
+        return self.heartbeat_interval_s
+
     def _heartbeat_loop(self) -> None:
         backoff = 0.1
         while not self._stop.is_set():
-            self._wake.wait(self.heartbeat_interval_s if backoff <= 0.1 else backoff)
+            self._wake.wait(self._next_heartbeat_s() if backoff <= 0.1 else backoff)
             self._wake.clear()
             if self._stop.is_set():
                 return

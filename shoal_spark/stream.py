@@ -104,6 +104,9 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         member = ShareGroupMember(o.bootstrap_servers, o.group_id, o.topics, client_id=o.client_id,
                                   request_timeout_s=o.request_timeout_ms / 1000)
         member.start()
+        # A new member's first heartbeat answers no partition (they are assigned once initialized): wait for
+        # them, or an availableNow run would take the end offsets of nothing and stop at once.
+        member.wait_for_assignment(o.request_timeout_ms / 1000)
         self._member = member
         self._lock = threading.Lock()
         self._stopping = threading.Event()

@@ -81,7 +81,10 @@ def test_records_reach_the_files_intact_and_a_failed_batch_is_not_lost(spark, tm
         rows = read_rows(out)
         assert numbers(rows) == Counter(range(50_000))  # every record, once, content and headers checked
         redelivered = [r for r in rows if r["deliveryCount"] == 2]
-        assert 0 < len(redelivered) <= 8000  # the failed batch, released and delivered again
+        # the failed batch and what was acquired ahead for the next one (acquireAhead), released and delivered
+        # again; which partitions those come from depends on the share fetches' partition order (the first fetch
+        # of a session serves one share-partition, as Kafka's does)
+        assert 0 < len(redelivered) <= 2 * 8000
         assert all(r["deliveryCount"] in (1, 2) for r in rows)
         assert all(r["topic"] == "files" and r["partition"] == int(r["key"][1:]) % 2 for r in rows)
     finally:
