@@ -311,7 +311,17 @@ def _acked(target: Target, ranges, via: str, version: int = 1):
         else:
             ack = acknowledged(m.acknowledge({(tid, 0): ranges}, version=version))
         after = fetched(m.fetch(max_wait_ms=100))
-        return {"first": first, "ack": ack, "after": after}
+        # Kafka runs a ShareFetch's acknowledgements and its acquisition concurrently: records it releases come
+        # back in that fetch or in the next one, depending on timing. Compared: the acknowledgement's answer,
+        # and what the two fetches acquired together.
+        again = []
+        for view in ((ack, after) if via == "fetch" else (after,)):
+            for p in view.get("partitions", []):
+                again.extend(tuple(r) for r in p.pop("acquired"))
+                p.pop("offsets")
+            view["partitions"] = [p for p in view.get("partitions", []) if
+                                  p["error_code"] or p["acknowledge_error_code"] or p["error_message"]]
+        return {"first": first, "ack": ack, "after": after, "acquired_again": sorted(again)}
 
 
 def _share_offsets(raw, group: str) -> list:
