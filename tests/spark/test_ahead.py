@@ -117,6 +117,9 @@ class FakeMember:
     def start(self) -> FakeMember:
         return self
 
+    def wait_for_assignment(self, timeout_s: float) -> bool:
+        return True  # assigned from the start
+
     def assignment(self) -> frozenset[TopicIdPartition]:
         return frozenset(self.parts)
 
