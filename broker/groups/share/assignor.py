@@ -132,7 +132,7 @@ class SimpleShareAssignor:
             sharing = -(-len(active) // len(targets))
             for tp in targets:
                 while len(owners[tp]) < sharing:
-                    others = [m for m in eligible[tp] if m not in owners[tp]]
+                    others = [m for m in eligible[tp[0]] if m not in owners[tp]]
                     if not others:
                         break
                     give(tp, min(others, key=lambda m: (load[m], m)))
