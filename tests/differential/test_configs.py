@@ -95,7 +95,7 @@ READ_ONLY_IN_SHOAL = sorted({
     "ssl.client.auth", "ssl.enabled.protocols", "ssl.key.password", "ssl.keystore.certificate.chain",
     "ssl.keystore.key", "ssl.keystore.location", "ssl.keystore.password", "ssl.keystore.type", "ssl.protocol",
     "ssl.truststore.certificates", "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.type",
-    "transaction.partition.verification.enable"})
+    "transaction.partition.verification.enable", "group.share.assignment.interval.ms"})
 
 
 def _defaults(row: dict) -> str | None:
