@@ -160,13 +160,18 @@ def test_a_topic_deleted_while_a_paced_answer_is_built_is_answered_unknown(broke
     """ListOffsets and DescribeProducers yield to the loop between partitions: a topic deleted meanwhile is
     answered UNKNOWN_TOPIC_OR_PARTITION for the partitions not yet done (no handler failure)."""
     broker = broker_factory()
-    indexes = [p % 1_000 for p in range(40_000)]  # one topic entry, its partitions named 40 times over
+    # ListOffsets answers each partition once (Kafka keys the request by partition): 5 000 distinct ones;
+    # DescribeProducers answers every entry, so there the 1 000 partitions are named 40 times over
+    distinct = list(range(5_000))
+    repeated = [p % 1_000 for p in range(40_000)]
     with RawClient(broker.port, "asker") as asker, RawClient(broker.port, "deleter") as deleter:
-        for api_key, version, body in (
+        for api_key, version, body, indexes, count in (
                 (LIST_OFFSETS, 8, {"replica_id": -1, "isolation_level": 0, "topics": [{"name": "doomed", "partitions": [
-                    {"partition_index": p, "current_leader_epoch": -1, "timestamp": -1} for p in indexes]}]}),
-                (DESCRIBE_PRODUCERS, 0, {"topics": [{"name": "doomed", "partition_indexes": indexes}]})):
-            create_topic(asker, "doomed", 1_000)
+                    {"partition_index": p, "current_leader_epoch": -1, "timestamp": -1} for p in distinct]}]},
+                 distinct, 5_000),
+                (DESCRIBE_PRODUCERS, 0, {"topics": [{"name": "doomed", "partition_indexes": repeated}]}, repeated,
+                 1_000)):
+            create_topic(asker, "doomed", count)
             if api_key == DESCRIBE_PRODUCERS:  # producer state loaded first: the racing request only reads
                 asker.call(api_key, version, body)
             correlation_id = asker.send(api_key, version, body)
