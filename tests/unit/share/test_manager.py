@@ -486,11 +486,11 @@ async def _logged_reads(tmp_path, monkeypatch):
 def test_new_records_are_served_as_one_slice_of_each_read():
     """What an acquisition took from one log read is one slice of it (no copy); across two reads it is the two
     slices, not joined; a range ending in a gap (compaction) stops at the batch before it."""
-    from broker.share.manager import _NewRecords
+    from broker.log.share_reads import NewRecords
 
     first_read = memoryview(b"a" * 30 + b"b" * 20 + b"c" * 10)  # batches at 0-29 (offsets 0-4), 30-49 (5-9), 50-59
     second_read = memoryview(b"d" * 15)  # offsets 20-24
-    new = _NewRecords()
+    new = NewRecords()
     new.reads.append((first_read, [(0, 0, 4, 30, 0), (30, 5, 9, 20, 0), (50, 12, 14, 10, 0)]))
     assert bytes(new.served(5, 9)) == b"b" * 20 and isinstance(new.served(5, 9), memoryview)
     assert bytes(new.served(0, 11)) == b"a" * 30 + b"b" * 20  # 10-11 is a gap: the batch 12-14 is not served
