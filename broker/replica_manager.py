@@ -23,7 +23,7 @@ import structlog
 
 from broker.aio import wait_event
 from broker.cluster.topics import TopicInfo
-from broker.log import timestamps
+from broker.log import share_reads, timestamps
 from broker.log.config import PRODUCER_CODEC
 from broker.log.dir_failure import STORAGE_ERROR_MESSAGE, KafkaStorageError
 from broker.log.producer_state import (
@@ -34,12 +34,14 @@ from broker.log.producer_state import (
     scan_partition_state,
     scan_partition_state_in_thread,
 )
+from broker.log.share_reads import NewBatches, OffsetRange, Span
 from broker.log.txn_index import AbortedTxn
 from broker.log.txn_state import TxnStateTable
 from broker.pacing import Pacer
 from protocol import records as rec
 from protocol.control_records import build_end_txn_marker
 from protocol.errors import ErrorCode
+from protocol.primitives import BytesParts
 
 if TYPE_CHECKING:
     from broker.cluster.manager import TopicManager
@@ -726,6 +728,48 @@ class ReplicaManager:
         if parked:
             for waiter in parked:
                 waiter.event.set()
+
+    # --- share acquisition -----------------------------------------------------------------------------------
+    # The share-partition leader reads a partition only through these, as Fetch does through `read`: the log is
+    # looked up here, the LSO comes with it, and the reads are those of broker/log/share_reads.py.
+    def offline(self, topic: str, partition: int) -> bool:
+        """Whether the partition's log directory is offline (its readers answer KAFKA_STORAGE_ERROR)."""
+        return self._topics.log(topic, partition).failures.offline
+
+    def log_offsets(self, topic: str, partition: int) -> tuple[int, int]:
+        """(log start offset, log end offset) of the partition."""
+        plog = self._topics.log(topic, partition)
+        return plog.log_start_offset, plog.log_end_offset
+
+    def offset_for_timestamp(self, topic: str, partition: int, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after `timestamp` (see PartitionLog.offset_for_timestamp)."""
+        return self._topics.log(topic, partition).offset_for_timestamp(timestamp)
+
+    def new_batches(self, topic: str, partition: int, start: int, room: int, max_bytes: int, *, min_one: bool,
+                    strict: bool, read_committed: bool) -> NewBatches:
+        """The batches a share-partition whose end offset is `start` may acquire next: at most `room` records and
+        `max_bytes` (the first batch whatever its size with `min_one`; cut to `room` with `strict`), up to the LSO
+        under read_committed (aborted transactions' batches to archive), else up to the log end."""
+        plog = self._topics.log(topic, partition)
+        if read_committed:
+            spans: list[Span] = []
+            batches, archived = share_reads.committed_batches(
+                plog, start, self.last_stable_offset(topic, partition), room, max_bytes, min_one, strict, spans)
+            return NewBatches(batches, archived, None, spans)
+        batches, reads = share_reads.new_batches(plog, start, plog.log_end_offset, room, max_bytes, min_one, strict)
+        return NewBatches(batches, reads=reads)
+
+    def read_batches(self, topic: str, partition: int, ranges: Sequence[OffsetRange], spans: Sequence[Span] = ()
+                     ) -> bytes | memoryview | BytesParts:
+        """The whole batches holding the offsets of `ranges`, each once, in offset order (see read_ranges)."""
+        return share_reads.read_ranges(self._topics.log(topic, partition), ranges, spans)
+
+    def acquirable_bytes(self, topic: str, partition: int, start: int, enough: int, *, read_committed: bool) -> int:
+        """Bytes of the batches from `start` a share-partition may acquire (below the LSO under read_committed,
+        aborted transactions' batches left out), counted up to `enough`."""
+        plog = self._topics.log(topic, partition)
+        end = self.last_stable_offset(topic, partition) if read_committed else plog.log_end_offset
+        return share_reads.acquirable_bytes(plog, start, end, enough, read_committed)
 
     def producer_last_offsets(self, topic: str, partition: int, newer_than_ms: int) -> dict[int, int] | None:
         """Last offset of each producer's last batch (see ProducerStateTable.last_offsets), or None when this

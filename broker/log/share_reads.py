@@ -13,7 +13,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import takewhile
 from operator import itemgetter
 from typing import TYPE_CHECKING, Protocol
@@ -170,6 +170,19 @@ class NewRecords:
                 if i <= j:
                     out.add(data, bounds[i][0], bounds[j][0] + bounds[j][3])
         return out.bytes()
+
+
+@dataclass(slots=True)
+class NewBatches:
+    """What a look for new records from SPEO found: the batches to acquire (offset ranges, ascending), the ranges
+    of aborted transactions to archive (read_committed), and what was read to find them: the plain reads, whose
+    slices serve the acquired batches (read_uncommitted, `new_batches`), or the batches walked, which size the
+    read of the acquired ones (read_committed, `committed_batches`)."""
+
+    batches: list[tuple[int, int]]
+    archived: list[tuple[int, int]] = field(default_factory=list)
+    reads: NewRecords | None = None
+    spans: list[Span] = field(default_factory=list)
 
 
 def classified(plog: PartitionLog, start: int, end: int) -> Iterator[tuple[BatchHeader, Fate]]:

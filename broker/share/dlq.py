@@ -22,16 +22,18 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import structlog
 
 from broker.share.inflight import DEAD_REJECTED, DeadLetter
 from protocol.errors import ErrorCode
+from protocol.primitives import BytesParts
 from protocol.records import Record, build_batch, iter_batch_views, iter_records
 
 if TYPE_CHECKING:
     from broker.cluster.manager import TopicManager
+    from broker.cluster.topics import TopicInfo
     from broker.config import BrokerConfig
     from broker.replica_manager import ReplicaManager
 
@@ -54,6 +56,11 @@ MESSAGES = {DEAD_REJECTED: "Offset rejected by client.",
 WARN_EVERY_S = 60.0  # an unusable DLQ is reported at most this often per group
 
 
+class _Offsets(NamedTuple):
+    first_offset: int
+    last_offset: int
+
+
 class DlqWriteError(Exception):
     """The DLQ records could not be made durable: the state change must not be answered as done."""
 
@@ -74,9 +81,10 @@ class DeadLetterQueue:
         return bool(self._group_configs(group).get(TOPIC_NAME))
 
     async def write(self, group: str, topic: str, partition: int, letters: Sequence[DeadLetter],
-                    source_log: Any) -> None:
-        """Write one DLQ record per offset of `letters` and wait until they are durable. Raises DlqWriteError
-        if a usable DLQ could not be written."""
+                    source: TopicInfo | None) -> None:
+        """Write one DLQ record per offset of `letters` (of `topic`'s `partition`; `source` is that topic while
+        its records can be read, else None) and wait until they are durable. Raises DlqWriteError if a usable DLQ
+        could not be written."""
         if not letters:
             return
         cfg = self._group_configs(group)
@@ -88,7 +96,7 @@ class DeadLetterQueue:
         if info is None:
             self.skipped[group] = self.skipped.get(group, 0) + count
             return
-        copies = self._source_records(source_log, letters) if cfg.get(COPY_RECORD) == "true" else {}
+        copies = self._source_records(source, partition, letters) if cfg.get(COPY_RECORD) == "true" else {}
         now = int(time.time() * 1000)
         records = []
         for d in letters:
@@ -152,32 +160,23 @@ class DeadLetterQueue:
                 log.info("share group DLQ topic created", group=group, topic=name, partitions=info.num_partitions)
         return info
 
-    @staticmethod
-    def _source_records(plog: Any, letters: Sequence[DeadLetter]) -> dict[int, Record]:
-        """offset -> original record for the offsets of `letters` still in the log (copy mode)."""
-        wanted = {o for d in letters for o in range(d.first_offset, d.last_offset + 1)}
+    def _source_records(self, source: TopicInfo | None, partition: int, letters: Sequence[DeadLetter]
+                        ) -> dict[int, Record]:
+        """offset -> original record for the offsets of `letters` still in the log (copy mode), read through the
+        replica manager as the share-partition leader reads them (the whole batches holding them)."""
         out: dict[int, Record] = {}
-        if plog is None:
+        if source is None:
             return out
-        first, last = min(wanted), max(wanted)
-        offset = max(first, plog.log_start_offset)
-        while offset <= last and offset < plog.log_end_offset:
-            data = plog.read(offset, 1 << 20, min_one_batch=True).data
-            if not data:
-                break
-            moved = False
-            for _pos, header, view in iter_batch_views(data):
-                if header.base_offset > last:
-                    offset = last + 1
-                    break
+        wanted = {o for d in letters for o in range(d.first_offset, d.last_offset + 1)}
+        log_start = self._replicas.log_offsets(source.name, partition)[0]
+        ranges = [_Offsets(max(d.first_offset, log_start), d.last_offset) for d in letters if d.last_offset >= log_start]
+        data = self._replicas.read_batches(source.name, partition, ranges)
+        for part in data.parts if isinstance(data, BytesParts) else (data,):
+            for _pos, header, view in iter_batch_views(part):
                 if not header.is_control:
                     for record in iter_records(view):
                         if record.offset in wanted:
                             out[record.offset] = record
-                offset = header.last_offset + 1
-                moved = True
-            if not moved:
-                break
         return out
 
     def _warn(self, group: str, name: str, message: str, **fields: Any) -> None:

@@ -29,7 +29,6 @@ import structlog
 
 from broker.aio import wait_event
 from broker.log.dir_failure import KafkaStorageError
-from broker.log.share_reads import Span, acquirable_bytes, committed_batches, new_batches, read_ranges
 from broker.share.dlq import DeadLetterQueue
 from broker.share.eager import run_eager
 from broker.share.inflight import DeadLetter, ShareInFlight, StateDelta
@@ -40,6 +39,7 @@ from protocol.primitives import BytesParts
 
 if TYPE_CHECKING:
     from broker.cluster.manager import TopicManager
+    from broker.cluster.topics import TopicInfo
     from broker.config import BrokerConfig
     from broker.replica_manager import ReplicaManager
 
@@ -221,32 +221,33 @@ class SharePartitionManager:
             sp.settings = settings
         return settings
 
-    def _start_offset(self, group: str, plog: Any) -> int:
+    def _start_offset(self, group: str, topic: str, partition: int) -> int:
         reset = self.group_configs(group).get("share.auto.offset.reset") or "latest"
+        replicas = self._replicas
         if reset == "earliest":
-            return plog.log_start_offset
+            return replicas.log_offsets(topic, partition)[0]
         if reset.startswith("by_duration:"):
             from broker.config.group_config import duration_ms
 
-            found = plog.offset_for_timestamp(self.now_ms() - duration_ms(reset.removeprefix("by_duration:")))
-            return found[0] if found is not None else plog.log_end_offset
-        return plog.log_end_offset
+            found = replicas.offset_for_timestamp(
+                topic, partition, self.now_ms() - duration_ms(reset.removeprefix("by_duration:")))
+            if found is not None:
+                return found[0]
+        return replicas.log_offsets(topic, partition)[1]
 
     # --- partitions --------------------------------------------------------------------------------------------
-    def resolve(self, topic_id: uuid.UUID, partition: int) -> tuple[Any, Any]:
-        """(TopicInfo, PartitionLog) or ShareError UNKNOWN_TOPIC_ID / UNKNOWN_TOPIC_OR_PARTITION, or
+    def resolve(self, topic_id: uuid.UUID, partition: int) -> TopicInfo:
+        """The partition's topic, or ShareError UNKNOWN_TOPIC_ID / UNKNOWN_TOPIC_OR_PARTITION, or
         KAFKA_STORAGE_ERROR for a log whose directory is offline (Kafka's share fetch looks the partition up
         with ReplicaManager.getPartitionOrException)."""
-        topics = self._topics
-        info = topics.registry.by_id(topic_id)
+        info = self._topics.registry.by_id(topic_id)
         if info is None:
             raise ShareError(ErrorCode.UNKNOWN_TOPIC_ID)
         if not 0 <= partition < info.num_partitions:
             raise ShareError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        plog = topics.log(info.name, partition)
-        if plog.failures.offline:
+        if self._replicas.offline(info.name, partition):
             raise offline_error(info.name, partition)
-        return info, plog
+        return info
 
     def loaded_partitions(self) -> list[SharePartition]:
         """The share-partitions in memory now (metrics)."""
@@ -275,14 +276,14 @@ class SharePartitionManager:
         sp = self._partitions.get(key)
         if sp is not None:
             return sp
-        info, plog = self.resolve(topic_id, partition)
+        info = self.resolve(topic_id, partition)
         loading = self._loading.get(key)
         if loading is not None:
             return await asyncio.shield(loading)
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         self._loading[key] = fut
         try:
-            sp = await self._load(key, info.name, plog)
+            sp = await self._load(key, info.name)
             self._partitions[key] = sp
             fut.set_result(sp)
             return sp
@@ -293,13 +294,14 @@ class SharePartitionManager:
         finally:
             del self._loading[key]
 
-    async def _load(self, key: PartitionKey, topic: str, plog: Any) -> SharePartition:
+    async def _load(self, key: PartitionKey, topic: str) -> SharePartition:
         group, topic_id, partition = key
         settings = self.settings(group)
         params = dict(max_in_flight_records=settings.max_in_flight_records,
                       delivery_count_limit=settings.delivery_count_limit,
                       lock_duration_ms=settings.lock_duration_ms)
         state_epoch, start, batches = await self._read_state(key)
+        self.resolve(topic_id, partition)  # still there (the topic may have been deleted meanwhile)
         # Any negative start offset is "not initialized" (-1 is the only one a well-behaved writer stores, but the
         # inter-broker InitializeShareGroupState/WriteShareGroupState APIs accept others): resolve it as such.
         if start >= 0:
@@ -313,11 +315,11 @@ class SharePartitionManager:
                 raise ShareError(ErrorCode.UNKNOWN_SERVER_ERROR, f"The share-partition state is invalid: {err}") \
                     from None
             # The log may have moved on (retention) while nobody was fetching.
-            inflight.advance_log_start(plog.log_start_offset)
+            inflight.advance_log_start(self._replicas.log_offsets(topic, partition)[0])
             sp = SharePartition(key, topic, inflight)
         else:
             inflight = ShareInFlight(0, state_epoch=state_epoch, **params)
-            inflight.reset_start(self._start_offset(group, plog))
+            inflight.reset_start(self._start_offset(group, topic, partition))
             sp = SharePartition(key, topic, inflight)
         # Persist the resolved SPSO at once: a restart must not resolve share.auto.offset.reset again.
         code = await self.persist(sp)
@@ -377,11 +379,11 @@ class SharePartitionManager:
         if dead:
             # KIP-1191: the dead letters are durable in the group's DLQ before their archived state is written.
             try:
-                plog = self.resolve(topic_id, partition)[1]
+                source: TopicInfo | None = self.resolve(topic_id, partition)
             except ShareError:
-                plog = None
+                source = None
             try:
-                await self.dlq.write(group, sp.topic, partition, dead, plog)
+                await self.dlq.write(group, sp.topic, partition, dead, source)
             except Exception:  # noqa: BLE001 - DlqWriteError or worse: the change is not answered as done
                 log.exception("share group DLQ write failed", group=group, topic=sp.topic, partition=partition)
                 self._discard(sp, ErrorCode.KAFKA_STORAGE_ERROR)
@@ -428,7 +430,7 @@ class SharePartitionManager:
                  strict: bool) -> Acquired | None:
         _, topic_id, partition = sp.key
         try:
-            _, plog = self.resolve(topic_id, partition)
+            self.resolve(topic_id, partition)
         except ShareError as err:
             if err.code == ErrorCode.KAFKA_STORAGE_ERROR:
                 raise
@@ -437,37 +439,28 @@ class SharePartitionManager:
         if sp.dead:
             return None
         settings = self._configure(sp)
-        if inflight.start_offset < plog.log_start_offset:
-            inflight.advance_log_start(plog.log_start_offset)
+        replicas, topic = self._replicas, sp.topic
+        log_start = replicas.log_offsets(topic, partition)[0]
+        if inflight.start_offset < log_start:
+            inflight.advance_log_start(log_start)
         now = self.now_ms()
-        room = min(max_records, inflight.max_in_flight_records - inflight.in_flight_count)
-        spans: list[Span] = []
-        if settings.read_committed:
-            # KIP-932 share.isolation.level=read_committed (Kafka's SharePartition with the fetch isolation
-            # READ_COMMITTED): new records only below the LSO; aborted transactions' batches and control batches
-            # are archived as they are passed, never delivered.
-            end = self._replicas.last_stable_offset(sp.topic, partition)
-            batches, archived = committed_batches(plog, inflight.end_offset, end, room, max_bytes, min_one, strict,
-                                                   spans)
-            ranges = inflight.acquire(member, batches, max_records, now, archived)
-        else:
-            batches, new = new_batches(plog, inflight.end_offset, plog.log_end_offset, room, max_bytes, min_one,
-                                        strict)
-            speo = inflight.end_offset
-            ranges = inflight.acquire(member, batches, max_records, now)
-            if not ranges:
-                return None
-            self._locked(now + inflight.lock_duration_ms)
-            if ranges[0].first_offset < speo:
-                # Re-delivered records (below the old SPEO) are read again, with the new ones: a batch may hold
-                # both (record_limit mode cuts batches), and each batch is served once.
-                return Acquired(ranges, read_ranges(plog, ranges))
-            # Only new records: a slice of the read above, not a byte copied.
-            return Acquired(ranges, new.served(speo, inflight.end_offset - 1))
+        speo = inflight.end_offset
+        # KIP-932 share.isolation.level=read_committed (Kafka's SharePartition with the fetch isolation
+        # READ_COMMITTED): new records only below the LSO; aborted transactions' batches are archived as they are
+        # passed, never delivered.
+        new = replicas.new_batches(topic, partition, speo,
+                                   min(max_records, inflight.max_in_flight_records - inflight.in_flight_count),
+                                   max_bytes, min_one=min_one, strict=strict, read_committed=settings.read_committed)
+        ranges = inflight.acquire(member, new.batches, max_records, now, new.archived)
         if not ranges:
             return None
         self._locked(now + inflight.lock_duration_ms)
-        return Acquired(ranges, read_ranges(plog, ranges, spans))
+        if new.reads is not None and ranges[0].first_offset >= speo:
+            # Only new records: a slice of the read above, not a byte copied.
+            return Acquired(ranges, new.reads.served(speo, inflight.end_offset - 1))
+        # Re-delivered records (below the old SPEO) are read again, with the new ones: a batch may hold both
+        # (record_limit mode cuts batches), and each batch is served once.
+        return Acquired(ranges, replicas.read_batches(topic, partition, ranges, new.spans))
 
     def _locked(self, deadline_ms: int) -> None:
         """New locks expire at `deadline_ms`: wake the expiry loop only if it would sleep past that (one wake
@@ -478,7 +471,7 @@ class SharePartitionManager:
     def available_bytes(self, sp: SharePartition, enough: int) -> int:
         """Bytes acquirable now, counted up to `enough` (MinBytes); released records count as enough."""
         try:
-            _, plog = self.resolve(sp.key[1], sp.key[2])
+            self.resolve(sp.key[1], sp.key[2])
         except ShareError as err:
             # an offline partition is answered at once (KAFKA_STORAGE_ERROR), as Kafka completes a delayed
             # share fetch whose partition is in an offline log directory
@@ -488,9 +481,8 @@ class SharePartitionManager:
             return enough
         if inflight.in_flight_count >= inflight.max_in_flight_records:
             return 0
-        read_committed = self.read_committed(sp.key[0])
-        end = self._replicas.last_stable_offset(sp.topic, sp.key[2]) if read_committed else plog.log_end_offset
-        return acquirable_bytes(plog, inflight.end_offset, end, enough, read_committed)
+        return self._replicas.acquirable_bytes(sp.topic, sp.key[2], inflight.end_offset, enough,
+                                               read_committed=self.read_committed(sp.key[0]))
 
     # --- acknowledge / release ---------------------------------------------------------------------------------
     async def acknowledge(self, sp: SharePartition, member: str, batches: Sequence[tuple[int, int, Sequence[int]]]

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from share_fakes import make_manager, served_bytes
+from share_fakes import OneTopic, make_manager, served_bytes
 
 from broker.log.partition_log import PartitionLog
 from broker.share.inflight import ACK_ACCEPT
@@ -26,7 +26,8 @@ CONFIG = {"group.share.max.share.sessions": 10, "group.share.partition.max.recor
 
 
 def make(path: Path, *, runs: bool) -> tuple:
-    plog = PartitionLog(path)
+    topics = OneTopic(path, TOPIC_ID)
+    plog = topics.logs[0]
     reads: list[int] = []  # how many bounds each acquisition read reported
     real_read = plog.read
 
@@ -39,11 +40,9 @@ def make(path: Path, *, runs: bool) -> tuple:
     plog.read = read
     if not runs:
         plog.active._free_of_control = lambda start, end: False  # one segment (1 GiB): every read walks
-    info = SimpleNamespace(name="t", topic_id=TOPIC_ID, num_partitions=1)
     mgr = make_manager(
         config=SimpleNamespace(get=CONFIG.__getitem__),
-        topics=SimpleNamespace(registry=SimpleNamespace(by_id=lambda tid: info if tid == TOPIC_ID else None),
-                               log=lambda name, p: plog),
+        topics=topics,
         persister=MemoryShareState(),
         group_configs=lambda g: {"share.auto.offset.reset": "earliest"})
     return mgr, plog, reads

@@ -7,9 +7,10 @@ import uuid
 from types import SimpleNamespace
 
 import pytest
-from share_fakes import make_manager, served_bytes
+from share_fakes import OneTopic, make_manager, served_bytes
 
-from broker.log.partition_log import PartitionLog
+from broker.log import GroupCommitFlusher
+from broker.replica_manager import ReplicaManager
 from broker.share.inflight import ACK_ACCEPT, ACK_RELEASE
 from broker.share.manager import ShareError
 from protocol.errors import ErrorCode
@@ -23,15 +24,13 @@ CONFIG = {"group.share.max.share.sessions": 10, "group.share.partition.max.recor
 
 
 def make(tmp_path, store=None):
-    plog = PartitionLog(tmp_path / "t-0")
-    info = SimpleNamespace(name="t", topic_id=TOPIC_ID, num_partitions=1)
+    topics = OneTopic(tmp_path, TOPIC_ID)
     return make_manager(
         config=SimpleNamespace(get=CONFIG.__getitem__),
-        topics=SimpleNamespace(registry=SimpleNamespace(by_id=lambda tid: info if tid == TOPIC_ID else None),
-                               log=lambda name, p: plog),
+        topics=topics,
         persister=store,
         group_configs=lambda g: {"share.auto.offset.reset": "earliest"},
-    ), plog
+    ), topics.logs[0]
 
 
 def test_control_batches_are_acquired_with_the_data_around_them(tmp_path):
@@ -240,18 +239,17 @@ def test_an_acknowledgement_freeing_in_flight_room_wakes_a_parked_share_fetch(tm
     waiting out its MaxWaitMs. Kafka completes a partition's delayed share fetches after every acknowledgement."""
     from broker.share.delayed_fetch import DelayedShareFetch, ShareFetchParams
 
-    async def never_appended(keys, timeout_s: float) -> bool:
-        await asyncio.sleep(timeout_s)
-        return False
+    class NeverAppended(ReplicaManager):
+        async def wait_for_append(self, keys, timeout_s: float) -> bool:
+            await asyncio.sleep(timeout_s)
+            return False
 
     async def run():
-        plog = PartitionLog(tmp_path / "t-0")
-        info = SimpleNamespace(name="t", topic_id=TOPIC_ID, num_partitions=1)
+        topics = OneTopic(tmp_path, TOPIC_ID)
+        plog = topics.logs[0]
         mgr = make_manager(
-            config=SimpleNamespace(get=CONFIG.__getitem__),
-            topics=SimpleNamespace(registry=SimpleNamespace(by_id=lambda tid: info if tid == TOPIC_ID else None),
-                                   log=lambda name, p: plog),
-            persister=MemoryShareState(), replicas=SimpleNamespace(wait_for_append=never_appended),
+            config=SimpleNamespace(get=CONFIG.__getitem__), topics=topics,
+            persister=MemoryShareState(), replicas=NeverAppended(topics, GroupCommitFlusher()),
             group_configs=lambda g: {"share.auto.offset.reset": "earliest"})
         for _ in range(30):
             plog.append(build_batch([Record(value=b"v" * 10) for _ in range(100)]))
@@ -347,7 +345,7 @@ def test_dead_letters_are_written_before_the_archived_state_and_a_failed_dlq_wri
         fail = False
         letters: list = []
 
-        async def write(self, group, topic, partition, letters, plog):
+        async def write(self, group, topic, partition, letters, source):
             order.append("dlq")
             if self.fail:
                 raise RuntimeError("disk full")

@@ -14,10 +14,12 @@ from types import SimpleNamespace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from share_fakes import make_manager, served_bytes
+from share_fakes import OneTopic, make_manager, served_bytes
 
+from broker.log import GroupCommitFlusher
 from broker.log.partition_log import PartitionLog
 from broker.log.txn_index import AbortedTxn
+from broker.replica_manager import ReplicaManager
 from broker.share.delayed_fetch import DelayedShareFetch, ShareFetchParams
 from broker.share.inflight import ACK_ACCEPT, ACK_RELEASE, ARCHIVED
 from protocol.control_records import build_end_txn_marker
@@ -34,8 +36,8 @@ class TxnLog:
     """A partition log written as a transactional producer and the coordinator's markers would write it; the LSO
     is computed here (the first offset of the oldest open transaction, else the log end)."""
 
-    def __init__(self, path: Path) -> None:
-        self.plog = PartitionLog(path)
+    def __init__(self, plog: PartitionLog) -> None:
+        self.plog = plog
         self.open: dict[int, int] = {}  # producer id -> first offset of its open transaction
 
     @property
@@ -69,21 +71,27 @@ class TxnLog:
 
 def make(tmp_path: Path, level: str = "read_committed", store: MemoryShareState | None = None,
          locks: int = 2000):
-    log = TxnLog(tmp_path / "t-0")
-    info = SimpleNamespace(name="t", topic_id=TOPIC_ID, num_partitions=1)
+    topics = OneTopic(tmp_path, TOPIC_ID)
+    log = TxnLog(topics.logs[0])
     configs = {"share.auto.offset.reset": "earliest", "share.isolation.level": level,
                "share.partition.max.record.locks": str(locks)}
-    loaded: list = []
 
-    async def ensure_loaded(keys):
-        loaded.extend(keys)
+    class TxnLogReplicas(ReplicaManager):
+        """The replica manager over `log`, whose LSO the test's transactions decide (they are written straight
+        to the log, past the replica manager's transaction state)."""
 
-    replicas = SimpleNamespace(last_stable_offset=lambda topic, p: log.lso, ensure_loaded=ensure_loaded,
-                               loaded=loaded)
+        loaded: list = []
+
+        def last_stable_offset(self, topic: str, partition: int) -> int:
+            return log.lso
+
+        async def ensure_loaded(self, keys) -> None:
+            self.loaded.extend(keys)
+
+    replicas = TxnLogReplicas(topics, GroupCommitFlusher())
     mgr = make_manager(
         config=SimpleNamespace(get=CONFIG.__getitem__),
-        topics=SimpleNamespace(registry=SimpleNamespace(by_id=lambda tid: info if tid == TOPIC_ID else None),
-                               log=lambda name, p: log.plog),
+        topics=topics,
         persister=store if store is not None else MemoryShareState(),
         group_configs=lambda g: dict(configs),  # a new mapping per call, as after every change (GroupConfigs)
         replicas=replicas,
