@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from broker.config import kafka_values as kv
 from broker.config.broker_defs import default_text
@@ -185,6 +186,24 @@ def effective(name: str, overrides: Mapping[str, str], broker: BrokerSettings) -
         synonyms.insert(0, (name, value, GROUP_CONFIG))
     source = synonyms[0][2] if synonyms else DEFAULT_CONFIG
     return ConfigDescription(name, value, source, config_type=definition.type_code, synonyms=tuple(synonyms))
+
+
+def typed_value(configs: Mapping[str, str], name: str) -> Any:
+    """Group config `name` of a group's effective configs (ConfigService.group_config, which holds every group
+    config) as its definition types it: what components read, rather than the text."""
+    return GROUP_CONFIGS[name].parse(configs[name])
+
+
+def int_value(configs: Mapping[str, str], name: str) -> int:
+    return int(typed_value(configs, name))
+
+
+def bool_value(configs: Mapping[str, str], name: str) -> bool:
+    return bool(typed_value(configs, name))
+
+
+def str_value(configs: Mapping[str, str], name: str) -> str:
+    return str(typed_value(configs, name))
 
 
 def effective_value(name: str, overrides: Mapping[str, str], broker: BrokerSettings) -> str:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import structlog
 
+from broker.config import group_config as gc
 from broker.share.inflight import DEAD_REJECTED, DeadLetter
 from protocol.errors import ErrorCode
 from protocol.primitives import BytesParts
@@ -78,7 +79,7 @@ class DeadLetterQueue:
         self.skipped: dict[str, int] = {}  # group -> archived records with no DLQ copy (DLQ unusable)
 
     def configured(self, group: str) -> bool:
-        return bool(self._group_configs(group).get(TOPIC_NAME))
+        return bool(gc.str_value(self._group_configs(group), TOPIC_NAME))
 
     async def write(self, group: str, topic: str, partition: int, letters: Sequence[DeadLetter],
                     source: TopicInfo | None) -> None:
@@ -88,7 +89,7 @@ class DeadLetterQueue:
         if not letters:
             return
         cfg = self._group_configs(group)
-        name = cfg.get(TOPIC_NAME) or ""
+        name = gc.str_value(cfg, TOPIC_NAME)
         if not name:
             return
         count = sum(d.last_offset - d.first_offset + 1 for d in letters)
@@ -96,7 +97,7 @@ class DeadLetterQueue:
         if info is None:
             self.skipped[group] = self.skipped.get(group, 0) + count
             return
-        copies = self._source_records(source, partition, letters) if cfg.get(COPY_RECORD) == "true" else {}
+        copies = self._source_records(source, partition, letters) if gc.bool_value(cfg, COPY_RECORD) else {}
         now = int(time.time() * 1000)
         records = []
         for d in letters:
@@ -140,7 +141,7 @@ class DeadLetterQueue:
                 return None
             return info
         config = self._config
-        prefix = config.get(PREFIX) or ""
+        prefix = config.get(PREFIX)
         if not config.get(AUTO_CREATE) or not name.startswith(prefix):
             self._warn(group, name, f"DLQ topic does not exist and is not auto-created ({AUTO_CREATE}, "
                                     f"prefix {prefix!r})")
@@ -153,7 +154,7 @@ class DeadLetterQueue:
                 try:
                     topics.registry.check_new_topic(name)
                     info = await topics.create_planned(TopicPlan(
-                        name, int(config.get("num.partitions")), {GROUP_ENABLE: "true"}))
+                        name, config.get("num.partitions"), {GROUP_ENABLE: "true"}))
                 except Exception as err:  # noqa: BLE001 - an invalid name etc.: reported, records still archived
                     self._warn(group, name, "DLQ topic could not be created", error=repr(err))
                     return None

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from broker.aio import wait_event
+from broker.config import group_config as gc
 from broker.log.dir_failure import KafkaStorageError
 from broker.share.dlq import DeadLetterQueue
 from broker.share.eager import run_eager
@@ -176,19 +177,13 @@ class SharePartitionManager:
         cached = self._settings.get(group)
         if cached is not None and cached.source is configs:
             return cached
-
-        def number(name: str, broker_key: str) -> int:
-            value = configs.get(name)
-            return int(value) if value else self._config.get(broker_key)
-
         settings = GroupSettings(
             configs,
-            lock_duration_ms=number("share.record.lock.duration.ms", "group.share.record.lock.duration.ms"),
-            delivery_count_limit=number("share.delivery.count.limit", "group.share.delivery.count.limit"),
-            max_in_flight_records=number("share.partition.max.record.locks",
-                                         "group.share.partition.max.record.locks"),
-            renew_enabled=(configs.get("share.renew.acknowledge.enable") or "true").lower() == "true",
-            read_committed=configs.get("share.isolation.level") == "read_committed")
+            lock_duration_ms=gc.int_value(configs, "share.record.lock.duration.ms"),
+            delivery_count_limit=gc.int_value(configs, "share.delivery.count.limit"),
+            max_in_flight_records=gc.int_value(configs, "share.partition.max.record.locks"),
+            renew_enabled=gc.bool_value(configs, "share.renew.acknowledge.enable"),
+            read_committed=gc.str_value(configs, "share.isolation.level") == "read_committed")
         if len(self._settings) >= SETTINGS_CACHE_SIZE:
             self._settings.clear()
         self._settings[group] = settings
@@ -222,15 +217,13 @@ class SharePartitionManager:
         return settings
 
     def _start_offset(self, group: str, topic: str, partition: int) -> int:
-        reset = self.group_configs(group).get("share.auto.offset.reset") or "latest"
+        reset = gc.str_value(self.group_configs(group), "share.auto.offset.reset")
         replicas = self._replicas
         if reset == "earliest":
             return replicas.log_offsets(topic, partition)[0]
         if reset.startswith("by_duration:"):
-            from broker.config.group_config import duration_ms
-
             found = replicas.offset_for_timestamp(
-                topic, partition, self.now_ms() - duration_ms(reset.removeprefix("by_duration:")))
+                topic, partition, self.now_ms() - gc.duration_ms(reset.removeprefix("by_duration:")))
             if found is not None:
                 return found[0]
         return replicas.log_offsets(topic, partition)[1]

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
 from broker.cluster.topics import TopicInfo
+from broker.config import BrokerConfig
+from broker.config import group_config as gc
 from broker.log import GroupCommitFlusher
 from broker.log.partition_log import PartitionLog
 from broker.replica_manager import ReplicaManager
@@ -52,6 +54,27 @@ class OneTopic:
 
     def find_log(self, name: str, partition: int) -> PartitionLog | None:
         return self.logs[partition] if name == self.info.name and 0 <= partition < len(self.logs) else None
+
+
+def broker_config(settings: Mapping[str, object]) -> BrokerConfig:
+    """A broker config with these settings (given as values or text)."""
+    return BrokerConfig({name: str(value).lower() if isinstance(value, bool) else str(value)
+                         for name, value in settings.items()})
+
+
+def effective_group_configs(config: BrokerConfig, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A group's effective configs as ConfigService.group_config gives them: every group config, the group's
+    overrides over the broker's settings over the defaults of the table."""
+    return {name: gc.effective_value(name, overrides or {}, config) for name in gc.GROUP_CONFIGS}
+
+
+def group_configs(config: BrokerConfig, overrides: Mapping[str, str] | None = None) -> Callable[[str], dict[str, str]]:
+    """Every group's effective configs: the same mapping on each call, as the config service caches it."""
+    configs = effective_group_configs(config, overrides)
+    return lambda _group: configs
+
+
+EARLIEST = {"share.auto.offset.reset": "earliest"}
 
 
 def spawn(coro, name: str) -> asyncio.Task:

@@ -8,11 +8,10 @@ from __future__ import annotations
 import asyncio
 import uuid
 from pathlib import Path
-from types import SimpleNamespace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from share_fakes import OneTopic, make_manager, served_bytes
+from share_fakes import EARLIEST, OneTopic, broker_config, group_configs, make_manager, served_bytes
 
 from broker.log.partition_log import PartitionLog
 from broker.share.inflight import ACK_ACCEPT
@@ -41,10 +40,10 @@ def make(path: Path, *, runs: bool) -> tuple:
     if not runs:
         plog.active._free_of_control = lambda start, end: False  # one segment (1 GiB): every read walks
     mgr = make_manager(
-        config=SimpleNamespace(get=CONFIG.__getitem__),
+        config=broker_config(CONFIG),
         topics=topics,
         persister=MemoryShareState(),
-        group_configs=lambda g: {"share.auto.offset.reset": "earliest"})
+        group_configs=group_configs(broker_config(CONFIG), EARLIEST))
     return mgr, plog, reads
 
 

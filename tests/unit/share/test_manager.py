@@ -7,7 +7,7 @@ import uuid
 from types import SimpleNamespace
 
 import pytest
-from share_fakes import OneTopic, make_manager, served_bytes
+from share_fakes import EARLIEST, OneTopic, broker_config, group_configs, make_manager, served_bytes
 
 from broker.log import GroupCommitFlusher
 from broker.replica_manager import ReplicaManager
@@ -26,10 +26,10 @@ CONFIG = {"group.share.max.share.sessions": 10, "group.share.partition.max.recor
 def make(tmp_path, store=None):
     topics = OneTopic(tmp_path, TOPIC_ID)
     return make_manager(
-        config=SimpleNamespace(get=CONFIG.__getitem__),
+        config=broker_config(CONFIG),
         topics=topics,
         persister=store,
-        group_configs=lambda g: {"share.auto.offset.reset": "earliest"},
+        group_configs=group_configs(broker_config(CONFIG), EARLIEST),
     ), topics.logs[0]
 
 
@@ -176,8 +176,8 @@ def test_the_leader_follows_topic_deletion(tmp_path):
     groups = SimpleNamespace(add_member_removed_listener=hooks.append, add_group_deleted_listener=hooks.append,
                              add_share_state_reset_listener=hooks.append)
     topics = SimpleNamespace(on_delete=listeners.append)
-    mgr = make_manager(config=SimpleNamespace(get=CONFIG.__getitem__), topics=topics, persister=MemoryShareState(),
-                       group_configs=lambda g: {})
+    mgr = make_manager(config=broker_config(CONFIG), topics=topics, persister=MemoryShareState(),
+                       group_configs=group_configs(broker_config(CONFIG)))
     follow_events(mgr, topics=topics, groups=groups, server=SimpleNamespace(close_listeners=[]))
     mgr._partitions[("g", TOPIC_ID, 0)] = SimpleNamespace(dead=False, waiters=set())
     for fn in listeners:
@@ -248,9 +248,9 @@ def test_an_acknowledgement_freeing_in_flight_room_wakes_a_parked_share_fetch(tm
         topics = OneTopic(tmp_path, TOPIC_ID)
         plog = topics.logs[0]
         mgr = make_manager(
-            config=SimpleNamespace(get=CONFIG.__getitem__), topics=topics,
+            config=broker_config(CONFIG), topics=topics,
             persister=MemoryShareState(), replicas=NeverAppended(topics, GroupCommitFlusher()),
-            group_configs=lambda g: {"share.auto.offset.reset": "earliest"})
+            group_configs=group_configs(broker_config(CONFIG), EARLIEST))
         for _ in range(30):
             plog.append(build_batch([Record(value=b"v" * 10) for _ in range(100)]))
         sp = await mgr.partition("g", TOPIC_ID, 0)
@@ -354,7 +354,7 @@ def test_dead_letters_are_written_before_the_archived_state_and_a_failed_dlq_wri
     async def run():
         mgr, plog = make(tmp_path, OrderedState())
         mgr.dlq = dlq = FakeDlq()
-        mgr.group_configs = lambda g: {"share.auto.offset.reset": "earliest", "share.delivery.count.limit": "2"}
+        mgr.group_configs = group_configs(broker_config(CONFIG), {**EARLIEST, "share.delivery.count.limit": "2"})
         plog.append(build_batch([Record(value=b"x")] * 4))
         sp = await mgr.partition("g", TOPIC_ID, 0)
         mgr.acquire(sp, "m", 4, 1 << 20, min_one=True)
@@ -372,7 +372,7 @@ def test_dead_letters_are_written_before_the_archived_state_and_a_failed_dlq_wri
         assert await mgr.acknowledge(fresh, "n", [(1, 3, [ACK_RELEASE])]) == 0
         # (MemoryShareState keeps no delivery counts; the real share coordinator brings back count 1 here.)
         mgr.acquire(fresh, "n", 4, 1 << 20, min_one=True)
-        mgr.group_configs = lambda g: {"share.auto.offset.reset": "earliest", "share.delivery.count.limit": "2"}
+        mgr.group_configs = group_configs(broker_config(CONFIG), {**EARLIEST, "share.delivery.count.limit": "2"})
         dlq.fail = False
         assert await mgr.acknowledge(fresh, "n", [(1, 3, [ACK_RELEASE])]) == 0
         assert dlq.letters[-1] == (1, 3, 2, DEAD_DELIVERY_LIMIT)

@@ -6,7 +6,7 @@ import asyncio
 import uuid
 from types import SimpleNamespace
 
-from share_fakes import make_manager
+from share_fakes import EARLIEST, broker_config, group_configs, make_manager
 
 from broker.handlers.share_fetch import handle_share_acknowledge, handle_share_fetch
 from broker.log.partition_log import PartitionLog
@@ -24,14 +24,14 @@ def make(tmp_path, store, partitions: int = 2):
     logs = [PartitionLog(tmp_path / f"t-{p}") for p in range(partitions)]
     info = SimpleNamespace(name="t", topic_id=TOPIC_ID, num_partitions=partitions)
     broker = SimpleNamespace(
-        config=SimpleNamespace(get=CONFIG.__getitem__),
+        config=broker_config(CONFIG),
         topics=SimpleNamespace(registry=SimpleNamespace(by_id=lambda tid: info if tid == TOPIC_ID else None),
                                log=lambda name, p: logs[p]),
         share_state=store, node=SimpleNamespace(node_id=1, host="127.0.0.1", port=9092, rack=None),
         # no client quotas: MaxBytes as asked, never throttled
         quotas=SimpleNamespace(fetch_max_bytes=lambda _ctx: float("inf"), share_fetch_throttle=lambda *_a: 0))
     broker.share_partitions = make_manager(config=broker.config, topics=broker.topics, persister=store,
-                                           group_configs=lambda g: {"share.auto.offset.reset": "earliest"})
+                                           group_configs=group_configs(broker_config(CONFIG), EARLIEST))
     return broker, logs
 
 

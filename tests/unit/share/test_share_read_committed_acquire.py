@@ -10,11 +10,18 @@ from __future__ import annotations
 import asyncio
 import uuid
 from pathlib import Path
-from types import SimpleNamespace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from share_fakes import OneTopic, make_manager, served_bytes
+from share_fakes import (
+    EARLIEST,
+    OneTopic,
+    broker_config,
+    effective_group_configs,
+    group_configs,
+    make_manager,
+    served_bytes,
+)
 
 from broker.log import GroupCommitFlusher
 from broker.log.partition_log import PartitionLog
@@ -80,7 +87,9 @@ def make(tmp_path: Path, level: str = "read_committed", store: MemoryShareState 
         """The replica manager over `log`, whose LSO the test's transactions decide (they are written straight
         to the log, past the replica manager's transaction state)."""
 
-        loaded: list = []
+        def __init__(self) -> None:
+            super().__init__(topics, GroupCommitFlusher())
+            self.loaded: list = []
 
         def last_stable_offset(self, topic: str, partition: int) -> int:
             return log.lso
@@ -88,12 +97,14 @@ def make(tmp_path: Path, level: str = "read_committed", store: MemoryShareState 
         async def ensure_loaded(self, keys) -> None:
             self.loaded.extend(keys)
 
-    replicas = TxnLogReplicas(topics, GroupCommitFlusher())
+    replicas = TxnLogReplicas()
+    config = broker_config(CONFIG)
     mgr = make_manager(
-        config=SimpleNamespace(get=CONFIG.__getitem__),
+        config=config,
         topics=topics,
         persister=store if store is not None else MemoryShareState(),
-        group_configs=lambda g: dict(configs),  # a new mapping per call, as after every change (GroupConfigs)
+        # a new mapping per call, as after every change (GroupConfigs)
+        group_configs=lambda g: effective_group_configs(config, configs),
         replicas=replicas,
     )
     return mgr, log, configs
@@ -308,10 +319,10 @@ def test_a_parked_read_committed_share_fetch_wakes_when_the_transaction_commits(
         await topics.create_topic("t", num_partitions=1, replication_factor=1, assignments=[], configs={},
                                   validate_only=False)
         info = topics.registry.get("t")
-        mgr = make_manager(config=SimpleNamespace(get=CONFIG.__getitem__), topics=topics,
+        mgr = make_manager(config=broker_config(CONFIG), topics=topics,
                            persister=MemoryShareState(), replicas=replicas,
-                           group_configs=lambda g: {"share.auto.offset.reset": "earliest",
-                                                    "share.isolation.level": "read_committed"})
+                           group_configs=group_configs(broker_config(CONFIG), {
+                               **EARLIEST, "share.isolation.level": "read_committed"}))
         try:
             batch = build_batch([Record(value=b"x")] * 3, producer_id=9, producer_epoch=0, base_sequence=0,
                                 transactional=True)
