@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from broker.metrics.collectors import SNAPSHOTS, LogCollector, SharePartitionCollector
 from broker.share.inflight import ACK_ACCEPT, ShareInFlight
-from broker.share.manager import SharePartition
+from broker.share.partition import SharePartition
 
 
 def _broker(partitions: int) -> SimpleNamespace:

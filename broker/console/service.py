@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from broker.cluster.manager import TopicManager
     from broker.groups.runtime import GroupCoordinatorRuntime
     from broker.log import LogManager
-    from broker.share.manager import SharePartition, SharePartitionManager
+    from broker.share.manager import SharePartitionManager
+    from broker.share.partition import SharePartition
 
 MAX_TOPICS = 500
 MAX_PARTITIONS = 2000  # partitions over all topics in one answer

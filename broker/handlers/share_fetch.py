@@ -16,7 +16,7 @@ from broker.handlers.share_groups import valid_member_id
 from broker.security.acl import AclOperation, ResourceType
 from broker.share.delayed_fetch import DelayedShareFetch, ShareFetchParams
 from broker.share.inflight import ACK_REJECT, ACK_RENEW
-from broker.share.manager import ShareError
+from broker.share.partition import ShareError
 from broker.share.sessions import FINAL_EPOCH
 from protocol.errors import ErrorCode
 

@@ -15,7 +15,8 @@ import uuid
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from broker.share.manager import Acquired, ShareError, SharePartition, SharePartitionManager
+from broker.share.manager import SharePartitionManager
+from broker.share.partition import Acquired, ShareError, SharePartition
 from protocol.errors import ErrorCode
 
 TopicPartition = tuple[uuid.UUID, int]  # (topic id, partition)

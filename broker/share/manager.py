@@ -22,7 +22,6 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
@@ -33,10 +32,17 @@ from broker.log.dir_failure import KafkaStorageError
 from broker.share.dlq import DeadLetterQueue
 from broker.share.eager import run_eager
 from broker.share.inflight import DeadLetter, ShareInFlight, StateDelta
+from broker.share.partition import (
+    Acquired,
+    GroupSettings,
+    PartitionKey,
+    ShareError,
+    SharePartition,
+    offline_error,
+)
 from broker.share.persister import UNINITIALIZED_START_OFFSET, Persister, StateBatch
 from broker.share.sessions import ShareSessionCache
 from protocol.errors import ErrorCode
-from protocol.primitives import BytesParts
 
 if TYPE_CHECKING:
     from broker.cluster.manager import TopicManager
@@ -46,21 +52,8 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-PartitionKey = tuple[str, uuid.UUID, int]  # (group, topic id, partition)
 UNINITIALIZED = UNINITIALIZED_START_OFFSET
 EXPIRY_RETRY_S = 0.5  # pause after a failed lock-expiry round before the next one
-
-
-class ShareError(Exception):
-    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
-        super().__init__(message or code.name)
-        self.code = code
-        self.message = message
-
-
-def offline_error(topic: str, partition: int) -> ShareError:
-    """Kafka's message for a partition in an offline log directory (ReplicaManager.getPartitionOrException)."""
-    return ShareError(ErrorCode.KAFKA_STORAGE_ERROR, f"Partition {topic}-{partition} is in an offline log directory")
 
 
 # group id -> effective group configs. A change of the group's configs gives a new mapping (the config service
@@ -95,45 +88,6 @@ class ShareGroupEvents(Protocol):
     def add_group_deleted_listener(self, fn: Callable[[str], None]) -> None: ...
 
     def add_share_state_reset_listener(self, fn: Callable[..., None]) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class GroupSettings:
-    """The group configs the leader applies, read from one mapping of the group's effective configs (`source`)."""
-
-    source: Mapping[str, str]
-    lock_duration_ms: int
-    delivery_count_limit: int
-    max_in_flight_records: int
-    renew_enabled: bool
-    read_committed: bool
-
-
-@dataclass
-class SharePartition:
-    key: PartitionKey
-    topic: str
-    inflight: ShareInFlight
-    # Writes of one partition go out in order: each waits for the previous (a later delta never lands first).
-    last_write: asyncio.Future | None = None
-    waiters: set[asyncio.Event] = field(default_factory=set)
-    # Dropped from the manager (topic deleted, or memory discarded after a failed state write): a fetch that
-    # still holds it acquires nothing from it, and changes to it are answered with `failure`.
-    dead: bool = False
-    failure: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
-    settings: GroupSettings | None = None  # the group settings last applied to `inflight`
-    # The next fetch offset when a share fetch last looked at this share-partition (None: never): one whose
-    # next fetch offset moved since (it was served, or records came back) is acquired from after the others
-    # (see DelayedShareFetch._order).
-    probed_at: int | None = None
-
-
-@dataclass(slots=True)
-class Acquired:
-    ranges: list  # [AcquiredRange]
-    # whole batches: a slice of the log read when only new records were acquired, slices of several reads as
-    # BytesParts (their concatenation)
-    records: bytes | memoryview | BytesParts
 
 
 class SharePartitionManager:

@@ -13,7 +13,7 @@ from broker.cluster.topics import TopicInfo
 from broker.console import service
 from broker.console.service import Console
 from broker.share.inflight import ACK_ACCEPT, ShareInFlight
-from broker.share.manager import SharePartition
+from broker.share.partition import SharePartition
 
 TOPIC_ID = uuid.uuid4()
 

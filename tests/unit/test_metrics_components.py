@@ -30,7 +30,7 @@ from broker.metrics.collectors import (
 from broker.metrics.http import MetricsEndpoint
 from broker.metrics.loop_lag import LoopLagWatchdog
 from broker.share.inflight import ACK_ACCEPT, ACK_REJECT, ShareInFlight
-from broker.share.manager import SharePartition
+from broker.share.partition import SharePartition
 from tests.helpers.record_batches import batch
 
 

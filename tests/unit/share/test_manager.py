@@ -12,7 +12,7 @@ from share_fakes import EARLIEST, OneTopic, broker_config, group_configs, make_m
 from broker.log import GroupCommitFlusher
 from broker.replica_manager import ReplicaManager
 from broker.share.inflight import ACK_ACCEPT, ACK_RELEASE
-from broker.share.manager import ShareError
+from broker.share.partition import ShareError
 from protocol.errors import ErrorCode
 from protocol.primitives import BytesParts
 from protocol.records import Record, build_batch, iter_batches
