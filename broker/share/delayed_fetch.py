@@ -12,27 +12,46 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Protocol
 
-from broker.share.manager import SharePartitionManager
 from broker.share.partition import Acquired, ShareError, SharePartition
+from broker.share.requests import ShareFetchParams, TopicPartition
 from protocol.errors import ErrorCode
 
-TopicPartition = tuple[uuid.UUID, int]  # (topic id, partition)
+if TYPE_CHECKING:
+    from broker.cluster.topics import TopicInfo
+
 # Kafka's DelayedShareFetch splits MaxBytes over the partitions it acquires with PartitionMaxBytesStrategy, whose
 # checkValidArguments throws IllegalArgumentException for MaxBytes <= 0; the fetch completes at once with that
 # exception for each of those partitions, i.e. UNKNOWN_SERVER_ERROR (no message on the wire), and acquires
 # nothing. MaxBytes 0 is answered at once with no partition (SharePartitionManager.processShareFetch).
 
 
-class ShareFetchParams(NamedTuple):  # built per ShareFetch: a tuple builds faster than a frozen dataclass
-    max_wait_ms: int
-    min_bytes: int
-    max_bytes: int  # 0: answered at once with nothing; below 0: refused per partition (see above)
-    max_records: int  # 0: fetch nothing (Kafka answers at once); below 0: acquire nothing
-    strict: bool = False  # record_limit acquire mode (v2): MaxRecords is a hard limit
-    session_epoch: int = 0  # the request's ShareSessionEpoch: where the partition order is rotated to
+class SharePartitions(Protocol):
+    """What the long poll asks of the share-partition leader (SharePartitionManager, which runs it)."""
+
+    def loaded(self, group: str, topic_id: uuid.UUID, partition: int) -> SharePartition | None: ...
+
+    async def partition(self, group: str, topic_id: uuid.UUID, partition: int) -> SharePartition: ...
+
+    def load_later(self, group: str, tps: Sequence[TopicPartition]) -> None: ...
+
+    def resolve(self, topic_id: uuid.UUID, partition: int) -> TopicInfo: ...
+
+    def read_committed(self, group: str) -> bool: ...
+
+    async def ensure_txn_state(self, partitions: Sequence[SharePartition]) -> None: ...
+
+    def membership(self, group: str, member: str) -> tuple[bool, Mapping[uuid.UUID, Collection[int]] | None]: ...
+
+    def available_bytes(self, sp: SharePartition, enough: int) -> int: ...
+
+    async def wait(self, partitions: Sequence[SharePartition], timeout_s: float) -> bool: ...
+
+    def acquire(self, sp: SharePartition, member: str, max_records: int, max_bytes: int, *, min_one: bool,
+                strict: bool = False) -> Acquired | None: ...
 
 
 @dataclass(slots=True)
@@ -56,7 +75,7 @@ def rotate(tps: list[TopicPartition], session_epoch: int) -> list[TopicPartition
 
 
 class DelayedShareFetch:
-    def __init__(self, manager: SharePartitionManager, group: str, member: str, params: ShareFetchParams) -> None:
+    def __init__(self, manager: SharePartitions, group: str, member: str, params: ShareFetchParams) -> None:
         self._mgr = manager
         self._group = group
         self._member = member

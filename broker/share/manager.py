@@ -22,6 +22,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
+from itertools import chain
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
@@ -29,6 +30,7 @@ import structlog
 from broker.aio import wait_event
 from broker.config import group_config as gc
 from broker.log.dir_failure import KafkaStorageError
+from broker.share.delayed_fetch import DelayedShareFetch
 from broker.share.dlq import DeadLetterQueue
 from broker.share.eager import run_eager
 from broker.share.inflight import DeadLetter, ShareInFlight, StateDelta
@@ -41,7 +43,16 @@ from broker.share.partition import (
     offline_error,
 )
 from broker.share.persister import UNINITIALIZED_START_OFFSET, Persister, StateBatch
-from broker.share.sessions import ShareSessionCache
+from broker.share.requests import (
+    Acknowledgements,
+    PartitionAnswer,
+    ShareAcknowledge,
+    ShareAcknowledgeAnswer,
+    ShareFetch,
+    ShareFetchAnswer,
+    TopicPartition,
+)
+from broker.share.sessions import FINAL_EPOCH, ShareSessionCache
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -121,6 +132,133 @@ class SharePartitionManager:
     # --- lifecycle ---------------------------------------------------------------------------------------------
     async def start(self) -> None:
         self._spawn(self._expiry_loop(), "share-lock-expiry")
+
+    # --- the entries: ShareFetch and ShareAcknowledge (Kafka's fetchMessages and acknowledge) -------------------
+    async def fetch_messages(self, fetch: ShareFetch, readable: Callable[[uuid.UUID], bool]) -> ShareFetchAnswer:
+        """Serve one ShareFetch: its share-session part (a new session only for a member of the group), its
+        acknowledgements (durable before they are answered), the release of what a closing session's member
+        holds, then the long poll for records of the session's partitions (DelayedShareFetch). `readable` says
+        whether the client may READ a topic (by id)."""
+        group, member, epoch = fetch.group, fetch.member, fetch.session_epoch
+        if not group:
+            # Kafka opens the session, but no share-partition of group "" can be loaded: each requested partition
+            # is answered UNKNOWN_SERVER_ERROR.
+            return ShareFetchAnswer(lock_duration_ms=self.lock_duration_ms(group), partitions=[
+                (tp, PartitionAnswer(ErrorCode.UNKNOWN_SERVER_ERROR)) for tp in fetch.partitions])
+        if epoch == 0 and not self.membership(group, member)[0]:
+            # Kafka drops the share sessions of members that leave the group or expire; a ShareFetch from one is
+            # then answered SHARE_SESSION_NOT_FOUND. A session is opened only for a member of the group, so the
+            # same answer goes to a member id the group coordinator does not know (clients re-join and retry).
+            return ShareFetchAnswer(ErrorCode.SHARE_SESSION_NOT_FOUND,
+                                    f"Member {member} is not a member of share group {group}.")
+        # A final request (-1) lists partitions only to acknowledge them: they join no session.
+        add = [] if epoch == FINAL_EPOCH else fetch.partitions
+        outcome = self.sessions.begin(group, member, epoch, add, fetch.forgotten, bool(fetch.acknowledgements))
+        if outcome.error != ErrorCode.NONE:
+            return ShareFetchAnswer(outcome.error, outcome.message)
+        session = outcome.session
+        if epoch == FINAL_EPOCH:
+            self._session_closed(group, member)
+        elif epoch == 0:
+            self._session_opened(group, member, fetch.connection_id)
+        answer = ShareFetchAnswer(lock_duration_ms=self.lock_duration_ms(group))
+        results: dict[TopicPartition, PartitionAnswer] = {}
+
+        def entry(tp: TopicPartition) -> PartitionAnswer:
+            found = results.get(tp)
+            if found is None:
+                found = results[tp] = PartitionAnswer()
+            return found
+
+        denied = {tid for tid in {tp[0] for tp in chain(fetch.partitions, session.partitions)} if not readable(tid)}
+        acks = fetch.acknowledgements
+        if denied:
+            for tp in acks:
+                if tp[0] in denied:
+                    entry(tp).ack_error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            acks = {tp: a for tp, a in acks.items() if tp[0] not in denied}
+        if acks:
+            for tp, (code, message) in zip(acks, await self._acknowledge_all(group, member, list(acks.items())),
+                                           strict=True):
+                e = entry(tp)
+                e.ack_error, e.ack_message = code, message
+        if epoch == FINAL_EPOCH:
+            # Session closed: the member's records go back to the others at once, in every partition of the group
+            # (a forgotten partition may still hold locks). A session re-opened with epoch 0 keeps them, as in
+            # Kafka (the member may still acknowledge what it holds).
+            await self.release_member(group, member)
+        elif not fetch.renew_only:
+            tps = list(session.partitions)
+            if denied:
+                for tp in tps:
+                    if tp[0] in denied:
+                        entry(tp).error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                tps = [tp for tp in tps if tp[0] not in denied]
+            delayed = DelayedShareFetch(self, group, member, fetch.params)
+            fetched = await delayed.run(tps)
+            if epoch == 0:
+                for tp in delayed.visited:
+                    entry(tp)
+            for tp, got in fetched.items():
+                e = entry(tp)
+                if got.acquired is None:
+                    e.error, e.message = got.error, got.message
+                else:
+                    e.records, e.acquired = got.acquired.records, got.acquired.ranges
+            if epoch > 0:
+                # Kafka moves the share-partitions that returned records to the end of an incremental session's
+                # list, so that the session's next fetches (rotated from there) start with the others.
+                for tp, e in results.items():
+                    if e.acquired and tp in session.partitions:
+                        del session.partitions[tp]
+                        session.partitions[tp] = None
+        answer.partitions = list(results.items())
+        return answer
+
+    async def acknowledge(self, ack: ShareAcknowledge, readable: Callable[[uuid.UUID], bool]
+                          ) -> ShareAcknowledgeAnswer:
+        """Serve one ShareAcknowledge: its share-session part, then its acknowledgements (durable before they are
+        answered); a closing session's member's records are released. `readable` as for `fetch_messages`."""
+        group, member, epoch = ack.group, ack.member, ack.session_epoch
+        outcome = self.sessions.acknowledge(group, member, epoch)
+        if outcome.error != ErrorCode.NONE:
+            return ShareAcknowledgeAnswer(outcome.error, outcome.message)
+        if epoch == FINAL_EPOCH:
+            self._session_closed(group, member)
+        denied = {tid for tid in {tp[0] for tp, _ in ack.partitions} if not readable(tid)}
+        outcomes = iter(await self._acknowledge_all(group, member,
+                                                    [(tp, a) for tp, a in ack.partitions if tp[0] not in denied]))
+        answers = [(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None) if tp[0] in denied else next(outcomes)
+                   for tp, _ in ack.partitions]
+        if outcome.ended is not None:
+            await self.release_member(group, member)
+        return ShareAcknowledgeAnswer(lock_duration_ms=self.lock_duration_ms(group), partitions=answers)
+
+    async def _acknowledge_all(self, group: str, member: str, parts: list[tuple[TopicPartition, Acknowledgements]]
+                               ) -> list[tuple[ErrorCode, str | None]]:
+        """Acknowledge several partitions together: their state writes go out concurrently (one group commit)
+        instead of one fsync after another. One partition (the common case) is awaited directly: a task of its
+        own would only cost event-loop turns."""
+        if len(parts) == 1:
+            (tp, acks), = parts
+            return [await self._acknowledge_partition(group, member, tp, acks)]
+        return list(await asyncio.gather(*(self._acknowledge_partition(group, member, tp, acks)
+                                           for tp, acks in parts)))
+
+    async def _acknowledge_partition(self, group: str, member: str, tp: TopicPartition, acks: Acknowledgements
+                                     ) -> tuple[ErrorCode, str | None]:
+        if acks is None:
+            return ErrorCode.INVALID_REQUEST, None  # Kafka refuses the type before the share-partition: no message
+        if acks.renew and not self.renew_enabled(group):
+            return ErrorCode.INVALID_RECORD_STATE, "Renew acknowledgements are disabled for the group " \
+                "(share.renew.acknowledge.enable=false)."
+        try:
+            sp = self.loaded(group, *tp) or await self.partition(group, *tp)
+        except ShareError as err:
+            return err.code, err.message
+        code = await self.acknowledge_records(sp, member, acks.batches)
+        return code, (sp.inflight.refusal_message(member, acks.batches) if code == ErrorCode.INVALID_RECORD_STATE
+                      or code == ErrorCode.INVALID_REQUEST else None)
 
     # --- configuration -----------------------------------------------------------------------------------------
     def settings(self, group: str) -> GroupSettings:
@@ -432,8 +570,9 @@ class SharePartitionManager:
                                                read_committed=self.read_committed(sp.key[0]))
 
     # --- acknowledge / release ---------------------------------------------------------------------------------
-    async def acknowledge(self, sp: SharePartition, member: str, batches: Sequence[tuple[int, int, Sequence[int]]]
-                          ) -> ErrorCode:
+    async def acknowledge_records(self, sp: SharePartition, member: str,
+                                  batches: Sequence[tuple[int, int, Sequence[int]]]) -> ErrorCode:
+        """Apply a member's acknowledgements to one share-partition and persist them: durable on return."""
         self._configure(sp)
         error = ErrorCode.NONE
         for code in sp.inflight.acknowledge(member, batches, self.now_ms()):
@@ -471,10 +610,10 @@ class SharePartitionManager:
         assignment = self._groups.member_assignment(group, member)
         return assignment is not None, assignment
 
-    def session_opened(self, group: str, member: str, connection_id: int) -> None:
+    def _session_opened(self, group: str, member: str, connection_id: int) -> None:
         self._session_conn[(group, member)] = connection_id
 
-    def session_closed(self, group: str, member: str) -> None:
+    def _session_closed(self, group: str, member: str) -> None:
         self._session_conn.pop((group, member), None)
 
     def on_connection_closed(self, info: Any) -> None:
@@ -489,7 +628,7 @@ class SharePartitionManager:
     def on_member_removed(self, group_id: str, member_id: str) -> None:
         """Hook for the group coordinator: the member left or its session timed out."""
         self.sessions.remove_member(group_id, member_id)
-        self.session_closed(group_id, member_id)
+        self._session_closed(group_id, member_id)
         self._release_soon(group_id, member_id)
 
     def on_group_deleted(self, group_id: str) -> None:

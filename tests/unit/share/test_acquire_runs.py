@@ -88,7 +88,7 @@ def acquisitions(mgr, plog: PartitionLog, max_records: int, max_bytes: int, stri
                 continue
             ranges = [(r.first_offset, r.last_offset) for r in got.ranges]
             out.append((ranges, served_bytes(got.records)))
-            assert await mgr.acknowledge(sp, "m", [(a, b, [ACK_ACCEPT]) for a, b in ranges]) == 0
+            assert await mgr.acknowledge_records(sp, "m", [(a, b, [ACK_ACCEPT]) for a, b in ranges]) == 0
         return out
 
     return asyncio.run(run())

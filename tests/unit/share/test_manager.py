@@ -46,7 +46,7 @@ def test_control_batches_are_acquired_with_the_data_around_them(tmp_path):
         first = mgr.acquire(sp, "m", 100, 1 << 20, min_one=True)
         assert [(r.first_offset, r.last_offset) for r in first.ranges] == [(0, 5)]
         assert [h.base_offset for _, h in iter_batches(served_bytes(first.records))] == [0, 3, 4]
-        assert await mgr.acknowledge(sp, "m", [(0, 5, [ACK_ACCEPT])]) == 0
+        assert await mgr.acknowledge_records(sp, "m", [(0, 5, [ACK_ACCEPT])]) == 0
         assert sp.inflight.start_offset == 6
         assert store.state[("g", TOPIC_ID, 0)].start_offset == 6
 
@@ -63,7 +63,7 @@ def test_released_records_are_served_again_and_state_is_written_before_the_answe
         got = mgr.acquire(sp, "m", 30, 1 << 20, min_one=True)
         assert [(r.first_offset, r.last_offset, r.delivery_count) for r in got.ranges] == [(0, 29, 1)]
         writes = len(store.writes)
-        assert await mgr.acknowledge(sp, "m", [(0, 9, [ACK_ACCEPT]), (10, 19, [ACK_RELEASE])]) == 0
+        assert await mgr.acknowledge_records(sp, "m", [(0, 9, [ACK_ACCEPT]), (10, 19, [ACK_RELEASE])]) == 0
         assert len(store.writes) == writes + 1  # durable before acknowledge() returned
         again = mgr.acquire(sp, "n", 30, 1 << 20, min_one=True)
         assert [(r.first_offset, r.last_offset, r.delivery_count) for r in again.ranges] == [(10, 19, 2)]
@@ -83,7 +83,7 @@ def test_loaded_state_resumes_after_a_restart(tmp_path):
         plog.append(build_batch([Record(value=b"x")] * 5))
         sp = await mgr.partition("g", TOPIC_ID, 0)
         mgr.acquire(sp, "m", 5, 1 << 20, min_one=True)
-        assert await mgr.acknowledge(sp, "m", [(0, 1, [ACK_ACCEPT])]) == 0
+        assert await mgr.acknowledge_records(sp, "m", [(0, 1, [ACK_ACCEPT])]) == 0
         plog.close()
         # A new manager (a restarted broker) reads SPSO 2 back; 2-4 were never acknowledged.
         mgr2, _ = make(tmp_path, store)
@@ -195,7 +195,7 @@ def test_serving_acquired_records_reads_only_what_is_sent(tmp_path, monkeypatch)
         assert sum(read) < 3 * len(first.records), (sum(read), len(first.records))  # header scan + one read
         # Release every other batch: 100 separate ranges to serve again.
         acks = [(b * 5, b * 5 + 4, [ACK_RELEASE if b % 2 else ACK_ACCEPT]) for b in range(200)]
-        assert await mgr.acknowledge(sp, "m", acks) == 0
+        assert await mgr.acknowledge_records(sp, "m", acks) == 0
         read.clear()
         again = mgr.acquire(sp, "n", 2000, 50 << 20, min_one=True)
         served = len(again.records)
@@ -227,7 +227,7 @@ def test_a_second_read_asks_for_the_records_left_not_for_max_bytes(tmp_path, mon
             # each read looks an index interval and two batches ahead (see Segment.read): ~2.4x what is served;
             # it was ~18 MB (the rest of the log) for ~2.7 MB served
             assert sum(read) < 3 * len(got.records), (read, len(got.records))
-            assert await mgr.acknowledge(sp, "m", [(r.first_offset, r.last_offset, [ACK_ACCEPT])
+            assert await mgr.acknowledge_records(sp, "m", [(r.first_offset, r.last_offset, [ACK_ACCEPT])
                                                    for r in got.ranges]) == 0
 
     asyncio.run(run())
@@ -262,7 +262,7 @@ def test_an_acknowledgement_freeing_in_flight_room_wakes_a_parked_share_fetch(tm
         while not sp.waiters:  # b found nothing to acquire and waits
             assert asyncio.get_running_loop().time() < deadline and not parked.done()
             await asyncio.sleep(0.01)
-        assert await mgr.acknowledge(sp, "a", [(r.first_offset, r.last_offset, [ACK_ACCEPT])
+        assert await mgr.acknowledge_records(sp, "a", [(r.first_offset, r.last_offset, [ACK_ACCEPT])
                                                for r in held.ranges]) == 0
         got = (await asyncio.wait_for(parked, 5))[(TOPIC_ID, 0)].acquired
         assert got.ranges[0].first_offset == 2000
@@ -280,7 +280,7 @@ def test_far_apart_redelivered_ranges_are_read_one_by_one(tmp_path, monkeypatch)
         sp = await mgr.partition("g", TOPIC_ID, 0)
         mgr.acquire(sp, "m", 300, 50 << 20, min_one=True)
         acks = [(b, b, [ACK_RELEASE if b % 100 == 0 else ACK_ACCEPT]) for b in range(300)]
-        assert await mgr.acknowledge(sp, "m", acks) == 0
+        assert await mgr.acknowledge_records(sp, "m", acks) == 0
         read = []
         real = segment._pread_exact
         monkeypatch.setattr(segment, "_pread_exact", lambda fd, size, pos: read.append(size) or real(fd, size, pos))
@@ -316,7 +316,7 @@ def test_failed_state_write_rolls_memory_back_to_the_durable_state(tmp_path):
         assert [(r.first_offset, r.last_offset) for r in mgr.acquire(sp, "m", 5, 1 << 20, min_one=True).ranges] \
             == [(0, 4)]
         store.fail = True
-        assert await mgr.acknowledge(sp, "m", [(0, 4, [ACK_ACCEPT])]) == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert await mgr.acknowledge_records(sp, "m", [(0, 4, [ACK_ACCEPT])]) == ErrorCode.COORDINATOR_NOT_AVAILABLE
         assert store.state[("g", TOPIC_ID, 0)].start_offset == 0  # nothing durable moved
         # Memory follows the durable state: SPSO 0, the records are delivered again.
         fresh = await mgr.partition("g", TOPIC_ID, 0)
@@ -325,7 +325,7 @@ def test_failed_state_write_rolls_memory_back_to_the_durable_state(tmp_path):
         assert [(r.first_offset, r.last_offset) for r in again.ranges] == [(0, 4)]
         # The old copy answers the error instead of pretending to persist.
         assert mgr.acquire(sp, "m", 5, 1 << 20, min_one=True) is None
-        assert await mgr.acknowledge(sp, "m", [(0, 4, [ACK_ACCEPT])]) != ErrorCode.NONE
+        assert await mgr.acknowledge_records(sp, "m", [(0, 4, [ACK_ACCEPT])]) != ErrorCode.NONE
 
     asyncio.run(run())
 
@@ -359,22 +359,22 @@ def test_dead_letters_are_written_before_the_archived_state_and_a_failed_dlq_wri
         sp = await mgr.partition("g", TOPIC_ID, 0)
         mgr.acquire(sp, "m", 4, 1 << 20, min_one=True)
         order.clear()
-        assert await mgr.acknowledge(sp, "m", [(0, 0, [ACK_REJECT]), (1, 3, [ACK_RELEASE])]) == 0
+        assert await mgr.acknowledge_records(sp, "m", [(0, 0, [ACK_REJECT]), (1, 3, [ACK_RELEASE])]) == 0
         assert order == ["dlq", "state"] and dlq.letters == [(0, 0, 1, DEAD_REJECTED)]
         mgr.acquire(sp, "m", 4, 1 << 20, min_one=True)  # 1-3, second delivery
         dlq.fail = True
         order.clear()
-        code = await mgr.acknowledge(sp, "m", [(1, 3, [ACK_RELEASE])])  # at the limit: dead letters
+        code = await mgr.acknowledge_records(sp, "m", [(1, 3, [ACK_RELEASE])])  # at the limit: dead letters
         assert code == ErrorCode.KAFKA_STORAGE_ERROR and order == ["dlq"]  # the archived state was not written
         fresh = await mgr.partition("g", TOPIC_ID, 0)  # rolled back: 1-3 are delivered again
         again = mgr.acquire(fresh, "n", 4, 1 << 20, min_one=True)
         assert [(r.first_offset, r.last_offset) for r in again.ranges] == [(1, 3)]
-        assert await mgr.acknowledge(fresh, "n", [(1, 3, [ACK_RELEASE])]) == 0
+        assert await mgr.acknowledge_records(fresh, "n", [(1, 3, [ACK_RELEASE])]) == 0
         # (MemoryShareState keeps no delivery counts; the real share coordinator brings back count 1 here.)
         mgr.acquire(fresh, "n", 4, 1 << 20, min_one=True)
         mgr.group_configs = group_configs(broker_config(CONFIG), {**EARLIEST, "share.delivery.count.limit": "2"})
         dlq.fail = False
-        assert await mgr.acknowledge(fresh, "n", [(1, 3, [ACK_RELEASE])]) == 0
+        assert await mgr.acknowledge_records(fresh, "n", [(1, 3, [ACK_RELEASE])]) == 0
         assert dlq.letters[-1] == (1, 3, 2, DEAD_DELIVERY_LIMIT)
 
     asyncio.run(run())
@@ -402,9 +402,9 @@ def test_record_locks_limit_in_each_acquire_mode(tmp_path, strict):
         assert mgr.acquire(sp, "n", 5000, 1 << 30, min_one=True, strict=strict) is None
         if not strict:
             # Accepting the head moves SPSO, but 2400 offsets are still in flight: nothing new yet.
-            assert await mgr.acknowledge(sp, "m", [(0, 99, [ACK_ACCEPT])]) == 0
+            assert await mgr.acknowledge_records(sp, "m", [(0, 99, [ACK_ACCEPT])]) == 0
             assert mgr.acquire(sp, "n", 5000, 1 << 30, min_one=True, strict=strict) is None
-            assert await mgr.acknowledge(sp, "m", [(100, 1499, [ACK_ACCEPT])]) == 0
+            assert await mgr.acknowledge_records(sp, "m", [(100, 1499, [ACK_ACCEPT])]) == 0
             again = mgr.acquire(sp, "n", 5000, 1 << 30, min_one=True, strict=strict)
             assert [(r.first_offset, r.last_offset) for r in again.ranges] == [(2500, 2509)]
 
@@ -441,7 +441,7 @@ def test_a_batch_holding_redelivered_and_new_records_is_served_once(tmp_path):
         part = mgr.acquire(sp, "m", 5, 1 << 20, min_one=True, strict=True)
         assert [(r.first_offset, r.last_offset) for r in part.ranges] == [(0, 4)]
         assert [h.base_offset for _, h in iter_batches(served_bytes(part.records))] == [0]
-        assert await mgr.acknowledge(sp, "m", [(0, 4, [ACK_RELEASE])]) == 0
+        assert await mgr.acknowledge_records(sp, "m", [(0, 4, [ACK_RELEASE])]) == 0
         got = mgr.acquire(sp, "n", 100, 1 << 20, min_one=True)
         assert [(r.first_offset, r.last_offset, r.delivery_count) for r in got.ranges] == [(0, 4, 2), (5, 19, 1)]
         assert [h.base_offset for _, h in iter_batches(served_bytes(got.records))] == [0, 10]

@@ -144,7 +144,7 @@ def test_read_committed_stops_at_the_lso_archives_aborted_batches_and_acquires_m
         archived = [(p.first, p.last) for p in inflight.iter_pieces() if p.state == ARCHIVED]
         assert archived == [(6, 8), (12, 13)]  # ranges, a whole aborted batch in one
         assert mgr.acquire(sp, "m", 500, 1 << 20, min_one=True) is None
-        assert await mgr.acknowledge(sp, "m", [(0, 5, [ACK_ACCEPT])]) == 0
+        assert await mgr.acknowledge_records(sp, "m", [(0, 5, [ACK_ACCEPT])]) == 0
         start, batches = store.writes[-1]
         assert start == 9  # the archived aborted batch does not hold SPSO back
         # written with the next state write (as Kafka's archived aborted records), in ranges
@@ -155,7 +155,7 @@ def test_read_committed_stops_at_the_lso_archives_aborted_batches_and_acquires_m
         got = mgr.acquire(sp, "m", 500, 1 << 20, min_one=True)
         assert ranges(got) == [(17, 20)]
         assert served(got) == [17, 19, 20]
-        assert await mgr.acknowledge(sp, "m", [(9, 11, [ACK_ACCEPT]), (14, 16, [ACK_ACCEPT]),
+        assert await mgr.acknowledge_records(sp, "m", [(9, 11, [ACK_ACCEPT]), (14, 16, [ACK_ACCEPT]),
                                                (17, 20, [ACK_ACCEPT])]) == 0
         assert log.plain(1) == (21, 21)
         assert ranges(mgr.acquire(sp, "m", 500, 1 << 20, min_one=True)) == [(21, 21)]
@@ -208,7 +208,7 @@ def test_a_fetch_of_aborted_data_archives_it_and_acquires_the_marker(tmp_path):
         got = mgr.acquire(sp, "m", 500, 1 << 20, min_one=True)
         assert ranges(got) == [(50, 50)] and served(got) == [50]
         assert (sp.inflight.start_offset, sp.inflight.end_offset) == (50, 51)
-        assert await mgr.acknowledge(sp, "m", [(50, 50, [ACK_ACCEPT])]) == 0
+        assert await mgr.acknowledge_records(sp, "m", [(50, 50, [ACK_ACCEPT])]) == 0
         assert store.state[KEY].start_offset == 51
 
     asyncio.run(run())
@@ -223,7 +223,7 @@ def test_released_records_come_back_and_aborted_ones_never_do(tmp_path):
         log.end(1, commit=True)  # 5
         sp = await mgr.partition("g", TOPIC_ID, 0)
         assert ranges(mgr.acquire(sp, "m", 500, 1 << 20, min_one=True)) == [(0, 1), (4, 5)]  # 2-3 aborted
-        assert await mgr.acknowledge(sp, "m", [(0, 1, [ACK_RELEASE]), (4, 5, [ACK_ACCEPT])]) == 0
+        assert await mgr.acknowledge_records(sp, "m", [(0, 1, [ACK_RELEASE]), (4, 5, [ACK_ACCEPT])]) == 0
         got = mgr.acquire(sp, "n", 500, 1 << 20, min_one=True)
         assert [(r.first_offset, r.last_offset, r.delivery_count) for r in got.ranges] == [(0, 1, 2)]
         assert served(got) == [0]
@@ -287,7 +287,7 @@ def test_acquired_offsets_are_exactly_the_committed_records_below_the_lso(tmp_pa
                 got.extend(range(r.first_offset, r.last_offset + 1))
             assert {h.base_offset for _, h in iter_batches(served_bytes(acq.records))} <= {
                 o for o in fate if fate[o] == "deliver"}
-            assert await mgr.acknowledge(sp, "m", [(r.first_offset, r.last_offset, [ACK_ACCEPT])
+            assert await mgr.acknowledge_records(sp, "m", [(r.first_offset, r.last_offset, [ACK_ACCEPT])
                                                    for r in acq.ranges]) == 0
         assert len(got) == len(set(got))
         assert set(got) == expected
