@@ -1,15 +1,20 @@
 """Share-partition leader (KIP-932): one ShareInFlight per (group, topic id, partition), on the event loop.
 
-Ties the sans-IO pieces to the broker: share sessions (sessions.py), in-flight state (inflight.py), the logs
-(batch headers to acquire whole batches, bytes to serve) and the share coordinator through the Persister
-(persister.py: read_state on first use, write_state before an acknowledgement is answered). A background task
-expires record locks; parked share fetches (delayed_fetch.py) are woken by appends and transaction markers
-(ReplicaManager) and by records becoming available again here (releases, expiries).
+Its two entries are Kafka's SharePartitionManager.fetchMessages and acknowledge: `fetch_messages` serves a whole
+ShareFetch (the share session, its acknowledgements, the release at the final epoch, the long poll of
+delayed_fetch.py) and `acknowledge` a ShareAcknowledge; the handlers only decode into the types of requests.py and
+encode the answer. It ties the sans-IO pieces to the broker: share sessions (sessions.py), in-flight state
+(inflight.py), the partitions' logs, read only through the replica manager (batch bounds to acquire whole batches,
+bytes to serve: broker/log/share_reads.py), and the share coordinator through the Persister (persister.py:
+read_state on first use, write_state before an acknowledgement is answered). A background task expires record
+locks; parked share fetches are woken by appends and transaction markers (ReplicaManager) and by records becoming
+available again here (releases, expiries).
 
 `share.isolation.level=read_committed` (a group config, read at each acquisition): new records are acquired only
 below the partition's LSO, and the batches of aborted transactions are archived, never delivered (Kafka's
 SharePartition.filterAbortedTransactionalAcquiredRecords), from batch headers and the `.txnindex` only (see
-broker/log/read_committed.py). Control batches are never delivered under either level.
+broker/log/read_committed.py). Control batches (transaction markers) are acquired with the records around them
+under either level, as Kafka acquires them (the consumer skips their records).
 
 The group coordinator tells the leader about members that left, deleted groups and reset share state through
 the `on_*` hooks, which whoever builds the manager wires (see `follow_events`); the leader asks it back only who is a
