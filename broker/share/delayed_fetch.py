@@ -185,7 +185,8 @@ class DelayedShareFetch:
         previous fetch, records released, just loaded) after them, each group in the session's rotated order.
         (Kafka reads the log of the moved ones first to learn their position, and acquires from the others
         first.) Under a MaxRecords or MaxBytes budget, partitions not served lately go first."""
-        still, moved = [], []
+        still: list[SharePartition] = []
+        moved: list[SharePartition] = []
         for sp in serving:
             at = sp.inflight.next_fetch_offset
             (still if sp.probed_at == at else moved).append(sp)

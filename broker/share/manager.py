@@ -159,9 +159,9 @@ class SharePartitionManager:
         # A final request (-1) lists partitions only to acknowledge them: they join no session.
         add = [] if epoch == FINAL_EPOCH else fetch.partitions
         outcome = self.sessions.begin(group, member, epoch, add, fetch.forgotten, bool(fetch.acknowledgements))
-        if outcome.error != ErrorCode.NONE:
-            return ShareFetchAnswer(outcome.error, outcome.message)
         session = outcome.session
+        if outcome.error != ErrorCode.NONE or session is None:
+            return ShareFetchAnswer(outcome.error, outcome.message)
         if epoch == FINAL_EPOCH:
             self._session_closed(group, member)
         elif epoch == 0:
@@ -387,16 +387,16 @@ class SharePartitionManager:
     async def _load(self, key: PartitionKey, topic: str) -> SharePartition:
         group, topic_id, partition = key
         settings = self.settings(group)
-        params = dict(max_in_flight_records=settings.max_in_flight_records,
-                      delivery_count_limit=settings.delivery_count_limit,
-                      lock_duration_ms=settings.lock_duration_ms)
         state_epoch, start, batches = await self._read_state(key)
         self.resolve(topic_id, partition)  # still there (the topic may have been deleted meanwhile)
         # Any negative start offset is "not initialized" (-1 is the only one a well-behaved writer stores, but the
         # inter-broker InitializeShareGroupState/WriteShareGroupState APIs accept others): resolve it as such.
         if start >= 0:
             try:
-                inflight = ShareInFlight.load(start, batches, state_epoch=state_epoch, **params)
+                inflight = ShareInFlight.load(start, batches, state_epoch=state_epoch,
+                                              max_in_flight_records=settings.max_in_flight_records,
+                                              delivery_count_limit=settings.delivery_count_limit,
+                                              lock_duration_ms=settings.lock_duration_ms)
             except ValueError as err:
                 # The share coordinator refuses malformed batches now, but a state written before it did (or
                 # by a future version) may still hold some: it fails this partition, not the request.
@@ -408,7 +408,9 @@ class SharePartitionManager:
             inflight.advance_log_start(self._replicas.log_offsets(topic, partition)[0])
             sp = SharePartition(key, topic, inflight)
         else:
-            inflight = ShareInFlight(0, state_epoch=state_epoch, **params)
+            inflight = ShareInFlight(0, state_epoch=state_epoch, max_in_flight_records=settings.max_in_flight_records,
+                                     delivery_count_limit=settings.delivery_count_limit,
+                                     lock_duration_ms=settings.lock_duration_ms)
             inflight.reset_start(self._start_offset(group, topic, partition))
             sp = SharePartition(key, topic, inflight)
         # Persist the resolved SPSO at once: a restart must not resolve share.auto.offset.reset again.

@@ -8,6 +8,7 @@ caller releases a closed or replaced session's acquired records.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -55,8 +56,8 @@ class ShareSessionCache:
     def sessions(self) -> list[ShareSession]:
         return list(self._sessions.values())
 
-    def begin(self, group_id: str, member_id: str, epoch: int, add: list[TopicIdPartition],
-              forget: list[TopicIdPartition], has_acknowledgements: bool) -> SessionOutcome:
+    def begin(self, group_id: str, member_id: str, epoch: int, add: Sequence[TopicIdPartition],
+              forget: Sequence[TopicIdPartition], has_acknowledgements: bool) -> SessionOutcome:
         """Apply the session part of one ShareFetch request (ShareAcknowledge uses `acknowledge`)."""
         key = (group_id, member_id)
         existing = self._sessions.get(key)
