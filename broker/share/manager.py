@@ -57,7 +57,7 @@ from broker.share.requests import (
     ShareFetchAnswer,
     TopicPartition,
 )
-from broker.share.sessions import FINAL_EPOCH, ShareSessionCache
+from broker.share.sessions import FINAL_EPOCH, ShareSession, ShareSessionCache
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -193,23 +193,7 @@ class SharePartitionManager:
             # Kafka (the member may still acknowledge what it holds).
             await self.release_member(group, member)
         elif not fetch.renew_only:
-            tps = list(session.partitions)
-            if denied:
-                for tp in tps:
-                    if tp[0] in denied:
-                        entry(tp).error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                tps = [tp for tp in tps if tp[0] not in denied]
-            delayed = DelayedShareFetch(self, group, member, fetch.params)
-            fetched = await delayed.run(tps)
-            if epoch == 0:
-                for tp in delayed.visited:
-                    entry(tp)
-            for tp, got in fetched.items():
-                e = entry(tp)
-                if got.acquired is None:
-                    e.error, e.message = got.error, got.message
-                else:
-                    e.records, e.acquired = got.acquired.records, got.acquired.ranges
+            await self._fetch_records(fetch, session, denied, entry)
             if epoch > 0:
                 # Kafka moves the share-partitions that returned records to the end of an incremental session's
                 # list, so that the session's next fetches (rotated from there) start with the others.
@@ -219,6 +203,28 @@ class SharePartitionManager:
                         session.partitions[tp] = None
         answer.partitions = list(results.items())
         return answer
+
+    async def _fetch_records(self, fetch: ShareFetch, session: ShareSession, denied: Collection[uuid.UUID],
+                             entry: Callable[[TopicPartition], PartitionAnswer]) -> None:
+        """The long poll of a ShareFetch over the session's readable partitions; answers go to `entry(tp)`."""
+        tps = list(session.partitions)
+        if denied:
+            for tp in tps:
+                if tp[0] in denied:
+                    entry(tp).error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            tps = [tp for tp in tps if tp[0] not in denied]
+        delayed = DelayedShareFetch(self, fetch.group, fetch.member, fetch.params)
+        fetched = await delayed.run(tps)
+        if fetch.session_epoch == 0:
+            # a full (epoch 0) request lists every share-partition the fetch went through, records or not
+            for tp in delayed.visited:
+                entry(tp)
+        for tp, got in fetched.items():
+            e = entry(tp)
+            if got.acquired is None:
+                e.error, e.message = got.error, got.message
+            else:
+                e.records, e.acquired = got.acquired.records, got.acquired.ranges
 
     async def acknowledge(self, ack: ShareAcknowledge, readable: Callable[[uuid.UUID], bool]
                           ) -> ShareAcknowledgeAnswer:
