@@ -40,8 +40,7 @@ class PartitionAcks(NamedTuple):
 Acknowledgements = PartitionAcks | None
 
 
-@dataclass(frozen=True, slots=True)
-class ShareFetch:
+class ShareFetch(NamedTuple):  # one per ShareFetch: a tuple builds faster than a frozen dataclass
     group: str
     member: str
     session_epoch: int
@@ -76,8 +75,7 @@ class ShareFetchAnswer:
     partitions: list[tuple[TopicPartition, PartitionAnswer]] = field(default_factory=list)
 
 
-@dataclass(frozen=True, slots=True)
-class ShareAcknowledge:
+class ShareAcknowledge(NamedTuple):
     group: str
     member: str
     session_epoch: int
