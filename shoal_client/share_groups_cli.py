@@ -1,5 +1,5 @@
 """`shoal-share-groups`: list, describe, reset and delete share groups (the options and output of Kafka's
-kafka-share-groups.sh, on Shoal's protocol package; see README "Share-group tool").
+kafka-share-groups.sh, on Shoal's protocol package; see docs/features.md, "Share-group tool").
 
 Exit codes: 0 done; 1 a usage error, a failed request or any group/topic the command could not act on (Kafka's
 tool also answers 0 when some deletions failed; this one says 1 so that scripts notice).

@@ -1,6 +1,6 @@
 """`shoal-transactions`: list and describe transactions, describe a partition's producers, find hanging
 transactions and abort them (the commands, options, columns and messages of Kafka's kafka-transactions.sh, on
-Shoal's protocol package; see README "Transactions tool").
+Shoal's protocol package; see docs/features.md, "Transactions tool").
 
 A hanging transaction is one a partition holds open that its transaction coordinator no longer means to end
 (a producer that wrote without adding the partition, a marker that was lost): it pins the partition's last stable
