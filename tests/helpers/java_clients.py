@@ -186,9 +186,14 @@ def _pop(value: Any, path: tuple, side: str) -> Any:
         except (KeyError, IndexError, TypeError):
             raise AssertionError(f"{side} has nothing at {path!r} (a known difference's path)") from None
     try:
-        return value.pop(last)
-    except (KeyError, IndexError, TypeError, AttributeError):
+        found = value[last]
+    except (KeyError, IndexError, TypeError):
         raise AssertionError(f"{side} has nothing at {path!r} (a known difference's path)") from None
+    if isinstance(value, list):
+        value[last] = "<pinned>"  # list items keep their places: the other paths' indices stay right
+    else:
+        del value[last]
+    return found
 
 
 def scenario(seen: dict[str, Any], name: str) -> dict[str, Any]:

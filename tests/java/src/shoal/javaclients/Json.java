@@ -45,6 +45,8 @@ final class Json {
         "wait", "clone", "finalize", "values", "all", "idString", "hasRack", "isEmpty", "unknownTaggedFields",
         "isDefault", "highestSupportedVersion", "lowestSupportedVersion", "apiKey", "data");
     private static final int MAX_DEPTH = 12;
+    /** Producer ids a broker allocated, by first appearance in a scenario: the ids themselves differ by broker. */
+    private static final Map<Long, String> PRODUCER_IDS = new java.util.HashMap<>();
 
     private Json() {}
 
@@ -96,6 +98,16 @@ final class Json {
 
     static Object of(Object value) {
         return of(value, 0);
+    }
+
+    /** A producer id as compared: "<pid:N>" by order of first appearance in the scenario (-1 stays -1). */
+    static Object producerId(long id) {
+        return id < 0 ? id : PRODUCER_IDS.computeIfAbsent(id, k -> "<pid:" + (PRODUCER_IDS.size() + 1) + ">");
+    }
+
+    /** Forget the producer ids seen so far (each scenario numbers its own). */
+    static void newScenario() {
+        PRODUCER_IDS.clear();
     }
 
     static String uuidText(Uuid id) {
@@ -246,7 +258,9 @@ final class Json {
             } catch (ReflectiveOperationException | RuntimeException e) {
                 result = error(e instanceof java.lang.reflect.InvocationTargetException ite ? ite.getCause() : e);
             }
-            out.put(snake(method.getName()), of(result, depth + 1));
+            String key = snake(method.getName());
+            boolean pid = key.equals("producer_id") && result instanceof Long;
+            out.put(key, pid ? producerId((Long) result) : of(result, depth + 1));
         }
         if (out.isEmpty()) {
             return String.valueOf(value);

@@ -37,6 +37,7 @@ public final class Main {
                 continue;
             }
             long start = System.nanoTime();
+            Json.newScenario();
             try (Env env = new Env(conf)) {
                 out.put(entry.getKey(), Json.of(entry.getValue().run(env)));
             } catch (Throwable t) {
