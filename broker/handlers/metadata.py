@@ -74,12 +74,19 @@ async def handle_metadata(ctx: RequestContext, req) -> dict:
             await pacer.pace()
     else:
         # As Kafka, the requested names and ids are sets: a name or id asked for many times is answered once.
+        # A request naming any topic id (v12+) is answered by id alone, its names ignored: Kafka's Java Admin
+        # asks for topics by id with an empty name ("").
         names: dict[str, None] = {}
         ids: dict[uuid.UUID, None] = {}
+        by_id = version >= 12 and any((wanted.get("topic_id") or ZERO_UUID) != ZERO_UUID for wanted in requested)
         for wanted in requested:
             name = wanted.get("name")
-            if name is None:
-                ids[wanted.get("topic_id") or ZERO_UUID] = None
+            topic_id = wanted.get("topic_id") or ZERO_UUID
+            if by_id:
+                if topic_id != ZERO_UUID:
+                    ids[topic_id] = None
+            elif name is None:
+                ids[topic_id] = None
             else:
                 names[name] = None
         for topic_id in ids:
