@@ -103,15 +103,11 @@ def _altered(current: dict[str, str], ops) -> dict[str, str]:
         if op == DELETE:
             after.pop(key, None)
         elif op in (APPEND, SUBTRACT):
-            if key not in sub.LIST_KEYS:
-                raise sub.SubscriptionError(ErrorCode.INVALID_CONFIG,
-                                            f"Can't {'APPEND' if op == APPEND else 'SUBTRACT'} to key {key} "
-                                            "because its type is not LIST.")
-            items = sub.parse_list(after.get(key, ""))
-            given = sub.parse_list(value or "")
-            items = items + [v for v in given if v not in items] if op == APPEND else \
-                [v for v in items if v not in given]
-            after[key] = ",".join(items)
+            # Kafka 4.4's controller knows no types for client-metrics configs, so it refuses to APPEND or
+            # SUBTRACT any of them, the LIST ones included (kafka-client-metrics.sh SETs whole lists).
+            raise sub.SubscriptionError(ErrorCode.INVALID_CONFIG,
+                                        f"Can't {'APPEND' if op == APPEND else 'SUBTRACT'} to key {key} "
+                                        "because its type is not LIST.")
         elif op == SET:
             if value is None:
                 raise sub.SubscriptionError(ErrorCode.INVALID_CONFIG, f"Null value not supported for: {key}")
