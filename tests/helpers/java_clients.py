@@ -35,6 +35,7 @@ BUILD_ROOT = kafka_dist.REPO / ".tools" / "java-classes"
 MAIN_CLASS = "shoal.javaclients.Main"
 # Short-lived client JVMs: C1 only and the serial collector start faster and leave the cores to the brokers.
 JVM_OPTS = ("-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Djava.awt.headless=true")
+UNKNOWN_TOPIC_ID = uuid.UUID("00000000-0000-4000-8000-00000000d1ff")  # an id no broker gives a topic
 
 
 class JavaBuildError(RuntimeError):
@@ -116,7 +117,16 @@ def run(group: str, target: Target, only: Sequence[str] | None = None, timeout: 
     `target` (normalised back to their bases)."""
     suffix = uuid.uuid4().hex[:8]
     cmd = command(group, target, suffix, only)
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()  # our own child, by its handle
+        stdout, stderr = proc.communicate()
+        raise AssertionError(f"the Java {group} scenarios against {target.name} did not finish within "
+                             f"{timeout:g} s:\n{stderr[-6000:]}") from None
+    done = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
     if done.returncode != 0:
         raise AssertionError(f"the Java {group} scenarios against {target.name} exited with {done.returncode}:\n"
                              f"{done.stderr[-6000:]}")
@@ -158,8 +168,9 @@ def _named_keys(value: Any, target: Target) -> Any:
         return text
 
     def walk(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {key(k) if isinstance(k, str) else k: walk(v) for k, v in value.items()}
+        if isinstance(value, dict):  # in the order of the bases, so that ids are numbered alike on both sides
+            renamed = {key(k) if isinstance(k, str) else k: v for k, v in value.items()}
+            return {k: walk(renamed[k]) for k in sorted(renamed, key=str)}
         if isinstance(value, list):
             return [walk(v) for v in value]
         return value
@@ -167,15 +178,34 @@ def _named_keys(value: Any, target: Target) -> Any:
     return walk(value)
 
 
-def compare(seen: dict[str, Any], name: str, known: Mapping[tuple, tuple[Any, Any, str]] | None = None) -> None:
-    """Scenario `name` of `run_pair` agrees on Kafka and Shoal, but for the `known` differences: each path (a tuple
-    of keys and list indices) to (Kafka's value, Shoal's value, the docs/kafka-differences.md entry), taken out
-    of the comparison and pinned on both sides with `known_difference`."""
+def compare(seen: dict[str, Any], name: str, known: Mapping[tuple, tuple[Any, Any, str]] | None = None,
+            kafka_only: Mapping[tuple, tuple[Sequence[str], str]] | None = None) -> None:
+    """Scenario `name` of `run_pair` agrees on Kafka and Shoal, but for the documented differences, each taken out
+    of the comparison and pinned on both sides with `known_difference`:
+
+    known       path (a tuple of keys and list indices) -> (Kafka's value, Shoal's value, the entry of
+                docs/kafka-differences.md);
+    kafka_only  path of a mapping -> (the keys only Kafka's has, the entry): Kafka has each, Shoal none.
+    """
     both = copy.deepcopy(scenario(seen, name))
     for path, (kafka_value, shoal_value, reason) in (known or {}).items():
         pinned = {side: _pop(both[side], path, side) for side in (KAFKA, SHOAL)}
         known_difference(pinned, kafka=kafka_value, shoal=shoal_value, reason=reason)
+    for path, (keys, reason) in (kafka_only or {}).items():
+        pinned = {}
+        for side in (KAFKA, SHOAL):
+            mapping = _pop(both[side], path, side)
+            pinned[side] = sorted(key for key in keys if key in mapping)
+            _put(both[side], path, {k: v for k, v in mapping.items() if k not in keys})
+        known_difference(pinned, kafka=sorted(keys), shoal=[], reason=reason)
     assert_same(both, f"scenario {name!r}")
+
+
+def _put(value: Any, path: tuple, item: Any) -> None:
+    *parents, last = path
+    for step in parents:
+        value = value[step]
+    value[last] = item
 
 
 def _pop(value: Any, path: tuple, side: str) -> Any:

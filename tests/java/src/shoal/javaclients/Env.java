@@ -47,6 +47,7 @@ final class Env implements AutoCloseable {
         this.security = (String) args.getOrDefault("security", "PLAINTEXT");
         this.users = (Map<String, String>) args.getOrDefault("users", Map.of());
         this.suffix = (String) args.get("suffix");
+        Json.suffix = suffix;
     }
 
     /** A name no other test uses on the broker (normalised back to `base` in the comparison). */
@@ -61,7 +62,7 @@ final class Env implements AutoCloseable {
     }
 
     /** Client settings: the bootstrap server, SCRAM-SHA-512 as `user` on a SASL broker, then `extra` pairs. */
-    Properties props(String user, Object... extra) {
+    Properties propsAs(String user, Object... extra) {
         Properties props = new Properties();
         props.put("bootstrap.servers", bootstrap);
         if (sasl()) {
@@ -81,7 +82,7 @@ final class Env implements AutoCloseable {
     }
 
     Properties props(Object... extra) {
-        return props(null, extra);
+        return propsAs(null, extra);
     }
 
     <T extends AutoCloseable> T track(T client) {
@@ -89,10 +90,13 @@ final class Env implements AutoCloseable {
         return client;
     }
 
-    /** The scenario's Admin client (as admin on a SASL broker). */
+    /**
+     * The scenario's Admin client (as admin on a SASL broker). A call gives up after 15 s rather than the default
+     * 60 s: what one broker answers at once and the other never does is a difference to see, not to wait out.
+     */
     Admin admin() {
         if (admin == null) {
-            admin = track(Admin.create(props()));
+            admin = track(Admin.create(props("default.api.timeout.ms", "15000", "request.timeout.ms", "10000")));
         }
         return admin;
     }
@@ -159,6 +163,22 @@ final class Env implements AutoCloseable {
     /** A step of a scenario on stderr, with the time since the JVM started (the client log shows where time goes). */
     static void log(String what) {
         System.err.printf("[%6d ms] %s%n", (System.nanoTime() - STARTED) / 1_000_000, what);
+    }
+
+    /** Logs a step that took more than half a second, by the scenario line that made it. */
+    static void slow(long startNanos) {
+        long ms = (System.nanoTime() - startNanos) / 1_000_000;
+        if (ms > 500) {
+            for (StackTraceElement frame : new Throwable().getStackTrace()) {
+                String cls = frame.getClassName();
+                if (cls.endsWith("Scenarios") && !frame.getMethodName().equals("attempt")
+                        && !frame.getMethodName().equals("outcome")) {
+                    log("slow step (" + ms + " ms) at " + frame.getFileName() + ":" + frame.getLineNumber());
+                    return;
+                }
+            }
+            log("slow step (" + ms + " ms)");
+        }
     }
 
     /** Waits until `condition` holds, failing the scenario after `timeout`. */

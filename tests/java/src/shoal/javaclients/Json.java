@@ -41,6 +41,8 @@ import org.apache.kafka.common.protocol.Errors;
 final class Json {
     private static final ObjectMapper MAPPER = new ObjectMapper();
     private static final Pattern BASE64_UUID = Pattern.compile("^[A-Za-z0-9_-]{22}$");
+    private static final Pattern EMBEDDED_UUID =
+        Pattern.compile("[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}");
     private static final Set<String> SKIPPED = Set.of("hashCode", "toString", "getClass", "notify", "notifyAll",
         "wait", "clone", "finalize", "values", "all", "idString", "hasRack", "isEmpty", "unknownTaggedFields",
         "isDefault", "highestSupportedVersion", "lowestSupportedVersion", "apiKey", "data");
@@ -88,11 +90,14 @@ final class Json {
 
     /** The outcome of a future: its value as JSON data, or {"exception": ..., "error": ...}. */
     static Object outcome(KafkaFuture<?> future) {
+        long start = System.nanoTime();
         try {
             Object value = future.get(60, TimeUnit.SECONDS);
             return value == null ? "ok" : of(value);
         } catch (Exception e) {
             return error(e);
+        } finally {
+            Env.slow(start);
         }
     }
 
@@ -114,8 +119,14 @@ final class Json {
         return new UUID(id.getMostSignificantBits(), id.getLeastSignificantBits()).toString();
     }
 
-    /** A string holding a Kafka Uuid (a member id made by Uuid.randomUuid(), a cluster id): its RFC 4122 text. */
+    /**
+     * A string holding a Kafka Uuid (a member id made by Uuid.randomUuid(), a cluster id): its RFC 4122 text. A
+     * UUID inside a longer string (a classic member id, "client-id-UUID") becomes "<uuid>".
+     */
     static String text(String value) {
+        if (value.length() > 36 && EMBEDDED_UUID.matcher(value).find()) {
+            return EMBEDDED_UUID.matcher(value).replaceAll("<uuid>");
+        }
         if (BASE64_UUID.matcher(value).matches()) {
             try {
                 byte[] bytes = Base64.getUrlDecoder().decode(value);
@@ -144,6 +155,9 @@ final class Json {
         }
         if (key instanceof Node n) {
             return String.valueOf(n.id());
+        }
+        if (key instanceof org.apache.kafka.common.quota.ClientQuotaEntity e) {
+            return new TreeMap<>(e.entries()).toString();
         }
         if (key instanceof Uuid id) {
             return uuidText(id);
@@ -224,7 +238,7 @@ final class Json {
                 out.add(of(item, depth + 1));
             }
             if (!(c instanceof List<?>)) {  // a set or a bag: its order means nothing
-                out.sort(Comparator.comparing(Json::sortKey));
+                out.sort(ORDER);
             }
             return out;
         }
@@ -234,12 +248,20 @@ final class Json {
         return accessors(value, depth);
     }
 
-    private static String sortKey(Object value) {
+    /** The unique names' suffix (Env.name): set orders must not depend on it, it differs by broker. */
+    static String suffix = "";
+
+    /** The order of a set's items: by their JSON text without the names' suffix. */
+    static final Comparator<Object> ORDER = Comparator.comparing(Json::sortKey);
+
+    static String sortKey(Object value) {
+        String text;
         try {
-            return MAPPER.writeValueAsString(value);
+            text = MAPPER.writeValueAsString(value);
         } catch (Exception e) {
-            return String.valueOf(value);
+            text = String.valueOf(value);
         }
+        return suffix.isEmpty() ? text : text.replace("-" + suffix, "");
     }
 
     /** A Kafka result object by its public accessors (no-argument, non-void methods), keys in name order. */

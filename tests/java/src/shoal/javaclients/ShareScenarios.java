@@ -91,11 +91,14 @@ final class ShareScenarios {
     }
 
     static Object attempt(ThrowingRunnable action) {
+        long start = System.nanoTime();
         try {
             action.run();
             return "ok";
         } catch (Exception e) {
             return Json.error(e);
+        } finally {
+            Env.slow(start);
         }
     }
 
@@ -408,7 +411,7 @@ final class ShareScenarios {
                     out.add(Json.of(listing));
                 }
             }
-            out.sort((x, y) -> String.valueOf(x).compareTo(String.valueOf(y)));
+            out.sort(Json.ORDER);
             return out;
         } catch (Exception e) {
             return Json.error(e);

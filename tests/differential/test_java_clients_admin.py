@@ -1,0 +1,151 @@
+"""Kafka's Admin client (4.4) against Kafka and Shoal: every admin call Shoal serves on a PLAINTEXT broker, each
+result or exception compared (tests/java/src/shoal/javaclients/AdminScenarios.java; the SASL-only calls are in
+test_java_clients_security.py, the share-group ones in test_java_clients_share.py). One JVM per broker runs every
+scenario; each test compares one scenario's observations."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.helpers import java_clients
+from tests.helpers.differential import assert_same
+
+pytestmark = pytest.mark.integration
+
+# docs/kafka-differences.md entries
+REMOTE_TOPIC_CONFIGS = "Topics and configs: tiered-storage and replication-throttle topic configs"
+CLUSTER_MIN_ISR = "Topics and configs: the cluster-level min.insync.replicas"
+LOG_RETENTION_MS = "Topics and configs: log.retention.ms"
+UNKNOWN_BROKER_CONFIG = "Topics and configs: an unknown broker config validated"
+GROUP_CONFIGS = "Topics and configs: group configs"
+GROUP_EPOCH = "Consumer groups: a new group's epoch"
+MAX_TIMESTAMP_DELETED = "Produce, fetch and offsets: MAX_TIMESTAMP below the log start offset"
+QUORUM_LISTENER = "Kafka's Java clients: describeMetadataQuorum's listener"
+FENCING_EPOCH = "Transactions: the epoch after fencing an ongoing transaction"
+FEATURES = "Kafka's Java clients: features"
+FIXED_GROUP_VERSION = "Kafka's Java clients: group.version is fixed while running"
+
+KAFKA_SUPPORTED = {
+    "eligible.leader.replicas.version": {"max_version": 1, "min_version": 0},
+    "group.version": {"max_version": 1, "min_version": 0}, "kraft.version": {"max_version": 1, "min_version": 0},
+    "metadata.version": {"max_version": 33, "min_version": 7}, "share.version": {"max_version": 2, "min_version": 0},
+    "streams.version": {"max_version": 1, "min_version": 0},
+    "transaction.version": {"max_version": 2, "min_version": 0}}
+SHOAL_SUPPORTED = {
+    "group.version": {"max_version": 1, "min_version": 0}, "kraft.version": {"max_version": 1, "min_version": 0},
+    "metadata.version": {"max_version": 25, "min_version": 7}, "share.version": {"max_version": 1, "min_version": 0},
+    "transaction.version": {"max_version": 2, "min_version": 0}}
+
+
+def _levels(**levels: int) -> dict:
+    return {name.replace("_", "."): {"max_version_level": level, "min_version_level": level}
+            for name, level in levels.items()}
+
+TOPIC_CONFIGS_KAFKA_ONLY = (
+    "follower.replication.throttled.replicas", "leader.replication.throttled.replicas", "local.retention.bytes",
+    "local.retention.ms", "max.decompressed.message.bytes", "remote.copy.lag.bytes", "remote.copy.lag.ms",
+    "remote.log.copy.disable", "remote.log.delete.on.disable", "remote.storage.enable")
+GROUP_CONFIGS_KAFKA_ONLY = (
+    "consumer.assignment.interval.ms", "share.assignment.interval.ms", "streams.assignment.interval.ms",
+    "streams.assignor.name", "streams.heartbeat.interval.ms", "streams.initial.rebalance.delay.ms",
+    "streams.num.standby.replicas", "streams.rack.aware.assignment.tags", "streams.session.timeout.ms")
+MIN_ISR_ENTRY = {"source": "DYNAMIC_DEFAULT_BROKER_CONFIG", "value": "1"}
+
+KNOWN = {
+    "topics": {
+        ("created_config", "min.insync.replicas", "source"): (
+            "DYNAMIC_DEFAULT_BROKER_CONFIG", "DEFAULT_CONFIG", CLUSTER_MIN_ISR),
+    },
+    "topic_configs": {
+        ("describe", "min.insync.replicas", "source"): ("DYNAMIC_DEFAULT_BROKER_CONFIG", "DEFAULT_CONFIG",
+                                                        CLUSTER_MIN_ISR),
+    },
+    "broker_and_group_configs": {
+        ("broker", "log.retention.ms", "value"): (None, "604800000", LOG_RETENTION_MS),
+        ("broker", "min.insync.replicas", "source"): ("DYNAMIC_DEFAULT_BROKER_CONFIG", "DEFAULT_CONFIG",
+                                                      CLUSTER_MIN_ISR),
+        ("validate_unknown",): ("ok", {"error": "INVALID_CONFIG", "exception": "InvalidConfigurationException"},
+                                UNKNOWN_BROKER_CONFIG),
+    },
+    "consumer_groups": {
+        ("describe_active", "admin-consumer", "group_epoch"): (2, 1, GROUP_EPOCH),
+        ("describe_active", "admin-consumer", "members", 0, "member_epoch"): (2, 1, GROUP_EPOCH),
+        ("describe_active", "admin-consumer", "target_assignment_epoch"): (2, 1, GROUP_EPOCH),
+    },
+    "records_and_offsets": {
+        ("list_offsets_emptied", "max_timestamp", "admin-records-0"): (
+            {"offset": 2, "ts": "base+4000", "leader_epoch": 0}, {"offset": -1, "ts": -1, "leader_epoch": None},
+            MAX_TIMESTAMP_DELETED),
+    },
+    "features": {
+        ("supported",): (KAFKA_SUPPORTED, SHOAL_SUPPORTED, FEATURES),
+        ("finalized",): (
+            _levels(eligible_leader_replicas_version=1, group_version=1, metadata_version=33, share_version=2,
+                    streams_version=1, transaction_version=2),
+            _levels(group_version=1, metadata_version=25, share_version=1, transaction_version=2), FEATURES),
+        ("validate_only_updates", "group_version_safe_downgrade", "group.version"): (
+            "ok", {"error": "INVALID_UPDATE_VERSION", "exception": "InvalidUpdateVersionException"},
+            FIXED_GROUP_VERSION),
+    },
+    "cluster": {
+        ("quorum", "nodes", "1"): (["CONTROLLER"], ["PLAINTEXT"], QUORUM_LISTENER),
+    },
+    "transactions": {
+        ("describe_fenced", "admin-txn-fenced", "producer_epoch"): (2, 3, FENCING_EPOCH),
+        ("describe_terminated", "admin-txn-terminated", "producer_epoch"): (2, 3, FENCING_EPOCH),
+        ("producers_after_abort", "fenced", "producer_epoch"): (1, 2, FENCING_EPOCH),
+        ("producers_after_abort", "fenced", "last_sequence"): (-1, 0, FENCING_EPOCH),
+    },
+}
+# the configs only Kafka describes, by scenario and path
+KAFKA_ONLY = {
+    "topics": {("created_config",): (TOPIC_CONFIGS_KAFKA_ONLY, REMOTE_TOPIC_CONFIGS)},
+    "topic_configs": {
+        ("describe",): (TOPIC_CONFIGS_KAFKA_ONLY, REMOTE_TOPIC_CONFIGS),
+        ("after_set_append",): (("min.insync.replicas",), CLUSTER_MIN_ISR),
+        ("after_subtract_delete",): (("min.insync.replicas",), CLUSTER_MIN_ISR),
+        ("after_invalid",): (("min.insync.replicas",), CLUSTER_MIN_ISR),
+    },
+    "broker_and_group_configs": {("group_describe",): (GROUP_CONFIGS_KAFKA_ONLY, GROUP_CONFIGS)},
+}
+SCENARIOS = ["topics", "topic_configs", "broker_and_group_configs", "consumer_groups", "list_groups", "features",
+             "client_quotas", "client_metrics", "log_dirs", "elections_and_reassignments", "records_and_offsets",
+             "cluster", "transactions"]
+
+
+@pytest.fixture(scope="module")
+def seen(pair):
+    return java_clients.run_pair(pair, "admin")
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_admin(seen, scenario):
+    java_clients.compare(seen, scenario, KNOWN.get(scenario), KAFKA_ONLY.get(scenario))
+
+
+def test_metadata_by_topic_id_with_an_empty_name(pair):
+    """What the Java Admin's describeTopics by id sends: Metadata v12/v13 naming each topic by id with the name ""
+    (and, mixed in, a topic by name and an unknown id): answered by id alone."""
+    def scenario(target):
+        topic = target.unique("by-id")
+        other = target.unique("by-name")
+        admin = AdminClient(target.client_config())
+        for name in (topic, other):
+            admin.create_topics([NewTopic(name, 1, 1)])[name].result(timeout=30)
+        with target.raw() as raw:
+            meta = raw.call(3, 12, {"topics": [{"name": topic}], "allow_auto_topic_creation": False,
+                                    "include_topic_authorized_operations": False})
+            topic_id = meta.topics[0].topic_id
+            answers = {}
+            for version in (12, 13):
+                reply = raw.call(3, version, {
+                    "topics": [{"topic_id": topic_id, "name": ""}, {"name": other},
+                               {"topic_id": java_clients.UNKNOWN_TOPIC_ID, "name": ""}],
+                    "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+                answers[version] = sorted(
+                    ({"error_code": t.error_code, "name": t.name, "topic_id": t.topic_id,
+                      "partitions": len(t.partitions)} for t in reply.topics), key=lambda t: t["error_code"])
+        return answers
+
+    assert_same(pair.run(scenario), "Metadata by topic id with the name \"\"")
