@@ -225,6 +225,9 @@ final class Json {
         if (value instanceof Node n) {
             return obj("id", n.id(), "host", n.host(), "port", n.port(), "rack", n.rack());
         }
+        if (value instanceof org.apache.kafka.common.security.auth.KafkaPrincipal p) {
+            return p.toString();
+        }
         if (value instanceof Map<?, ?> m) {
             Map<String, Object> out = new TreeMap<>();
             for (Map.Entry<?, ?> e : m.entrySet()) {
