@@ -14,17 +14,18 @@ from tests.helpers.differential import assert_same
 pytestmark = pytest.mark.integration
 
 # docs/kafka-differences.md entries
-REMOTE_TOPIC_CONFIGS = "Topics and configs: tiered-storage and replication-throttle topic configs"
-CLUSTER_MIN_ISR = "Topics and configs: the cluster-level min.insync.replicas"
-LOG_RETENTION_MS = "Topics and configs: log.retention.ms"
-UNKNOWN_BROKER_CONFIG = "Topics and configs: an unknown broker config validated"
-GROUP_CONFIGS = "Topics and configs: group configs"
-GROUP_EPOCH = "Consumer groups: a new group's epoch"
-MAX_TIMESTAMP_DELETED = "Produce, fetch and offsets: MAX_TIMESTAMP below the log start offset"
+REMOTE_TOPIC_CONFIGS = "Kafka's Java clients: topic configs Shoal does not have"
+CLUSTER_MIN_ISR = "Kafka's Java clients: the cluster-level min.insync.replicas"
+LOG_RETENTION_MS = "Kafka's Java clients: log.retention.ms"
+UNKNOWN_BROKER_CONFIG = "Kafka's Java clients: an unknown broker config in a validate-only change"
+GROUP_CONFIGS = "Kafka's Java clients: group configs Shoal does not have"
+GROUP_EPOCH = "Kafka's Java clients: group epochs"
+MAX_TIMESTAMP_DELETED = "Kafka's Java clients: MAX_TIMESTAMP once every record is deleted"
 QUORUM_LISTENER = "Kafka's Java clients: describeMetadataQuorum's listener"
-FENCING_EPOCH = "Transactions: the epoch after fencing an ongoing transaction"
+FENCING_EPOCH = "Kafka's Java clients: epochs when an ongoing transaction is fenced"
 FEATURES = "Kafka's Java clients: features"
 FIXED_GROUP_VERSION = "Kafka's Java clients: group.version is fixed while running"
+TELEMETRY = "Kafka's Java clients: client telemetry without a plugin"
 
 KAFKA_SUPPORTED = {
     "eligible.leader.replicas.version": {"max_version": 1, "min_version": 0},
@@ -87,6 +88,9 @@ KNOWN = {
         ("validate_only_updates", "group_version_safe_downgrade", "group.version"): (
             "ok", {"error": "INVALID_UPDATE_VERSION", "exception": "InvalidUpdateVersionException"},
             FIXED_GROUP_VERSION),
+    },
+    "client_metrics": {
+        ("client_instance_id",): (False, True, TELEMETRY),
     },
     "cluster": {
         ("quorum", "nodes", "1"): (["CONTROLLER"], ["PLAINTEXT"], QUORUM_LISTENER),

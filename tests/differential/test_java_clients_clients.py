@@ -14,10 +14,10 @@ pytestmark = pytest.mark.integration
 
 # Kafka 4.4 creates a consumer or share group at epoch 1, so its first member's join bumps it to 2; Shoal's
 # groups start at 0.
-GROUP_EPOCH = "Consumer groups: a new group's epoch"
+GROUP_EPOCH = "Kafka's Java clients: group epochs"
 # Kafka gives the successor of a producer fenced in an ongoing transaction (transaction.version 2) one epoch less
 # than Shoal does.
-FENCING_EPOCH = "Transactions: the epoch after fencing an ongoing transaction"
+FENCING_EPOCH = "Kafka's Java clients: epochs when an ongoing transaction is fenced"
 
 KNOWN = {
     "consumer_consumer": {

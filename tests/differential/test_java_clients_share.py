@@ -13,11 +13,11 @@ pytestmark = pytest.mark.integration
 
 # Kafka's ListShareGroupOffsets start offset is the one persisted with the share partition's last state write,
 # taken before that write's acknowledgements moved it; Shoal's is the start offset after them.
-START_OFFSET = "Share groups: ListShareGroupOffsets start offset"
-# Kafka's share-group epochs count the bump when a partition's share state is initialised and the assignment
-# recomputed when the last member leaves.
-EPOCHS = "Share groups: share-group epochs"
-LAG_PAST_END = "Share groups: lag of a start offset past the end"
+START_OFFSET = "Kafka's Java clients: the start offset ListShareGroupOffsets reports"
+# Kafka 4.4 creates a group at epoch 1 (its first member's join makes it 2), and recomputes the target assignment
+# of a share group its last member left; Shoal's groups start at 0 and keep the last target assignment.
+EPOCHS = "Kafka's Java clients: group epochs"
+LAG_PAST_END = "Kafka's Java clients: the lag of a share start offset past the end"
 
 KNOWN = {
     "implicit": {

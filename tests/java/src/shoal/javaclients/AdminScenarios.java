@@ -658,6 +658,14 @@ final class AdminScenarios {
         awaitListed(admin, name, false);
         out.put("listed_after_delete", configResources(admin, Set.of(ConfigResource.Type.CLIENT_METRICS), name));
         out.put("describe_after_delete", describe(admin, resource, null));
+        // GetTelemetrySubscriptions: the client instance id a client gets from the broker
+        Admin pushing = env.admin(env.props("enable.metrics.push", "true", "default.api.timeout.ms", "15000",
+            "request.timeout.ms", "10000"));
+        try {
+            out.put("client_instance_id", Json.of(pushing.clientInstanceId(Duration.ofSeconds(3)) != null));
+        } catch (Exception e) {
+            out.put("client_instance_id", Json.error(e));
+        }
         return out;
     }
 
