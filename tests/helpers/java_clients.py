@@ -42,14 +42,14 @@ class JavaBuildError(RuntimeError):
     pass
 
 
-def _sources() -> list[Path]:
-    return sorted(SOURCES.rglob("*.java"))
+def _sources(root: Path) -> list[Path]:
+    return sorted(root.rglob("*.java"))
 
 
-def _digest(sources: Sequence[Path]) -> str:
+def _digest(sources: Sequence[Path], root: Path) -> str:
     h = hashlib.sha256(kafka_dist.kafka_version().encode())
     for path in sources:
-        h.update(str(path.relative_to(SOURCES)).encode() + b"\0" + path.read_bytes() + b"\0")
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
 
@@ -75,15 +75,16 @@ def javac() -> str:
     return found
 
 
-def classes() -> Path:
-    """The compiled programs' class directory, compiling the sources first when they changed."""
-    sources = _sources()
+def classes(source_root: Path = SOURCES, build_root: Path = BUILD_ROOT) -> Path:
+    """The compiled programs' class directory, compiling the sources first when they changed. A failed build raises
+    JavaBuildError with javac's output (the tests that need it fail with it, under CI as anywhere)."""
+    sources = _sources(source_root)
     if not sources:
-        raise JavaBuildError(f"no Java sources under {SOURCES}")
-    out = BUILD_ROOT / _digest(sources)
+        raise JavaBuildError(f"no Java sources under {source_root}")
+    out = build_root / _digest(sources, source_root)
     if (out / ".complete").exists():
         return out
-    with _locked(BUILD_ROOT / ".lock"):
+    with _locked(build_root / ".lock"):
         if (out / ".complete").exists():  # another worker built it while we waited
             return out
         tmp = out.with_name(out.name + ".tmp")
@@ -96,7 +97,7 @@ def classes() -> Path:
             shutil.rmtree(tmp, ignore_errors=True)
             raise JavaBuildError(f"javac failed ({done.returncode}):\n{done.stdout}{done.stderr}")
         (tmp / ".complete").write_text(" ".join(cmd) + "\n")
-        for stale in BUILD_ROOT.iterdir():  # builds of older sources
+        for stale in build_root.iterdir():  # builds of older sources
             if stale.is_dir() and stale != tmp:
                 shutil.rmtree(stale, ignore_errors=True)
         tmp.rename(out)
