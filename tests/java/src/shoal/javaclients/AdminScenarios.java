@@ -194,6 +194,7 @@ final class AdminScenarios {
         out.put("created_topic_id_known", outcome(created.topicId(t1).thenApply(id -> id != null)));
         Config createdConfig = get(created.config(t1));
         out.put("created_config", entries(createdConfig, null));
+        env.awaitTopics(t1, t2);
         out.put("create_again", outcome(admin.createTopics(List.of(new NewTopic(t1, 1, (short) 1))).all()));
         out.put("create_validate_only", outcome(admin.createTopics(List.of(new NewTopic(t3, 2, (short) 1)),
             new CreateTopicsOptions().validateOnly(true)).all()));
@@ -233,6 +234,14 @@ final class AdminScenarios {
             Map.of(t2, NewPartitions.increaseTo(4, List.of(List.of(7))))).all()));
         out.put("add_partitions_unknown_topic", outcome(admin.createPartitions(
             Map.of(env.name("admin-missing"), NewPartitions.increaseTo(2))).all()));
+        SecurityScenarios.settle(() -> {
+            try {
+                var topics = get(admin.describeTopics(List.of(t1, t2)).allTopicNames());
+                return topics.get(t1).partitions().size() == 5 && topics.get(t2).partitions().size() == 3;
+            } catch (Exception e) {
+                return false;
+            }
+        });
         out.put("partitions_after", Json.of(get(admin.describeTopics(List.of(t1, t2)).allTopicNames())
             .entrySet().stream().collect(java.util.stream.Collectors.toMap(e -> e.getKey(),
                 e -> e.getValue().partitions().size()))));
@@ -709,6 +718,16 @@ final class AdminScenarios {
         env.createTopic(topic, 2);
         env.produceBatch(topic, 0, 0, 3);
         Map<String, Object> out = new LinkedHashMap<>();
+        // Kafka's broker makes a new partition's log as it applies the metadata, a moment after describing it
+        Env.await("the topic's logs", Env.DEADLINE, () -> {
+            try {
+                return get(admin.describeLogDirs(List.of(1)).allDescriptions()).get(1).values().stream()
+                    .flatMap(d -> d.replicaInfos().keySet().stream()).filter(tp -> tp.topic().equals(topic))
+                    .count() == 2;
+            } catch (Exception e) {
+                return false;
+            }
+        });
         Map<String, LogDirDescription> dirs = get(admin.describeLogDirs(List.of(1)).allDescriptions()).get(1);
         List<Object> described = new ArrayList<>();
         String dir = null;

@@ -90,13 +90,10 @@ final class Env implements AutoCloseable {
         return client;
     }
 
-    /**
-     * The scenario's Admin client (as admin on a SASL broker). A call gives up after 15 s rather than the default
-     * 60 s: what one broker answers at once and the other never does is a difference to see, not to wait out.
-     */
+    /** The scenario's Admin client (as admin on a SASL broker), with the default timeouts (a loaded machine). */
     Admin admin() {
         if (admin == null) {
-            admin = track(Admin.create(props("default.api.timeout.ms", "15000", "request.timeout.ms", "10000")));
+            admin = track(Admin.create(props()));
         }
         return admin;
     }
@@ -121,21 +118,59 @@ final class Env implements AutoCloseable {
         return track(new KafkaShareConsumer<>(props(extra), new StringDeserializer(), new StringDeserializer()));
     }
 
+    /**
+     * Creates a topic and waits until the broker describes it with a leader for every partition and its configs:
+     * Kafka's broker learns a new topic from its metadata log a moment after the controller answered.
+     */
     void createTopic(String topic, int partitions, Map<String, String> configs) throws Exception {
         NewTopic newTopic = new NewTopic(topic, partitions, (short) 1).configs(configs);
         admin().createTopics(List.of(newTopic)).all().get(60, TimeUnit.SECONDS);
+        awaitTopics(topic);
+    }
+
+    /** Waits until the broker describes each topic, a leader for each partition, and its configs. */
+    void awaitTopics(String... topics) throws InterruptedException {
+        await("topics " + List.of(topics) + " to be known", DEADLINE, () -> {
+            try {
+                for (var description : admin().describeTopics(List.of(topics)).allTopicNames()
+                        .get(60, TimeUnit.SECONDS).values()) {
+                    if (!description.partitions().stream().allMatch(p -> p.leader() != null)) {
+                        return false;
+                    }
+                    ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, description.name());
+                    admin().describeConfigs(List.of(resource)).all().get(60, TimeUnit.SECONDS);
+                }
+                return true;
+            } catch (Exception e) {
+                return false;
+            }
+        });
     }
 
     void createTopic(String topic, int partitions) throws Exception {
         createTopic(topic, partitions, Map.of());
     }
 
-    /** Sets configs on a GROUP resource (the group's share/consumer settings), on both brokers alike. */
+    /**
+     * Sets configs on a GROUP resource (the group's share/consumer settings), on both brokers alike, and waits
+     * until a describe shows them: Kafka's broker applies them from its metadata log a moment after the controller
+     * answered, and a member joining before would start with the defaults.
+     */
     void groupConfig(String group, Map<String, String> configs) throws Exception {
         List<AlterConfigOp> ops = new ArrayList<>();
         configs.forEach((k, v) -> ops.add(new AlterConfigOp(new ConfigEntry(k, v), AlterConfigOp.OpType.SET)));
-        admin().incrementalAlterConfigs(Map.of(new ConfigResource(ConfigResource.Type.GROUP, group), ops))
-            .all().get(60, TimeUnit.SECONDS);
+        ConfigResource resource = new ConfigResource(ConfigResource.Type.GROUP, group);
+        admin().incrementalAlterConfigs(Map.of(resource, ops)).all().get(60, TimeUnit.SECONDS);
+        await("the group configs of " + group, DEADLINE, () -> {
+            try {
+                var config = admin().describeConfigs(List.of(resource)).all().get(60, TimeUnit.SECONDS)
+                    .get(resource);
+                return configs.entrySet().stream().allMatch(e -> config.get(e.getKey()) != null
+                    && e.getValue().equals(config.get(e.getKey()).value()));
+            } catch (Exception e) {
+                return false;
+            }
+        });
     }
 
     /** `count` records k<i>/v<i> to one partition in one batch (linger long, then flush), acknowledged. */

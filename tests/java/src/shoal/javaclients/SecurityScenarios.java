@@ -185,6 +185,7 @@ final class SecurityScenarios {
         admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1), new NewTopic(hidden, 1, (short) 1),
             new NewTopic(denied, 1, (short) 1), new NewTopic(prefix + "-a", 1, (short) 1))).all()
             .get(60, TimeUnit.SECONDS);
+        env.awaitTopics(topic, hidden, denied, prefix + "-a");
         String alice = "User:alice";
         List<AclBinding> bindings = List.of(
             new AclBinding(new ResourcePattern(ResourceType.TOPIC, topic, PatternType.LITERAL),

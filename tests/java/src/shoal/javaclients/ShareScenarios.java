@@ -57,7 +57,10 @@ final class ShareScenarios {
             if (System.nanoTime() > deadline) {
                 throw new IllegalStateException("timed out: " + got.size() + " of " + want + " records");
             }
-            for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
+            // A poll that times out while a fetch is in flight leaves the consumer fetching in the background
+            // (it would acquire records the scenario means for others, or re-acquire expired ones): polls wait
+            // well past the brokers' fetch wait (100 ms, subscribed) and return as soon as records come.
+            for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofSeconds(3))) {
                 got.add(r);
                 if (ack != null) {
                     consumer.acknowledge(r, ack.apply(r));
@@ -117,10 +120,12 @@ final class ShareScenarios {
     }
 
     static KafkaShareConsumer<String, String> subscribed(Env env, String group, String topic, Object... extra) {
-        Object[] props = new Object[extra.length + 2];
+        Object[] props = new Object[extra.length + 4];
         props[0] = "group.id";
         props[1] = group;
-        System.arraycopy(extra, 0, props, 2, extra.length);
+        props[2] = "fetch.max.wait.ms";
+        props[3] = "100";
+        System.arraycopy(extra, 0, props, 4, extra.length);
         KafkaShareConsumer<String, String> consumer = env.shareConsumer(props);
         consumer.subscribe(List.of(topic));
         return consumer;
@@ -198,9 +203,10 @@ final class ShareScenarios {
     }
 
     /**
-     * RENEW (KIP-1222) extends a record's acquisition lock (4 s). Two groups read the same record: the renewing
-     * member renews at 2 s, the next poll hands the record back to it, and its ACCEPT at 5 s succeeds; the control
-     * member's ACCEPT at 5 s fails (its lock expired), and the record is delivered to it again.
+     * RENEW (KIP-1222) extends a record's acquisition lock (6 s). Two groups read the same record: the renewing
+     * member renews at 3 s, the next poll hands the record back to it, and its ACCEPT at 7.5 s succeeds; the
+     * control member's ACCEPT at 7.5 s fails (its lock expired), and the record is delivered to it again. The
+     * margins (1.5 s either side) allow for a loaded machine.
      */
     static Object renew(Env env) throws Exception {
         String topic = env.name("share-renew");
@@ -209,7 +215,7 @@ final class ShareScenarios {
         env.createTopic(topic, 1);
         for (String group : List.of(renewing, control)) {
             env.groupConfig(group, Map.of("share.auto.offset.reset", "earliest", "share.heartbeat.interval.ms", "500",
-                "share.record.lock.duration.ms", "4000"));
+                "share.record.lock.duration.ms", "6000"));
         }
         env.produceBatch(topic, 0, 0, 1);
         KafkaShareConsumer<String, String> r = subscribed(env, renewing, topic,
@@ -219,11 +225,11 @@ final class ShareScenarios {
         var rGot = poll(r, 1, null);
         var cGot = poll(c, 1, null);
         Object lockTimeout = r.acquisitionLockTimeoutMs().orElse(null);
-        Thread.sleep(2000);  // half the lock duration: what the scenario is about, not a synchronisation
+        Thread.sleep(3000);  // half the lock duration: what the scenario is about, not a synchronisation
         Object renew = attempt(() -> r.acknowledge(rGot.get(0), AcknowledgeType.RENEW));
         Object renewCommit = commitSync(r);
         Object acceptBeforePoll = attempt(() -> r.acknowledge(rGot.get(0), AcknowledgeType.ACCEPT));
-        Thread.sleep(3000);  // past the first lock's end, within the renewed one
+        Thread.sleep(4500);  // past the first lock's end, within the renewed one
         var handedBack = poll(r, 1, x -> AcknowledgeType.ACCEPT);
         Object acceptRenewedCommit = commitSync(r);
         Object acceptExpired = attempt(() -> c.acknowledge(cGot.get(0), AcknowledgeType.ACCEPT));
@@ -241,14 +247,14 @@ final class ShareScenarios {
     }
 
     /**
-     * Acknowledgement commit callbacks: consumer A's lock (2 s) expires, consumer B of the same group gets the
+     * Acknowledgement commit callbacks: consumer A's lock (3 s) expires, consumer B of the same group gets the
      * records again (delivery count 2) and accepts them with commitAsync (callback without exception); A's late
      * ACCEPT reaches its callback with the offsets and InvalidRecordStateException.
      */
     static Object lockExpiryCallbacks(Env env) throws Exception {
         String topic = env.name("share-callbacks");
         String group = env.name("share-callbacks-group");
-        setUp(env, topic, 1, group, Map.of("share.record.lock.duration.ms", "2000"));
+        setUp(env, topic, 1, group, Map.of("share.record.lock.duration.ms", "3000"));
         env.produceBatch(topic, 0, 0, 3);
         KafkaShareConsumer<String, String> a = subscribed(env, group, topic,
             "client.id", "callbacks-a", "share.acknowledgement.mode", "explicit");
