@@ -4,7 +4,8 @@ The programs are under tests/java/src (package shoal.javaclients): each scenario
 "admin", ...) is one JVM that runs its scenarios in a row against one broker and prints one JSON document of
 what the clients observed. They are compiled here with javac against Kafka's jars (.tools/kafka-VERSION/lib) into
 .tools/java-classes/<hash of the sources>, on first use and again only when a source changes; a file lock lets
-the xdist workers share one build. A failed build fails the tests that need it, with javac's output.
+the xdist workers (and checkouts sharing .tools) share one build. A failed build fails the tests that need it,
+with javac's output.
 
     seen = run_pair(pair, "share")       # {"kafka": {scenario: ...}, "shoal": {scenario: ...}}, normalised
     compare(seen, "implicit")            # assert_same; fails if either side's scenario crashed
@@ -22,6 +23,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -35,6 +37,7 @@ BUILD_ROOT = kafka_dist.REPO / ".tools" / "java-classes"
 MAIN_CLASS = "shoal.javaclients.Main"
 # Short-lived client JVMs: C1 only and the serial collector start faster and leave the cores to the brokers.
 JVM_OPTS = ("-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Djava.awt.headless=true")
+STALE_AFTER_S = 7 * 24 * 3600  # .tools may be shared by several checkouts of other sources
 UNKNOWN_TOPIC_ID = uuid.UUID("00000000-0000-4000-8000-00000000d1ff")  # an id no broker gives a topic
 
 
@@ -75,9 +78,10 @@ def javac() -> str:
     return found
 
 
-def classes(source_root: Path = SOURCES, build_root: Path = BUILD_ROOT) -> Path:
+def classes(source_root: Path = SOURCES, build_root: Path = BUILD_ROOT, keep_s: float = STALE_AFTER_S) -> Path:
     """The compiled programs' class directory, compiling the sources first when they changed. A failed build raises
-    JavaBuildError with javac's output (the tests that need it fail with it, under CI as anywhere)."""
+    JavaBuildError with javac's output (the tests that need it fail with it, under CI as anywhere). Builds of
+    other sources older than `keep_s` are removed; younger ones may belong to another checkout sharing .tools."""
     sources = _sources(source_root)
     if not sources:
         raise JavaBuildError(f"no Java sources under {source_root}")
@@ -98,7 +102,7 @@ def classes(source_root: Path = SOURCES, build_root: Path = BUILD_ROOT) -> Path:
             raise JavaBuildError(f"javac failed ({done.returncode}):\n{done.stdout}{done.stderr}")
         (tmp / ".complete").write_text(" ".join(cmd) + "\n")
         for stale in build_root.iterdir():  # builds of older sources
-            if stale.is_dir() and stale != tmp:
+            if stale.is_dir() and stale != tmp and time.time() - stale.stat().st_mtime > keep_s:
                 shutil.rmtree(stale, ignore_errors=True)
         tmp.rename(out)
     return out
