@@ -14,15 +14,9 @@ from tests.helpers.differential import assert_same
 pytestmark = pytest.mark.integration
 
 # docs/kafka-differences.md entries
-REMOTE_TOPIC_CONFIGS = "Kafka's Java clients: topic configs Shoal does not have"
 CLUSTER_MIN_ISR = "Kafka's Java clients: the cluster-level min.insync.replicas"
-LOG_RETENTION_MS = "Kafka's Java clients: log.retention.ms"
 UNKNOWN_BROKER_CONFIG = "Kafka's Java clients: an unknown broker config in a validate-only change"
-GROUP_CONFIGS = "Kafka's Java clients: group configs Shoal does not have"
-GROUP_EPOCH = "Kafka's Java clients: group epochs"
-MAX_TIMESTAMP_DELETED = "Kafka's Java clients: MAX_TIMESTAMP once every record is deleted"
 QUORUM_LISTENER = "Kafka's Java clients: describeMetadataQuorum's listener"
-FENCING_EPOCH = "Kafka's Java clients: epochs when an ongoing transaction is fenced"
 FEATURES = "Kafka's Java clients: features"
 FIXED_GROUP_VERSION = "Kafka's Java clients: group.version is fixed while running"
 TELEMETRY = "Kafka's Java clients: client telemetry without a plugin"
@@ -43,15 +37,6 @@ def _levels(**levels: int) -> dict:
     return {name.replace("_", "."): {"max_version_level": level, "min_version_level": level}
             for name, level in levels.items()}
 
-TOPIC_CONFIGS_KAFKA_ONLY = (
-    "follower.replication.throttled.replicas", "leader.replication.throttled.replicas", "local.retention.bytes",
-    "local.retention.ms", "max.decompressed.message.bytes", "remote.copy.lag.bytes", "remote.copy.lag.ms",
-    "remote.log.copy.disable", "remote.log.delete.on.disable", "remote.storage.enable")
-GROUP_CONFIGS_KAFKA_ONLY = (
-    "consumer.assignment.interval.ms", "share.assignment.interval.ms", "streams.assignment.interval.ms",
-    "streams.assignor.name", "streams.heartbeat.interval.ms", "streams.initial.rebalance.delay.ms",
-    "streams.num.standby.replicas", "streams.rack.aware.assignment.tags", "streams.session.timeout.ms")
-MIN_ISR_ENTRY = {"source": "DYNAMIC_DEFAULT_BROKER_CONFIG", "value": "1"}
 
 KNOWN = {
     "topics": {
@@ -63,21 +48,10 @@ KNOWN = {
                                                         CLUSTER_MIN_ISR),
     },
     "broker_and_group_configs": {
-        ("broker", "log.retention.ms", "value"): (None, "604800000", LOG_RETENTION_MS),
         ("broker", "min.insync.replicas", "source"): ("DYNAMIC_DEFAULT_BROKER_CONFIG", "DEFAULT_CONFIG",
                                                       CLUSTER_MIN_ISR),
         ("validate_unknown",): ("ok", {"error": "INVALID_CONFIG", "exception": "InvalidConfigurationException"},
                                 UNKNOWN_BROKER_CONFIG),
-    },
-    "consumer_groups": {
-        ("describe_active", "admin-consumer", "group_epoch"): (2, 1, GROUP_EPOCH),
-        ("describe_active", "admin-consumer", "members", 0, "member_epoch"): (2, 1, GROUP_EPOCH),
-        ("describe_active", "admin-consumer", "target_assignment_epoch"): (2, 1, GROUP_EPOCH),
-    },
-    "records_and_offsets": {
-        ("list_offsets_emptied", "max_timestamp", "admin-records-0"): (
-            {"offset": 2, "ts": "base+4000", "leader_epoch": 0}, {"offset": -1, "ts": -1, "leader_epoch": None},
-            MAX_TIMESTAMP_DELETED),
     },
     "features": {
         ("supported",): (KAFKA_SUPPORTED, SHOAL_SUPPORTED, FEATURES),
@@ -95,23 +69,14 @@ KNOWN = {
     "cluster": {
         ("quorum", "nodes", "1"): (["CONTROLLER"], ["PLAINTEXT"], QUORUM_LISTENER),
     },
-    "transactions": {
-        ("describe_fenced", "admin-txn-fenced", "producer_epoch"): (2, 3, FENCING_EPOCH),
-        ("describe_terminated", "admin-txn-terminated", "producer_epoch"): (2, 3, FENCING_EPOCH),
-        ("producers_after_abort", "fenced", "producer_epoch"): (1, 2, FENCING_EPOCH),
-        ("producers_after_abort", "fenced", "last_sequence"): (-1, 0, FENCING_EPOCH),
-    },
 }
 # the configs only Kafka describes, by scenario and path
 KAFKA_ONLY = {
-    "topics": {("created_config",): (TOPIC_CONFIGS_KAFKA_ONLY, REMOTE_TOPIC_CONFIGS)},
     "topic_configs": {
-        ("describe",): (TOPIC_CONFIGS_KAFKA_ONLY, REMOTE_TOPIC_CONFIGS),
         ("after_set_append",): (("min.insync.replicas",), CLUSTER_MIN_ISR),
         ("after_subtract_delete",): (("min.insync.replicas",), CLUSTER_MIN_ISR),
         ("after_invalid",): (("min.insync.replicas",), CLUSTER_MIN_ISR),
     },
-    "broker_and_group_configs": {("group_describe",): (GROUP_CONFIGS_KAFKA_ONLY, GROUP_CONFIGS)},
 }
 SCENARIOS = ["topics", "topic_configs", "broker_and_group_configs", "consumer_groups", "list_groups", "features",
              "client_quotas", "client_metrics", "log_dirs", "elections_and_reassignments", "records_and_offsets",

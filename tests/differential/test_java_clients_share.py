@@ -14,9 +14,6 @@ pytestmark = pytest.mark.integration
 # Kafka's ListShareGroupOffsets start offset is the one persisted with the share partition's last state write,
 # taken before that write's acknowledgements moved it; Shoal's is the start offset after them.
 START_OFFSET = "Kafka's Java clients: the start offset ListShareGroupOffsets reports"
-# Kafka 4.4 creates a group at epoch 1 (its first member's join makes it 2), and recomputes the target assignment
-# of a share group its last member left; Shoal's groups start at 0 and keep the last target assignment.
-EPOCHS = "Kafka's Java clients: group epochs"
 LAG_PAST_END = "Kafka's Java clients: the lag of a share start offset past the end"
 
 KNOWN = {
@@ -39,11 +36,6 @@ KNOWN = {
         ("start_offsets", "share-delivery-limit-0", "start_offset"): (2, 3, START_OFFSET),
     },
     "admin": {
-        ("describe_active", "share-admin-group", "group_epoch"): (3, 2, EPOCHS),
-        ("describe_active", "share-admin-group", "members", 0, "member_epoch"): (3, 2, EPOCHS),
-        ("describe_active", "share-admin-group", "target_assignment_epoch"): (3, 2, EPOCHS),
-        ("describe_empty", "share-admin-group", "group_epoch"): (4, 3, EPOCHS),
-        ("describe_empty", "share-admin-group", "target_assignment_epoch"): (4, 2, EPOCHS),
         ("offsets_active", "share-admin-0", "start_offset"): (0, 2, START_OFFSET),
         ("offsets_active", "share-admin-1", "start_offset"): (0, 2, START_OFFSET),
         ("offsets_altered", "share-admin-1", "start_offset"): (0, 2, START_OFFSET),

@@ -9,7 +9,7 @@ with javac's output.
 
     seen = run_pair(pair, "share")       # {"kafka": {scenario: ...}, "shoal": {scenario: ...}}, normalised
     compare(seen, "implicit")            # assert_same; fails if either side's scenario crashed
-    compare(seen, "admin", known={("describe", "group_epoch"): (3, 2, "entry in docs/kafka-differences.md")})
+    compare(seen, "admin", known={("offsets", "start_offset"): (0, 2, "entry in docs/kafka-differences.md")})
 """
 
 from __future__ import annotations
