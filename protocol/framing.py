@@ -113,8 +113,8 @@ def encode_response(correlation_id: int, header_version: int, body: bytes | memo
     raise ValueError(f"no response header version {header_version}")
 
 
-def encode_response_chunks(correlation_id: int, header_version: int, body: list[bytes | memoryview]
-                           ) -> list[bytes | memoryview]:
+def encode_response_chunks(correlation_id: int, header_version: int, body: list[bytes | bytearray | memoryview]
+                           ) -> list[bytes | bytearray | memoryview]:
     """A whole response frame as a list of buffers (see Codec.encode_chunks): size prefix and header, then the
     body's chunks as they are (a vectored write sends them; nothing is joined)."""
     return [encode_response_header(correlation_id, header_version, sum(len(c) for c in body)), *body]
@@ -149,7 +149,7 @@ def frame_size(buffer: bytes | bytearray | memoryview, max_size: int, pos: int =
     FrameSizeError for a size below 0 or above `max_size`."""
     if len(buffer) - pos < 4:
         return None
-    (size,) = _SIZE.unpack_from(buffer, pos)
+    size: int = _SIZE.unpack_from(buffer, pos)[0]
     if size < 0 or size > max_size:
         raise FrameSizeError(size, max_size)
     return size
@@ -203,7 +203,8 @@ class FrameSplitter:
         buf = self.buffer
         if len(buf) < 4:
             return 0
-        return max(0, 4 + _SIZE.unpack_from(buf, 0)[0] - len(buf))
+        size: int = _SIZE.unpack_from(buf, 0)[0]
+        return max(0, 4 + size - len(buf))
 
     def pop(self, size: int) -> bytes | memoryview:
         """Remove the first frame (of `size` bytes, whole) and return it without its prefix: the buffer itself
