@@ -36,7 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar, cast
 
 import structlog
 
@@ -62,6 +62,7 @@ log = structlog.get_logger(__name__)
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 Key = tuple[str, int]
+_T = TypeVar("_T")
 
 
 # --- which log, which range ---------------------------------------------------------------------------------------
@@ -166,7 +167,7 @@ class Worker(Protocol):
     async def begin(self, job: CleanJob) -> Plan: ...
     async def clean_group(self, index: int) -> GroupResult: ...
     async def end(self) -> None: ...
-    async def run(self, fn: Callable[..., Any], *args: Any) -> Any: ...
+    async def run(self, fn: Callable[..., _T], *args: Any) -> _T: ...
     def abort(self) -> None: ...
     def close(self) -> None: ...
 
@@ -188,7 +189,7 @@ class ProcessWorker:
     def __init__(self, name: str) -> None:
         self.name = name
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=name)
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._send: Connection | None = None
         self._recv: Connection | None = None
         self.starts = 0
@@ -208,7 +209,7 @@ class ProcessWorker:
         self.starts += 1
         log.info("log cleaner process started", worker=self.name, pid=proc.pid)
 
-    def _call(self, send: Connection, recv: Connection, message: tuple) -> Any:
+    def _call(self, send: Connection, recv: Connection, message: tuple[object, ...]) -> Any:
         try:
             send.send(message)
             answer = recv.recv()
@@ -222,28 +223,28 @@ class ProcessWorker:
             raise CleaningAborted(answer[2])
         raise _RemoteError(answer[1], answer[2])
 
-    async def _request(self, message: tuple) -> Any:
+    async def _request(self, message: tuple[object, ...]) -> Any:
         self._ensure()
         return await self._send_now(message)
 
-    async def _send_now(self, message: tuple) -> Any:
+    async def _send_now(self, message: tuple[object, ...]) -> Any:
         if self._send is None or self._recv is None:
             raise CleaningAborted("no cleaner process")
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self._call, self._send, self._recv, message)
 
     async def begin(self, job: CleanJob) -> Plan:
-        return await self._request(("begin", job))
+        return cast(Plan, await self._request(("begin", job)))  # the worker's answer, unpickled
 
     async def clean_group(self, index: int) -> GroupResult:
-        return await self._request(("clean", index))
+        return cast(GroupResult, await self._request(("clean", index)))
 
     async def end(self) -> None:
         """Drop the session (never starts a process: after an abort there is nothing to end)."""
         with contextlib.suppress(CleaningAborted, _RemoteError):
             await self._send_now(("end",))
 
-    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def run(self, fn: Callable[..., _T], *args: Any) -> _T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
     def abort(self) -> None:
@@ -285,7 +286,7 @@ class InlineWorker:
         if self._stop.is_set():
             raise CleaningAborted("stopped")
 
-    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def run(self, fn: Callable[..., _T], *args: Any) -> _T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
     async def begin(self, job: CleanJob) -> Plan:
@@ -343,8 +344,8 @@ class LogCleaner:
         self._in_progress: set[Key] = set()
         self._uncleanable: set[Key] = set()
         self._workers: list[Worker] = []
-        self._slots: list[asyncio.Task] = []
-        self._supervisor: asyncio.Task | None = None
+        self._slots: list[asyncio.Task[None]] = []
+        self._supervisor: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._closing = False
         self.stats = CleanerStats()

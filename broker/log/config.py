@@ -41,6 +41,12 @@ COMPRESSION_CODECS = {"uncompressed": codecs.NONE, "gzip": codecs.GZIP, "snappy"
 PRODUCER_CODEC = -1
 
 
+def _int(value: object) -> int:
+    """A topic config's int value, given as text or a number."""
+    number: int = int(value)  # type: ignore[call-overload]
+    return number
+
+
 @dataclass(frozen=True, slots=True)
 class LogConfig:
     segment_bytes: int = _default("segment.bytes")
@@ -87,12 +93,12 @@ class LogConfig:
     def from_topic_config(cls, values: Mapping[str, object], base: LogConfig | None = None) -> LogConfig:
         """Take the log settings out of effective topic configs (Kafka names, text or int values)."""
         base = base or cls()
-        changes: dict[str, object] = {attr: int(values[name])  # type: ignore[arg-type]
+        changes: dict[str, object] = {attr: _int(values[name])
                                       for name, attr in TOPIC_NAMES.items() if values.get(name) is not None}
         internal = values.get("internal.segment.bytes")
-        if internal not in (None, "") and int(internal) > 0:  # type: ignore[arg-type]
+        if internal not in (None, "") and _int(internal) > 0:
             # Kafka's test-only override (any int is accepted, as Kafka does; only a positive size is used)
-            changes["segment_bytes"] = int(internal)  # type: ignore[arg-type]
+            changes["segment_bytes"] = _int(internal)
         ratio = values.get("min.cleanable.dirty.ratio")
         if ratio is not None:
             changes["min_cleanable_ratio"] = float(ratio)  # type: ignore[arg-type]
