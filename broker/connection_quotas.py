@@ -39,7 +39,7 @@ def normalize_ip(address: str) -> str:
 
 class ConnectionQuotas:
     def __init__(self, setting: Callable[[str], Any] | None = None) -> None:
-        self._setting = setting or _DEFAULTS.__getitem__
+        self._setting: Callable[[str], Any] = setting or _DEFAULTS.__getitem__
         self.total = 0
         self.per_ip: Counter[str] = Counter()
         self._overrides_text: str | None = None
@@ -74,7 +74,7 @@ class ConnectionQuotas:
                 log.warning("cannot resolve a max.connections.per.ip.overrides host", host=host, error=str(err))
                 continue
             for info in infos:
-                resolved[normalize_ip(info[4][0])] = limit
+                resolved[normalize_ip(str(info[4][0]))] = limit  # an IP address's text for SOCK_STREAM
         self._overrides = resolved
 
     # --- accounting ----------------------------------------------------------------------------------------

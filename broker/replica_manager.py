@@ -44,7 +44,7 @@ from protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from broker.cluster.manager import TopicManager
     from broker.log.config import LogConfig
-    from broker.log.flusher import GroupCommitFlusher
+    from broker.log.flusher import Flushable, GroupCommitFlusher
     from broker.log.log_manager import LogManager
     from broker.log.partition_log import PartitionLog
     from broker.txn.markers import TxnPartitionVerifier
@@ -339,7 +339,7 @@ class ReplicaManager:
                *, allow_internal: bool = False,
                verified: dict[tuple[str, int], VerificationGuard | ProduceResult] | None = None,
                built: rec.BatchHeader | None = None,
-               ) -> tuple[ProduceResult, object | None]:
+               ) -> tuple[ProduceResult, PartitionLog | None]:
         """Validate and append one partition's batch. Returns the result and the log written (for fsync).
         `verified`: what `verify_transactional` answered for the request's partitions. `built`: the header of a
         batch a coordinator built itself (internal topics only), which is not parsed and checked again."""
@@ -354,9 +354,8 @@ class ReplicaManager:
             return ProduceResult(ErrorCode.INVALID_RECORD), None
         log_config = plog.config  # the topic's effective configs, kept current by the topic manager
         max_bytes = log_config.max_message_bytes
-        client = built is None or not allow_internal
         keyless: rec.KeylessRecordError | None = None
-        if not client:
+        if built is not None and allow_internal:
             header = built
             headers = [built]
             if len(records) > max_bytes:  # a coordinator's record too large for its topic: MESSAGE_TOO_LARGE
@@ -505,6 +504,8 @@ class ReplicaManager:
                 out[key] = ProduceResult(ErrorCode.INVALID_TXN_STATE, error_message=NOT_IN_TRANSACTION)
                 continue
             ask.setdefault((header.producer_id, header.producer_epoch), []).append(key)
+        if transactional_id is None:  # every transactional batch was answered above
+            return out
         for (pid, epoch), keys in ask.items():
             guards = {key: VerificationGuard(pid) for key in keys}
             for key, guard in guards.items():
@@ -543,7 +544,7 @@ class ReplicaManager:
                 keys.append((info.name, m.partition))
         await self.ensure_loaded(keys)
         codes: list[ErrorCode] = []
-        written: list[tuple[int, object]] = []
+        written: list[tuple[int, PartitionLog]] = []
         for i, m in enumerate(markers):
             code, plog = self.append_marker(m)
             codes.append(code)
@@ -619,7 +620,7 @@ class ReplicaManager:
         self._wake(*key)
         return ErrorCode.NONE, plog
 
-    async def make_durable(self, logs: Iterable[object]) -> None:
+    async def make_durable(self, logs: Iterable[Flushable | None]) -> None:
         """Wait until everything appended so far to `logs` is fsynced (group commit shares the fsyncs)."""
         unique = {id(plog): plog for plog in logs if plog is not None}
         if len(unique) == 1:  # a coordinator's write: no gather, no task
@@ -627,7 +628,7 @@ class ReplicaManager:
         elif unique:
             await asyncio.gather(*(self._flusher.sync(plog) for plog in unique.values()))
 
-    async def not_durable(self, logs: Iterable[object]) -> set[int]:
+    async def not_durable(self, logs: Iterable[Flushable | None]) -> set[int]:
         """As make_durable, but returns the ids of the logs whose flush failed instead of raising."""
         unique = {id(plog): plog for plog in logs if plog is not None}
         if not unique:
@@ -679,7 +680,7 @@ class ReplicaManager:
             # Kafka's read result for an error carries no offsets (-1: high watermark, LSO, log start offset)
             return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE)
         data = b""
-        aborted = [] if read_committed else None
+        aborted: list[AbortedTxn] | None = [] if read_committed else None
         upper = lso if read_committed else hw
         if offset < upper:
             try:

@@ -40,7 +40,7 @@ import struct
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 import structlog
 
@@ -111,14 +111,15 @@ class KafkaConnection(asyncio.Protocol):
 
     # --- transport callbacks -------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport  # type: ignore[assignment]
+        stream = cast(asyncio.Transport, transport)  # a stream server's connection
+        self._transport = stream
         peername = transport.get_extra_info("peername")
         self.info.peer = _address(peername)
         if isinstance(peername, tuple) and peername:
             self.info.host = str(peername[0])
         self.info.local = _address(transport.get_extra_info("sockname"))
         # pause_writing() above the bound; resume_writing() once the client has read most of it.
-        self._transport.set_write_buffer_limits(high=self._max_unsent, low=self._max_unsent // 4)
+        stream.set_write_buffer_limits(high=self._max_unsent, low=self._max_unsent // 4)
         security = self._security
         if security.certificate_principal is not None:  # the TLS handshake is done when connection_made runs
             self.info.principal = security.certificate_principal(transport.get_extra_info("peercert"))

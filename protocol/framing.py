@@ -51,7 +51,7 @@ def response_header_version(api_key: int, api_version: int) -> int:
     return 1 if _flexible(api_key, api_version) else 0
 
 
-def decode_request_header(frame: bytes | memoryview) -> tuple[RequestHeader, int]:
+def decode_request_header(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, int]:
     """Decode the header at the start of `frame`; return it and the offset of the body.
 
     An unknown api key is decoded as header v1 (its tagged fields, if any, are not parsed); the
@@ -68,7 +68,7 @@ def decode_request_header(frame: bytes | memoryview) -> tuple[RequestHeader, int
     return header, offset
 
 
-def _decode_common_header(frame: bytes | memoryview) -> tuple[RequestHeader, int] | None:
+def _decode_common_header(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, int] | None:
     """The header every request on the hot path has (a client id, no header tags), read with one struct call.
 
     The generated codec costs several microseconds per request; anything unusual (null client id, header
@@ -104,7 +104,7 @@ def encode_request(header: RequestHeader, body: bytes) -> bytes:
     return _SIZE.pack(len(head) + len(body)) + head + body
 
 
-def encode_response(correlation_id: int, header_version: int, body: bytes | memoryview) -> bytes:
+def encode_response(correlation_id: int, header_version: int, body: bytes | bytearray | memoryview) -> bytes:
     """A whole response frame: size prefix, header v0 (correlation id) or v1 (+ empty tagged fields)."""
     if header_version == 0:
         return _SIZE_CORR.pack(4 + len(body), correlation_id) + body
