@@ -32,6 +32,7 @@ from broker.cluster.topics import (
 )
 from broker.log.dir_failure import KafkaStorageError
 from broker.log.log_manager import delete_logs
+from broker.log.partition_log import PartitionLog
 from protocol.errors import ErrorCode
 
 log = structlog.get_logger(__name__)
@@ -299,7 +300,9 @@ class TopicManager:
         config = self._config.log_config(plan.configs)
         await self._with_new_logs([((name, p), config) for p in range(plan.num_partitions)], entries)
         log.info("topic created", topic=name, topic_id=str(topic_id), partitions=plan.num_partitions)
-        return self.registry.get(name)
+        info = self.registry.get(name)
+        assert info is not None  # applied by the commit above
+        return info
 
     async def _with_new_logs(self, logs: list[tuple[tuple[str, int], object]], entries: list[tuple[int, dict]]) -> None:
         """Create the partition logs (worker threads), then journal `entries`; undo the logs if either fails."""
@@ -322,7 +325,8 @@ class TopicManager:
 
     async def delete_topic(self, *, name: str | None, topic_id: uuid.UUID | None) -> TopicInfo:
         async with self._changes:
-            info = self.registry.get(name) if name is not None else self.registry.by_id(topic_id)
+            info = self.registry.get(name) if name is not None else \
+                self.registry.by_id(topic_id) if topic_id is not None else None
             if info is None:
                 if name is not None:
                     raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -332,7 +336,7 @@ class TopicManager:
                 raise TopicError(ErrorCode.INVALID_REQUEST, f"Topic {info.name} is internal and cannot be deleted.")
             if not self._config.get("delete.topic.enable"):
                 raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
-            detached = []
+            detached: list[PartitionLog] = []
 
             def forget() -> None:  # in the loop step that applies the removal
                 detached.extend(plog for p in range(info.num_partitions)
@@ -413,7 +417,7 @@ class TopicManager:
                                                    "next_producer_id": next_unreserved})])
 
     async def commit_records(self, entries: list[tuple[int, dict]], *, batch: bytes | None = None,
-                             then: Callable[[], None] | None = None) -> None:
+                             then: Callable[[], object] | None = None) -> None:
         """Journal `entries` (`batch` is their encoding if already made), fsynced in a worker thread, then apply
         them and call `then()` in the same loop step (see MetadataJournal.commit: in call order, each after its
         fsync). Raises TopicError(KAFKA_STORAGE_ERROR), nothing applied, if the journal cannot be written (a

@@ -61,7 +61,7 @@ def _json(body: Any, status: int = 200) -> web.Response:
                                                            "X-Content-Type-Options": "nosniff"})
 
 
-def _decode_tail(data: bytes, partition: int, keep: int) -> list[dict[str, Any]]:
+def _decode_tail(data: bytes | memoryview, partition: int, keep: int) -> list[dict[str, Any]]:
     """The last `keep` data records of `data` (whole batches) with their DLQ context headers (`__dlq.` ones: a copied
     record's own headers, keys and values are the application's data and are not shown, only their sizes)."""
     out: list[dict[str, Any]] = []

@@ -65,6 +65,7 @@ async def handle_metadata(ctx: RequestContext, req) -> dict:
     auto_create = (req.get("allow_auto_topic_creation", True) if version >= 4 else True) and topics.auto_create_enabled
 
     entries: list[dict] = []
+    info: TopicInfo | None
     if all_topics:
         # As Kafka: topics the client may not DESCRIBE are left out, not reported.
         pacer = Pacer()
@@ -98,7 +99,7 @@ async def handle_metadata(ctx: RequestContext, req) -> dict:
                 entries.append(error_entry(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, topic_id))
             else:
                 entries.append(topic_entry(node.node_id, info))
-        missing = []
+        missing: list[str] = []
         for name in names:
             if not _describable(ctx, name):
                 # Whether the topic exists is not disclosed.

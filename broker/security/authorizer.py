@@ -115,6 +115,7 @@ class Authorizer:
 
     def apply(self, record_type: int, value) -> None:
         self.version += 1
+        acl: AclBinding | None
         if record_type == ACCESS_CONTROL_ENTRY_RECORD:
             acl = binding_from_record(value)
             acl_id = value["id"]
@@ -237,8 +238,8 @@ class Authorizer:
         Authorizer.authorizeByResourceType: an ALLOW (LITERAL or PREFIXED) not dominated by a DENY."""
         if self.authorize(principal, host, operation, resource_type, "hardcode"):
             return True
-        deny = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
-        allow = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
+        deny: dict[PatternType, set[str]] = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
+        allow: dict[PatternType, set[str]] = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
         for acl in self._by_id.values():
             if acl.resource_type != resource_type:
                 continue

@@ -192,7 +192,7 @@ class SecurityManager:
             protocol = config.security_protocol(name)
             context = None
             if protocol in ("SSL", "SASL_SSL"):
-                context = tls.server_context(lambda key, name=name: config.listener_value(name, key), name)
+                context = tls.server_context(functools.partial(config.listener_value, name), name)
             authenticator = None
             if protocol.startswith("SASL_"):
                 authenticator = functools.partial(

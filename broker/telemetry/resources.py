@@ -5,7 +5,7 @@ handed to the ClientMetricsManager once applied, so a change takes effect at onc
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from broker.cluster.topics import CLIENT_METRICS_RESOURCE, CONFIG_RECORD
 from broker.telemetry import subscriptions as sub
@@ -53,7 +53,7 @@ class ClientMetricsResources:
         """As Kafka 4.4's ConfigHelper: the three configs of a subscription (none or empty `keys`: all), a set one
         with its value as Kafka prints it and source CLIENT_METRICS_CONFIG (itself its synonym), the others with
         their defaults; an unknown subscription has only defaults."""
-        result = {"error_code": 0, "error_message": "", "resource_type": CLIENT_METRICS_RESOURCE,
+        result: dict[str, Any] = {"error_code": 0, "error_message": "", "resource_type": CLIENT_METRICS_RESOURCE,
                   "resource_name": name, "configs": []}
         if not name:
             return {**result, "error_code": int(ErrorCode.INVALID_REQUEST),
