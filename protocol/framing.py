@@ -129,7 +129,7 @@ def encode_response_header(correlation_id: int, header_version: int, body_size: 
     raise ValueError(f"no response header version {header_version}")
 
 
-def decode_response_header(frame: bytes | memoryview, header_version: int) -> tuple[int, int]:
+def decode_response_header(frame: bytes | bytearray | memoryview, header_version: int) -> tuple[int, int]:
     """(correlation_id, body offset) of a response frame without its size prefix."""
     value, offset = message_codec("ResponseHeader", header_version).decode_prefix(frame)
     return value.correlation_id, offset

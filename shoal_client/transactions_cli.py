@@ -320,8 +320,8 @@ class TransactionsService:
         hanging = []
         for tp, p in candidates:
             tid = tids.get(p.producer_id)
-            d = descriptions.get(tid) if tid is not None else None
-            if d is None or d.error_code != 0 or tp not in d.topic_partitions:
+            described = descriptions.get(tid) if tid is not None else None
+            if described is None or described.error_code != 0 or tp not in described.topic_partitions:
                 hanging.append((tp, p))
         return hanging
 
