@@ -110,7 +110,7 @@ class DeadLetterQueue:
             result, plog = replicas.append(info, dlq_partition, batch, allow_internal=False)
             if result.error != ErrorCode.NONE:
                 self._warn(group, name, "DLQ write refused; records archived without a DLQ copy",
-                           error=result.error.name, message=result.error_message)
+                           error=result.error.name, error_message=result.error_message)
                 self.skipped[group] = self.skipped.get(group, 0) + count
                 return
             logs.append(plog)
