@@ -132,7 +132,7 @@ def check_update(features: Features, node_id: int, name: str, level: int, upgrad
     if name not in features.supported or not lo <= level <= hi:
         what = f"Local controller {node_id}"
         return invalid(f"{what} does not support this feature." if hi == 0 else
-                       f"{what} only supports versions [{lo}-{hi}]")
+                       f"{what} only supports versions {lo}-{hi}")
     current = features.level(name)
     if level < current and upgrade_type == UPGRADE:
         return invalid("Can't downgrade the version of this feature without setting the upgrade type to either safe "
