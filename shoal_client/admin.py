@@ -212,7 +212,7 @@ class ShareGroupAdmin(AdminClient):
             if resp.error_code != 0:
                 raise AdminError(resp.error_code, f"ListGroups: {error_name(resp.error_code)}")
             out.update((g.group_id, g.group_state) for g in resp.groups)
-        return sorted(out.items())
+        return list(out.items())  # in the brokers' order, as Kafka's admin client gives them
 
     def describe_share_group(self, group_id: str) -> ShareGroupDescription:
         node, conn = self._coordinator_conn(group_id)

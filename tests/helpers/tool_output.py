@@ -93,12 +93,16 @@ def outcome(pair: Iterable[Target], runs: Mapping[str, Mapping[str, Any]],
     across the runs of a broker: {broker: {label: {"exit", "stdout", "stderr"}}}, for assert_same.
     `shape(label, normalised)` post-processes one run's output (e.g. drops what a comparison leaves out);
     `names` adds {broker: {text: replacement}}."""
-    out: dict[str, dict[str, Any]] = {}
-    for target in pair:
-        norm = ToolOutput(target, (names or {}).get(target.name))
-        seen = {label: norm.run(run) for label, run in runs[target.name].items()}
-        out[target.name] = {label: shape(label, value) if shape else value for label, value in seen.items()}
-    return out
+    return {target.name: normalised(target, runs[target.name], shape, (names or {}).get(target.name))
+            for target in pair}
+
+
+def normalised(target: Target, runs: Mapping[str, Any], shape: Callable[[str, dict[str, Any]], Any] | None = None,
+               names: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """One broker's runs ({label: run}) normalised, as `outcome` does for each broker."""
+    norm = ToolOutput(target, names)
+    seen = {label: norm.run(run) for label, run in runs.items()}
+    return {label: shape(label, value) if shape else value for label, value in seen.items()}
 
 
 def table(lines: list[list[str]]) -> list[list[str]]:

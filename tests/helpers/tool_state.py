@@ -61,7 +61,7 @@ def offsets_topic(client: RawClient) -> None:
     def found() -> bool:
         r = client.call(FIND_COORDINATOR, 4, {"key": "", "key_type": 0, "coordinator_keys": ["tool-state"]})
         return r.coordinators[0].error_code == 0
-    wait_until(found, 60, "the group coordinator")
+    wait_until(found, 120, "the group coordinator")
 
 
 def json_file(directory: Path, name: str, content: object) -> str:
