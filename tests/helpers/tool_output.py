@@ -28,9 +28,9 @@ _FRAME = re.compile(r"^\s+(at \S|\.\.\. \d+ more$)")
 _LOG_TIME = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\]")
 _HOST_PORT = re.compile(r"(?<![\w.])(127\.0\.0\.1|localhost):\d{2,5}\b")
 _UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
-# Kafka's Uuid.toString(): 16 bytes, URL-safe base64 without padding. A word of 22 such characters that mixes
-# cases; plain words and our base names (lower case) never look like that.
-_KAFKA_ID = re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{22}(?![A-Za-z0-9_-])")
+# Kafka's Uuid.toString(): 16 bytes, URL-safe base64 without padding (librdkafka's member ids: standard base64).
+# A word of 22 such characters that mixes cases; plain words and our base names (lower case) never look like that.
+_KAFKA_ID = re.compile(r"(?<![A-Za-z0-9_+/-])[A-Za-z0-9_+/-]{22}(?![A-Za-z0-9_+/-])")
 _DATETIME = re.compile(r"\b\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:?\d\d)?\b")
 _EPOCH_MS = re.compile(r"(?<![\w.-])1[7-9]\d{11}(?![\w.])")
 
