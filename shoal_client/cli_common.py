@@ -27,6 +27,9 @@ class UsageError(Exception):
 
 class ToolParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # argparse exits 2; Kafka's tools exit 1
+        missing = "the following arguments are required: "
+        if message.startswith(missing):  # in argparse4j's words, as Kafka's tools say it: the first one missing
+            message = f"argument {message.removeprefix(missing).split(', ')[0]} is required"
         raise UsageError(message)
 
 
@@ -68,6 +71,40 @@ def kafka_exception(code: int) -> str:
         words = error.name.removesuffix("_EXCEPTION").split("_")
         name = "".join(w.capitalize() for w in words) + "Exception"
     return f"org.apache.kafka.common.errors.{name}"
+
+
+# Kafka's own message for an error code (org.apache.kafka.common.protocol.Errors), which its admin client's
+# exceptions carry when the broker sent none; the codes Shoal's tools may meet.
+_MESSAGES = {
+    ErrorCode.UNKNOWN_SERVER_ERROR: "The server experienced an unexpected error when processing the request.",
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: "For requests intended only for the leader, this error indicates that the "
+                                      "broker is not the current leader. For requests intended for any replica, "
+                                      "this error indicates that the broker is not a replica of the topic partition.",
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: "The coordinator is loading and hence can't process requests.",
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
+    ErrorCode.NOT_COORDINATOR: "This is not the correct coordinator.",
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+    ErrorCode.INVALID_TXN_STATE: "The producer attempted a transactional operation in an invalid state.",
+    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "Transactional Id authorization failed.",
+    ErrorCode.TRANSACTIONAL_ID_NOT_FOUND: "The transactionalId could not be found.",
+    ErrorCode.INVALID_PRODUCER_EPOCH: "Producer attempted to produce with an old epoch.",
+    ErrorCode.PRODUCER_FENCED: "There is a newer producer with the same transactionalId which fences the current "
+                               "one.",
+    ErrorCode.GROUP_ID_NOT_FOUND: "The group id does not exist.",
+    ErrorCode.NON_EMPTY_GROUP: "The group is not empty.",
+}
+
+
+def kafka_message(code: int) -> str:
+    """Kafka's message for an error code (its name where this table has none)."""
+    try:
+        error = ErrorCode(code)
+    except ValueError:
+        return f"Unexpected error code: {code}."
+    return _MESSAGES.get(error, error.name)
 
 
 def kafka_error(code: int, message: str | None) -> str:
