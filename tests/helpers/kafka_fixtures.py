@@ -18,6 +18,7 @@ it used.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -97,6 +98,16 @@ def _start_cluster(config: pytest.Config, root, size: int, overrides) -> KafkaCl
     run = config.stash[_RUN]
     run.ensure_watchdog()  # a worker dying mid-test leaves its cluster to the watchdog
     return KafkaCluster(root, size, overrides=overrides, registry=run.procs).start()
+
+
+@pytest.fixture(scope="session")
+def kafka_registry(request: pytest.FixtureRequest) -> Path:
+    """The run's record of Kafka JVMs (pid_registry) for a test that starts a KafkaNode of its own
+    (`start_single(..., registry=kafka_registry)`): the watchdog stops them if the run dies first."""
+    _require_kafka()
+    run = request.config.stash[_RUN]
+    run.ensure_watchdog()
+    return run.procs
 
 
 @pytest.fixture(scope="module")

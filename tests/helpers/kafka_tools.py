@@ -142,13 +142,15 @@ def on_pair(pair: Pair, script: Callable[[Target], Mapping[str, Tool]]) -> dict[
 
 
 def command_config(directory: Path, target: Target, user: str = "admin", mechanism: str = "SCRAM-SHA-512") -> str:
-    """A --command-config file reaching `target` (over SASL/SCRAM as `user` on a SASL target); its path."""
+    """A --command-config file reaching `target` (over SASL/SCRAM as `user` on a SASL target); its path, under
+    `directory`/`target.name` (tools that echo their arguments print it: map that directory to one name)."""
     lines = []
     if target.security == "SASL_PLAINTEXT":
         password = target.users[user]
         lines += ["security.protocol=SASL_PLAINTEXT", f"sasl.mechanism={mechanism}",
                   "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
                   f'username="{user}" password="{password}";']
-    path = Path(directory) / f"{target.name}-{user}-{mechanism}.properties"
+    path = Path(directory) / target.name / f"{user}-{mechanism}.properties"  # the same name for each broker
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
     return str(path)
