@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from tests.helpers.differential import Pair, Target, assert_same, known_difference
+from tests.helpers.differential import KAFKA, SHOAL, Pair, Target, assert_same, known_difference
 from tests.helpers.kafka_tools import on_pair, tool
 from tests.helpers.tool_output import outcome
 from tests.helpers.tool_state import BASE_TIMESTAMP, create_topic, json_file, offsets_topic, produce
@@ -193,6 +193,8 @@ def test_kafka_configs(pair: Pair) -> None:
             "group, bad value": configs("--alter", *groups, "--add-config", "consumer.session.timeout.ms=1"),
             "group, unknown": configs("--alter", *groups, "--add-config", "consumer.no.such=1"),
             "group, describe": configs("--describe", *groups),
+            "group, describe all": configs("--describe", *groups, "--all"),
+            "topic, describe all": configs("--describe", *topics, "--all"),
             "client metrics, add": configs("--alter", "--entity-type", "client-metrics", "--entity-name", metrics,
                                            "--add-config", "interval.ms=5000,metrics=org.apache.kafka.producer"),
             "client metrics, describe": configs("--describe", "--entity-type", "client-metrics", "--entity-name",
@@ -247,6 +249,31 @@ def test_kafka_configs(pair: Pair) -> None:
         for label in synonyms[side]:
             for line in seen[side][label]["stdout"][1:]:
                 del line[2:]
+    # --all: the configs only one broker has (Kafka's tiered storage, replication throttles and newer group
+    # features: see "Topics and configs"); of those both have, the values are compared
+    only = {}
+    for side in seen:
+        for label in ("topic, describe all", "group, describe all"):
+            lines = seen[side][label]["stdout"]
+            seen[side][label]["stdout"] = {line[0].split("=")[0]: line[0] for line in lines[1:]}
+    for label in ("topic, describe all", "group, describe all"):
+        names = {side: set(seen[side][label]["stdout"]) for side in seen}
+        only[label] = {side: sorted(names[side] - names[other]) for side, other in ((KAFKA, SHOAL), (SHOAL, KAFKA))}
+        for side in seen:
+            seen[side][label]["stdout"] = {k: v for k, v in seen[side][label]["stdout"].items()
+                                           if k in names[KAFKA] & names[SHOAL]}
+    known_difference({side: {label: only[label][side] for label in only} for side in seen}, kafka={
+        "topic, describe all": ["follower.replication.throttled.replicas", "leader.replication.throttled.replicas",
+                                "local.retention.bytes", "local.retention.ms", "max.decompressed.message.bytes",
+                                "remote.copy.lag.bytes", "remote.copy.lag.ms", "remote.log.copy.disable",
+                                "remote.log.delete.on.disable", "remote.storage.enable"],
+        "group, describe all": ["consumer.assignment.interval.ms", "share.assignment.interval.ms",
+                                "streams.assignment.interval.ms", "streams.assignor.name",
+                                "streams.heartbeat.interval.ms", "streams.initial.rebalance.delay.ms",
+                                "streams.num.standby.replicas", "streams.rack.aware.assignment.tags",
+                                "streams.session.timeout.ms"]},
+        shoal={"topic, describe all": [], "group, describe all": []},
+        reason="DescribeConfigs: the configs Shoal does not have")
     # Kafka lists each of its log4j loggers, Shoal its one (docs/kafka-differences.md, "Broker loggers")
     loggers = {side: [line[0] for line in seen[side].pop("broker logger, describe")["stdout"][1:]] for side in seen}
     known_difference({side: ("root=INFO" in names, len(names) > 50) for side, names in loggers.items()},
