@@ -24,6 +24,7 @@ from tests.helpers.waiting import wait_until
 pytestmark = pytest.mark.integration
 
 METADATA = 3
+REFUSED = "org.apache.kafka.common.errors.InvalidConfigurationException:"
 
 
 def naming(lines: list[list[str]], *bases: str) -> list[list[str]]:
@@ -166,12 +167,14 @@ def test_kafka_configs(pair: Pair) -> None:
                                       t.unique("tool-missing")),
             "topic, alter missing": configs("--alter", "--entity-type", "topics", "--entity-name",
                                             t.unique("tool-missing"), "--add-config", "retention.ms=1"),
-            "broker, add": configs("--alter", "--entity-type", "brokers", "--entity-name", "1", "--add-config",
-                                   "log.cleaner.threads=2"),
+            # the shared Kafka is not reconfigured broker-wide: a describe, and alterations both refuse
             "broker, describe": configs("--describe", "--entity-type", "brokers", "--entity-name", "1"),
-            "broker, delete": configs("--alter", "--entity-type", "brokers", "--entity-name", "1",
-                                      "--delete-config", "log.cleaner.threads"),
-            "broker, describe after": configs("--describe", "--entity-type", "brokers", "--entity-name", "1"),
+            "broker, unknown config": configs("--alter", "--entity-type", "brokers", "--entity-name", "1",
+                                              "--add-config", "tool.test.no.such.config=1"),
+            "broker, describe the unknown config": configs("--describe", "--entity-type", "brokers",
+                                                           "--entity-name", "1"),
+            "broker, delete the unknown config": configs("--alter", "--entity-type", "brokers", "--entity-name",
+                                                         "1", "--delete-config", "tool.test.no.such.config"),
             "broker, static config": configs("--alter", "--entity-type", "brokers", "--entity-name", "1",
                                              "--add-config", "log.dirs=/tmp/x"),
             "broker, unknown broker": configs("--describe", "--entity-type", "brokers", "--entity-name", "7"),
@@ -274,6 +277,21 @@ def test_kafka_configs(pair: Pair) -> None:
                                 "streams.session.timeout.ms"]},
         shoal={"topic, describe all": [], "group, describe all": []},
         reason="DescribeConfigs: the configs Shoal does not have")
+    # a broker config Kafka does not know: Kafka takes it (a plugin's, perhaps) and describes it as sensitive;
+    # Shoal refuses it (see "Topics and configs")
+    unknown = ("broker, unknown config", "broker, describe the unknown config", "broker, delete the unknown config")
+    known_difference({side: [(seen[side][label]["exit"], seen[side][label]["stdout"][1:] or
+                              [line[-5:] for line in seen[side][label]["stderr"][1:2]]) for label in unknown]
+                      for side in seen},
+                     kafka=[(0, []), (0, [["tool.test.no.such.config=null", "sensitive=true",
+                                           "synonyms={DYNAMIC_BROKER_CONFIG:tool.test.no.such.config=null}"]]),
+                            (0, [])],
+                     shoal=[(1, [[REFUSED, "Unknown", "broker", "config", "tool.test.no.such.config"]]), (0, []),
+                            (1, [[REFUSED, "Unknown", "broker", "config", "tool.test.no.such.config"]])],
+                     reason="DescribeConfigs: a broker config Kafka does not know")
+    for side in seen:
+        for label in unknown:
+            del seen[side][label]
     # Kafka lists each of its log4j loggers, Shoal its one (docs/kafka-differences.md, "Broker loggers")
     loggers = {side: [line[0] for line in seen[side].pop("broker logger, describe")["stdout"][1:]] for side in seen}
     known_difference({side: ("root=INFO" in names, len(names) > 50) for side, names in loggers.items()},
@@ -301,7 +319,9 @@ def test_kafka_client_metrics(pair: Pair) -> None:
             "alter interval": cm("--alter", "--name", name, "--interval", "20000"),
             "alter, empty metrics": cm("--alter", "--name", name, "--metrics", ""),
             "describe after": cm("--describe", "--name", name),
-            "only an interval": cm("--alter", "--name", missing, "--interval", "1000"),
+            # every subscription matches no client of the shared Kafka (other tests' telemetry), and is deleted
+            "only an interval": cm("--alter", "--name", missing, "--interval", "1000", "--match",
+                                   "client_id=tool-cm-nobody"),
             "describe, only an interval": cm("--describe", "--name", missing),
             "list": cm("--list"),
             "describe all": cm("--describe"),
@@ -309,11 +329,13 @@ def test_kafka_client_metrics(pair: Pair) -> None:
             "bad regex": cm("--alter", "--name", name, "--match", "client_id=(a"),
             "interval too short": cm("--alter", "--name", name, "--interval", "10"),
             "interval too long": cm("--alter", "--name", name, "--interval", "3600001"),
-            "generated name": cm("--alter", "--generate-name", "--interval", "10000"),
+            "generated name": cm("--alter", "--generate-name", "--interval", "10000", "--match",
+                                 "client_id=tool-cm-nobody"),
             "no name": cm("--alter", "--interval", "10000"),
             "delete": cm("--delete", "--name", name),
             "describe deleted": cm("--describe", "--name", name),
             "delete missing": cm("--delete", "--name", t.unique("tool-cm-never")),
+            "delete the other": cm("--delete", "--name", missing),
         }
 
     def shape(label: str, seen: dict) -> dict:
@@ -328,7 +350,12 @@ def test_kafka_client_metrics(pair: Pair) -> None:
             seen["stdout"] = sorted(b for b in blocks if naming(b[:1], "tool-cm", "tool-cm-none"))
         return seen
 
-    assert_same(outcome(pair, on_pair(pair, script), shape), "kafka-client-metrics")
+    runs = on_pair(pair, script)
+    generated = {side: re.search(r"config for (\S+)\.", runs[side]["generated name"].stdout) for side in runs}
+    runs_after = on_pair(pair, lambda t: {"delete the generated one": tool(
+        "kafka-client-metrics", "--bootstrap-server", t.bootstrap, "--delete", "--name", generated[t.name].group(1))})
+    assert_same(outcome(pair, {side: {**runs[side], **runs_after[side]} for side in runs}, shape),
+                "kafka-client-metrics")
 
 
 # ------------------------------------------------------------- kafka-get-offsets, kafka-delete-records, log dirs

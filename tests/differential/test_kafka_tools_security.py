@@ -56,6 +56,7 @@ def test_kafka_acls_and_scram_credentials(sasl_pair: Pair, tmp_path: Path) -> No
         prefix, group, user = t.unique("tool-acl-pfx"), t.unique("tool-acl-group"), t.unique("tool-acl-user")
         topic = f"{prefix}-topic"  # the prefixed ACL's pattern matches it
         carol, dave = t.unique("User:carol"), t.unique("User:dave")  # principals no other test's ACLs name
+        tx = t.unique("tool-acl-tx")
 
         def acls(*args: str) -> object:
             return tool("kafka-acls", *b, *args)
@@ -76,7 +77,7 @@ def test_kafka_acls_and_scram_credentials(sasl_pair: Pair, tmp_path: Path) -> No
             "add, cluster": acls("--add", "--allow-principal", dave, "--operation", "IdempotentWrite",
                                  "--cluster"),
             "add, transactional id": acls("--add", "--allow-principal", dave, "--operation", "Write",
-                                          "--transactional-id", t.unique("tool-acl-tx")),
+                                          "--transactional-id", tx),
             "list, a topic": acls("--list", "--topic", topic),
             "list, a principal": acls("--list", "--principal", carol),
             "list, prefixed": acls("--list", "--topic", prefix, "--resource-pattern-type", "prefixed"),
@@ -103,6 +104,14 @@ def test_kafka_acls_and_scram_credentials(sasl_pair: Pair, tmp_path: Path) -> No
             "scram, delete what is not there": configs("--alter", *scram, "--delete-config", "SCRAM-SHA-256"),
             "scram, as alice": tool("kafka-configs", "--bootstrap-server", t.bootstrap, "--command-config", alice,
                                     "--describe", *scram),
+            # what this test granted, removed (the shared Kafka's ACLs are every SASL test's)
+            "remove, a topic's": acls("--remove", "--force", "--topic", topic),
+            "remove, a group's": acls("--remove", "--force", "--group", group),
+            "remove, a prefix's": acls("--remove", "--force", "--topic", prefix, "--resource-pattern-type",
+                                       "prefixed"),
+            "remove, the cluster's": acls("--remove", "--force", "--allow-principal", dave, "--cluster"),
+            "remove, a transactional id's": acls("--remove", "--force", "--transactional-id", tx),
+            "list, all removed": acls("--list", "--principal", carol),
             "delegation tokens, disabled": tool("kafka-delegation-tokens", *b, "--create", "--max-life-time-period",
                                                 "-1"),
             "delegation tokens, describe, disabled": tool("kafka-delegation-tokens", *b, "--describe"),
