@@ -6,7 +6,9 @@ The same groups are set up on both brokers with raw requests (share-group member
 records) and a KIP-848 consumer kept alive while the tools look. Kafka's tool runs against both brokers (one JVM per
 broker, tests/helpers/kafka_tools.py); `shoal-share-groups` (the console script, from this checkout) runs the same
 command lines against both brokers and must print what kafka-share-groups prints there: the same columns, rows,
-order and messages. Commands that change a group run against copies of it, one per tool.
+order and messages. Commands that change a group run against copies of it, one per tool. `--describe --all-groups`
+is not compared: on the run's shared Kafka, other tests' groups come and go between the listing and the describing
+(Shoal's tool's --all-groups is tested in tests/integration/test_share_groups_cli.py).
 """
 
 from __future__ import annotations
@@ -101,7 +103,6 @@ class ShareState:
             "describe, verbose": ["--describe", "--group", active, "--verbose"],
             "describe, offsets verbose": ["--describe", "--group", empty, "--offsets", "--verbose"],
             "describe, two groups": ["--describe", "--group", empty, "--group", active],
-            "describe, all groups": ["--describe", "--all-groups", "--state"],
             "members": ["--describe", "--group", active, "--members"],
             "members, verbose": ["--describe", "--group", active, "--members", "--verbose"],
             "members of an empty group": ["--describe", "--group", empty, "--members"],
@@ -181,9 +182,6 @@ def kafka_tool(args: Callable[[Target], Mapping[str, Sequence[str]]]) -> Callabl
 def share_shape(label: str, seen: dict) -> dict:
     if label.startswith("list"):
         seen["stdout"] = ours(seen["stdout"], *SHARE_BASES)
-    if label == "describe, all groups":  # every group's block: ours only, without the blank lines between them
-        seen["stdout"] = [line for line in ours(seen["stdout"], *SHARE_BASES) if line]
-        seen["stderr"] = [line for line in ours(seen["stderr"], *SHARE_BASES) if line]
     return seen
 
 
@@ -241,7 +239,7 @@ def test_kafka_share_groups(pair: Pair, tmp_path: Path) -> None:
     seen = outcome(pair, {side: {**theirs[side], **changed_theirs[side]} for side in theirs}, by_partition)
     pin_share_epochs(seen)
     for side in seen:
-        for label in ("list", "list, states", "list, two states in any case", "describe, all groups"):
+        for label in ("list", "list, states", "list, two states in any case"):
             seen[side][label]["stdout"].sort()  # the group coordinator's order: a hash map's in Kafka
     assert_same(seen, "kafka-share-groups")
 
