@@ -72,7 +72,8 @@ class TxnState:
                                              "--broker-id", "1"],
             "describe-producers, no producer": ["describe-producers", "--topic", topic, "--partition", "2",
                                                 "--broker-id", "1"],
-            "find-hanging, a broker": ["find-hanging", "--broker-id", "1"],
+            # a broker's replicas of one topic: other tests' topics come and go while the tool scans them
+            "find-hanging, a broker": ["find-hanging", "--broker-id", "1", "--topic", topic],
             "find-hanging, a topic, no bound": ["find-hanging", "--topic", topic, "--max-transaction-timeout", "0"],
             "find-hanging, a partition": ["find-hanging", "--topic", topic, "--partition", "0"],
             "find-hanging, no scope": ["find-hanging"],
