@@ -48,7 +48,6 @@ def _sum(now: int, duration: int) -> int:
     return LONG_MAX if now > LONG_MAX - duration else now + duration
 
 
-
 def new_token_id() -> str:
     """A token id as Kafka makes one (Uuid.randomUuid().toString()): 16 random bytes in URL-safe base64 without
     padding, 22 characters, never starting with '-'. It is the SCRAM user name a client logs in with."""
@@ -56,6 +55,7 @@ def new_token_id() -> str:
         text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         if not text.startswith("-"):
             return text
+
 
 @dataclass(frozen=True, slots=True)
 class TokenInfo:

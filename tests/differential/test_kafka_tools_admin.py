@@ -15,8 +15,8 @@ import re
 
 import pytest
 
-from tests.helpers.differential import KAFKA, SHOAL, Pair, Target, assert_same, known_difference
-from tests.helpers.kafka_tools import on_pair, tool
+from tests.helpers.differential import Pair, Target, assert_same, known_difference
+from tests.helpers.kafka_tools import barrier, on_pair, tool
 from tests.helpers.tool_output import outcome
 from tests.helpers.tool_state import BASE_TIMESTAMP, create_topic, json_file, offsets_topic, produce
 from tests.helpers.waiting import wait_until
@@ -86,6 +86,7 @@ def test_kafka_topics(pair: Pair) -> None:
                                            "--config", "no.such.config=1"),
             "create, replica assignment": tool("kafka-topics", *b, "--create", "--topic", made,
                                                "--replica-assignment", "1,1"),
+            "barrier, after creating": barrier(t),
             "describe": tool("kafka-topics", *b, "--describe", "--topic", topic),
             "describe, regex": tool("kafka-topics", *b, "--describe", "--topic", f"{topic[:-4]}.*"),
             "describe, missing": tool("kafka-topics", *b, "--describe", "--topic", t.unique("tool-missing")),
@@ -96,6 +97,7 @@ def test_kafka_topics(pair: Pair) -> None:
             "alter, same partitions": tool("kafka-topics", *b, "--alter", "--topic", topic, "--partitions", "5"),
             "alter, missing topic": tool("kafka-topics", *b, "--alter", "--topic", t.unique("tool-missing"),
                                          "--partitions", "5"),
+            "barrier, after altering": barrier(t),
             "describe after alter": tool("kafka-topics", *b, "--describe", "--topic", topic),
             # over every topic of ours (a regex): other tests' topics come and go between the tool's listing and
             # its describing
@@ -149,6 +151,8 @@ def test_kafka_topics(pair: Pair) -> None:
 # ------------------------------------------------------------------------------------------------ kafka-configs
 
 def test_kafka_configs(pair: Pair) -> None:
+    """Alterations, then (after a barrier: Kafka's broker sees them moments after its controller answered) the
+    describes and deletions, then (another barrier) what is left."""
     def script(t: Target) -> dict:
         b = ["--bootstrap-server", t.bootstrap]
         with t.raw() as c:
@@ -159,130 +163,74 @@ def test_kafka_configs(pair: Pair) -> None:
             return tool("kafka-configs", *b, *args)
         topics, groups = ["--entity-type", "topics", "--entity-name", topic], ["--entity-type", "groups",
                                                                               "--entity-name", group]
+        clients, users = ["--entity-type", "clients", "--entity-name", client], ["--entity-type", "users",
+                                                                                "--entity-name", user]
+        ips, broker = ["--entity-type", "ips", "--entity-name", "127.0.0.9"], ["--entity-type", "brokers",
+                                                                              "--entity-name", "1"]
         return {
             "topic, add": configs("--alter", *topics, "--add-config",
                                   "retention.ms=123456,cleanup.policy=[compact,delete],max.message.bytes=5000"),
+            # the shared Kafka is not reconfigured broker-wide: a config no broker reads, deleted again
+            "broker, unknown config": configs("--alter", *broker, "--add-config", "tool.test.no.such.config=1"),
+            "client quota, add": configs("--alter", *clients, "--add-config",
+                                         "producer_byte_rate=1024,consumer_byte_rate=2048"),
+            "user quota, add": configs("--alter", *users, "--add-config", "request_percentage=50"),
+            "user and client quota, add": configs("--alter", *users, *clients, "--add-config",
+                                                  "producer_byte_rate=4096"),
+            "ip quota, add": configs("--alter", *ips, "--add-config", "connection_creation_rate=10"),
+            "quota, unknown key": configs("--alter", *clients, "--add-config", "bytes_per_fortnight=1"),
+            "group, add": configs("--alter", *groups, "--add-config",
+                                  "consumer.session.timeout.ms=50000,share.record.lock.duration.ms=15000"),
+            "group, bad value": configs("--alter", *groups, "--add-config", "consumer.session.timeout.ms=1"),
+            "group, unknown": configs("--alter", *groups, "--add-config", "consumer.no.such=1"),
+            "client metrics, add": configs("--alter", "--entity-type", "client-metrics", "--entity-name", metrics,
+                                           "--add-config", "interval.ms=5000,metrics=org.apache.kafka.producer"),
+            "barrier, after the alterations": barrier(t),
             "topic, describe": configs("--describe", *topics),
+            "broker, describe the unknown config": configs("--describe", *broker),
+            "broker, delete the unknown config": configs("--alter", *broker, "--delete-config",
+                                                         "tool.test.no.such.config"),
+            "client quota, describe": configs("--describe", *clients),
+            "user quota, describe": configs("--describe", *users),
+            "user and client quota, describe": configs("--describe", *users, *clients),
+            "ip quota, describe": configs("--describe", *ips),
+            "ip quota, delete": configs("--alter", *ips, "--delete-config", "connection_creation_rate"),
+            "group, describe": configs("--describe", *groups),
+            "group, describe all": configs("--describe", *groups, "--all"),
+            "client metrics, describe": configs("--describe", "--entity-type", "client-metrics", "--entity-name",
+                                                metrics),
             "topic, delete one": configs("--alter", *topics, "--delete-config", "retention.ms"),
             "topic, delete one not set": configs("--alter", *topics, "--delete-config", "segment.ms"),
             "topic, unknown config": configs("--alter", *topics, "--add-config", "no.such.config=1"),
             "topic, bad value": configs("--alter", *topics, "--add-config", "retention.ms=abc"),
             "topic, bad enum": configs("--alter", *topics, "--add-config", "cleanup.policy=sometimes"),
-            "topic, describe after": configs("--describe", *topics),
             "topic, missing": configs("--describe", "--entity-type", "topics", "--entity-name",
                                       t.unique("tool-missing")),
             "topic, alter missing": configs("--alter", "--entity-type", "topics", "--entity-name",
                                             t.unique("tool-missing"), "--add-config", "retention.ms=1"),
-            # the shared Kafka is not reconfigured broker-wide: a describe, and alterations both refuse
-            "broker, describe": configs("--describe", "--entity-type", "brokers", "--entity-name", "1"),
-            "broker, unknown config": configs("--alter", "--entity-type", "brokers", "--entity-name", "1",
-                                              "--add-config", "tool.test.no.such.config=1"),
-            "broker, describe the unknown config": configs("--describe", "--entity-type", "brokers",
-                                                           "--entity-name", "1"),
-            "broker, delete the unknown config": configs("--alter", "--entity-type", "brokers", "--entity-name",
-                                                         "1", "--delete-config", "tool.test.no.such.config"),
-            "broker, static config": configs("--alter", "--entity-type", "brokers", "--entity-name", "1",
-                                             "--add-config", "log.dirs=/tmp/x"),
+            "broker, static config": configs("--alter", *broker, "--add-config", "log.dirs=/tmp/x"),
             "broker, unknown broker": configs("--describe", "--entity-type", "brokers", "--entity-name", "7"),
             "broker logger, describe": configs("--describe", "--entity-type", "broker-loggers", "--entity-name",
                                                "1"),
-            "client quota, add": configs("--alter", "--entity-type", "clients", "--entity-name", client,
-                                         "--add-config", "producer_byte_rate=1024,consumer_byte_rate=2048"),
-            "user quota, add": configs("--alter", "--entity-type", "users", "--entity-name", user, "--add-config",
-                                       "request_percentage=50"),
-            "user and client quota, add": configs("--alter", "--entity-type", "users", "--entity-name", user,
-                                                  "--entity-type", "clients", "--entity-name", client,
-                                                  "--add-config", "producer_byte_rate=4096"),
-            "ip quota, add": configs("--alter", "--entity-type", "ips", "--entity-name", "127.0.0.9",
-                                     "--add-config", "connection_creation_rate=10"),
-            "quota, unknown key": configs("--alter", "--entity-type", "clients", "--entity-name", client,
-                                          "--add-config", "bytes_per_fortnight=1"),
-            "group, add": configs("--alter", *groups, "--add-config",
-                                  "consumer.session.timeout.ms=50000,share.record.lock.duration.ms=15000"),
-            "group, bad value": configs("--alter", *groups, "--add-config", "consumer.session.timeout.ms=1"),
-            "group, unknown": configs("--alter", *groups, "--add-config", "consumer.no.such=1"),
-            "group, describe": configs("--describe", *groups),
-            "group, describe all": configs("--describe", *groups, "--all"),
+            "barrier, after the deletions": barrier(t),
+            "topic, describe after": configs("--describe", *topics),
             "topic, describe all": configs("--describe", *topics, "--all"),
-            "client metrics, add": configs("--alter", "--entity-type", "client-metrics", "--entity-name", metrics,
-                                           "--add-config", "interval.ms=5000,metrics=org.apache.kafka.producer"),
-            "client metrics, describe": configs("--describe", "--entity-type", "client-metrics", "--entity-name",
-                                                metrics),
+            "broker, describe": configs("--describe", *broker),
         }
 
-    first = on_pair(pair, script)
-    # Quotas are read back in a second JVM: Kafka's brokers see a quota once the controller's record has reached
-    # their metadata image, moments after the alteration is acknowledged.
-    second = on_pair(pair, lambda t: {
-        "client quota, describe": tool("kafka-configs", "--bootstrap-server", t.bootstrap, "--describe",
-                                       "--entity-type", "clients", "--entity-name", _named(t, "tool-cl")),
-        "user quota, describe": tool("kafka-configs", "--bootstrap-server", t.bootstrap, "--describe",
-                                     "--entity-type", "users", "--entity-name", _named(t, "tool-u")),
-        "user and client quota, describe": tool("kafka-configs", "--bootstrap-server", t.bootstrap, "--describe",
-                                                "--entity-type", "users", "--entity-name", _named(t, "tool-u"),
-                                                "--entity-type", "clients", "--entity-name", _named(t, "tool-cl")),
-        "ip quota, describe": tool("kafka-configs", "--bootstrap-server", t.bootstrap, "--describe",
-                                   "--entity-type", "ips", "--entity-name", "127.0.0.9"),
-        "ip quota, delete": tool("kafka-configs", "--bootstrap-server", t.bootstrap, "--alter", "--entity-type",
-                                 "ips", "--entity-name", "127.0.0.9", "--delete-config", "connection_creation_rate"),
-    })
-    seen = outcome(pair, {side: {**first[side], **second[side]} for side in first})
-    # DescribeConfigs' synonyms: Kafka names the broker config a topic or group config defaults to
-    # (log.cleanup.policy), Shoal repeats the config's own name (see "Topics and configs").
-    synonyms = {side: {label: [line[2:] for line in seen[side][label]["stdout"][1:]]
-                       for label in ("topic, describe", "topic, describe after")}
-                for side in seen}
-    known_difference(synonyms, kafka={
-        "topic, describe": [["synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete,",
-                             "DEFAULT_CONFIG:log.cleanup.policy=delete}"],
-                            ["synonyms={DYNAMIC_TOPIC_CONFIG:max.message.bytes=5000,",
-                             "DEFAULT_CONFIG:message.max.bytes=1048588}"],
-                            ["synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=123456}"]],
-        "topic, describe after": [["synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete,",
-                                   "DEFAULT_CONFIG:log.cleanup.policy=delete}"],
-                                  ["synonyms={DYNAMIC_TOPIC_CONFIG:max.message.bytes=5000,",
-                                   "DEFAULT_CONFIG:message.max.bytes=1048588}"]],
-    }, shoal={
-        "topic, describe": [["synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete,",
-                             "DEFAULT_CONFIG:cleanup.policy=delete}"],
-                            ["synonyms={DYNAMIC_TOPIC_CONFIG:max.message.bytes=5000,",
-                             "DEFAULT_CONFIG:max.message.bytes=1048588}"],
-                            ["synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=123456,",
-                             "DEFAULT_CONFIG:retention.ms=604800000}"]],
-        "topic, describe after": [["synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete,",
-                                   "DEFAULT_CONFIG:cleanup.policy=delete}"],
-                                  ["synonyms={DYNAMIC_TOPIC_CONFIG:max.message.bytes=5000,",
-                                   "DEFAULT_CONFIG:max.message.bytes=1048588}"]],
-    }, reason="DescribeConfigs synonyms")
-    for side in seen:
-        for label in synonyms[side]:
-            for line in seen[side][label]["stdout"][1:]:
-                del line[2:]
-    # --all: the configs only one broker has (Kafka's tiered storage, replication throttles and newer group
-    # features: see "Topics and configs"); of those both have, the values are compared
-    only = {}
+    seen = outcome(pair, on_pair(pair, script))
+    # --all: each config's row by its name (DescribeConfigs' entries come in a hash map's order in Kafka)
     for side in seen:
         for label in ("topic, describe all", "group, describe all"):
             lines = seen[side][label]["stdout"]
-            seen[side][label]["stdout"] = {line[0].split("=")[0]: line[0] for line in lines[1:]}
-    for label in ("topic, describe all", "group, describe all"):
-        names = {side: set(seen[side][label]["stdout"]) for side in seen}
-        only[label] = {side: sorted(names[side] - names[other]) for side, other in ((KAFKA, SHOAL), (SHOAL, KAFKA))}
-        for side in seen:
-            seen[side][label]["stdout"] = {k: v for k, v in seen[side][label]["stdout"].items()
-                                           if k in names[KAFKA] & names[SHOAL]}
-    known_difference({side: {label: only[label][side] for label in only} for side in seen}, kafka={
-        "topic, describe all": ["follower.replication.throttled.replicas", "leader.replication.throttled.replicas",
-                                "local.retention.bytes", "local.retention.ms", "max.decompressed.message.bytes",
-                                "remote.copy.lag.bytes", "remote.copy.lag.ms", "remote.log.copy.disable",
-                                "remote.log.delete.on.disable", "remote.storage.enable"],
-        "group, describe all": ["consumer.assignment.interval.ms", "share.assignment.interval.ms",
-                                "streams.assignment.interval.ms", "streams.assignor.name",
-                                "streams.heartbeat.interval.ms", "streams.initial.rebalance.delay.ms",
-                                "streams.num.standby.replicas", "streams.rack.aware.assignment.tags",
-                                "streams.session.timeout.ms"]},
-        shoal={"topic, describe all": [], "group, describe all": []},
-        reason="DescribeConfigs: the configs Shoal does not have")
+            seen[side][label]["stdout"] = [lines[0], dict(sorted((line[0].split("=")[0], line) for line in lines[1:]))]
+    # min.insync.replicas: Kafka's cluster-wide dynamic default, a synonym of the topic's (see "Topics and configs")
+    rows = {side: seen[side]["topic, describe all"]["stdout"][1].pop("min.insync.replicas") for side in seen}
+    known_difference(rows, kafka=["min.insync.replicas=1", "sensitive=false",
+                                  "synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:min.insync.replicas=1,",
+                                  "DEFAULT_CONFIG:min.insync.replicas=1}"],
+                     shoal=["min.insync.replicas=1", "sensitive=false", "synonyms={DEFAULT_CONFIG:min.insync.replicas=1}"],
+                     reason="min.insync.replicas is not a cluster-wide dynamic config")
     # a broker config Kafka does not know: Kafka takes it (a plugin's, perhaps) and describes it as sensitive;
     # Shoal refuses it (see "Topics and configs")
     unknown = ("broker, unknown config", "broker, describe the unknown config", "broker, delete the unknown config")
@@ -321,13 +269,16 @@ def test_kafka_client_metrics(pair: Pair) -> None:
         return {
             "alter": cm("--alter", "--name", name, "--metrics", "org.apache.kafka.producer.,org.apache.kafka.consumer.",
                         "--interval", "10000", "--match", "client_id=abc,client_software_name=apache-kafka-java"),
+            "barrier 1": barrier(t),
             "describe": cm("--describe", "--name", name),
             "alter interval": cm("--alter", "--name", name, "--interval", "20000"),
             "alter, empty metrics": cm("--alter", "--name", name, "--metrics", ""),
+            "barrier 2": barrier(t),
             "describe after": cm("--describe", "--name", name),
             # every subscription matches no client of the shared Kafka (other tests' telemetry), and is deleted
             "only an interval": cm("--alter", "--name", missing, "--interval", "1000", "--match",
                                    "client_id=tool-cm-nobody"),
+            "barrier 3": barrier(t),
             "describe, only an interval": cm("--describe", "--name", missing),
             "list": cm("--list"),
             "describe all": cm("--describe"),
@@ -339,6 +290,7 @@ def test_kafka_client_metrics(pair: Pair) -> None:
                                  "client_id=tool-cm-nobody"),
             "no name": cm("--alter", "--interval", "10000"),
             "delete": cm("--delete", "--name", name),
+            "barrier 4": barrier(t),
             "describe deleted": cm("--describe", "--name", name),
             "delete missing": cm("--delete", "--name", t.unique("tool-cm-never")),
             "delete the other": cm("--delete", "--name", missing),
@@ -421,14 +373,6 @@ def test_kafka_get_offsets_delete_records_and_log_dirs(pair: Pair, tmp_path) -> 
         return seen
 
     seen = outcome(pair, on_pair(pair, script), shape)
-    # ListOffsets MAX_TIMESTAMP of a partition whose records were all deleted: Kafka answers the offset of the
-    # record with the largest timestamp still in its segment, below the log start offset; Shoal answers none
-    # (see "Kafka's command-line tools").
-    known_difference({side: seen[side]["max timestamp after"]["stdout"] for side in seen},
-                     kafka=[["tool-offsets:0:5"], ["tool-offsets:1:6"]], shoal=[["tool-offsets:0:5"]],
-                     reason="MAX_TIMESTAMP below the log start offset")
-    for side in seen:
-        del seen[side]["max timestamp after"]
     assert_same(seen, "kafka-get-offsets, kafka-delete-records, kafka-log-dirs")
 
 

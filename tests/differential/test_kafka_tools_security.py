@@ -25,7 +25,7 @@ from tests.helpers.kafka_process import (
     STANDARD_AUTHORIZER,
     start_single,
 )
-from tests.helpers.kafka_tools import command_config, on_pair, tool
+from tests.helpers.kafka_tools import barrier, command_config, on_pair, tool
 from tests.helpers.tool_output import outcome
 from tests.helpers.waiting import wait_until
 
@@ -78,6 +78,7 @@ def test_kafka_acls_and_scram_credentials(sasl_pair: Pair, tmp_path: Path) -> No
                                  "--cluster"),
             "add, transactional id": acls("--add", "--allow-principal", dave, "--operation", "Write",
                                           "--transactional-id", tx),
+            "barrier, after adding": barrier(t, admin),
             "list, a topic": acls("--list", "--topic", topic),
             "list, a principal": acls("--list", "--principal", carol),
             "list, prefixed": acls("--list", "--topic", prefix, "--resource-pattern-type", "prefixed"),
@@ -86,6 +87,7 @@ def test_kafka_acls_and_scram_credentials(sasl_pair: Pair, tmp_path: Path) -> No
                            "--topic", topic),
             "remove, nothing there": acls("--remove", "--force", "--allow-principal", "User:zed", "--operation",
                                           "Read", "--topic", topic),
+            "barrier, after removing": barrier(t, admin),
             "list after removing": acls("--list", "--topic", topic),
             "list, as alice": tool("kafka-acls", "--bootstrap-server", t.bootstrap, "--command-config", alice,
                                    "--list", "--topic", topic),
@@ -96,8 +98,10 @@ def test_kafka_acls_and_scram_credentials(sasl_pair: Pair, tmp_path: Path) -> No
             "add, bad principal": acls("--add", "--allow-principal", "alice", "--operation", "Read", "--topic", topic),
             "scram, add": configs("--alter", *scram, "--add-config",
                                   "SCRAM-SHA-256=[iterations=8192,password=pw],SCRAM-SHA-512=[password=pw2]"),
+            "barrier, after the credentials": barrier(t, admin),
             "scram, describe": configs("--describe", *scram),
             "scram, delete one": configs("--alter", *scram, "--delete-config", "SCRAM-SHA-256"),
+            "barrier, after deleting one": barrier(t, admin),
             "scram, describe after": configs("--describe", *scram),
             "scram, too few iterations": configs("--alter", *scram, "--add-config",
                                                  "SCRAM-SHA-512=[iterations=100,password=pw]"),
@@ -111,6 +115,7 @@ def test_kafka_acls_and_scram_credentials(sasl_pair: Pair, tmp_path: Path) -> No
                                        "prefixed"),
             "remove, the cluster's": acls("--remove", "--force", "--allow-principal", dave, "--cluster"),
             "remove, a transactional id's": acls("--remove", "--force", "--transactional-id", tx),
+            "barrier, after removing all": barrier(t, admin),
             "list, all removed": acls("--list", "--principal", carol),
             "delegation tokens, disabled": tool("kafka-delegation-tokens", *b, "--create", "--max-life-time-period",
                                                 "-1"),

@@ -10,6 +10,10 @@ JVM would have ended). tests/differential/test_kafka_tools_harness.py checks tha
     runs = on_pair(pair, lambda t: {"list": tool("kafka-topics", "--bootstrap-server", t.bootstrap, "--list")})
     runs["kafka"]["list"].exit, runs["shoal"]["list"].stdout
 
+A Kafka broker's metadata (what its DescribeConfigs, DescribeAcls, Metadata, ... answer from) follows its
+controller's answers by moments, where Shoal applies a change before it answers: a tool that reads what an earlier
+tool of its batch changed runs after a `barrier(target)` step, so both brokers are read in the same state.
+
 The Kafka and Shoal batches of a step run side by side. ToolBatch is compiled with the JDK's javac on first use
 into .tools/java-classes/ (never committed), keyed by its source and Kafka's version.
 """
@@ -32,6 +36,7 @@ from tests.helpers.differential import Pair, Target
 
 SOURCE = Path(__file__).resolve().parent / "java" / "ToolBatch.java"
 MAIN = "shoal.tooltest.ToolBatch"
+BARRIER = "barrier"  # not a Kafka tool: ToolBatch.Barrier, a step between two tools of a batch
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,15 @@ class Tool:
 
 def tool(name: str, *args: str, stdin: str = "", timeout_s: float = 60.0) -> Tool:
     return Tool(name, tuple(str(a) for a in args), stdin, timeout_s)
+
+
+def barrier(target: Target, command_config: str | None = None) -> Tool:
+    """A step of a batch (not compared: `on_pair` checks that it passed and leaves it out) after which the tools
+    see every change made before it: Kafka's broker answers from a metadata image that follows its controller's
+    answers by moments (ToolBatch.Barrier creates a topic, `target.unique("tool-barrier")`, and waits until the
+    broker lists it). Label it "barrier ..." in a script."""
+    args = [target.bootstrap, target.unique("tool-barrier")]
+    return Tool(BARRIER, tuple(args + ([command_config] if command_config else [])))
 
 
 @dataclass
@@ -101,7 +115,8 @@ class Batch:
 
     def __init__(self, tools: Sequence[Tool]) -> None:
         self.tools = list(tools)
-        spec = [{"main": kafka_dist.TOOLS[t.name], "args": list(t.args), "stdin": t.stdin,
+        spec = [{"main": f"{MAIN}$Barrier" if t.name == BARRIER else kafka_dist.TOOLS[t.name], "args": list(t.args),
+                 "stdin": t.stdin,
                  "timeout_ms": int(t.timeout_s * 1000)} for t in self.tools]
         fd, self.spec_path = tempfile.mkstemp(prefix="toolbatch-", suffix=".json")
         with os.fdopen(fd, "w") as f:
@@ -135,10 +150,17 @@ def run_batch(tools: Sequence[Tool]) -> list[ToolRun]:
 
 def on_pair(pair: Pair, script: Callable[[Target], Mapping[str, Tool]]) -> dict[str, dict[str, ToolRun]]:
     """The tools `script` names for each broker (label -> Tool, run in that order), Kafka's and Shoal's batches
-    side by side: {broker: {label: run}}."""
+    side by side: {broker: {label: run}}, barriers left out once passed."""
     scripts = {t.name: dict(script(t)) for t in pair}
     batches = {name: Batch(list(tools.values())) for name, tools in scripts.items()}
-    return {name: dict(zip(scripts[name], batch.result(), strict=True)) for name, batch in batches.items()}
+    out = {}
+    for name, batch in batches.items():
+        runs = dict(zip(scripts[name], batch.result(), strict=True))
+        for label, tool_ in scripts[name].items():
+            if tool_.name == BARRIER:
+                runs.pop(label).check()
+        out[name] = runs
+    return out
 
 
 def command_config(directory: Path, target: Target, user: str = "admin", mechanism: str = "SCRAM-SHA-512") -> str:

@@ -14,9 +14,18 @@ import java.io.PrintStream;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Optional;
+import java.util.Properties;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 import org.apache.kafka.common.utils.internals.Exit;
 
 /**
@@ -105,6 +114,47 @@ public final class ToolBatch {
             }
         }
         throw new ToolExit(code);
+    }
+
+    /**
+     * A step of a batch between two tools: until the broker's metadata has every change its controller made before
+     * now. A Kafka broker applies its controller's metadata log in order (moments after the controller answered),
+     * so once a topic created now has a leader in the broker's metadata, the changes before it are visible there
+     * too; Shoal applies a change before it answers. Arguments: BOOTSTRAP TOPIC [COMMAND-CONFIG]; exits 1 after
+     * 60 s.
+     */
+    public static final class Barrier {
+        public static void main(String[] args) throws Exception {
+            Properties props = new Properties();
+            if (args.length > 2) {
+                try (var in = Files.newInputStream(Path.of(args[2]))) {
+                    props.load(in);
+                }
+            }
+            props.put("bootstrap.servers", args[0]);
+            String topic = args[1];
+            try (Admin admin = Admin.create(props)) {
+                admin.createTopics(List.of(new NewTopic(topic, Optional.of(1), Optional.empty()))).all().get();
+                long deadline = System.nanoTime() + 60_000_000_000L;
+                while (true) {
+                    try {
+                        TopicDescription d = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
+                        if (d.partitions().get(0).leader() != null) {
+                            return;
+                        }
+                    } catch (ExecutionException e) {
+                        if (!(e.getCause() instanceof UnknownTopicOrPartitionException)) {
+                            throw e;
+                        }
+                    }
+                    if (System.nanoTime() > deadline) {
+                        System.err.println("the barrier topic " + topic + " was not listed within 60 s");
+                        Exit.exit(1);
+                    }
+                    Thread.sleep(20);
+                }
+            }
+        }
     }
 
     static final Switch OUT = new Switch();
