@@ -8,6 +8,7 @@ tool also answers 0 when some deletions failed; this one says 1 so that scripts 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from datetime import datetime
@@ -58,7 +59,9 @@ class CommandError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = ToolParser(prog="shoal-share-groups", description=DESCRIPTION, allow_abbrev=False)
+    # --help as Kafka's tool answers it: the description and options on standard error, exit code 1
+    p = ToolParser(prog="shoal-share-groups", description=DESCRIPTION, allow_abbrev=False, add_help=False)
+    p.add_argument("--help", action="store_true", help="Print usage information.")
     p.add_argument("--bootstrap-server", metavar="<String: server to connect to>",
                    help="REQUIRED: The server(s) to connect to.")
     p.add_argument("--command-config", metavar="<String: command config property file>",
@@ -100,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Reset offsets to offset from datetime. Format: 'YYYY-MM-DDThh:mm:ss.sss'")
     p.add_argument("--to-earliest", action="store_true", help="Reset offsets to earliest offset.")
     p.add_argument("--to-latest", action="store_true", help="Reset offsets to latest offset.")
-    p.add_argument("--to-offset", type=int, metavar="<Long: offset>", help="Reset offsets to a specific offset.")
+    # numbers read as Kafka's tool reads them, once the command line passed its checks (java_long)
+    p.add_argument("--to-offset", metavar="<Long: offset>", help="Reset offsets to a specific offset.")
     p.add_argument("--members", action="store_true",
                    help="Describe members of the group. This option may be used with the '--describe' option only.")
     p.add_argument("--offsets", action="store_true",
@@ -114,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verbose", action="store_true",
                    help="Provide additional information, if any, when describing the group. This option may be used "
                         "with the '--describe' option only.")
-    p.add_argument("--timeout", type=int, default=30000, metavar="<Long: timeout (ms)>",
+    p.add_argument("--timeout", default="30000", metavar="<Long: timeout (ms)>",
                    help="The timeout that can be set for some use cases. For example, it can be used when describing "
                         "the group to specify the maximum amount of time in milliseconds to wait before the group "
                         "stabilizes. (default: 30000)")
@@ -141,8 +145,23 @@ def _exclusive(a: argparse.Namespace, first: str, *others: str) -> None:
                 raise UsageError(f'Option "{_opt(first)}" can\'t be used with option "{_opt(other)}"')
 
 
-class MultipleValues(Exception):
-    """An option given twice where Kafka's tool takes one value: it fails when it reads it, as a command."""
+class OptionValueError(Exception):
+    """An option given twice where Kafka's tool takes one value, or a number it cannot read: it fails when it
+    reads it, as a command."""
+
+
+LONG_TEXT = re.compile(r"[+-]?[0-9]+")
+
+
+def java_long(a: argparse.Namespace, name: str) -> int | None:
+    """Option `name`'s value as Kafka's tool reads a Long option (Long.valueOf: digits with an optional sign, within
+    64 bits), None when not given."""
+    value = getattr(a, name)
+    if value is None:
+        return None
+    if LONG_TEXT.fullmatch(value) and -(1 << 63) <= int(value) < 1 << 63:
+        return int(value)
+    raise OptionValueError(f"Cannot parse argument '{value}' of option {name.replace('_', '-')}")
 
 
 def check_args(a: argparse.Namespace) -> None:
@@ -193,7 +212,9 @@ def check_args(a: argparse.Namespace) -> None:
         raise UsageError("Command must include exactly one action: --list, --describe, --delete, --reset-offsets, "
                          "--delete-offsets.")
     if (a.reset_offsets or a.delete_offsets) and len(a.group) > 1:
-        raise MultipleValues("Found multiple arguments for option group, but you asked for only one")
+        raise OptionValueError("Found multiple arguments for option group, but you asked for only one")
+    a.timeout = java_long(a, "timeout")  # the admin client's, read by Kafka's tool for every command
+    a.to_offset = java_long(a, "to_offset")
 
 
 def parse_states(value: str) -> list[str]:
@@ -519,6 +540,10 @@ def run(argv: Sequence[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr)
         return 1
     try:
         args = parser.parse_args(argv)
+        if args.help:
+            print(DESCRIPTION, file=err)
+            parser.print_help(err)
+            return 1
         if args.version:
             print(tool_version(), file=out)
             return 0
@@ -527,7 +552,7 @@ def run(argv: Sequence[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr)
         print(e, file=err)
         parser.print_usage(err)
         return 1
-    except MultipleValues as e:  # Kafka's tool fails on it as a command: printError, exit 0 (here 1)
+    except OptionValueError as e:  # Kafka's tool fails on it as a command: printError, exit 0 (here 1)
         print(f"\nError: Executing share group command failed due to {e}", file=out)
         return 1
     try:

@@ -21,9 +21,11 @@ from typing import Any
 
 import pytest
 
+from shoal_client.cli_common import tool_version
 from tests.helpers.console_scripts import run_script_batch
 from tests.helpers.differential import KAFKA, SHOAL, Pair, Target, assert_same, known_difference
 from tests.helpers.kafka_tools import on_pair, tool
+from tests.helpers.own_pair import own_pair
 from tests.helpers.tool_groups import LiveConsumer, ShareMember, commit, group_config
 from tests.helpers.tool_output import normalised, outcome
 from tests.helpers.tool_state import create_topic, offsets_topic, produce
@@ -88,6 +90,8 @@ class ShareState:
         self.member.keep_alive()
         self.csv = tmp / f"{t.name}-offsets.csv"
         self.csv.write_text(f"{self.topic},0,3\n{self.topic},1,2\n")
+        self.config = tmp / f"{t.name}-share-tool.properties"  # what both tools read of an admin client's configs
+        self.config.write_text("security.protocol=PLAINTEXT\nclient.id=tool-sg-client\n")
 
     def read_only(self, t: Target) -> dict[str, list[str]]:
         topic, active, empty = self.topic, self.active, self.empty
@@ -103,6 +107,9 @@ class ShareState:
             "describe, verbose": ["--describe", "--group", active, "--verbose"],
             "describe, offsets verbose": ["--describe", "--group", empty, "--offsets", "--verbose"],
             "describe, two groups": ["--describe", "--group", empty, "--group", active],
+            "describe, command config": ["--command-config", str(self.config), "--describe", "--group", active],
+            "describe, a timeout": ["--describe", "--group", empty, "--timeout", "10000"],
+            "list, a timeout that is not a number": ["--list", "--timeout", "abc"],
             "members": ["--describe", "--group", active, "--members"],
             "members, verbose": ["--describe", "--group", active, "--members", "--verbose"],
             "members of an empty group": ["--describe", "--group", empty, "--members"],
@@ -117,6 +124,7 @@ class ShareState:
             "reset to an offset": [*reset, "--all-topics", "--to-offset", "1"],
             "reset to an offset past the end": [*reset, "--all-topics", "--to-offset", "99"],
             "reset to current": [*reset, "--all-topics", "--to-current"],
+            "reset to an offset that is not a number": [*reset, "--all-topics", "--to-offset", "abc"],
             "reset, export": [*reset, "--all-topics", "--to-earliest", "--export"],
             "reset from a file": [*reset, "--from-file", str(self.csv)],
             "reset, missing topic": [*reset, "--topic", f"{topic}-none", "--to-earliest"],
@@ -146,6 +154,8 @@ class ShareState:
 
 
 USAGE = {
+    "help": ["--help"],
+    "version": ["--version"],
     "no action": ["--group", "g"],
     "two actions": ["--list", "--describe"],
     "describe without a group": ["--describe"],
@@ -171,6 +181,8 @@ USAGE = {
                                     "--to-earliest", "--execute"],
     "reset, file and all topics": ["--reset-offsets", "--group", "g", "--all-topics", "--from-file", "x.csv",
                                    "--execute"],
+    "reset, all groups": ["--reset-offsets", "--all-groups", "--all-topics", "--to-earliest", "--dry-run"],
+    "delete offsets, all groups": ["--delete-offsets", "--all-groups", "--topic", "t"],
 }
 
 
@@ -249,7 +261,8 @@ def test_kafka_share_groups(pair: Pair, tmp_path: Path) -> None:
         exits = {side: {label: run["exit"] for label, run in judged[side].items()} for side in judged}
         # Shoal's tool exits 1 where a group or topic could not be acted on (Kafka's prints the error, exits 0)
         failing = {"describe a missing group", "describe a missing group and another", "reset, two groups",
-                   "reset, missing topic", "reset, missing partition",
+                   "reset, missing topic", "reset, missing partition", "list, a timeout that is not a number",
+                   "reset to an offset that is not a number",
                    "delete offsets, active group", "delete, active group", "delete, missing group",
                    "delete offsets", "delete again"}
         known_difference({side: {label: code for label, code in codes.items() if label in failing}
@@ -259,7 +272,92 @@ def test_kafka_share_groups(pair: Pair, tmp_path: Path) -> None:
         for side in judged:
             for label in failing:
                 judged[side][label]["exit"] = "<exit>"
+        # --version: each tool its own distribution's
+        known_difference({side: judged[side]["usage: version"].pop("stdout") for side in judged},
+                         kafka=[["4.4.0"]], shoal=[[tool_version()]], reason="Shoal's tools print Shoal's version")
         assert_same(judged, f"shoal-share-groups against {t.name}")
+
+
+# ------------------------------------------------------------ kafka-share-groups over every share group of a broker
+
+ALL_ACTIVE, ALL_EMPTY = "tool-sg-all-active", ("tool-sg-all-empty-a", "tool-sg-all-empty-b")
+ALL_GROUPS = {
+    "list": ["--list"],
+    "list, states": ["--list", "--state"],
+    "describe, all groups": ["--describe", "--all-groups"],
+    "describe, all groups, verbose": ["--describe", "--all-groups", "--offsets", "--verbose"],
+    "members, all groups": ["--describe", "--all-groups", "--members"],
+    "members, all groups, verbose": ["--describe", "--all-groups", "--members", "--verbose"],
+    "state, all groups": ["--describe", "--all-groups", "--state"],
+    "state, all groups, verbose": ["--describe", "--all-groups", "--state", "--verbose"],
+}
+DELETE_ALL = {"delete, all groups": ["--delete", "--all-groups"], "list after deleting": ["--list", "--state"]}
+
+
+def empty_share_groups(t: Target, topic: str) -> None:
+    """The empty share groups (again, once deleted), made the same way on each broker: a member accepts records of
+    partition 0 (one more in each group) and leaves."""
+    with t.raw() as c:
+        for group in ALL_EMPTY:
+            group_config(c, group, EARLIEST)
+    for i, group in enumerate(ALL_EMPTY):
+        m = ShareMember(t, group, topic, 2)
+        m.accept({0: 1 + i})
+        m.release_next([0])
+        m.leave()
+
+
+def test_kafka_share_groups_all_groups(tmp_path: Path, kafka_registry: Path) -> None:
+    """--all-groups and the unfiltered listings, on a Kafka node and a Shoal broker of this test's own (on the
+    run's shared Kafka other tests' groups come and go, and --delete --all-groups would take theirs): a share group
+    with a live member, two empty ones and a classic group (not listed). Kafka's tool against both, then Shoal's
+    judged by it; each tool's --delete --all-groups deletes the empty groups, which are made again in between.
+    Group names are the same on both brokers: the order of the groups is compared too."""
+    with own_pair(tmp_path / "brokers", kafka_registry, label="Kafka for --all-groups") as pair:
+        topics, members = {}, {}
+        try:
+            for t in pair:
+                with t.raw() as c:
+                    offsets_topic(c)
+                    topics[t.name] = topic = create_topic(t, c, "tool-sg-all", 2)
+                    produce(c, topic, 0, [f"v{i}".encode() for i in range(4)])
+                    produce(c, topic, 1, [b"v0", b"v1"])
+                    commit(c, "tool-sg-all-classic", topic, {0: 1})
+                    group_config(c, ALL_ACTIVE, EARLIEST)
+                empty_share_groups(t, topic)
+                members[t.name] = m = ShareMember(t, ALL_ACTIVE, topic, 2)
+                m.accept({1: 1})
+                m.release_next([1])
+                m.keep_alive()
+            with ThreadPoolExecutor(1) as pool:
+                mine_future = pool.submit(run_scripts, "shoal-share-groups", {
+                    t.name: {label: ["--bootstrap-server", t.bootstrap, *a] for label, a in ALL_GROUPS.items()}
+                    for t in pair})
+                theirs = on_pair(pair, kafka_tool(lambda t: {**ALL_GROUPS, **DELETE_ALL}))
+                mine = mine_future.result()
+            for t in pair:
+                empty_share_groups(t, topics[t.name])
+            mine_deleting = run_scripts("shoal-share-groups", {t.name: {
+                label: ["--bootstrap-server", t.bootstrap, *a] for label, a in DELETE_ALL.items()} for t in pair})
+        finally:
+            for m in members.values():
+                m.leave()
+
+    def shape(label: str, seen: dict) -> dict:
+        seen["stderr"] = [line for line in seen["stderr"] if not java_trace(line)]
+        return seen
+
+    # 1. Kafka's tool against Kafka and against Shoal
+    assert_same(outcome(pair, theirs, shape), "kafka-share-groups --all-groups")
+    # 2. Shoal's tool judged by Kafka's against each broker (it exits 1 where a group could not be deleted)
+    for t in pair:
+        judged = {KAFKA: normalised(t, theirs[t.name], shape),
+                  SHOAL: normalised(t, {**mine[t.name], **mine_deleting[t.name]}, shape)}
+        known_difference({side: judged[side]["delete, all groups"]["exit"] for side in judged}, kafka=0, shoal=1,
+                         reason="shoal-share-groups exits 1 on failures")
+        for side in judged:
+            judged[side]["delete, all groups"]["exit"] = "<exit>"
+        assert_same(judged, f"shoal-share-groups --all-groups against {t.name}")
 
 
 # ---------------------------------------------------------------------------------------- kafka-consumer-groups

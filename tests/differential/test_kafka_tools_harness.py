@@ -66,7 +66,8 @@ def test_tool_output_normalisation() -> None:
             "\tat org.apache.kafka.tools.TopicCommand.main(TopicCommand.java:85)\n"
             "\t... 3 more\n"
             "OpenJDK 64-Bit Server VM warning: Sharing is only supported for boot loader classes\n"
-            "producer 4001 keeps a41jlHX1Qne4kTVlnSxWZA and consumer-group-offsets")
+            "producer 4001 keeps a41jlHX1Qne4kTVlnSxWZA and consumer-group-offsets\n"
+            "due to: org.apache.kafka.common.errors.GroupNotEmptyException: no")
     assert out.lines(text) == [
         ["Topic:", "orders", "TopicId:", "<uuid:1>", "PartitionCount:", "3"],
         ["Topic:", "orders", "Partition:", "0", "Leader:", "1"],
@@ -77,5 +78,6 @@ def test_tool_output_normalisation() -> None:
         ["[<time>]", "ERROR", "boom", "(org.apache.kafka.tools.TopicCommand)"],
         ["java.lang.IllegalStateException:", "boom"],
         ["producer", "pid:1", "keeps", "<uuid:1>", "and", "consumer-group-offsets"],
+        ["due", "to:", "org.apache.kafka.common.errors.GroupNotEmptyException:", "no"],
     ]
     assert drop_logs(out.lines("[2026-11-29 13:23:56,403] WARN x (y)\nkept")) == [["kept"]]

@@ -11,21 +11,13 @@ that test starts a Kafka node and a Shoal broker of its own with it.
 from __future__ import annotations
 
 import re
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.broker_process import start_broker
-from tests.helpers.differential import KAFKA, SHOAL, Pair, Target, assert_same, known_difference
-from tests.helpers.kafka_process import (
-    REFEREE_CONFIG,
-    SCRAM_MECHANISMS,
-    SCRAM_USERS,
-    STANDARD_AUTHORIZER,
-    start_single,
-)
+from tests.helpers.differential import Pair, Target, assert_same, known_difference
 from tests.helpers.kafka_tools import barrier, command_config, on_pair, tool
+from tests.helpers.own_pair import own_pair
 from tests.helpers.tool_output import outcome
 from tests.helpers.waiting import wait_until
 
@@ -158,29 +150,10 @@ TOKENS = {"delegation.token.secret.key": "tool-test-secret", "delegation.token.m
 
 @pytest.fixture
 def token_pair(tmp_path: Path, kafka_registry: Path):
-    """A SASL Kafka node and a SASL Shoal broker of this test's own, both with a delegation-token secret, started
-    side by side."""
-    shoal_overrides = {**REFEREE_CONFIG, "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
-                       "sasl.enabled.mechanisms": ",".join(SCRAM_MECHANISMS),
-                       "authorizer.class.name": STANDARD_AUTHORIZER, "super.users": "User:admin", **TOKENS}
-    scram = [arg for user, password in SCRAM_USERS.items() for mechanism in SCRAM_MECHANISMS
-             for arg in ("--add-scram", f"{mechanism}=[name={user},password={password}]")]
-    with ThreadPoolExecutor(2) as pool:
-        kafka_started = pool.submit(start_single, tmp_path / "kafka", security="SASL_PLAINTEXT", overrides=TOKENS,
-                                    registry=kafka_registry, label="Kafka with delegation tokens")
-        shoal = start_broker(tmp_path / "shoal", shoal_overrides, scram)
-        try:
-            kafka = kafka_started.result()
-        except BaseException:
-            shoal.stop()
-            raise
-    try:
-        yield Pair(Target(KAFKA, "127.0.0.1", kafka.port, security="SASL_PLAINTEXT", users=SCRAM_USERS, process=kafka),
-                   Target(SHOAL, "127.0.0.1", shoal.port, security="SASL_PLAINTEXT", users=SCRAM_USERS,
-                          process=shoal))
-    finally:
-        shoal.stop()
-        kafka.stop()
+    """A SASL Kafka node and a SASL Shoal broker of this test's own, both with a delegation-token secret."""
+    with own_pair(tmp_path, kafka_registry, security="SASL_PLAINTEXT", overrides=TOKENS,
+                  label="Kafka with delegation tokens") as pair:
+        yield pair
 
 
 def visible_tokens(t: Target, want: int) -> None:

@@ -36,7 +36,9 @@ _EPOCH_MS = re.compile(r"(?<![\w.-])1[7-9]\d{11}(?![\w.])")
 
 
 def _looks_like_id(word: str) -> bool:
-    return any(c.isupper() for c in word) and any(c.islower() for c in word)
+    # a Java class's name may be 22 characters too (GroupNotEmptyException): kept, it is compared
+    return (any(c.isupper() for c in word) and any(c.islower() for c in word)
+            and not word.endswith(("Exception", "Error")))
 
 
 class ToolOutput:
