@@ -15,7 +15,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol, TextIO
+from typing import NoReturn, Protocol, TextIO
 
 from protocol.errors import ErrorCode
 from shoal_client.admin import (
@@ -72,8 +72,15 @@ class Admin(Protocol):
     def force_terminate_transaction(self, transactional_id: str) -> None: ...
 
 
+class TransactionsParser(ToolParser):
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        # -h/--help (the only exit with status 0 here): Kafka's tool prints the help, then exits 1 (argparse4j's
+        # help screen is an error to it)
+        super().exit(status or 1, message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = ToolParser(prog=PROG, description=DESCRIPTION, allow_abbrev=False)
+    p = TransactionsParser(prog=PROG, description=DESCRIPTION, allow_abbrev=False)
     p.add_argument("-v", "--version", action="store_true", help="show the version of this Shoal distribution and exit")
     p.add_argument("--command-config", metavar="FILE",
                    help="property file containing configs to be passed to admin client (security.protocol, "

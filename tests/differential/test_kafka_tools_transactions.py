@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 
+from shoal_client.cli_common import tool_version
 from tests.helpers.console_scripts import run_script_batch
-from tests.helpers.differential import KAFKA, SHOAL, Pair, Target, assert_same
+from tests.helpers.differential import KAFKA, SHOAL, Pair, Target, assert_same, known_difference
 from tests.helpers.kafka_tools import on_pair, tool
 from tests.helpers.tool_output import column, normalised
 from tests.helpers.txn_differential import TxnSession, txn_batch
@@ -83,6 +84,9 @@ class TxnState:
             "abort, no identification": ["abort", "--topic", topic, "--partition", "0"],
             "abort, producer without epochs": ["abort", "--topic", topic, "--partition", "0", "--producer-id", "5"],
             "no command": [],
+            "help": ["--help"],
+            "help of a command": ["list", "--help"],
+            "version": ["--version"],
         }
 
     def slow(self) -> dict[str, list[str]]:
@@ -176,8 +180,14 @@ def test_kafka_transactions(pair: Pair, tmp_path: Path) -> None:
                 # usage errors: Kafka's tool (argparse4j) and Shoal's (argparse) word their usage each their own way;
                 # the message, after the program's name
                 judged[side][label]["stderr"] = [line[1:] for line in judged[side][label]["stderr"][-1:]]
+            for label in ("help", "help of a command"):  # each its own help text, on standard output
+                judged[side][label]["stdout"] = ["<its help>"] if judged[side][label]["stdout"] else []
             # each tool aborted, and force-terminated, a transaction of its own
             for label in ("describe-producers after the abort", "describe, forced"):
                 judged[side][label]["stdout"] = column(judged[side][label]["stdout"], "ProducerId",
                                                        lambda v: "<its own>")
+        # --version: each tool its own distribution's
+        known_difference({side: judged[side]["version"].pop("stdout") for side in judged},
+                         kafka=[["4.4.0", "(Commit:1156b2752aaa28ea)"]], shoal=[[tool_version()]],
+                         reason="Shoal's tools print Shoal's version")
         assert_same(judged, f"shoal-transactions against {t.name}")

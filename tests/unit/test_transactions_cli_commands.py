@@ -120,6 +120,15 @@ def test_usage_errors_exit_1_with_the_usage(argv: list[str], message: str) -> No
     assert message in err and err.startswith("usage: shoal-transactions")
 
 
+@pytest.mark.parametrize("argv", [["--help"], ["-h"], ["list", "--help"], ["abort", "-h"]])
+def test_help_exits_1_as_kafkas_tool(argv: list[str], capsys) -> None:
+    """kafka-transactions (argparse4j) prints its help on standard output and exits 1."""
+    with pytest.raises(SystemExit) as exited:
+        run(["--bootstrap-server", "127.0.0.1:1", *argv], admin_factory=lambda *a, **k: FakeAdmin())
+    assert exited.value.code == 1
+    assert capsys.readouterr().out.startswith("usage: shoal-transactions")
+
+
 def test_bootstrap_server_is_required() -> None:
     err = io.StringIO()
     assert run(["list"], io.StringIO(), err, admin_factory=lambda *a, **k: FakeAdmin()) == 1
