@@ -208,8 +208,8 @@ def test_reset_delete_offsets_and_delete_only_on_empty_groups(broker_factory):
 
 
 def test_usage_errors_help_and_version(broker):
-    r = bare("--help")
-    assert r.returncode == 0 and "--reset-offsets" in r.stdout and "--command-config" in r.stdout
+    r = bare("--help")  # as Kafka's tool: on standard error, exit code 1
+    assert r.returncode == 1 and "--reset-offsets" in r.stderr and "--command-config" in r.stderr and not r.stdout
     r = bare("--version")
     assert r.returncode == 0 and r.stdout.strip() == "0.1.0"
     r = bare("--list")
