@@ -333,8 +333,11 @@ def test_kafka_share_groups_all_groups(tmp_path: Path, kafka_registry: Path) -> 
                 mine_future = pool.submit(run_scripts, "shoal-share-groups", {
                     t.name: {label: ["--bootstrap-server", t.bootstrap, *a] for label, a in ALL_GROUPS.items()}
                     for t in pair})
-                theirs = on_pair(pair, kafka_tool(lambda t: {**ALL_GROUPS, **DELETE_ALL}))
+                theirs = on_pair(pair, kafka_tool(lambda t: ALL_GROUPS))
                 mine = mine_future.result()
+            # each tool deletes once the other has looked
+            theirs_deleting = on_pair(pair, kafka_tool(lambda t: DELETE_ALL))
+            theirs = {side: {**theirs[side], **theirs_deleting[side]} for side in theirs}
             for t in pair:
                 empty_share_groups(t, topics[t.name])
             mine_deleting = run_scripts("shoal-share-groups", {t.name: {
