@@ -211,11 +211,12 @@ class TransactionsService:
             d = TransactionDescription(tid, -1, e.code, str(e))
         if d.error_code != 0:
             # Kafka's DescribeTransactionsHandler words the coordinator's two answers about the id itself
-            cause = {ErrorCode.TRANSACTIONAL_ID_NOT_FOUND: f"DescribeTransactions request for transactionalId "
-                                                           f"`{tid}` failed because the ID could not be found",
-                     ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: f"DescribeTransactions request for "
-                                                                      f"transactionalId `{tid}` failed due to "
-                                                                      "authorization failure"}.get(d.error_code)
+            about_the_id: dict[int, str] = {
+                ErrorCode.TRANSACTIONAL_ID_NOT_FOUND: f"DescribeTransactions request for transactionalId `{tid}` "
+                                                      "failed because the ID could not be found",
+                ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: f"DescribeTransactions request for transactionalId "
+                                                                 f"`{tid}` failed due to authorization failure"}
+            cause = about_the_id.get(d.error_code)
             raise failure(f"Failed to describe transaction state of transactional-id `{tid}`",
                           cause or _error(d.error_code, d.error_message))
         if d.transaction_start_time_ms >= 0:
