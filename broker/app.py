@@ -30,8 +30,9 @@ from broker.connection_quotas import ConnectionQuotas
 from broker.console.service import Console
 from broker.coordinator_log import CoordinatorLog
 from broker.features import FeatureControl, Features
+from broker.groups.coordinator import GroupCoordinatorConfig
 from broker.groups.runtime import TOPIC as OFFSETS_TOPIC
-from broker.groups.runtime import GroupCoordinatorRuntime, coordinator_config
+from broker.groups.runtime import GroupCoordinatorRuntime
 from broker.heap import freeze_startup_heap
 from broker.linear_regex import RegexWorker
 from broker.log import GroupCommitFlusher, LogManager, PartitionLog
@@ -256,7 +257,7 @@ class Broker:
         topics.on_delete(lambda info: spawn(share_coordinator.delete_topics([info.topic_id]),
                                             "share-state-delete-topic"))
         groups = self.group_coordinator = GroupCoordinatorRuntime(
-            coordinator_config(config), CoordinatorLog(topics, replicas, OFFSETS_TOPIC), topics, self.configs,
+            GroupCoordinatorConfig.from_config(config), CoordinatorLog(topics, replicas, OFFSETS_TOPIC), topics, self.configs,
             share_coordinator, spawn,
             # built after the group coordinator (whose markers it writes through it): a late-bound reference
             txn_verifier=lambda: self.transaction_coordinator, authorizer=self.security,

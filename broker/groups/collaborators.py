@@ -1,4 +1,4 @@
-"""What the group coordinator runtime is given, typed by what it uses: the broker's settings, its topics (names,
+"""What the group coordinator runtime is given, typed by what it uses: its topics (names,
 ids, partition counts, high watermarks), the group configs and a way to run background tasks.
 
 Protocols rather than the broker's classes, so the group coordinator depends on no more of them than this.
@@ -10,12 +10,6 @@ import asyncio
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any, Protocol
 from uuid import UUID
-
-
-class Settings(Protocol):
-    """Broker settings by Kafka's names."""
-
-    def get(self, name: str) -> Any: ...
 
 
 class TopicView(Protocol):

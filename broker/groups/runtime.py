@@ -35,15 +35,12 @@ import structlog
 
 from broker.aio import wait_event
 from broker.coordinator_log import AppendFailed, CoordinatorLog
-from broker.groups.classic.manager import ClassicConfig
-from broker.groups.collaborators import GroupConfigs, Settings, Spawn, TopicAuthorizer, Topics
-from broker.groups.consumer.manager import ConsumerConfig
-from broker.groups.coordinator import GroupCoordinator, GroupCoordinatorConfig, OffsetsConfig
+from broker.groups.collaborators import GroupConfigs, Spawn, TopicAuthorizer, Topics
+from broker.groups.coordinator import GroupCoordinator, GroupCoordinatorConfig
 from broker.groups.messages import MESSAGES, WRITE_FAILED
 from broker.groups.records import Record, group_id_of
 from broker.groups.regex_resolver import RegexResolver
 from broker.groups.result import GroupResult
-from broker.groups.share.config import ShareGroupConfig
 from broker.groups.share.manager import ShareGroupManager
 from broker.groups.share.state_admin import (
     ShareStateAdmin,
@@ -103,7 +100,7 @@ class GroupCoordinatorRuntime:
                  txn_verifier: Callable[[], TxnPartitionVerifier], authorizer: TopicAuthorizer,
                  regex_worker: RegexWorker,
                  consumer_enabled: bool, share_enabled: bool, clock: Callable[[], int] = _now_ms) -> None:
-        """`config` the coordinator's settings (coordinator_config), `coordinator_log` the `__consumer_offsets`
+        """`config` the coordinator's settings (from the broker config), `coordinator_log` the `__consumer_offsets`
         log, `topics` the broker's topics, `group_configs` their effective values per group, `persister` the
         share coordinator, `spawn` for background tasks; `txn_verifier()` the transaction coordinator (a late-bound
         reference: it is built after this runtime, which is its marker writer), asked whether a TxnOffsetCommit's
@@ -725,28 +722,3 @@ def _txn_commit_error(req: Mapping[str, Any], code: ErrorCode) -> dict[str, Any]
         {"partition_index": p["partition_index"], "error_code": int(code)} for p in t["partitions"]]}
         for t in req["topics"]]}
 
-
-def coordinator_config(config: Settings) -> GroupCoordinatorConfig:
-    """The group coordinator's settings from the broker config (Kafka's names)."""
-    return GroupCoordinatorConfig(
-        consumer=ConsumerConfig(
-            session_timeout_ms=config.get("group.consumer.session.timeout.ms"),
-            heartbeat_interval_ms=config.get("group.consumer.heartbeat.interval.ms"),
-            max_size=config.get("group.consumer.max.size"),
-            assignors=tuple(config.get("group.consumer.assignors")),
-            migration_policy=config.get("group.consumer.migration.policy")),
-        classic=ClassicConfig(
-            min_session_timeout_ms=config.get("group.min.session.timeout.ms"),
-            max_session_timeout_ms=config.get("group.max.session.timeout.ms"),
-            initial_rebalance_delay_ms=config.get("group.initial.rebalance.delay.ms"),
-            max_size=config.get("group.max.size")),
-        offsets=OffsetsConfig(
-            retention_ms=config.get("offsets.retention.minutes") * 60_000,
-            retention_check_interval_ms=config.get("offsets.retention.check.interval.ms"),
-            metadata_max_bytes=config.get("offset.metadata.max.bytes")),
-        share=ShareGroupConfig(
-            session_timeout_ms=config.get("group.share.session.timeout.ms"),
-            heartbeat_interval_ms=config.get("group.share.heartbeat.interval.ms"),
-            max_size=config.get("group.share.max.size"),
-            initialize_retry_interval_ms=config.get("group.share.initialize.retry.interval.ms"),
-            assignment_interval_ms=config.get("group.share.assignment.interval.ms")))
