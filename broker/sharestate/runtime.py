@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -60,20 +61,17 @@ class ShareCoordinatorRuntime:
         self._topics = topics
         self._spawn = spawn
         self.log = state_log  # __share_group_state
+        settings = ShareCoordinatorConfig.from_config(config)
         self.coordinator = ShareCoordinator(
-            ShareCoordinatorConfig(
-                # The topic may have been created earlier with another count: the log is the truth.
-                state_topic_num_partitions=self.log.num_partitions
-                or config.get("share.coordinator.state.topic.num.partitions"),
-                snapshot_update_records_per_snapshot=config.get(
-                    "share.coordinator.snapshot.update.records.per.snapshot")),
+            # The topic may have been created earlier with another count: the log is the truth.
+            replace(settings, state_topic_num_partitions=self.log.num_partitions or settings.state_topic_num_partitions),
             clock=lambda: int(time.time() * 1000),
             partition_exists=self._partition_exists)
         self.loaded = False
         self.offsets = SnapshotOffsets()
         self._round_end: dict[int, int] = {}  # partition -> log end offset when its last prune round began
         self._prune_kick = asyncio.Event()
-        self._prune_interval_s = config.get("share.coordinator.state.topic.prune.interval.ms") / 1000
+        self._prune_interval_s = settings.state_topic_prune_interval_ms / 1000
         self.last_load_records = 0  # records replayed by the last start-up (metrics, tests)
 
     def _partition_exists(self, topic_id: UUID, partition: int) -> bool:

@@ -92,13 +92,10 @@ class TransactionCoordinatorRuntime:
                  config: TransactionCoordinatorConfig, spawn: Spawn, regex_worker: RegexWorker,
                  partition_exists: Callable[[str, int], bool],
                  offsets_partition: Callable[[str], int],
-                 clock: Callable[[], int] = wall_clock_ms,
-                 abort_timed_out_interval_ms: int = 10_000,
-                 remove_expired_interval_ms: int = 3_600_000,
-                 marker_backoff_ms: int = 100, produce_verified: bool = False) -> None:
+                 clock: Callable[[], int] = wall_clock_ms, marker_backoff_ms: int = 100) -> None:
         """`partition_exists(topic, partition)`: the metadata check of AddPartitionsToTxn and of marker retries.
-        `produce_verified`: the produce path verifies transactional batches with this coordinator (KIP-890 part 1,
-        transaction.partition.verification.enable).
+        `config.partition_verification_enable`: the produce path verifies transactional batches with this
+        coordinator (KIP-890 part 1).
         `offsets_partition(group_id)`: the group's `__consumer_offsets` partition (AddOffsetsToTxn).
         `spawn(coro, name)`: run a background task for the life of the broker (cancelled on stop).
         `regex_worker`: compiles and matches ListTransactions' transactional id pattern, away from the loop."""
@@ -110,10 +107,10 @@ class TransactionCoordinatorRuntime:
         self.partition_exists = partition_exists
         self._offsets_partition = offsets_partition
         self._clock = clock
-        self._abort_interval_s = abort_timed_out_interval_ms / 1000
-        self._expire_interval_s = remove_expired_interval_ms / 1000
+        self._abort_interval_s = config.abort_timed_out_interval_ms / 1000
+        self._expire_interval_s = config.remove_expired_interval_ms / 1000
         self._marker_backoff_ms = marker_backoff_ms
-        self._produce_verified = produce_verified
+        self._produce_verified = config.partition_verification_enable
         self.coordinator = TransactionCoordinator(config, clock=clock, partition_exists=partition_exists)
         # (transactional id, producer id, epoch, coordinator epoch) -> the task writing its markers
         self._completing: dict[tuple[str, int, int, int], asyncio.Future] = {}
@@ -432,16 +429,12 @@ def build(config: BrokerConfig, topics: TopicManager, producer_ids: ProducerIdSo
         info = topics.registry.get("__consumer_offsets")
         return group_partition(group_id, info.num_partitions if info is not None else 1)
 
+    settings = TransactionCoordinatorConfig.from_config(config)
     return TransactionCoordinatorRuntime(
         log=log, producer_ids=producer_ids, markers=markers, spawn=spawn, regex_worker=regex_worker,
-        config=TransactionCoordinatorConfig(
-            transaction_max_timeout_ms=config.get("transaction.max.timeout.ms"),
-            transactional_id_expiration_ms=config.get("transactional.id.expiration.ms"),
-            num_partitions=log.num_partitions or config.get("transaction.state.log.num.partitions"),
+        config=replace(
+            settings, num_partitions=log.num_partitions or settings.num_partitions,
             # The finalized transaction.version (broker.features, advertised in ApiVersions): it picks the log
             # value version and the version of the aborts the coordinator starts itself, as Kafka.
             transaction_version_level=finalized_transaction_version(config)),
-        partition_exists=partition_exists, offsets_partition=offsets_partition,
-        abort_timed_out_interval_ms=config.get("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
-        remove_expired_interval_ms=config.get("transaction.remove.expired.transaction.cleanup.interval.ms"),
-        produce_verified=config.get("transaction.partition.verification.enable"))
+        partition_exists=partition_exists, offsets_partition=offsets_partition)
