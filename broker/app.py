@@ -26,7 +26,7 @@ from broker.cluster.journal import MetadataJournal
 from broker.cluster.manager import TopicManager
 from broker.config import BrokerConfig, Listener, ensure_meta_properties
 from broker.config.broker_loggers import BrokerLoggers
-from broker.connection_quotas import ConnectionQuotas
+from broker.connection_quotas import ConnectionQuotaConfig, ConnectionQuotas
 from broker.console.service import Console
 from broker.coordinator_log import CoordinatorLog
 from broker.features import FeatureControl, Features
@@ -45,7 +45,7 @@ from broker.quotas.service import QuotaService
 from broker.replica_manager import LEADER_EPOCH, ReplicaManager
 from broker.router import LARGE_RESPONSE_APIS, Router
 from broker.security.manager import SecurityManager
-from broker.server import Server
+from broker.server import Server, SocketServerConfig
 from broker.share.dlq import DeadLetterQueue
 from broker.share.manager import SharePartitionManager
 from broker.share.manager import follow_events as follow_share_events
@@ -137,15 +137,9 @@ class Broker:
         self.nodes: dict[str, Node] = {}  # listener name -> this broker as advertised on that listener
         self._closables: list[tuple[str, Closable]] = []  # in creation order; stop() closes them in reverse
         self.router = Router(self)
-        self.server = Server(self.router.handle, max_request_bytes=config.get("socket.request.max.bytes"),
-                             max_inflight=config.get("queued.max.requests"),
-                             max_unsent_bytes=config.get("connections.max.unsent.bytes"),
-                             idle_ms=config.get("connections.max.idle.ms"), quotas=ConnectionQuotas(config.get),
+        self.server = Server(self.router.handle, SocketServerConfig.from_config(config),
+                             quotas=ConnectionQuotas(lambda: ConnectionQuotaConfig.from_config(config)),
                              serial_api_keys=LARGE_RESPONSE_APIS, refused=self.router.count_refused,
-                             max_queued_bytes=config.get("queued.max.request.bytes"),
-                             backlog=config.get("socket.listen.backlog.size"),
-                             send_buffer_bytes=config.get("socket.send.buffer.bytes"),
-                             receive_buffer_bytes=config.get("socket.receive.buffer.bytes"),
                              admit=self.router.admit)
         self._tasks: set[asyncio.Task] = set()  # running background tasks; finished ones drop out
         self._stopped = asyncio.Event()

@@ -34,7 +34,7 @@ PY_TYPES: dict[str, object] = {"int": int, "short": int, "long": int, "bool": bo
 def test_the_component_configs_are_found() -> None:
     names = {c.__name__ for c in CONFIGS}
     assert {"ClassicConfig", "ConsumerConfig", "OffsetsConfig", "ShareGroupConfig", "TransactionCoordinatorConfig",
-            "ShareCoordinatorConfig"} <= names
+            "ShareCoordinatorConfig", "SocketServerConfig", "ConnectionQuotaConfig", "QuotaConfig"} <= names
 
 
 @pytest.mark.parametrize("cls", CONFIGS, ids=lambda c: c.__name__)
