@@ -26,19 +26,22 @@ from broker.cluster.journal import MetadataJournal
 from broker.cluster.manager import TopicManager
 from broker.config import BrokerConfig, Listener, ensure_meta_properties
 from broker.config.broker_loggers import BrokerLoggers
+from broker.config.components import ComponentConfig, setting
 from broker.connection_quotas import ConnectionQuotaConfig, ConnectionQuotas
 from broker.console.service import Console
 from broker.coordinator_log import CoordinatorLog
-from broker.features import FeatureControl, Features
+from broker.features import FeatureConfig, FeatureControl, Features
 from broker.groups.coordinator import GroupCoordinatorConfig
 from broker.groups.runtime import TOPIC as OFFSETS_TOPIC
 from broker.groups.runtime import GroupCoordinatorRuntime
 from broker.heap import freeze_startup_heap
 from broker.linear_regex import RegexWorker
 from broker.log import GroupCommitFlusher, LogManager, PartitionLog
-from broker.log.cleaner import LogCleaner
+from broker.log.cleaner import CleanerConfig, LogCleaner
+from broker.log.config import LogManagerConfig
 from broker.log.dir_failure import LogDirFailureChannel
 from broker.log.log_manager import METADATA_LOG_DIR, existing_logs
+from broker.log.producer_state import ProducerStateManagerConfig
 from broker.metrics.service import MetricsService
 from broker.producer_ids import ProducerIdAllocator, ProducerIdManager
 from broker.quotas.service import QuotaService
@@ -49,9 +52,10 @@ from broker.server import Server, SocketServerConfig
 from broker.share.dlq import DeadLetterQueue
 from broker.share.manager import SharePartitionManager
 from broker.share.manager import follow_events as follow_share_events
+from broker.sharestate.config import ShareCoordinatorConfig
 from broker.sharestate.runtime import TOPIC as SHARE_STATE_TOPIC
 from broker.sharestate.runtime import ShareCoordinatorRuntime
-from broker.telemetry.manager import ClientMetricsManager
+from broker.telemetry.manager import ClientMetricsManager, ClientTelemetryConfig
 from broker.telemetry.resources import ClientMetricsResources
 from broker.telemetry.runtime import ClientTelemetry
 from broker.telemetry.store import ClientMetricsStore
@@ -62,6 +66,15 @@ from broker.txn.runtime import build as build_transaction_coordinator
 
 log = structlog.get_logger(__name__)
 
+
+
+@dataclass(frozen=True)
+class NodeConfig(ComponentConfig):
+    """This broker's identity settings and the API versions it serves."""
+
+    cluster_id: str | None = setting("cluster.id")  # None: generated on first start (meta.properties)
+    rack: str | None = setting("broker.rack")
+    unstable_api_versions_enable: bool = setting("unstable.api.versions.enable")
 
 
 @dataclass
@@ -176,18 +189,14 @@ class Broker:
         self.metadata_log = self._closed_on_stop("metadata_log", PartitionLog(
             data_dir / METADATA_LOG_DIR, strict_recovery=True, failures=failures))
         flusher = self.flusher = self._closed_on_stop(
-            "flusher", GroupCommitFlusher(flush_interval_ms=config.get("log.flush.interval.ms")))
+            "flusher", GroupCommitFlusher(flush_interval_ms=LogManagerConfig.from_config(config).flush_interval_ms))
         journal = MetadataJournal(self.metadata_log)
         topics = self.topics = TopicManager(config, logs, journal, self.node_id)
         await asyncio.to_thread(topics.load)
         security = self.security = SecurityManager(config, journal)
         await asyncio.to_thread(security.load)
         await security.add_missing_scram(self._add_scram)
-        await topics.ensure_internal_topics({
-            "__consumer_offsets": config.get("offsets.topic.num.partitions"),
-            "__share_group_state": config.get("share.coordinator.state.topic.num.partitions"),
-            "__transaction_state": config.get("transaction.state.log.num.partitions"),
-        })
+        await topics.ensure_internal_topics()
         self.configs = ConfigService(config, topics, BrokerLoggers(config.node_id))
         self.configs.load()
         quotas = self.quotas = QuotaService(config, journal)
@@ -197,10 +206,10 @@ class Broker:
         self.feature_control = FeatureControl(config, topics, self.router, self.node_id)
         self._build_client_telemetry()
         replicas = self.replicas = ReplicaManager(
-            topics, flusher, producer_expiration_ms=lambda: config.get("producer.id.expiration.ms"), logs=logs)
+            topics, flusher, producer_config=lambda: ProducerStateManagerConfig.from_config(config), logs=logs)
         topics.on_delete(lambda info: replicas.forget_topic(info.name))
         cleaner = self.log_cleaner = self._closed_on_stop("log_cleaner", LogCleaner(
-            logs, config.get, producer_last_offsets=replicas.producer_last_offsets,
+            logs, lambda: CleanerConfig.from_config(config), producer_last_offsets=replicas.producer_last_offsets,
             last_stable_offset=replicas.last_stable_offset, load_partition_state=replicas.ensure_loaded))
         topics.on_delete(lambda info: cleaner.forget(info.name))
         allocator = ProducerIdAllocator(topics.registry.next_producer_id, topics.reserve_producer_ids)
@@ -216,7 +225,7 @@ class Broker:
             self.regex_worker))
         # The produce path asks the transaction coordinator whether a partition is in the transaction (KIP-890
         # part 1); bound here because the coordinator's log is written through the replica manager.
-        replicas.set_txn_verifier(txn if config.get("transaction.partition.verification.enable") else None)
+        replicas.set_txn_verifier(txn if FeatureConfig.from_config(config).partition_verification_enable else None)
         self.feature_control.follow_transaction_version(txn.set_transaction_version)
         # Served on the metrics listener only (read-only views of these components).
         self.console = Console(topics=topics, logs=logs, group_coordinator=self.group_coordinator,
@@ -233,7 +242,7 @@ class Broker:
         subscriptions journaled as CLIENT_METRICS configs."""
         store = self.client_metrics_store = ClientMetricsStore(_monotonic_ms)
         manager = self.client_metrics = ClientMetricsManager(
-            max_bytes=self.config.get("telemetry.max.bytes"), clock=_monotonic_ms, receiver=store)
+            max_bytes=ClientTelemetryConfig.from_config(self.config).max_bytes, clock=_monotonic_ms, receiver=store)
         self.client_telemetry = ClientTelemetry(manager, store, _monotonic_ms)
         self.client_metrics_resources = ClientMetricsResources(self.topics, manager)
         self.client_metrics_resources.load()
@@ -246,7 +255,7 @@ class Broker:
         # The share coordinator first: the group coordinator initializes share-partitions through it.
         share_coordinator = self.share_coordinator = ShareCoordinatorRuntime(
             state_log=CoordinatorLog(topics, replicas, SHARE_STATE_TOPIC,
-                                     fsync_interval_ms=config.get("shoal.share.state.fsync.interval.ms")),
+                                     fsync_interval_ms=ShareCoordinatorConfig.from_config(config).state_fsync_interval_ms),
             config=config, topics=topics, spawn=spawn)
         topics.on_delete(lambda info: spawn(share_coordinator.delete_topics([info.topic_id]),
                                             "share-state-delete-topic"))
@@ -256,8 +265,8 @@ class Broker:
             # built after the group coordinator (whose markers it writes through it): a late-bound reference
             txn_verifier=lambda: self.transaction_coordinator, authorizer=self.security,
             regex_worker=self.regex_worker,
-            consumer_enabled="consumer" in config.get("group.coordinator.rebalance.protocols"),
-            share_enabled=bool(config.get("group.share.enable")))
+            consumer_enabled=FeatureConfig.from_config(config).consumer_groups_enabled,
+            share_enabled=FeatureConfig.from_config(config).share_groups_enabled)
         topics.on_delete(lambda info: spawn(groups.topics_deleted([info.topic_id], [info.name]),
                                             "group-coordinator-delete-topic"))
         group_configs = self.configs.group_config
@@ -280,19 +289,19 @@ class Broker:
         # in a worker thread: writing the file takes fsyncs. Logs already there without it stop start-up (their
         # cluster id would be lost) rather than get a new cluster id.
         self.cluster_id = await asyncio.to_thread(
-            lambda: ensure_meta_properties(data_dir, self.node_id, self.config.get("cluster.id"),
+            lambda: ensure_meta_properties(data_dir, self.node_id, NodeConfig.from_config(self.config).cluster_id,
                                            existing_logs=existing_logs(data_dir)))
         log.info("starting broker", node_id=self.node_id, cluster_id=self.cluster_id, data_dir=str(data_dir))
         await self._build_components()
         for component in self._startables():
             await component.start()
         # Node must exist before any request arrives.
-        rack = self.config.get("broker.rack")
+        rack = NodeConfig.from_config(self.config).rack
         self.nodes = {a.name: Node(self.node_id, advertised_host(a.host), a.port, rack)
                       for a in self.config.advertised_listeners}
         self.node = self.nodes[self.config.advertised_listeners[0].name]
         registered = handlers.register_all(self.router, max_versions=self.features.version_caps(),
-                                           unstable=self.config.get("unstable.api.versions.enable"))
+                                           unstable=NodeConfig.from_config(self.config).unstable_api_versions_enable)
         log.info("handlers registered", modules=registered, apis=len(self.router.registrations()))
         self.server.listener_security = self.security.listener_security(self.router.version_range)
         freeze_startup_heap()  # before the first connection: the full collection it runs stalls nobody
@@ -321,12 +330,12 @@ class Broker:
                 self.nodes[advertised.name].port = by_name.get(advertised.name, bound[0][2])
 
     def _start_background(self) -> None:
-        interval = self.config.get("log.retention.check.interval.ms") / 1000
+        interval = LogManagerConfig.from_config(self.config).retention_check_interval_ms / 1000
         self.spawn(self._every(interval, self.logs.apply_retention, "retention"), "retention")
-        interval = self.config.get("producer.id.expiration.check.interval.ms") / 1000
+        interval = ProducerStateManagerConfig.from_config(self.config).producer_id_expiration_check_interval_ms / 1000
         self.spawn(self._every(interval, self.replicas.expire_producers, "producer id expiration"),
                    "producer-id-expiration")
-        interval = self.config.get("delegation.token.expiry.check.interval.ms") / 1000
+        interval = self.security.settings.delegation_token_expiry_check_interval_ms / 1000
         self.spawn(self._every(interval, self.security.expire_tokens, "delegation token expiry"),
                    "delegation-token-expiry")
 

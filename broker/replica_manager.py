@@ -30,6 +30,7 @@ from broker.log.producer_state import (
     APPEND,
     BatchMetadata,
     PartitionState,
+    ProducerStateManagerConfig,
     ProducerStateTable,
     scan_partition_state,
     scan_partition_state_in_thread,
@@ -52,7 +53,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-DEFAULT_PRODUCER_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
 # A single node leads every partition from its creation on, so every partition has one leader epoch: the one
 # Metadata answers and the log stamps into each batch.
 LEADER_EPOCH = 0
@@ -149,13 +149,13 @@ class VerificationGuard:
 
 class ReplicaManager:
     def __init__(self, topics: TopicManager, flusher: GroupCommitFlusher, *, clock: Callable[[], float] = time.time,
-                 producer_expiration_ms: Callable[[], int] = lambda: DEFAULT_PRODUCER_EXPIRATION_MS,
+                 producer_config: Callable[[], ProducerStateManagerConfig] = ProducerStateManagerConfig,
                  txn_verifier: TxnPartitionVerifier | None = None, logs: LogManager | None = None) -> None:
         self._topics = topics
         self._logs = logs  # for the log start offset checkpoint DeleteRecords waits for (None: not waited for)
         self._flusher = flusher
         self._clock = clock
-        self._expiration_ms = producer_expiration_ms  # producer.id.expiration.ms (dynamic)
+        self._producer_config = producer_config  # read at each use: producer.id.expiration.ms is dynamic
         self._producers: dict[tuple[str, int], ProducerStateTable] = {}
         self._txns: dict[tuple[str, int], TxnStateTable] = {}  # loaded with _producers, same keys
         # KIP-890 verification: the coordinator, or None (no verification, as Kafka with
@@ -168,8 +168,11 @@ class ReplicaManager:
         self._waiters: dict[tuple[str, int], set[_Waiter]] = {}
 
     # --- producer state --------------------------------------------------------------------------------------
+    def _expiration_ms(self) -> int:
+        return self._producer_config().producer_id_expiration_ms
+
     def _newer_than_ms(self) -> int:
-        return int(self._clock() * 1000) - int(self._expiration_ms())
+        return int(self._clock() * 1000) - self._expiration_ms()
 
     def set_txn_verifier(self, verifier: TxnPartitionVerifier | None) -> None:
         """Inject the transaction coordinator's verification (KIP-890 part 1); None turns verification off."""
@@ -200,7 +203,7 @@ class ReplicaManager:
         self._install(key, scan_partition_state(plog, newer_than_ms=self._newer_than_ms()), plog)
 
     def _install(self, key: tuple[str, int], state: PartitionState, plog) -> None:
-        now_ms, expiration = int(self._clock() * 1000), int(self._expiration_ms())
+        now_ms, expiration = int(self._clock() * 1000), self._expiration_ms()
         state.producers.remove_expired(now_ms, expiration)
         state.txns.remove_expired(now_ms, expiration)
         self._producers[key] = state.producers
@@ -319,7 +322,7 @@ class ReplicaManager:
 
     async def expire_producers(self) -> int:
         """One producer.id.expiration.check.interval.ms pass over every partition's producer state."""
-        now_ms, expiration = int(self._clock() * 1000), int(self._expiration_ms())
+        now_ms, expiration = int(self._clock() * 1000), self._expiration_ms()
         removed = 0
         for n, table in enumerate(list(self._producers.values())):
             removed += table.remove_expired(now_ms, expiration)

@@ -29,6 +29,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from broker.config.request_limits import RequestLimitsConfig
 from broker.context import RequestContext
 from broker.replica_manager import LEADER_EPOCH, FetchResult
 from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -182,7 +183,8 @@ async def handle_fetch(ctx: RequestContext, req) -> dict:
     await ctx.broker.replicas.ensure_loaded(keys)  # the LSO needs the transaction state
     # Kafka bounds MaxBytes by fetch.max.bytes and by what the client's consumer_byte_rate allows in a quota
     # window, and MinBytes by the result
-    max_bytes = int(min(req.max_bytes if version >= 3 else 0x7FFFFFFF, ctx.broker.config.get("fetch.max.bytes"),
+    max_bytes = int(min(req.max_bytes if version >= 3 else 0x7FFFFFFF,
+                        RequestLimitsConfig.from_config(ctx.broker.config).fetch_max_bytes,
                         ctx.broker.quotas.fetch_max_bytes(ctx)))
     min_bytes = min(req.min_bytes, max_bytes)
     responses, total, read_error = _collect(ctx, req, topics, denied, max_bytes, follower)

@@ -91,19 +91,20 @@ class CleanJob:
     first_dirty_offset: int
     first_uncleanable_offset: int
     now_ms: int
+    # the log's settings (its LogConfig) and the cleaner's (CleanerConfig), as the cleaner passes them
+    delete_retention_ms: int
+    segment_bytes: int
+    segment_index_bytes: int
+    index_interval_bytes: int
+    max_map_entries: int
+    io_buffer_bytes: int
+    max_io_bytes_per_second: float
+    producer_expiration_ms: int
     dirty_start_position: int = 0  # in the segment holding first_dirty_offset (from its offset index)
-    delete_retention_ms: int = 86_400_000
-    segment_bytes: int = 1 << 30
-    segment_index_bytes: int = 10 << 20
-    index_interval_bytes: int = 4096
-    max_map_entries: int = 1_000_000
-    io_buffer_bytes: int = 512 * 1024
-    max_io_bytes_per_second: float = float("inf")
     # producer id -> last offset of its last data batch (producers expired already left out); None: the cleaner
     # finds them in the batch headers of `segments` + `tail_segments` (the rest of the log up to its end)
     producer_last_offsets: dict[int, int] | None = None
     tail_segments: tuple[SegmentSpec, ...] = ()
-    producer_expiration_ms: int = 86_400_000
     # the `.txnindex` entries of the log's segments whose transaction starts below the first uncleanable offset
     aborted_txns: tuple[AbortedTxn, ...] = ()
 

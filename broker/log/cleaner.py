@@ -41,6 +41,7 @@ from typing import Any, Protocol, TypeVar, cast
 import structlog
 
 from broker.aio import wait_event
+from broker.config.components import ComponentConfig, setting
 from broker.log import swap
 from broker.log.clean import (
     MAP_ENTRY_BYTES,
@@ -321,13 +322,28 @@ class CleanerStats:
     last: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class CleanerConfig(ComponentConfig):
+    """Kafka's CleanerConfig (log.cleaner.*), and producer.id.expiration.ms: a producer's last batch is kept
+    until it expires."""
+
+    enable_cleaner: bool = setting("log.cleaner.enable")
+    num_threads: int = setting("log.cleaner.threads")
+    backoff_ms: int = setting("log.cleaner.backoff.ms")
+    dedupe_buffer_size: int = setting("log.cleaner.dedupe.buffer.size")
+    dedupe_buffer_load_factor: float = setting("log.cleaner.io.buffer.load.factor")
+    io_buffer_size: int = setting("log.cleaner.io.buffer.size")
+    max_io_bytes_per_second: float = setting("log.cleaner.io.max.bytes.per.second")
+    producer_id_expiration_ms: int = setting("producer.id.expiration.ms")
+
+
 class LogCleaner:
-    def __init__(self, logs: LogManager, config: Callable[[str], Any], *, clock: Callable[[], float] = time.time,
+    def __init__(self, logs: LogManager, config: Callable[[], CleanerConfig] = CleanerConfig, *, clock: Callable[[], float] = time.time,
                  producer_last_offsets: Callable[[str, int, int], dict[int, int] | None] | None = None,
                  last_stable_offset: Callable[[str, int], int] | None = None,
                  load_partition_state: Callable[[list[Key]], Awaitable[None]] | None = None,
                  worker: Callable[[str], Worker] = ProcessWorker) -> None:
-        """`config(name)` answers the broker settings (log.cleaner.*, producer.id.expiration.ms);
+        """`config()` the current settings (read at every pass: they may change at run time);
         `producer_last_offsets(topic, partition, newer_than_ms)` what the broker knows of the producers;
         `last_stable_offset(topic, partition)` the partition's LSO, the bound of cleaning (from its transaction
         state, which `load_partition_state(keys)` loads off the loop first). Without it, no bound: only for logs
@@ -352,13 +368,13 @@ class LogCleaner:
 
     # --- lifecycle -----------------------------------------------------------------------------------------------
     async def start(self) -> None:
-        if self._config("log.cleaner.enable"):
+        if self._config().enable_cleaner:
             self._supervisor = asyncio.get_running_loop().create_task(self._supervise(), name="log-cleaner")
 
     async def _supervise(self) -> None:
         """Keep `log.cleaner.threads` slots running (the setting may change at run time)."""
         while not self._closing:
-            wanted = int(self._config("log.cleaner.threads"))
+            wanted = self._config().num_threads
             self._slots = [t for t in self._slots if not t.done()]
             while len(self._slots) < wanted:
                 n = len(self._slots)
@@ -366,7 +382,7 @@ class LogCleaner:
             await asyncio.sleep(1.0)
 
     async def _slot(self, n: int) -> None:
-        while not self._closing and n < int(self._config("log.cleaner.threads")):
+        while not self._closing and n < self._config().num_threads:
             try:
                 cleaned = await self.clean_once(n)
             except Exception:  # noqa: BLE001 - a failed round must not stop the cleaner
@@ -375,7 +391,7 @@ class LogCleaner:
             if cleaned or self._closing:
                 continue
             self._wake.clear()
-            await wait_event(self._wake, int(self._config("log.cleaner.backoff.ms")) / 1000)
+            await wait_event(self._wake, self._config().backoff_ms / 1000)
 
     def wake(self) -> None:
         """Run a pass now (tests, config changes)."""
@@ -467,16 +483,14 @@ class LogCleaner:
         return out
 
     async def _clean(self, todo: LogToClean, now: int, worker: Worker) -> bool:
-        cfg = self._config
+        cfg = self._config()
         topic, partition = todo.key
-        threads = max(1, int(cfg("log.cleaner.threads")))
-        max_entries = int(int(cfg("log.cleaner.dedupe.buffer.size")) / threads / MAP_ENTRY_BYTES
-                          * float(cfg("log.cleaner.io.buffer.load.factor")))
-        expiration = int(cfg("producer.id.expiration.ms"))
+        threads = max(1, cfg.num_threads)
+        max_entries = int(cfg.dedupe_buffer_size / threads / MAP_ENTRY_BYTES * cfg.dedupe_buffer_load_factor)
+        expiration = cfg.producer_id_expiration_ms
         producers = self._producers(topic, partition, now - expiration) if self._producers else None
-        job, by_base = make_job(todo, now, max_map_entries=max_entries,
-                                io_buffer_bytes=int(cfg("log.cleaner.io.buffer.size")),
-                                max_io_bytes_per_second=float(cfg("log.cleaner.io.max.bytes.per.second")),
+        job, by_base = make_job(todo, now, max_map_entries=max_entries, io_buffer_bytes=cfg.io_buffer_size,
+                                max_io_bytes_per_second=cfg.max_io_bytes_per_second,
                                 producer_last_offsets=producers, producer_expiration_ms=expiration)
         plog = todo.log
         directory = plog.directory

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from broker.config.components import ComponentConfig, setting
 from broker.config.topic_config import TOPIC_CONFIGS
 from protocol import compression as codecs
 
@@ -124,3 +125,12 @@ class LogConfig:
         if isinstance(value, LogConfig):
             return value
         return cls.from_topic_config(value, base)
+
+
+@dataclass(frozen=True)
+class LogManagerConfig(ComponentConfig):
+    """The broker-wide log settings read outside a log's own LogConfig."""
+
+    retention_check_interval_ms: int = setting("log.retention.check.interval.ms")
+    # the group-commit interval of the flusher (0: flush as soon as the previous flush finishes)
+    flush_interval_ms: int = setting("log.flush.interval.ms")

@@ -22,17 +22,18 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from broker.config.components import ComponentConfig, ConfigSource, setting
 from broker.share.inflight import DEAD_REJECTED, DeadLetter
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch, iter_batch_views, iter_records
 
 if TYPE_CHECKING:
     from broker.cluster.manager import TopicManager
-    from broker.config import BrokerConfig
     from broker.replica_manager import ReplicaManager
 
 log = structlog.get_logger(__name__)
@@ -54,12 +55,21 @@ MESSAGES = {DEAD_REJECTED: "Offset rejected by client.",
 WARN_EVERY_S = 60.0  # an unusable DLQ is reported at most this often per group
 
 
+@dataclass(frozen=True)
+class DeadLetterQueueConfig(ComponentConfig):
+    """The cluster's DLQ settings (KIP-1191) and the partitions of a DLQ topic it creates."""
+
+    auto_create_topics_enable: bool = setting(AUTO_CREATE)
+    topic_name_prefix: str = setting(PREFIX)
+    num_partitions: int = setting("num.partitions")
+
+
 class DlqWriteError(Exception):
     """The DLQ records could not be made durable: the state change must not be answered as done."""
 
 
 class DeadLetterQueue:
-    def __init__(self, *, config: BrokerConfig, topics: TopicManager, replicas: ReplicaManager,
+    def __init__(self, *, config: ConfigSource, topics: TopicManager, replicas: ReplicaManager,
                  group_configs: Callable[[str], dict[str, str]]) -> None:
         self._config = config
         self._topics = topics
@@ -131,9 +141,9 @@ class DeadLetterQueue:
                 self._warn(group, name, f"DLQ topic does not allow it ({GROUP_ENABLE}=false)")
                 return None
             return info
-        config = self._config
-        prefix = config.get(PREFIX) or ""
-        if not config.get(AUTO_CREATE) or not name.startswith(prefix):
+        settings = DeadLetterQueueConfig.from_config(self._config)  # at each use: both are dynamic
+        prefix = settings.topic_name_prefix
+        if not settings.auto_create_topics_enable or not name.startswith(prefix):
             self._warn(group, name, f"DLQ topic does not exist and is not auto-created ({AUTO_CREATE}, "
                                     f"prefix {prefix!r})")
             return None
@@ -145,7 +155,7 @@ class DeadLetterQueue:
                 try:
                     topics.registry.check_new_topic(name)
                     info = await topics.create_planned(TopicPlan(
-                        name, int(config.get("num.partitions")), {GROUP_ENABLE: "true"}))
+                        name, settings.num_partitions, {GROUP_ENABLE: "true"}))
                 except Exception as err:  # noqa: BLE001 - an invalid name etc.: reported, records still archived
                     self._warn(group, name, "DLQ topic could not be created", error=repr(err))
                     return None

@@ -13,6 +13,8 @@ class ShareCoordinatorConfig(ComponentConfig):
     # ShareUpdate records written for a share-partition before the next write is a full ShareSnapshot.
     snapshot_update_records_per_snapshot: int = setting("share.coordinator.snapshot.update.records.per.snapshot")
     state_topic_prune_interval_ms: int = setting("share.coordinator.state.topic.prune.interval.ms")
+    # how long a written __share_group_state record may wait for its fsync (0: answered once fsynced)
+    state_fsync_interval_ms: int = setting("shoal.share.state.fsync.interval.ms")
 
     def __post_init__(self) -> None:
         # Kafka's ranges (0 records per snapshot makes every write a snapshot).

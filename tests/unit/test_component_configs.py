@@ -4,17 +4,25 @@ the table's, and `from_config` / `from_properties` read the broker's values."""
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import pkgutil
 import typing
 
 import pytest
 
-import broker.app  # noqa: F401 - imports every component, so every ComponentConfig subclass exists
+import broker
 from broker.config import BrokerConfig, ConfigError
 from broker.config.broker_defs import BROKER_CONFIGS
 from broker.config.components import ComponentConfig, fixed_fields, setting, settings_of
 from broker.groups.classic.manager import ClassicConfig
 from broker.groups.consumer.manager import ConsumerConfig
 from broker.groups.coordinator import GroupCoordinatorConfig, OffsetsConfig
+
+
+# Every broker module imported, so every ComponentConfig subclass exists.
+for _module in pkgutil.walk_packages(broker.__path__, "broker."):
+    if not _module.name.endswith("__main__"):
+        importlib.import_module(_module.name)
 
 
 def _subclasses(cls: type) -> list[type]:
@@ -34,7 +42,7 @@ PY_TYPES: dict[str, object] = {"int": int, "short": int, "long": int, "bool": bo
 def test_the_component_configs_are_found() -> None:
     names = {c.__name__ for c in CONFIGS}
     assert {"ClassicConfig", "ConsumerConfig", "OffsetsConfig", "ShareGroupConfig", "TransactionCoordinatorConfig",
-            "ShareCoordinatorConfig", "SocketServerConfig", "ConnectionQuotaConfig", "QuotaConfig"} <= names
+            "ShareCoordinatorConfig", "SocketServerConfig", "ConnectionQuotaConfig", "QuotaConfig", "RequestLimitsConfig", "CleanerConfig"} <= names
 
 
 @pytest.mark.parametrize("cls", CONFIGS, ids=lambda c: c.__name__)
