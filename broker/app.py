@@ -189,7 +189,8 @@ class Broker:
         self.metadata_log = self._closed_on_stop("metadata_log", PartitionLog(
             data_dir / METADATA_LOG_DIR, strict_recovery=True, failures=failures))
         flusher = self.flusher = self._closed_on_stop(
-            "flusher", GroupCommitFlusher(flush_interval_ms=LogManagerConfig.from_config(config).flush_interval_ms))
+            "flusher", GroupCommitFlusher(
+                flush_interval_ms=LogManagerConfig.from_config(config).flush_interval_ms))
         journal = MetadataJournal(self.metadata_log)
         topics = self.topics = TopicManager(config, logs, journal, self.node_id)
         await asyncio.to_thread(topics.load)
@@ -206,10 +207,12 @@ class Broker:
         self.feature_control = FeatureControl(config, topics, self.router, self.node_id)
         self._build_client_telemetry()
         replicas = self.replicas = ReplicaManager(
-            topics, flusher, producer_config=lambda: ProducerStateManagerConfig.from_config(config), logs=logs)
+            topics, flusher, producer_config=lambda: ProducerStateManagerConfig.from_config(config),
+            logs=logs)
         topics.on_delete(lambda info: replicas.forget_topic(info.name))
         cleaner = self.log_cleaner = self._closed_on_stop("log_cleaner", LogCleaner(
-            logs, lambda: CleanerConfig.from_config(config), producer_last_offsets=replicas.producer_last_offsets,
+            logs, lambda: CleanerConfig.from_config(config),
+            producer_last_offsets=replicas.producer_last_offsets,
             last_stable_offset=replicas.last_stable_offset, load_partition_state=replicas.ensure_loaded))
         topics.on_delete(lambda info: cleaner.forget(info.name))
         allocator = ProducerIdAllocator(topics.registry.next_producer_id, topics.reserve_producer_ids)
@@ -225,11 +228,13 @@ class Broker:
             self.regex_worker))
         # The produce path asks the transaction coordinator whether a partition is in the transaction (KIP-890
         # part 1); bound here because the coordinator's log is written through the replica manager.
-        replicas.set_txn_verifier(txn if FeatureConfig.from_config(config).partition_verification_enable else None)
+        verifying = FeatureConfig.from_config(config).partition_verification_enable
+        replicas.set_txn_verifier(txn if verifying else None)
         self.feature_control.follow_transaction_version(txn.set_transaction_version)
         # Served on the metrics listener only (read-only views of these components).
         self.console = Console(topics=topics, logs=logs, group_coordinator=self.group_coordinator,
-                               share_partitions=self.share_partitions, group_configs=self.configs.group_config)
+                               share_partitions=self.share_partitions,
+                               group_configs=self.configs.group_settings)
         self.metrics = self._closed_on_stop("metrics", MetricsService(
             config, self.router.request_metrics.registry, self.spawn, logs=logs,
             share_partitions=self.share_partitions, group_coordinator=self.group_coordinator, server=self.server,
@@ -242,7 +247,8 @@ class Broker:
         subscriptions journaled as CLIENT_METRICS configs."""
         store = self.client_metrics_store = ClientMetricsStore(_monotonic_ms)
         manager = self.client_metrics = ClientMetricsManager(
-            max_bytes=ClientTelemetryConfig.from_config(self.config).max_bytes, clock=_monotonic_ms, receiver=store)
+            max_bytes=ClientTelemetryConfig.from_config(self.config).max_bytes, clock=_monotonic_ms,
+            receiver=store)
         self.client_telemetry = ClientTelemetry(manager, store, _monotonic_ms)
         self.client_metrics_resources = ClientMetricsResources(self.topics, manager)
         self.client_metrics_resources.load()
@@ -253,26 +259,27 @@ class Broker:
         topic deletion."""
         config, topics, replicas, spawn = self.config, self.topics, self.replicas, self.spawn
         # The share coordinator first: the group coordinator initializes share-partitions through it.
+        fsync_ms = ShareCoordinatorConfig.from_config(config).state_fsync_interval_ms
         share_coordinator = self.share_coordinator = ShareCoordinatorRuntime(
-            state_log=CoordinatorLog(topics, replicas, SHARE_STATE_TOPIC,
-                                     fsync_interval_ms=ShareCoordinatorConfig.from_config(config).state_fsync_interval_ms),
+            state_log=CoordinatorLog(topics, replicas, SHARE_STATE_TOPIC, fsync_interval_ms=fsync_ms),
             config=config, topics=topics, spawn=spawn)
         topics.on_delete(lambda info: spawn(share_coordinator.delete_topics([info.topic_id]),
                                             "share-state-delete-topic"))
+        features = FeatureConfig.from_config(config)
         groups = self.group_coordinator = GroupCoordinatorRuntime(
-            GroupCoordinatorConfig.from_config(config), CoordinatorLog(topics, replicas, OFFSETS_TOPIC), topics, self.configs,
-            share_coordinator, spawn,
+            GroupCoordinatorConfig.from_config(config), CoordinatorLog(topics, replicas, OFFSETS_TOPIC),
+            topics, self.configs, share_coordinator, spawn,
             # built after the group coordinator (whose markers it writes through it): a late-bound reference
             txn_verifier=lambda: self.transaction_coordinator, authorizer=self.security,
             regex_worker=self.regex_worker,
-            consumer_enabled=FeatureConfig.from_config(config).consumer_groups_enabled,
-            share_enabled=FeatureConfig.from_config(config).share_groups_enabled)
+            consumer_enabled=features.consumer_groups_enabled, share_enabled=features.share_groups_enabled)
         topics.on_delete(lambda info: spawn(groups.topics_deleted([info.topic_id], [info.name]),
                                             "group-coordinator-delete-topic"))
         group_configs = self.configs.group_config
         leader = self.share_partitions = self._closed_on_stop("share_partitions", SharePartitionManager(
             config=config, topics=topics, replicas=replicas, persister=share_coordinator, groups=groups,
-            dlq=DeadLetterQueue(config=config, topics=topics, replicas=replicas, group_configs=group_configs),
+            dlq=DeadLetterQueue(config=config, topics=topics, replicas=replicas,
+                                group_configs=self.configs.group_settings),
             group_configs=group_configs, spawn=spawn))
         follow_share_events(leader, topics=topics, groups=groups, server=self.server)
 
@@ -286,22 +293,22 @@ class Broker:
     # --- lifecycle -----------------------------------------------------------------------------------------
     async def start(self) -> None:
         data_dir = self.config.data_dir
+        node = NodeConfig.from_config(self.config)
         # in a worker thread: writing the file takes fsyncs. Logs already there without it stop start-up (their
         # cluster id would be lost) rather than get a new cluster id.
         self.cluster_id = await asyncio.to_thread(
-            lambda: ensure_meta_properties(data_dir, self.node_id, NodeConfig.from_config(self.config).cluster_id,
+            lambda: ensure_meta_properties(data_dir, self.node_id, node.cluster_id,
                                            existing_logs=existing_logs(data_dir)))
         log.info("starting broker", node_id=self.node_id, cluster_id=self.cluster_id, data_dir=str(data_dir))
         await self._build_components()
         for component in self._startables():
             await component.start()
         # Node must exist before any request arrives.
-        rack = NodeConfig.from_config(self.config).rack
-        self.nodes = {a.name: Node(self.node_id, advertised_host(a.host), a.port, rack)
+        self.nodes = {a.name: Node(self.node_id, advertised_host(a.host), a.port, node.rack)
                       for a in self.config.advertised_listeners}
         self.node = self.nodes[self.config.advertised_listeners[0].name]
         registered = handlers.register_all(self.router, max_versions=self.features.version_caps(),
-                                           unstable=NodeConfig.from_config(self.config).unstable_api_versions_enable)
+                                           unstable=node.unstable_api_versions_enable)
         log.info("handlers registered", modules=registered, apis=len(self.router.registrations()))
         self.server.listener_security = self.security.listener_security(self.router.version_range)
         freeze_startup_heap()  # before the first connection: the full collection it runs stalls nobody
@@ -332,7 +339,8 @@ class Broker:
     def _start_background(self) -> None:
         interval = LogManagerConfig.from_config(self.config).retention_check_interval_ms / 1000
         self.spawn(self._every(interval, self.logs.apply_retention, "retention"), "retention")
-        interval = ProducerStateManagerConfig.from_config(self.config).producer_id_expiration_check_interval_ms / 1000
+        producers = ProducerStateManagerConfig.from_config(self.config)
+        interval = producers.producer_id_expiration_check_interval_ms / 1000
         self.spawn(self._every(interval, self.replicas.expire_producers, "producer id expiration"),
                    "producer-id-expiration")
         interval = self.security.settings.delegation_token_expiry_check_interval_ms / 1000

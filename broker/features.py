@@ -191,9 +191,10 @@ class FeatureControl:
 
     async def update(self, updates: Mapping[str, tuple[int, int]], *, validate_only: bool) -> tuple[ErrorCode, str | None]:
         """Apply `updates` (name -> (level, upgrade type)) all or none, as Kafka's controller."""
+        settings = FeatureConfig.from_config(self._config)
         for name, (level, upgrade_type) in updates.items():
             reason = check_update(self.features, self._node_id, name, level, upgrade_type,
-                                  verification_enabled=FeatureConfig.from_config(self._config).partition_verification_enable)
+                                  verification_enabled=settings.partition_verification_enable)
             if reason is not None:
                 return ErrorCode.INVALID_UPDATE_VERSION, FAILED_PREFIX + reason
         changes = {name: level for name, (level, _) in updates.items() if level != self.features.level(name)}

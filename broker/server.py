@@ -467,7 +467,7 @@ def _fail(fut: asyncio.Future, response: bytes | None) -> None:
 
 @dataclass(frozen=True)
 class SocketServerConfig(ComponentConfig):
-    """The listeners' and connections' settings (Kafka's SocketServerConfigs, and Shoal's unsent-bytes bound)."""
+    """The listeners' and connections' settings (Kafka's SocketServerConfigs, Shoal's unsent-bytes bound)."""
 
     max_request_bytes: int = setting("socket.request.max.bytes")
     max_inflight: int = setting("queued.max.requests")  # requests in flight per connection
@@ -698,8 +698,8 @@ class Server:
                 conn.write_buffer_seen = size  # a slow reader is draining a large response: that is activity
                 self.touch(conn)
                 continue
-            log.info("closing idle connection", conn=conn.info.id, peer=conn.info.peer, idle_ms=self.config.idle_ms,
-                     unsent_bytes=size)
+            log.info("closing idle connection", conn=conn.info.id, peer=conn.info.peer,
+                     idle_ms=self.config.idle_ms, unsent_bytes=size)
             # Abort: a graceful close would wait for a client that reads nothing.
             conn.abort()
             self.connection_closed(conn)

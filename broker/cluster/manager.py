@@ -58,8 +58,8 @@ POLICY_VIOLATION_MESSAGE = "Unable to perform excessively large batch operation.
 
 @dataclass(frozen=True)
 class TopicManagerConfig(ComponentConfig):
-    """The topic settings of the broker: defaults of new topics, and the internal topics' partitions and segments
-    (as Kafka creates them)."""
+    """The topic settings of the broker: defaults of new topics, and the internal topics' partitions and
+    segments (as Kafka creates them)."""
 
     num_partitions: int = setting("num.partitions")
     default_replication_factor: int = setting("default.replication.factor")
@@ -72,8 +72,8 @@ class TopicManagerConfig(ComponentConfig):
     share_state_topic_num_partitions: int = setting("share.coordinator.state.topic.num.partitions")
 
     def internal_topics(self) -> dict[str, TopicPlan]:
-        """The internal topics as Kafka creates them: __consumer_offsets and __transaction_state with segments of
-        their own size."""
+        """The internal topics as Kafka creates them: __consumer_offsets and __transaction_state with segments
+        of their own size."""
         configs = {name: dict(c) for name, c in INTERNAL_TOPIC_CONFIGS.items()}
         configs["__consumer_offsets"]["segment.bytes"] = str(self.offsets_topic_segment_bytes)
         configs["__transaction_state"]["segment.bytes"] = str(self.transaction_state_log_segment_bytes)

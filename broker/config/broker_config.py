@@ -96,8 +96,8 @@ class BrokerConfig:
         return name in self._values or name in self.unknown
 
     def component(self, cls: type[T]) -> T:
-        """A component config (broker.config.components) with the current values: built on first use after each
-        change, so a component may ask for it at every use and see dynamic changes."""
+        """A component config (broker.config.components) with the current values: built on first use after
+        each change, so a component may ask for it at every use and see dynamic changes."""
         built = self._components.get(cls)
         if built is None:
             built = self._components[cls] = cls.read(self.get)  # type: ignore[attr-defined]

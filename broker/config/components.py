@@ -92,8 +92,8 @@ class ComponentConfig:
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> Self:
-        """Built from Kafka-named properties as text, parsed and checked as the broker does; keys not given take
-        the table's default. ConfigError for a key that is not one of this config's."""
+        """Built from Kafka-named properties as text, parsed and checked as the broker does; keys not given
+        take the table's default. ConfigError for a key that is not one of this config's."""
         keys = {spec.key for spec in settings_of(cls).values()}
         unknown = sorted(set(props) - keys)
         if unknown:
@@ -105,15 +105,15 @@ class ComponentConfig:
         return cls.read(get)
 
     def check(self, *names: str) -> None:
-        """Check these fields' values with their config's validator (ConfigError in Kafka's words), for a config
-        built directly rather than parsed."""
+        """Check these fields' values with their config's validator (ConfigError in Kafka's words), for a
+        config built directly rather than parsed."""
         specs = settings_of(type(self))
         for name in names:
             spec = specs[name]
             definition = BROKER_CONFIGS[spec.key]
             value = getattr(self, name)
             if definition.check is not None and value is not None:
-                raw = list(value) if isinstance(value, tuple) else value // spec.scale if spec.scale != 1 else value
+                raw = list(value) if isinstance(value, tuple) else value // spec.scale
                 try:
                     definition.check(raw)
                 except ValueError as err:

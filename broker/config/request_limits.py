@@ -1,4 +1,5 @@
-"""Limits on what one request may ask for, read by the handlers (Kafka's ServerConfigs; defaults from the table)."""
+"""Limits on what one request may ask for, read by the handlers (Kafka's ServerConfigs; defaults from the
+table)."""
 
 from __future__ import annotations
 

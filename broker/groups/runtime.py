@@ -100,7 +100,7 @@ class GroupCoordinatorRuntime:
                  txn_verifier: Callable[[], TxnPartitionVerifier], authorizer: TopicAuthorizer,
                  regex_worker: RegexWorker,
                  consumer_enabled: bool, share_enabled: bool, clock: Callable[[], int] = _now_ms) -> None:
-        """`config` the coordinator's settings (from the broker config), `coordinator_log` the `__consumer_offsets`
+        """`config` the coordinator's settings, `coordinator_log` the `__consumer_offsets`
         log, `topics` the broker's topics, `group_configs` their effective values per group, `persister` the
         share coordinator, `spawn` for background tasks; `txn_verifier()` the transaction coordinator (a late-bound
         reference: it is built after this runtime, which is its marker writer), asked whether a TxnOffsetCommit's

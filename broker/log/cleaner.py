@@ -338,7 +338,8 @@ class CleanerConfig(ComponentConfig):
 
 
 class LogCleaner:
-    def __init__(self, logs: LogManager, config: Callable[[], CleanerConfig] = CleanerConfig, *, clock: Callable[[], float] = time.time,
+    def __init__(self, logs: LogManager, config: Callable[[], CleanerConfig] = CleanerConfig, *,
+                 clock: Callable[[], float] = time.time,
                  producer_last_offsets: Callable[[str, int, int], dict[int, int] | None] | None = None,
                  last_stable_offset: Callable[[str, int], int] | None = None,
                  load_partition_state: Callable[[list[Key]], Awaitable[None]] | None = None,

@@ -37,8 +37,8 @@ INT32_MAX = 2**31 - 1
 
 @dataclass(frozen=True)
 class ProducerStateManagerConfig(ComponentConfig):
-    """Kafka's ProducerStateManagerConfig: how long a silent producer's state is kept, and how often expired ones
-    are removed."""
+    """Kafka's ProducerStateManagerConfig: how long a silent producer's state is kept, and how often expired
+    ones are removed."""
 
     producer_id_expiration_ms: int = setting("producer.id.expiration.ms")
     producer_id_expiration_check_interval_ms: int = setting("producer.id.expiration.check.interval.ms")

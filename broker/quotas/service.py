@@ -67,7 +67,7 @@ class QuotaService:
         self.clock = clock
         self.store = ClientQuotaStore()
 
-        def client_window() -> MetricConfig:  # read at use: a change of the config applies to the next recording
+        def client_window() -> MetricConfig:  # read at use: a config change applies to the next recording
             return QuotaConfig.from_config(config).client_window
 
         def controller_window() -> MetricConfig:

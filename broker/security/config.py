@@ -1,5 +1,5 @@
-"""The security settings the broker reads once at start (Kafka's names; defaults from the broker's config table).
-Per-listener settings (TLS material, SASL mechanisms, JAAS) are read with BrokerConfig.listener_value."""
+"""The security settings the broker reads once at start (Kafka's names; defaults from the broker's config
+table). Per-listener settings (TLS material, SASL mechanisms, JAAS): BrokerConfig.listener_value."""
 
 from __future__ import annotations
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from broker.config.components import ComponentConfig, ConfigSource, setting
+from broker.config.group_config import GroupConfig
 from broker.share.inflight import DEAD_REJECTED, DeadLetter
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch, iter_batch_views, iter_records
@@ -38,8 +39,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-TOPIC_NAME = "errors.deadletterqueue.topic.name"
-COPY_RECORD = "errors.deadletterqueue.copy.record.enable"
 GROUP_ENABLE = "errors.deadletterqueue.group.enable"  # topic config
 AUTO_CREATE = "errors.deadletterqueue.auto.create.topics.enable"  # broker configs
 PREFIX = "errors.deadletterqueue.topic.name.prefix"
@@ -70,7 +69,7 @@ class DlqWriteError(Exception):
 
 class DeadLetterQueue:
     def __init__(self, *, config: ConfigSource, topics: TopicManager, replicas: ReplicaManager,
-                 group_configs: Callable[[str], dict[str, str]]) -> None:
+                 group_configs: Callable[[str], GroupConfig]) -> None:
         self._config = config
         self._topics = topics
         self._replicas = replicas
@@ -81,7 +80,7 @@ class DeadLetterQueue:
         self.skipped: dict[str, int] = {}  # group -> archived records with no DLQ copy (DLQ unusable)
 
     def configured(self, group: str) -> bool:
-        return bool(self._group_configs(group).get(TOPIC_NAME))
+        return bool(self._group_configs(group).errors_deadletterqueue_topic_name)
 
     async def write(self, group: str, topic: str, partition: int, letters: Sequence[DeadLetter],
                     source_log: Any) -> None:
@@ -90,7 +89,7 @@ class DeadLetterQueue:
         if not letters:
             return
         cfg = self._group_configs(group)
-        name = cfg.get(TOPIC_NAME) or ""
+        name = cfg.errors_deadletterqueue_topic_name
         if not name:
             return
         count = sum(d.last_offset - d.first_offset + 1 for d in letters)
@@ -98,7 +97,8 @@ class DeadLetterQueue:
         if info is None:
             self.skipped[group] = self.skipped.get(group, 0) + count
             return
-        copies = self._source_records(source_log, letters) if cfg.get(COPY_RECORD) == "true" else {}
+        copying = cfg.errors_deadletterqueue_copy_record_enable
+        copies = self._source_records(source_log, letters) if copying else {}
         now = int(time.time() * 1000)
         records = []
         for d in letters:

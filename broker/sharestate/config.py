@@ -1,4 +1,5 @@
-"""Share coordinator settings, under Kafka's names (ShareCoordinatorConfig); defaults from the broker's table."""
+"""Share coordinator settings, under Kafka's names (ShareCoordinatorConfig); defaults from the broker's
+table."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from broker.config.components import ComponentConfig, setting
 class ShareCoordinatorConfig(ComponentConfig):
     state_topic_num_partitions: int = setting("share.coordinator.state.topic.num.partitions")
     # ShareUpdate records written for a share-partition before the next write is a full ShareSnapshot.
-    snapshot_update_records_per_snapshot: int = setting("share.coordinator.snapshot.update.records.per.snapshot")
+    snapshot_update_records_per_snapshot: int = setting(
+        "share.coordinator.snapshot.update.records.per.snapshot")
     state_topic_prune_interval_ms: int = setting("share.coordinator.state.topic.prune.interval.ms")
     # how long a written __share_group_state record may wait for its fsync (0: answered once fsynced)
     state_fsync_interval_ms: int = setting("shoal.share.state.fsync.interval.ms")

@@ -64,7 +64,8 @@ class ShareCoordinatorRuntime:
         settings = ShareCoordinatorConfig.from_config(config)
         self.coordinator = ShareCoordinator(
             # The topic may have been created earlier with another count: the log is the truth.
-            replace(settings, state_topic_num_partitions=self.log.num_partitions or settings.state_topic_num_partitions),
+            replace(settings, state_topic_num_partitions=self.log.num_partitions
+                    or settings.state_topic_num_partitions),
             clock=lambda: int(time.time() * 1000),
             partition_exists=self._partition_exists)
         self.loaded = False

@@ -115,7 +115,7 @@ def subscription_id(metrics: tuple[str, ...], interval_ms: int, instance_id: uui
 
 @dataclass(frozen=True)
 class ClientTelemetryConfig(ComponentConfig):
-    max_bytes: int = setting("telemetry.max.bytes")  # the largest metrics payload (compressed) a client may push
+    max_bytes: int = setting("telemetry.max.bytes")  # the largest (compressed) payload a client pushes
 
 
 class ClientMetricsManager:

@@ -11,7 +11,7 @@ from broker.config.components import ComponentConfig, setting
 class TransactionCoordinatorConfig(ComponentConfig):
     transaction_max_timeout_ms: int = setting("transaction.max.timeout.ms")
     transactional_id_expiration_ms: int = setting("transactional.id.expiration.ms")
-    # The broker takes the partition count of __transaction_state as it exists (Kafka's: the log is the truth).
+    # The broker takes the partition count of __transaction_state as it is (as Kafka: the log is the truth).
     num_partitions: int = setting("transaction.state.log.num.partitions")
     # The finalized transaction.version feature level: picks the log value version and the version used for
     # aborts the coordinator starts itself (fencing, timeouts), as Kafka does. The broker sets the finalized

@@ -14,10 +14,10 @@ import broker
 from broker.config import BrokerConfig, ConfigError
 from broker.config.broker_defs import BROKER_CONFIGS
 from broker.config.components import ComponentConfig, fixed_fields, setting, settings_of
+from broker.config.group_config import GROUP_CONFIGS, GroupConfig
 from broker.groups.classic.manager import ClassicConfig
 from broker.groups.consumer.manager import ConsumerConfig
 from broker.groups.coordinator import GroupCoordinatorConfig, OffsetsConfig
-
 
 # Every broker module imported, so every ComponentConfig subclass exists.
 for _module in pkgutil.walk_packages(broker.__path__, "broker."):
@@ -35,14 +35,15 @@ def _subclasses(cls: type) -> list[type]:
 CONFIGS = sorted((c for c in _subclasses(ComponentConfig) if c.__module__.startswith("broker.")),
                  key=lambda c: c.__qualname__)
 # Python type of a field by the ConfigDef type of its key.
-PY_TYPES: dict[str, object] = {"int": int, "short": int, "long": int, "bool": bool, "double": float, "string": str,
-                               "class": str, "password": str, "list": tuple[str, ...]}
+PY_TYPES: dict[str, object] = {"int": int, "short": int, "long": int, "bool": bool, "double": float,
+                               "string": str, "class": str, "password": str, "list": tuple[str, ...]}
 
 
 def test_the_component_configs_are_found() -> None:
     names = {c.__name__ for c in CONFIGS}
-    assert {"ClassicConfig", "ConsumerConfig", "OffsetsConfig", "ShareGroupConfig", "TransactionCoordinatorConfig",
-            "ShareCoordinatorConfig", "SocketServerConfig", "ConnectionQuotaConfig", "QuotaConfig", "RequestLimitsConfig", "CleanerConfig"} <= names
+    assert {"ClassicConfig", "ConsumerConfig", "OffsetsConfig", "ShareGroupConfig",
+            "TransactionCoordinatorConfig", "ShareCoordinatorConfig", "SocketServerConfig",
+            "ConnectionQuotaConfig", "QuotaConfig", "RequestLimitsConfig", "CleanerConfig"} <= names
 
 
 @pytest.mark.parametrize("cls", CONFIGS, ids=lambda c: c.__name__)
@@ -59,7 +60,7 @@ def test_every_field_is_a_config_of_its_type_with_the_tables_default(cls: type) 
         expected = PY_TYPES[definition.type]
         if definition.default is None:
             expected = expected | None  # type: ignore[operator]
-        assert hints[name] == expected, f"{cls.__name__}.{name}: {hints[name]} for {spec.key} ({definition.type})"
+        assert hints[name] == expected, f"{cls.__name__}.{name}: {spec.key} is {definition.type}"
         if spec.scale != 1:
             assert expected is int
         table_default = definition.default
@@ -119,3 +120,35 @@ def test_from_a_broker_config_is_cached_until_a_change() -> None:
 def test_a_setting_names_a_known_config() -> None:
     with pytest.raises(KeyError):
         setting("no.such.config")
+
+
+# --- group configs -----------------------------------------------------------------------------------------
+GROUP_TYPES: dict[str, object] = {"int": int, "bool": bool, "string": str, "list": tuple[str, ...]}
+
+
+def test_group_config_has_a_typed_field_per_group_config_with_the_tables_default() -> None:
+    hints = typing.get_type_hints(GroupConfig)
+    by_key = {f.metadata["group_config"]: f for f in dataclasses.fields(GroupConfig)}
+    assert sorted(by_key) == sorted(GROUP_CONFIGS)
+    defaults = GroupConfig()
+    for key, field in by_key.items():
+        definition = GROUP_CONFIGS[key]
+        assert field.name == key.replace(".", "_")
+        assert hints[field.name] == GROUP_TYPES[definition.type], key
+        if definition.synonym is not None and definition.type == "int":  # the broker setting's default
+            assert getattr(defaults, field.name) == BROKER_CONFIGS[definition.synonym].default, key
+    assert defaults.share_auto_offset_reset == "latest" and defaults.share_renew_acknowledge_enable is True
+    assert defaults.share_isolation_level == "read_uncommitted" and not defaults.share_read_committed
+    assert defaults.errors_deadletterqueue_topic_name == ""
+    assert defaults.streams_rack_aware_assignment_tags == ()
+
+
+def test_group_config_from_effective_values() -> None:
+    built = GroupConfig.from_values({
+        "share.renew.acknowledge.enable": "false", "share.record.lock.duration.ms": "1000",
+        "share.isolation.level": "read_committed", "streams.rack.aware.assignment.tags": "a,b"})
+    assert built.share_renew_acknowledge_enable is False
+    assert built.share_record_lock_duration_ms == 1000
+    assert built.share_read_committed
+    assert built.streams_rack_aware_assignment_tags == ("a", "b")
+    assert built.share_delivery_count_limit == GroupConfig().share_delivery_count_limit

@@ -63,7 +63,8 @@ async def test_never_reading_client_holds_about_one_response():
         dispatched.append(corr)
         return response(corr, big)
 
-    server = Server(dispatch, SocketServerConfig(max_inflight=100, max_unsent_bytes=1 << 20), serial_api_keys={FETCH})
+    server = Server(dispatch, SocketServerConfig(max_inflight=100, max_unsent_bytes=1 << 20),
+                    serial_api_keys={FETCH})
     port = await start(server)
     reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 16)
     writer.transport.pause_reading()  # the client reads nothing
@@ -367,7 +368,8 @@ async def test_reading_pauses_when_much_waits_behind_a_long_poll():
 def test_connection_creation_rate_throttle_times_are_kafkas():
     """Kafka's broker connection rate sensor: every connection is recorded; over the limit the wait is
     (rate - limit) / limit times the measured window, at most one quota window."""
-    quotas = quotas_of(BrokerConfig({**UNLIMITED, "max.connection.creation.rate": "10", "quota.window.num": "2"}))
+    quotas = quotas_of(BrokerConfig({**UNLIMITED, "max.connection.creation.rate": "10",
+                                     "quota.window.num": "2"}))
     # two samples of 1 s: the rate is counted over at least one full window (1 s) from the start
     assert [quotas.creation_throttle_ms(0) for _ in range(10)] == [0] * 10
     assert quotas.creation_throttle_ms(0) == 100  # 11/s: (11 - 10) / 10 * 1000

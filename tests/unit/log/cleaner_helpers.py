@@ -45,9 +45,13 @@ class Harness:
         self.producers = producers
         self.cleaner: LogCleaner | None = None
 
+    def cleaner_config(self) -> CleanerConfig:
+        """The cleaner's settings from the broker config, as the broker reads them (at each use)."""
+        return CleanerConfig.from_config(self.broker_config)
+
     def new_cleaner(self) -> LogCleaner:
         """A cleaner as a broker start makes one (it reads the checkpoint file)."""
-        return LogCleaner(self.manager, lambda: CleanerConfig.from_config(self.broker_config), clock=self.clock, worker=InlineWorker,
+        return LogCleaner(self.manager, self.cleaner_config, clock=self.clock, worker=InlineWorker,
                           producer_last_offsets=self.producers)
 
     def clean(self) -> bool:

@@ -12,7 +12,7 @@ import pytest
 from cleaner_helpers import COMMITTED, START_MS, STEPS, Harness, append, compact_config, latest_view, read_all
 
 from broker.log import swap
-from broker.log.cleaner import CleanerConfig, InlineWorker, LogCleaner
+from broker.log.cleaner import InlineWorker, LogCleaner
 from broker.log.txn_index import AbortedTxn, TxnIndex
 from broker.log.txn_state import TxnStateTable
 from protocol import control_records as cr
@@ -56,7 +56,7 @@ class TxnHarness(Harness):
         return value
 
     def new_cleaner(self) -> LogCleaner:
-        return LogCleaner(self.manager, lambda: CleanerConfig.from_config(self.broker_config), clock=self.clock, worker=InlineWorker,
+        return LogCleaner(self.manager, self.cleaner_config, clock=self.clock, worker=InlineWorker,
                           producer_last_offsets=self.producers, last_stable_offset=self.lso)
 
     def dirty(self) -> None:
@@ -263,7 +263,7 @@ def test_without_a_known_lso_the_log_is_not_cleaned(tmp_path: Path) -> None:
         raise KeyError("no such partition")
 
     async def run() -> bool:
-        cleaner = LogCleaner(h.manager, lambda: CleanerConfig.from_config(h.broker_config), clock=h.clock, worker=InlineWorker,
+        cleaner = LogCleaner(h.manager, h.cleaner_config, clock=h.clock, worker=InlineWorker,
                              last_stable_offset=unknown, load_partition_state=load)
         try:
             return await cleaner.clean_once()

@@ -6,6 +6,7 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
+from broker.config.group_config import GroupConfig
 from broker.share.dlq import DeadLetterQueue
 from broker.share.manager import SharePartitionManager
 from protocol.primitives import BytesParts
@@ -20,7 +21,8 @@ def spawn(coro, name: str) -> asyncio.Task:
 
 def make_manager(*, config: Any, topics: Any, persister: Any, group_configs: Any, replicas: Any = None,
                  groups: Any = NO_GROUP_COORDINATOR) -> SharePartitionManager:
-    dlq = DeadLetterQueue(config=config, topics=topics, replicas=replicas, group_configs=group_configs)
+    dlq = DeadLetterQueue(config=config, topics=topics, replicas=replicas,
+                          group_configs=lambda group: GroupConfig.from_values(group_configs(group)))
     return SharePartitionManager(config=config, topics=topics, replicas=replicas, persister=persister,
                                  groups=groups, dlq=dlq, group_configs=group_configs, spawn=spawn)
 

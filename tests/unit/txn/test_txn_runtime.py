@@ -102,8 +102,9 @@ class Harness:
         self.rt = TransactionCoordinatorRuntime(
             log=self.log, producer_ids=self.ids, markers=self.writer, regex_worker=self.regex_worker,
             config=TransactionCoordinatorConfig(
-                num_partitions=PARTITIONS, transaction_version_level=0, abort_timed_out_interval_ms=3_600_000,
-                remove_expired_interval_ms=3_600_000, partition_verification_enable=produce_verified, **config),
+                num_partitions=PARTITIONS, transaction_version_level=0,
+                abort_timed_out_interval_ms=3_600_000, remove_expired_interval_ms=3_600_000,
+                partition_verification_enable=produce_verified, **config),
             spawn=self.spawn, clock=self.clock,
             partition_exists=lambda t, p: 0 <= p < self.topics.get(t, 0),
             offsets_partition=lambda g: len(g) % 4, marker_backoff_ms=1)
