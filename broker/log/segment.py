@@ -16,6 +16,7 @@ from pathlib import Path
 
 from crc32c import crc32c
 
+from broker.log.config import LogConfig
 from broker.log.files import INDEX_FLAGS, LOG_FLAGS, SHARED, FileCache
 from broker.log.index import OffsetIndex, TimeIndex, _IndexFile
 from broker.log.txn_index import CorruptTxnIndexError, TxnIndex
@@ -78,8 +79,12 @@ def _pread_exact(fd: int, size: int, position: int) -> bytes:
     return b"".join(parts)
 
 
+# index.interval.bytes's default (the topic table's): a segment opened only to be read or deleted
+DEFAULT_INDEX_INTERVAL = LogConfig().index_interval_bytes
+
+
 class Segment:
-    def __init__(self, directory: Path, base_offset: int, *, index_interval_bytes: int = 4096,
+    def __init__(self, directory: Path, base_offset: int, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL,
                  files: FileCache | None = None, suffix: str = "") -> None:
         """Open (creating if missing) the segment's files. `suffix` names the files of a segment being cleaned
         (`.cleaned`) or swapped in (`.swap`), as Kafka names them; see `change_suffix`."""

@@ -53,7 +53,7 @@ class SaslStep:
 
 class SaslAuthenticator:
     def __init__(self, *, listener: str, mechanisms: list[str], new_server: Callable[[str], Any],
-                 version_range: Callable[[int], tuple[int, int] | None], reauth_ms: int = 0,
+                 version_range: Callable[[int], tuple[int, int] | None], reauth_ms: int,
                  clock: Callable[[], float] = time.monotonic, connection: Any = None,
                  wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
         self.listener = listener
