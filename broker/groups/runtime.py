@@ -142,24 +142,17 @@ class GroupCoordinatorRuntime:
 
     def _share_timing(self, group_id: str) -> tuple[int, int]:
         """share.session.timeout.ms and share.heartbeat.interval.ms of the group (override or broker value)."""
-        cfg = self._group_configs.group_config(group_id)
-        default = self.share.config
-        session = cfg.get("share.session.timeout.ms") or default.session_timeout_ms
-        interval = cfg.get("share.heartbeat.interval.ms") or default.heartbeat_interval_ms
-        return int(session), int(interval)
+        cfg = self._group_configs.group_settings(group_id)
+        return cfg.share_session_timeout_ms, cfg.share_heartbeat_interval_ms
 
     def _share_assignment_interval(self, group_id: str) -> int:
         """share.assignment.interval.ms of the group (override or broker value)."""
-        value = self._group_configs.group_config(group_id).get("share.assignment.interval.ms")
-        return int(value) if value else self.share.config.assignment_interval_ms
+        return self._group_configs.group_settings(group_id).share_assignment_interval_ms
 
     def _consumer_timing(self, group_id: str) -> tuple[int, int]:
         """consumer.session.timeout.ms and consumer.heartbeat.interval.ms of the group (override or broker)."""
-        cfg = self._group_configs.group_config(group_id)
-        default = self.coordinator.config.consumer
-        session = cfg.get("consumer.session.timeout.ms") or default.session_timeout_ms
-        interval = cfg.get("consumer.heartbeat.interval.ms") or default.heartbeat_interval_ms
-        return int(session), int(interval)
+        cfg = self._group_configs.group_settings(group_id)
+        return cfg.consumer_session_timeout_ms, cfg.consumer_heartbeat_interval_ms
 
     def _topic_info(self, name: str) -> tuple[UUID, int] | None:
         info = self._topics.registry.get(name)
