@@ -26,7 +26,7 @@ from broker.security.authorizer import (
     Authorizer,
     parse_super_users,
 )
-from broker.security.config import SecurityConfig
+from broker.security.config import ListenerConfig, SecurityConfig
 from broker.security.credentials import (
     REMOVE_USER_SCRAM_CREDENTIAL_RECORD,
     USER_SCRAM_CREDENTIAL_RECORD,
@@ -194,12 +194,12 @@ class SecurityManager:
             protocol = config.security_protocol(name)
             context = None
             if protocol in ("SSL", "SASL_SSL"):
-                context = tls.server_context(functools.partial(config.listener_value, name), name)
+                context = tls.server_context(self.listener_settings(name), name)
             authenticator = None
             if protocol.startswith("SASL_"):
                 authenticator = functools.partial(
                     self._new_authenticator, name, self.sasl_mechanisms(name), version_range,
-                    config.listener_value(name, "connections.max.reauth.ms"))
+                    self.listener_settings(name).connections_max_reauth_ms)
             principal = tls.certificate_principal if protocol == "SSL" else None
             out[name] = ListenerSecurity(protocol, context, authenticator, principal, delay_s, max_receive)
         return out
@@ -211,8 +211,12 @@ class SecurityManager:
                                  version_range=version_range, reauth_ms=reauth_ms, connection=connection)
 
     # --- SASL ------------------------------------------------------------------------------------------------
+    def listener_settings(self, listener: str) -> ListenerConfig:
+        """The listener's SASL and TLS settings (its `listener.name.<listener>.*` values over the broker's)."""
+        return ListenerConfig.read(lambda key: self.config.listener_value(listener, key))
+
     def sasl_mechanisms(self, listener: str) -> list[str]:
-        return list(self.config.listener_value(listener, "sasl.enabled.mechanisms"))
+        return list(self.listener_settings(listener).sasl_enabled_mechanisms)
 
     def sasl_server(self, listener: str, mechanism: str):
         """A fresh server-side exchange for one authentication."""
