@@ -84,8 +84,9 @@ DEFAULT_INDEX_INTERVAL = LogConfig().index_interval_bytes
 
 
 class Segment:
-    def __init__(self, directory: Path, base_offset: int, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL,
-                 files: FileCache | None = None, suffix: str = "") -> None:
+    def __init__(self, directory: Path, base_offset: int, *,
+                 index_interval_bytes: int = DEFAULT_INDEX_INTERVAL, files: FileCache | None = None,
+                 suffix: str = "") -> None:
         """Open (creating if missing) the segment's files. `suffix` names the files of a segment being cleaned
         (`.cleaned`) or swapped in (`.swap`), as Kafka names them; see `change_suffix`."""
         self.directory = directory

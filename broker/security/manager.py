@@ -212,7 +212,7 @@ class SecurityManager:
 
     # --- SASL ------------------------------------------------------------------------------------------------
     def listener_settings(self, listener: str) -> ListenerConfig:
-        """The listener's SASL and TLS settings (its `listener.name.<listener>.*` values over the broker's)."""
+        """The listener's SASL and TLS settings (`listener.name.<listener>.*` values over the broker's)."""
         return ListenerConfig.read(lambda key: self.config.listener_value(listener, key))
 
     def sasl_mechanisms(self, listener: str) -> list[str]:
