@@ -34,6 +34,7 @@ from broker.security.acl import (
     ResourceType,
     host_matches,
 )
+from broker.security.config import SecurityConfig
 from protocol.errors import ErrorCode
 
 log = structlog.get_logger(__name__)
@@ -96,7 +97,8 @@ def record_from_binding(acl_id: uuid.UUID, acl: AclBinding) -> dict:
 
 
 class Authorizer:
-    def __init__(self, *, super_users: Iterable[str] = (), allow_everyone_if_no_acl_found: bool = False,
+    def __init__(self, *, super_users: Iterable[str] = (),
+                 allow_everyone_if_no_acl_found: bool = SecurityConfig().allow_everyone_if_no_acl_found,
                  new_id: Callable[[], uuid.UUID] = uuid.uuid4) -> None:
         self.super_users = frozenset(super_users)
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
