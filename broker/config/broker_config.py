@@ -101,7 +101,7 @@ class BrokerConfig:
         built = self._components.get(cls)
         if built is None:
             built = self._components[cls] = cls.read(self.get)  # type: ignore[attr-defined]
-        return built  # type: ignore[no-any-return]
+        return built
 
     def source(self, name: str) -> int:
         family = DERIVED.get(name, ((name, 1),))
