@@ -29,7 +29,7 @@ from broker.config.broker_loggers import BrokerLoggers
 from broker.config.components import ComponentConfig, setting
 from broker.connection_quotas import ConnectionQuotaConfig, ConnectionQuotas
 from broker.console.service import Console
-from broker.coordinator_log import CoordinatorLog
+from broker.coordinator.coordinator_log import CoordinatorLog
 from broker.features import FeatureConfig, FeatureControl, Features
 from broker.groups.coordinator import GroupCoordinatorConfig
 from broker.groups.runtime import TOPIC as OFFSETS_TOPIC

@@ -34,7 +34,7 @@ from uuid import UUID
 import structlog
 
 from broker.aio import wait_event
-from broker.coordinator_log import AppendFailed, CoordinatorLog
+from broker.coordinator.coordinator_log import AppendFailed, CoordinatorLog
 from broker.groups.collaborators import GroupConfigs, Spawn, TopicAuthorizer, Topics
 from broker.groups.coordinator import GroupCoordinator, GroupCoordinatorConfig
 from broker.groups.messages import MESSAGES, WRITE_FAILED

@@ -33,7 +33,7 @@ from uuid import UUID
 import structlog
 
 from broker.aio import wait_event
-from broker.coordinator_log import AppendFailed, CoordinatorLog
+from broker.coordinator.coordinator_log import AppendFailed, CoordinatorLog
 from protocol.errors import ErrorCode
 
 from .config import ShareCoordinatorConfig

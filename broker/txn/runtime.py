@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from broker.aio import wait_event
-from broker.coordinator_log import AppendFailed
+from broker.coordinator.coordinator_log import AppendFailed
 from broker.features import finalized_transaction_version
 from broker.linear_regex import RegexError, RegexWorker
 from protocol.errors import ErrorCode
@@ -59,7 +59,7 @@ NOT_DURABLE = ErrorCode.COORDINATOR_NOT_AVAILABLE
 
 
 class TxnStateLog(Protocol):
-    """What the runtime needs of `__transaction_state` (broker.coordinator_log.CoordinatorLog has it)."""
+    """What the runtime needs of `__transaction_state` (broker.coordinator.coordinator_log.CoordinatorLog has it)."""
 
     @property
     def num_partitions(self) -> int: ...

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from txn_helpers import Clock
 
-from broker.coordinator_log import AppendFailed
+from broker.coordinator.coordinator_log import AppendFailed
 from broker.linear_regex import RegexError, RegexWorker
 from broker.txn import TransactionCoordinatorConfig, TxnMarker, TxnState
 from broker.txn.markers import MarkersFenced, RoutedMarkerWriter, write_until_done

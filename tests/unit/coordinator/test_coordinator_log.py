@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from broker.coordinator_log import CoordinatorLog
+from broker.coordinator.coordinator_log import CoordinatorLog
 from protocol.errors import ErrorCode
 from tests.helpers.waiting import async_wait_until
 
