@@ -208,7 +208,11 @@ class GroupCoordinatorRuntime:
         def marker(producer_id: int, producer_epoch: int, commit: bool, _coordinator_epoch: int) -> None:
             coordinator.replay_end_txn(producer_id, producer_epoch, commit, self._owned_by(partition))
 
-        return self.log.replay(partition, coordinator.replay, with_producer=True, on_marker=marker)
+        def apply(_offset: int, producer_id: int, producer_epoch: int, key: bytes | memoryview,
+                  value: bytes | memoryview | None) -> None:
+            coordinator.replay(key, value, producer_id, producer_epoch)
+
+        return self.log.replay(partition, apply, on_marker=marker)
 
     def _owned_by(self, partition: int) -> Callable[[str], bool]:
         return lambda group_id: self.partition_for(group_id) == partition

@@ -95,12 +95,13 @@ class ShareCoordinatorRuntime:
         self.coordinator.load_begin(partition)
         self.offsets.reset(partition)
 
-        def apply(key: bytes, value: bytes | None, offset: int) -> None:
+        def apply(offset: int, _producer_id: int, _producer_epoch: int, key: bytes | memoryview,
+                  value: bytes | memoryview | None) -> None:
             self.coordinator.replay(key, value)
             self.offsets.record(partition, offset, key, value)
 
         try:
-            return self.log.replay(partition, apply, with_offsets=True)
+            return self.log.replay(partition, apply)
         finally:
             self.coordinator.load_complete(partition)
 

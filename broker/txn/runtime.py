@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from broker.aio import wait_event
-from broker.coordinator.coordinator_log import AppendFailed
+from broker.coordinator.coordinator_log import AppendFailed, RecordApply
 from broker.features import finalized_transaction_version
 from broker.linear_regex import RegexError, RegexWorker
 from protocol.errors import ErrorCode
@@ -64,7 +64,7 @@ class TxnStateLog(Protocol):
     @property
     def num_partitions(self) -> int: ...
 
-    def replay(self, partition: int, apply: Callable[..., Any]) -> int: ...
+    def replay(self, partition: int, apply: RecordApply) -> int: ...
 
     def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> asyncio.Future: ...
 
@@ -158,7 +158,7 @@ class TransactionCoordinatorRuntime:
     def _load(self, partition: int) -> tuple[int, TxnResult]:
         self.coordinator.load_begin(partition)
         try:
-            n = self.log.replay(partition, self.coordinator.replay)
+            n = self.log.replay(partition, lambda _offset, _pid, _epoch, key, value: self.coordinator.replay(key, value))
         finally:
             result = self.coordinator.load_complete(partition)
         return n, result

@@ -37,8 +37,8 @@ class MemoryLog:
         return PARTITIONS
 
     def replay(self, partition: int, apply: Callable[..., Any]) -> int:
-        for key, value in self.partitions[partition]:
-            apply(key, value)
+        for offset, (key, value) in enumerate(self.partitions[partition]):
+            apply(offset, -1, -1, key, value)
         return len(self.partitions[partition])
 
     def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> asyncio.Future:
