@@ -2,7 +2,7 @@
 
 It hosts one shard (`broker.coordinator.shard.CoordinatorShard`: the group, the share or the transaction
 coordinator) over the partitions of its internal topic, read and written through a `CoordinatorLoader` and a
-`PartitionWriter` (`broker.coordinator.coordinator_log.CoordinatorLog` is both):
+`PartitionWriter` (a `CoordinatorTopic`: `broker.coordinator.coordinator_log.CoordinatorLog` is both):
 
 - loading: `load(partitions)` replays each partition's records, transaction markers included, into the shard in
   offset order; the partitions are LOADING, then ACTIVE.
@@ -75,7 +75,7 @@ class PartitionWriter(Protocol):
     def offline(self, partition: int) -> bool: ...
 
 
-class CoordinatorLog(CoordinatorLoader, PartitionWriter, Protocol):
+class CoordinatorTopic(CoordinatorLoader, PartitionWriter, Protocol):
     """Both sides of one internal topic."""
 
 
@@ -126,7 +126,7 @@ class Appended:
 
 
 class CoordinatorRuntime(Generic[LoadResultT]):
-    def __init__(self, *, log: CoordinatorLog, shard: CoordinatorShard[LoadResultT], spawn: Spawn, name: str,
+    def __init__(self, *, log: CoordinatorTopic, shard: CoordinatorShard[LoadResultT], spawn: Spawn, name: str,
                  on_reloaded: Callable[[LoadSummary[LoadResultT]], object] | None = None,
                  on_failed: Callable[[Collection[int]], object] | None = None) -> None:
         """`name` says what the records are in log lines ("transaction state": "transaction state not
