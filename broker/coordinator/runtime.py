@@ -298,14 +298,13 @@ class CoordinatorRuntime(Generic[LoadResultT]):
         return await self.commit(appended)
 
     def append_end_transaction_marker(self, partition: int, *, producer_id: int, producer_epoch: int,
-                                      commit: bool, coordinator_epoch: int
-                                      ) -> tuple[ErrorCode, asyncio.Future[None] | None]:
+                                      commit: bool, coordinator_epoch: int) -> tuple[ErrorCode, Appended | None]:
         """Append the COMMIT/ABORT marker ending `producer_id`'s transaction on `partition` and replay it into
-        the shard; NONE and the future of its durability, or the error of a marker the partition refused (the
-        shard is then left as it was). Raises CoordinatorWriteError as `append` does."""
+        the shard: NONE and the append, or the error of a marker the partition refused (the shard is then left
+        as it was). Raises CoordinatorWriteError as `append` does."""
         expected = self._next_offset.get(partition)
-        if expected is not None and self._log.end_offset(partition) != expected:
-            self._out_of_sync(partition, expected, self._log.end_offset(partition))
+        if expected is not None and (found := self._log.end_offset(partition)) != expected:
+            self._out_of_sync(partition, expected, found)
         try:
             code, durable = self._log.append_marker(partition, producer_id=producer_id,
                                                     producer_epoch=producer_epoch, commit=commit,
@@ -315,9 +314,10 @@ class CoordinatorRuntime(Generic[LoadResultT]):
             raise CoordinatorWriteError(WriteOutcome.REFUSED, partition) from None
         if durable is None:
             return code, None
-        self._next_offset[partition] = self._log.end_offset(partition)
+        end = self._log.end_offset(partition)
+        self._next_offset[partition] = end
         self._shard.replay_end_transaction_marker(partition, producer_id, producer_epoch, commit)
-        return code, durable
+        return code, Appended(partition, end - 1, durable)
 
     def barrier_future(self, partition: int) -> asyncio.Future[None]:
         """Done once what was appended to `partition` is as durable as an append's answer."""

@@ -185,15 +185,15 @@ async def test_transactional_records_wait_for_their_marker_and_replay_the_same(t
     done = h.runtime.append(0, [(b"t", b"1")], producer_id=7, producer_epoch=0, replay=True)
     await done.durable
     assert h.shard.view(0) == {} and h.shard.pending[(0, 7)] == [(0, b"t", b"1")]
-    code, durable = h.runtime.append_end_transaction_marker(0, producer_id=7, producer_epoch=0, commit=True,
-                                                            coordinator_epoch=0)
-    assert code == ErrorCode.NONE and durable is not None
-    await durable
+    code, marker = h.runtime.append_end_transaction_marker(0, producer_id=7, producer_epoch=0, commit=True,
+                                                           coordinator_epoch=0)
+    assert code == ErrorCode.NONE and marker is not None and marker.base_offset == 1
+    assert await h.runtime.commit([marker]) is WriteOutcome.COMMITTED
     assert h.shard.view(0) == {b"t": b"1"}
     # a marker the partition refuses (an older epoch) changes nothing
-    code, durable = h.runtime.append_end_transaction_marker(0, producer_id=7, producer_epoch=-5, commit=False,
-                                                            coordinator_epoch=0)
-    assert code != ErrorCode.NONE and durable is None
+    code, marker = h.runtime.append_end_transaction_marker(0, producer_id=7, producer_epoch=-5, commit=False,
+                                                           coordinator_epoch=0)
+    assert code != ErrorCode.NONE and marker is None
     assert await h.runtime.write({0: [(b"u", b"2")]}, replay=True) is WriteOutcome.COMMITTED  # still in sync
     await h.close()
 
