@@ -13,7 +13,7 @@ import inspect
 import os
 import socket
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -30,6 +30,7 @@ from broker.config.components import ComponentConfig, setting
 from broker.connection_quotas import ConnectionQuotaConfig, ConnectionQuotas
 from broker.console.service import Console
 from broker.coordinator.coordinator_log import CoordinatorLog
+from broker.coordinator.periodic import PeriodicTask
 from broker.features import FeatureConfig, FeatureControl, Features
 from broker.groups.coordinator import GroupCoordinatorConfig
 from broker.groups.runtime import TOPIC as OFFSETS_TOPIC
@@ -337,15 +338,16 @@ class Broker:
                 self.nodes[advertised.name].port = by_name.get(advertised.name, bound[0][2])
 
     def _start_background(self) -> None:
-        interval = LogManagerConfig.from_config(self.config).retention_check_interval_ms / 1000
-        self.spawn(self._every(interval, self.logs.apply_retention, "retention"), "retention")
         producers = ProducerStateManagerConfig.from_config(self.config)
-        interval = producers.producer_id_expiration_check_interval_ms / 1000
-        self.spawn(self._every(interval, self.replicas.expire_producers, "producer id expiration"),
-                   "producer-id-expiration")
-        interval = self.security.settings.delegation_token_expiry_check_interval_ms / 1000
-        self.spawn(self._every(interval, self.security.expire_tokens, "delegation token expiry"),
-                   "delegation-token-expiry")
+        for name, what, interval_ms, work in (
+                ("retention", "retention", LogManagerConfig.from_config(self.config).retention_check_interval_ms,
+                 self.logs.apply_retention),
+                ("producer-id-expiration", "producer id expiration",
+                 producers.producer_id_expiration_check_interval_ms, self.replicas.expire_producers),
+                ("delegation-token-expiry", "delegation token expiry",
+                 self.security.settings.delegation_token_expiry_check_interval_ms, self.security.expire_tokens)):
+            task = PeriodicTask(name, work, every_s=interval_ms / 1000, failure_fields={"task": what})
+            self.spawn(task.run(), name)
 
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task:
         """Run a background task for the life of the broker; it is cancelled on stop and failures are logged."""
@@ -358,16 +360,6 @@ class Broker:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None and not self._stopping:
             log.error("background task failed", task=task.get_name(), exc_info=task.exception())
-
-    async def _every(self, interval_s: float, fn: Callable[[], Any], what: str) -> None:
-        while True:
-            await asyncio.sleep(interval_s)
-            try:
-                result = fn()
-                if inspect.isawaitable(result):
-                    await result
-            except Exception:  # noqa: BLE001 - a failed round must not stop the timer
-                log.exception("periodic task failed", task=what)
 
     def _log_dir_failed(self, reason: str) -> None:
         """The only log directory is offline: stop, as Kafka's broker does when no log directory is left (it

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
-from broker.aio import wait_event
+from broker.coordinator.periodic import PeriodicTask
 from broker.log.dir_failure import KafkaStorageError
 from broker.log.partition_log import OffsetOutOfRangeError
 from broker.log.read_committed import Fate, classify_batches
@@ -289,8 +289,9 @@ class SharePartitionManager:
         self.sessions = ShareSessionCache(config.get("group.share.max.share.sessions"))
         self._partitions: dict[PartitionKey, SharePartition] = {}
         self._loading: dict[PartitionKey, asyncio.Future] = {}
-        self._timer_kick = asyncio.Event()
-        self._timer_due_ms = 0  # when the lock-expiry loop wakes next by itself (0: not sleeping)
+        self._lock_expiry = PeriodicTask("share-lock-expiry", self._expire_locks, next_due_s=self._next_expiry_s,
+                                         failure_event="share lock expiry round failed",
+                                         retry_after_s=EXPIRY_RETRY_S)
         self._settings: dict[str, GroupSettings] = {}  # group id -> its settings (see `settings`)
         # Share sessions live on the connection that opened them (as in Kafka): (group, member) -> connection id.
         self._session_conn: dict[tuple[str, str], int] = {}
@@ -305,7 +306,7 @@ class SharePartitionManager:
 
     # --- lifecycle ---------------------------------------------------------------------------------------------
     async def start(self) -> None:
-        self._spawn(self._expiry_loop(), "share-lock-expiry")
+        self._spawn(self._lock_expiry.run(), "share-lock-expiry")
 
     # --- configuration -----------------------------------------------------------------------------------------
     def settings(self, group: str) -> GroupSettings:
@@ -609,10 +610,9 @@ class SharePartitionManager:
         return Acquired(ranges, self._read_ranges(plog, ranges, spans))
 
     def _locked(self, deadline_ms: int) -> None:
-        """New locks expire at `deadline_ms`: wake the expiry loop only if it would sleep past that (one wake
+        """New locks expire at `deadline_ms`: wake the expiry task only if it would sleep past that (one wake
         per acquisition would cost every ShareFetch a round over all share-partitions)."""
-        if deadline_ms < self._timer_due_ms or not self._timer_due_ms:
-            self._timer_kick.set()
+        self._lock_expiry.wake_if_due_before((deadline_ms - self.now_ms()) / 1000)
 
     def available_bytes(self, sp: SharePartition, enough: int) -> int:
         """Bytes acquirable now, counted up to `enough` (MinBytes); released records count as enough."""
@@ -918,29 +918,15 @@ class SharePartitionManager:
                 sp.waiters.discard(event)
 
     # --- lock expiry -------------------------------------------------------------------------------------------
-    async def _expiry_loop(self) -> None:
-        """Release expired locks at the earliest deadline; one failed round is logged and the loop goes on (a
-        dead loop would leave every later lock held for ever)."""
-        while True:
-            try:
-                await self._expiry_round()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # noqa: BLE001 - the timer must keep running
-                log.exception("share lock expiry round failed")
-                await asyncio.sleep(EXPIRY_RETRY_S)
-
-    async def _expiry_round(self) -> None:
-        now = self.now_ms()
+    def _next_expiry_s(self) -> float | None:
+        """Seconds until the earliest lock deadline of any share-partition (None: no lock held)."""
         deadlines = [d for sp in self._partitions.values() if (d := sp.inflight.next_deadline()) is not None]
-        wait_s = min(max(0.0, (min(deadlines) - now) / 1000) if deadlines else 3600.0, 3600.0)
-        self._timer_kick.clear()
-        self._timer_due_ms = now + int(wait_s * 1000)
-        try:
-            if await wait_event(self._timer_kick, wait_s):
-                return  # new locks: recompute the earliest deadline
-        finally:
-            self._timer_due_ms = 0
+        return (min(deadlines) - self.now_ms()) / 1000 if deadlines else None
+
+    async def _expire_locks(self) -> None:
+        """Release expired locks and persist that; one failed share-partition does not hold up the others (the
+        round then fails, is logged, and the task goes on: a dead task would leave every later lock held for
+        ever)."""
         now = self.now_ms()
         failed: Exception | None = None
         for sp in list(self._partitions.values()):
