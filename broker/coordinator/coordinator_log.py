@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -156,7 +156,7 @@ class CoordinatorLog:
             report("coordinator records not appended", topic=self.topic, partition=partition, error=name,
                    message=result.error_message)
             raise AppendFailed(f"{self.topic}-{partition}: {result.error!r} {result.error_message or ''}")
-        return result.base_offset, self._durable(partition, cast("PartitionLog", plog))
+        return result.base_offset, self._durable(partition, plog)
 
     def append_marker(self, partition: int, *, producer_id: int, producer_epoch: int, commit: bool,
                       coordinator_epoch: int) -> tuple[ErrorCode, asyncio.Future[None] | None]:
