@@ -29,8 +29,9 @@ class Clock:
 class Node:
     """A TopicManager and ReplicaManager over one data directory, with an injected clock."""
 
-    def __init__(self, data: Path, clock: Clock) -> None:
-        config = BrokerConfig({"log.dirs": str(data), "producer.id.expiration.ms": str(EXPIRATION_MS)})
+    def __init__(self, data: Path, clock: Clock, overrides: dict[str, str] | None = None) -> None:
+        config = BrokerConfig({"log.dirs": str(data), "producer.id.expiration.ms": str(EXPIRATION_MS),
+                               **(overrides or {})})
         self.logs = LogManager(data, config.log_config({}))
         self.logs.start()
         self.journal_log = PartitionLog(data / METADATA_LOG_DIR, strict_recovery=True)

@@ -86,7 +86,9 @@ class Harness:
     """A broker's partition layer on `data` with `__consumer_offsets` (2 partitions), and a runtime over it."""
 
     def __init__(self, data: Path) -> None:
-        self.node = Node(data, Clock(1_700_000_000_000))
+        self.node = Node(data, Clock(1_700_000_000_000), {
+            "offsets.topic.num.partitions": str(PARTITIONS), "transaction.state.log.num.partitions": "1",
+            "share.coordinator.state.topic.num.partitions": "1"})
         self.tasks: list[asyncio.Task[Any]] = []
         self.reloaded: list[LoadSummary[tuple[int, ...]]] = []
         self.failed: list[list[int]] = []
@@ -97,7 +99,7 @@ class Harness:
                                           on_failed=lambda ps: self.failed.append(sorted(ps)))
 
     async def start(self) -> None:
-        await self.node.topics.ensure_internal_topics({TOPIC: PARTITIONS})
+        await self.node.topics.ensure_internal_topics()
 
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro, name=name)
