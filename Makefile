@@ -54,8 +54,11 @@ kafka: java
 run: deps
 	$(PY) -m broker $(ARGS)
 
+# ruff, then mypy (configured in pyproject.toml: strict on protocol/ and the broker's cores; its cache in
+# .mypy_cache makes a rerun take seconds).
 lint: deps
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 # Tests run in TEST_WORKERS processes (pytest-xdist): most of their time is spent waiting on broker processes and
 # clients, so three workers fit two cores; a module's tests stay together and the Spark tests share one worker
@@ -63,8 +66,7 @@ lint: deps
 TEST_WORKERS ?= 3
 
 # Fails when pytest fails, including exit code 5 (no tests collected); pytest's own code is printed.
-test: install
-	$(VENV)/bin/ruff check .
+test: install lint
 	@$(VENV)/bin/pytest -q -x -n $(TEST_WORKERS) --dist loadgroup --durations=20 tests; rc=$$?; \
 	if [ $$rc -ne 0 ]; then echo "pytest exit code $$rc" >&2; fi; exit $$rc
 

@@ -27,6 +27,7 @@ import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from bench.latency import MEMBER_KINDS, SHARE_KINDS, drain, latency
 from bench.matrix import SIZES, Progress, run_matrix
@@ -167,7 +168,8 @@ def run_members(bootstrap: str, plan: Plan, records: int, seconds: float) -> lis
              for kind in MEMBER_KINDS]
     steps += [(n, kind, "latency", 0) for n in plan.members for kind in MEMBER_KINDS]
     progress = Progress([1.0] * len(steps))
-    rows, drains = [], {}
+    rows: list[dict[str, Any]] = []
+    drains: dict[tuple[int, str], list[dict[str, Any]]] = {}
     print(f"\n== members on 16 partitions (1 KiB records): {plan.member_repeats} drain(s) of {records} records per "
           f"kind, latency at {plan.member_rate}/s", flush=True)
     for n, kind, what, r in steps:

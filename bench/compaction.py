@@ -163,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             result["latency_cleaning"] = summary(during)
             result["latency_idle_after"] = summary(latencies(bootstrap, "probe", lambda: True, min_s=5))
             line = cleaned_line(log_path, "compacted")
+            assert line is not None  # `during` waited for it
             result["broker_round"] = {k: line[k] for k in ("bytes_read", "bytes_written", "records_read",
                                                           "records_retained", "seconds", "mb_per_s")}
         finally:

@@ -47,8 +47,9 @@ class Member(threading.Thread):
     def __init__(self, bootstrap: str, group: str, topic: str, protocol: str, batch: int = 1,
                  gate: threading.Event | None = None) -> None:
         super().__init__(daemon=True)
-        conf = {"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": protocol,
-                "auto.offset.reset": "earliest" if gate is None else "latest", "enable.auto.commit": False}
+        conf: dict[str, str | int | bool] = {
+            "bootstrap.servers": bootstrap, "group.id": group, "group.protocol": protocol,
+            "auto.offset.reset": "earliest" if gate is None else "latest", "enable.auto.commit": False}
         self.gate, self.rewound = gate, False
         if protocol == "classic":
             conf["heartbeat.interval.ms"] = 1000
@@ -83,7 +84,9 @@ class Member(threading.Thread):
                 now = time.perf_counter()
                 if self.first_at is None:
                     self.first_at = now
-                self.seen_partitions.setdefault(msg.partition(), now)
+                partition = msg.partition()
+                if partition is not None:  # a record's
+                    self.seen_partitions.setdefault(partition, now)
                 self.count += 1
         self.consumer.close()
         self.closed_at = time.perf_counter()

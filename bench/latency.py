@@ -24,8 +24,10 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from multiprocessing.process import BaseProcess
+from multiprocessing.synchronize import Event as EventType
 
 HEADER = struct.Struct("<qB")  # sent-at CLOCK_MONOTONIC ns, measured flag
 SPAWN = mp.get_context("spawn")
@@ -125,40 +127,45 @@ class _Tally:
 
 def _confluent_loop(kind: str, bootstrap: str, topic: str, partitions: int, group: str, ready: Callable[[], None],
                     stop: threading.Event, tally: _Tally, expected: int) -> None:
-    from confluent_kafka import Consumer, ShareConsumer, TopicPartition
+    from confluent_kafka import Consumer, Message, ShareConsumer, TopicPartition
 
     common = {"bootstrap.servers": bootstrap, "fetch.wait.max.ms": 500, "log_level": 3}
+    c: ShareConsumer | Consumer
+    poll: Callable[[float], Iterable[Message]]
     if kind == "share":
         # Up to 10 000 records per poll, as the classic loop's consume(10_000, 0) below.
-        c = ShareConsumer({**common, "group.id": group, "share.acknowledgement.mode": "implicit",
-                           "max.poll.records": 10_000})
-        c.subscribe([topic])
-        poll = c.poll
+        share = c = ShareConsumer({**common, "group.id": group, "share.acknowledgement.mode": "implicit",
+                                   "max.poll.records": 10_000})
+        share.subscribe([topic])
+        poll = share.poll
     else:
         # fetch.queue.backoff.ms: once a partition's local queue holds queued.min.messages (100 000), librdkafka
         # waits this long (default 1 000 ms) before it fetches that partition again. A fast server fills the queue
         # of a 100 B cell before Python drains it, and that stall made up most of the cell's time (177 k records/s
         # against 1.2 M without it); a short backoff still bounds the queue. (ShareConsumer refuses the setting.)
-        c = Consumer({**common, "group.id": group, "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                      "fetch.max.bytes": 52_428_800, "fetch.queue.backoff.ms": 10})
+        classic = c = Consumer({**common, "group.id": group, "enable.auto.commit": False,
+                                "auto.offset.reset": "earliest", "fetch.max.bytes": 52_428_800,
+                                "fetch.queue.backoff.ms": 10})
         if kind == "assign":
-            c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+            classic.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         else:
-            c.subscribe([topic])
+            classic.subscribe([topic])
 
-        def poll(timeout: float) -> list:
+        def poll_classic(timeout: float) -> list[Message]:
             # consume(n, t) waits for n records or t: wait for one, then take what is already queued.
-            first = c.poll(timeout)
-            return [] if first is None else [first, *c.consume(10_000, 0)]
+            first = classic.poll(timeout)
+            return [] if first is None else [first, *classic.consume(10_000, 0)]
+
+        poll = poll_classic
     try:
         signalled = False
         while not stop.is_set():
             msgs = poll(0.2)
             # A group member is ready once it has partitions; a share member once its first poll returned.
-            if not signalled and (kind != "group" or c.assignment()):
+            if not signalled and (kind != "group" or isinstance(c, Consumer) and c.assignment()):
                 ready()
                 signalled = True
-            values = [m.value() for m in msgs if m.error() is None]
+            values = [v for m in msgs if m.error() is None and (v := m.value()) is not None]
             if values and tally.add(values) >= expected:
                 stop.set()
     finally:
@@ -205,7 +212,7 @@ def _shoal_loop(bootstrap: str, topic: str, group: str, max_wait_ms: int, ready:
 
 
 def consume(kind: str, bootstrap: str, topic: str, partitions: int, group: str, members: int, expected: int,
-            timeout: float, max_wait_ms: int, ready: mp.Event, out: mp.Queue) -> None:
+            timeout: float, max_wait_ms: int, ready: EventType, out: mp.Queue) -> None:
     """Consumer process: `members` consumers of `kind` until `expected` measured records arrived (or timeout)."""
     tally, stop = _Tally(), threading.Event()
     ready_count = [0]
@@ -272,7 +279,7 @@ def _group_for(kind: str, bootstrap: str) -> str:
 
 
 def _start_consumer(kind: str, bootstrap: str, topic: str, partitions: int, members: int, expected: int,
-                    timeout: float, max_wait_ms: int, group: str | None = None) -> tuple[mp.Process, mp.Queue]:
+                    timeout: float, max_wait_ms: int, group: str | None = None) -> tuple[BaseProcess, mp.Queue]:
     ready, out = SPAWN.Event(), SPAWN.Queue()
     group = group or _group_for(kind, bootstrap)
     proc = SPAWN.Process(target=consume, args=(kind, bootstrap, topic, partitions, group,
@@ -315,14 +322,14 @@ def _owned_partitions(bootstrap: str, kind: str, group: str) -> list[list[int]]:
         return [[p for ps in m.assignment.values() for p in ps] for m in desc.members]
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
-    desc = admin.describe_consumer_groups([group])[group].result(timeout=10)
-    if desc.state.name != "STABLE":
+    client = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    described = client.describe_consumer_groups([group])[group].result(timeout=10)
+    if described.state.name != "STABLE":
         return []
-    return [[tp.partition for tp in m.assignment.topic_partitions] for m in desc.members]
+    return [[tp.partition for tp in m.assignment.topic_partitions] for m in described.members]
 
 
-def _result(proc: mp.Process, out: mp.Queue, timeout: float) -> dict:
+def _result(proc: BaseProcess, out: mp.Queue, timeout: float) -> dict:
     res = out.get(timeout=timeout)
     proc.join(30)
     if "error" in res:

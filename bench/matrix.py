@@ -140,9 +140,9 @@ def _run_cell(cell: Cell, bootstrap: str, topics: dict, key: tuple, compression:
         topic = f"mtx-{cell.partitions}p-{cell.record_bytes}-{uuid.uuid4().hex[:6]}"
         _create_topic(bootstrap, topic, cell.partitions)
         return txn_produce(bootstrap, topic, payload, cell.records, cell.partitions, 1000)
-    topic = topics.get(key)
-    if topic is None:
+    produced = topics.get(key)
+    if produced is None:
         raise RuntimeError("its produce cell failed: no topic to read")
     kind = "assign" if cell.operation == "consume" else "share"
     return drain(bootstrap, kind, partitions=cell.partitions, records=cell.records, size=cell.record_bytes,
-                 members=1, topic=topic)["seconds"]
+                 members=1, topic=produced)["seconds"]

@@ -1,5 +1,5 @@
-"""`python -m bench.report RESULT.json`: the Markdown tables of a `python -m bench` run (as in README); matrix
-cells read MiB/s (thousands of records/s)."""
+"""`python -m bench.report RESULT.json`: the Markdown tables of a `python -m bench` run (as in
+docs/performance.md); matrix cells read MiB/s (thousands of records/s)."""
 
 from __future__ import annotations
 

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from broker.context import ConnectionInfo
 from broker.handlers import api_versions
@@ -44,7 +45,7 @@ async def _produce(ctx, req) -> dict:
     return {"responses": [{"name": "t", "partition_responses": parts}], "throttle_time_ms": 0}
 
 
-CASES = {
+CASES: dict[str, tuple[int, int, dict[str, Any]]] = {
     "ApiVersions v3": (API_VERSIONS, 3, {"client_software_name": "b", "client_software_version": "1"}),
     "Metadata v12 (empty answer)": (METADATA, 12, {"topics": []}),
     "Produce v9 answer, 10 partitions": (PRODUCE, 9, {"acks": 1, "timeout_ms": 1000, "topic_data": []}),
@@ -65,6 +66,8 @@ def _router_at(rev: str) -> type:
     path = Path(tempfile.mkdtemp()) / "router_at_rev.py"
     path.write_bytes(source)
     spec = importlib.util.spec_from_file_location("router_at_rev", path)
+    if spec is None or spec.loader is None:
+        raise RuntimeError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)

@@ -21,6 +21,7 @@ from pathlib import Path
 from broker.app import Broker
 from broker.config import load_config
 from broker.sharestate import runtime as share_runtime
+from broker.sharestate.state import StateBatch
 
 
 async def _start(data: Path, prune: bool) -> Broker:
@@ -48,7 +49,7 @@ async def _run(acks: int, keys: int, prune: bool) -> dict:
             for i in range(acks):
                 offset = i // keys
                 pending.append(state.write_state(f"g{i % keys}", info.topic_id, 0, 0, -1, offset + 1,
-                                                 [(offset, offset, 2, 1)]))
+                                                 [StateBatch(offset, offset, 2, 1)]))
                 if len(pending) == 500:
                     await asyncio.gather(*pending)
                     pending = []

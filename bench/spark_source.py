@@ -114,6 +114,7 @@ def drain_ours(bootstrap: str, topic: str, records: int, decode_arrow: bool) -> 
             acks = acknowledgements(result.acquired, ACCEPT)
         end = time.perf_counter()
         member.acknowledge(acks)
+    assert first is not None  # records arrived
     return end - first
 
 
@@ -133,6 +134,7 @@ def drain_confluent(bootstrap: str, topic: str, records: int) -> float:
             if got and first is None:
                 first = time.perf_counter()
             seen += got
+        assert first is not None  # records arrived
         return time.perf_counter() - first
     finally:
         consumer.close()

@@ -26,6 +26,7 @@ import statistics
 import time
 import uuid
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from confluent_kafka import Consumer, Producer
 
@@ -122,18 +123,19 @@ def summarise(rows: list[Measurement], bench: str, baseline: str, rate_records: 
     """Median seconds per record of each variant (in order of first appearance) and its rate relative to the
     baseline variant. `rate_records` overrides the record count a rate is computed on (fetch: the log's)."""
     variants = list(dict.fromkeys(r.variant for r in rows if r.bench == bench))
-    summary = []
+    summary: list[dict[str, Any]] = []
     for variant in variants:
         mine = [r for r in rows if r.bench == bench and r.variant == variant]
         records = (rate_records or {}).get(variant, mine[0].records)
         rates = [records / r.seconds for r in mine]
         median = statistics.median(rates)
+        delivered = [r.delivered for r in mine]
         summary.append({"bench": bench, "variant": variant, "records": mine[0].records, "rounds": len(mine),
                         "records_s": round(median), "mib_s": round(median * mine[0].record_bytes / 2**20, 1),
                         "all_records_s": [round(x) for x in rates]})
-        if mine[0].delivered is not None:
+        if all(d is not None for d in delivered):
             summary[-1]["delivered_records_s"] = round(statistics.median(
-                [r.delivered / r.seconds for r in mine]))
+                [d / r.seconds for d, r in zip(delivered, mine, strict=True) if d is not None]))
     base = next(s["records_s"] for s in summary if s["variant"] == baseline)
     for s in summary:
         s["ratio"] = round(s["records_s"] / base, 3)

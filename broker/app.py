@@ -13,7 +13,7 @@ import inspect
 import os
 import socket
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -26,31 +26,37 @@ from broker.cluster.journal import MetadataJournal
 from broker.cluster.manager import TopicManager
 from broker.config import BrokerConfig, Listener, ensure_meta_properties
 from broker.config.broker_loggers import BrokerLoggers
-from broker.connection_quotas import ConnectionQuotas
+from broker.config.components import ComponentConfig, setting
+from broker.connection_quotas import ConnectionQuotaConfig, ConnectionQuotas
 from broker.console.service import Console
-from broker.coordinator_log import CoordinatorLog
-from broker.features import FeatureControl, Features
+from broker.coordinator.coordinator_log import CoordinatorLog
+from broker.coordinator.periodic import PeriodicTask
+from broker.features import FeatureConfig, FeatureControl, Features
+from broker.groups.coordinator import GroupCoordinatorConfig
 from broker.groups.runtime import TOPIC as OFFSETS_TOPIC
-from broker.groups.runtime import GroupCoordinatorRuntime, coordinator_config
+from broker.groups.runtime import GroupCoordinatorRuntime
 from broker.heap import freeze_startup_heap
 from broker.linear_regex import RegexWorker
 from broker.log import GroupCommitFlusher, LogManager, PartitionLog
-from broker.log.cleaner import LogCleaner
+from broker.log.cleaner import CleanerConfig, LogCleaner
+from broker.log.config import LogManagerConfig
 from broker.log.dir_failure import LogDirFailureChannel
 from broker.log.log_manager import METADATA_LOG_DIR, existing_logs
+from broker.log.producer_state import ProducerStateManagerConfig
 from broker.metrics.service import MetricsService
 from broker.producer_ids import ProducerIdAllocator, ProducerIdManager
 from broker.quotas.service import QuotaService
 from broker.replica_manager import LEADER_EPOCH, ReplicaManager
 from broker.router import LARGE_RESPONSE_APIS, Router
 from broker.security.manager import SecurityManager
-from broker.server import Server
+from broker.server import Server, SocketServerConfig
 from broker.share.dlq import DeadLetterQueue
 from broker.share.manager import SharePartitionManager
 from broker.share.manager import follow_events as follow_share_events
+from broker.sharestate.config import ShareCoordinatorConfig
 from broker.sharestate.runtime import TOPIC as SHARE_STATE_TOPIC
 from broker.sharestate.runtime import ShareCoordinatorRuntime
-from broker.telemetry.manager import ClientMetricsManager
+from broker.telemetry.manager import ClientMetricsManager, ClientTelemetryConfig
 from broker.telemetry.resources import ClientMetricsResources
 from broker.telemetry.runtime import ClientTelemetry
 from broker.telemetry.store import ClientMetricsStore
@@ -61,6 +67,15 @@ from broker.txn.runtime import build as build_transaction_coordinator
 
 log = structlog.get_logger(__name__)
 
+
+
+@dataclass(frozen=True)
+class NodeConfig(ComponentConfig):
+    """This broker's identity settings and the API versions it serves."""
+
+    cluster_id: str | None = setting("cluster.id")  # None: generated on first start (meta.properties)
+    rack: str | None = setting("broker.rack")
+    unstable_api_versions_enable: bool = setting("unstable.api.versions.enable")
 
 
 @dataclass
@@ -136,15 +151,9 @@ class Broker:
         self.nodes: dict[str, Node] = {}  # listener name -> this broker as advertised on that listener
         self._closables: list[tuple[str, Closable]] = []  # in creation order; stop() closes them in reverse
         self.router = Router(self)
-        self.server = Server(self.router.handle, max_request_bytes=config.get("socket.request.max.bytes"),
-                             max_inflight=config.get("queued.max.requests"),
-                             max_unsent_bytes=config.get("connections.max.unsent.bytes"),
-                             idle_ms=config.get("connections.max.idle.ms"), quotas=ConnectionQuotas(config.get),
+        self.server = Server(self.router.handle, SocketServerConfig.from_config(config),
+                             quotas=ConnectionQuotas(lambda: ConnectionQuotaConfig.from_config(config)),
                              serial_api_keys=LARGE_RESPONSE_APIS, refused=self.router.count_refused,
-                             max_queued_bytes=config.get("queued.max.request.bytes"),
-                             backlog=config.get("socket.listen.backlog.size"),
-                             send_buffer_bytes=config.get("socket.send.buffer.bytes"),
-                             receive_buffer_bytes=config.get("socket.receive.buffer.bytes"),
                              admit=self.router.admit)
         self._tasks: set[asyncio.Task] = set()  # running background tasks; finished ones drop out
         self._stopped = asyncio.Event()
@@ -181,18 +190,15 @@ class Broker:
         self.metadata_log = self._closed_on_stop("metadata_log", PartitionLog(
             data_dir / METADATA_LOG_DIR, strict_recovery=True, failures=failures))
         flusher = self.flusher = self._closed_on_stop(
-            "flusher", GroupCommitFlusher(flush_interval_ms=config.get("log.flush.interval.ms")))
+            "flusher", GroupCommitFlusher(
+                flush_interval_ms=LogManagerConfig.from_config(config).flush_interval_ms))
         journal = MetadataJournal(self.metadata_log)
         topics = self.topics = TopicManager(config, logs, journal, self.node_id)
         await asyncio.to_thread(topics.load)
         security = self.security = SecurityManager(config, journal)
         await asyncio.to_thread(security.load)
         await security.add_missing_scram(self._add_scram)
-        await topics.ensure_internal_topics({
-            "__consumer_offsets": config.get("offsets.topic.num.partitions"),
-            "__share_group_state": config.get("share.coordinator.state.topic.num.partitions"),
-            "__transaction_state": config.get("transaction.state.log.num.partitions"),
-        })
+        await topics.ensure_internal_topics()
         self.configs = ConfigService(config, topics, BrokerLoggers(config.node_id))
         self.configs.load()
         quotas = self.quotas = QuotaService(config, journal)
@@ -202,10 +208,12 @@ class Broker:
         self.feature_control = FeatureControl(config, topics, self.router, self.node_id)
         self._build_client_telemetry()
         replicas = self.replicas = ReplicaManager(
-            topics, flusher, producer_expiration_ms=lambda: config.get("producer.id.expiration.ms"), logs=logs)
+            topics, flusher, producer_config=lambda: ProducerStateManagerConfig.from_config(config),
+            logs=logs)
         topics.on_delete(lambda info: replicas.forget_topic(info.name))
         cleaner = self.log_cleaner = self._closed_on_stop("log_cleaner", LogCleaner(
-            logs, config.get, producer_last_offsets=replicas.producer_last_offsets,
+            logs, lambda: CleanerConfig.from_config(config),
+            producer_last_offsets=replicas.producer_last_offsets,
             last_stable_offset=replicas.last_stable_offset, load_partition_state=replicas.ensure_loaded))
         topics.on_delete(lambda info: cleaner.forget(info.name))
         allocator = ProducerIdAllocator(topics.registry.next_producer_id, topics.reserve_producer_ids)
@@ -221,11 +229,13 @@ class Broker:
             self.regex_worker))
         # The produce path asks the transaction coordinator whether a partition is in the transaction (KIP-890
         # part 1); bound here because the coordinator's log is written through the replica manager.
-        replicas.set_txn_verifier(txn if config.get("transaction.partition.verification.enable") else None)
+        verifying = FeatureConfig.from_config(config).partition_verification_enable
+        replicas.set_txn_verifier(txn if verifying else None)
         self.feature_control.follow_transaction_version(txn.set_transaction_version)
         # Served on the metrics listener only (read-only views of these components).
         self.console = Console(topics=topics, logs=logs, group_coordinator=self.group_coordinator,
-                               share_partitions=self.share_partitions, group_configs=self.configs.group_config)
+                               share_partitions=self.share_partitions,
+                               group_configs=self.configs.group_settings)
         self.metrics = self._closed_on_stop("metrics", MetricsService(
             config, self.router.request_metrics.registry, self.spawn, logs=logs,
             share_partitions=self.share_partitions, group_coordinator=self.group_coordinator, server=self.server,
@@ -238,7 +248,8 @@ class Broker:
         subscriptions journaled as CLIENT_METRICS configs."""
         store = self.client_metrics_store = ClientMetricsStore(_monotonic_ms)
         manager = self.client_metrics = ClientMetricsManager(
-            max_bytes=self.config.get("telemetry.max.bytes"), clock=_monotonic_ms, receiver=store)
+            max_bytes=ClientTelemetryConfig.from_config(self.config).max_bytes, clock=_monotonic_ms,
+            receiver=store)
         self.client_telemetry = ClientTelemetry(manager, store, _monotonic_ms)
         self.client_metrics_resources = ClientMetricsResources(self.topics, manager)
         self.client_metrics_resources.load()
@@ -249,26 +260,27 @@ class Broker:
         topic deletion."""
         config, topics, replicas, spawn = self.config, self.topics, self.replicas, self.spawn
         # The share coordinator first: the group coordinator initializes share-partitions through it.
+        fsync_ms = ShareCoordinatorConfig.from_config(config).state_fsync_interval_ms
         share_coordinator = self.share_coordinator = ShareCoordinatorRuntime(
-            state_log=CoordinatorLog(topics, replicas, SHARE_STATE_TOPIC,
-                                     fsync_interval_ms=config.get("shoal.share.state.fsync.interval.ms")),
+            state_log=CoordinatorLog(topics, replicas, SHARE_STATE_TOPIC, fsync_interval_ms=fsync_ms),
             config=config, topics=topics, spawn=spawn)
         topics.on_delete(lambda info: spawn(share_coordinator.delete_topics([info.topic_id]),
                                             "share-state-delete-topic"))
+        features = FeatureConfig.from_config(config)
         groups = self.group_coordinator = GroupCoordinatorRuntime(
-            coordinator_config(config), CoordinatorLog(topics, replicas, OFFSETS_TOPIC), topics, self.configs,
-            share_coordinator, spawn,
+            GroupCoordinatorConfig.from_config(config), CoordinatorLog(topics, replicas, OFFSETS_TOPIC),
+            topics, self.configs, share_coordinator, spawn,
             # built after the group coordinator (whose markers it writes through it): a late-bound reference
             txn_verifier=lambda: self.transaction_coordinator, authorizer=self.security,
             regex_worker=self.regex_worker,
-            consumer_enabled="consumer" in config.get("group.coordinator.rebalance.protocols"),
-            share_enabled=bool(config.get("group.share.enable")))
+            consumer_enabled=features.consumer_groups_enabled, share_enabled=features.share_groups_enabled)
         topics.on_delete(lambda info: spawn(groups.topics_deleted([info.topic_id], [info.name]),
                                             "group-coordinator-delete-topic"))
-        group_configs = self.configs.group_config
+        group_configs = self.configs.group_settings  # typed, one object per group until its configs change
         leader = self.share_partitions = self._closed_on_stop("share_partitions", SharePartitionManager(
             config=config, topics=topics, replicas=replicas, persister=share_coordinator, groups=groups,
-            dlq=DeadLetterQueue(config=config, topics=topics, replicas=replicas, group_configs=group_configs),
+            dlq=DeadLetterQueue(config=config, topics=topics, replicas=replicas,
+                                group_configs=group_configs),
             group_configs=group_configs, spawn=spawn))
         follow_share_events(leader, topics=topics, groups=groups, server=self.server)
 
@@ -282,22 +294,22 @@ class Broker:
     # --- lifecycle -----------------------------------------------------------------------------------------
     async def start(self) -> None:
         data_dir = self.config.data_dir
+        node = NodeConfig.from_config(self.config)
         # in a worker thread: writing the file takes fsyncs. Logs already there without it stop start-up (their
         # cluster id would be lost) rather than get a new cluster id.
         self.cluster_id = await asyncio.to_thread(
-            lambda: ensure_meta_properties(data_dir, self.node_id, self.config.get("cluster.id"),
+            lambda: ensure_meta_properties(data_dir, self.node_id, node.cluster_id,
                                            existing_logs=existing_logs(data_dir)))
         log.info("starting broker", node_id=self.node_id, cluster_id=self.cluster_id, data_dir=str(data_dir))
         await self._build_components()
         for component in self._startables():
             await component.start()
         # Node must exist before any request arrives.
-        rack = self.config.get("broker.rack")
-        self.nodes = {a.name: Node(self.node_id, advertised_host(a.host), a.port, rack)
+        self.nodes = {a.name: Node(self.node_id, advertised_host(a.host), a.port, node.rack)
                       for a in self.config.advertised_listeners}
         self.node = self.nodes[self.config.advertised_listeners[0].name]
         registered = handlers.register_all(self.router, max_versions=self.features.version_caps(),
-                                           unstable=self.config.get("unstable.api.versions.enable"))
+                                           unstable=node.unstable_api_versions_enable)
         log.info("handlers registered", modules=registered, apis=len(self.router.registrations()))
         self.server.listener_security = self.security.listener_security(self.router.version_range)
         freeze_startup_heap()  # before the first connection: the full collection it runs stalls nobody
@@ -326,14 +338,16 @@ class Broker:
                 self.nodes[advertised.name].port = by_name.get(advertised.name, bound[0][2])
 
     def _start_background(self) -> None:
-        interval = self.config.get("log.retention.check.interval.ms") / 1000
-        self.spawn(self._every(interval, self.logs.apply_retention, "retention"), "retention")
-        interval = self.config.get("producer.id.expiration.check.interval.ms") / 1000
-        self.spawn(self._every(interval, self.replicas.expire_producers, "producer id expiration"),
-                   "producer-id-expiration")
-        interval = self.config.get("delegation.token.expiry.check.interval.ms") / 1000
-        self.spawn(self._every(interval, self.security.expire_tokens, "delegation token expiry"),
-                   "delegation-token-expiry")
+        producers = ProducerStateManagerConfig.from_config(self.config)
+        for name, what, interval_ms, work in (
+                ("retention", "retention", LogManagerConfig.from_config(self.config).retention_check_interval_ms,
+                 self.logs.apply_retention),
+                ("producer-id-expiration", "producer id expiration",
+                 producers.producer_id_expiration_check_interval_ms, self.replicas.expire_producers),
+                ("delegation-token-expiry", "delegation token expiry",
+                 self.security.settings.delegation_token_expiry_check_interval_ms, self.security.expire_tokens)):
+            task = PeriodicTask(name, work, every_s=interval_ms / 1000, failure_fields={"task": what})
+            self.spawn(task.run(), name)
 
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task:
         """Run a background task for the life of the broker; it is cancelled on stop and failures are logged."""
@@ -346,16 +360,6 @@ class Broker:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None and not self._stopping:
             log.error("background task failed", task=task.get_name(), exc_info=task.exception())
-
-    async def _every(self, interval_s: float, fn: Callable[[], Any], what: str) -> None:
-        while True:
-            await asyncio.sleep(interval_s)
-            try:
-                result = fn()
-                if inspect.isawaitable(result):
-                    await result
-            except Exception:  # noqa: BLE001 - a failed round must not stop the timer
-                log.exception("periodic task failed", task=what)
 
     def _log_dir_failed(self, reason: str) -> None:
         """The only log directory is offline: stop, as Kafka's broker does when no log directory is left (it

@@ -16,17 +16,26 @@ import ipaddress
 import socket
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
 
 import structlog
 
 from broker.config import INT_MAX, parse_ip_overrides
+from broker.config.components import ComponentConfig, setting
 from broker.quotas.stats import MetricConfig, Rate, throttle_time_ms
 
 log = structlog.get_logger(__name__)
 
-_DEFAULTS = {"max.connections": INT_MAX, "max.connections.per.ip": INT_MAX, "max.connections.per.ip.overrides": "",
-             "max.connection.creation.rate": INT_MAX, "quota.window.num": 11, "quota.window.size.seconds": 1}
+
+@dataclass(frozen=True)
+class ConnectionQuotaConfig(ComponentConfig):
+    max_connections: int = setting("max.connections")
+    max_connections_per_ip: int = setting("max.connections.per.ip")
+    max_connections_per_ip_overrides: str = setting("max.connections.per.ip.overrides")
+    max_connection_creation_rate: int = setting("max.connection.creation.rate")
+    # the window the creation rate is measured over (Kafka's QuotaConfig)
+    num_quota_samples: int = setting("quota.window.num")
+    quota_window_size_ms: int = setting("quota.window.size.seconds", scale=1000)
 
 
 def normalize_ip(address: str) -> str:
@@ -38,8 +47,9 @@ def normalize_ip(address: str) -> str:
 
 
 class ConnectionQuotas:
-    def __init__(self, setting: Callable[[str], Any] | None = None) -> None:
-        self._setting = setting or _DEFAULTS.__getitem__
+    def __init__(self, config: Callable[[], ConnectionQuotaConfig] = ConnectionQuotaConfig) -> None:
+        """`config()` the current limits (read at each use: dynamic changes apply to new connections)."""
+        self._config = config
         self.total = 0
         self.per_ip: Counter[str] = Counter()
         self._overrides_text: str | None = None
@@ -49,14 +59,14 @@ class ConnectionQuotas:
 
     # --- limits --------------------------------------------------------------------------------------------
     def max_connections(self) -> int:
-        return self._setting("max.connections")
+        return self._config().max_connections
 
     def limit_for(self, ip: str) -> int:
-        return self._overrides.get(ip, self._setting("max.connections.per.ip"))
+        return self._overrides.get(ip, self._config().max_connections_per_ip)
 
     async def refresh(self) -> None:
         """Re-read the overrides when their text changed, resolving host names off the event loop."""
-        text = self._setting("max.connections.per.ip.overrides") or ""
+        text = self._config().max_connections_per_ip_overrides
         if text == self._overrides_text:
             return
         self._overrides_text = text
@@ -74,7 +84,7 @@ class ConnectionQuotas:
                 log.warning("cannot resolve a max.connections.per.ip.overrides host", host=host, error=str(err))
                 continue
             for info in infos:
-                resolved[normalize_ip(info[4][0])] = limit
+                resolved[normalize_ip(str(info[4][0]))] = limit  # an IP address's text for SOCK_STREAM
         self._overrides = resolved
 
     # --- accounting ----------------------------------------------------------------------------------------
@@ -99,10 +109,11 @@ class ConnectionQuotas:
     def creation_throttle_ms(self, now_ms: int) -> int:
         """Record a new connection against max.connection.creation.rate (Kafka's broker connection rate sensor:
         recorded even when over); the ms to wait before taking it on, at most one quota window (0: at once)."""
-        limit = self._setting("max.connection.creation.rate")
+        settings = self._config()
+        limit = settings.max_connection_creation_rate
         if limit >= INT_MAX:
             return 0
-        config = MetricConfig(self._setting("quota.window.num"), self._setting("quota.window.size.seconds") * 1000)
+        config = MetricConfig(settings.num_quota_samples, settings.quota_window_size_ms)
         rate = self._creation_rate
         rate.record(config, 1.0, now_ms)
         observed = rate.measure(config, now_ms)

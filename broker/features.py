@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from broker.config.components import ComponentConfig, ConfigSource, setting
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -90,22 +91,44 @@ class Features:
                 "finalized_features": finalized}
 
 
-def finalized_transaction_version(config: BrokerConfig, journaled: int | None = None) -> int:
+@dataclass(frozen=True)
+class FeatureConfig(ComponentConfig):
+    """The broker settings the finalized features follow (and the group coordinator's protocols)."""
+
+    transaction_version: int = setting("transaction.version")
+    partition_verification_enable: bool = setting("transaction.partition.verification.enable")
+    rebalance_protocols: tuple[str, ...] = setting("group.coordinator.rebalance.protocols")
+    share_enable: bool = setting("group.share.enable")
+
+    @property
+    def consumer_groups_enabled(self) -> bool:
+        """KIP-848 consumer groups are served (group.version 1)."""
+        return "consumer" in self.rebalance_protocols
+
+    @property
+    def share_groups_enabled(self) -> bool:
+        """KIP-932 share groups are served (share.version 1)."""
+        return self.share_enable
+
+
+def finalized_transaction_version(config: ConfigSource, journaled: int | None = None) -> int:
     """`transaction.version` (the level UpdateFeatures journaled, else the config), but at most 1 without
     partition verification: TV2 clients rely on the produce path's verification to add their partitions (Kafka's
     leaders do it in the same step)."""
-    tv = config.get("transaction.version") if journaled is None else journaled
-    return tv if config.get("transaction.partition.verification.enable") else min(tv, 1)
+    settings = FeatureConfig.from_config(config)
+    tv = settings.transaction_version if journaled is None else journaled
+    return tv if settings.partition_verification_enable else min(tv, 1)
 
 
-def broker_features(config: BrokerConfig, epoch: int, levels: Mapping[str, int] | None = None) -> Features:
+def broker_features(config: ConfigSource, epoch: int, levels: Mapping[str, int] | None = None) -> Features:
     tv = finalized_transaction_version(config, (levels or {}).get(TRANSACTION_VERSION))
+    settings = FeatureConfig.from_config(config)
     return Features(finalized={
         METADATA_VERSION: METADATA_VERSION_RANGE[1],
         KRAFT_VERSION: 0,
         TRANSACTION_VERSION: tv,
-        GROUP_VERSION: 1 if "consumer" in config.get("group.coordinator.rebalance.protocols") else 0,
-        SHARE_VERSION: 1 if config.get("group.share.enable") else 0,
+        GROUP_VERSION: 1 if settings.consumer_groups_enabled else 0,
+        SHARE_VERSION: 1 if settings.share_groups_enabled else 0,
     }, epoch=epoch)
 
 
@@ -132,7 +155,7 @@ def check_update(features: Features, node_id: int, name: str, level: int, upgrad
     if name not in features.supported or not lo <= level <= hi:
         what = f"Local controller {node_id}"
         return invalid(f"{what} does not support this feature." if hi == 0 else
-                       f"{what} only supports versions [{lo}-{hi}]")
+                       f"{what} only supports versions {lo}-{hi}")
     current = features.level(name)
     if level < current and upgrade_type == UPGRADE:
         return invalid("Can't downgrade the version of this feature without setting the upgrade type to either safe "
@@ -168,9 +191,10 @@ class FeatureControl:
 
     async def update(self, updates: Mapping[str, tuple[int, int]], *, validate_only: bool) -> tuple[ErrorCode, str | None]:
         """Apply `updates` (name -> (level, upgrade type)) all or none, as Kafka's controller."""
+        settings = FeatureConfig.from_config(self._config)
         for name, (level, upgrade_type) in updates.items():
             reason = check_update(self.features, self._node_id, name, level, upgrade_type,
-                                  verification_enabled=self._config.get("transaction.partition.verification.enable"))
+                                  verification_enabled=settings.partition_verification_enable)
             if reason is not None:
                 return ErrorCode.INVALID_UPDATE_VERSION, FAILED_PREFIX + reason
         changes = {name: level for name, (level, _) in updates.items() if level != self.features.level(name)}

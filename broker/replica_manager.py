@@ -30,6 +30,7 @@ from broker.log.producer_state import (
     APPEND,
     BatchMetadata,
     PartitionState,
+    ProducerStateManagerConfig,
     ProducerStateTable,
     scan_partition_state,
     scan_partition_state_in_thread,
@@ -46,7 +47,7 @@ from protocol.primitives import BytesParts
 if TYPE_CHECKING:
     from broker.cluster.manager import TopicManager
     from broker.log.config import LogConfig
-    from broker.log.flusher import GroupCommitFlusher
+    from broker.log.flusher import Flushable, GroupCommitFlusher
     from broker.log.log_manager import LogManager
     from broker.log.partition_log import PartitionLog
     from broker.txn.markers import TxnPartitionVerifier
@@ -54,7 +55,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-DEFAULT_PRODUCER_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
 # A single node leads every partition from its creation on, so every partition has one leader epoch: the one
 # Metadata answers and the log stamps into each batch.
 LEADER_EPOCH = 0
@@ -151,13 +151,13 @@ class VerificationGuard:
 
 class ReplicaManager:
     def __init__(self, topics: TopicManager, flusher: GroupCommitFlusher, *, clock: Callable[[], float] = time.time,
-                 producer_expiration_ms: Callable[[], int] = lambda: DEFAULT_PRODUCER_EXPIRATION_MS,
+                 producer_config: Callable[[], ProducerStateManagerConfig] = ProducerStateManagerConfig,
                  txn_verifier: TxnPartitionVerifier | None = None, logs: LogManager | None = None) -> None:
         self._topics = topics
         self._logs = logs  # for the log start offset checkpoint DeleteRecords waits for (None: not waited for)
         self._flusher = flusher
         self._clock = clock
-        self._expiration_ms = producer_expiration_ms  # producer.id.expiration.ms (dynamic)
+        self._producer_config = producer_config  # read at each use: producer.id.expiration.ms is dynamic
         self._producers: dict[tuple[str, int], ProducerStateTable] = {}
         self._txns: dict[tuple[str, int], TxnStateTable] = {}  # loaded with _producers, same keys
         # KIP-890 verification: the coordinator, or None (no verification, as Kafka with
@@ -170,8 +170,11 @@ class ReplicaManager:
         self._waiters: dict[tuple[str, int], set[_Waiter]] = {}
 
     # --- producer state --------------------------------------------------------------------------------------
+    def _expiration_ms(self) -> int:
+        return self._producer_config().producer_id_expiration_ms
+
     def _newer_than_ms(self) -> int:
-        return int(self._clock() * 1000) - int(self._expiration_ms())
+        return int(self._clock() * 1000) - self._expiration_ms()
 
     def set_txn_verifier(self, verifier: TxnPartitionVerifier | None) -> None:
         """Inject the transaction coordinator's verification (KIP-890 part 1); None turns verification off."""
@@ -202,7 +205,7 @@ class ReplicaManager:
         self._install(key, scan_partition_state(plog, newer_than_ms=self._newer_than_ms()), plog)
 
     def _install(self, key: tuple[str, int], state: PartitionState, plog) -> None:
-        now_ms, expiration = int(self._clock() * 1000), int(self._expiration_ms())
+        now_ms, expiration = int(self._clock() * 1000), self._expiration_ms()
         state.producers.remove_expired(now_ms, expiration)
         state.txns.remove_expired(now_ms, expiration)
         self._producers[key] = state.producers
@@ -321,7 +324,7 @@ class ReplicaManager:
 
     async def expire_producers(self) -> int:
         """One producer.id.expiration.check.interval.ms pass over every partition's producer state."""
-        now_ms, expiration = int(self._clock() * 1000), int(self._expiration_ms())
+        now_ms, expiration = int(self._clock() * 1000), self._expiration_ms()
         removed = 0
         for n, table in enumerate(list(self._producers.values())):
             removed += table.remove_expired(now_ms, expiration)
@@ -341,7 +344,7 @@ class ReplicaManager:
                *, allow_internal: bool = False,
                verified: dict[tuple[str, int], VerificationGuard | ProduceResult] | None = None,
                built: rec.BatchHeader | None = None,
-               ) -> tuple[ProduceResult, object | None]:
+               ) -> tuple[ProduceResult, PartitionLog | None]:
         """Validate and append one partition's batch. Returns the result and the log written (for fsync).
         `verified`: what `verify_transactional` answered for the request's partitions. `built`: the header of a
         batch a coordinator built itself (internal topics only), which is not parsed and checked again."""
@@ -356,9 +359,8 @@ class ReplicaManager:
             return ProduceResult(ErrorCode.INVALID_RECORD), None
         log_config = plog.config  # the topic's effective configs, kept current by the topic manager
         max_bytes = log_config.max_message_bytes
-        client = built is None or not allow_internal
         keyless: rec.KeylessRecordError | None = None
-        if not client:
+        if built is not None and allow_internal:
             header = built
             headers = [built]
             if len(records) > max_bytes:  # a coordinator's record too large for its topic: MESSAGE_TOO_LARGE
@@ -507,6 +509,8 @@ class ReplicaManager:
                 out[key] = ProduceResult(ErrorCode.INVALID_TXN_STATE, error_message=NOT_IN_TRANSACTION)
                 continue
             ask.setdefault((header.producer_id, header.producer_epoch), []).append(key)
+        if transactional_id is None:  # every transactional batch was answered above
+            return out
         for (pid, epoch), keys in ask.items():
             guards = {key: VerificationGuard(pid) for key in keys}
             for key, guard in guards.items():
@@ -545,7 +549,7 @@ class ReplicaManager:
                 keys.append((info.name, m.partition))
         await self.ensure_loaded(keys)
         codes: list[ErrorCode] = []
-        written: list[tuple[int, object]] = []
+        written: list[tuple[int, PartitionLog]] = []
         for i, m in enumerate(markers):
             code, plog = self.append_marker(m)
             codes.append(code)
@@ -621,7 +625,7 @@ class ReplicaManager:
         self._wake(*key)
         return ErrorCode.NONE, plog
 
-    async def make_durable(self, logs: Iterable[object]) -> None:
+    async def make_durable(self, logs: Iterable[Flushable | None]) -> None:
         """Wait until everything appended so far to `logs` is fsynced (group commit shares the fsyncs)."""
         unique = {id(plog): plog for plog in logs if plog is not None}
         if len(unique) == 1:  # a coordinator's write: no gather, no task
@@ -629,7 +633,7 @@ class ReplicaManager:
         elif unique:
             await asyncio.gather(*(self._flusher.sync(plog) for plog in unique.values()))
 
-    async def not_durable(self, logs: Iterable[object]) -> set[int]:
+    async def not_durable(self, logs: Iterable[Flushable | None]) -> set[int]:
         """As make_durable, but returns the ids of the logs whose flush failed instead of raising."""
         unique = {id(plog): plog for plog in logs if plog is not None}
         if not unique:
@@ -681,7 +685,7 @@ class ReplicaManager:
             # Kafka's read result for an error carries no offsets (-1: high watermark, LSO, log start offset)
             return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE)
         data = b""
-        aborted = [] if read_committed else None
+        aborted: list[AbortedTxn] | None = [] if read_committed else None
         upper = lso if read_committed else hw
         if offset < upper:
             try:

@@ -14,7 +14,7 @@ import asyncio
 import inspect
 import struct
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +47,8 @@ _API_KEY = struct.Struct(">h")
 # APIs whose responses can be large (up to the request's MaxBytes): a connection runs one of them at a time, as
 # real clients send them (one fetch per broker connection), so a client that never reads holds one response.
 LARGE_RESPONSE_APIS = frozenset({1, 78})  # Fetch, ShareFetch
-Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+# an `async def` (quota accounting steps its coroutine: broker/quotas/request_time.py)
+Handler = Callable[[RequestContext, Any], Coroutine[Any, Any, Any]]
 
 
 class CloseConnection(Exception):
@@ -160,7 +161,7 @@ class Router:
         return quotas.admit(header.api_key, header.client_id, connection, len(frame))
 
     async def handle(self, frame: bytes | bytearray | memoryview, connection: ConnectionInfo,
-                     admitted: Admission | None = None) -> bytes | None:
+                     admitted: Admission | None = None) -> bytes | list[bytes | bytearray | memoryview] | None:
         received = time.monotonic_ns()
         try:
             header, offset = decode_request_header(frame)
@@ -212,6 +213,7 @@ class Router:
         # the loop time the request takes, charged to its request quota (broker/quotas/request_time.py)
         timed = Timed(reg.handler(ctx, request)) if quotas is not None and quotas.request_time_counted(
             header.api_key) else None
+        body: bytes | bytearray | memoryview
         try:
             if timed is None:
                 result = await reg.handler(ctx, request)
@@ -249,9 +251,10 @@ class Router:
         except Exception as err:  # noqa: BLE001 - a handler failure must not escape the connection
             metrics.error(ErrorCode.UNKNOWN_SERVER_ERROR)
             ctx.log.error("request handler failed", exc_info=err)
-            body = error_body(header.api_key, version)
-            if body is None:
+            error = error_body(header.api_key, version)
+            if error is None:
                 raise CloseConnection(f"{reg.name} handler failed: {err!r}") from None
+            body = error
         finally:
             metrics.latency.observe((time.monotonic_ns() - received) / 1e9)
         return encode_response(header.correlation_id, response_header_version(header.api_key, version), body)

@@ -40,10 +40,12 @@ import struct
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
 import structlog
 
+from broker.config.components import ComponentConfig, setting
 from broker.connection_quotas import ConnectionQuotas, normalize_ip
 from broker.context import Admission, ConnectionInfo
 from broker.request_memory import RequestMemoryPool, give_back_memory
@@ -86,9 +88,9 @@ class KafkaConnection(asyncio.Protocol):
         self._auth_failed = False  # a failed authentication: nothing more is read, the connection closes
         self._dispatch = server.dispatch
         self._admit = server.admit
-        self._max_frame = server.max_request_bytes
-        self._max_inflight = server.max_inflight
-        self._max_unsent = server.max_unsent_bytes
+        self._max_frame = server.config.max_request_bytes
+        self._max_inflight = server.config.max_inflight
+        self._max_unsent = server.config.max_unsent_bytes
         self._serial_apis = server.serial_api_keys
         self.peer_ip = peer_ip  # counted in the server's connection quotas until the connection is lost
         self._buf = FrameSplitter()  # received, not yet dispatched: whole frames and at most one partial frame
@@ -111,14 +113,15 @@ class KafkaConnection(asyncio.Protocol):
 
     # --- transport callbacks -------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport  # type: ignore[assignment]
+        stream = cast(asyncio.Transport, transport)  # a stream server's connection
+        self._transport = stream
         peername = transport.get_extra_info("peername")
         self.info.peer = _address(peername)
         if isinstance(peername, tuple) and peername:
             self.info.host = str(peername[0])
         self.info.local = _address(transport.get_extra_info("sockname"))
         # pause_writing() above the bound; resume_writing() once the client has read most of it.
-        self._transport.set_write_buffer_limits(high=self._max_unsent, low=self._max_unsent // 4)
+        stream.set_write_buffer_limits(high=self._max_unsent, low=self._max_unsent // 4)
         security = self._security
         if security.certificate_principal is not None:  # the TLS handshake is done when connection_made runs
             self.info.principal = security.certificate_principal(transport.get_extra_info("peercert"))
@@ -462,28 +465,34 @@ def _fail(fut: asyncio.Future, response: bytes | None) -> None:
         fut.set_exception(CloseConnection("SASL authentication failed", response=response))
 
 
+@dataclass(frozen=True)
+class SocketServerConfig(ComponentConfig):
+    """The listeners' and connections' settings (Kafka's SocketServerConfigs, Shoal's unsent-bytes bound)."""
+
+    max_request_bytes: int = setting("socket.request.max.bytes")
+    max_inflight: int = setting("queued.max.requests")  # requests in flight per connection
+    max_unsent_bytes: int = setting("connections.max.unsent.bytes")
+    idle_ms: int = setting("connections.max.idle.ms")
+    backlog: int = setting("socket.listen.backlog.size")
+    max_queued_bytes: int = setting("queued.max.request.bytes")
+    # -1 leaves the kernel's default (autotuned)
+    send_buffer_bytes: int = setting("socket.send.buffer.bytes")
+    receive_buffer_bytes: int = setting("socket.receive.buffer.bytes")
+
+
 class Server:
     """All listeners of the broker; `start()` binds them, `close()` stops accepting and drops connections."""
 
-    def __init__(self, dispatch: Dispatch, *, max_request_bytes: int = 104_857_600, max_inflight: int = 100,
-                 max_unsent_bytes: int = 1_048_576, idle_ms: int = 600_000, backlog: int = 1024,
+    def __init__(self, dispatch: Dispatch, config: SocketServerConfig | None = None, *,
                  quotas: ConnectionQuotas | None = None, serial_api_keys: Iterable[int] = (),
                  refused: Callable[[int | None, ErrorCode | None], None] | None = None,
-                 max_queued_bytes: int = -1, send_buffer_bytes: int = -1, receive_buffer_bytes: int = -1,
                  admit: Admit | None = None) -> None:
         self.dispatch = dispatch
         # Called as each frame is dispatched (the router's quota admission); what it returns is handed to dispatch.
         self.admit = admit
         # fn(api key or None, error or None) for a request refused before it reaches the router (request metrics)
         self.refused = refused or (lambda _api_key, _error: None)
-        self.max_request_bytes = max_request_bytes
-        self.max_inflight = max_inflight
-        self.max_unsent_bytes = max_unsent_bytes
-        self.idle_ms = idle_ms
-        self.backlog = backlog
-        # socket.send.buffer.bytes / socket.receive.buffer.bytes; -1 leaves the kernel's default (autotuned)
-        self.send_buffer_bytes = send_buffer_bytes
-        self.receive_buffer_bytes = receive_buffer_bytes
+        self.config = config = config or SocketServerConfig()
         self.quotas = quotas or ConnectionQuotas()
         # fn(ip) -> ms: a new connection's throttle for connection_creation_rate (0 accepts it); set by the broker
         self.connection_throttle: Callable[[str], int] = lambda _ip: 0
@@ -496,7 +505,7 @@ class Server:
         # fn(ConnectionInfo) after a connection closed (share sessions are tied to their connection).
         self.close_listeners: list[Callable[[ConnectionInfo], None]] = []
         # Kafka's queued.max.request.bytes: while exhausted, connections holding no reservation are not read.
-        self.request_memory = RequestMemoryPool(max_queued_bytes)
+        self.request_memory = RequestMemoryPool(config.max_queued_bytes)
         self.memory_muted: set[KafkaConnection] = set()  # connections not read until the pool has room
         self._memory_room = asyncio.Event()  # set while the pool is not muting: new connections are accepted
         self._memory_room.set()
@@ -519,7 +528,7 @@ class Server:
             self.bound.append((listener.name, listener.host, port))
             log.info("listening", host=listener.host or "0.0.0.0", port=port, listener=listener.name,
                      security_protocol=self.listener_security.get(listener.name, _PLAINTEXT).protocol)
-        if self.idle_ms >= 0:
+        if self.config.idle_ms >= 0:
             self._tasks.append(loop.create_task(self._expire_idle(), name="idle connections"))
         return self.bound
 
@@ -535,14 +544,14 @@ class Server:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
                     sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-                if self.receive_buffer_bytes != -1:
+                if self.config.receive_buffer_bytes != -1:
                     # before bind, as Kafka's acceptor does: accepted connections inherit it, and the window scale
                     # offered in the handshake is chosen from it
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.config.receive_buffer_bytes)
                 if port == 0 and len(socks) > 1:  # every address of an ephemeral listener on one port
                     address = (address[0], socks[0].getsockname()[1], *address[2:])
                 sock.bind(address)
-                sock.listen(self.backlog)
+                sock.listen(self.config.backlog)
                 sock.setblocking(False)
         except OSError:
             for sock in socks:
@@ -618,8 +627,8 @@ class Server:
         """Kafka's options for an accepted connection: no Nagle delay, keepalive, and socket.send.buffer.bytes."""
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-        if self.send_buffer_bytes != -1:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
+        if self.config.send_buffer_bytes != -1:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.config.send_buffer_bytes)
 
     def _close_throttled(self, sock: socket.socket) -> None:
         self._delayed_close.discard(sock)
@@ -667,7 +676,7 @@ class Server:
             self.connections.move_to_end(conn)
 
     async def _expire_idle(self) -> None:
-        idle_s = self.idle_ms / 1000
+        idle_s = self.config.idle_ms / 1000
         interval = min(max(idle_s / 4, 0.05), 30.0)
         while True:
             await asyncio.sleep(interval)
@@ -689,8 +698,8 @@ class Server:
                 conn.write_buffer_seen = size  # a slow reader is draining a large response: that is activity
                 self.touch(conn)
                 continue
-            log.info("closing idle connection", conn=conn.info.id, peer=conn.info.peer, idle_ms=self.idle_ms,
-                     unsent_bytes=size)
+            log.info("closing idle connection", conn=conn.info.id, peer=conn.info.peer,
+                     idle_ms=self.config.idle_ms, unsent_bytes=size)
             # Abort: a graceful close would wait for a client that reads nothing.
             conn.abort()
             self.connection_closed(conn)

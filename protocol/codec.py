@@ -13,10 +13,11 @@ import functools
 import io
 import operator
 import uuid
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import IO, Any, BinaryIO, cast
 
 from construct import (
+    Compiled,
     Construct,
     Container,
     Float64b,
@@ -36,12 +37,16 @@ from protocol.primitives import (
     BOOL,
     UUID,
     ChunkWriter,
+    CodeGen,
+    ConstructBase,
     KArray,
     KNullableStruct,
     Prim,
     Reader,
     bytes_prim,
     check_consumed,
+    compile_build,
+    compile_parse,
     read_exact,
     read_uvarint_io,
     string_prim,
@@ -49,7 +54,7 @@ from protocol.primitives import (
 )
 from protocol.schema import Field, Message, Struct
 
-_FIXED: dict[str, Construct] = {
+_FIXED: dict[str, FormatField[Any, Any]] = {
     "int8": Int8sb, "int16": Int16sb, "uint16": Int16ub, "int32": Int32sb, "uint32": Int32ub,
     "int64": Int64sb, "float64": Float64b,
 }
@@ -64,12 +69,12 @@ def to_container(value: Any) -> Any:
     return value
 
 
-def _as_container(msg: Container) -> tuple:
+def _as_container(msg: Container[Any]) -> tuple[Any, ...]:
     return Container, (), None, None, iter(msg.items())
 
 
 @functools.cache
-def message_class(keys: tuple[str, ...]) -> type[Container]:
+def message_class(keys: tuple[str, ...]) -> type[Container[Any]]:
     """The Container subclass that decoded structs with these keys are: each key is a class-level property, so
     `msg.field` is one item lookup done in C. On a plain Container it first fails Python's attribute lookup (which
     formats an AttributeError message) and then runs construct's `__getattr__` in Python, several thousand
@@ -82,7 +87,7 @@ def message_class(keys: tuple[str, ...]) -> type[Container]:
     return type("Message", (Container,), attrs)
 
 
-def _literal(code: Any, value: Any, fresh: bool) -> str:
+def _literal(code: CodeGen, value: Any, fresh: bool) -> str:
     """Source expression for a default value. fresh=True: a new object per evaluation (decode)."""
     if value is None or isinstance(value, bool | int | float | str | bytes):
         return repr(value)
@@ -99,7 +104,7 @@ def _literal(code: Any, value: Any, fresh: bool) -> str:
     raise TypeError(f"no literal for default {value!r}")
 
 
-def _not_default(code: Any, value: Any) -> str:
+def _not_default(code: CodeGen, value: Any) -> str:
     """Condition (on `obj`) under which a tagged field is written: it differs from its default."""
     if value is None:
         return "obj is not None"
@@ -117,7 +122,7 @@ def _not_default(code: Any, value: Any) -> str:
     return f"obj != {_literal(code, value, fresh=False)}"
 
 
-class KStruct(Construct):
+class KStruct(ConstructBase):
     """A Kafka struct at one version: regular fields in order, then (if flexible) tagged fields.
 
     Fields absent at this version decode to their defaults, so handlers see every key. On encode
@@ -128,11 +133,11 @@ class KStruct(Construct):
         super().__init__()
         self.struct_name = name
         self.flexible = flexible
-        self.regular: list[tuple[str, Construct, Any]] = []  # key, construct, default
+        self.regular: list[tuple[str, Construct[Any, Any], Any]] = []  # key, construct, default
         self.absent: list[tuple[str, Any]] = []  # key, default
-        self.tagged: list[tuple[int, str, Construct, Any]] = []  # tag, key, construct, default
+        self.tagged: list[tuple[int, str, Construct[Any, Any], Any]] = []  # tag, key, construct, default
 
-    def message_class(self) -> type[Container]:
+    def message_class(self) -> type[Container[Any]]:
         """What this struct decodes to (every key set: regular, absent and tagged fields)."""
         return message_class(tuple(k for k, *_ in self.regular) + tuple(k for k, _ in self.absent)
                              + tuple(k for _, k, *_ in self.tagged))
@@ -154,7 +159,8 @@ class KStruct(Construct):
                 if tag in by_tag:
                     key, sub = by_tag[tag]
                     r = Reader(data, stream.views)
-                    result[key] = sub._parse(r, context, path)
+                    # a Reader has all of a stream that a sub-construct reads (read, tell, seek)
+                    result[key] = sub._parse(cast(IO[bytes], r), context, path)
                     check_consumed(r, f"tag {tag} of {self.struct_name}")
         return result
 
@@ -172,7 +178,7 @@ class KStruct(Construct):
             write_tagged(stream, tagged)
         return obj
 
-    def _emitparse(self, code: Any) -> str:
+    def _emitparse(self, code: CodeGen) -> str:
         code.append(_IMPORT)
         n = code.allocateId()
         fname = f"parse_kstruct_{n}"
@@ -192,7 +198,7 @@ class KStruct(Construct):
                           f"    io.pos = p + {size}"]
             else:
                 (key, sub, _), = run
-                lines.append(f"    result[{key!r}] = {sub._compileparse(code)}")
+                lines.append(f"    result[{key!r}] = {compile_parse(sub, code)}")
         for key, default in self.absent:
             lines.append(f"    result[{key!r}] = {_literal(code, default, fresh=True)}")
         if self.flexible:
@@ -207,7 +213,7 @@ class KStruct(Construct):
         code.append("\n".join(lines))
         return f"{fname}(io, this)"
 
-    def _emit_tag_parser(self, code: Any, n: int) -> None:
+    def _emit_tag_parser(self, code: CodeGen, n: int) -> None:
         lines = [
             f"def parse_tags_{n}(io, this, result):",
             "    for _ in range(read_uvarint_io(io)):",
@@ -215,7 +221,7 @@ class KStruct(Construct):
             "        data = read_exact(io, read_uvarint_io(io))",
         ]
         for i, (tag, key, sub, _) in enumerate(self.tagged):
-            code.append(f"def parse_tag_{n}_{tag}(io, this):\n    return {sub._compileparse(code)}")
+            code.append(f"def parse_tag_{n}_{tag}(io, this):\n    return {compile_parse(sub, code)}")
             lines += [
                 f"        {'if' if i == 0 else 'elif'} tag == {tag}:",
                 "            sub = Reader(data, io.views)",
@@ -224,7 +230,7 @@ class KStruct(Construct):
             ]
         code.append("\n".join(lines))
 
-    def _emitbuild(self, code: Any) -> str:
+    def _emitbuild(self, code: CodeGen) -> str:
         code.append(_IMPORT)
         n = code.allocateId()
         fname = f"build_kstruct_{n}"
@@ -239,12 +245,12 @@ class KStruct(Construct):
             else:
                 (key, sub, default), = run
                 lines.append(f"    obj = objdict.get({key!r}, {_literal(code, default, fresh=False)})")
-                lines.append(f"    {sub._compilebuild(code)}")
+                lines.append(f"    {compile_build(sub, code)}")
         if self.flexible:
             if self.tagged:
                 lines.append("    tagged = []")
                 for tag, key, sub, default in sorted(self.tagged, key=lambda t: t[0]):
-                    code.append(f"def build_tag_{n}_{tag}(obj, io, this):\n    {sub._compilebuild(code)}")
+                    code.append(f"def build_tag_{n}_{tag}(obj, io, this):\n    {compile_build(sub, code)}")
                     lines += [
                         f"    obj = objdict.get({key!r}, {_literal(code, default, fresh=False)})",
                         f"    if {_not_default(code, default)}:",
@@ -260,10 +266,10 @@ class KStruct(Construct):
         return f"{fname}(obj, io, this)"
 
 
-def _runs(regular: list[tuple[str, Construct, Any]]) -> list[list[tuple[str, Construct, Any]]]:
+def _runs(regular: list[tuple[str, Construct[Any, Any], Any]]) -> list[list[tuple[str, Construct[Any, Any], Any]]]:
     """Regular fields in order, grouped: each run of consecutive fixed-size numbers together (read and written with
     one struct), every other field alone."""
-    runs: list[list[tuple[str, Construct, Any]]] = []
+    runs: list[list[tuple[str, Construct[Any, Any], Any]]] = []
     for field in regular:
         if isinstance(field[1], FormatField) and runs and isinstance(runs[-1][-1][1], FormatField):
             runs[-1].append(field)
@@ -272,9 +278,10 @@ def _runs(regular: list[tuple[str, Construct, Any]]) -> list[list[tuple[str, Con
     return runs
 
 
-def _run_format(run: list[tuple[str, Construct, Any]]) -> tuple[str, int]:
+def _run_format(run: list[tuple[str, Construct[Any, Any], Any]]) -> tuple[str, int]:
     """The struct format (big-endian, as each number's own) and byte size of a run of fixed-size numbers."""
-    return ">" + "".join(sub.fmtstr.lstrip(">") for _, sub, _ in run), sum(sub.length for _, sub, _ in run)
+    numbers = [cast("FormatField[Any, Any]", sub) for _, sub, _ in run]  # _runs put only FormatFields in a run
+    return ">" + "".join(sub.fmtstr.lstrip(">") for sub in numbers), sum(sub.length for sub in numbers)
 
 
 def _fresh(default: Any) -> Any:
@@ -288,7 +295,7 @@ def _differs(value: Any, default: Any) -> bool:
         return value is None or bool(value)
     if isinstance(default, dict):
         return value is not None and any(value.get(k, d) != d for k, d in default.items())
-    return value != default
+    return bool(value != default)
 
 
 class _Builder:
@@ -321,7 +328,7 @@ class _Builder:
             raise ValueError(f"{self.message.name}.{struct.name}: duplicate tags {tags}")
         return k
 
-    def field(self, f: Field) -> Construct:
+    def field(self, f: Field) -> Construct[Any, Any]:
         v = self.version
         flexible = self.flexible
         if f.flexible_versions is not None:
@@ -337,13 +344,13 @@ class _Builder:
             return string_prim(flexible, nullable, message=True)
         return self.scalar(f.type, flexible, nullable)
 
-    def element(self, f: Field, flexible: bool) -> Construct:
+    def element(self, f: Field, flexible: bool) -> Construct[Any, Any]:
         if f.struct is not None:
             return self.struct(f.struct)
         return self.scalar(f.element_type, flexible, nullable=False)
 
     @staticmethod
-    def scalar(t: str, flexible: bool, nullable: bool) -> Construct:
+    def scalar(t: str, flexible: bool, nullable: bool) -> Construct[Any, Any]:
         if t in _FIXED:
             return _FIXED[t]
         if t == "bool":
@@ -357,7 +364,7 @@ class _Builder:
         raise ValueError(f"unsupported type {t!r}")
 
 
-def min_size(construct: Construct) -> int:
+def min_size(construct: Construct[Any, Any]) -> int:
     """Bytes of the shortest encoding of one value of `construct` (array counts are checked against it)."""
     if isinstance(construct, KStruct):
         return sum(min_size(sub) for _, sub, _ in construct.regular) + (1 if construct.flexible else 0)
@@ -386,16 +393,16 @@ class Codec:
         self.message = message
         self.version = version
         self.construct = build_construct(message, version)
-        self.compiled = self.construct.compile()
-        # Call the compiled functions directly: our code needs no construct context, and this
-        # lets us pass a Reader (BytesIO with a known end) for length sanity checks.
-        self._parse = self.compiled.parsefunc
-        self._build = self.compiled.buildfunc
+        self.compiled = cast(Compiled, self.construct.compile())
+        # Call the compiled functions directly: our code needs no construct context (`this` is None), and this
+        # lets us pass a Reader (a stream with a known end) for length sanity checks.
+        self._parse = cast("Callable[[Reader, None], Container[Any]]", self.compiled.parsefunc)
+        self._build = cast("Callable[[Mapping[str, Any], BinaryIO, None], object]", self.compiled.buildfunc)
 
     def __repr__(self) -> str:
         return f"<Codec {self.message.name} v{self.version}>"
 
-    def decode(self, data: bytes | bytearray | memoryview, *, views: bool = False) -> Container:
+    def decode(self, data: bytes | bytearray | memoryview, *, views: bool = False) -> Container[Any]:
         """Decode exactly `data` (trailing bytes are an error). `views`: bytes and records fields are read-only
         memoryview slices of `data` instead of copies (see primitives.Reader)."""
         value, end = self.decode_prefix(data, views=views)
@@ -404,7 +411,7 @@ class Codec:
         return value
 
     def decode_prefix(self, data: bytes | bytearray | memoryview, offset: int = 0, *, views: bool = False
-                      ) -> tuple[Container, int]:
+                      ) -> tuple[Container[Any], int]:
         """Decode one value starting at `offset`; returns it and the offset just past it."""
         r = Reader(data, views)
         if offset:
@@ -422,11 +429,12 @@ class Codec:
         self.encode_into(value, out)
         return out.getvalue()
 
-    def encode_chunks(self, value: Mapping[str, Any], min_chunk: int = 16384) -> list[bytes | memoryview]:
+    def encode_chunks(self, value: Mapping[str, Any], min_chunk: int = 16384
+                      ) -> list[bytes | bytearray | memoryview]:
         """The encoding as a list of buffers whose concatenation is `encode(value)`: fields of at least
         `min_chunk` bytes (record batches) are in it as they were given, not copied (see ChunkWriter)."""
         out = ChunkWriter(min_chunk)
-        self.encode_into(value, out)  # type: ignore[arg-type]
+        self.encode_into(value, out)
         return out.chunks()
 
     def encode_into(self, value: Mapping[str, Any], out: io.BytesIO) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import struct
 import threading
+import types
 
 import cramjam
 
@@ -77,14 +78,15 @@ def _too_small(err: Exception) -> bool:
     return "failed to write whole buffer" in text or "Destination buffer is too small" in text
 
 
-def _decompress_stream(module, data: Buffer, limit: int, out: bytearray) -> int:
+def _decompress_stream(module: types.ModuleType, data: Buffer, limit: int, out: bytearray) -> int:
     """Decompress into `out` (grown as needed, at most to `limit`); returns the byte count."""
     if len(out) < _FIRST_GUESS:
         out.extend(bytes(min(limit, max(_FIRST_GUESS, _GROWTH * len(data))) - len(out)))
     declared = _zstd_content_size(data) if module is cramjam.zstd else None
     while True:
         try:
-            return module.decompress_into(data, out if len(out) <= limit else memoryview(out)[:limit])
+            n: int = module.decompress_into(data, out if len(out) <= limit else memoryview(out)[:limit])
+            return n
         except cramjam.DecompressionError as err:
             if not _too_small(err):
                 raise CompressionError(str(err)) from None

@@ -13,6 +13,8 @@ import struct
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from construct import Container
+
 from protocol import schema
 from protocol.codec import record_codec
 from protocol.errors import DecodeError
@@ -38,7 +40,8 @@ def record_type_of(name: str) -> int:
 def record_type(key: bytes | memoryview) -> int:
     if len(key) < 2:
         raise DecodeError("coordinator record key shorter than its type")
-    return _I16.unpack_from(key)[0]
+    rtype: int = _I16.unpack_from(key)[0]
+    return rtype
 
 
 def encode_key(name: str, key: Mapping[str, Any]) -> bytes:
@@ -49,17 +52,18 @@ def encode_value(name: str, value: Mapping[str, Any], version: int = VALUE_VERSI
     return _I16.pack(version) + record_codec(name + "Value", version).encode(value)
 
 
-def decode_key(name: str, key: bytes | memoryview):
+def decode_key(name: str, key: bytes | memoryview) -> Container[Any]:
     return record_codec(name + "Key", 0).decode(memoryview(key)[2:])
 
 
 def value_version(value: bytes | memoryview) -> int:
     if len(value) < 2:
         raise DecodeError("coordinator record value shorter than its version")
-    return _I16.unpack_from(value)[0]
+    version: int = _I16.unpack_from(value)[0]
+    return version
 
 
-def decode_value(name: str, value: bytes | memoryview):
+def decode_value(name: str, value: bytes | memoryview) -> Container[Any]:
     version = value_version(value)
     if version not in schema.records()[name + "Value"].versions():
         raise DecodeError(f"{name} value version {version} not supported")

@@ -51,7 +51,7 @@ def response_header_version(api_key: int, api_version: int) -> int:
     return 1 if _flexible(api_key, api_version) else 0
 
 
-def decode_request_header(frame: bytes | memoryview) -> tuple[RequestHeader, int]:
+def decode_request_header(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, int]:
     """Decode the header at the start of `frame`; return it and the offset of the body.
 
     An unknown api key is decoded as header v1 (its tagged fields, if any, are not parsed); the
@@ -68,7 +68,7 @@ def decode_request_header(frame: bytes | memoryview) -> tuple[RequestHeader, int
     return header, offset
 
 
-def _decode_common_header(frame: bytes | memoryview) -> tuple[RequestHeader, int] | None:
+def _decode_common_header(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, int] | None:
     """The header every request on the hot path has (a client id, no header tags), read with one struct call.
 
     The generated codec costs several microseconds per request; anything unusual (null client id, header
@@ -104,7 +104,7 @@ def encode_request(header: RequestHeader, body: bytes) -> bytes:
     return _SIZE.pack(len(head) + len(body)) + head + body
 
 
-def encode_response(correlation_id: int, header_version: int, body: bytes | memoryview) -> bytes:
+def encode_response(correlation_id: int, header_version: int, body: bytes | bytearray | memoryview) -> bytes:
     """A whole response frame: size prefix, header v0 (correlation id) or v1 (+ empty tagged fields)."""
     if header_version == 0:
         return _SIZE_CORR.pack(4 + len(body), correlation_id) + body
@@ -113,8 +113,8 @@ def encode_response(correlation_id: int, header_version: int, body: bytes | memo
     raise ValueError(f"no response header version {header_version}")
 
 
-def encode_response_chunks(correlation_id: int, header_version: int, body: list[bytes | memoryview]
-                           ) -> list[bytes | memoryview]:
+def encode_response_chunks(correlation_id: int, header_version: int, body: list[bytes | bytearray | memoryview]
+                           ) -> list[bytes | bytearray | memoryview]:
     """A whole response frame as a list of buffers (see Codec.encode_chunks): size prefix and header, then the
     body's chunks as they are (a vectored write sends them; nothing is joined)."""
     return [encode_response_header(correlation_id, header_version, sum(len(c) for c in body)), *body]
@@ -129,7 +129,7 @@ def encode_response_header(correlation_id: int, header_version: int, body_size: 
     raise ValueError(f"no response header version {header_version}")
 
 
-def decode_response_header(frame: bytes | memoryview, header_version: int) -> tuple[int, int]:
+def decode_response_header(frame: bytes | bytearray | memoryview, header_version: int) -> tuple[int, int]:
     """(correlation_id, body offset) of a response frame without its size prefix."""
     value, offset = message_codec("ResponseHeader", header_version).decode_prefix(frame)
     return value.correlation_id, offset
@@ -149,7 +149,7 @@ def frame_size(buffer: bytes | bytearray | memoryview, max_size: int, pos: int =
     FrameSizeError for a size below 0 or above `max_size`."""
     if len(buffer) - pos < 4:
         return None
-    (size,) = _SIZE.unpack_from(buffer, pos)
+    size: int = _SIZE.unpack_from(buffer, pos)[0]
     if size < 0 or size > max_size:
         raise FrameSizeError(size, max_size)
     return size
@@ -203,7 +203,8 @@ class FrameSplitter:
         buf = self.buffer
         if len(buf) < 4:
             return 0
-        return max(0, 4 + _SIZE.unpack_from(buf, 0)[0] - len(buf))
+        size: int = _SIZE.unpack_from(buf, 0)[0]
+        return max(0, 4 + size - len(buf))
 
     def pop(self, size: int) -> bytes | memoryview:
         """Remove the first frame (of `size` bytes, whole) and return it without its prefix: the buffer itself

@@ -12,7 +12,7 @@ import io
 import struct
 import uuid
 from collections.abc import Iterable
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, cast
 
 from construct import Construct
 
@@ -378,9 +378,9 @@ class ChunkWriter(io.BytesIO):
     def chunk(self, data: bytes | bytearray | memoryview) -> None:
         self._chunks.append((self.tell(), data))
 
-    def chunks(self) -> list[bytes | memoryview]:
+    def chunks(self) -> list[bytes | bytearray | memoryview]:
         small = self.getvalue()
-        out: list[bytes | memoryview] = []
+        out: list[bytes | bytearray | memoryview] = []
         at = 0
         for pos, data in self._chunks:
             if pos > at:
@@ -401,7 +401,7 @@ def _blen(v: Any) -> int:
 
 
 def _write_value(w: BinaryIO, v: bytes | memoryview | BytesParts) -> None:
-    parts = v.parts if type(v) is BytesParts else (v,)
+    parts = v.parts if isinstance(v, BytesParts) else (v,)
     if type(w) is ChunkWriter:
         for part in parts:
             if len(part) >= w.min_chunk:  # bytes-like of bytes: elements are bytes
@@ -450,7 +450,7 @@ def read_array_len(r: Reader, min_element: int = 1) -> int:
     p = r.pos
     if p + 4 > r.end:
         raise DecodeError("truncated array length")
-    n = _I32.unpack_from(r.buf, p)[0]
+    n: int = _I32.unpack_from(r.buf, p)[0]
     r.pos = p = p + 4
     if n > 0 and n * min_element > r.end - p:
         raise DecodeError(f"array of {n} elements but only {r.end - p} bytes left")
@@ -511,7 +511,45 @@ _EXPORTS = (
 _IMPORT = f"from protocol.primitives import {', '.join(_EXPORTS)}"
 
 
-class Prim(Construct):
+# The base of the construct classes here and in codec.py: construct's stubs make Construct generic (parsed and built
+# types); at run time it is a plain class.
+if TYPE_CHECKING:
+    ConstructBase = Construct[Any, Any]
+else:
+    ConstructBase = Construct
+
+
+class CodeGen(Protocol):
+    """What the classes here use of construct's code generator (construct.core.CodeGen, which construct's stubs
+    leave out): the generated module's source blocks, fresh ids for its function names, and the objects its
+    source refers to by id."""
+
+    linkedinstances: dict[int, Any]
+
+    def append(self, block: str) -> None: ...
+
+    def allocateId(self) -> int: ...
+
+
+class _Compilable(Protocol):
+    """construct's per-construct compiler entry points (cached `_emitparse`/`_emitbuild`), absent from its stubs."""
+
+    def _compileparse(self, code: CodeGen) -> str: ...
+
+    def _compilebuild(self, code: CodeGen) -> str: ...
+
+
+def compile_parse(sub: Construct[Any, Any], code: CodeGen) -> str:
+    """The source expression (on `io`, `this`) that parses one value of `sub` in the generated module."""
+    return cast(_Compilable, sub)._compileparse(code)
+
+
+def compile_build(sub: Construct[Any, Any], code: CodeGen) -> str:
+    """The source statement (on `obj`, `io`, `this`) that writes `obj` as `sub` in the generated module."""
+    return cast(_Compilable, sub)._compilebuild(code)
+
+
+class Prim(ConstructBase):
     """A primitive encoded by a reader/writer pair from this module, by name; `min_size` is its shortest
     encoding (for array count checks)."""
 
@@ -530,11 +568,11 @@ class Prim(Construct):
         self._write(stream, obj)
         return obj
 
-    def _emitparse(self, code: Any) -> str:
+    def _emitparse(self, code: CodeGen) -> str:
         code.append(_IMPORT)
         return f"{self.reader}(io)"
 
-    def _emitbuild(self, code: Any) -> str:
+    def _emitbuild(self, code: CodeGen) -> str:
         code.append(_IMPORT)
         return f"({self.writer}(io, obj), obj)[1]"
 
@@ -554,10 +592,10 @@ BOOL = Prim("read_bool", "write_bool", 1)
 UUID = Prim("read_uuid", "write_uuid", 16)
 
 
-class KArray(Construct):
+class KArray(ConstructBase):
     """Kafka array: int32 count (or compact unsigned varint count+1); -1/0 means null."""
 
-    def __init__(self, subcon: Construct, compact: bool, nullable: bool, min_element: int = 1) -> None:
+    def __init__(self, subcon: Construct[Any, Any], compact: bool, nullable: bool, min_element: int = 1) -> None:
         super().__init__()
         self.subcon = subcon
         self.compact = compact
@@ -584,7 +622,7 @@ class KArray(Construct):
             self.subcon._build(item, stream, context, path)
         return obj
 
-    def _emitparse(self, code: Any) -> str:
+    def _emitparse(self, code: CodeGen) -> str:
         code.append(_IMPORT)
         fname = f"parse_karray_{code.allocateId()}"
         length = "read_compact_array_len" if self.compact else "read_array_len"
@@ -594,11 +632,11 @@ class KArray(Construct):
                 n = {length}(io, {self.min_element})
                 if n < 0:
                     {null}
-                return [{self.subcon._compileparse(code)} for _ in range(n)]
+                return [{compile_parse(self.subcon, code)} for _ in range(n)]
         """)
         return f"{fname}(io, this)"
 
-    def _emitbuild(self, code: Any) -> str:
+    def _emitbuild(self, code: CodeGen) -> str:
         code.append(_IMPORT)
         fname = f"build_karray_{code.allocateId()}"
         length = "write_compact_array_len" if self.compact else "write_array_len"
@@ -611,16 +649,16 @@ class KArray(Construct):
                     {null}
                 {length}(io, len(obj))
                 for obj in obj:
-                    {self.subcon._compilebuild(code)}
+                    {compile_build(self.subcon, code)}
                 return None
         """)
         return f"{fname}(obj, io, this)"
 
 
-class KNullableStruct(Construct):
+class KNullableStruct(ConstructBase):
     """A nullable (non-array) struct: int8 marker -1 for null, 1 then the struct."""
 
-    def __init__(self, subcon: Construct) -> None:
+    def __init__(self, subcon: Construct[Any, Any]) -> None:
         super().__init__()
         self.subcon = subcon
 
@@ -638,18 +676,18 @@ class KNullableStruct(Construct):
             self.subcon._build(obj, stream, context, path)
         return obj
 
-    def _emitparse(self, code: Any) -> str:
+    def _emitparse(self, code: CodeGen) -> str:
         code.append(_IMPORT)
         fname = f"parse_knullable_{code.allocateId()}"
         code.append(f"""
             def {fname}(io, this):
                 if read_exact(io, 1)[0] >= 0x80:
                     return None
-                return {self.subcon._compileparse(code)}
+                return {compile_parse(self.subcon, code)}
         """)
         return f"{fname}(io, this)"
 
-    def _emitbuild(self, code: Any) -> str:
+    def _emitbuild(self, code: CodeGen) -> str:
         code.append(_IMPORT)
         fname = f"build_knullable_{code.allocateId()}"
         code.append(f"""
@@ -658,6 +696,6 @@ class KNullableStruct(Construct):
                     io.write(b"\\xff")
                     return None
                 io.write(b"\\x01")
-                {self.subcon._compilebuild(code)}
+                {compile_build(self.subcon, code)}
         """)
         return f"{fname}(obj, io, this)"

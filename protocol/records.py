@@ -48,7 +48,7 @@ import struct
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Literal, NamedTuple, overload
 
 from crc32c import crc32c
 
@@ -430,7 +430,11 @@ def _check_framing(data: bytes | bytearray, start: int, end: int, count: int, po
         raise InvalidRecordError(f"record batch at position {pos}: {err}") from None
 
 
-def _decompress(raw: Buffer, compression: int, *, scratch: bool = False):
+@overload
+def _decompress(raw: Buffer, compression: int, *, scratch: Literal[False] = False) -> bytearray: ...
+@overload
+def _decompress(raw: Buffer, compression: int, *, scratch: Literal[True]) -> tuple[bytearray, int]: ...
+def _decompress(raw: Buffer, compression: int, *, scratch: bool = False) -> bytearray | tuple[bytearray, int]:
     """The decompressed payload: a buffer of its own, or (scratch buffer, length) for a check made at once."""
     try:
         if scratch:

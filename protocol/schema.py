@@ -313,7 +313,8 @@ def records() -> dict[str, Message]:
 
 @functools.cache
 def _by_api_key() -> dict[tuple[int, str], Message]:
-    return {(m.api_key, m.type): m for m in messages().values() if m.type in ("request", "response")}
+    return {(m.api_key, m.type): m for m in messages().values()
+            if m.type in ("request", "response") and m.api_key is not None}
 
 
 def request_message(api_key: int) -> Message:

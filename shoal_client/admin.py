@@ -33,6 +33,7 @@ from shoal_client.security import ClientSecurity
 
 METADATA, LIST_OFFSETS, FIND_COORDINATOR, LIST_GROUPS, DELETE_GROUPS = 3, 2, 10, 16, 42
 WRITE_TXN_MARKERS, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 27, 61, 65, 66
+INIT_PRODUCER_ID = 22
 SHARE_GROUP_DESCRIBE, DESCRIBE_SHARE_OFFSETS, ALTER_SHARE_OFFSETS, DELETE_SHARE_OFFSETS = 77, 90, 91, 92
 EARLIEST, LATEST = -2, -1
 GROUP, TRANSACTION = 0, 1  # FindCoordinator key types
@@ -212,7 +213,7 @@ class ShareGroupAdmin(AdminClient):
             if resp.error_code != 0:
                 raise AdminError(resp.error_code, f"ListGroups: {error_name(resp.error_code)}")
             out.update((g.group_id, g.group_state) for g in resp.groups)
-        return sorted(out.items())
+        return list(out.items())  # in the brokers' order, as Kafka's admin client gives them
 
     def describe_share_group(self, group_id: str) -> ShareGroupDescription:
         node, conn = self._coordinator_conn(group_id)
@@ -422,6 +423,27 @@ class TransactionAdmin(AdminClient):
                                       a.coordinator_epoch, a.current_txn_start_offset)
                         for a in p.active_producers])
         return out
+
+    def force_terminate_transaction(self, transactional_id: str, timeout_ms: int = 30_000) -> None:
+        """Kafka's Admin.forceTerminateTransaction (its fenceProducers): an InitProducerId of the transactional id,
+        which bumps its epoch, fencing the producer, and aborts its ongoing transaction. Retried while the
+        coordinator is loading, moving or still ending a transaction; AdminError for any other error."""
+        retriable = (*_COORDINATOR_RETRIABLE, ErrorCode.CONCURRENT_TRANSACTIONS)
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                conn = self.node_conn(self.coordinator(transactional_id, TRANSACTION))
+                resp = self._call(conn, INIT_PRODUCER_ID, 4, {
+                    "transactional_id": transactional_id, "transaction_timeout_ms": timeout_ms,
+                    "producer_id": -1, "producer_epoch": -1})
+                code = resp.error_code
+            except AdminError as e:
+                code = e.code
+            if code == 0:
+                return
+            if code not in retriable or time.monotonic() >= deadline:
+                raise AdminError(code)
+            time.sleep(_RETRY_BACKOFF_S)
 
     def abort_transaction(self, spec: AbortSpec) -> None:
         """Kafka's Admin.abortTransaction: a WriteTxnMarkers ABORT for the producer on the partition's leader.

@@ -140,6 +140,7 @@ class BrokerConnection:
             sock.sendall(frame)
             # one response at a time: the prefix, then exactly that many bytes into one buffer (no copies)
             size = frame_size(self._recv_exact(sock, 4), _MAX_RESPONSE)
+            assert size is not None  # the whole prefix is there
             data = self._recv_exact(sock, size)
         except FrameSizeError as err:
             self.close()

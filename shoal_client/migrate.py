@@ -248,30 +248,34 @@ def copy_records(source: Side, target: Side, state: MigrationState, state_path: 
 
     written = 0
     try:
-        consumer.assign([TP(t, p, OFFSET_BEGINNING if state.partitions[(t, p)].next_source is None
-                            else state.partitions[(t, p)].next_source) for t, p in partitions])
+        consumer.assign([TP(t, p, OFFSET_BEGINNING if (start := state.partitions[(t, p)].next_source) is None
+                            else start) for t, p in partitions])
         pending = set(partitions)
         since, last_save = 0, time.monotonic()
         while pending:
             for msg in consumer.consume(1000, timeout=1.0):
-                tp = (msg.topic(), msg.partition())
-                if tp not in pending:
+                topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+                if topic is None or partition is None or (topic, partition) not in pending:
                     continue
+                tp = (topic, partition)
                 copy = state.partitions[tp]
-                if msg.error() is not None:
-                    if msg.error().code() != KafkaError._PARTITION_EOF:
-                        raise MigrationError(f"Reading {tp[0]}-{tp[1]} from the source: {msg.error()}")
+                error = msg.error()
+                if error is not None and error.code() != KafkaError._PARTITION_EOF:
+                    raise MigrationError(f"Reading {topic}-{partition} from the source: {error}")
+                if offset is None:  # never for a record or an end of partition (confluent-kafka's stubs allow it)
+                    raise MigrationError(f"Reading {topic}-{partition} from the source: a message without an offset")
+                if error is not None:
                     # The end the source has now: later records are for the next run.
-                    copy.next_source = max(msg.offset(), copy.next_source or 0)
+                    copy.next_source = max(offset, copy.next_source or 0)
                     pending.discard(tp)
                     consumer.incremental_unassign([TP(*tp)])
                     continue
-                copy.add(msg.offset())
+                copy.add(offset)
                 if skip.get(tp, 0) > 0:
                     skip[tp] -= 1
                     continue
                 kind, ts = msg.timestamp()
-                extra = {} if kind == TIMESTAMP_NOT_AVAILABLE else {"timestamp": ts}
+                extra: dict[str, Any] = {} if kind == TIMESTAMP_NOT_AVAILABLE else {"timestamp": ts}
                 while True:
                     try:
                         producer.produce(tp[0], value=msg.value(), key=msg.key(), partition=tp[1],
@@ -439,8 +443,9 @@ def run_acls(source: Side, target: Side, out: TextIO) -> list[str]:
         ResourcePatternType,
         ResourceType,
     )
-    everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
-                                  AclPermissionType.ANY)
+    # None matches any name, principal and host (confluent-kafka's documented filter; its stubs want str)
+    everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,  # type: ignore[arg-type]
+                                  AclOperation.ANY, AclPermissionType.ANY)
     if source.describe_acls_error() == ErrorCode.SECURITY_DISABLED:
         print("The source has no authorizer (SECURITY_DISABLED): no ACLs to copy", file=out)
         return []
@@ -477,6 +482,7 @@ def run(argv: Sequence[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr)
         print("shoal-migrate needs confluent-kafka (Shoal's `migrate` extra: pip install 'confluent-kafka==2.16.1')",
               file=err)
         return 1
+    failed: tuple[type[Exception], ...] = (MigrationError, KafkaException, OSError, AdminError, *COMMAND_FAILURES)
     try:
         source, target = Side(a.source, a.source_config), Side(a.target, a.target_config)
         if a.command == "copy":
@@ -486,7 +492,7 @@ def run(argv: Sequence[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr)
             problems = run_groups(a, source, target, out)
         else:
             problems = run_acls(source, target, out)
-    except (MigrationError, KafkaException, OSError, AdminError, *COMMAND_FAILURES) as e:
+    except failed as e:
         print(f"Error: {e or type(e).__name__}", file=err)
         return 1
     for problem in problems:

@@ -147,9 +147,9 @@ def _ssl_context(props: Mapping[str, str]) -> ssl.SSLContext:
         context.verify_mode = ssl.CERT_REQUIRED
     cert = props.get("ssl.certificate.location") or props.get("ssl.keystore.location")
     if cert:
-        key = props.get("ssl.key.location")
+        key_file = props.get("ssl.key.location")
         password = props.get("ssl.key.password") or props.get("ssl.keystore.password")
-        context.load_cert_chain(cert, key or None, password or None)
+        context.load_cert_chain(cert, key_file or None, password or None)
     return context
 
 

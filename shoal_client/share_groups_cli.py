@@ -1,5 +1,5 @@
 """`shoal-share-groups`: list, describe, reset and delete share groups (the options and output of Kafka's
-kafka-share-groups.sh, on Shoal's protocol package; see README "Share-group tool").
+kafka-share-groups.sh, on Shoal's protocol package; see docs/features.md, "Share-group tool").
 
 Exit codes: 0 done; 1 a usage error, a failed request or any group/topic the command could not act on (Kafka's
 tool also answers 0 when some deletions failed; this one says 1 so that scripts notice).
@@ -8,6 +8,7 @@ tool also answers 0 when some deletions failed; this one says 1 so that scripts 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from datetime import datetime
@@ -28,16 +29,29 @@ from shoal_client.cli_common import (
     ToolParser,
     UsageError,
     chunks,
+    java_hash_order,
+    java_string_hash,
+    kafka_error,
     load_security,
     tool_version,
+    topic_partition_hash,
 )
 from shoal_client.security import SecurityConfigError
 
 MISSING = "-"
-VALID_STATES = ("Dead", "Empty", "Stable")
+VALID_STATES = ("Empty", "Dead", "Stable")  # in the order Kafka's tool names them
 RESET_CHUNK = 1000  # partitions per ListOffsets / AlterShareGroupOffsets request of --reset-offsets
 ACTIONS = ("list", "describe", "delete", "reset_offsets", "delete_offsets")
-DESCRIPTION = "This tool helps to list, describe, reset and delete share groups."
+DESCRIPTION = "This tool helps to list, describe, delete and manage the offsets of share groups."
+
+
+def in_kafka_order(items, key=None) -> list:
+    """`items` (pairs keyed by their first element) in the order Kafka's tool prints them: a java.util.HashMap's
+    of the keys (group ids; partitions with `key`)."""
+    items = list(items)
+    by_key = dict(items)
+    order = java_hash_order(by_key, key or java_string_hash)
+    return [(k, by_key[k]) for k in order]
 
 
 class CommandError(Exception):
@@ -45,7 +59,9 @@ class CommandError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = ToolParser(prog="shoal-share-groups", description=DESCRIPTION, allow_abbrev=False)
+    # --help as Kafka's tool answers it: the description and options on standard error, exit code 1
+    p = ToolParser(prog="shoal-share-groups", description=DESCRIPTION, allow_abbrev=False, add_help=False)
+    p.add_argument("--help", action="store_true", help="Print usage information.")
     p.add_argument("--bootstrap-server", metavar="<String: server to connect to>",
                    help="REQUIRED: The server(s) to connect to.")
     p.add_argument("--command-config", metavar="<String: command config property file>",
@@ -64,20 +80,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--describe", action="store_true", help="Describe share group, members and offset information.")
     p.add_argument("--delete", action="store_true", help="Delete share group.")
     p.add_argument("--reset-offsets", action="store_true",
-                   help="Reset offsets of share group. Supports one share group at the time, and instances must be "
+                   help="Reset offsets of share group. Supports one share group at a time, and instances must be "
                         "inactive. Has 2 execution options: --dry-run to plan which offsets to reset, and --execute "
-                        "to reset the offsets. You must choose one of the following reset specifications: "
-                        "--to-datetime, --to-earliest, --to-latest. To define the scope use --all-topics or --topic.")
+                        "to reset the offsets. Additionally, the --export option can be used to generate the offsets "
+                        "in CSV format for export to a file. You must choose one of the following reset "
+                        "specifications: --to-datetime, --to-earliest, --to-latest, --from-file, --to-current, "
+                        "--to-offset. To define the scope, use --all-topics or --topic. The scope must be specified "
+                        "unless you use --from-file. Fails if neither --dry-run nor --execute is specified.")
     p.add_argument("--delete-offsets", action="store_true",
                    help="Delete offsets of share group. Supports one share group at the time, and multiple topics.")
     p.add_argument("--dry-run", action="store_true",
                    help="Only show results without executing changes on share groups. Supported operations: "
                         "reset-offsets.")
     p.add_argument("--execute", action="store_true", help="Execute operation. Supported operations: reset-offsets.")
+    p.add_argument("--export", action="store_true",
+                   help="Generate offset reset information in CSV format for export to a file. Supported operation: "
+                        "reset-offsets.")
+    p.add_argument("--from-file", metavar="<String: path to CSV file>",
+                   help="Reset offsets to values defined in CSV file.")
+    p.add_argument("--to-current", action="store_true", help="Reset offsets to current offset.")
     p.add_argument("--to-datetime", metavar="<String: datetime>",
                    help="Reset offsets to offset from datetime. Format: 'YYYY-MM-DDThh:mm:ss.sss'")
     p.add_argument("--to-earliest", action="store_true", help="Reset offsets to earliest offset.")
     p.add_argument("--to-latest", action="store_true", help="Reset offsets to latest offset.")
+    # numbers read as Kafka's tool reads them, once the command line passed its checks (java_long)
+    p.add_argument("--to-offset", metavar="<Long: offset>", help="Reset offsets to a specific offset.")
     p.add_argument("--members", action="store_true",
                    help="Describe members of the group. This option may be used with the '--describe' option only.")
     p.add_argument("--offsets", action="store_true",
@@ -91,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verbose", action="store_true",
                    help="Provide additional information, if any, when describing the group. This option may be used "
                         "with the '--describe' option only.")
-    p.add_argument("--timeout", type=int, default=30000, metavar="<Long: timeout (ms)>",
+    p.add_argument("--timeout", default="30000", metavar="<Long: timeout (ms)>",
                    help="The timeout that can be set for some use cases. For example, it can be used when describing "
                         "the group to specify the maximum amount of time in milliseconds to wait before the group "
                         "stabilizes. (default: 30000)")
@@ -99,14 +126,52 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+SCENARIOS = ("from_file", "to_current", "to_datetime", "to_earliest", "to_latest", "to_offset")
+
+
+def _opt(name: str) -> str:
+    return f"[{name.replace('_', '-')}]"
+
+
+def _set(a: argparse.Namespace, name: str) -> bool:
+    return getattr(a, name) not in (None, False)
+
+
+def _exclusive(a: argparse.Namespace, first: str, *others: str) -> None:
+    """Kafka's CommandLineUtils.checkInvalidArgs: `first` given with any of `others` is refused."""
+    if _set(a, first):
+        for other in others:
+            if _set(a, other):
+                raise UsageError(f'Option "{_opt(first)}" can\'t be used with option "{_opt(other)}"')
+
+
+class OptionValueError(Exception):
+    """An option given twice where Kafka's tool takes one value, or a number it cannot read: it fails when it
+    reads it, as a command."""
+
+
+LONG_TEXT = re.compile(r"[+-]?[0-9]+")
+
+
+def java_long(a: argparse.Namespace, name: str) -> int | None:
+    """Option `name`'s value as Kafka's tool reads a Long option (Long.valueOf: digits with an optional sign, within
+    64 bits), None when not given."""
+    value = getattr(a, name)
+    if value is None:
+        return None
+    if LONG_TEXT.fullmatch(value) and -(1 << 63) <= int(value) < 1 << 63:
+        return int(value)
+    raise OptionValueError(f"Cannot parse argument '{value}' of option {name.replace('_', '-')}")
+
+
 def check_args(a: argparse.Namespace) -> None:
-    """Kafka's ShareGroupCommandOptions.checkArgs, with its messages."""
+    """Kafka 4.4's ShareGroupCommandOptions.checkArgs, with its messages and in its order."""
     if not a.bootstrap_server:
         raise UsageError("Missing required argument \"[bootstrap-server]\"")
-    actions = [name for name in ACTIONS if getattr(a, name)]
-    if len(actions) != 1:
-        raise UsageError("Command must include exactly one action: --list, --describe, --delete, --reset-offsets, "
-                         "--delete-offsets.")
+    if not a.describe:
+        for name in ("members", "offsets", "verbose"):  # joptsimple's availability: with --describe only
+            if _set(a, name):
+                raise UsageError(f"Option(s) [{name}] are unavailable given other options on the command line")
     if a.describe:
         if not a.group and not a.all_groups:
             raise UsageError("Option [describe] takes one of these options: [all-groups], [group]")
@@ -114,17 +179,13 @@ def check_args(a: argparse.Namespace) -> None:
             raise UsageError("Option [describe] takes at most one of these options: [members], [offsets], [state]")
         if a.state:
             raise UsageError("Option [describe] does not take a value for [state]")
-    elif a.members or a.offsets or a.verbose:
-        raise UsageError("Option [members], [offsets] and [verbose] may be used with [describe] only")
-    if a.state is not None and not (a.describe or a.list):
-        raise UsageError("Option [state] can be used with [describe] or [list] only")
     if a.delete:
         if not a.group and not a.all_groups:
-            raise UsageError("Option [delete] takes the options [group] or [all-groups]")
+            raise UsageError("Option [delete] takes the options [group] or [all-groups].")
         if a.group and a.all_groups:
             raise UsageError("Option [delete] takes either [group] or [all-groups], not both.")
-        if a.topic:
-            raise UsageError("Option [delete] does not take the option: [topic]")
+        if a.topic or a.all_topics:
+            raise UsageError("Option [delete] does not take the options [topic] or [all-topics].")
     if a.delete_offsets and (not a.group or not a.topic):
         raise UsageError("Option [delete-offsets] takes the following options: [group], [topic]")
     if a.reset_offsets:
@@ -134,30 +195,26 @@ def check_args(a: argparse.Namespace) -> None:
             raise UsageError("Option [reset-offsets] takes the option: [execute] or [dry-run]")
         if not a.group:
             raise UsageError("Option [reset-offsets] takes the option: [group]")
-        if not a.topic and not a.all_topics:
-            raise UsageError("Option [reset-offsets] requires one of these options: [all-topics] or [topic]")
-        if a.topic and a.all_topics:
-            raise UsageError("Option [reset-offsets] takes either [topic] or [all-topics], not both.")
-        scenarios = [n for n in ("to_datetime", "to_earliest", "to_latest") if getattr(a, n) not in (None, False)]
-        if not scenarios:
-            raise UsageError("Option '[reset-offsets]' requires one of the following scenarios: "
-                             "[[to-datetime], [to-earliest], [to-latest]]")
-        if len(scenarios) > 1:
-            names = [f"[{n.replace('_', '-')}]" for n in scenarios]
-            raise UsageError(f"Option \"{names[0]}\" can't be used with option \"{names[1]}\"")
-        if len(a.group) > 1:
-            raise UsageError("Option [reset-offsets] supports one share group at a time")
-    elif a.dry_run or a.execute or a.to_datetime or a.to_earliest or a.to_latest or a.all_topics:
-        raise UsageError("Options [dry-run], [execute], [to-datetime], [to-earliest], [to-latest] and [all-topics] "
-                         "may be used with [reset-offsets] only")
-    if a.group and a.all_groups:
-        raise UsageError("Option [group] is not valid with [all-groups]")
-    if a.group and a.list:
-        raise UsageError("Option [group] is not valid with [list]")
-    if a.topic and not (a.delete_offsets or a.reset_offsets):
-        raise UsageError("Option [topic] is valid with [reset-offsets] and [delete-offsets] only")
-    if a.delete_offsets and len(a.group) > 1:
-        raise UsageError("Option [delete-offsets] supports one share group at a time")
+        if not any(_set(a, n) for n in SCENARIOS):
+            raise UsageError("Option [reset-offsets] takes one of these options: " + ", ".join(map(_opt, SCENARIOS)))
+        if not (a.all_topics or a.topic or a.from_file):
+            raise UsageError("Option [reset-offsets] takes one of these options: [all-topics], [from-file], [topic]")
+        for scenario in ("to_datetime", "to_earliest", "to_latest", "to_offset", "to_current", "from_file"):
+            _exclusive(a, scenario, *(n for n in SCENARIOS if n != scenario))
+        _exclusive(a, "all_topics", "from_file")
+        _exclusive(a, "topic", "all_topics", "from_file")
+    _exclusive(a, "group", "all_groups")
+    _exclusive(a, "group", "list")
+    _exclusive(a, "topic", "describe", "list")
+    _exclusive(a, "all_topics", "describe", "list")
+    actions = [name for name in ACTIONS if getattr(a, name)]
+    if len(actions) != 1:
+        raise UsageError("Command must include exactly one action: --list, --describe, --delete, --reset-offsets, "
+                         "--delete-offsets.")
+    if (a.reset_offsets or a.delete_offsets) and len(a.group) > 1:
+        raise OptionValueError("Found multiple arguments for option group, but you asked for only one")
+    a.timeout = java_long(a, "timeout")  # the admin client's, read by Kafka's tool for every command
+    a.to_offset = java_long(a, "to_offset")
 
 
 def parse_states(value: str) -> list[str]:
@@ -187,6 +244,10 @@ class ShareGroupService:
     def say(self, text: str = "") -> None:
         print(text, file=self.out)
 
+    def warn(self, message: str) -> None:
+        """What Kafka's tool logs as a warning (log4j, on standard error)."""
+        print(f"WARN {message}", file=self.err)
+
     def error(self, message: str) -> None:
         """Kafka's printError: a blank line and "Error: ..." on standard output."""
         self.say(f"\nError: {message}")
@@ -198,11 +259,11 @@ class ShareGroupService:
     # ------------------------------------------------------------------ list
     def list_groups(self) -> None:
         if self.a.state is None:
-            for gid, _ in self.share_groups():
+            for gid, _ in in_kafka_order(self.share_groups()):
                 self.say(gid)
             return
         states = parse_states(self.a.state) if self.a.state else []
-        groups = self.admin.list_groups(states=states, types=["share"])
+        groups = in_kafka_order(self.admin.list_groups(states=states, types=["share"]))
         width = max([15] + [len(g) for g, _ in groups])
         self.say(f"{'GROUP':<{width}} STATE")
         for gid, state in groups:
@@ -215,12 +276,13 @@ class ShareGroupService:
     def describe(self, gid: str) -> ShareGroupDescription:
         d = self.admin.describe_share_group(gid)
         if d.error_code != 0:
-            raise CommandError(f"Executing share group command failed due to {d.error_message or error_name(d.error_code)}")
+            raise CommandError("Executing share group command failed due to "
+                               + kafka_error(d.error_code, d.error_message or error_name(d.error_code)))
         return d
 
     def describe_groups(self) -> None:
-        for gid in sorted(self.group_ids()):
-            d = self.describe(gid)
+        # every group described before any is printed, in group id order, as Kafka's tool (a TreeMap)
+        for d in [self.describe(gid) for gid in sorted(self.group_ids())]:
             if self.a.members:
                 self.print_members(d)
             elif self.a.state is not None:
@@ -236,8 +298,8 @@ class ShareGroupService:
         g = max(15, len(d.group_id))
         t = max([15] + [len(o.topic) for o in rows])
 
-        def show(n: int) -> str:
-            return MISSING if n < 0 else str(n)
+        def show(n: int, known: bool = True) -> str:
+            return MISSING if n < 0 or not known else str(n)
 
         self.say()
         if self.a.verbose:
@@ -246,10 +308,13 @@ class ShareGroupService:
             self.say(f"{'GROUP':<{g}} {'TOPIC':<{t}} {'PARTITION':<10} {'START-OFFSET':<13} LAG")
         for o in rows:
             lead = f"{d.group_id:<{g}} {o.topic:<{t}} {o.partition:<10} "
+            # a share-partition without state has no offset, hence no leader epoch either (Kafka's admin client
+            # answers none for it)
+            known = o.start_offset >= 0
             if self.a.verbose:
-                self.say(f"{lead}{show(o.leader_epoch):<13} {show(o.start_offset):<13} {show(o.lag)}")
+                self.say(f"{lead}{show(o.leader_epoch, known):<13} {show(o.start_offset):<13} {show(o.lag, known)}")
             else:
-                self.say(f"{lead}{show(o.start_offset):<13} {show(o.lag)}")
+                self.say(f"{lead}{show(o.start_offset):<13} {show(o.lag, known)}")
 
     def empty_notice(self, d: ShareGroupDescription) -> bool:
         """Kafka's maybePrintEmptyGroupState; True when member rows should be printed."""
@@ -302,11 +367,11 @@ class ShareGroupService:
         for gid in wanted:
             state = listed.get(gid)
             if state is None:
-                failed[gid] = f"GROUP_ID_NOT_FOUND: Group '{gid}' is not a share group."
+                failed[gid] = kafka_error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group '{gid}' is not a share group.")
             elif state == "Dead":
                 failed[gid] = f"Share group '{gid}' group state is DEAD."
             elif state != "Empty":
-                failed[gid] = f"NON_EMPTY_GROUP: Share group '{gid}' is not EMPTY."
+                failed[gid] = kafka_error(ErrorCode.NON_EMPTY_GROUP, f"Share group '{gid}' is not EMPTY.")
         deletable = [g for g in wanted if g not in failed]
         results = self.admin.delete_groups(deletable) if deletable else {}
         success = []
@@ -315,7 +380,7 @@ class ShareGroupService:
             if code == 0:
                 success.append(gid)
             else:
-                failed[gid] = f"{error_name(code)}: {message or error_name(code)}"
+                failed[gid] = kafka_error(code, message or error_name(code))
         if not failed:
             self.say(f"Deletion of requested share groups ({', '.join(repr(g) for g in success)}) was successful.")
             return
@@ -349,18 +414,20 @@ class ShareGroupService:
         if d.error_code == 0 and d.state not in ("Empty", "Dead"):
             raise CommandError(f"Share group '{gid}' is not empty.")
         if d.error_code not in (0, ErrorCode.GROUP_ID_NOT_FOUND):
-            raise CommandError(f"Executing share group command failed due to "
-                               f"{d.error_message or error_name(d.error_code)}")
-        partitions = self.partitions_to_reset(gid, d.error_code == 0)
-        if not partitions:
-            return
-        plan: dict[tuple[str, int], int] = {}
-        # Many partitions go in requests of RESET_CHUNK, with progress on a terminal's standard error.
-        progress = Progress(self.err, "Reading offsets", len(partitions), minimum=RESET_CHUNK)
-        for chunk in chunks(partitions, RESET_CHUNK):
-            plan.update(self.planned_offsets(chunk))
-            progress.advance(len(chunk))
-        progress.done()
+            raise CommandError("Executing share group command failed due to "
+                               + kafka_error(d.error_code, d.error_message or error_name(d.error_code)))
+        if self.a.from_file:
+            plan = self.offsets_from_file(self.a.from_file)
+        else:
+            partitions = self.partitions_to_reset(gid, d.error_code == 0)
+            plan = {}
+            # Many partitions go in requests of RESET_CHUNK, with progress on a terminal's standard error.
+            progress = Progress(self.err, "Reading offsets", len(partitions), minimum=RESET_CHUNK)
+            current = self.current_offsets(gid) if self.a.to_current else {}
+            for chunk in chunks(partitions, RESET_CHUNK):
+                plan.update(self.planned_offsets(chunk, current))
+                progress.advance(len(chunk))
+            progress.done()
         if self.a.execute:
             errors: dict[tuple[str, int], tuple[int, str | None]] = {}
             progress = Progress(self.err, "Resetting offsets", len(plan), minimum=RESET_CHUNK)
@@ -373,18 +440,63 @@ class ShareGroupService:
                 tp, (code, message) = next(iter(sorted(errors.items())))
                 raise CommandError(f"Executing share group command failed due to {message or error_name(code)} "
                                    f"({tp[0]}-{tp[1]})")
+        rows = in_kafka_order(plan.items(), key=lambda tp: topic_partition_hash(*tp))
+        if self.a.export:  # CSV, as --from-file reads it
+            for (topic, p), offset in rows:
+                self.say(f"{topic},{p},{offset}")
+            self.say()
+            return
+        self.say()
+        if not rows:
+            return
         g = max(15, len(gid))
         t = max([15] + [len(topic) for topic, _ in plan])
-        self.say()
         self.say(f"{'GROUP':<{g}} {'TOPIC':<{t}} {'PARTITION':<10} NEW-OFFSET")
-        for (topic, p), offset in sorted(plan.items()):
+        for (topic, p), offset in rows:
             self.say(f"{gid:<{g}} {topic:<{t}} {p:<10} {offset}")
 
-    def planned_offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    def current_offsets(self, gid: str) -> dict[tuple[str, int], int]:
+        return {(o.topic, o.partition): o.start_offset for o in self.admin.share_group_offsets(gid)
+                if o.start_offset >= 0}
+
+    def offsets_from_file(self, path: str) -> dict[tuple[str, int], int]:
+        """`topic,partition,offset` lines (what --export prints)."""
+        plan: dict[tuple[str, int], int] = {}
+        try:
+            with open(path) as f:
+                lines = [line.strip() for line in f if line.strip()]
+        except OSError:
+            raise CommandError(f"Executing share group command failed due to java.io.IOException: Unable to read "
+                               f"file {path}") from None
+        for line in lines:
+            cells = line.split(",")
+            try:
+                topic, partition, offset = cells[0], int(cells[1]), int(cells[2])
+            except (IndexError, ValueError):
+                raise CommandError(f"Executing share group command failed due to Mismatched CSV line: {line}") \
+                    from None
+            plan[(topic, partition)] = offset
+        return plan
+
+    def planned_offsets(self, partitions: list[tuple[str, int]], current: dict[tuple[str, int], int]
+                        ) -> dict[tuple[str, int], int]:
         if self.a.to_earliest:
             return self.admin.list_offsets(partitions, EARLIEST)
         if self.a.to_latest:
             return self.admin.list_offsets(partitions, LATEST)
+        if self.a.to_offset is not None or self.a.to_current:
+            # an offset outside the log is moved to its nearest end, as Kafka's tool does
+            low, high = self.admin.list_offsets(partitions, EARLIEST), self.admin.list_offsets(partitions, LATEST)
+            wanted = {tp: self.a.to_offset if self.a.to_offset is not None else current.get(tp, high[tp])
+                      for tp in partitions}
+            for tp in java_hash_order(partitions, lambda tp: topic_partition_hash(*tp)):  # Kafka's order
+                if wanted[tp] < low[tp]:
+                    self.warn(f"New offset ({wanted[tp]}) is lower than earliest offset for topic partition "
+                              f"{tp[0]}-{tp[1]}. Value will be set to {low[tp]}.")
+                elif wanted[tp] > high[tp]:
+                    self.warn(f"New offset ({wanted[tp]}) is higher than latest offset for topic partition "
+                              f"{tp[0]}-{tp[1]}. Value will be set to {high[tp]}.")
+            return {tp: min(max(wanted[tp], low[tp]), high[tp]) for tp in partitions}
         at = self.admin.list_offsets(partitions, parse_datetime(self.a.to_datetime))
         missing = [tp for tp, offset in at.items() if offset < 0]
         # No record at or after that time: the log end, as Kafka's tool does.
@@ -400,17 +512,20 @@ class ShareGroupService:
                     try:
                         wanted += [(topic, int(p)) for p in parts.split(",") if p.strip()]
                     except ValueError:
-                        raise CommandError(f"Invalid partition list in '{spec}'") from None
+                        raise CommandError(f"Executing share group command failed due to For input string: "
+                                           f"\"{parts}\"") from None
                 else:
                     whole.append(topic)
             known = self.admin.partitions({t for t, _ in wanted} | set(whole))
             for topic in whole:
                 if topic not in known:
-                    raise CommandError(f"The topic '{topic}' does not exist")
+                    raise CommandError("Executing share group command failed due to This server does not host "
+                                       "this topic-partition.")
                 wanted += [(topic, p) for p in known[topic]]
             unknown = [f"{t}-{p}" for t, p in wanted if p not in known.get(t, [])]
             if unknown:
-                raise CommandError(f"The partitions \"{','.join(unknown)}\" do not exist")
+                raise CommandError(f"Executing share group command failed due to The partitions "
+                                   f"\"{','.join(unknown)}\" do not exist")
             return sorted(set(wanted))
         if not exists:
             return []
@@ -425,6 +540,10 @@ def run(argv: Sequence[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr)
         return 1
     try:
         args = parser.parse_args(argv)
+        if args.help:
+            print(DESCRIPTION, file=err)
+            parser.print_help(err)
+            return 1
         if args.version:
             print(tool_version(), file=out)
             return 0
@@ -432,6 +551,9 @@ def run(argv: Sequence[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr)
     except UsageError as e:
         print(e, file=err)
         parser.print_usage(err)
+        return 1
+    except OptionValueError as e:  # Kafka's tool fails on it as a command: printError, exit 0 (here 1)
+        print(f"\nError: Executing share group command failed due to {e}", file=out)
         return 1
     try:
         props, security = load_security(args.command_config, err)
@@ -452,8 +574,6 @@ def run(argv: Sequence[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr)
                 service.reset_offsets()
             else:
                 service.delete_offsets()
-            if args.describe or args.delete_offsets or args.reset_offsets:
-                print("", file=out)  # Kafka's tables end with a line break
             return 1 if service.failed else 0
     except CommandError as e:
         if str(e).startswith("Executing"):

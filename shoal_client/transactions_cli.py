@@ -1,6 +1,6 @@
 """`shoal-transactions`: list and describe transactions, describe a partition's producers, find hanging
 transactions and abort them (the commands, options, columns and messages of Kafka's kafka-transactions.sh, on
-Shoal's protocol package; see README "Transactions tool").
+Shoal's protocol package; see docs/features.md, "Transactions tool").
 
 A hanging transaction is one a partition holds open that its transaction coordinator no longer means to end
 (a producer that wrote without adding the partition, a marker that was lost): it pins the partition's last stable
@@ -15,7 +15,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol, TextIO
+from typing import NoReturn, Protocol, TextIO
 
 from protocol.errors import ErrorCode
 from shoal_client.admin import (
@@ -30,7 +30,14 @@ from shoal_client.admin import (
     TransactionListing,
     error_name,
 )
-from shoal_client.cli_common import COMMAND_FAILURES, ToolParser, UsageError, load_security, tool_version
+from shoal_client.cli_common import (
+    COMMAND_FAILURES,
+    ToolParser,
+    UsageError,
+    kafka_message,
+    load_security,
+    tool_version,
+)
 from shoal_client.security import SecurityConfigError
 
 PROG = "shoal-transactions"
@@ -62,10 +69,18 @@ class Admin(Protocol):
     def describe_producers(self, partitions: Iterable[TopicPartition], broker_id: int | None = None
                            ) -> dict[TopicPartition, PartitionProducers]: ...
     def abort_transaction(self, spec: AbortSpec) -> None: ...
+    def force_terminate_transaction(self, transactional_id: str) -> None: ...
+
+
+class TransactionsParser(ToolParser):
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        # -h/--help (the only exit with status 0 here): Kafka's tool prints the help, then exits 1 (argparse4j's
+        # help screen is an error to it)
+        super().exit(status or 1, message)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = ToolParser(prog=PROG, description=DESCRIPTION, allow_abbrev=False)
+    p = TransactionsParser(prog=PROG, description=DESCRIPTION, allow_abbrev=False)
     p.add_argument("-v", "--version", action="store_true", help="show the version of this Shoal distribution and exit")
     p.add_argument("--command-config", metavar="FILE",
                    help="property file containing configs to be passed to admin client (security.protocol, "
@@ -105,6 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
     older.add_argument("--producer-epoch", type=int, help="producer epoch")
     older.add_argument("--coordinator-epoch", type=int, help="coordinator epoch")
 
+    c = commands.add_parser("forceTerminateTransaction", help="Force abort an ongoing transaction on transactionalId "
+                            "(requires administrative privileges)",
+                            description="Force abort an ongoing transaction on transactionalId", allow_abbrev=False)
+    c.add_argument("--transactionalId", dest="transactional_id", required=True, help="transactional id")
+
     c = commands.add_parser("find-hanging", help="find hanging transactions", allow_abbrev=False)
     c.add_argument("--broker-id", type=int, help="broker id to search for hanging transactions")
     c.add_argument("--max-transaction-timeout", type=int, default=15,
@@ -130,8 +150,15 @@ def failure(message: str, cause: object) -> CommandError:
     return CommandError(f"{message}: {cause}. Enable debug logging for additional detail.")
 
 
+def cause(e: AdminError) -> str:
+    """An admin error's message as Kafka's exception for it carries: the broker's, else Kafka's for the code."""
+    text = str(e)
+    return kafka_message(e.code) if text == error_name(e.code) else text
+
+
 def _error(code: int, message: str | None = None) -> str:
-    return message or error_name(code)
+    """An error's message as Kafka's admin client words it: the broker's, else Kafka's own for the code."""
+    return message or kafka_message(code)
 
 
 def wall_clock_ms() -> int:
@@ -153,7 +180,16 @@ class TransactionsService:
 
     def run(self) -> None:
         {"list": self.list_transactions, "describe": self.describe, "describe-producers": self.describe_producers,
-         "abort": self.abort, "find-hanging": self.find_hanging}[self.a.command]()
+         "abort": self.abort, "find-hanging": self.find_hanging,
+         "forceTerminateTransaction": self.force_terminate}[self.a.command]()
+
+    # ------------------------------------------------------------------ forceTerminateTransaction
+    def force_terminate(self) -> None:
+        tid = self.a.transactional_id
+        try:
+            self.admin.force_terminate_transaction(tid)
+        except AdminError as e:
+            raise failure(f"Failed to force terminate transactionalId `{tid}`", cause(e)) from None
 
     # ------------------------------------------------------------------ list
     def list_transactions(self) -> None:
@@ -161,10 +197,10 @@ class TransactionsService:
         try:
             by_broker = self.admin.list_transactions(duration_ms=-1 if duration is None else duration)
         except AdminError as e:
-            raise failure("Failed to list transactions", e) from None
+            raise failure("Failed to list transactions", cause(e)) from None
+        # each broker's listings in the order it gave them, as Kafka's tool prints them
         self.table(LIST_HEADERS, [(t.transactional_id, str(broker), str(t.producer_id), t.state)
-                                  for broker, listings in sorted(by_broker.items())
-                                  for t in sorted(listings, key=lambda t: t.transactional_id)])
+                                  for broker, listings in sorted(by_broker.items()) for t in listings])
 
     # ------------------------------------------------------------------ describe
     def describe(self) -> None:
@@ -174,8 +210,15 @@ class TransactionsService:
         except AdminError as e:
             d = TransactionDescription(tid, -1, e.code, str(e))
         if d.error_code != 0:
+            # Kafka's DescribeTransactionsHandler words the coordinator's two answers about the id itself
+            about_the_id: dict[int, str] = {
+                ErrorCode.TRANSACTIONAL_ID_NOT_FOUND: f"DescribeTransactions request for transactionalId `{tid}` "
+                                                      "failed because the ID could not be found",
+                ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: f"DescribeTransactions request for transactionalId "
+                                                                 f"`{tid}` failed due to authorization failure"}
+            cause = about_the_id.get(d.error_code)
             raise failure(f"Failed to describe transaction state of transactional-id `{tid}`",
-                          _error(d.error_code, d.error_message))
+                          cause or _error(d.error_code, d.error_message))
         if d.transaction_start_time_ms >= 0:
             start, duration = str(d.transaction_start_time_ms), str(self.now_ms() - d.transaction_start_time_ms)
         else:
@@ -222,7 +265,7 @@ class TransactionsService:
         except AdminError as e:
             raise failure(f"Failed to abort transaction AbortTransactionSpec(topicPartition={tp_name(tp)}, "
                           f"producerId={spec.producer_id}, producerEpoch={spec.producer_epoch}, "
-                          f"coordinatorEpoch={spec.coordinator_epoch})", e) from None
+                          f"coordinatorEpoch={spec.coordinator_epoch})", cause(e)) from None
 
     def abort_spec(self, tp: TopicPartition, start_offset: int) -> AbortSpec:
         """The producer whose open transaction starts at `start_offset`, from the partition's DescribeProducers."""
@@ -265,7 +308,7 @@ class TransactionsService:
             try:
                 _, found = self.admin.metadata(None)
             except AdminError as e:
-                raise failure("Failed to list topics", e) from None
+                raise failure("Failed to list topics", cause(e)) from None
             topics = sorted(found)
         out: list[TopicPartition] = []
         for batch in chunks(topics, MAX_BATCH_SIZE):
@@ -289,7 +332,8 @@ class TransactionsService:
             try:
                 results = self.admin.describe_producers(batch, self.a.broker_id)
             except AdminError as e:
-                raise failure(f"Failed to describe producers for {len(batch)} partitions on {where}", e) from None
+                raise failure(f"Failed to describe producers for {len(batch)} partitions on {where}",
+                              cause(e)) from None
             now = self.now_ms()
             for tp in batch:
                 r = results.get(tp, PartitionProducers(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
@@ -309,7 +353,7 @@ class TransactionsService:
         try:
             listings = self.admin.list_transactions(producer_ids=sorted(producer_ids))
         except AdminError as e:
-            raise failure(f"Failed to list transactions for {len(producer_ids)} producers", e) from None
+            raise failure(f"Failed to list transactions for {len(producer_ids)} producers", cause(e)) from None
         tids = {t.producer_id: t.transactional_id for ls in listings.values() for t in ls
                 if t.producer_id in producer_ids}
         descriptions = self.admin.describe_transactions(sorted(set(tids.values())))
@@ -320,8 +364,8 @@ class TransactionsService:
         hanging = []
         for tp, p in candidates:
             tid = tids.get(p.producer_id)
-            d = descriptions.get(tid) if tid is not None else None
-            if d is None or d.error_code != 0 or tp not in d.topic_partitions:
+            described = descriptions.get(tid) if tid is not None else None
+            if described is None or described.error_code != 0 or tp not in described.topic_partitions:
                 hanging.append((tp, p))
         return hanging
 

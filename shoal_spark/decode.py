@@ -40,7 +40,7 @@ _PAD = 16  # zero bytes after decompressed data (a corrupt length runs into them
 Ranges = Sequence[tuple[int, int, int]]  # (first offset, last offset, delivery count)
 
 
-def _walk(buf: bytes, pos: int, count: int, heads: list[int]) -> int:
+def _walk(buf: bytes | memoryview, pos: int, count: int, heads: list[int]) -> int:
     """Append the position of each of `count` records' length varint, walking from `pos`; return the position
     after the last record. Unchecked (corrupt lengths may lead anywhere in the buffer, or past it: IndexError):
     the caller checks the chain."""
@@ -75,7 +75,7 @@ _SLOW_STEP = 256  # records walked one by one after a failed speculation before 
 # each failure in a row, so records of varied sizes cost little more than the plain walk)
 
 
-def _record_heads(buf: bytes, u: np.ndarray, pos: int, count: int, end: int, out: list[np.ndarray]) -> int:
+def _record_heads(buf: bytes | memoryview, u: np.ndarray, pos: int, count: int, end: int, out: list[np.ndarray]) -> int:
     """The positions of `count` records' length varints from `pos` (appended to `out` as arrays); returns the
     position after the last record. Unchecked: the caller checks the chain.
 
@@ -87,6 +87,7 @@ def _record_heads(buf: bytes, u: np.ndarray, pos: int, count: int, end: int, out
     slow_step = _SLOW_STEP
     while count > 0:
         b = buf[pos]
+        encoded: tuple[int, ...]
         if b < 0x80 and count >= _SPECULATE_MIN:
             encoded = (b,)
             length = (b >> 1) ^ -(b & 1)
@@ -202,12 +203,12 @@ def _constant_string(text: str, n: int) -> pa.Array:
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)])
 
 
-def _check_batch(buf: bytes, pos: int, size: int, crc: int) -> None:
+def _check_batch(buf: bytes | memoryview, pos: int, size: int, crc: int) -> None:
     if batch_crc(buf, pos, size) != crc:
         raise CorruptRecordError(f"record batch at position {pos} fails its CRC-32C check")
 
 
-def decode(topic: str, partition: int, records: bytes, ranges: Ranges) -> pa.RecordBatch:
+def decode(topic: str, partition: int, records: bytes | memoryview, ranges: Ranges) -> pa.RecordBatch:
     """The acquired records of `records` (one partition's batches) as a RecordBatch of ARROW_SCHEMA."""
     firsts = np.array([r[0] for r in ranges], dtype=np.int64)
     lasts = np.array([r[1] for r in ranges], dtype=np.int64)
@@ -248,10 +249,10 @@ def decode(topic: str, partition: int, records: bytes, ranges: Ranges) -> pa.Rec
     u = np.frombuffer(buf, dtype=np.uint8)
     heads: list[np.ndarray] = []
     batch_ends: list[int] = []
-    for payload, n, pos in zip(payloads, batch_of, starts, strict=True):
+    for payload, records_count, pos in zip(payloads, batch_of, starts, strict=True):
         end = pos + len(payload)
         try:
-            after = _record_heads(buf, u, pos, n, end, heads)
+            after = _record_heads(buf, u, pos, records_count, end, heads)
         except IndexError:  # lengths that run far past the data
             after = -1
         if after != end:

@@ -35,7 +35,7 @@ class Chunk:
     def __reduce_ex__(self, protocol: SupportsIndex) -> tuple:
         # PySpark pickles InputPartitions with protocol 5, where a PickleBuffer over the response slice goes
         # straight into the pickle: the one copy the runner makes of the bytes (unpickled as bytes).
-        records = self.records
+        records: bytes | memoryview | pickle.PickleBuffer = self.records
         if isinstance(records, memoryview):
             records = pickle.PickleBuffer(records) if int(protocol) >= 5 else bytes(records)
         return Chunk, (self.topic, self.partition, records, self.ranges)

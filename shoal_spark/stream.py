@@ -94,7 +94,7 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {"options": self.options}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["options"])
+        type(self).__init__(self, state["options"])
 
     # ------------------------------------------------------------------ runner-side state
     def _connect(self) -> ShareGroupMember:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import contextlib
 import socket
 import sys
@@ -23,6 +24,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -86,7 +88,7 @@ def drive_confluent(bootstrap: str) -> None:
         ResourceType,
     )
 
-    common = {"bootstrap.servers": bootstrap, "client.id": "capture-confluent"}
+    common: dict[str, str | int | float | bool] = {"bootstrap.servers": bootstrap, "client.id": "capture-confluent"}
     admin = AdminClient(common)
     for fut in admin.create_topics([NewTopic(TOPIC, 2, 1, config={"retention.ms": "86400000"}),
                                     NewTopic(OTHER, 1, 1), NewTopic(SHARED, 2, 1)]).values():
@@ -114,12 +116,13 @@ def drive_confluent(bootstrap: str) -> None:
                                        TopicPartition(TOPIC, 1): OffsetSpec.earliest()}).values():
             fut.result(10)
 
-    for i, extra in enumerate([{"enable.idempotence": True, "acks": "all"},
-                               {"acks": "1", "compression.type": "gzip"},
-                               {"acks": "1", "compression.type": "snappy"},
-                               {"acks": "1", "compression.type": "lz4"},
-                               {"acks": "all", "compression.type": "zstd"},
-                               {"acks": "0"}]):
+    extras: list[dict[str, str | int | float | bool]] = [{"enable.idempotence": True, "acks": "all"},
+                                                         {"acks": "1", "compression.type": "gzip"},
+                                                         {"acks": "1", "compression.type": "snappy"},
+                                                         {"acks": "1", "compression.type": "lz4"},
+                                                         {"acks": "all", "compression.type": "zstd"},
+                                                         {"acks": "0"}]
+    for i, extra in enumerate(extras):
         p = Producer({**common, "linger.ms": 5, **extra})
         for n in range(20):
             p.produce(TOPIC if n % 2 else SHARED, key=f"k{n}".encode(), value=f"value {i} {n}".encode() * 3,
@@ -305,13 +308,15 @@ def drive_sasl(bootstrap: str, sasl_bootstrap: str) -> None:
         with contextlib.suppress(Exception):
             admin.alter_user_scram_credentials([upsert])[SCRAM_USER].result(20)
     with contextlib.suppress(Exception):
-        admin.describe_user_scram_credentials([SCRAM_USER, "nobody"]).result(10)
-    for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+        # named users: a future per user (the answer is a single future only when no user is named)
+        described = admin.describe_user_scram_credentials([SCRAM_USER, "nobody"])
+        concurrent.futures.wait(list(described.values()) if isinstance(described, dict) else [described], 10)
+    for sasl_mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
         p = Producer({"bootstrap.servers": sasl_bootstrap, "client.id": "capture-confluent", "acks": "all",
-                      "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
+                      "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": sasl_mechanism,
                       "sasl.username": SCRAM_USER, "sasl.password": SCRAM_PASSWORD})
         for n in range(3):
-            p.produce(TOPIC, f"sasl {mechanism} {n}".encode())
+            p.produce(TOPIC, f"sasl {sasl_mechanism} {n}".encode())
         p.flush(20)
     kp = KafkaProducer(bootstrap_servers=sasl_bootstrap, client_id="capture-kafka-python", acks="all",
                        security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN", sasl_plain_username="admin",
@@ -339,7 +344,7 @@ def synthetic_frames() -> list[tuple[str, bytes]]:
     from tests.helpers.telemetry import metrics_payload
 
     tid = uuid.UUID("0b7ad1d8-5b32-4c8e-9d36-6f2f0a3a8e11")
-    bodies = [
+    bodies: list[tuple[int, int, dict[str, Any]]] = [
         (60, 1, {"include_cluster_authorized_operations": True, "endpoint_type": 1}),
         (77, 1, {"group_ids": ["cap-share-group", "nope"], "include_authorized_operations": True}),
         (83, 0, {"group_id": "cap-share-group", "topics": [

@@ -203,8 +203,8 @@ class Evaluator:
     def resolve_name(self, parts: list[str], context: str) -> Any:
         if ".".join(parts) in KNOWN_NAMES:
             return KNOWN_NAMES[".".join(parts)]
-        if len(parts) == 2 and tuple(parts) in JAVA_CONSTANTS:
-            return JAVA_CONSTANTS[tuple(parts)]
+        if len(parts) == 2 and (parts[0], parts[1]) in JAVA_CONSTANTS:
+            return JAVA_CONSTANTS[(parts[0], parts[1])]
         if len(parts) == 1:
             name = parts[0]
             try:
@@ -237,9 +237,9 @@ class Evaluator:
         if len(owner) >= 2 and owner[-2] in self.src.by_class and re.fullmatch(r"[A-Z0-9_]+", cls):
             # Enum.CONSTANT.field: the constant's first constructor argument (its name string)
             text = self.src.text(self.src.class_file(owner[-2], context))
-            m = re.search(rf"\b{cls}\s*\(\s*(\"(?:\\.|[^\"\\])*\")", text)
-            if m and name in ("name", "altName", "id"):
-                return m.group(1)[1:-1]
+            constant = re.search(rf"\b{cls}\s*\(\s*(\"(?:\\.|[^\"\\])*\")", text)
+            if constant and name in ("name", "altName", "id"):
+                return constant.group(1)[1:-1]
         f = self.src.class_file(cls, context)
         expr, f = self.field_expr(f, name, cls)
         return self.eval(expr, f)

@@ -100,6 +100,8 @@ class ConfigService:
         self._loggers = loggers
         # group id -> effective group configs; read on every share fetch, cleared when any config changes.
         self._group_cache: dict[str, dict[str, str]] = {}
+        # group id -> (the effective configs it was built from, typed); rebuilt when those are replaced
+        self._group_settings: dict[str, tuple[dict[str, str], gc.GroupConfig]] = {}
         self._changes = asyncio.Lock()
 
     def load(self) -> None:
@@ -375,6 +377,18 @@ class ConfigService:
                 self._group_cache.clear()
             self._group_cache[group_id] = cached
         return cached
+
+    def group_settings(self, group_id: str) -> gc.GroupConfig:
+        """The effective group configs of `group_id`, typed (built again only after a change)."""
+        values = self.group_config(group_id)
+        cached = self._group_settings.get(group_id)
+        if cached is not None and cached[0] is values:
+            return cached[1]
+        settings = gc.GroupConfig.from_values(values)
+        if len(self._group_settings) >= GROUP_CACHE_SIZE:
+            self._group_settings.clear()
+        self._group_settings[group_id] = (values, settings)
+        return settings
 
     def _check_broker_name(self, name: str, *, describing: bool = False) -> ConfigChangeError | None:
         """Kafka's checks of a broker resource's name: empty (the cluster-wide defaults) or this broker's id."""

@@ -9,7 +9,8 @@ own partition directory and is never visible as a topic.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 from protocol import records as rec
 from protocol.codec import record_codec
@@ -72,7 +73,7 @@ class MetadataJournal:
         self._log = plog
         self._writes: asyncio.Lock | None = None  # made on first use, on the serving loop
 
-    async def commit(self, entries: list[tuple[int, Mapping]], apply: Callable[[], None], *,
+    async def commit(self, entries: Sequence[tuple[int, Mapping[str, Any]]], apply: Callable[[], None], *,
                      batch: bytes | None = None) -> None:
         """Append `entries` (`batch`, their encoding, if already made) and fsync them in a worker thread, then
         call `apply()` on the event loop. Commits go out one at a time in call order, so the journal's order is
@@ -113,12 +114,12 @@ class MetadataJournal:
                 yield from entries
                 offset = header.base_offset + header.last_offset_delta + 1
 
-    def append(self, entries: list[tuple[int, Mapping]]) -> None:
+    def append(self, entries: Sequence[tuple[int, Mapping[str, Any]]]) -> None:
         """Append entries as one batch and fsync before returning: metadata changes are rare and must stick."""
         self.append_batch(self.encode(entries))
 
     @staticmethod
-    def encode(entries: list[tuple[int, Mapping]]) -> bytes:
+    def encode(entries: Sequence[tuple[int, Mapping[str, Any]]]) -> bytes:
         """The batch `append` writes (pure: a worker thread may encode a large change)."""
         return rec.build_batch([rec.Record(key=None, value=encode_entry(t, v)) for t, v in entries])
 

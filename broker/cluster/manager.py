@@ -30,8 +30,10 @@ from broker.cluster.topics import (
     TopicInfo,
     TopicRegistry,
 )
+from broker.config.components import ComponentConfig, setting
 from broker.log.dir_failure import KafkaStorageError
 from broker.log.log_manager import delete_logs
+from broker.log.partition_log import PartitionLog
 from protocol.errors import ErrorCode
 
 log = structlog.get_logger(__name__)
@@ -52,6 +54,33 @@ INTERNAL_TOPIC_CONFIGS = {
 
 
 POLICY_VIOLATION_MESSAGE = "Unable to perform excessively large batch operation."
+
+
+@dataclass(frozen=True)
+class TopicManagerConfig(ComponentConfig):
+    """The topic settings of the broker: defaults of new topics, and the internal topics' partitions and
+    segments (as Kafka creates them)."""
+
+    num_partitions: int = setting("num.partitions")
+    default_replication_factor: int = setting("default.replication.factor")
+    auto_create_topics_enable: bool = setting("auto.create.topics.enable")
+    delete_topic_enable: bool = setting("delete.topic.enable")
+    offsets_topic_num_partitions: int = setting("offsets.topic.num.partitions")
+    offsets_topic_segment_bytes: int = setting("offsets.topic.segment.bytes")
+    transaction_state_log_num_partitions: int = setting("transaction.state.log.num.partitions")
+    transaction_state_log_segment_bytes: int = setting("transaction.state.log.segment.bytes")
+    share_state_topic_num_partitions: int = setting("share.coordinator.state.topic.num.partitions")
+
+    def internal_topics(self) -> dict[str, TopicPlan]:
+        """The internal topics as Kafka creates them: __consumer_offsets and __transaction_state with segments
+        of their own size."""
+        configs = {name: dict(c) for name, c in INTERNAL_TOPIC_CONFIGS.items()}
+        configs["__consumer_offsets"]["segment.bytes"] = str(self.offsets_topic_segment_bytes)
+        configs["__transaction_state"]["segment.bytes"] = str(self.transaction_state_log_segment_bytes)
+        counts = {"__consumer_offsets": self.offsets_topic_num_partitions,
+                  "__share_group_state": self.share_state_topic_num_partitions,
+                  "__transaction_state": self.transaction_state_log_num_partitions}
+        return {name: TopicPlan(name, count, configs[name]) for name, count in counts.items()}
 
 
 @dataclass(frozen=True)
@@ -128,16 +157,12 @@ class TopicManager:
                 log.error("partition directory unknown to the metadata journal moved aside", topic=name,
                           partition=partition, log_end_offset=plog.log_end_offset, moved_to=str(moved))
 
-    async def ensure_internal_topics(self, partitions: dict[str, int]) -> None:
-        for name, count in partitions.items():
+    async def ensure_internal_topics(self) -> None:
+        """Create the internal topics that do not exist (an existing one keeps its partition count)."""
+        for name, plan in self.settings.internal_topics().items():
             if name not in self.registry:
-                configs = dict(INTERNAL_TOPIC_CONFIGS[name])
-                if name == "__consumer_offsets":  # as Kafka creates it: segments of offsets.topic.segment.bytes
-                    configs["segment.bytes"] = str(self._config.get("offsets.topic.segment.bytes"))
-                if name == "__transaction_state":  # likewise, transaction.state.log.segment.bytes
-                    configs["segment.bytes"] = str(self._config.get("transaction.state.log.segment.bytes"))
                 async with self._changes:
-                    await self._create(TopicPlan(name, count, configs))
+                    await self._create(plan)
 
     def on_delete(self, callback) -> None:
         """Register `callback(info)` to run after a topic is deleted (caches keyed by topic)."""
@@ -145,8 +170,12 @@ class TopicManager:
 
     # --- lookups ---------------------------------------------------------------------------------------------
     @property
+    def settings(self) -> TopicManagerConfig:
+        return TopicManagerConfig.from_config(self._config)
+
+    @property
     def auto_create_enabled(self) -> bool:
-        return bool(self._config.get("auto.create.topics.enable"))
+        return self.settings.auto_create_topics_enable
 
     def log(self, topic: str, partition: int):
         return self._logs.get(topic, partition)
@@ -173,7 +202,7 @@ class TopicManager:
     # --- changes ---------------------------------------------------------------------------------------------
     def auto_create_records(self, topics: int) -> int:
         """Metadata records that auto-creating `topics` topics writes (a TopicRecord and PartitionRecords each)."""
-        return topics * (1 + int(self._config.get("num.partitions")))
+        return topics * (1 + self.settings.num_partitions)
 
     async def auto_create(self, name: str) -> TopicInfo:
         if name == CLUSTER_METADATA_TOPIC:
@@ -181,7 +210,7 @@ class TopicManager:
             # UNKNOWN_TOPIC_OR_PARTITION for it.
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
         self.registry.check_new_topic(name)
-        return await self.create_planned(TopicPlan(name, int(self._config.get("num.partitions")), {}))
+        return await self.create_planned(TopicPlan(name, self.settings.num_partitions, {}))
 
     def plan_topic(self, name: str, *, num_partitions: int, replication_factor: int,
                    assignments: list[tuple[int, list[int]]],
@@ -218,9 +247,9 @@ class TopicManager:
             raise TopicError(ErrorCode.INVALID_PARTITIONS,
                              "Number of partitions was set to an invalid non-positive value.")
         if num_partitions == -1:
-            num_partitions = int(self._config.get("num.partitions"))
+            num_partitions = self.settings.num_partitions
         if replication_factor == -1:
-            replication_factor = int(self._config.get("default.replication.factor"))
+            replication_factor = self.settings.default_replication_factor
         if replication_factor > 1:
             raise TopicError(
                 ErrorCode.INVALID_REPLICATION_FACTOR,
@@ -299,7 +328,9 @@ class TopicManager:
         config = self._config.log_config(plan.configs)
         await self._with_new_logs([((name, p), config) for p in range(plan.num_partitions)], entries)
         log.info("topic created", topic=name, topic_id=str(topic_id), partitions=plan.num_partitions)
-        return self.registry.get(name)
+        info = self.registry.get(name)
+        assert info is not None  # applied by the commit above
+        return info
 
     async def _with_new_logs(self, logs: list[tuple[tuple[str, int], object]], entries: list[tuple[int, dict]]) -> None:
         """Create the partition logs (worker threads), then journal `entries`; undo the logs if either fails."""
@@ -322,7 +353,8 @@ class TopicManager:
 
     async def delete_topic(self, *, name: str | None, topic_id: uuid.UUID | None) -> TopicInfo:
         async with self._changes:
-            info = self.registry.get(name) if name is not None else self.registry.by_id(topic_id)
+            info = self.registry.get(name) if name is not None else \
+                self.registry.by_id(topic_id) if topic_id is not None else None
             if info is None:
                 if name is not None:
                     raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -330,9 +362,9 @@ class TopicManager:
                 raise TopicError(ErrorCode.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
             if info.internal:
                 raise TopicError(ErrorCode.INVALID_REQUEST, f"Topic {info.name} is internal and cannot be deleted.")
-            if not self._config.get("delete.topic.enable"):
+            if not self.settings.delete_topic_enable:
                 raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
-            detached = []
+            detached: list[PartitionLog] = []
 
             def forget() -> None:  # in the loop step that applies the removal
                 detached.extend(plog for p in range(info.num_partitions)
@@ -413,7 +445,7 @@ class TopicManager:
                                                    "next_producer_id": next_unreserved})])
 
     async def commit_records(self, entries: list[tuple[int, dict]], *, batch: bytes | None = None,
-                             then: Callable[[], None] | None = None) -> None:
+                             then: Callable[[], object] | None = None) -> None:
         """Journal `entries` (`batch` is their encoding if already made), fsynced in a worker thread, then apply
         them and call `then()` in the same loop step (see MetadataJournal.commit: in call order, each after its
         fsync). Raises TopicError(KAFKA_STORAGE_ERROR), nothing applied, if the journal cannot be written (a

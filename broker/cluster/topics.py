@@ -134,6 +134,7 @@ class TopicRegistry:
     def apply(self, record_type: int, value) -> None:
         """Apply one metadata record (a decoded value Container or dict with snake_case keys)."""
         self.version += 1
+        info: TopicInfo | None
         if record_type == TOPIC_RECORD:
             info = TopicInfo(value["name"], value["topic_id"])
             self._by_name[info.name] = info

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -42,6 +42,8 @@ from broker.config.listeners import (
 from broker.config.properties import parse_overrides, parse_properties
 
 log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
 
 
 def _shown(key: str, value: Any) -> str | None:
@@ -92,6 +94,14 @@ class BrokerConfig:
 
     def __contains__(self, name: str) -> bool:
         return name in self._values or name in self.unknown
+
+    def component(self, cls: type[T]) -> T:
+        """A component config (broker.config.components) with the current values: built on first use after
+        each change, so a component may ask for it at every use and see dynamic changes."""
+        built = self._components.get(cls)
+        if built is None:
+            built = self._components[cls] = cls.read(self.get)  # type: ignore[attr-defined]
+        return built
 
     def source(self, name: str) -> int:
         family = DERIVED.get(name, ((name, 1),))
@@ -306,6 +316,7 @@ class BrokerConfig:
         if values["advertised.listeners"] is None:
             values["advertised.listeners"] = values["listeners"]
         self._values = values
+        self._components: dict[type, Any] = {}  # component configs of these values (see `component`)
 
     def _check_relations(self) -> None:
         raw = self._raw

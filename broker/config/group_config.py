@@ -9,6 +9,7 @@ to running groups at once.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -188,24 +189,6 @@ def effective(name: str, overrides: Mapping[str, str], broker: BrokerSettings) -
     return ConfigDescription(name, value, source, config_type=definition.type_code, synonyms=tuple(synonyms))
 
 
-def typed_value(configs: Mapping[str, str], name: str) -> Any:
-    """Group config `name` of a group's effective configs (ConfigService.group_config, which holds every group
-    config) as its definition types it: what components read, rather than the text."""
-    return GROUP_CONFIGS[name].parse(configs[name])
-
-
-def int_value(configs: Mapping[str, str], name: str) -> int:
-    return int(typed_value(configs, name))
-
-
-def bool_value(configs: Mapping[str, str], name: str) -> bool:
-    return bool(typed_value(configs, name))
-
-
-def str_value(configs: Mapping[str, str], name: str) -> str:
-    return str(typed_value(configs, name))
-
-
 def effective_value(name: str, overrides: Mapping[str, str], broker: BrokerSettings) -> str:
     """What Shoal's components read: the effective value in Kafka's canonical text."""
     definition = GROUP_CONFIGS[name]
@@ -216,3 +199,55 @@ def effective_value(name: str, overrides: Mapping[str, str], broker: BrokerSetti
         if text is not None and source != DEFAULT_CONFIG:
             return text
     return definition.default or ""
+
+
+# --- typed effective values ---------------------------------------------------------------------------------
+def _field(name: str) -> Any:
+    """A GroupConfig field: the group config `name`, defaulting to its table default (parsed)."""
+    definition = GROUP_CONFIGS[name]
+    default = _typed(definition, definition.default or "")
+    return dataclasses.field(default=default, metadata={"group_config": name})
+
+
+def _typed(definition: ConfigDef, text: str) -> Any:
+    value = kv.parse(definition.name, definition.type, text)
+    return tuple(value) if isinstance(value, list) else value
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupConfig:
+    """A group's effective configs, typed (Kafka's GroupConfig accessors): what the group coordinator, the
+    share-partition leader and the DLQ read. Defaults are the table's (a broker synonym's default)."""
+
+    consumer_assignment_interval_ms: int = _field("consumer.assignment.interval.ms")
+    consumer_heartbeat_interval_ms: int = _field("consumer.heartbeat.interval.ms")
+    consumer_session_timeout_ms: int = _field("consumer.session.timeout.ms")
+    errors_deadletterqueue_copy_record_enable: bool = _field("errors.deadletterqueue.copy.record.enable")
+    errors_deadletterqueue_topic_name: str = _field("errors.deadletterqueue.topic.name")  # empty: no DLQ
+    share_assignment_interval_ms: int = _field("share.assignment.interval.ms")
+    share_auto_offset_reset: str = _field("share.auto.offset.reset")  # latest, earliest, by_duration:<ISO>
+    share_delivery_count_limit: int = _field("share.delivery.count.limit")
+    share_heartbeat_interval_ms: int = _field("share.heartbeat.interval.ms")
+    share_isolation_level: str = _field("share.isolation.level")
+    share_partition_max_record_locks: int = _field("share.partition.max.record.locks")
+    share_record_lock_duration_ms: int = _field("share.record.lock.duration.ms")
+    share_renew_acknowledge_enable: bool = _field("share.renew.acknowledge.enable")
+    share_session_timeout_ms: int = _field("share.session.timeout.ms")
+    streams_assignment_interval_ms: int = _field("streams.assignment.interval.ms")
+    streams_assignor_name: str = _field("streams.assignor.name")
+    streams_heartbeat_interval_ms: int = _field("streams.heartbeat.interval.ms")
+    streams_initial_rebalance_delay_ms: int = _field("streams.initial.rebalance.delay.ms")
+    streams_num_standby_replicas: int = _field("streams.num.standby.replicas")
+    streams_rack_aware_assignment_tags: tuple[str, ...] = _field("streams.rack.aware.assignment.tags")
+    streams_session_timeout_ms: int = _field("streams.session.timeout.ms")
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, str]) -> GroupConfig:
+        """From effective values as text (ConfigService.group_config); a name not given takes its default."""
+        names = {f.name: f.metadata["group_config"] for f in dataclasses.fields(cls)}
+        return cls(**{field: _typed(GROUP_CONFIGS[name], values[name]) for field, name in names.items()
+                      if name in values})
+
+    @property
+    def share_read_committed(self) -> bool:
+        return self.share_isolation_level == "read_committed"

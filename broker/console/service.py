@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from broker.share.dlq import TOPIC_NAME as DLQ_TOPIC_NAME
+from broker.config.group_config import GroupConfig
 from broker.share.inflight import STATE_NAMES
 from protocol.records import iter_batch_views, iter_records
 
@@ -62,7 +62,7 @@ def _json(body: Any, status: int = 200) -> web.Response:
                                                            "X-Content-Type-Options": "nosniff"})
 
 
-def _decode_tail(data: bytes, partition: int, keep: int) -> list[dict[str, Any]]:
+def _decode_tail(data: bytes | memoryview, partition: int, keep: int) -> list[dict[str, Any]]:
     """The last `keep` data records of `data` (whole batches) with their DLQ context headers (`__dlq.` ones: a copied
     record's own headers, keys and values are the application's data and are not shown, only their sizes)."""
     out: list[dict[str, Any]] = []
@@ -82,7 +82,7 @@ def _decode_tail(data: bytes, partition: int, keep: int) -> list[dict[str, Any]]
 class Console:
     def __init__(self, *, topics: TopicManager, logs: LogManager, group_coordinator: GroupCoordinatorRuntime,
                  share_partitions: SharePartitionManager,
-                 group_configs: Callable[[str], dict[str, str]]) -> None:
+                 group_configs: Callable[[str], GroupConfig]) -> None:
         self._topics = topics
         self._logs = logs
         self._groups = group_coordinator  # its coordinator is replaced when a partition reloads: read it per call
@@ -198,7 +198,7 @@ class Console:
                     {"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
                      "member_epoch": m.member_epoch, "assignment": self._assignment(m.assigned_partitions)}
                     for m in itertools.islice(g.members.values(), MAX_MEMBERS)],
-                "dlq_topic": self._group_configs(gid).get(DLQ_TOPIC_NAME) or None,
+                "dlq_topic": self._group_configs(gid).errors_deadletterqueue_topic_name or None,
                 "share_partitions": [self._share_summary(sp) for sp in parts[:MAX_SHARE_PARTITIONS]],
                 "share_partitions_truncated": len(parts) > MAX_SHARE_PARTITIONS}
 
@@ -220,7 +220,7 @@ class Console:
                 "ranges_truncated": f.piece_count > MAX_RANGES}
 
     async def dlq(self, group: str) -> dict[str, Any]:
-        name = self._group_configs(group).get(DLQ_TOPIC_NAME) or None
+        name = self._group_configs(group).errors_deadletterqueue_topic_name or None
         info = self._topics.registry.get(name) if name else None
         if info is None:
             return {"group": group, "topic": name, "exists": False, "records": []}

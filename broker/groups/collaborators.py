@@ -1,4 +1,4 @@
-"""What the group coordinator runtime is given, typed by what it uses: the broker's settings, its topics (names,
+"""What the group coordinator runtime is given, typed by what it uses: its topics (names,
 ids, partition counts, high watermarks), the group configs and a way to run background tasks.
 
 Protocols rather than the broker's classes, so the group coordinator depends on no more of them than this.
@@ -7,15 +7,11 @@ Protocols rather than the broker's classes, so the group coordinator depends on 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, Protocol
 from uuid import UUID
 
-
-class Settings(Protocol):
-    """Broker settings by Kafka's names."""
-
-    def get(self, name: str) -> Any: ...
+from broker.config.group_config import GroupConfig
 
 
 class TopicView(Protocol):
@@ -58,8 +54,8 @@ class Topics(Protocol):
 
 
 class GroupConfigs(Protocol):
-    def group_config(self, group_id: str) -> Mapping[str, str]:
-        """Effective group configs of `group_id` (its overrides over the broker's values)."""
+    def group_settings(self, group_id: str) -> GroupConfig:
+        """Effective group configs of `group_id` (its overrides over the broker's values), typed."""
         ...
 
 

@@ -16,6 +16,7 @@ from uuid import UUID
 
 import structlog
 
+from broker.config.components import ComponentConfig, ConfigSource, setting
 from broker.groups import records as group_records
 from broker.groups.classic import records as classic_records
 from broker.groups.classic.group import ClassicState
@@ -54,10 +55,10 @@ NO_AUTHORIZED_OPERATIONS = -2147483648
 
 
 @dataclass(frozen=True)
-class OffsetsConfig:
-    retention_ms: int = 7 * 24 * 3600 * 1000  # offsets.retention.minutes
-    retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
-    metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
+class OffsetsConfig(ComponentConfig):
+    retention_ms: int = setting("offsets.retention.minutes", scale=60_000)
+    retention_check_interval_ms: int = setting("offsets.retention.check.interval.ms")
+    metadata_max_bytes: int = setting("offset.metadata.max.bytes")
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,12 @@ class GroupCoordinatorConfig:
     consumer: ConsumerConfig = field(default_factory=ConsumerConfig)
     offsets: OffsetsConfig = field(default_factory=OffsetsConfig)
     share: ShareGroupConfig = field(default_factory=ShareGroupConfig)
+
+    @classmethod
+    def from_config(cls, config: ConfigSource) -> GroupCoordinatorConfig:
+        """The group coordinator's settings from the broker config."""
+        return cls(classic=ClassicConfig.from_config(config), consumer=ConsumerConfig.from_config(config),
+                   offsets=OffsetsConfig.from_config(config), share=ShareGroupConfig.from_config(config))
 
 
 @dataclass(frozen=True)

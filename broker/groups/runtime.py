@@ -1,13 +1,15 @@
 """The group coordinator at run time: component `broker.group_coordinator`.
 
-Owns the sans-IO GroupCoordinator (classic, consumer and share groups, committed offsets) and ties it to the
+Hosts the sans-IO GroupCoordinator (classic, consumer and share groups, committed offsets) on the coordinator
+runtime (broker.coordinator: its shard is broker.groups.shard) over `__consumer_offsets`, and ties it to the
 broker:
- * start: replays every `__consumer_offsets` partition once (each record goes to the part that owns its type),
-   then `loaded(now)`;
+ * start: the runtime replays every `__consumer_offsets` partition once (each record goes to the part that owns
+   its type), then `loaded(now)`;
  * each request's records go to the group's partition (abs(javaHash(groupId)) % partitions, as Kafka) as one
-   batch and are fsynced before the response is returned (`write`);
- * a background task expires sessions at the coordinator's next deadline and tells listeners which share-group
-   members were removed;
+   batch and are fsynced before the response is returned (`write`); a failed append rebuilds the coordinator
+   from the log, an offline log directory stops it answering;
+ * a timer expires sessions at the coordinator's next deadline and tells listeners which share-group members
+   were removed;
  * share-partition state is initialized and deleted through the share coordinator, and the share-group offsets
    admin APIs are served, by ShareStateAdmin (share/state_admin.py) once this runtime has let them through;
  * topic deletions are forgotten in every group (topics_deleted);
@@ -33,17 +35,23 @@ from uuid import UUID
 
 import structlog
 
-from broker.aio import wait_event
-from broker.coordinator_log import AppendFailed, CoordinatorLog
-from broker.groups.classic.manager import ClassicConfig
-from broker.groups.collaborators import GroupConfigs, Settings, Spawn, TopicAuthorizer, Topics
-from broker.groups.consumer.manager import ConsumerConfig
-from broker.groups.coordinator import GroupCoordinator, GroupCoordinatorConfig, OffsetsConfig
+from broker.coordinator.coordinator_log import CoordinatorLog
+from broker.coordinator.periodic import PeriodicTask
+from broker.coordinator.runtime import (
+    Appended,
+    CoordinatorRuntime,
+    CoordinatorWriteError,
+    KeyValue,
+    LoadSummary,
+    WriteOutcome,
+)
+from broker.groups.collaborators import GroupConfigs, Spawn, TopicAuthorizer, Topics
+from broker.groups.coordinator import GroupCoordinator, GroupCoordinatorConfig
 from broker.groups.messages import MESSAGES, WRITE_FAILED
 from broker.groups.records import Record, group_id_of
 from broker.groups.regex_resolver import RegexResolver
 from broker.groups.result import GroupResult
-from broker.groups.share.config import ShareGroupConfig
+from broker.groups.shard import GroupCoordinatorShard
 from broker.groups.share.manager import ShareGroupManager
 from broker.groups.share.state_admin import (
     ShareStateAdmin,
@@ -103,7 +111,7 @@ class GroupCoordinatorRuntime:
                  txn_verifier: Callable[[], TxnPartitionVerifier], authorizer: TopicAuthorizer,
                  regex_worker: RegexWorker,
                  consumer_enabled: bool, share_enabled: bool, clock: Callable[[], int] = _now_ms) -> None:
-        """`config` the coordinator's settings (coordinator_config), `coordinator_log` the `__consumer_offsets`
+        """`config` the coordinator's settings, `coordinator_log` the `__consumer_offsets`
         log, `topics` the broker's topics, `group_configs` their effective values per group, `persister` the
         share coordinator, `spawn` for background tasks; `txn_verifier()` the transaction coordinator (a late-bound
         reference: it is built after this runtime, which is its marker writer), asked whether a TxnOffsetCommit's
@@ -119,24 +127,39 @@ class GroupCoordinatorRuntime:
         self._group_configs = group_configs
         self.log = coordinator_log
         self.regexes = RegexResolver(topics.registry, authorizer, regex_worker)
-        self.coordinator = GroupCoordinator(
+        self._shard = GroupCoordinatorShard(GroupCoordinator(
             config,
             topic_info=self._topic_info,
             topic_name=lambda tid: (info.name if (info := topics.registry.by_id(tid)) is not None else None),
             any_topic=self._any_topic,
             topics_version=lambda: topics.registry.version, acl_version=lambda: authorizer.acl_version,
             share_timing=self._share_timing, consumer_timing=self._consumer_timing,
-            share_assignment_interval=self._share_assignment_interval)
+            share_assignment_interval=self._share_assignment_interval),
+            clock=clock, partition_for=self.partition_for, num_partitions=lambda: coordinator_log.num_partitions)
+        self.runtime: CoordinatorRuntime[GroupResult] = CoordinatorRuntime(
+            log=coordinator_log, shard=self._shard, spawn=spawn, name="group coordinator records",
+            on_reloaded=self._reloaded, on_failed=self._failed)
+        self._timers = PeriodicTask("group-coordinator-timers", self.expire_now, next_due_s=self._next_due_s,
+                                    failure_event="group coordinator timers failed", retry_after_s=1.0)
         self.consumer_enabled = consumer_enabled
         self.share_enabled = share_enabled
         # Parked JoinGroup/SyncGroup responses -> the answer they get if the coordinator must be rebuilt.
         self._waiters: dict[asyncio.Future, dict[str, Any]] = {}
-        self.loaded = False
+        self._resigned = False  # its log directory went offline: it answers from memory no more
         self._listeners: list[MemberRemovedListener] = []
         self._deleted_listeners: list[Callable[[str], Any]] = []
-        self._kick = asyncio.Event()
         self.share_admin = ShareStateAdmin(persister, topics, share=lambda: self.coordinator.share,
                                            write=self._write, spawn=spawn)
+
+    @property
+    def coordinator(self) -> GroupCoordinator:
+        """The sans-IO coordinator (a fresh one replaces it when the runtime rebuilds it from the log)."""
+        return self._shard.coordinator
+
+    @property
+    def loaded(self) -> bool:
+        """Every `__consumer_offsets` partition loaded, and its log directory online."""
+        return self.runtime.active
 
     @property
     def share(self) -> ShareGroupManager:
@@ -145,24 +168,17 @@ class GroupCoordinatorRuntime:
 
     def _share_timing(self, group_id: str) -> tuple[int, int]:
         """share.session.timeout.ms and share.heartbeat.interval.ms of the group (override or broker value)."""
-        cfg = self._group_configs.group_config(group_id)
-        default = self.share.config
-        session = cfg.get("share.session.timeout.ms") or default.session_timeout_ms
-        interval = cfg.get("share.heartbeat.interval.ms") or default.heartbeat_interval_ms
-        return int(session), int(interval)
+        cfg = self._group_configs.group_settings(group_id)
+        return cfg.share_session_timeout_ms, cfg.share_heartbeat_interval_ms
 
     def _share_assignment_interval(self, group_id: str) -> int:
         """share.assignment.interval.ms of the group (override or broker value)."""
-        value = self._group_configs.group_config(group_id).get("share.assignment.interval.ms")
-        return int(value) if value else self.share.config.assignment_interval_ms
+        return self._group_configs.group_settings(group_id).share_assignment_interval_ms
 
     def _consumer_timing(self, group_id: str) -> tuple[int, int]:
         """consumer.session.timeout.ms and consumer.heartbeat.interval.ms of the group (override or broker)."""
-        cfg = self._group_configs.group_config(group_id)
-        default = self.coordinator.config.consumer
-        session = cfg.get("consumer.session.timeout.ms") or default.session_timeout_ms
-        interval = cfg.get("consumer.heartbeat.interval.ms") or default.heartbeat_interval_ms
-        return int(session), int(interval)
+        cfg = self._group_configs.group_settings(group_id)
+        return cfg.consumer_session_timeout_ms, cfg.consumer_heartbeat_interval_ms
 
     def _topic_info(self, name: str) -> tuple[UUID, int] | None:
         info = self._topics.registry.get(name)
@@ -196,43 +212,25 @@ class GroupCoordinatorRuntime:
             out.add(self.partition_for(gid))
             await pacer.pace()
         return out
+
     async def start(self) -> None:
-        started = time.monotonic()
-        self.coordinator.begin_load(self._clock())
-        total = sum(self._replay_partition(p) for p in range(self.log.num_partitions))
-        after_load = self.coordinator.loaded(self._clock())
-        self.loaded = True
-        log.info("groups loaded", partitions=self.log.num_partitions, records=total,
+        loaded = self.runtime.load(range(self.log.num_partitions))
+        after_load = loaded.result
+        log.info("groups loaded", partitions=self.log.num_partitions, records=loaded.records,
                  classic_groups=len(self.coordinator.classic.groups), share_groups=len(self.share.groups),
                  groups_with_offsets=len(self.coordinator.offsets.offsets),
-                 skipped_records=self.coordinator.skipped_records, seconds=round(time.monotonic() - started, 3))
-        self._spawn(self._expiry_loop(), "group-coordinator-timers")
+                 skipped_records=self.coordinator.skipped_records, seconds=round(loaded.seconds, 3))
+        self.runtime.schedule(self._timers)
         if not after_load.empty:
             self._spawn(self._run(after_load), "group-coordinator-after-load")
 
-    def _replay_partition(self, partition: int) -> int:
-        """Records with the producer of their transactional batch (pending offsets), and the transaction markers
-        of the partition, which settle them for the partition's groups."""
-        coordinator = self.coordinator
-
-        def marker(producer_id: int, producer_epoch: int, commit: bool, _coordinator_epoch: int) -> None:
-            coordinator.replay_end_txn(producer_id, producer_epoch, commit, self._owned_by(partition))
-
-        return self.log.replay(partition, coordinator.replay, with_producer=True, on_marker=marker)
-
-    def _owned_by(self, partition: int) -> Callable[[str], bool]:
-        return lambda group_id: self.partition_for(group_id) == partition
-
-    def _reload(self) -> None:
-        """After a failed append memory is ahead of the log: rebuild the coordinator from the log."""
+    def _reloaded(self, _summary: LoadSummary[GroupResult]) -> None:
+        """After a failed append the runtime rebuilt the coordinator from the log (its after-load work is dropped:
+        the parked requests it would answer belonged to the state just dropped, and members rejoin)."""
         log.warning("reloading the group coordinator from the log after a failed append")
-        fresh = self.coordinator.fresh()
-        self.coordinator = fresh
-        fresh.begin_load(self._clock())
-        for p in range(self.log.num_partitions):
-            self._replay_partition(p)
-        fresh.loaded(self._clock())
-        # Parked JoinGroup/SyncGroup requests belonged to the state just dropped: members rejoin.
+        self._release_waiters()
+
+    def _release_waiters(self) -> None:
         waiters, self._waiters = self._waiters, {}
         for fut, response in waiters.items():
             if not fut.done():
@@ -242,52 +240,24 @@ class GroupCoordinatorRuntime:
     async def write(self, records: Sequence[Record], group_ids: Iterable[str] = ()) -> bool:
         """Append `records` (one batch per group partition) and wait until durable; also waits for earlier
         appends of `group_ids`' partitions. False if the records could not be written (the coordinator has then
-        been rebuilt from the log)."""
+        been rebuilt from the log, or stopped answering if its log directory is offline)."""
         return await self._write(records, group_ids)
 
     async def _write(self, records: Sequence[Record], group_ids: Iterable[str] = ()) -> bool:
-        by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        by_partition: dict[int, list[KeyValue]] = {}
         for r in records:
             by_partition.setdefault(self.partition_for(group_id_of(r.key)), []).append((r.key, r.value))
-        partitions = set(by_partition) | {self.partition_for(g) for g in group_ids}
-        futures = []
-        try:
-            for p in sorted(partitions):
-                futures.append(self.log.append(p, by_partition.get(p, ())))
-        except AppendFailed:
-            self._append_failed(partitions)
-            return False
-        return await self._durable(futures, partitions)
+        wait_for = {self.partition_for(g) for g in group_ids}
+        return await self.runtime.write(by_partition, wait_for) is WriteOutcome.COMMITTED
 
-    def _append_failed(self, partitions: Iterable[int]) -> None:
-        if any(self.log.offline(p) for p in partitions):
-            self._unload()
-        else:
-            self._reload()
-
-    async def _durable(self, futures: Sequence[asyncio.Future], partitions: Iterable[int]) -> bool:
-        try:
-            for fut in futures:
-                await fut
-        except Exception:  # noqa: BLE001 - answered with an error, never raised into a connection
-            log.exception("group coordinator records not durable")
-            if any(self.log.offline(p) for p in partitions):
-                self._unload()
-            return False
-        return True
-
-    def _unload(self) -> None:
+    def _failed(self, _partitions: Iterable[int]) -> None:
         """The log directory is offline: memory may be ahead of the disk and cannot be rebuilt from it. Stop
         answering from it (COORDINATOR_LOAD_IN_PROGRESS), as Kafka's coordinator resigns the partitions of a
         failed log directory; the broker is stopping and a restart replays what is on disk."""
-        if not self.loaded:
-            return
-        log.error("group coordinator unloaded: its log directory is offline")
-        self.loaded = False
-        waiters, self._waiters = self._waiters, {}
-        for fut, response in waiters.items():
-            if not fut.done():
-                fut.set_result(response)
+        if not self._resigned:
+            self._resigned = True
+            log.error("group coordinator unloaded: its log directory is offline")
+        self._release_waiters()
 
     # --- requests ----------------------------------------------------------------------------------------------
     async def share_heartbeat(self, request: Mapping[str, Any], client_id: str = "", client_host: str = "") -> dict:
@@ -302,7 +272,7 @@ class GroupCoordinatorRuntime:
         if not await self._write(res.records, [gid] if gid else []):
             return {"error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
                     "error_message": WRITE_FAILED}
-        self._kick.set()  # a new session deadline may be the earliest one
+        self._timers.wake()  # a new session deadline may be the earliest one
         self._after(res)
         # Share-partitions whose initialization starts here are assigned by a later heartbeat, once the share
         # coordinator has initialized them (as Kafka: the first heartbeat of a new group's member is answered
@@ -312,7 +282,7 @@ class GroupCoordinatorRuntime:
     async def share_describe(self, group_ids: Sequence[str]) -> list[dict[str, Any]]:
         if not self.loaded:
             return [{"group_id": g, "error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)} for g in group_ids]
-        await self.log.barrier(await self._partitions_of(group_ids))
+        await self.runtime.barrier(await self._partitions_of(group_ids))
         return await _describe_paced(group_ids, self.share.describe_group)
 
     def member_assignment(self, group_id: str, member_id: str) -> dict[UUID, frozenset[int]] | None:
@@ -347,7 +317,7 @@ class GroupCoordinatorRuntime:
         ok = True
         if res.records or gids:
             ok = await self._write(res.records, gids)
-        self._kick.set()  # timers may have been scheduled or cancelled: recompute the earliest deadline
+        self._timers.wake()  # timers may have been scheduled or cancelled: recompute the earliest deadline
         for waiter, response in res.completions:
             if ok:
                 _complete(waiter, response)
@@ -433,7 +403,7 @@ class GroupCoordinatorRuntime:
     async def consumer_group_describe(self, group_ids: Sequence[str]) -> list[dict[str, Any]]:
         if not self.loaded:
             return [{"group_id": g, "error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)} for g in group_ids]
-        await self.log.barrier(await self._partitions_of(group_ids))
+        await self.runtime.barrier(await self._partitions_of(group_ids))
         return await _describe_paced(group_ids, self.coordinator.consumer_group_describe_one)
 
     # --- offsets -----------------------------------------------------------------------------------------------
@@ -472,15 +442,13 @@ class GroupCoordinatorRuntime:
         if not self.loaded:
             return _txn_commit_error(req, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
         res = self.coordinator.commit_txn_offsets(req, self._clock())
-        partition = offsets_partition[1]
         try:
-            fut = (self.log.append_transactional(partition, [(r.key, r.value) for r in res.records],
-                                                 producer_id=pid, producer_epoch=epoch)
-                   if res.records else self.log.barrier_future(partition))
-        except AppendFailed:
-            self._append_failed([partition])
+            # one transactional batch of the producer (without records: the wait for the partition's appends)
+            appended = self.runtime.append(offsets_partition[1], [(r.key, r.value) for r in res.records],
+                                           producer_id=pid, producer_epoch=epoch)
+        except CoordinatorWriteError:
             return _txn_commit_error(req, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        if not await self._durable([fut], [partition]):
+        if await self.runtime.commit([appended]) is not WriteOutcome.COMMITTED:
             return _txn_commit_error(req, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         return res.response or {"topics": []}
 
@@ -490,7 +458,7 @@ class GroupCoordinatorRuntime:
         committed or dropped (what the replay of that batch does); NONE once durable. A marker older than the
         producer's epoch on the log is refused (INVALID_PRODUCER_EPOCH), as Kafka's producer state does."""
         out: dict[TopicPartitionKey, ErrorCode] = {}
-        written: list[tuple[TopicPartitionKey, asyncio.Future]] = []
+        written: list[tuple[TopicPartitionKey, Appended]] = []
         # the partitions' transaction state is loaded off the loop first; from here on each marker's append and
         # its replay happen in one loop step, so memory follows the log's order
         await self.log.load_transaction_state({m.partition for m in markers
@@ -510,22 +478,22 @@ class GroupCoordinatorRuntime:
                 out[key] = code
                 continue
             try:
-                code, fut = self.log.append_marker(m.partition, producer_id=m.producer_id,
-                                                   producer_epoch=m.producer_epoch, commit=m.commit,
-                                                   coordinator_epoch=m.coordinator_epoch)
-            except AppendFailed:
-                self._append_failed([m.partition])
+                # appended, then replayed: the pending offsets of the producer in the partition's groups settle
+                code, appended = self.runtime.append_end_transaction_marker(
+                    m.partition, producer_id=m.producer_id, producer_epoch=m.producer_epoch, commit=m.commit,
+                    coordinator_epoch=m.coordinator_epoch)
+            except CoordinatorWriteError:
                 out[key] = ErrorCode.KAFKA_STORAGE_ERROR  # retried
                 continue
-            if fut is None:
+            if appended is None:
                 log.warning("transaction marker refused by the partition", partition=m.partition,
                             producer_id=m.producer_id, producer_epoch=m.producer_epoch, error=code.name)
                 out[key] = code
                 continue
-            self.coordinator.replay_end_txn(m.producer_id, m.producer_epoch, m.commit, self._owned_by(m.partition))
-            written.append((key, fut))
-        for key, fut in written:
-            out[key] = ErrorCode.NONE if await self._durable([fut], [key[1]]) else ErrorCode.KAFKA_STORAGE_ERROR
+            written.append((key, appended))
+        for key, appended in written:
+            committed = await self.runtime.commit([appended]) is WriteOutcome.COMMITTED
+            out[key] = ErrorCode.NONE if committed else ErrorCode.KAFKA_STORAGE_ERROR
         return out
 
     async def fetch_offsets(self, groups: Sequence[Mapping[str, Any]], version: int, require_stable: bool
@@ -535,7 +503,7 @@ class GroupCoordinatorRuntime:
             return [{"group_id": g["group_id"], "topics": [], "error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)}
                     for g in groups]
         # Offsets whose records are still being written are not answered before they are durable.
-        await self.log.barrier(await self._partitions_of(g["group_id"] for g in groups))
+        await self.runtime.barrier(await self._partitions_of(g["group_id"] for g in groups))
         pacer = Pacer()
         out = []
         for g in groups:  # yielding between groups: thousands of groups with thousands of offsets each
@@ -555,7 +523,7 @@ class GroupCoordinatorRuntime:
     async def list_groups(self, states: Iterable[str], types: Iterable[str]) -> tuple[int, list[dict[str, Any]]]:
         if not self.loaded:
             return int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), []
-        await self.log.barrier(range(self.log.num_partitions))
+        await self.runtime.barrier(range(self.log.num_partitions))
         states_filter = {s.lower() for s in states}
         types_filter = {t.lower() for t in types}
         pacer = Pacer()
@@ -571,7 +539,7 @@ class GroupCoordinatorRuntime:
         if not self.loaded:
             return [{"group_id": g, "error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), "group_state": "",
                      "protocol_type": "", "protocol_data": "", "members": []} for g in group_ids]
-        await self.log.barrier(await self._partitions_of(group_ids))
+        await self.runtime.barrier(await self._partitions_of(group_ids))
         pacer = Pacer()
         described: dict[str, dict[str, Any]] = {}
         for gid in group_ids:  # each distinct group once (its copies share the entry), yielding between groups
@@ -628,7 +596,7 @@ class GroupCoordinatorRuntime:
         refusal = self._share_admin_refusal()
         if refusal is not None:
             return {"group_id": group_id, "topics": [], "error_code": int(refusal[0]), "error_message": refusal[1]}
-        await self.log.barrier([self.partition_for(group_id)])
+        await self.runtime.barrier([self.partition_for(group_id)])
         return await self.share_admin.describe_offsets(group_id, topics)
 
     async def _share_offsets_admin_start(self, group_id: str) -> dict[str, Any] | None:
@@ -639,7 +607,7 @@ class GroupCoordinatorRuntime:
             return admin_error(*refusal)
         if not group_id:
             return admin_error(ErrorCode.INVALID_GROUP_ID, MESSAGES[ErrorCode.INVALID_GROUP_ID])
-        await self.log.barrier([self.partition_for(group_id)])
+        await self.runtime.barrier([self.partition_for(group_id)])
         return None
 
     async def alter_share_offsets(self, group_id: str, topics: Sequence[tuple[str, Sequence[tuple[int, int]]]]
@@ -662,18 +630,10 @@ class GroupCoordinatorRuntime:
             await self._run(self.coordinator.topic_deleted(name))
 
     # --- session expiry ----------------------------------------------------------------------------------------
-    async def _expiry_loop(self) -> None:
-        while True:
-            deadline = self.coordinator.next_deadline()
-            wait_s = 3600.0 if deadline is None else max(0.0, (deadline - self._clock()) / 1000)
-            self._kick.clear()
-            if wait_s > 0 and await wait_event(self._kick, min(wait_s, 3600.0)):
-                continue  # something changed: recompute the earliest deadline
-            try:
-                await self.expire_now()
-            except Exception:  # noqa: BLE001 - the timer must keep running
-                log.exception("group coordinator timers failed")
-                await asyncio.sleep(1)
+    def _next_due_s(self) -> float | None:
+        """Seconds until the coordinator's earliest deadline (sessions, rebalances, the offsets cleanup)."""
+        deadline = self.coordinator.next_deadline()
+        return None if deadline is None else (deadline - self._clock()) / 1000
 
     async def expire_now(self) -> None:
         now = self._clock()
@@ -725,28 +685,3 @@ def _txn_commit_error(req: Mapping[str, Any], code: ErrorCode) -> dict[str, Any]
         {"partition_index": p["partition_index"], "error_code": int(code)} for p in t["partitions"]]}
         for t in req["topics"]]}
 
-
-def coordinator_config(config: Settings) -> GroupCoordinatorConfig:
-    """The group coordinator's settings from the broker config (Kafka's names)."""
-    return GroupCoordinatorConfig(
-        consumer=ConsumerConfig(
-            session_timeout_ms=config.get("group.consumer.session.timeout.ms"),
-            heartbeat_interval_ms=config.get("group.consumer.heartbeat.interval.ms"),
-            max_size=config.get("group.consumer.max.size"),
-            assignors=tuple(config.get("group.consumer.assignors")),
-            migration_policy=config.get("group.consumer.migration.policy")),
-        classic=ClassicConfig(
-            min_session_timeout_ms=config.get("group.min.session.timeout.ms"),
-            max_session_timeout_ms=config.get("group.max.session.timeout.ms"),
-            initial_rebalance_delay_ms=config.get("group.initial.rebalance.delay.ms"),
-            max_size=config.get("group.max.size")),
-        offsets=OffsetsConfig(
-            retention_ms=config.get("offsets.retention.minutes") * 60_000,
-            retention_check_interval_ms=config.get("offsets.retention.check.interval.ms"),
-            metadata_max_bytes=config.get("offset.metadata.max.bytes")),
-        share=ShareGroupConfig(
-            session_timeout_ms=config.get("group.share.session.timeout.ms"),
-            heartbeat_interval_ms=config.get("group.share.heartbeat.interval.ms"),
-            max_size=config.get("group.share.max.size"),
-            initialize_retry_interval_ms=config.get("group.share.initialize.retry.interval.ms"),
-            assignment_interval_ms=config.get("group.share.assignment.interval.ms")))

@@ -29,7 +29,7 @@ async def handle_alter_configs(ctx: RequestContext, req) -> dict:
         kind, name = resource.resource_type, resource.resource_name
         # a broker logger is refused by the config service before any authorization (Kafka's preprocess:
         # the legacy AlterConfigs does not know that resource type)
-        refused = DUPLICATE if (kind, name) in repeated else (
+        refused: tuple[int, str | None] | None = DUPLICATE if (kind, name) in repeated else (
             None if kind == BROKER_LOGGER_RESOURCE else _refused(ctx, AclOperation.ALTER_CONFIGS, kind, name))
         if refused is not None and kind == BROKER_RESOURCE and refused is not DUPLICATE:
             refused = (refused[0], None)  # Kafka's refusal of a broker resource carries no message

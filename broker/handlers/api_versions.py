@@ -36,6 +36,8 @@ def _misrouted(ctx: RequestContext, cluster_id: str | None, node_id: int) -> boo
 
 
 async def handle_api_versions(ctx: RequestContext, req) -> dict:
+    router = ctx.router
+    assert router is not None  # the router dispatches ApiVersions with itself in the context
     if ctx.api_version >= 3:
         name, version = req.client_software_name, req.client_software_version
         if not valid_software(name, version) or (ctx.api_version >= 5 and req.cluster_id is None
@@ -47,9 +49,9 @@ async def handle_api_versions(ctx: RequestContext, req) -> dict:
         if ctx.api_version >= 5 and _misrouted(ctx, req.cluster_id, req.node_id):
             ctx.log.info("misrouted connection", cluster_id=req.cluster_id, node_id=req.node_id)
             return {"error_code": int(ErrorCode.REBOOTSTRAP_REQUIRED), "api_keys": [], "throttle_time_ms": 0}
-        return {"error_code": 0, "api_keys": ctx.router.api_keys(), "throttle_time_ms": 0,
+        return {"error_code": 0, "api_keys": router.api_keys(), "throttle_time_ms": 0,
                 **ctx.broker.features.api_versions_fields(ctx.api_version)}
-    return {"error_code": 0, "api_keys": ctx.router.api_keys(), "throttle_time_ms": 0}
+    return {"error_code": 0, "api_keys": router.api_keys(), "throttle_time_ms": 0}
 
 
 HANDLERS = {API_VERSIONS: handle_api_versions}

@@ -129,10 +129,12 @@ async def handle_describe_cluster(ctx: RequestContext, req) -> dict:
     node = ctx.node
     endpoint_type = req.get("endpoint_type", BROKER_ENDPOINT) if ctx.api_version >= 1 else BROKER_ENDPOINT
     if endpoint_type != BROKER_ENDPOINT:
-        # Controller endpoints are not exposed: this broker is combined-mode with no separate controller listener.
+        # Controller endpoints are not exposed: this broker is combined-mode with no separate controller listener,
+        # so a controller's request reached a broker's endpoint, as Kafka's brokers answer it.
         return {
-            "error_code": int(ErrorCode.UNSUPPORTED_ENDPOINT_TYPE),
-            "error_message": "Only broker endpoints are served",
+            "error_code": int(ErrorCode.MISMATCHED_ENDPOINT_TYPE),
+            "error_message": "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type "
+                             "CONTROLLER",
             "endpoint_type": endpoint_type,
             "cluster_id": ctx.broker.cluster_id,
             "controller_id": -1,

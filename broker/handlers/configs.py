@@ -95,7 +95,7 @@ async def handle_incremental_alter_configs(ctx: RequestContext, req) -> dict:
         duplicate = (resource.resource_type, resource.resource_name) in repeated
         # every copy is refused: which of two alterations was meant is unknowable. A broker logger's
         # authorization comes after the checks of its operations, as Kafka's RuntimeLoggerManager does it.
-        refused = DUPLICATE_ALTERATION if duplicate else (
+        refused: tuple[int, str | None] | None = DUPLICATE_ALTERATION if duplicate else (
             None if resource.resource_type == BROKER_LOGGER_RESOURCE else
             _refused(ctx, AclOperation.ALTER_CONFIGS, resource.resource_type, resource.resource_name))
         if refused is not None and resource.resource_type == BROKER_RESOURCE and not duplicate:

@@ -50,7 +50,7 @@ async def handle_describe(ctx, req) -> dict[str, Any]:
         if gid in checked:
             groups.append(checked[gid])
             continue
-        topics = set()
+        topics: set[str] = set()
         for m in g.get("members") or ():
             for key in ("assignment", "target_assignment"):
                 topics.update(tp["topic_name"] for tp in (m.get(key) or {}).get("topic_partitions") or ()

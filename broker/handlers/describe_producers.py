@@ -47,10 +47,11 @@ async def handle_describe_producers(ctx, req) -> dict:
     for t in req.topics:
         info = topics.registry.get(t.name)
         partitions = []
+        error = refused[t.name]
         for p in t.partition_indexes:
             await pacer.pace()  # thousands of partitions: yield to the loop between them
-            if refused[t.name] is not None:
-                partitions.append(_partition(p, refused[t.name].code, message=refused[t.name].message))
+            if error is not None:
+                partitions.append(_partition(p, error.code, message=error.message))
             elif info is None or not 0 <= p < info.num_partitions or (plog := topics.find_log(info.name, p)) is None:
                 # (no log: the topic was deleted while this request yielded to the loop)
                 partitions.append(_partition(p, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))

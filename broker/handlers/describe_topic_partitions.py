@@ -14,6 +14,7 @@ from __future__ import annotations
 import uuid
 
 from broker.cluster.topics import TopicError, TopicInfo, validate_topic_name
+from broker.config.request_limits import RequestLimitsConfig
 from broker.context import RequestContext
 from broker.security.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode
@@ -73,7 +74,8 @@ def _describe(ctx: RequestContext, req) -> dict:
             allowed.append(name)
         elif not every_topic:
             refused.append(_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
-    limit = max(min(ctx.broker.config.get("max.request.partition.size.limit"), req.response_partition_limit), 1)
+    most = RequestLimitsConfig.from_config(ctx.broker.config).max_request_partition_size_limit
+    limit = max(min(most, req.response_partition_limit), 1)
     node_id = ctx.node.node_id
     topics: list[dict] = []
     next_cursor = None

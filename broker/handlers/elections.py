@@ -15,6 +15,8 @@ the request's error response (CLUSTER_AUTHORIZATION_FAILED at the top and for ev
 
 from __future__ import annotations
 
+from typing import Any
+
 from broker.cluster.topics import TopicInfo
 from broker.context import RequestContext
 from broker.security.acl import AUTHORIZATION_ERRORS, CLUSTER_NAME, AclOperation, ResourceType
@@ -55,7 +57,7 @@ async def handle_elect_leaders(ctx: RequestContext, req) -> dict:
     if election_type not in (PREFERRED, UNCLEAN):
         return _elect_all_failed(req, int(ErrorCode.INVALID_REQUEST), f"Unknown election type {election_type}")
     registry = ctx.broker.topics.registry
-    results = []
+    results: list[dict[str, Any]] = []
     if req.topic_partitions is None:
         # every partition already has its (preferred) leader: nothing to report but the topics
         results = [{"topic": info.name, "partition_result": []} for info in registry.all()]
@@ -103,9 +105,9 @@ async def handle_alter_partition_reassignments(ctx: RequestContext, req) -> dict
         partitions = []
         for target in topic.partitions:
             error = _reassignment_error(info, topic.name, target.partition_index, target.replicas, node_id)
-            code, message = error if error is not None else (0, None)
-            partitions.append({"partition_index": target.partition_index, "error_code": code,
-                               "error_message": message})
+            error_code, error_message = error if error is not None else (0, None)
+            partitions.append({"partition_index": target.partition_index, "error_code": error_code,
+                               "error_message": error_message})
         responses.append({"name": topic.name, "partitions": partitions})
     return {"throttle_time_ms": 0, "allow_replication_factor_change": allow_rf_change, "error_code": 0,
             "error_message": None, "responses": responses}

@@ -27,7 +27,9 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
+from broker.config.request_limits import RequestLimitsConfig
 from broker.context import RequestContext
 from broker.replica_manager import LEADER_EPOCH, FetchResult
 from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -66,7 +68,7 @@ def _requested(req, version: int) -> list[_Topic]:
     """The request's partitions as Kafka keys them (a LinkedHashMap by topic and partition): a partition named
     twice is fetched once, where it was first named, with what it was named with last; consecutive partitions of
     one topic are one topic of the response."""
-    parts: dict[tuple[object, int], tuple[object, object]] = {}
+    parts: dict[tuple[object, int], tuple[Any, Any]] = {}  # the decoded topic and partition
     for topic in req.topics:
         key = topic.get("topic_id", ZERO_UUID) if version >= 13 else topic.get("topic")
         for part in topic.partitions:
@@ -81,9 +83,9 @@ def _requested(req, version: int) -> list[_Topic]:
     return out
 
 
-def _denied(ctx: RequestContext, topics: list[_Topic]) -> set[str]:
+def _denied(ctx: RequestContext, topics: list[_Topic]) -> set[str | None]:
     """Topics the client may not READ (Kafka answers their partitions TOPIC_AUTHORIZATION_FAILED)."""
-    denied = set()
+    denied: set[str | None] = set()
     for topic in topics:
         info, _ = _resolve(ctx.broker.topics, topic, ctx.api_version)
         name = info.name if info is not None else topic.get("topic")
@@ -92,7 +94,7 @@ def _denied(ctx: RequestContext, topics: list[_Topic]) -> set[str]:
     return denied
 
 
-def _collect(ctx: RequestContext, req, topics: list[_Topic], denied: set[str], max_bytes: int,
+def _collect(ctx: RequestContext, req, topics: list[_Topic], denied: set[str | None], max_bytes: int,
              follower: bool = False) -> tuple[list[dict], int, bool]:
     """One pass over the requested partitions: build the response topics, count the bytes found and tell whether
     reading a partition failed (Kafka's errorReadingData: offline, fenced or unknown leader epoch, offset out of
@@ -169,6 +171,7 @@ async def handle_fetch(ctx: RequestContext, req) -> dict:
     topics = _requested(req, version)
     replica_id = req.replica_state.replica_id if version >= 15 else req.get("replica_id", -1)
     follower = replica_id >= 0
+    denied: set[str | None]  # None: the topics named by an id that is unknown (refused to a follower)
     if not follower:
         denied = _denied(ctx, topics)
     elif ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
@@ -180,7 +183,8 @@ async def handle_fetch(ctx: RequestContext, req) -> dict:
     await ctx.broker.replicas.ensure_loaded(keys)  # the LSO needs the transaction state
     # Kafka bounds MaxBytes by fetch.max.bytes and by what the client's consumer_byte_rate allows in a quota
     # window, and MinBytes by the result
-    max_bytes = int(min(req.max_bytes if version >= 3 else 0x7FFFFFFF, ctx.broker.config.get("fetch.max.bytes"),
+    max_bytes = int(min(req.max_bytes if version >= 3 else 0x7FFFFFFF,
+                        RequestLimitsConfig.from_config(ctx.broker.config).fetch_max_bytes,
                         ctx.broker.quotas.fetch_max_bytes(ctx)))
     min_bytes = min(req.min_bytes, max_bytes)
     responses, total, read_error = _collect(ctx, req, topics, denied, max_bytes, follower)
@@ -221,8 +225,8 @@ def _error_response(req, version: int, code: ErrorCode) -> dict:
             "responses": responses}
 
 
-def _watch_keys(ctx: RequestContext, topics: list[_Topic], denied: set[str]) -> list[tuple[str, int]]:
-    keys = []
+def _watch_keys(ctx: RequestContext, topics: list[_Topic], denied: set[str | None]) -> list[tuple[str, int]]:
+    keys: list[tuple[str, int]] = []
     for topic in topics:
         info, _ = _resolve(ctx.broker.topics, topic, ctx.api_version)
         if info is not None and info.name not in denied:

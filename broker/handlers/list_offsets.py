@@ -99,7 +99,7 @@ async def handle_list_offsets(ctx: RequestContext, req) -> dict:
     for topic in req.topics:
         for part in topic.partitions:
             named[(topic.name, part.partition_index)] = named.get((topic.name, part.partition_index), 0) + 1
-    out: dict[object, list[dict]] = {}
+    out: dict[str | tuple[int, str], list[dict]] = {}  # by name, or (position, name) for a refused topic
     pacer = Pacer()
     for n, topic in enumerate(req.topics):
         info = topics.registry.get(topic.name)

@@ -95,7 +95,9 @@ def _move_error(ctx: RequestContext, topic: str, partition: int, destination: st
         return ErrorCode.KAFKA_STORAGE_ERROR
     info = ctx.broker.topics.registry.get(topic)
     if info is None or not 0 <= partition < info.num_partitions:
-        return ErrorCode.REPLICA_NOT_AVAILABLE  # Kafka's answer when this broker has no replica of it
+        # Kafka's ReplicaManager: a partition the metadata does not have is UNKNOWN_TOPIC_OR_PARTITION;
+        # REPLICA_NOT_AVAILABLE is for one that exists on other brokers only, which one broker never has.
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     return ErrorCode.NONE  # already in the destination directory
 
 

@@ -65,6 +65,7 @@ async def handle_metadata(ctx: RequestContext, req) -> dict:
     auto_create = (req.get("allow_auto_topic_creation", True) if version >= 4 else True) and topics.auto_create_enabled
 
     entries: list[dict] = []
+    info: TopicInfo | None
     if all_topics:
         # As Kafka: topics the client may not DESCRIBE are left out, not reported.
         pacer = Pacer()
@@ -74,12 +75,19 @@ async def handle_metadata(ctx: RequestContext, req) -> dict:
             await pacer.pace()
     else:
         # As Kafka, the requested names and ids are sets: a name or id asked for many times is answered once.
+        # A request naming any topic id (v12+) is answered by id alone, its names ignored: Kafka's Java Admin
+        # asks for topics by id with an empty name ("").
         names: dict[str, None] = {}
         ids: dict[uuid.UUID, None] = {}
+        by_id = version >= 12 and any((wanted.get("topic_id") or ZERO_UUID) != ZERO_UUID for wanted in requested)
         for wanted in requested:
             name = wanted.get("name")
-            if name is None:
-                ids[wanted.get("topic_id") or ZERO_UUID] = None
+            topic_id = wanted.get("topic_id") or ZERO_UUID
+            if by_id:
+                if topic_id != ZERO_UUID:
+                    ids[topic_id] = None
+            elif name is None:
+                ids[topic_id] = None
             else:
                 names[name] = None
         for topic_id in ids:
@@ -91,7 +99,7 @@ async def handle_metadata(ctx: RequestContext, req) -> dict:
                 entries.append(error_entry(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, topic_id))
             else:
                 entries.append(topic_entry(node.node_id, info))
-        missing = []
+        missing: list[str] = []
         for name in names:
             if not _describable(ctx, name):
                 # Whether the topic exists is not disclosed.

@@ -37,7 +37,8 @@ def _topic_name(ctx, topic) -> str | None:
 
 def _split(ctx, topics, operation: AclOperation) -> tuple[list, list]:
     """(topics the client may `operation`, refused topics); unknown ids stay for the coordinator to answer."""
-    allowed, refused = [], []
+    allowed: list[Any] = []
+    refused: list[Any] = []
     for topic in topics:
         name = _topic_name(ctx, topic)
         (refused if name is not None and not ctx.authorize(operation, ResourceType.TOPIC, name) else allowed).append(
@@ -113,7 +114,7 @@ async def handle_offset_delete(ctx, req) -> dict[str, Any]:
     if not ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, req.group_id):
         return {"throttle_time_ms": 0, "error_code": GROUP_DENIED, "topics": []}
     allowed, refused = _split(ctx, req.topics, AclOperation.READ)
-    response = dict(await ctx.broker.group_coordinator.delete_offsets(req.group_id, allowed)) if allowed or \
+    response: dict[str, Any] = dict(await ctx.broker.group_coordinator.delete_offsets(req.group_id, allowed)) if allowed or \
         not refused else {"error_code": 0, "topics": []}
     response["topics"] = list(response.get("topics", [])) + _refused_partitions(refused, TOPIC_DENIED)
     return {"throttle_time_ms": 0, **response}

@@ -41,7 +41,7 @@ class _Partition:
 
     topic: dict  # the response topic it belongs to
     index: int
-    records: object
+    records: bytes | memoryview | None  # the request's field as decoded (a view of the frame)
     result: ProduceResult | None = None  # decided before the append (refused), else the append's
 
 

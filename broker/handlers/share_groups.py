@@ -30,7 +30,7 @@ ZERO_UUID = UUID(int=0)
 
 def valid_member_id(member_id: str | None) -> bool:
     """Kafka's KafkaApis.isMemberIdValid for the share APIs: a member id of 1 to 36 characters."""
-    return bool(member_id) and len(member_id) <= 36
+    return member_id is not None and 0 < len(member_id) <= 36
 
 
 def client_host(peer: str) -> str:
@@ -68,7 +68,7 @@ async def handle_describe(ctx, req) -> dict[str, Any]:
         original = group
         if group.get("error_code", 0) == 0 and req.include_authorized_operations:
             group["authorized_operations"] = ctx.authorized_operations(ResourceType.GROUP, group["group_id"])
-        topics = set()
+        topics: set[str] = set()
         for m in group.get("members") or ():
             topics.update(tp["topic_name"] for tp in _assigned(m) if tp.get("topic_name"))
             await pacer.pace()

@@ -18,8 +18,8 @@ UPDATE_FEATURES = 57
 
 async def handle_update_features(ctx: RequestContext, req) -> dict:
     if not ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
-        code, message = AUTHORIZATION_ERRORS[ResourceType.CLUSTER]
-        return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "results": []}
+        denied, why = AUTHORIZATION_ERRORS[ResourceType.CLUSTER]
+        return {"throttle_time_ms": 0, "error_code": denied, "error_message": why, "results": []}
     version = ctx.api_version
     updates: dict[str, tuple[int, int]] = {}
     for update in req.feature_updates:

@@ -91,19 +91,20 @@ class CleanJob:
     first_dirty_offset: int
     first_uncleanable_offset: int
     now_ms: int
+    # the log's settings (its LogConfig) and the cleaner's (CleanerConfig), as the cleaner passes them
+    delete_retention_ms: int
+    segment_bytes: int
+    segment_index_bytes: int
+    index_interval_bytes: int
+    max_map_entries: int
+    io_buffer_bytes: int
+    max_io_bytes_per_second: float
+    producer_expiration_ms: int
     dirty_start_position: int = 0  # in the segment holding first_dirty_offset (from its offset index)
-    delete_retention_ms: int = 86_400_000
-    segment_bytes: int = 1 << 30
-    segment_index_bytes: int = 10 << 20
-    index_interval_bytes: int = 4096
-    max_map_entries: int = 1_000_000
-    io_buffer_bytes: int = 512 * 1024
-    max_io_bytes_per_second: float = float("inf")
     # producer id -> last offset of its last data batch (producers expired already left out); None: the cleaner
     # finds them in the batch headers of `segments` + `tail_segments` (the rest of the log up to its end)
     producer_last_offsets: dict[int, int] | None = None
     tail_segments: tuple[SegmentSpec, ...] = ()
-    producer_expiration_ms: int = 86_400_000
     # the `.txnindex` entries of the log's segments whose transaction starts below the first uncleanable offset
     aborted_txns: tuple[AbortedTxn, ...] = ()
 
@@ -121,7 +122,7 @@ class Stats:
     seconds: float = 0.0
 
     def add(self, other: Stats) -> None:
-        for name in self.__slots__:  # type: ignore[attr-defined]
+        for name in self.__slots__:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
@@ -238,7 +239,7 @@ def _payload(header: rec.BatchHeader, batch: memoryview) -> memoryview | bytearr
         raise CorruptLogError(f"batch at offset {header.base_offset}: {err}") from None
 
 
-def _varint(buf, p: int) -> tuple[int, int]:
+def _varint(buf: rec.Buffer, p: int) -> tuple[int, int]:
     b = buf[p]
     if b < 0x80:
         return (b >> 1) ^ -(b & 1), p + 1
@@ -256,7 +257,7 @@ def _varint(buf, p: int) -> tuple[int, int]:
             raise CorruptLogError("varint longer than 10 bytes")
 
 
-def _records(payload, count: int) -> Iterator[tuple[int, int, int, bytes | None, bool, int, int]]:
+def _records(payload: rec.Buffer, count: int) -> Iterator[tuple[int, int, int, bytes | None, bool, int, int]]:
     """(attributes, timestamp delta, offset delta, key, has value, position after the timestamp delta, record end)
     of each record; the framing was proven when the records were produced. One-byte varints (most of them) are
     decoded inline: this loop is most of the cleaner's time."""
@@ -312,7 +313,7 @@ def _records(payload, count: int) -> Iterator[tuple[int, int, int, bytes | None,
         raise CorruptLogError("record runs past its batch") from None
 
 
-def _keys(payload, count: int) -> Iterator[tuple[int, bytes | None]]:
+def _keys(payload: rec.Buffer, count: int) -> Iterator[tuple[int, bytes | None]]:
     """(offset delta, key) of each record: what the key map needs."""
     pos = 0
     varint = _varint
@@ -349,11 +350,12 @@ def _keys(payload, count: int) -> Iterator[tuple[int, bytes | None]]:
         raise CorruptLogError("record runs past its batch") from None
 
 
-def _control_type(payload) -> int | None:
+def _control_type(payload: rec.Buffer) -> int | None:
     """The type (0 abort, 1 commit) in the key of a control batch's record, None when it has none."""
     for _attrs, _tsd, _od, key, _has_value, _rest, _stop in _records(payload, 1):
         if key is not None and len(key) >= 4:
-            return _I16.unpack_from(key, 2)[0]
+            control_type: int = _I16.unpack_from(key, 2)[0]
+            return control_type
     return None
 
 
@@ -366,7 +368,7 @@ def _put_varint(out: bytearray, value: int) -> None:
     out.append(v)
 
 
-def _pack(header: rec.BatchHeader, attributes: int, base_ts: int, max_ts: int, count: int, payload) -> bytes:
+def _pack(header: rec.BatchHeader, attributes: int, base_ts: int, max_ts: int, count: int, payload: rec.Buffer) -> bytes:
     out = bytearray(rec.HEADER_SIZE + len(payload))
     _HEADER.pack_into(out, 0, header.base_offset, rec.HEADER_SIZE - rec.LOG_OVERHEAD + len(payload),
                       header.partition_leader_epoch, rec.MAGIC, 0, attributes, header.last_offset_delta, base_ts,
@@ -383,7 +385,7 @@ def empty_batch(header: rec.BatchHeader) -> bytes:
     return _pack(header, attributes, header.max_timestamp, header.max_timestamp, 0, b"")
 
 
-def rebuild_batch(header: rec.BatchHeader, payload, kept: list[tuple[int, int, int, int]],
+def rebuild_batch(header: rec.BatchHeader, payload: rec.Buffer, kept: list[tuple[int, int, int, int]],
                   delete_horizon: int | None) -> tuple[bytes, int]:
     """A batch of the records `kept` ((attributes, timestamp, rest start, record end) in `payload`) with the
     original batch's properties. Each record is re-encoded with its timestamp delta from the new base timestamp
@@ -473,7 +475,7 @@ class CleanedTransactionMetadata:
         self.ongoing_committed.add(header.producer_id)
         return False
 
-    def on_marker(self, header: rec.BatchHeader, payload) -> bool:
+    def on_marker(self, header: rec.BatchHeader, payload: rec.Buffer) -> bool:
         """A control batch was read: True if it may be discarded (its transaction has no batch left). An ABORT
         marker kept has its transaction's entry written to the cleaned index."""
         self._consume_up_to(header.base_offset + header.last_offset_delta)

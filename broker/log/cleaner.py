@@ -36,11 +36,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar, cast
 
 import structlog
 
 from broker.aio import wait_event
+from broker.config.components import ComponentConfig, setting
 from broker.log import swap
 from broker.log.clean import (
     MAP_ENTRY_BYTES,
@@ -62,6 +63,7 @@ log = structlog.get_logger(__name__)
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 Key = tuple[str, int]
+_T = TypeVar("_T")
 
 
 # --- which log, which range ---------------------------------------------------------------------------------------
@@ -166,7 +168,7 @@ class Worker(Protocol):
     async def begin(self, job: CleanJob) -> Plan: ...
     async def clean_group(self, index: int) -> GroupResult: ...
     async def end(self) -> None: ...
-    async def run(self, fn: Callable[..., Any], *args: Any) -> Any: ...
+    async def run(self, fn: Callable[..., _T], *args: Any) -> _T: ...
     def abort(self) -> None: ...
     def close(self) -> None: ...
 
@@ -188,7 +190,7 @@ class ProcessWorker:
     def __init__(self, name: str) -> None:
         self.name = name
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=name)
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._send: Connection | None = None
         self._recv: Connection | None = None
         self.starts = 0
@@ -208,7 +210,7 @@ class ProcessWorker:
         self.starts += 1
         log.info("log cleaner process started", worker=self.name, pid=proc.pid)
 
-    def _call(self, send: Connection, recv: Connection, message: tuple) -> Any:
+    def _call(self, send: Connection, recv: Connection, message: tuple[object, ...]) -> Any:
         try:
             send.send(message)
             answer = recv.recv()
@@ -222,28 +224,28 @@ class ProcessWorker:
             raise CleaningAborted(answer[2])
         raise _RemoteError(answer[1], answer[2])
 
-    async def _request(self, message: tuple) -> Any:
+    async def _request(self, message: tuple[object, ...]) -> Any:
         self._ensure()
         return await self._send_now(message)
 
-    async def _send_now(self, message: tuple) -> Any:
+    async def _send_now(self, message: tuple[object, ...]) -> Any:
         if self._send is None or self._recv is None:
             raise CleaningAborted("no cleaner process")
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self._call, self._send, self._recv, message)
 
     async def begin(self, job: CleanJob) -> Plan:
-        return await self._request(("begin", job))
+        return cast(Plan, await self._request(("begin", job)))  # the worker's answer, unpickled
 
     async def clean_group(self, index: int) -> GroupResult:
-        return await self._request(("clean", index))
+        return cast(GroupResult, await self._request(("clean", index)))
 
     async def end(self) -> None:
         """Drop the session (never starts a process: after an abort there is nothing to end)."""
         with contextlib.suppress(CleaningAborted, _RemoteError):
             await self._send_now(("end",))
 
-    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def run(self, fn: Callable[..., _T], *args: Any) -> _T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
     def abort(self) -> None:
@@ -285,7 +287,7 @@ class InlineWorker:
         if self._stop.is_set():
             raise CleaningAborted("stopped")
 
-    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def run(self, fn: Callable[..., _T], *args: Any) -> _T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
     async def begin(self, job: CleanJob) -> Plan:
@@ -320,13 +322,29 @@ class CleanerStats:
     last: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class CleanerConfig(ComponentConfig):
+    """Kafka's CleanerConfig (log.cleaner.*), and producer.id.expiration.ms: a producer's last batch is kept
+    until it expires."""
+
+    enable_cleaner: bool = setting("log.cleaner.enable")
+    num_threads: int = setting("log.cleaner.threads")
+    backoff_ms: int = setting("log.cleaner.backoff.ms")
+    dedupe_buffer_size: int = setting("log.cleaner.dedupe.buffer.size")
+    dedupe_buffer_load_factor: float = setting("log.cleaner.io.buffer.load.factor")
+    io_buffer_size: int = setting("log.cleaner.io.buffer.size")
+    max_io_bytes_per_second: float = setting("log.cleaner.io.max.bytes.per.second")
+    producer_id_expiration_ms: int = setting("producer.id.expiration.ms")
+
+
 class LogCleaner:
-    def __init__(self, logs: LogManager, config: Callable[[str], Any], *, clock: Callable[[], float] = time.time,
+    def __init__(self, logs: LogManager, config: Callable[[], CleanerConfig] = CleanerConfig, *,
+                 clock: Callable[[], float] = time.time,
                  producer_last_offsets: Callable[[str, int, int], dict[int, int] | None] | None = None,
                  last_stable_offset: Callable[[str, int], int] | None = None,
                  load_partition_state: Callable[[list[Key]], Awaitable[None]] | None = None,
                  worker: Callable[[str], Worker] = ProcessWorker) -> None:
-        """`config(name)` answers the broker settings (log.cleaner.*, producer.id.expiration.ms);
+        """`config()` the current settings (read at every pass: they may change at run time);
         `producer_last_offsets(topic, partition, newer_than_ms)` what the broker knows of the producers;
         `last_stable_offset(topic, partition)` the partition's LSO, the bound of cleaning (from its transaction
         state, which `load_partition_state(keys)` loads off the loop first). Without it, no bound: only for logs
@@ -343,21 +361,21 @@ class LogCleaner:
         self._in_progress: set[Key] = set()
         self._uncleanable: set[Key] = set()
         self._workers: list[Worker] = []
-        self._slots: list[asyncio.Task] = []
-        self._supervisor: asyncio.Task | None = None
+        self._slots: list[asyncio.Task[None]] = []
+        self._supervisor: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._closing = False
         self.stats = CleanerStats()
 
     # --- lifecycle -----------------------------------------------------------------------------------------------
     async def start(self) -> None:
-        if self._config("log.cleaner.enable"):
+        if self._config().enable_cleaner:
             self._supervisor = asyncio.get_running_loop().create_task(self._supervise(), name="log-cleaner")
 
     async def _supervise(self) -> None:
         """Keep `log.cleaner.threads` slots running (the setting may change at run time)."""
         while not self._closing:
-            wanted = int(self._config("log.cleaner.threads"))
+            wanted = self._config().num_threads
             self._slots = [t for t in self._slots if not t.done()]
             while len(self._slots) < wanted:
                 n = len(self._slots)
@@ -365,7 +383,7 @@ class LogCleaner:
             await asyncio.sleep(1.0)
 
     async def _slot(self, n: int) -> None:
-        while not self._closing and n < int(self._config("log.cleaner.threads")):
+        while not self._closing and n < self._config().num_threads:
             try:
                 cleaned = await self.clean_once(n)
             except Exception:  # noqa: BLE001 - a failed round must not stop the cleaner
@@ -374,7 +392,7 @@ class LogCleaner:
             if cleaned or self._closing:
                 continue
             self._wake.clear()
-            await wait_event(self._wake, int(self._config("log.cleaner.backoff.ms")) / 1000)
+            await wait_event(self._wake, self._config().backoff_ms / 1000)
 
     def wake(self) -> None:
         """Run a pass now (tests, config changes)."""
@@ -466,16 +484,14 @@ class LogCleaner:
         return out
 
     async def _clean(self, todo: LogToClean, now: int, worker: Worker) -> bool:
-        cfg = self._config
+        cfg = self._config()
         topic, partition = todo.key
-        threads = max(1, int(cfg("log.cleaner.threads")))
-        max_entries = int(int(cfg("log.cleaner.dedupe.buffer.size")) / threads / MAP_ENTRY_BYTES
-                          * float(cfg("log.cleaner.io.buffer.load.factor")))
-        expiration = int(cfg("producer.id.expiration.ms"))
+        threads = max(1, cfg.num_threads)
+        max_entries = int(cfg.dedupe_buffer_size / threads / MAP_ENTRY_BYTES * cfg.dedupe_buffer_load_factor)
+        expiration = cfg.producer_id_expiration_ms
         producers = self._producers(topic, partition, now - expiration) if self._producers else None
-        job, by_base = make_job(todo, now, max_map_entries=max_entries,
-                                io_buffer_bytes=int(cfg("log.cleaner.io.buffer.size")),
-                                max_io_bytes_per_second=float(cfg("log.cleaner.io.max.bytes.per.second")),
+        job, by_base = make_job(todo, now, max_map_entries=max_entries, io_buffer_bytes=cfg.io_buffer_size,
+                                max_io_bytes_per_second=cfg.max_io_bytes_per_second,
                                 producer_last_offsets=producers, producer_expiration_ms=expiration)
         plog = todo.log
         directory = plog.directory

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from broker.config.components import ComponentConfig, setting
 from broker.config.topic_config import TOPIC_CONFIGS
 from protocol import compression as codecs
 
@@ -39,6 +40,12 @@ TOPIC_NAMES = {
 COMPRESSION_CODECS = {"uncompressed": codecs.NONE, "gzip": codecs.GZIP, "snappy": codecs.SNAPPY, "lz4": codecs.LZ4,
                       "zstd": codecs.ZSTD}
 PRODUCER_CODEC = -1
+
+
+def _int(value: object) -> int:
+    """A topic config's int value, given as text or a number."""
+    number: int = int(value)  # type: ignore[call-overload]
+    return number
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,12 +94,12 @@ class LogConfig:
     def from_topic_config(cls, values: Mapping[str, object], base: LogConfig | None = None) -> LogConfig:
         """Take the log settings out of effective topic configs (Kafka names, text or int values)."""
         base = base or cls()
-        changes: dict[str, object] = {attr: int(values[name])  # type: ignore[arg-type]
+        changes: dict[str, object] = {attr: _int(values[name])
                                       for name, attr in TOPIC_NAMES.items() if values.get(name) is not None}
         internal = values.get("internal.segment.bytes")
-        if internal not in (None, "") and int(internal) > 0:  # type: ignore[arg-type]
+        if internal not in (None, "") and _int(internal) > 0:
             # Kafka's test-only override (any int is accepted, as Kafka does; only a positive size is used)
-            changes["segment_bytes"] = int(internal)  # type: ignore[arg-type]
+            changes["segment_bytes"] = _int(internal)
         ratio = values.get("min.cleanable.dirty.ratio")
         if ratio is not None:
             changes["min_cleanable_ratio"] = float(ratio)  # type: ignore[arg-type]
@@ -118,3 +125,12 @@ class LogConfig:
         if isinstance(value, LogConfig):
             return value
         return cls.from_topic_config(value, base)
+
+
+@dataclass(frozen=True)
+class LogManagerConfig(ComponentConfig):
+    """The broker-wide log settings read outside a log's own LogConfig."""
+
+    retention_check_interval_ms: int = setting("log.retention.check.interval.ms")
+    # the group-commit interval of the flusher (0: flush as soon as the previous flush finishes)
+    flush_interval_ms: int = setting("log.flush.interval.ms")

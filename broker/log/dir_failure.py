@@ -40,13 +40,13 @@ class LogDirFailureChannel:
         self.directory = directory
         self.reason: str | None = None  # set once, when the directory goes offline
         self._lock = threading.Lock()
-        self._listeners: list[Callable[[str], None]] = []
+        self._listeners: list[Callable[[str], object]] = []
 
     @property
     def offline(self) -> bool:
         return self.reason is not None
 
-    def add_listener(self, fn: Callable[[str], None]) -> None:
+    def add_listener(self, fn: Callable[[str], object]) -> None:
         """`fn(reason)` once, when the directory goes offline (possibly in a worker thread)."""
         self._listeners.append(fn)
 

@@ -18,6 +18,8 @@ import asyncio
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Protocol
 
+from broker.log.config import LogManagerConfig
+
 # Worker threads of the flusher's own pool: logs flushed at the same time (more wait for a free thread).
 DEFAULT_FLUSH_THREADS = 8
 
@@ -27,8 +29,8 @@ class Flushable(Protocol):
 
 
 class GroupCommitFlusher:
-    def __init__(self, *, flush_interval_ms: float = 0, executor: Executor | None = None,
-                 threads: int = DEFAULT_FLUSH_THREADS) -> None:
+    def __init__(self, *, flush_interval_ms: float = LogManagerConfig().flush_interval_ms,
+                 executor: Executor | None = None, threads: int = DEFAULT_FLUSH_THREADS) -> None:
         """`executor`: run the flushes there (the caller owns it); else in a pool of `threads` of the flusher's
         own, so fsyncs never queue behind other blocking work of the default executor."""
         self.flush_interval_ms = flush_interval_ms

@@ -112,11 +112,11 @@ class LogManager:
         self._checkpoint_taken = 0  # generation of the last entries taken for a write
         self._checkpoint_written = 0  # generation last written: an older snapshot never overwrites a newer one
         self._checkpoint_wanted = False
-        self._checkpoint_task: asyncio.Task | None = None
+        self._checkpoint_task: asyncio.Task[None] | None = None
         self._moves = 0  # log start offset moves so far, and how many of them the checkpoint file holds
         self._moves_written = 0
         self._doomed: list[str] = []  # paths of dropped segments, renamed .deleted, to unlink in a worker thread
-        self._unlink_task: asyncio.Task | None = None
+        self._unlink_task: asyncio.Task[None] | None = None
         self.started = False
 
     # --- lifecycle ---------------------------------------------------------------------------------------------

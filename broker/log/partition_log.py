@@ -26,7 +26,7 @@ from broker.log.config import LogConfig
 from broker.log.dir_failure import KafkaStorageError, LogDirFailureChannel, is_transient
 from broker.log.files import SHARED, FileCache
 from broker.log.fsync import fsync_all
-from broker.log.segment import BatchEntry, LogCorruptionError, RollbackFailedError, Segment
+from broker.log.segment import BatchBound, BatchEntry, LogCorruptionError, RollbackFailedError, Segment
 from broker.log.txn_index import AbortedTxn, collect_across_segments
 from protocol import records as rec
 
@@ -306,7 +306,7 @@ class PartitionLog:
     def _segment_for(self, offset: int) -> int:
         return max(0, bisect_right(self._bases, offset) - 1)
 
-    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True, bounds: list | None = None,
+    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True, bounds: list[BatchBound] | None = None,
              run_records: int = 0) -> ReadResult:
         """Whole batches from the batch holding `offset`, up to `max_bytes` (more for a single first batch if
         `min_one_batch`, KIP-74), from one segment. Raises OffsetOutOfRangeError outside [start, end], and

@@ -15,6 +15,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from broker.config.components import ComponentConfig, setting
 from broker.log.segment import SCAN_CHUNK, THREAD_SCAN_CHUNK
 from broker.log.txn_index import AbortedTxn
 from broker.log.txn_state import TxnStateTable
@@ -32,6 +33,15 @@ NO_SEQUENCE = -1
 # in-flight requests an idempotent producer may have).
 CACHED_BATCHES = 5
 INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class ProducerStateManagerConfig(ComponentConfig):
+    """Kafka's ProducerStateManagerConfig: how long a silent producer's state is kept, and how often expired
+    ones are removed."""
+
+    producer_id_expiration_ms: int = setting("producer.id.expiration.ms")
+    producer_id_expiration_check_interval_ms: int = setting("producer.id.expiration.check.interval.ms")
 
 
 def next_sequence(seq: int, increment: int = 1) -> int:

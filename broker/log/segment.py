@@ -16,6 +16,7 @@ from pathlib import Path
 
 from crc32c import crc32c
 
+from broker.log.config import LogConfig
 from broker.log.files import INDEX_FLAGS, LOG_FLAGS, SHARED, FileCache
 from broker.log.index import OffsetIndex, TimeIndex, _IndexFile
 from broker.log.txn_index import CorruptTxnIndexError, TxnIndex
@@ -45,6 +46,10 @@ _MAX_REL_OFFSET = (1 << 31) - 1
 
 # an append's batches: (position inside the appended bytes, size, last offset, max timestamp)
 BatchEntry = tuple[int, int, int, int]
+# a read batch (see Segment.read): (position in the data read, base offset, last offset, size, attributes)
+BatchBound = tuple[int, int, int, int, int]
+# what an append that fails puts back (see Segment._tracking_state)
+_TrackingState = tuple[int, int, int, int | None, int, int, int, int, int, int]
 
 
 class LogCorruptionError(Exception):
@@ -74,9 +79,14 @@ def _pread_exact(fd: int, size: int, position: int) -> bytes:
     return b"".join(parts)
 
 
+# index.interval.bytes's default (the topic table's): a segment opened only to be read or deleted
+DEFAULT_INDEX_INTERVAL = LogConfig().index_interval_bytes
+
+
 class Segment:
-    def __init__(self, directory: Path, base_offset: int, *, index_interval_bytes: int = 4096,
-                 files: FileCache | None = None, suffix: str = "") -> None:
+    def __init__(self, directory: Path, base_offset: int, *,
+                 index_interval_bytes: int = DEFAULT_INDEX_INTERVAL, files: FileCache | None = None,
+                 suffix: str = "") -> None:
         """Open (creating if missing) the segment's files. `suffix` names the files of a segment being cleaned
         (`.cleaned`) or swapped in (`.swap`), as Kafka names them; see `change_suffix`."""
         self.directory = directory
@@ -200,12 +210,12 @@ class Segment:
             self.files.release(self._path, fd)
         self.size = position + written
 
-    def _tracking_state(self) -> tuple:
+    def _tracking_state(self) -> _TrackingState:
         return (self.next_offset, self.max_timestamp, self.offset_of_max_timestamp, self.first_batch_timestamp,
                 self._bytes_since_index, self.batch_count, self._tracked_bytes, len(self.offset_index),
                 len(self.time_index), len(self._controls))
 
-    def _restore(self, saved: tuple) -> None:
+    def _restore(self, saved: _TrackingState) -> None:
         (self.next_offset, self.max_timestamp, self.offset_of_max_timestamp, self.first_batch_timestamp,
          self._bytes_since_index, self.batch_count, self._tracked_bytes, offsets, times, controls) = saved
         del self._controls[controls:]
@@ -283,7 +293,7 @@ class Segment:
                 return pos, header
         return None
 
-    def read(self, offset: int, max_bytes: int, min_one_batch: bool, bounds: list | None = None,
+    def read(self, offset: int, max_bytes: int, min_one_batch: bool, bounds: list[BatchBound] | None = None,
              run_records: int = 0) -> tuple[bytes | memoryview, int, int]:
         """Whole batches starting with the batch holding `offset`, at most `max_bytes` unless the first batch is
         bigger and `min_one_batch` (KIP-74). Returns (data, position, first batch base offset or -1). `bounds`
@@ -357,7 +367,7 @@ class Segment:
         return positions[i] if i >= 0 and positions[i] > first_pos else first_pos
 
     @staticmethod
-    def _cut(region: bytes, region_start: int, q: int, limit: int, bounds: list | None = None
+    def _cut(region: bytes, region_start: int, q: int, limit: int, bounds: list[BatchBound] | None = None
              ) -> tuple[int, int]:
         """Walk whole batches from position `q` (a batch start) up to `limit`: (the position after the last
         whole one, its last offset or -1 when none fits). `bounds` receives each batch's (position from the
@@ -387,7 +397,7 @@ class Segment:
         controls = self._controls
         return not controls or bisect_left(controls, start) == bisect_left(controls, end)
 
-    def _read_large(self, offset: int, start: int, max_bytes: int, min_one_batch: bool, bounds: list | None
+    def _read_large(self, offset: int, start: int, max_bytes: int, min_one_batch: bool, bounds: list[BatchBound] | None
                     ) -> tuple[bytes | memoryview, int, int]:
         """`read` among large batches (1 MB producer batches): one walk over the headers from the index entry
         (a _HEADER_CHUNK pread per batch) finds the first batch and the cut, then exactly the whole batches

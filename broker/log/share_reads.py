@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import takewhile
 from operator import itemgetter
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from broker.log.partition_log import OffsetOutOfRangeError
 from broker.log.read_committed import Fate, classify_batches
@@ -132,7 +132,7 @@ class _Slices:
     __slots__ = ("_runs",)
 
     def __init__(self) -> None:
-        self._runs: list[list] = []  # [read, start, end]
+        self._runs: list[list[Any]] = []  # [read, start, end]
 
     def add(self, data: memoryview, start: int, end: int) -> None:
         runs = self._runs

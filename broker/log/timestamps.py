@@ -68,6 +68,7 @@ def _flagged_errors(batch: rec.Buffer, log_append_time: bool, before_max_ms: int
         if index in skip:
             continue
         ts = record.timestamp
+        assert ts is not None  # a decoded record has its timestamp
         if not log_append_time and ts != NO_TIMESTAMP:
             if _out_of_range(ts, now, before_max_ms, after_max_ms):
                 errors.append((index, _out_of_range_message(ts, record.offset, now, before_max_ms, after_max_ms)))

@@ -113,7 +113,7 @@ class SharePartitionCollector(LoopStateCollector):
         def counter(name: str, doc: str) -> CounterMetricFamily:
             return CounterMetricFamily(f"shoal_share_partition_{name}", doc, labels=SHARE_PARTITION)
 
-        families = (
+        families: tuple[GaugeMetricFamily | CounterMetricFamily, ...] = (
             gauge("start_offset", "Share-partition start offset (SPSO)."),
             gauge("in_flight_records", "Offsets between the start offset and the end offset (SPEO)."),
             gauge("acquired_records", "Records acquired by a consumer now (locked)."),

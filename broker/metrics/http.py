@@ -27,7 +27,7 @@ import logging
 import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import structlog
 from aiohttp import web
@@ -77,11 +77,11 @@ class _Tracked(asyncio.Protocol):
         self._opened = opened
         self._on_closed = on_closed
         self._timer: asyncio.TimerHandle | None = None
-        self._transport: asyncio.BaseTransport | None = None
+        self._transport: asyncio.Transport | None = None
         self._head = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport
+        self._transport = cast(asyncio.Transport, transport)  # a stream server's connection
         loop = asyncio.get_running_loop()
         self._opened[self.inner] = loop.time()
         self._timer = loop.call_later(HARD_CONNECTION_AGE_S, self.inner.force_close)
@@ -93,13 +93,15 @@ class _Tracked(asyncio.Protocol):
         # answer is written: a client streaming header lines is cut off here at once instead.
         first = data.find(b"\r\n\r\n")  # where the head in progress ends, if it does in this chunk
         if self._head + (first + 4 if first >= 0 else len(data)) > MAX_HEAD_BYTES:
-            self._transport.abort()  # type: ignore[attr-defined]
+            if self._transport is not None:  # always: data comes after connection_made
+                self._transport.abort()
             return
         self._head = len(data) - data.rfind(b"\r\n\r\n") - 4 if first >= 0 else self._head + len(data)
         self.inner.data_received(data)
 
     def eof_received(self) -> bool | None:
-        return self.inner.eof_received()
+        self.inner.eof_received()
+        return None  # as aiohttp's handler: the transport closes itself
 
     def pause_writing(self) -> None:
         self.inner.pause_writing()

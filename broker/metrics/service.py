@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
 
 from broker.config import BrokerConfig, parse_host_port
+from broker.config.components import ComponentConfig, setting
 from broker.metrics.client_metrics import ClientTelemetryCollector
 from broker.metrics.collectors import (
     FlushCollector,
@@ -43,6 +45,12 @@ if TYPE_CHECKING:
 Spawn = Callable[[Coroutine[Any, Any, Any], str], asyncio.Task]
 
 
+@dataclass(frozen=True)
+class MetricsConfig(ComponentConfig):
+    prometheus_listener: str = setting("metrics.prometheus.listener")  # host:port, empty: no endpoint
+    loop_lag_warn_ms: int = setting("shoal.loop.lag.warn.ms")
+
+
 class MetricsService:
     """`registry` is the one the router already counts requests in; `spawn` runs the watchdog for the life of the
     broker. The components read at scrape time may be None (nothing exported for them); `console`, when given,
@@ -69,8 +77,9 @@ class MetricsService:
         # process_*: RSS, CPU seconds, open file descriptors (read from /proc at scrape time); python_info.
         ProcessCollector(registry=registry)
         PlatformCollector(registry=registry)
-        self.watchdog = LoopLagWatchdog(registry, warn_s=config.get("shoal.loop.lag.warn.ms") / 1000)
-        address = parse_host_port(config.get("metrics.prometheus.listener"))
+        settings = MetricsConfig.from_config(config)
+        self.watchdog = LoopLagWatchdog(registry, warn_s=settings.loop_lag_warn_ms / 1000)
+        address = parse_host_port(settings.prometheus_listener)
         self.endpoint = MetricsEndpoint(registry, *address, loop_collectors=self.collectors, console=console) \
             if address is not None else None
 

@@ -18,6 +18,7 @@ import structlog
 
 from broker.context import Admission
 from broker.log.dir_failure import KafkaStorageError
+from broker.quotas.config import QuotaConfig
 from broker.quotas.managers import (
     ClientQuotaManager,
     ControllerMutationQuota,
@@ -66,12 +67,11 @@ class QuotaService:
         self.clock = clock
         self.store = ClientQuotaStore()
 
-        def client_window() -> MetricConfig:  # read at use: a dynamic change applies to the next recording
-            return MetricConfig(config.get("quota.window.num"), config.get("quota.window.size.seconds") * 1000)
+        def client_window() -> MetricConfig:  # read at use: a config change applies to the next recording
+            return QuotaConfig.from_config(config).client_window
 
         def controller_window() -> MetricConfig:
-            return MetricConfig(config.get("controller.quota.window.num"),
-                                config.get("controller.quota.window.size.seconds") * 1000)
+            return QuotaConfig.from_config(config).controller_window
 
         self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, self.store, client_window)
         self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, self.store, client_window)

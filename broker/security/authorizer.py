@@ -34,6 +34,7 @@ from broker.security.acl import (
     ResourceType,
     host_matches,
 )
+from broker.security.config import SecurityConfig
 from protocol.errors import ErrorCode
 
 log = structlog.get_logger(__name__)
@@ -96,7 +97,8 @@ def record_from_binding(acl_id: uuid.UUID, acl: AclBinding) -> dict:
 
 
 class Authorizer:
-    def __init__(self, *, super_users: Iterable[str] = (), allow_everyone_if_no_acl_found: bool = False,
+    def __init__(self, *, super_users: Iterable[str] = (),
+                 allow_everyone_if_no_acl_found: bool = SecurityConfig().allow_everyone_if_no_acl_found,
                  new_id: Callable[[], uuid.UUID] = uuid.uuid4) -> None:
         self.super_users = frozenset(super_users)
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
@@ -115,6 +117,7 @@ class Authorizer:
 
     def apply(self, record_type: int, value) -> None:
         self.version += 1
+        acl: AclBinding | None
         if record_type == ACCESS_CONTROL_ENTRY_RECORD:
             acl = binding_from_record(value)
             acl_id = value["id"]
@@ -237,8 +240,8 @@ class Authorizer:
         Authorizer.authorizeByResourceType: an ALLOW (LITERAL or PREFIXED) not dominated by a DENY."""
         if self.authorize(principal, host, operation, resource_type, "hardcode"):
             return True
-        deny = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
-        allow = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
+        deny: dict[PatternType, set[str]] = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
+        allow: dict[PatternType, set[str]] = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
         for acl in self._by_id.values():
             if acl.resource_type != resource_type:
                 continue

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
@@ -79,8 +80,8 @@ class ScramCredentialStore:
         """`deletions` items have name/mechanism; `upsertions` name/mechanism/iterations/salt/salted_password.
         A user named twice in one request fails (DUPLICATE_RESOURCE) and none of its changes apply."""
         errors: dict[str, tuple[ErrorCode, str]] = {}
-        to_delete: dict[str, object] = {}
-        to_upsert: dict[str, object] = {}
+        to_delete: dict[str, Any] = {}  # decoded request items
+        to_upsert: dict[str, Any] = {}
         duplicate = (ErrorCode.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request")
         for item in deletions:
             if item.name in errors:

@@ -48,6 +48,15 @@ def _sum(now: int, duration: int) -> int:
     return LONG_MAX if now > LONG_MAX - duration else now + duration
 
 
+def new_token_id() -> str:
+    """A token id as Kafka makes one (Uuid.randomUuid().toString()): 16 random bytes in URL-safe base64 without
+    padding, 22 characters, never starting with '-'. It is the SCRAM user name a client logs in with."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
+
+
 @dataclass(frozen=True, slots=True)
 class TokenInfo:
     token_id: str
@@ -172,7 +181,7 @@ class DelegationTokenManager:
         lifetime = self.max_lifetime_ms if max_lifetime_ms <= 0 else min(self.max_lifetime_ms, max_lifetime_ms)
         max_ms = _sum(now, lifetime)
         expiry_ms = min(max_ms, _sum(now, self.renew_ms))
-        token = TokenInfo(str(uuid.uuid4()), owner, requester, tuple(renewers), now, max_ms, expiry_ms)
+        token = TokenInfo(new_token_id(), owner, requester, tuple(renewers), now, max_ms, expiry_ms)
         return [token.record()], Created(ErrorCode.NONE, token, self.hmac(token.token_id))
 
     # --- RenewDelegationToken / ExpireDelegationToken --------------------------------------------------------

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.context import ConnectionInfo
+from broker.security.config import SecurityConfig
 
 
 @dataclass
@@ -21,6 +22,7 @@ class ListenerSecurity:
     authenticator: Callable[[ConnectionInfo], Any] | None = None
     # TLS listeners without SASL: the principal of a verified client certificate (getpeercert() dict).
     certificate_principal: Callable[[Any], str] | None = None
-    failed_authentication_delay_s: float = 0.1
-    max_unauthenticated_frame: int = 524_288  # sasl.server.max.receive.size
+    # connection.failed.authentication.delay.ms and sasl.server.max.receive.size (SASL listeners)
+    failed_authentication_delay_s: float = SecurityConfig().failed_authentication_delay_ms / 1000
+    max_unauthenticated_frame: int = SecurityConfig().sasl_server_max_receive_size
     ssl_handshake_timeout_s: float = 10.0

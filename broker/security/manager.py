@@ -26,6 +26,7 @@ from broker.security.authorizer import (
     Authorizer,
     parse_super_users,
 )
+from broker.security.config import ListenerConfig, SecurityConfig
 from broker.security.credentials import (
     REMOVE_USER_SCRAM_CREDENTIAL_RECORD,
     USER_SCRAM_CREDENTIAL_RECORD,
@@ -81,15 +82,16 @@ def parse_add_scram(text: str) -> tuple[str, str, str, int]:
 class SecurityManager:
     def __init__(self, config, journal) -> None:
         self.config = config
+        self.settings = settings = SecurityConfig.from_config(config)
         self._journal = journal
         self.credentials = ScramCredentialStore()
         self.tokens = DelegationTokenManager(
-            secret_key=config.get("delegation.token.secret.key"),
-            max_lifetime_ms=config.get("delegation.token.max.lifetime.ms"),
-            renew_ms=config.get("delegation.token.expiry.time.ms"), now_ms=lambda: int(time.time() * 1000))
-        self.enforcing = bool(config.get("authorizer.class.name"))
-        self.acls = Authorizer(super_users=parse_super_users(config.get("super.users")),
-                               allow_everyone_if_no_acl_found=config.get("allow.everyone.if.no.acl.found"))
+            secret_key=settings.delegation_token_secret_key,
+            max_lifetime_ms=settings.delegation_token_max_lifetime_ms,
+            renew_ms=settings.delegation_token_expiry_time_ms, now_ms=lambda: int(time.time() * 1000))
+        self.enforcing = bool(settings.authorizer_class_name)
+        self.acls = Authorizer(super_users=parse_super_users(settings.super_users),
+                               allow_everyone_if_no_acl_found=settings.allow_everyone_if_no_acl_found)
         self._plain_users: dict[str, dict[str, str]] = {}
         # held from computing records against the current credentials/ACLs until they are applied, so two
         # changes waiting for their journal fsync never decide from the same stale state
@@ -185,19 +187,19 @@ class SecurityManager:
         `version_range(api_key)` is the router's: the authenticator checks handshake versions against it."""
         config = self.config
         out: dict[str, ListenerSecurity] = {}
-        delay_s = config.get("connection.failed.authentication.delay.ms") / 1000
-        max_receive = config.get("sasl.server.max.receive.size")
+        delay_s = self.settings.failed_authentication_delay_ms / 1000
+        max_receive = self.settings.sasl_server_max_receive_size
         for listener in config.listeners:
             name = listener.name
             protocol = config.security_protocol(name)
             context = None
             if protocol in ("SSL", "SASL_SSL"):
-                context = tls.server_context(lambda key, name=name: config.listener_value(name, key), name)
+                context = tls.server_context(self.listener_settings(name), name)
             authenticator = None
             if protocol.startswith("SASL_"):
                 authenticator = functools.partial(
                     self._new_authenticator, name, self.sasl_mechanisms(name), version_range,
-                    config.listener_value(name, "connections.max.reauth.ms"))
+                    self.listener_settings(name).connections_max_reauth_ms)
             principal = tls.certificate_principal if protocol == "SSL" else None
             out[name] = ListenerSecurity(protocol, context, authenticator, principal, delay_s, max_receive)
         return out
@@ -209,8 +211,12 @@ class SecurityManager:
                                  version_range=version_range, reauth_ms=reauth_ms, connection=connection)
 
     # --- SASL ------------------------------------------------------------------------------------------------
+    def listener_settings(self, listener: str) -> ListenerConfig:
+        """The listener's SASL and TLS settings (`listener.name.<listener>.*` values over the broker's)."""
+        return ListenerConfig.read(lambda key: self.config.listener_value(listener, key))
+
     def sasl_mechanisms(self, listener: str) -> list[str]:
-        return list(self.config.listener_value(listener, "sasl.enabled.mechanisms"))
+        return list(self.listener_settings(listener).sasl_enabled_mechanisms)
 
     def sasl_server(self, listener: str, mechanism: str):
         """A fresh server-side exchange for one authentication."""

@@ -53,7 +53,7 @@ class SaslStep:
 
 class SaslAuthenticator:
     def __init__(self, *, listener: str, mechanisms: list[str], new_server: Callable[[str], Any],
-                 version_range: Callable[[int], tuple[int, int] | None], reauth_ms: int = 0,
+                 version_range: Callable[[int], tuple[int, int] | None], reauth_ms: int,
                  clock: Callable[[], float] = time.monotonic, connection: Any = None,
                  wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
         self.listener = listener
@@ -118,7 +118,9 @@ class SaslAuthenticator:
         if _API_KEY.unpack_from(frame)[0] == SASL_HANDSHAKE and self._expires_at is not None and \
                 now - self._last_reauth_start >= MIN_REAUTH_INTERVAL_S:
             self._last_reauth_start = now
-            self._previous = (self.mechanism, self.principal)
+            mechanism, principal = self.mechanism, self.principal
+            assert mechanism is not None and principal is not None  # set when the session authenticated
+            self._previous = (mechanism, principal)
             self._state = "handshake"
             return self.receive(frame)
         if self._expires_at is not None and now > self._expires_at:

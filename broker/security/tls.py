@@ -12,10 +12,9 @@ from __future__ import annotations
 import os
 import ssl
 import tempfile
-from collections.abc import Callable
-from typing import Any
 
 from broker.config import ConfigError
+from broker.security.config import ListenerConfig
 
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
@@ -25,33 +24,32 @@ _RDN_KEYWORDS = {"commonName": "CN", "countryName": "C", "localityName": "L", "s
                  "streetAddress": "STREET", "userId": "UID"}
 
 
-def server_context(value: Callable[[str], Any], listener: str) -> ssl.SSLContext:
-    """`value(key)` reads a listener's effective `ssl.*` property."""
+def server_context(settings: ListenerConfig, listener: str) -> ssl.SSLContext:
+    """The TLS context of a listener with these (its effective) settings."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    enabled = [_VERSIONS[v] for v in value("ssl.enabled.protocols")]
+    enabled = [_VERSIONS[v] for v in settings.ssl_enabled_protocols]
     context.minimum_version = min(enabled)
     context.maximum_version = max(enabled)
-    password = value("ssl.key.password") or value("ssl.keystore.password")
+    password = settings.ssl_key_password or settings.ssl_keystore_password
+    trust_location = settings.ssl_truststore_location
+    trust_inline = settings.ssl_truststore_certificates
     try:
-        location = value("ssl.keystore.location")
-        if location:
-            context.load_cert_chain(location, password=password)
+        if settings.ssl_keystore_location:
+            context.load_cert_chain(settings.ssl_keystore_location, password=password)
         else:
-            _load_inline_chain(context, value("ssl.keystore.certificate.chain"), value("ssl.keystore.key"), password)
-        trust_location = value("ssl.truststore.location")
-        trust_inline = value("ssl.truststore.certificates")
+            _load_inline_chain(context, settings.ssl_keystore_certificate_chain, settings.ssl_keystore_key,
+                               password)
         if trust_location:
             context.load_verify_locations(cafile=trust_location)
         elif trust_inline:
             context.load_verify_locations(cadata=trust_inline)
-        ciphers = value("ssl.cipher.suites")
-        if ciphers:
-            context.set_ciphers(":".join(ciphers))
+        if settings.ssl_cipher_suites:
+            context.set_ciphers(":".join(settings.ssl_cipher_suites))
     except (OSError, ssl.SSLError, ValueError) as err:
         raise ConfigError(f"listener {listener}: cannot set up TLS: {err}") from None
-    context.verify_mode = _CLIENT_AUTH[value("ssl.client.auth")]
+    context.verify_mode = _CLIENT_AUTH[settings.ssl_client_auth]
     if context.verify_mode != ssl.CERT_NONE and not (trust_location or trust_inline):
-        raise ConfigError(f"listener {listener}: ssl.client.auth={value('ssl.client.auth')} needs "
+        raise ConfigError(f"listener {listener}: ssl.client.auth={settings.ssl_client_auth} needs "
                           "ssl.truststore.location or ssl.truststore.certificates")
     return context
 

@@ -22,11 +22,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import structlog
 
-from broker.config import group_config as gc
+from broker.config.components import ComponentConfig, ConfigSource, setting
+from broker.config.group_config import GroupConfig
 from broker.share.inflight import DEAD_REJECTED, DeadLetter
 from protocol.errors import ErrorCode
 from protocol.primitives import BytesParts
@@ -35,13 +37,10 @@ from protocol.records import Record, build_batch, iter_batch_views, iter_records
 if TYPE_CHECKING:
     from broker.cluster.manager import TopicManager
     from broker.cluster.topics import TopicInfo
-    from broker.config import BrokerConfig
     from broker.replica_manager import ReplicaManager
 
 log = structlog.get_logger(__name__)
 
-TOPIC_NAME = "errors.deadletterqueue.topic.name"
-COPY_RECORD = "errors.deadletterqueue.copy.record.enable"
 GROUP_ENABLE = "errors.deadletterqueue.group.enable"  # topic config
 AUTO_CREATE = "errors.deadletterqueue.auto.create.topics.enable"  # broker configs
 PREFIX = "errors.deadletterqueue.topic.name.prefix"
@@ -57,6 +56,15 @@ MESSAGES = {DEAD_REJECTED: "Offset rejected by client.",
 WARN_EVERY_S = 60.0  # an unusable DLQ is reported at most this often per group
 
 
+@dataclass(frozen=True)
+class DeadLetterQueueConfig(ComponentConfig):
+    """The cluster's DLQ settings (KIP-1191) and the partitions of a DLQ topic it creates."""
+
+    auto_create_topics_enable: bool = setting(AUTO_CREATE)
+    topic_name_prefix: str = setting(PREFIX)
+    num_partitions: int = setting("num.partitions")
+
+
 class _Offsets(NamedTuple):
     first_offset: int
     last_offset: int
@@ -67,8 +75,8 @@ class DlqWriteError(Exception):
 
 
 class DeadLetterQueue:
-    def __init__(self, *, config: BrokerConfig, topics: TopicManager, replicas: ReplicaManager,
-                 group_configs: Callable[[str], dict[str, str]]) -> None:
+    def __init__(self, *, config: ConfigSource, topics: TopicManager, replicas: ReplicaManager,
+                 group_configs: Callable[[str], GroupConfig]) -> None:
         self._config = config
         self._topics = topics
         self._replicas = replicas
@@ -79,7 +87,7 @@ class DeadLetterQueue:
         self.skipped: dict[str, int] = {}  # group -> archived records with no DLQ copy (DLQ unusable)
 
     def configured(self, group: str) -> bool:
-        return bool(gc.str_value(self._group_configs(group), TOPIC_NAME))
+        return bool(self._group_configs(group).errors_deadletterqueue_topic_name)
 
     async def write(self, group: str, topic: str, partition: int, letters: Sequence[DeadLetter],
                     source: TopicInfo | None) -> None:
@@ -89,7 +97,7 @@ class DeadLetterQueue:
         if not letters:
             return
         cfg = self._group_configs(group)
-        name = gc.str_value(cfg, TOPIC_NAME)
+        name = cfg.errors_deadletterqueue_topic_name
         if not name:
             return
         count = sum(d.last_offset - d.first_offset + 1 for d in letters)
@@ -97,7 +105,8 @@ class DeadLetterQueue:
         if info is None:
             self.skipped[group] = self.skipped.get(group, 0) + count
             return
-        copies = self._source_records(source, partition, letters) if gc.bool_value(cfg, COPY_RECORD) else {}
+        copying = cfg.errors_deadletterqueue_copy_record_enable
+        copies = self._source_records(source, partition, letters) if copying else {}
         now = int(time.time() * 1000)
         records = []
         for d in letters:
@@ -140,9 +149,9 @@ class DeadLetterQueue:
                 self._warn(group, name, f"DLQ topic does not allow it ({GROUP_ENABLE}=false)")
                 return None
             return info
-        config = self._config
-        prefix = config.get(PREFIX)
-        if not config.get(AUTO_CREATE) or not name.startswith(prefix):
+        settings = DeadLetterQueueConfig.from_config(self._config)  # at each use: both are dynamic
+        prefix = settings.topic_name_prefix
+        if not settings.auto_create_topics_enable or not name.startswith(prefix):
             self._warn(group, name, f"DLQ topic does not exist and is not auto-created ({AUTO_CREATE}, "
                                     f"prefix {prefix!r})")
             return None
@@ -154,7 +163,7 @@ class DeadLetterQueue:
                 try:
                     topics.registry.check_new_topic(name)
                     info = await topics.create_planned(TopicPlan(
-                        name, config.get("num.partitions"), {GROUP_ENABLE: "true"}))
+                        name, settings.num_partitions, {GROUP_ENABLE: "true"}))
                 except Exception as err:  # noqa: BLE001 - an invalid name etc.: reported, records still archived
                     self._warn(group, name, "DLQ topic could not be created", error=repr(err))
                     return None

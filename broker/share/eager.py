@@ -29,7 +29,7 @@ def run_eager(coro: Coroutine[Any, Any, T]) -> tuple[bool, Any]:
 def _continue(coro: Coroutine[Any, Any, T], yielded: Any) -> asyncio.Task[T]:
     task = asyncio.get_running_loop().create_task(_resume(coro, yielded))
 
-    def cancelled_before_start(t: asyncio.Task) -> None:
+    def cancelled_before_start(t: asyncio.Task[T]) -> None:
         # A task cancelled before its first step never enters _resume: pass the cancellation on by hand.
         if t.cancelled():
             if isinstance(yielded, asyncio.Future):
@@ -56,9 +56,11 @@ async def _resume(coro: Coroutine[Any, Any, T], yielded: Any) -> T:
             try:
                 yielded = coro.throw(err)
             except StopIteration as stop:
-                return stop.value
+                thrown: T = stop.value
+                return thrown
             continue
         try:
             yielded = coro.send(None)
         except StopIteration as stop:
-            return stop.value
+            result: T = stop.value
+            return result

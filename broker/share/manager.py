@@ -26,14 +26,15 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from itertools import chain
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
-from broker.aio import wait_event
 from broker.config import group_config as gc
+from broker.config.group_config import GroupConfig
+from broker.coordinator.periodic import PeriodicTask
 from broker.log.dir_failure import KafkaStorageError
 from broker.share.delayed_fetch import DelayedShareFetch
 from broker.share.dlq import DeadLetterQueue
@@ -72,10 +73,10 @@ UNINITIALIZED = UNINITIALIZED_START_OFFSET
 EXPIRY_RETRY_S = 0.5  # pause after a failed lock-expiry round before the next one
 
 
-# group id -> effective group configs. A change of the group's configs gives a new mapping (the config service
-# caches one per group and replaces it on a change), so the leader reads a mapping's settings once and keeps them
-# while the same mapping comes back.
-GroupConfigs = Callable[[str], Mapping[str, str]]
+# group id -> its effective configs, typed (ConfigService.group_settings). A change of the group's configs gives a
+# new object (the config service caches one per group and replaces it on a change), so the leader reads an
+# object's settings once and keeps them while the same object comes back.
+GroupConfigs = Callable[[str], GroupConfig]
 SETTINGS_CACHE_SIZE = 4096  # groups whose settings are kept (cleared beyond this, then read again on use)
 Spawn = Callable[[Coroutine[Any, Any, Any], str], Any]  # run a background task for the broker's life
 Assignment = Mapping[uuid.UUID, Collection[int]]  # topic id -> partitions assigned to a member
@@ -119,13 +120,14 @@ class SharePartitionManager:
         self._clock = clock
         self.sessions = ShareSessionCache(config.get("group.share.max.share.sessions"))
         self._partitions: dict[PartitionKey, SharePartition] = {}
-        self._loading: dict[PartitionKey, asyncio.Future] = {}
-        self._timer_kick = asyncio.Event()
-        self._timer_due_ms = 0  # when the lock-expiry loop wakes next by itself (0: not sleeping)
+        self._loading: dict[PartitionKey, asyncio.Future[SharePartition]] = {}
+        self._lock_expiry = PeriodicTask("share-lock-expiry", self._expire_locks, next_due_s=self._next_expiry_s,
+                                         failure_event="share lock expiry round failed",
+                                         retry_after_s=EXPIRY_RETRY_S)
         self._settings: dict[str, GroupSettings] = {}  # group id -> its settings (see `settings`)
         # Share sessions live on the connection that opened them (as in Kafka): (group, member) -> connection id.
         self._session_conn: dict[tuple[str, str], int] = {}
-        self._releases: set[asyncio.Task] = set()
+        self._releases: set[asyncio.Task[int]] = set()
         self._closed = False
         # group id -> effective group configs (share.auto.offset.reset, share.record.lock.duration.ms, ...).
         self.group_configs = group_configs
@@ -136,7 +138,7 @@ class SharePartitionManager:
 
     # --- lifecycle ---------------------------------------------------------------------------------------------
     async def start(self) -> None:
-        self._spawn(self._expiry_loop(), "share-lock-expiry")
+        self._spawn(self._lock_expiry.run(), "share-lock-expiry")
 
     # --- the entries: ShareFetch and ShareAcknowledge (Kafka's fetchMessages and acknowledge) -------------------
     async def fetch_messages(self, fetch: ShareFetch, readable: Callable[[uuid.UUID], bool]) -> ShareFetchAnswer:
@@ -273,7 +275,7 @@ class SharePartitionManager:
 
     # --- configuration -----------------------------------------------------------------------------------------
     def settings(self, group: str) -> GroupSettings:
-        """The group's settings, read again only when its configs changed (a new mapping, see GroupConfigs): a
+        """The group's settings, read again only when its configs changed (a new object, see GroupConfigs): a
         change (IncrementalAlterConfigs on the GROUP resource) applies to the next request, and a request parses
         no config."""
         configs = self.group_configs(group)
@@ -282,11 +284,11 @@ class SharePartitionManager:
             return cached
         settings = GroupSettings(
             configs,
-            lock_duration_ms=gc.int_value(configs, "share.record.lock.duration.ms"),
-            delivery_count_limit=gc.int_value(configs, "share.delivery.count.limit"),
-            max_in_flight_records=gc.int_value(configs, "share.partition.max.record.locks"),
-            renew_enabled=gc.bool_value(configs, "share.renew.acknowledge.enable"),
-            read_committed=gc.str_value(configs, "share.isolation.level") == "read_committed")
+            lock_duration_ms=configs.share_record_lock_duration_ms,
+            delivery_count_limit=configs.share_delivery_count_limit,
+            max_in_flight_records=configs.share_partition_max_record_locks,
+            renew_enabled=configs.share_renew_acknowledge_enable,
+            read_committed=configs.share_read_committed)
         if len(self._settings) >= SETTINGS_CACHE_SIZE:
             self._settings.clear()
         self._settings[group] = settings
@@ -320,7 +322,7 @@ class SharePartitionManager:
         return settings
 
     def _start_offset(self, group: str, topic: str, partition: int) -> int:
-        reset = gc.str_value(self.group_configs(group), "share.auto.offset.reset")
+        reset = self.group_configs(group).share_auto_offset_reset
         replicas = self._replicas
         if reset == "earliest":
             return replicas.log_offsets(topic, partition)[0]
@@ -376,7 +378,7 @@ class SharePartitionManager:
         loading = self._loading.get(key)
         if loading is not None:
             return await asyncio.shield(loading)
-        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[SharePartition] = asyncio.get_running_loop().create_future()
         self._loading[key] = fut
         try:
             sp = await self._load(key, info.name)
@@ -463,11 +465,12 @@ class SharePartitionManager:
         finished, outcome = run_eager(self._write_after(prev, sp, delta, dead))
         if finished:
             sp.last_write = None
-            return outcome
+            code: ErrorCode = outcome
+            return code
         sp.last_write = outcome
         return await asyncio.shield(outcome)
 
-    async def _write_after(self, prev: asyncio.Future | None, sp: SharePartition, delta: StateDelta | None,
+    async def _write_after(self, prev: asyncio.Future[ErrorCode] | None, sp: SharePartition, delta: StateDelta | None,
                            dead: list[DeadLetter]) -> ErrorCode:
         if prev is not None:
             await asyncio.wait([prev])
@@ -561,10 +564,9 @@ class SharePartitionManager:
         return Acquired(ranges, replicas.read_batches(topic, partition, ranges, new.spans))
 
     def _locked(self, deadline_ms: int) -> None:
-        """New locks expire at `deadline_ms`: wake the expiry loop only if it would sleep past that (one wake
+        """New locks expire at `deadline_ms`: wake the expiry task only if it would sleep past that (one wake
         per acquisition would cost every ShareFetch a round over all share-partitions)."""
-        if deadline_ms < self._timer_due_ms or not self._timer_due_ms:
-            self._timer_kick.set()
+        self._lock_expiry.wake_if_due_before((deadline_ms - self.now_ms()) / 1000)
 
     def available_bytes(self, sp: SharePartition, enough: int) -> int:
         """Bytes acquirable now, counted up to `enough` (MinBytes); released records count as enough."""
@@ -651,7 +653,7 @@ class SharePartitionManager:
             del self._partitions[key]
         self._settings.pop(group_id, None)
 
-    def on_share_state_reset(self, group_id: str, partitions: dict) -> None:
+    def on_share_state_reset(self, group_id: str, partitions: Mapping[uuid.UUID, Iterable[int]]) -> None:
         """AlterShareGroupOffsets / DeleteShareGroupOffsets replaced or deleted these share-partitions' durable
         state (the group is empty): drop the loaded copies, the next fetch loads the new state."""
         for tid, parts in partitions.items():
@@ -669,7 +671,7 @@ class SharePartitionManager:
         self._releases.add(task)
         task.add_done_callback(self._release_done)
 
-    def _release_done(self, task: asyncio.Task) -> None:
+    def _release_done(self, task: asyncio.Task[int]) -> None:
         self._releases.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("share release failed", exc_info=task.exception())
@@ -705,29 +707,15 @@ class SharePartitionManager:
                 sp.waiters.discard(event)
 
     # --- lock expiry -------------------------------------------------------------------------------------------
-    async def _expiry_loop(self) -> None:
-        """Release expired locks at the earliest deadline; one failed round is logged and the loop goes on (a
-        dead loop would leave every later lock held for ever)."""
-        while True:
-            try:
-                await self._expiry_round()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # noqa: BLE001 - the timer must keep running
-                log.exception("share lock expiry round failed")
-                await asyncio.sleep(EXPIRY_RETRY_S)
-
-    async def _expiry_round(self) -> None:
-        now = self.now_ms()
+    def _next_expiry_s(self) -> float | None:
+        """Seconds until the earliest lock deadline of any share-partition (None: no lock held)."""
         deadlines = [d for sp in self._partitions.values() if (d := sp.inflight.next_deadline()) is not None]
-        wait_s = min(max(0.0, (min(deadlines) - now) / 1000) if deadlines else 3600.0, 3600.0)
-        self._timer_kick.clear()
-        self._timer_due_ms = now + int(wait_s * 1000)
-        try:
-            if await wait_event(self._timer_kick, wait_s):
-                return  # new locks: recompute the earliest deadline
-        finally:
-            self._timer_due_ms = 0
+        return (min(deadlines) - self.now_ms()) / 1000 if deadlines else None
+
+    async def _expire_locks(self) -> None:
+        """Release expired locks and persist that; one failed share-partition does not hold up the others (the
+        round then fails, is logged, and the task goes on: a dead task would leave every later lock held for
+        ever)."""
         now = self.now_ms()
         failed: Exception | None = None
         for sp in list(self._partitions.values()):

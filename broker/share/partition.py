@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from broker.share.inflight import ShareInFlight
+from broker.config.group_config import GroupConfig
+from broker.share.inflight import AcquiredRange, ShareInFlight
 from protocol.errors import ErrorCode
 from protocol.primitives import BytesParts
 
@@ -30,9 +30,9 @@ def offline_error(topic: str, partition: int) -> ShareError:
 
 @dataclass(frozen=True, slots=True)
 class GroupSettings:
-    """The group configs the leader applies, read from one mapping of the group's effective configs (`source`)."""
+    """The group configs the leader applies, read from one object of the group's effective configs (`source`)."""
 
-    source: Mapping[str, str]
+    source: GroupConfig
     lock_duration_ms: int
     delivery_count_limit: int
     max_in_flight_records: int
@@ -46,7 +46,7 @@ class SharePartition:
     topic: str
     inflight: ShareInFlight
     # Writes of one partition go out in order: each waits for the previous (a later delta never lands first).
-    last_write: asyncio.Future | None = None
+    last_write: asyncio.Future[ErrorCode] | None = None
     waiters: set[asyncio.Event] = field(default_factory=set)
     # Dropped from the manager (topic deleted, or memory discarded after a failed state write): a fetch that
     # still holds it acquires nothing from it, and changes to it are answered with `failure`.
@@ -61,7 +61,7 @@ class SharePartition:
 
 @dataclass(slots=True)
 class Acquired:
-    ranges: list  # [AcquiredRange]
+    ranges: list[AcquiredRange]
     # whole batches: a slice of the log read when only new records were acquired, slices of several reads as
     # BytesParts (their concatenation)
     records: bytes | memoryview | BytesParts

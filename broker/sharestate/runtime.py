@@ -1,7 +1,8 @@
 """The share coordinator at run time (component `share_coordinator`), the share-partition leader's Persister.
 
-Wraps the sans-IO ShareCoordinator with `__share_group_state`: replays every partition on start, appends the
-records of each operation as one batch per partition and returns only once they are fsynced. Used in-process
+Hosts the sans-IO ShareCoordinator on the coordinator runtime (broker.coordinator: its shard is
+broker.sharestate.shard) over `__share_group_state`: every partition is replayed on start, the records of each
+operation are appended as one batch per partition and answered once durable. Used in-process
 by the share-partition leader (broker.share) and by the group coordinator runtime (initialize), and on the wire
 by the Initialize/Read/Write/Delete/ReadSummary ShareGroupState handlers.
 
@@ -23,16 +24,23 @@ it is durable. Start-up replay therefore reads about the records of the last two
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 import structlog
 
-from broker.aio import wait_event
-from broker.coordinator_log import AppendFailed, CoordinatorLog
+from broker.coordinator.coordinator_log import CoordinatorLog
+from broker.coordinator.periodic import PeriodicTask
+from broker.coordinator.runtime import (
+    Appended,
+    CoordinatorRuntime,
+    CoordinatorWriteError,
+    KeyValue,
+    WriteOutcome,
+)
 from protocol.errors import ErrorCode
 
 from .config import ShareCoordinatorConfig
@@ -40,6 +48,7 @@ from .coordinator import OpResult, ReadResult, ShareCoordinator, Summary
 from .keys import SharePartitionKey
 from .offsets import SnapshotOffsets
 from .records import Record, decode
+from .shard import ShareCoordinatorShard
 from .state import StateBatch
 
 if TYPE_CHECKING:
@@ -52,28 +61,38 @@ TOPIC = "__share_group_state"
 # A state-topic partition that took this many records since its last prune round is pruned without waiting
 # for the interval: start-up replay stays bounded however busy the share groups are.
 PRUNE_AFTER_RECORDS = 20_000
+# The answer when records could not be made durable: the log directory is offline (memory may be ahead of a log
+# that can no longer be read), or the append or its fsync failed.
+_WRITE_ERRORS = {
+    WriteOutcome.COMMITTED: ErrorCode.NONE,
+    WriteOutcome.OFFLINE: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    WriteOutcome.REFUSED: ErrorCode.UNKNOWN_SERVER_ERROR,
+    WriteOutcome.NOT_DURABLE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
 
 
 class ShareCoordinatorRuntime:
     def __init__(self, *, state_log: CoordinatorLog, config: BrokerConfig, topics: TopicManager,
                  spawn: Callable[[Coroutine[Any, Any, Any], str], Any]) -> None:
         self._topics = topics
-        self._spawn = spawn
         self.log = state_log  # __share_group_state
+        settings = ShareCoordinatorConfig.from_config(config)
         self.coordinator = ShareCoordinator(
-            ShareCoordinatorConfig(
-                # The topic may have been created earlier with another count: the log is the truth.
-                state_topic_num_partitions=self.log.num_partitions
-                or config.get("share.coordinator.state.topic.num.partitions"),
-                snapshot_update_records_per_snapshot=config.get(
-                    "share.coordinator.snapshot.update.records.per.snapshot")),
+            # The topic may have been created earlier with another count: the log is the truth.
+            replace(settings, state_topic_num_partitions=self.log.num_partitions
+                    or settings.state_topic_num_partitions),
             clock=lambda: int(time.time() * 1000),
             partition_exists=self._partition_exists)
         self.loaded = False
         self.offsets = SnapshotOffsets()
+        self.runtime: CoordinatorRuntime[None] = CoordinatorRuntime(
+            log=state_log, shard=ShareCoordinatorShard(self.coordinator, self.offsets), spawn=spawn,
+            name="share state")
         self._round_end: dict[int, int] = {}  # partition -> log end offset when its last prune round began
-        self._prune_kick = asyncio.Event()
-        self._prune_interval_s = config.get("share.coordinator.state.topic.prune.interval.ms") / 1000
+        self._pruning = PeriodicTask(
+            "share-state-prune", self.prune,
+            every_s=settings.state_topic_prune_interval_ms / 1000,
+            failure_event="share state prune round failed")
         self.last_load_records = 0  # records replayed by the last start-up (metrics, tests)
 
     def _partition_exists(self, topic_id: UUID, partition: int) -> bool:
@@ -82,85 +101,39 @@ class ShareCoordinatorRuntime:
 
     # --- lifecycle ---------------------------------------------------------------------------------------------
     async def start(self) -> None:
-        started = time.monotonic()
-        total = 0
-        for p in range(self.log.num_partitions):
-            total += self._load(p)
+        loaded = self.runtime.load(range(self.log.num_partitions))
         self.loaded = True
-        self.last_load_records = total
-        log.info("share coordinator loaded", partitions=self.log.num_partitions, records=total,
-                 keys=len(self.coordinator.keys()), seconds=round(time.monotonic() - started, 3))
-        self._spawn(self._prune_loop(), "share-state-prune")
-
-    def _load(self, partition: int) -> int:
-        self.coordinator.load_begin(partition)
-        self.offsets.reset(partition)
-
-        def apply(key: bytes, value: bytes | None, offset: int) -> None:
-            self.coordinator.replay(key, value)
-            self.offsets.record(partition, offset, key, value)
-
-        try:
-            return self.log.replay(partition, apply, with_offsets=True)
-        finally:
-            self.coordinator.load_complete(partition)
+        self.last_load_records = loaded.records
+        log.info("share coordinator loaded", partitions=self.log.num_partitions, records=loaded.records,
+                 keys=len(self.coordinator.keys()), seconds=round(loaded.seconds, 3))
+        self.runtime.schedule(self._pruning)
 
     # --- durability --------------------------------------------------------------------------------------------
     async def _commit(self, records: Iterable[Record], keys: Iterable[SharePartitionKey]) -> ErrorCode:
         """Make `records` durable, and wait for earlier appends to the keys' partitions (their state may be
         what we are about to answer with). Returns NONE or the error to answer with."""
-        by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        by_partition: dict[int, list[KeyValue]] = {}
         for r in records:
             by_partition.setdefault(r.partition, []).append((r.key, r.value))
-        for k in keys:
-            by_partition.setdefault(self.coordinator.partition_for(k), [])  # nothing to append: a barrier
-        if any(self.log.offline(p) for p in by_partition):
-            # Memory may be ahead of a log that can no longer be read or written: answer nothing from it.
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        futures = []
-        for p in sorted(by_partition):
-            fut = self._append(p, by_partition[p])
-            if fut is None:
-                return ErrorCode.UNKNOWN_SERVER_ERROR
-            futures.append(fut)
-        return await self._durable(futures)
+        wait_for = [self.coordinator.partition_for(k) for k in keys]  # nothing to append: a barrier
+        return _WRITE_ERRORS[await self.runtime.write(by_partition, wait_for, on_appended=self._appended)]
 
     async def _commit_record(self, record: Record) -> ErrorCode:
         """`_commit` of one record (a state write's), without grouping by partition."""
-        if self.log.offline(record.partition):
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        fut = self._append(record.partition, ((record.key, record.value),))
-        if fut is None:
-            return ErrorCode.UNKNOWN_SERVER_ERROR
-        if fut.done() and not fut.cancelled() and fut.exception() is None:
-            return ErrorCode.NONE  # written (a deferred fsync): no coroutine to wait in
-        return await self._durable((fut,))
-
-    def _append(self, p: int, batch: Sequence[tuple[bytes, bytes | None]]) -> asyncio.Future | None:
-        """Append `batch` to partition `p` now; the future of its durability, or None when it was refused."""
         try:
-            base, fut = self.log.append_at(p, batch)
-        except AppendFailed:
-            # Memory is ahead of the log: rebuild this partition from what the log really holds (unless the
-            # log directory is offline: then nothing can be read and the broker is stopping).
-            if not self.log.offline(p):
-                self._load(p)
-            return None
+            appended = self.runtime.append_all({record.partition: ((record.key, record.value),)},
+                                               on_appended=self._appended)
+        except CoordinatorWriteError as e:
+            return _WRITE_ERRORS[e.outcome]
+        return _WRITE_ERRORS[await self.runtime.commit(appended)]
+
+    def _appended(self, appended: Appended, batch: Sequence[KeyValue]) -> None:
+        """Records appended: where they lie, for the pruning; a partition past PRUNE_AFTER_RECORDS is pruned."""
+        p, base = appended.partition, appended.base_offset
         for i, (key, value) in enumerate(batch):
             self.offsets.record(p, base + i, key, value)
         if self.offsets.appended_since_prune.get(p, 0) >= PRUNE_AFTER_RECORDS:
-            self._prune_kick.set()
-        return fut
-
-    @staticmethod
-    async def _durable(futures: Iterable[asyncio.Future]) -> ErrorCode:
-        try:
-            for fut in futures:
-                await fut
-        except Exception:  # noqa: BLE001 - an fsync failure is answered, not raised into the caller
-            log.exception("share state not durable")
-            return ErrorCode.UNKNOWN_SERVER_ERROR
-        return ErrorCode.NONE
+            self._pruning.run_soon()
 
     # --- in-process API ----------------------------------------------------------------------------------------
     def has_state(self, group_id: str, topic_id: UUID, partition: int) -> bool:
@@ -206,17 +179,6 @@ class ShareCoordinatorRuntime:
             await self._commit(records, ())
 
     # --- pruning -----------------------------------------------------------------------------------------------
-    async def _prune_loop(self) -> None:
-        while True:
-            await wait_event(self._prune_kick, self._prune_interval_s)
-            self._prune_kick.clear()
-            try:
-                await self.prune()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # noqa: BLE001 - a failed round must not stop pruning for good
-                log.exception("share state prune round failed")
-
     async def prune(self, partitions: Iterable[int] | None = None) -> dict[int, int]:
         """One prune round; returns the new log start offset of each partition that moved."""
         moved: dict[int, int] = {}
@@ -242,7 +204,7 @@ class ShareCoordinatorRuntime:
         if records and await self._commit(records, ()) != ErrorCode.NONE:
             return None
         target = self.offsets.redundant_before(p)
-        await self.log.barrier([p])  # everything before the target (the snapshots it keeps) is durable
+        await self.runtime.barrier([p])  # everything before the target (the snapshots it keeps) is durable
         self.offsets.pruned(p)
         if target <= plog.log_start_offset:
             return None

@@ -31,6 +31,7 @@ from typing import NamedTuple, Protocol
 import structlog
 from crc32c import crc32c
 
+from broker.config.components import ComponentConfig, setting
 from broker.telemetry import subscriptions as sub
 from protocol.compression import NAMES as COMPRESSION_NAMES
 from protocol.errors import ErrorCode
@@ -110,6 +111,11 @@ def subscription_id(metrics: tuple[str, ...], interval_ms: int, instance_id: uui
     h = msb ^ lsb
     value = (crc ^ ((h >> 32) ^ h)) & 0xFFFFFFFF
     return value - 2**32 if value >= 2**31 else value
+
+
+@dataclass(frozen=True)
+class ClientTelemetryConfig(ComponentConfig):
+    max_bytes: int = setting("telemetry.max.bytes")  # the largest (compressed) payload a client pushes
 
 
 class ClientMetricsManager:

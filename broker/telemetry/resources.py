@@ -5,7 +5,7 @@ handed to the ClientMetricsManager once applied, so a change takes effect at onc
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from broker.cluster.topics import CLIENT_METRICS_RESOURCE, CONFIG_RECORD
 from broker.telemetry import subscriptions as sub
@@ -53,7 +53,7 @@ class ClientMetricsResources:
         """As Kafka 4.4's ConfigHelper: the three configs of a subscription (none or empty `keys`: all), a set one
         with its value as Kafka prints it and source CLIENT_METRICS_CONFIG (itself its synonym), the others with
         their defaults; an unknown subscription has only defaults."""
-        result = {"error_code": 0, "error_message": "", "resource_type": CLIENT_METRICS_RESOURCE,
+        result: dict[str, Any] = {"error_code": 0, "error_message": "", "resource_type": CLIENT_METRICS_RESOURCE,
                   "resource_name": name, "configs": []}
         if not name:
             return {**result, "error_code": int(ErrorCode.INVALID_REQUEST),
@@ -103,15 +103,11 @@ def _altered(current: dict[str, str], ops) -> dict[str, str]:
         if op == DELETE:
             after.pop(key, None)
         elif op in (APPEND, SUBTRACT):
-            if key not in sub.LIST_KEYS:
-                raise sub.SubscriptionError(ErrorCode.INVALID_CONFIG,
-                                            f"Can't {'APPEND' if op == APPEND else 'SUBTRACT'} to key {key} "
-                                            "because its type is not LIST.")
-            items = sub.parse_list(after.get(key, ""))
-            given = sub.parse_list(value or "")
-            items = items + [v for v in given if v not in items] if op == APPEND else \
-                [v for v in items if v not in given]
-            after[key] = ",".join(items)
+            # Kafka 4.4's controller knows no types for client-metrics configs, so it refuses to APPEND or
+            # SUBTRACT any of them, the LIST ones included (kafka-client-metrics.sh SETs whole lists).
+            raise sub.SubscriptionError(ErrorCode.INVALID_CONFIG,
+                                        f"Can't {'APPEND' if op == APPEND else 'SUBTRACT'} to key {key} "
+                                        "because its type is not LIST.")
         elif op == SET:
             if value is None:
                 raise sub.SubscriptionError(ErrorCode.INVALID_CONFIG, f"Null value not supported for: {key}")

@@ -1,20 +1,20 @@
 """The transaction coordinator at run time: component `transaction_coordinator`.
 
-Wraps the sans-IO TransactionCoordinator with `__transaction_state` (a CoordinatorLog), the producer id
-allocator and a TxnMarkerWriter:
+Hosts the sans-IO TransactionCoordinator on the coordinator runtime (broker.coordinator: its shard is
+broker.txn.shard) over `__transaction_state`, with the producer id allocator and a TxnMarkerWriter:
 
-- start: every partition is loaded (load_begin, replay, load_complete); transactions the log left in
-  PrepareCommit/PrepareAbort get their markers resent and are completed, so nothing hangs after kill -9;
-- each operation appends its records in the same loop step as the coordinator call (log order is memory
-  order) and answers once they are durable; an answer without records waits for its partition's pending
+- start: every partition is loaded by replay; transactions the log left in PrepareCommit/PrepareAbort get their
+  markers resent and are completed, so nothing hangs after kill -9;
+- each operation's records are written by the runtime in the loop step of the coordinator call (log order is
+  memory order) and answered once durable; an answer without records waits for its partition's pending
   appends (the state it shows may still be in flight);
 - EndTxn (TV1, as Kafka) answers once PrepareCommit/PrepareAbort is durable; the markers are then written in
   the background (retried as Kafka until written) and CompleteCommit/CompleteAbort is logged;
-- an append that fails leaves memory ahead of the log: the partition is reloaded from the log (whose prepared
-  transactions are then resent) and the request answered COORDINATOR_NOT_AVAILABLE, so the client retries;
-- background: timed-out transactions are aborted every
-  `transaction.abort.timed.out.transaction.cleanup.interval.ms`, idle transactional ids expired every
-  `transaction.remove.expired.transaction.cleanup.interval.ms`.
+- an append that fails leaves memory ahead of the log: the runtime reloads the partition from the log (whose
+  prepared transactions are then resent) and the request is answered COORDINATOR_NOT_AVAILABLE, so the client
+  retries;
+- timers: timed-out transactions are aborted every `transaction.abort.timed.out.transaction.cleanup.interval.ms`,
+  idle transactional ids expired every `transaction.remove.expired.transaction.cleanup.interval.ms`.
 
 It also implements TxnPartitionVerifier (KIP-890 part 1) for the produce path.
 """
@@ -23,14 +23,22 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
-from broker.aio import wait_event
-from broker.coordinator_log import AppendFailed
+from broker.coordinator.periodic import PeriodicTask
+from broker.coordinator.runtime import (
+    Appended,
+    CoordinatorRuntime,
+    CoordinatorTopic,
+    CoordinatorWriteError,
+    KeyValue,
+    LoadSummary,
+    WriteOutcome,
+)
 from broker.features import finalized_transaction_version
 from broker.linear_regex import RegexError, RegexWorker
 from protocol.errors import ErrorCode
@@ -41,6 +49,7 @@ from .markers import MarkersFenced, TopicPartitionKey, TxnMarkerWriter, write_un
 from .metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TopicPartition
 from .records import Record
 from .results import ListTransactionsResult, TransactionDescription, TxnMarker, TxnResult
+from .shard import TransactionCoordinatorShard
 from .state import TV_0, TV_2
 
 if TYPE_CHECKING:
@@ -58,19 +67,6 @@ TOPIC = "__transaction_state"
 NOT_DURABLE = ErrorCode.COORDINATOR_NOT_AVAILABLE
 
 
-class TxnStateLog(Protocol):
-    """What the runtime needs of `__transaction_state` (broker.coordinator_log.CoordinatorLog has it)."""
-
-    @property
-    def num_partitions(self) -> int: ...
-
-    def replay(self, partition: int, apply: Callable[..., Any]) -> int: ...
-
-    def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> asyncio.Future: ...
-
-    def offline(self, partition: int) -> bool: ...
-
-
 class ProducerIdSource(Protocol):
     async def allocate(self) -> int: ...
 
@@ -82,27 +78,23 @@ def wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _log_not_durable(fut: asyncio.Future) -> None:
+def _log_not_durable(fut: asyncio.Future[None]) -> None:
     if not fut.cancelled() and fut.exception() is not None:
         log.error("transaction state not durable", exc_info=fut.exception())
 
 
 class TransactionCoordinatorRuntime:
-    def __init__(self, *, log: TxnStateLog, producer_ids: ProducerIdSource, markers: TxnMarkerWriter,
+    def __init__(self, *, log: CoordinatorTopic, producer_ids: ProducerIdSource, markers: TxnMarkerWriter,
                  config: TransactionCoordinatorConfig, spawn: Spawn, regex_worker: RegexWorker,
                  partition_exists: Callable[[str, int], bool],
                  offsets_partition: Callable[[str], int],
-                 clock: Callable[[], int] = wall_clock_ms,
-                 abort_timed_out_interval_ms: int = 10_000,
-                 remove_expired_interval_ms: int = 3_600_000,
-                 marker_backoff_ms: int = 100, produce_verified: bool = False) -> None:
+                 clock: Callable[[], int] = wall_clock_ms, marker_backoff_ms: int = 100) -> None:
         """`partition_exists(topic, partition)`: the metadata check of AddPartitionsToTxn and of marker retries.
-        `produce_verified`: the produce path verifies transactional batches with this coordinator (KIP-890 part 1,
-        transaction.partition.verification.enable).
+        `config.partition_verification_enable`: the produce path verifies transactional batches with this
+        coordinator (KIP-890 part 1).
         `offsets_partition(group_id)`: the group's `__consumer_offsets` partition (AddOffsetsToTxn).
         `spawn(coro, name)`: run a background task for the life of the broker (cancelled on stop).
         `regex_worker`: compiles and matches ListTransactions' transactional id pattern, away from the loop."""
-        self.log = log
         self._regex_worker = regex_worker
         self._producer_ids = producer_ids
         self._markers = markers
@@ -110,11 +102,14 @@ class TransactionCoordinatorRuntime:
         self.partition_exists = partition_exists
         self._offsets_partition = offsets_partition
         self._clock = clock
-        self._abort_interval_s = abort_timed_out_interval_ms / 1000
-        self._expire_interval_s = remove_expired_interval_ms / 1000
+        self._abort_interval_s = config.abort_timed_out_interval_ms / 1000
+        self._expire_interval_s = config.remove_expired_interval_ms / 1000
         self._marker_backoff_ms = marker_backoff_ms
-        self._produce_verified = produce_verified
+        self._produce_verified = config.partition_verification_enable
         self.coordinator = TransactionCoordinator(config, clock=clock, partition_exists=partition_exists)
+        self.runtime: CoordinatorRuntime[TxnResult] = CoordinatorRuntime(
+            log=log, shard=TransactionCoordinatorShard(self.coordinator), spawn=spawn, name="transaction state",
+            on_reloaded=self._reloaded)
         # (transactional id, producer id, epoch, coordinator epoch) -> the task writing its markers
         self._completing: dict[tuple[str, int, int, int], asyncio.Future] = {}
         # ... and a future done once that transaction is complete in memory with its record appended (its
@@ -128,8 +123,9 @@ class TransactionCoordinatorRuntime:
         started = time.monotonic()
         total = 0
         for p in range(self.coordinator.config.num_partitions):
-            n, result = self._load(p)
-            total += n
+            summary = self.runtime.load([p])
+            total += summary.records
+            result = summary.result
             if result.markers:
                 # Kafka logs the transactions it completes after a load; operators (and tests) see a crash between
                 # EndTxn and the markers being finished here.
@@ -140,11 +136,15 @@ class TransactionCoordinatorRuntime:
         log.info("transaction coordinator loaded", partitions=self.coordinator.config.num_partitions,
                  records=total, transactional_ids=len(self.coordinator.transactional_ids()),
                  seconds=round(time.monotonic() - started, 3))
-        self._spawn(self._every(self._abort_interval_s, self.abort_timed_out), "txn-abort-timed-out")
-        self._spawn(self._every(self._expire_interval_s, self.expire_transactional_ids), "txn-expire-ids")
+        for name, work, interval_s in (("txn-abort-timed-out", self.abort_timed_out, self._abort_interval_s),
+                                       ("txn-expire-ids", self.expire_transactional_ids, self._expire_interval_s)):
+            self.runtime.schedule(PeriodicTask(
+                name, work, every_s=interval_s, failure_event="transaction coordinator periodic task failed",
+                failure_fields={"task": work.__name__}))
 
     async def close(self) -> None:
         self._stop.set()
+        await self.runtime.close()
         tasks = [t for t in self._completing.values() if not t.done()]
         for t in tasks:
             t.cancel()
@@ -158,69 +158,34 @@ class TransactionCoordinatorRuntime:
         if config.transaction_version_level != level:
             self.coordinator.config = replace(config, transaction_version_level=level)
 
-    def _load(self, partition: int) -> tuple[int, TxnResult]:
-        self.coordinator.load_begin(partition)
-        try:
-            n = self.log.replay(partition, self.coordinator.replay)
-        finally:
-            result = self.coordinator.load_complete(partition)
-        return n, result
-
-    async def _every(self, interval_s: float, fn: Callable[[], Awaitable[Any]]) -> None:
-        while not self._stop.is_set():
-            if await wait_event(self._stop, interval_s):
-                return
-            try:
-                await fn()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # noqa: BLE001 - a failed round must not stop the timer
-                log.exception("transaction coordinator periodic task failed", task=getattr(fn, "__name__", fn))
-
     # --- durability --------------------------------------------------------------------------------------------
     async def _commit(self, records: Iterable[Record], transactional_ids: Iterable[str] = ()) -> ErrorCode:
         """Make `records` durable, after the earlier appends of the ids' partitions. NONE or the error to answer.
-        On a failed append the partition is reloaded from the log (memory was ahead of it)."""
+        On a failed append the runtime reloads the partition from the log (memory was ahead of it)."""
         return await self._durable(self._append(records, transactional_ids))
 
-    async def _durable(self, futures: list[asyncio.Future] | None) -> ErrorCode:
-        if futures is None:
-            return NOT_DURABLE
-        try:
-            for fut in futures:
-                await fut
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # noqa: BLE001 - an fsync failure is answered, not raised into the caller
-            log.exception("transaction state not durable")
+    async def _durable(self, appended: list[Appended] | None) -> ErrorCode:
+        if appended is None or await self.runtime.commit(appended) is not WriteOutcome.COMMITTED:
             return NOT_DURABLE
         return ErrorCode.NONE
 
-    def _append(self, records: Iterable[Record], transactional_ids: Iterable[str] = ()
-                ) -> list[asyncio.Future] | None:
-        """Append `records` now (one batch per partition); the futures are done when they, and the earlier appends
-        of the ids' partitions, are durable. None when a partition cannot take them (reloaded if need be)."""
-        by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
+    def _append(self, records: Iterable[Record], transactional_ids: Iterable[str] = ()) -> list[Appended] | None:
+        """Append `records` now (one batch per partition), done when they, and the earlier appends of the ids'
+        partitions, are durable. None when a partition cannot take them (reloaded if need be)."""
+        by_partition: dict[int, list[KeyValue]] = {}
         for r in records:
             by_partition.setdefault(r.partition, []).append((r.key, r.value))
-        partitions = set(by_partition) | {self.coordinator.partition_for(t) for t in transactional_ids if t}
-        if any(self.log.offline(p) for p in partitions):
+        wait_for = {self.coordinator.partition_for(t) for t in transactional_ids if t}
+        try:
+            return self.runtime.append_all(by_partition, wait_for)
+        except CoordinatorWriteError:
             return None
-        futures = []
-        for p in sorted(partitions):
-            try:
-                futures.append(self.log.append(p, by_partition.get(p, ())))
-            except AppendFailed:
-                self._reload(p)
-                return None
-        return futures
 
-    def _reload(self, partition: int) -> None:
-        if self.log.offline(partition):
-            return  # the log directory failed: the broker is stopping, nothing can be read
-        log.warning("reloading transaction state partition after a failed append", partition=partition)
-        _, result = self._load(partition)
-        self._spawn(self._apply_background(result, "transactions completed after reload"), "txn-reload")
+    def _reloaded(self, summary: LoadSummary[TxnResult]) -> None:
+        """The runtime rebuilt partitions from the log: resend the markers of the transactions left prepared."""
+        for partition in summary.partitions:
+            log.warning("reloading transaction state partition after a failed append", partition=partition)
+        self._spawn(self._apply_background(summary.result, "transactions completed after reload"), "txn-reload")
 
     async def _apply_background(self, result: TxnResult, what: str) -> None:
         """Records and markers of a coordinator-started operation (load, timeout abort): durable, then markers."""
@@ -276,9 +241,9 @@ class TransactionCoordinatorRuntime:
         if result.error is not ErrorCode.NONE:
             log.info("transaction completion skipped", transactional_id=tid, error=result.error.name)
             return
-        futures = self._append(result.records)
+        appended = self._append(result.records)
         settled.set_result(None)  # complete in memory and appended: the id's next transaction may go on
-        await self._durable(futures)
+        await self._durable(appended)
 
     async def wait_completions(self) -> None:
         """Wait until no marker task is running (tests, orderly stop)."""
@@ -337,11 +302,11 @@ class TransactionCoordinatorRuntime:
             # answers only once the earlier appends of the id's partition are durable: the data can never be
             # durable before the record adding its partition, so the producer need not wait for that fsync here
             # (it overlaps with the producer's next steps). If the record is lost, the produce is refused.
-            futures = self._append(result.records, [transactional_id])
-            if futures is None:
+            appended = self._append(result.records, [transactional_id])
+            if appended is None:
                 return dict.fromkeys(result.errors, NOT_DURABLE)
-            for fut in futures:
-                fut.add_done_callback(_log_not_durable)
+            for a in appended:
+                a.durable.add_done_callback(_log_not_durable)
             return result.errors
         code = await self._commit(result.records, [transactional_id])
         if code is not ErrorCode.NONE:
@@ -418,7 +383,7 @@ class TransactionCoordinatorRuntime:
         return len(records)
 
 
-def build(config: BrokerConfig, topics: TopicManager, producer_ids: ProducerIdSource, log: TxnStateLog,
+def build(config: BrokerConfig, topics: TopicManager, producer_ids: ProducerIdSource, log: CoordinatorTopic,
           markers: TxnMarkerWriter, spawn: Spawn, regex_worker: RegexWorker) -> TransactionCoordinatorRuntime:
     """The runtime as the broker configures it (`__transaction_state` must exist: its partition count is the
     log's, whatever transaction.state.log.num.partitions says now, as Kafka)."""
@@ -432,16 +397,12 @@ def build(config: BrokerConfig, topics: TopicManager, producer_ids: ProducerIdSo
         info = topics.registry.get("__consumer_offsets")
         return group_partition(group_id, info.num_partitions if info is not None else 1)
 
+    settings = TransactionCoordinatorConfig.from_config(config)
     return TransactionCoordinatorRuntime(
         log=log, producer_ids=producer_ids, markers=markers, spawn=spawn, regex_worker=regex_worker,
-        config=TransactionCoordinatorConfig(
-            transaction_max_timeout_ms=config.get("transaction.max.timeout.ms"),
-            transactional_id_expiration_ms=config.get("transactional.id.expiration.ms"),
-            num_partitions=log.num_partitions or config.get("transaction.state.log.num.partitions"),
+        config=replace(
+            settings, num_partitions=log.num_partitions or settings.num_partitions,
             # The finalized transaction.version (broker.features, advertised in ApiVersions): it picks the log
             # value version and the version of the aborts the coordinator starts itself, as Kafka.
             transaction_version_level=finalized_transaction_version(config)),
-        partition_exists=partition_exists, offsets_partition=offsets_partition,
-        abort_timed_out_interval_ms=config.get("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
-        remove_expired_interval_ms=config.get("transaction.remove.expired.transaction.cleanup.interval.ms"),
-        produce_verified=config.get("transaction.partition.verification.enable"))
+        partition_exists=partition_exists, offsets_partition=offsets_partition)

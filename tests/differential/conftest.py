@@ -1,6 +1,7 @@
 """Fixtures of the differential suite: each test runs its scenario against Kafka 4.4 and against Shoal.
 
-pair        the run's shared single-node Kafka (tests/helpers/kafka_fixtures.py) and a Shoal broker for the test
+pair        the run's shared single-node Kafka (tests/helpers/kafka_fixtures.py, its share coordinator warmed once:
+            warm_kafka) and a Shoal broker for the test
             module, PLAINTEXT, both with the referee's settings (REFEREE_CONFIG)
 sasl_pair   the run's shared SASL Kafka and a Shoal broker for the module with the same listener, users and
             authorizer: SASL_PLAINTEXT with SCRAM-SHA-256/512, users `admin` (a super user) and `alice` (what ACLs
@@ -18,6 +19,7 @@ import pytest
 from tests.helpers.broker_process import start_broker
 from tests.helpers.differential import KAFKA, SHOAL, Pair, Target
 from tests.helpers.kafka_process import REFEREE_CONFIG, SCRAM_MECHANISMS, SCRAM_USERS, STANDARD_AUTHORIZER
+from tests.helpers.share_differential import warm_share_coordinator
 
 
 @pytest.fixture(scope="module")
@@ -34,9 +36,17 @@ def shoal_broker(tmp_path_factory, shoal_overrides):
         proc.stop()
 
 
+@pytest.fixture(scope="session")
+def warm_kafka(kafka):
+    """The shared Kafka with its share coordinator in use (share_differential.warm_share_coordinator), so that a
+    module's first share group is not the first of the run on Kafka's side only."""
+    warm_share_coordinator(Target(KAFKA, "127.0.0.1", kafka.port, process=kafka))
+    return kafka
+
+
 @pytest.fixture(scope="module")
-def pair(kafka, shoal_broker) -> Pair:
-    return Pair(Target(KAFKA, "127.0.0.1", kafka.port, process=kafka),
+def pair(warm_kafka, shoal_broker) -> Pair:
+    return Pair(Target(KAFKA, "127.0.0.1", warm_kafka.port, process=warm_kafka),
                 Target(SHOAL, "127.0.0.1", shoal_broker.port, process=shoal_broker))
 
 

@@ -54,7 +54,7 @@ class BrokerProcess:
         self.extra_args = list(extra_args or ())  # e.g. ["--add-scram", "SCRAM-SHA-512=[name=admin,password=x]"]
         self.port: int | None = None
         self.ports: dict[str, int] = {}
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.returncodes: list[int] = []
 
     @property
@@ -92,10 +92,16 @@ class BrokerProcess:
             self.proc = subprocess.Popen(self.command(), cwd=self.cwd, stdout=out, stderr=subprocess.STDOUT, env=env,
                                          start_new_session=True, preexec_fn=self._limits())
 
+    def _running(self) -> subprocess.Popen[bytes]:
+        if self.proc is None:
+            raise RuntimeError("the broker process is not started")
+        return self.proc
+
     def started(self) -> bool:
         """True once the spawned process wrote its port file (its listeners are open); raises if it exited."""
-        if self.proc.poll() is not None:
-            raise RuntimeError(f"broker exited with {self.proc.returncode} during start-up:\n{self.tail()}")
+        proc = self._running()
+        if proc.poll() is not None:
+            raise RuntimeError(f"broker exited with {proc.returncode} during start-up:\n{self.tail()}")
         try:
             text = self.port_file.read_text().strip()
         except FileNotFoundError:
@@ -129,7 +135,7 @@ class BrokerProcess:
 
     def open_files(self) -> int:
         """Descriptors the broker process holds open now."""
-        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
+        return len(os.listdir(f"/proc/{self._running().pid}/fd"))
 
     def stop(self, timeout: float = 15.0) -> int | None:
         """SIGTERM and wait; SIGKILL if it does not exit in time. Returns the exit code."""

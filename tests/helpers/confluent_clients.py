@@ -200,3 +200,31 @@ def committed_offsets(broker, group: str, topic: str) -> dict[int, int]:
     admin = admin_client(broker.bootstrap)
     listed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(timeout=30)
     return {tp.partition: tp.offset for tp in listed.topic_partitions if tp.topic == topic}
+
+
+def read_partitions(bootstrap: str, topic: str, partitions: int, *, committed: bool = False,
+                    timeout: float = 60.0, keys: bool = False) -> dict[int, list[tuple]]:
+    """(offset, value) of every record of each partition from its start to its end (the LSO under read_committed,
+    the high watermark otherwise), as a confluent consumer sees them; (offset, key, value) with `keys`."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
+                  "enable.auto.commit": False, "enable.partition.eof": True, "auto.offset.reset": "earliest",
+                  "isolation.level": "read_committed" if committed else "read_uncommitted"})
+    try:
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        got: dict[int, list[tuple]] = {p: [] for p in range(partitions)}
+        at_end: set[int] = set()
+        deadline = time.monotonic() + timeout
+        while len(at_end) < partitions:
+            assert time.monotonic() < deadline, f"not at the end of {topic} after {timeout}s: {sorted(at_end)}"
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error() is not None:
+                assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
+                at_end.add(m.partition())
+                continue
+            at_end.discard(m.partition())
+            got[m.partition()].append((m.offset(), m.key(), m.value()) if keys else (m.offset(), m.value()))
+        return got
+    finally:
+        c.close()

@@ -61,6 +61,10 @@ class Target:
         self._names[name] = base
         return name
 
+    def adopt(self, name: str, base: str) -> None:
+        """A name made elsewhere (by a client program) that is to be normalised back to `base` like unique's."""
+        self._names[name] = base
+
     def raw(self, user: str | None = None, mechanism: str = "SCRAM-SHA-256") -> RawClient:
         """A RawClient (our codecs, one request at a time); on a SASL target, authenticated as `user`."""
         if self.security == "SASL_PLAINTEXT":

@@ -117,11 +117,13 @@ def java() -> str:
 
 
 def java_command(main_class: str, args: Sequence[str] = (), *, jvm_opts: Sequence[str] = TOOL_JVM_OPTS,
-                 log4j: Path = TOOLS_LOG4J, system_properties: Mapping[str, str] | None = None) -> list[str]:
-    """argv running `main_class` of Kafka's jars with `args`; logging configured by `log4j` (a log4j2 file)."""
+                 log4j: Path = TOOLS_LOG4J, system_properties: Mapping[str, str] | None = None,
+                 classpath_prefix: Sequence[Path | str] = ()) -> list[str]:
+    """argv running `main_class` of Kafka's jars with `args`; logging configured by `log4j` (a log4j2 file).
+    `classpath_prefix` puts more class directories or jars before Kafka's (programs compiled against them)."""
     props = {"log4j2.configurationFile": str(log4j), **(system_properties or {})}
     return [java(), *jvm_opts, *(f"-D{key}={value}" for key, value in props.items()),
-            "-cp", classpath(), main_class, *args]
+            "-cp", os.pathsep.join([*map(str, classpath_prefix), classpath()]), main_class, *args]
 
 
 def tool_command(tool: str, args: Sequence[str] = (), **kwargs) -> list[str]:

@@ -7,6 +7,7 @@ kafka_sasl     the same, with only a SASL_PLAINTEXT listener: SCRAM-SHA-256/512 
 kafka_cluster  three KRaft nodes (each broker and controller; replication factor 3, min.insync.replicas=2), per
                test module, for the tests that use it; stopped when the module is done
 kafka_cluster_factory  clusters of another size or with other settings, per test
+kafka_single_factory   single-node Kafkas with other settings (e.g. a token secret), per test module
 
 Both shared nodes are KafkaNode objects (tests/helpers/kafka_process.py): `.bootstrap`, `.pid`, `.tail()`. They
 belong to the run: a test must not stop or restart them (start its own KafkaNode for that), and names its topics
@@ -17,11 +18,12 @@ it used.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
 from tests.helpers import kafka_dist
-from tests.helpers.kafka_process import KafkaCluster, KafkaNode
+from tests.helpers.kafka_process import KafkaCluster, KafkaNode, start_single
 from tests.helpers.kafka_run import KafkaRun
 
 _RUN = pytest.StashKey[KafkaRun]()
@@ -98,6 +100,16 @@ def _start_cluster(config: pytest.Config, root, size: int, overrides) -> KafkaCl
     return KafkaCluster(root, size, overrides=overrides, registry=run.procs).start()
 
 
+@pytest.fixture(scope="session")
+def kafka_registry(request: pytest.FixtureRequest) -> Path:
+    """The run's record of Kafka JVMs (pid_registry) for a test that starts a KafkaNode of its own
+    (`start_single(..., registry=kafka_registry)`): the watchdog stops them if the run dies first."""
+    _require_kafka()
+    run = request.config.stash[_RUN]
+    run.ensure_watchdog()
+    return run.procs
+
+
 @pytest.fixture(scope="module")
 def kafka_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     cluster = _start_cluster(request.config, tmp_path_factory.mktemp("kafka-cluster"), 3, None)
@@ -122,6 +134,29 @@ def kafka_cluster_factory(request: pytest.FixtureRequest, tmp_path_factory: pyte
     finally:
         for cluster in started:
             cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def kafka_single_factory(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """Start single-node Kafkas with broker-wide settings the shared ones must not get, for a test module:
+    `kafka_single_factory("SASL_PLAINTEXT", {"delegation.token.secret.key": "..."})`; each is stopped when the
+    module is done (the run's watchdog covers a crashed worker)."""
+    started: list[KafkaNode] = []
+
+    def make(security: str = "PLAINTEXT", overrides: dict[str, str] | None = None) -> KafkaNode:
+        _require_kafka()
+        run = request.config.stash[_RUN]
+        run.ensure_watchdog()
+        started.append(start_single(tmp_path_factory.mktemp("kafka-single") / "node", security=security,
+                                    overrides=overrides, registry=run.procs,
+                                    label=f"Kafka node of {request.node.name}"))
+        return started[-1]
+
+    try:
+        yield make
+    finally:
+        for node in started:
+            node.stop()
 
 
 @pytest.hookimpl(hookwrapper=True)

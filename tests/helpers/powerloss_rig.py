@@ -21,8 +21,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
-
 from tests.helpers.broker_process import BrokerProcess, free_port, venv_python
 from tests.helpers.confluent_clients import admin_client, create_topic
 from tests.helpers.powerloss_mount import PowerLossMount
@@ -165,31 +163,3 @@ class PowerLossRig:
     def figures(self) -> dict:
         return {**self.fs.summary(), "recovery_losses": self.recovery_losses, "restarts": self.restarts,
                 "failed_restarts": len(self.failed_restarts)}
-
-
-def read_partitions(bootstrap: str, topic: str, partitions: int, *, committed: bool = False,
-                    timeout: float = 60.0, keys: bool = False) -> dict[int, list[tuple]]:
-    """(offset, value) of every record of each partition from its start to its end (the LSO under read_committed,
-    the high watermark otherwise), as a confluent consumer sees them; (offset, key, value) with `keys`."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"powerloss-reader-{time.monotonic_ns()}",
-                  "enable.auto.commit": False, "enable.partition.eof": True, "auto.offset.reset": "earliest",
-                  "isolation.level": "read_committed" if committed else "read_uncommitted"})
-    try:
-        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        got: dict[int, list[tuple]] = {p: [] for p in range(partitions)}
-        at_end: set[int] = set()
-        deadline = time.monotonic() + timeout
-        while len(at_end) < partitions:
-            assert time.monotonic() < deadline, f"not at the end of {topic} after {timeout}s: {sorted(at_end)}"
-            m = c.poll(0.5)
-            if m is None:
-                continue
-            if m.error() is not None:
-                assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
-                at_end.add(m.partition())
-                continue
-            at_end.discard(m.partition())
-            got[m.partition()].append((m.offset(), m.key(), m.value()) if keys else (m.offset(), m.value()))
-        return got
-    finally:
-        c.close()

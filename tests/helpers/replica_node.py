@@ -11,6 +11,7 @@ from broker.cluster.manager import TopicManager
 from broker.config import BrokerConfig
 from broker.log import GroupCommitFlusher, LogManager, PartitionLog
 from broker.log.log_manager import METADATA_LOG_DIR
+from broker.log.producer_state import ProducerStateManagerConfig
 from broker.replica_manager import ReplicaManager
 from protocol import records as rec
 
@@ -28,15 +29,16 @@ class Clock:
 class Node:
     """A TopicManager and ReplicaManager over one data directory, with an injected clock."""
 
-    def __init__(self, data: Path, clock: Clock) -> None:
-        config = BrokerConfig({"log.dirs": str(data)})
+    def __init__(self, data: Path, clock: Clock, overrides: dict[str, str] | None = None) -> None:
+        config = BrokerConfig({"log.dirs": str(data), "producer.id.expiration.ms": str(EXPIRATION_MS),
+                               **(overrides or {})})
         self.logs = LogManager(data, config.log_config({}))
         self.logs.start()
         self.journal_log = PartitionLog(data / METADATA_LOG_DIR, strict_recovery=True)
         self.topics = TopicManager(config, self.logs, MetadataJournal(self.journal_log), 1)
         self.topics.load()
         self.replicas = ReplicaManager(self.topics, GroupCommitFlusher(), clock=clock,
-                                       producer_expiration_ms=lambda: EXPIRATION_MS)
+                                       producer_config=lambda: ProducerStateManagerConfig.from_config(config))
         self.clock = clock
 
     def produce(self, topic: str, pid: int, seq: int, *, count: int = 1):

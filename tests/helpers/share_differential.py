@@ -323,3 +323,15 @@ def _span(offsets: list[int]) -> list[tuple[int, int]]:
         else:
             out.append((o, o))
     return out
+
+
+def warm_share_coordinator(target) -> None:
+    """One share group on a throwaway topic, joined until its partition is assigned, then left: a fresh Kafka
+    creates __share_group_state and loads its share coordinator on the first share-partition initialization,
+    which costs that first group an extra rebalance (an epoch more) that later groups do not see."""
+    with target.raw() as raw:
+        topic, _ = make_topic(target, raw, "warm-share", [[1]])
+        group = share_group(target, raw, "warm-share")
+        member = Member(raw, group)
+        member.join([topic], want=1)
+        member.leave()

@@ -4,12 +4,11 @@ DescribeProducers, ListOffsets)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
 from aiokafka import AIOKafkaProducer
-from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from tests.helpers.confluent_clients import read_partitions
 from tests.helpers.raw_client import RawClient
 
 LIST_OFFSETS, INIT_PID, ADD_PARTITIONS, ADD_OFFSETS, END_TXN, WRITE_MARKERS = 2, 22, 24, 25, 26, 27
@@ -19,28 +18,8 @@ DESCRIBE_PRODUCERS, DESCRIBE_TXNS, LIST_TXNS = 61, 65, 66
 def read_to_end(bootstrap: str, topic: str, partitions: int, *, committed: bool, timeout: float = 30.0) -> list[bytes]:
     """Every value a confluent consumer sees from the beginning to the end of each partition (the LSO under
     read_committed, the high watermark otherwise), in partition then offset order."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{time.monotonic_ns()}",
-                  "enable.auto.commit": False, "enable.partition.eof": True,
-                  "isolation.level": "read_committed" if committed else "read_uncommitted"})
-    try:
-        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        got: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
-        at_end: set[int] = set()
-        deadline = time.monotonic() + timeout
-        while len(at_end) < partitions:
-            assert time.monotonic() < deadline, f"not at the end of {topic} after {timeout}s: {sorted(at_end)}"
-            m = c.poll(0.5)
-            if m is None:
-                continue
-            if m.error() is not None:
-                assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
-                at_end.add(m.partition())
-                continue
-            at_end.discard(m.partition())
-            got[m.partition()].append((m.offset(), m.value()))
-        return [v for p in range(partitions) for _, v in sorted(got[p])]
-    finally:
-        c.close()
+    got = read_partitions(bootstrap, topic, partitions, committed=committed, timeout=timeout)
+    return [v for p in range(partitions) for _, v in sorted(got[p])]
 
 
 async def aiokafka_commit_abort_commit(bootstrap: str, transactional_id: str, topic: str, partition: int,

@@ -60,10 +60,15 @@ def test_confluent_producer_pushes_subscribed_metrics_and_a_change_takes_effect(
     assert len(instance) == 22  # Kafka's Uuid text: URL-safe base64 without padding
 
     # At run time: the subscription now also asks for the record queue times (the client's next push is refused
-    # with UNKNOWN_SUBSCRIPTION_ID, it asks again and pushes what the new subscription names).
+    # with UNKNOWN_SUBSCRIPTION_ID, it asks again and pushes what the new subscription names). The whole list is
+    # SET: Kafka 4.4 refuses to APPEND to a client-metrics config.
     with RawClient(broker.port) as admin:
-        assert alter_subscription(admin, "tel-latency", {"metrics": "org.apache.kafka.producer.record.queue.time"},
-                                  op=2) == (0, None)
+        assert alter_subscription(admin, "tel-latency", {"metrics": "org.apache.kafka.producer.node.request.latency,"
+                                                                    "org.apache.kafka.producer.record.queue.time"},
+                                  op=2)[0] == E.INVALID_CONFIG
+        assert alter_subscription(admin, "tel-latency", {"metrics": "org.apache.kafka.producer.node.request.latency,"
+                                                                    "org.apache.kafka.producer.record.queue.time"}
+                                  ) == (0, None)
     later = wait_until(lambda: (n := names()).get("org.apache.kafka.producer.record.queue.time.avg") and n, 60,
                        "the newly subscribed metric on /metrics")
     assert later["org.apache.kafka.producer.record.queue.time.avg"] == instance  # the same client instance
@@ -171,8 +176,9 @@ def test_subscriptions_listed_described_and_kept_across_a_restart(tmp_path):
                                                   "include_synonyms": False, "include_documentation": False})
             result = described.results[0]
             assert result.error_code == 0
-            assert {(c.name, c.value, c.config_source) for c in result.configs} == {
-                ("metrics", "a,b", 7), ("interval.ms", "1000", 7), ("match", "", 5)}  # as Kafka 4.4: with defaults
+            # Kafka 4.4 shows every client-metrics config, with its type: unset ones at their defaults (source 5)
+            assert {(c.name, c.value, c.config_source, c.config_type) for c in result.configs} == {
+                ("metrics", "a,b", 7, 7), ("interval.ms", "1000", 7, 3), ("match", "", 5, 7)}
             # the kept subscription is served: a client gets its interval
             assert get(client).push_interval_ms == 1000
     finally:

@@ -31,7 +31,8 @@ def test_kill9_cycles_lose_nothing_and_share_accounting_is_exact(tmp_path):
     assert share["archived"] >= share["rejected_confirmed"] > 0
     assert share["accepted"] + share["archived"] == share["produced"] == records["in_log"]
     assert share["archived_outside_log"] == 0
-    # DLQ delivery is at-least-once (README): every archived offset has a DLQ record, a crash may add a second.
+    # DLQ delivery is at-least-once (docs/features.md): every archived offset has a DLQ record, a crash may add
+    # a second.
     assert share["dlq_records"] >= share["archived"] and share["dlq_duplicates"] >= 0
     assert share["confirmed_accept_archived"] == 0 and share["confirmed_reject_not_archived"] == 0
     assert share["redelivered_after_confirmed_accept"] == 0

@@ -1,8 +1,9 @@
 """group.initial.rebalance.delay.ms with real confluent-kafka (librdkafka) classic-protocol consumers.
 
 Shoal's default is 0 (as Kafka's own config/server.properties): a new classic group forms as soon as its first
-member has joined, so members that start together may see one extra rebalance (README, groups). With Kafka's
-default of 3000 the members that start together land in one generation: each is assigned once, never revoked.
+member has joined, so members that start together may see one extra rebalance (docs/features.md, consumer
+groups). With Kafka's default of 3000 the members that start together land in one generation: each is assigned
+once, never revoked.
 """
 
 from __future__ import annotations

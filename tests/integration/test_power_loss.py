@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import ConfigResource, ResourceType
 
-from tests.helpers.confluent_clients import admin_client, share_from_earliest
+from tests.helpers.confluent_clients import admin_client, read_partitions, share_from_earliest
 from tests.helpers.powerloss_clients import (
     AcceptingShareConsumer,
     AckedProducer,
@@ -29,7 +29,7 @@ from tests.helpers.powerloss_clients import (
     TransactionsWorker,
 )
 from tests.helpers.powerloss_mount import fuse_available
-from tests.helpers.powerloss_rig import PowerLossRig, read_partitions
+from tests.helpers.powerloss_rig import PowerLossRig
 from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.integration

@@ -1,4 +1,5 @@
-"""The README's secured setup: one SASL_SSL listener, SCRAM, ACLs, an admin created with --add-scram."""
+"""The secured setup of docs/operations.md: one SASL_SSL listener, SCRAM, ACLs, an admin created with
+--add-scram."""
 
 from __future__ import annotations
 

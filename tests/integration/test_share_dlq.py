@@ -129,3 +129,36 @@ def test_dlq_topic_name_must_not_be_internal(broker):
     with pytest.raises(KafkaException) as err:
         alter_group_config(admin, "g", "errors.deadletterqueue.topic.name", "__consumer_offsets")
     assert "must not start with '__'" in err.value.args[0].str()
+
+
+def test_a_dlq_that_refuses_the_copy_archives_the_record_without_one(broker):
+    """A DLQ write refused by the DLQ topic (a copied record above its max.message.bytes) archives the dead record
+    without a copy, as an unusable DLQ does: the acknowledgement succeeds and the record is not delivered again."""
+    admin = admin_client(broker.bootstrap)
+    create_topic(broker.bootstrap, "large", 1)
+    for f in admin.create_topics([NewTopic("large-dead", 1, config={
+            "errors.deadletterqueue.group.enable": "true", "max.message.bytes": "1000"})]).values():
+        f.result(timeout=30)
+    for name, value in [("share.auto.offset.reset", "earliest"), ("errors.deadletterqueue.topic.name", "large-dead"),
+                        ("errors.deadletterqueue.copy.record.enable", "true")]:
+        alter_group_config(admin, "g-large", name, value)
+    produce_keyed(broker, "large", b"k0", b"x" * 5000)
+    produce_keyed(broker, "large", b"k1", b"ok-1")
+    c = consumer(broker, "g-large", "large", "explicit")
+    deliveries: list[tuple[int, int]] = []  # (offset, delivery count)
+
+    def handle(m):
+        deliveries.append((m.offset(), m.delivery_count()))
+        return AcknowledgeType.REJECT if m.offset() == 0 else AcknowledgeType.ACCEPT
+
+    try:
+        consume_with(c, handle, lambda: any(offset == 1 for offset, _ in deliveries))
+        # a record produced after the rejection: delivered once the rejection was handled
+        produce_keyed(broker, "large", b"k2", b"ok-2")
+        consume_with(c, handle, lambda: any(offset == 2 for offset, _ in deliveries))
+    finally:
+        c.close()
+    assert sorted(deliveries) == [(0, 1), (1, 1), (2, 1)]
+    assert read_all(broker, "large-dead", 1, timeout_s=3) == []
+    log_text = broker.log_path.read_text(errors="replace")
+    assert "DLQ write refused" in log_text and "DLQ write failed" not in log_text

@@ -6,14 +6,13 @@ while members are active; to earliest redelivers), delete-offsets and delete (em
 from __future__ import annotations
 
 import subprocess
-import sys
 import threading
-from pathlib import Path
 
 import pytest
 from confluent_kafka import ShareConsumer
 
 from tests.helpers.confluent_clients import create_topic, produce_all
+from tests.helpers.console_scripts import run_script
 from tests.helpers.sasl import add_scram_user, sasl_ssl_broker
 from tests.helpers.share_consumers import earliest
 from tests.helpers.tls_material import make_tls_files
@@ -21,24 +20,17 @@ from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
-SCRIPT = Path(sys.executable).parent / "shoal-share-groups"
-REPO = Path(__file__).resolve().parents[2]
 FAST = {"group.share.min.heartbeat.interval.ms": "50", "group.share.heartbeat.interval.ms": "100",
         "group.share.min.session.timeout.ms": "2000", "group.share.session.timeout.ms": "3000"}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def installed_script():
-    if not SCRIPT.exists():
-        # A venv installed before the console script was declared: install the checkout as `make install` does.
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "-e", str(REPO)],
-                       check=True, timeout=600)
-    assert SCRIPT.exists(), f"{SCRIPT} is not installed (make install)"
-
-
 def cli(broker, *args: str, bootstrap: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(SCRIPT), "--bootstrap-server", bootstrap or broker.bootstrap, *args],
-                          capture_output=True, text=True, timeout=120)
+    """The console script of this checkout's pyproject.toml, as its installed wrapper runs it."""
+    return run_script("shoal-share-groups", "--bootstrap-server", bootstrap or broker.bootstrap, *args)
+
+
+def bare(*args: str) -> subprocess.CompletedProcess:
+    return run_script("shoal-share-groups", *args)
 
 
 def table(out: str) -> list[list[str]]:
@@ -119,7 +111,7 @@ def test_list_and_describe_with_live_consumers(broker_factory):
         assert table(cli(broker, "--list", "--state", "Empty").stdout) == [["GROUP", "STATE"]]
         assert table(cli(broker, "--list", "--state", "stable,empty").stdout)[1] == ["cli-g", "Stable"]
         r = cli(broker, "--list", "--state", "Busy")
-        assert r.returncode == 1 and "Invalid state list 'Busy'. Valid states are: Dead, Empty, Stable" in r.stderr
+        assert r.returncode == 1 and "Invalid state list 'Busy'. Valid states are: Empty, Dead, Stable" in r.stderr
 
         r = cli(broker, "--describe", "--group", "cli-g", "--members")
         assert r.returncode == 0, r
@@ -142,7 +134,8 @@ def test_list_and_describe_with_live_consumers(broker_factory):
 
         r = cli(broker, "--describe", "--group", "no-such-group")
         assert r.returncode == 1
-        assert "Error: Executing share group command failed due to Group no-such-group not found." in r.stdout
+        assert ("Error: Executing share group command failed due to org.apache.kafka.common.errors."
+                "GroupIdNotFoundException: Group no-such-group not found.") in r.stdout
     finally:
         live.close()
 
@@ -165,7 +158,8 @@ def test_reset_delete_offsets_and_delete_only_on_empty_groups(broker_factory):
         assert r.returncode == 1 and "Error: The group is not empty." in r.stdout, r
         assert table(r.stdout)[-1] == ["cli-r", "Error:", "The", "group", "is", "not", "empty."]
         r = cli(broker, "--delete", "--group", "cli-rg")
-        assert r.returncode == 1 and "* Group 'cli-rg' could not be deleted due to: NON_EMPTY_GROUP" in r.stdout, r
+        assert r.returncode == 1 and ("* Group 'cli-rg' could not be deleted due to: org.apache.kafka.common.errors."
+                                      "GroupNotEmptyException: Share group 'cli-rg' is not EMPTY.") in r.stdout, r
     finally:
         live.close()
     wait_until(lambda: group_state(broker, "cli-rg") == "Empty", 30, "the group to be empty")
@@ -173,8 +167,9 @@ def test_reset_delete_offsets_and_delete_only_on_empty_groups(broker_factory):
     # Dry run: the plan, nothing changes.
     r = cli(broker, "--reset-offsets", "--group", "cli-rg", "--all-topics", "--to-earliest", "--dry-run")
     assert r.returncode == 0, r
+    # the partitions in Kafka's tool's order: a Java HashMap's (TopicPartition.hashCode)
     assert table(r.stdout) == [["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
-                               ["cli-rg", "cli-r", "0", "0"], ["cli-rg", "cli-r", "1", "0"]]
+                               ["cli-rg", "cli-r", "1", "0"], ["cli-rg", "cli-r", "0", "0"]]
     assert offsets_table(broker, "cli-rg") == {("cli-r", 0): ("6", "0"), ("cli-r", 1): ("6", "0")}
     # Execute: to earliest, and a new consumer gets every record again.
     r = cli(broker, "--reset-offsets", "--group", "cli-rg", "--topic", "cli-r", "--to-earliest", "--execute")
@@ -195,7 +190,8 @@ def test_reset_delete_offsets_and_delete_only_on_empty_groups(broker_factory):
             "2000-01-01T00:00:00.000", "--execute")
     assert table(r.stdout)[1:] == [["cli-rg", "cli-r", "0", "0"]], r
     r = cli(broker, "--reset-offsets", "--group", "cli-rg", "--topic", "cli-r:7", "--to-latest", "--execute")
-    assert r.returncode == 1 and 'The partitions "cli-r-7" do not exist' in r.stderr, r
+    assert r.returncode == 1 and ('Error: Executing share group command failed due to The partitions "cli-r-7" do '
+                                  'not exist') in r.stdout, r
 
     # Delete the topic's offsets, then the group.
     r = cli(broker, "--delete-offsets", "--group", "cli-rg", "--topic", "cli-r", "--topic", "cli-none")
@@ -212,26 +208,28 @@ def test_reset_delete_offsets_and_delete_only_on_empty_groups(broker_factory):
 
 
 def test_usage_errors_help_and_version(broker):
-    r = subprocess.run([str(SCRIPT), "--help"], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0 and "--reset-offsets" in r.stdout and "--command-config" in r.stdout
-    r = subprocess.run([str(SCRIPT), "--version"], capture_output=True, text=True, timeout=60)
+    r = bare("--help")  # as Kafka's tool: on standard error, exit code 1
+    assert r.returncode == 1 and "--reset-offsets" in r.stderr and "--command-config" in r.stderr and not r.stdout
+    r = bare("--version")
     assert r.returncode == 0 and r.stdout.strip() == "0.1.0"
-    r = subprocess.run([str(SCRIPT), "--list"], capture_output=True, text=True, timeout=60)
+    r = bare("--list")
     assert r.returncode == 1 and 'Missing required argument "[bootstrap-server]"' in r.stderr
     for args, message in [
-        (["--list", "--describe"], "Command must include exactly one action"),
+        (["--group", "g"], "Command must include exactly one action"),
+        (["--list", "--describe"], "Option [describe] takes one of these options: [all-groups], [group]"),
         (["--describe"], "Option [describe] takes one of these options: [all-groups], [group]"),
         (["--reset-offsets", "--group", "g", "--to-earliest", "--all-topics"],
          "takes the option: [execute] or [dry-run]"),
         (["--reset-offsets", "--group", "g", "--execute", "--all-topics"],
-         "Option '[reset-offsets]' requires one of the following scenarios: [[to-datetime], [to-earliest], "
-         "[to-latest]]"),
+         "Option [reset-offsets] takes one of these options: [from-file], [to-current], [to-datetime], "
+         "[to-earliest], [to-latest], [to-offset]"),
         (["--reset-offsets", "--group", "g", "--execute", "--to-earliest"],
-         "Option [reset-offsets] requires one of these options: [all-topics] or [topic]"),
+         "Option [reset-offsets] takes one of these options: [all-topics], [from-file], [topic]"),
         (["--reset-offsets", "--group", "g", "--execute", "--all-topics", "--to-earliest", "--to-latest"],
          'Option "[to-earliest]" can\'t be used with option "[to-latest]"'),
         (["--delete-offsets", "--group", "g"], "Option [delete-offsets] takes the following options: [group], [topic]"),
-        (["--delete", "--group", "g", "--topic", "t"], "Option [delete] does not take the option: [topic]"),
+        (["--delete", "--group", "g", "--topic", "t"], "Option [delete] does not take the options [topic] or "
+                                                       "[all-topics]."),
         (["--list", "--bogus"], "unrecognized arguments: --bogus"),
     ]:
         r = cli(broker, *args)

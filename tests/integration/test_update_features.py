@@ -66,7 +66,7 @@ def test_update_features_errors(broker):
                                              "had an error: Invalid update version")
         return resp.error_message
 
-    assert "only supports versions [0-2]" in refused("transaction.version", 3)
+    assert "only supports versions 0-2" in refused("transaction.version", 3)
     assert "without setting the upgrade type" in refused("transaction.version", 1)
     assert "cannot be less than 0" in refused("transaction.version", -1, SAFE_DOWNGRADE)
     assert "does not support this feature" in refused("no.such.feature", 1)

@@ -8,15 +8,19 @@ import struct
 
 import pytest
 
-from broker.config import INT_MAX
-from broker.connection_quotas import ConnectionQuotas
+from broker.config import BrokerConfig
+from broker.connection_quotas import ConnectionQuotaConfig, ConnectionQuotas
 from broker.router import CloseConnection
-from broker.server import Server
+from broker.server import Server, SocketServerConfig
 from tests.helpers.waiting import async_wait_until
 
 FETCH, PRODUCE = 1, 0
-UNLIMITED = {"max.connections": 100, "max.connections.per.ip": 100, "max.connections.per.ip.overrides": "",
-             "max.connection.creation.rate": INT_MAX, "quota.window.num": 11, "quota.window.size.seconds": 1}
+UNLIMITED = {"max.connections": "100", "max.connections.per.ip": "100"}
+
+
+def quotas_of(config: BrokerConfig) -> ConnectionQuotas:
+    """Connection quotas reading `config` at each use, as the broker's (dynamic changes apply)."""
+    return ConnectionQuotas(lambda: ConnectionQuotaConfig.from_config(config))
 
 
 class Listener:
@@ -59,7 +63,8 @@ async def test_never_reading_client_holds_about_one_response():
         dispatched.append(corr)
         return response(corr, big)
 
-    server = Server(dispatch, max_inflight=100, max_unsent_bytes=1 << 20, serial_api_keys={FETCH})
+    server = Server(dispatch, SocketServerConfig(max_inflight=100, max_unsent_bytes=1 << 20),
+                    serial_api_keys={FETCH})
     port = await start(server)
     reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 16)
     writer.transport.pause_reading()  # the client reads nothing
@@ -89,7 +94,7 @@ async def test_small_requests_still_run_concurrently():
         await release.wait()
         return response(corr, 10)
 
-    server = Server(dispatch, max_inflight=8, serial_api_keys={FETCH})
+    server = Server(dispatch, SocketServerConfig(max_inflight=8), serial_api_keys={FETCH})
     port = await start(server)
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(b"".join(frame(PRODUCE, i) for i in range(20)))
@@ -160,7 +165,7 @@ async def test_idle_connections_are_closed():
     async def dispatch(frame, conn):
         return response(struct.unpack_from(">i", frame, 4)[0], 0)
 
-    server = Server(dispatch, idle_ms=300)
+    server = Server(dispatch, SocketServerConfig(idle_ms=300))
     port = await start(server)
     r1, w1 = await asyncio.open_connection("127.0.0.1", port)  # sends nothing
     r2, w2 = await asyncio.open_connection("127.0.0.1", port)
@@ -199,7 +204,7 @@ async def test_idle_expiry_aborts_a_client_that_reads_nothing():
     async def dispatch(frame, conn):
         return response(struct.unpack_from(">i", frame, 4)[0], 8 << 20)
 
-    server = Server(dispatch, idle_ms=300, serial_api_keys={FETCH})
+    server = Server(dispatch, SocketServerConfig(idle_ms=300), serial_api_keys={FETCH})
     port = await start(server)
     reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 16)
     writer.transport.pause_reading()
@@ -211,7 +216,7 @@ async def test_idle_expiry_aborts_a_client_that_reads_nothing():
 
 
 def test_expire_idle_keeps_recently_active_connections():
-    server = Server(lambda frame, conn: None, idle_ms=1000)
+    server = Server(lambda frame, conn: None, SocketServerConfig(idle_ms=1000))
 
     class Conn:
         def __init__(self, last_active: float) -> None:
@@ -239,8 +244,8 @@ async def test_max_connections_per_ip_closes_new_connections_at_accept():
     async def dispatch(frame, conn):
         return response(struct.unpack_from(">i", frame, 4)[0], 0)
 
-    settings = {**UNLIMITED, "max.connections.per.ip": 2}
-    server = Server(dispatch, quotas=ConnectionQuotas(settings.__getitem__))
+    config = BrokerConfig({**UNLIMITED, "max.connections.per.ip": "2"})
+    server = Server(dispatch, quotas=quotas_of(config))
     port = await start(server)
     kept = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]
     await async_wait_until(lambda: len(server.connections) == 2)
@@ -248,7 +253,7 @@ async def test_max_connections_per_ip_closes_new_connections_at_accept():
     assert await asyncio.wait_for(r3.read(), 10) == b""  # closed at accept
     w3.close()
     # An override for the address raises its limit.
-    settings["max.connections.per.ip.overrides"] = "localhost:3"
+    config.set_dynamic("max.connections.per.ip.overrides", "localhost:3")
     r4, w4 = await asyncio.open_connection("127.0.0.1", port)
     w4.write(frame(PRODUCE, 4))
     assert await read_responses(r4, 1) == [4]
@@ -263,8 +268,7 @@ async def test_max_connections_makes_new_connections_wait():
     async def dispatch(frame, conn):
         return response(struct.unpack_from(">i", frame, 4)[0], 0)
 
-    settings = {**UNLIMITED, "max.connections": 2}
-    server = Server(dispatch, quotas=ConnectionQuotas(settings.__getitem__))
+    server = Server(dispatch, quotas=quotas_of(BrokerConfig({**UNLIMITED, "max.connections": "2"})))
     port = await start(server)
     first = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]
     await async_wait_until(lambda: len(server.connections) == 2)
@@ -364,15 +368,16 @@ async def test_reading_pauses_when_much_waits_behind_a_long_poll():
 def test_connection_creation_rate_throttle_times_are_kafkas():
     """Kafka's broker connection rate sensor: every connection is recorded; over the limit the wait is
     (rate - limit) / limit times the measured window, at most one quota window."""
-    quotas = ConnectionQuotas({**UNLIMITED, "max.connection.creation.rate": 10, "quota.window.num": 2}.__getitem__)
+    quotas = quotas_of(BrokerConfig({**UNLIMITED, "max.connection.creation.rate": "10",
+                                     "quota.window.num": "2"}))
     # two samples of 1 s: the rate is counted over at least one full window (1 s) from the start
     assert [quotas.creation_throttle_ms(0) for _ in range(10)] == [0] * 10
     assert quotas.creation_throttle_ms(0) == 100  # 11/s: (11 - 10) / 10 * 1000
     assert quotas.creation_throttle_ms(0) == 200
     assert [quotas.creation_throttle_ms(0) for _ in range(20)][-1] == 1000  # capped at one window
-    later = ConnectionQuotas({**UNLIMITED, "max.connection.creation.rate": 0}.__getitem__)
+    later = quotas_of(BrokerConfig({**UNLIMITED, "max.connection.creation.rate": "0"}))
     assert later.creation_throttle_ms(5_000) == 1000  # a limit of 0 waits a whole window each time
-    unlimited = ConnectionQuotas(UNLIMITED.__getitem__)
+    unlimited = quotas_of(BrokerConfig(UNLIMITED))
     assert [unlimited.creation_throttle_ms(0) for _ in range(1000)] == [0] * 1000
 
 
@@ -380,8 +385,8 @@ async def test_connections_over_the_creation_rate_wait_at_accept():
     async def dispatch(frame, conn):
         return response(struct.unpack_from(">i", frame, 4)[0], 0)
 
-    settings = {**UNLIMITED, "max.connection.creation.rate": 3, "quota.window.num": 2}
-    server = Server(dispatch, quotas=ConnectionQuotas(settings.__getitem__))
+    config = BrokerConfig({**UNLIMITED, "max.connection.creation.rate": "3", "quota.window.num": "2"})
+    server = Server(dispatch, quotas=quotas_of(config))
     port = await start(server)
     opened = [await asyncio.open_connection("127.0.0.1", port) for _ in range(3)]
     await async_wait_until(lambda: len(server.connections) == 3)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 from broker.cluster.topics import TopicInfo
+from broker.config.group_config import GroupConfig
 from broker.console import service
 from broker.console.service import Console
 from broker.share.inflight import ACK_ACCEPT, ShareInFlight
@@ -44,7 +45,7 @@ def console(infos: list[TopicInfo], partitions: list[SharePartition], end: int) 
     return Console(topics=SimpleNamespace(registry=Registry(infos)),  # type: ignore[arg-type]
                    logs=SimpleNamespace(find=lambda _t, _p: log(end)),  # type: ignore[arg-type]
                    group_coordinator=SimpleNamespace(coordinator=coordinator),  # type: ignore[arg-type]
-                   share_partitions=manager, group_configs=lambda _g: {})  # type: ignore[arg-type]
+                   share_partitions=manager, group_configs=lambda _g: GroupConfig())  # type: ignore[arg-type]
 
 
 def share_partition(inflight: ShareInFlight) -> SharePartition:

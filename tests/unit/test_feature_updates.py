@@ -24,7 +24,7 @@ def test_transaction_version_moves_within_its_range():
 
 def test_kafka_refusals():
     assert _check(1, "transaction.version", 3) == \
-        "Invalid update version 3 for feature transaction.version. Local controller 1 only supports versions [0-2]"
+        "Invalid update version 3 for feature transaction.version. Local controller 1 only supports versions 0-2"
     assert _check(1, "transaction.version", 2, SAFE_DOWNGRADE) == \
         "Invalid update version 2 for feature transaction.version. Can't downgrade to a newer version."
     assert "without setting the upgrade type" in _check(2, "transaction.version", 1)

@@ -1,15 +1,6 @@
 import pytest
 
-from broker.config import BrokerConfig
-from broker.config.group_config import (
-    GROUP_CONFIGS,
-    bool_value,
-    duration_ms,
-    effective_value,
-    int_value,
-    str_value,
-    validate,
-)
+from broker.config.group_config import duration_ms, validate
 
 
 def test_durations():
@@ -26,20 +17,6 @@ def test_auto_offset_reset_values():
     assert validate("share.auto.offset.reset", "by_duration:P2D") == "by_duration:P2D"
     with pytest.raises(ValueError):
         validate("share.auto.offset.reset", "by_duration:")
-
-
-def test_typed_values_of_a_groups_effective_configs():
-    """What components read: the effective value (override, else the broker's setting, else the table's default)
-    typed by its definition."""
-    broker = BrokerConfig({"group.share.record.lock.duration.ms": "20000"})
-    configs = {name: effective_value(name, {"share.renew.acknowledge.enable": "FALSE"}, broker)
-               for name in GROUP_CONFIGS}
-    assert int_value(configs, "share.record.lock.duration.ms") == 20_000  # the broker's setting
-    assert int_value(configs, "share.delivery.count.limit") == 5  # the default
-    assert bool_value(configs, "share.renew.acknowledge.enable") is False  # the override
-    assert str_value(configs, "share.auto.offset.reset") == "latest"
-    with pytest.raises(KeyError):  # no fallback: every group config is in the effective configs
-        int_value({}, "share.delivery.count.limit")
 
 
 BROKER = {"group.share.min.session.timeout.ms": 45000, "group.share.max.session.timeout.ms": 60000,

@@ -7,7 +7,7 @@ import socket
 import struct
 
 from broker.request_memory import TRIM_AFTER_BYTES, RequestMemoryPool, give_back_memory
-from broker.server import Server
+from broker.server import Server, SocketServerConfig
 from protocol.framing import FrameSplitter
 from tests.helpers.waiting import async_wait_until
 
@@ -60,7 +60,7 @@ async def test_connections_beyond_the_pool_are_not_read_until_it_has_room() -> N
         seen.append(len(frame))
         return None
 
-    server = Server(dispatch, max_queued_bytes=150_000)
+    server = Server(dispatch, SocketServerConfig(max_queued_bytes=150_000))
     ((_, _, port),) = await server.start([Listener()])
     body = struct.pack(">hhi", 0, 9, 1) + b"\x00" * (100_000 - 8)
     head = struct.pack(">i", len(body))

@@ -9,7 +9,7 @@ from broker.context import ConnectionInfo
 from broker.features import Features
 from broker.handlers import api_versions, register_all
 from broker.router import CloseConnection, Router
-from broker.server import Server
+from broker.server import Server, SocketServerConfig
 from protocol.codec import request_codec, response_codec
 from protocol.errors import ErrorCode
 from protocol.framing import RequestHeader, encode_request
@@ -226,7 +226,7 @@ async def test_server_writes_responses_in_request_order():
             return None  # like Produce acks=0
         return struct.pack(">ii", 4, corr)
 
-    server = Server(dispatch, max_request_bytes=1024, max_inflight=8)
+    server = Server(dispatch, SocketServerConfig(max_request_bytes=1024, max_inflight=8))
     (_, _, port), = await server.start([type("L", (), {"name": "PLAINTEXT", "host": "127.0.0.1", "port": 0})()])
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     n = 200

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from broker.server import Server
+from broker.server import Server, SocketServerConfig
 from tests.helpers.waiting import async_wait_until
 
 
@@ -30,7 +30,7 @@ async def _no_dispatch(frame, conn):  # pragma: no cover - no request is sent
 
 
 async def test_configured_buffers_and_kafka_options():
-    server = Server(_no_dispatch, send_buffer_bytes=50_000, receive_buffer_bytes=60_000)
+    server = Server(_no_dispatch, SocketServerConfig(send_buffer_bytes=50_000, receive_buffer_bytes=60_000))
     sock, writer = await _accepted(server)
     try:
         # Linux doubles what is asked (the bookkeeping overhead) and reports the doubled size

@@ -22,6 +22,20 @@ def test_illegal_names(name):
     assert err.value.code == ErrorCode.INVALID_TOPIC_EXCEPTION
 
 
+@pytest.mark.parametrize(("name", "why"), [
+    ("", "the empty string is not allowed"),
+    (".", "'.' is not allowed"),
+    ("..", "'..' is not allowed"),
+    ("a" * 250, f"the length of '{'a' * 250}' is longer than the max allowed length 249"),
+    ("bad name!", "'bad name!' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"),
+])
+def test_illegal_name_messages_are_kafkas(name, why):
+    """Kafka's Topic.validate words them so (CreateTopics, DescribeProducers, kafka-topics show them)."""
+    with pytest.raises(TopicError) as err:
+        validate_topic_name(name)
+    assert err.value.message == f"Topic name is invalid: {why}"
+
+
 def _create(reg: TopicRegistry, name: str, partitions: int) -> uuid.UUID:
     tid = uuid.uuid4()
     reg.apply(TOPIC_RECORD, {"name": name, "topic_id": tid})

@@ -70,6 +70,11 @@ class FakeAdmin:
     def abort_transaction(self, spec: AbortSpec) -> None:
         self.aborted.append(spec)
 
+    def force_terminate_transaction(self, transactional_id: str) -> None:
+        self.calls.append(("force", transactional_id))
+        if transactional_id == "refused":
+            raise AdminError(int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+
 
 def call(admin: FakeAdmin, *argv: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
@@ -103,9 +108,9 @@ def test_parser_takes_kafkas_commands_and_options() -> None:
 
 @pytest.mark.parametrize(("argv", "message"), [
     ([], "too few arguments"),
-    (["describe"], "the following arguments are required: --transactional-id"),
-    (["describe-producers", "--topic", "t"], "the following arguments are required: --partition"),
-    (["abort", "--topic", "t"], "the following arguments are required: --partition"),
+    (["describe"], "argument --transactional-id is required"),
+    (["describe-producers", "--topic", "t"], "argument --partition is required"),
+    (["abort", "--topic", "t"], "argument --partition is required"),
     (["find-hanging", "--partition", "x"], "argument --partition: invalid int value: 'x'"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
 ])
@@ -113,6 +118,15 @@ def test_usage_errors_exit_1_with_the_usage(argv: list[str], message: str) -> No
     code, out, err = call(FakeAdmin(), *argv)
     assert code == 1 and out == ""
     assert message in err and err.startswith("usage: shoal-transactions")
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["-h"], ["list", "--help"], ["abort", "-h"]])
+def test_help_exits_1_as_kafkas_tool(argv: list[str], capsys) -> None:
+    """kafka-transactions (argparse4j) prints its help on standard output and exits 1."""
+    with pytest.raises(SystemExit) as exited:
+        run(["--bootstrap-server", "127.0.0.1:1", *argv], admin_factory=lambda *a, **k: FakeAdmin())
+    assert exited.value.code == 1
+    assert capsys.readouterr().out.startswith("usage: shoal-transactions")
 
 
 def test_bootstrap_server_is_required() -> None:
@@ -127,8 +141,9 @@ def test_list_by_coordinator() -> None:
                                 1: [TransactionListing("z", 3, "Empty"), TransactionListing("a", 4, "CompleteCommit")]})
     code, out, _ = call(admin, "list", "--duration-filter", "10")
     assert code == 0
+    # brokers in order, each one's transactions in the order it listed them (as Kafka's tool prints them)
     assert cells(out) == [["TransactionalId", "Coordinator", "ProducerId", "TransactionState"],
-                          ["a", "1", "4", "CompleteCommit"], ["z", "1", "3", "Empty"], ["b", "2", "9", "Ongoing"]]
+                          ["z", "1", "3", "Empty"], ["a", "1", "4", "CompleteCommit"], ["b", "2", "9", "Ongoing"]]
     assert admin.calls == [("list", (), 10)]
     assert call(FakeAdmin(), "list")[1] == "TransactionalId\tCoordinator\tProducerId\tTransactionState\t\n"
 
@@ -147,8 +162,9 @@ def test_describe_with_and_without_a_transaction_in_progress() -> None:
         "1", "idle", "43", "0", "Empty", "60000", "None", "None", ""]
     code, out, err = call(admin, "describe", "--transactional-id", "gone")
     assert (code, out) == (1, "")
-    assert err == ("Failed to describe transaction state of transactional-id `gone`: TRANSACTIONAL_ID_NOT_FOUND. "
-                   "Enable debug logging for additional detail.\n")
+    assert err == ("Failed to describe transaction state of transactional-id `gone`: DescribeTransactions request "
+                   "for transactionalId `gone` failed because the ID could not be found. Enable debug logging for "
+                   "additional detail.\n")
 
 
 def test_describe_producers() -> None:
@@ -162,7 +178,9 @@ def test_describe_producers() -> None:
     assert admin.calls == [("producers", (("t", 0),), 1)]
     code, _, err = call(admin, "describe-producers", "--topic", "t", "--partition", "9")
     assert code == 1
-    assert err.startswith("Failed to describe producers for partition t-9 on leader: UNKNOWN_TOPIC_OR_PARTITION.")
+    # Kafka's message for the code, followed by the tool's ". Enable debug logging ..." as Kafka's tool prints it
+    assert err.startswith("Failed to describe producers for partition t-9 on leader: This server does not host this "
+                          "topic-partition.. Enable debug")
 
 
 # ---------------------------------------------------------------------- abort
@@ -201,8 +219,8 @@ def test_abort_refused_by_the_leader() -> None:
                         "--producer-epoch", "1", "--coordinator-epoch", "3")
     assert code == 1
     assert err == ("Failed to abort transaction AbortTransactionSpec(topicPartition=t-0, producerId=5, "
-                   "producerEpoch=1, coordinatorEpoch=3): INVALID_PRODUCER_EPOCH. Enable debug logging for "
-                   "additional detail.\n")
+                   "producerEpoch=1, coordinatorEpoch=3): Producer attempted to produce with an old epoch.. "
+                   "Enable debug logging for additional detail.\n")
 
 
 # ---------------------------------------------------------------------- find-hanging
@@ -255,3 +273,16 @@ def test_find_hanging_scopes() -> None:
     assert code == 1 and err == "The --partition argument requires --topic to be provided\n"
     code, _, err = call(admin, "find-hanging", "--topic", "nope")
     assert code == 1 and err.startswith("Failed to describe 1 topics:")
+
+
+def test_force_terminate_transaction() -> None:
+    """Kafka 4.4's forceTerminateTransaction: nothing printed when done; Kafka's message for an error."""
+    admin = FakeAdmin()
+    assert call(admin, "forceTerminateTransaction", "--transactionalId", "t") == (0, "", "")
+    assert admin.calls == [("force", "t")]
+    code, out, err = call(admin, "forceTerminateTransaction", "--transactionalId", "refused")
+    assert (code, out) == (1, "")
+    assert err == ("Failed to force terminate transactionalId `refused`: Transactional Id authorization failed.. "
+                   "Enable debug logging for additional detail.\n")
+    code, _, err = call(admin, "forceTerminateTransaction")
+    assert code == 1 and "argument --transactionalId is required" in err

@@ -22,6 +22,7 @@ from typing import Any
 
 import structlog
 
+from broker.config.components import ComponentConfig, fixed, setting
 from broker.groups.classic import records as classic_records
 from broker.groups.classic.group import ClassicGroup, ClassicMember, ClassicState, Protocols
 from broker.groups.result import GroupError, GroupResult
@@ -30,18 +31,21 @@ from protocol.errors import ErrorCode
 
 log = structlog.get_logger(__name__)
 
-INT_MAX = 2**31 - 1
 UNKNOWN_MEMBER_ID = ""
 GroupTypeLookup = Callable[[str], "str | None"]
 
 
+# Kafka's classicGroupNewMemberJoinTimeoutMs: a constant there, not a config.
+NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
+
+
 @dataclass(frozen=True)
-class ClassicConfig:
-    min_session_timeout_ms: int = 6000  # group.min.session.timeout.ms
-    max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
-    initial_rebalance_delay_ms: int = 0  # group.initial.rebalance.delay.ms (Kafka: 3000, see README)
-    max_size: int = INT_MAX  # group.max.size
-    new_member_join_timeout_ms: int = 300_000  # Kafka's fixed classicGroupNewMemberJoinTimeoutMs
+class ClassicConfig(ComponentConfig):
+    min_session_timeout_ms: int = setting("group.min.session.timeout.ms")
+    max_session_timeout_ms: int = setting("group.max.session.timeout.ms")
+    initial_rebalance_delay_ms: int = setting("group.initial.rebalance.delay.ms")  # Kafka: 3000, see README
+    max_size: int = setting("group.max.size")
+    new_member_join_timeout_ms: int = fixed(NEW_MEMBER_JOIN_TIMEOUT_MS)
 
 
 def _join_error(code: ErrorCode, member_id: str = UNKNOWN_MEMBER_ID) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from uuid import UUID
 
 import structlog
 
+from broker.config.components import ComponentConfig, setting
 from broker.groups.consumer import records as rec
 from broker.groups.consumer.assignors import ASSIGNORS
 from broker.groups.consumer.classic_members import ClassicMembers
@@ -54,19 +55,18 @@ from protocol.errors import ErrorCode
 
 log = structlog.get_logger(__name__)
 
-INT_MAX = 2**31 - 1
 TopicInfoLookup = Callable[[str], "tuple[UUID, int] | None"]
 # group id -> (session timeout ms, heartbeat interval ms) from its group configs
 GroupTimingLookup = Callable[[str], "tuple[int, int]"]
 
 
 @dataclass(frozen=True)
-class ConsumerConfig:
-    session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
-    heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
-    max_size: int = INT_MAX  # group.consumer.max.size
-    assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors (the first is the default)
-    migration_policy: str = "bidirectional"  # group.consumer.migration.policy
+class ConsumerConfig(ComponentConfig):
+    session_timeout_ms: int = setting("group.consumer.session.timeout.ms")
+    heartbeat_interval_ms: int = setting("group.consumer.heartbeat.interval.ms")
+    max_size: int = setting("group.consumer.max.size")
+    assignors: tuple[str, ...] = setting("group.consumer.assignors")  # the first is the default
+    migration_policy: str = setting("group.consumer.migration.policy")
 
 
 def new_member_id() -> str:

@@ -8,22 +8,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from broker.config.broker_defs import BROKER_CONFIGS
-
-
-def _default(name: str) -> int:
-    return BROKER_CONFIGS[name].default  # declared once, in the broker's table
+from broker.config.components import ComponentConfig, setting
 
 
 @dataclass(frozen=True)
-class ShareGroupConfig:
-    session_timeout_ms: int = _default("group.share.session.timeout.ms")
-    heartbeat_interval_ms: int = _default("group.share.heartbeat.interval.ms")
-    max_size: int = _default("group.share.max.size")
+class ShareGroupConfig(ComponentConfig):
+    session_timeout_ms: int = setting("group.share.session.timeout.ms")
+    heartbeat_interval_ms: int = setting("group.share.heartbeat.interval.ms")
+    max_size: int = setting("group.share.max.size")
     # An Initializing partition older than this is asked for again.
-    initialize_retry_interval_ms: int = _default("group.share.initialize.retry.interval.ms")
+    initialize_retry_interval_ms: int = setting("group.share.initialize.retry.interval.ms")
     # The target assignment is recomputed at most once per interval (0: on every heartbeat that needs it).
-    assignment_interval_ms: int = _default("group.share.assignment.interval.ms")
+    assignment_interval_ms: int = setting("group.share.assignment.interval.ms")
 
     def __post_init__(self) -> None:
         if self.heartbeat_interval_ms >= self.session_timeout_ms:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from broker.config import BrokerConfig
 from broker.log import LogConfig, LogManager, PartitionLog
-from broker.log.cleaner import InlineWorker, LogCleaner
+from broker.log.cleaner import CleanerConfig, InlineWorker, LogCleaner
 from broker.log.files import FileCache
 from protocol import records as rec
 
@@ -45,9 +45,13 @@ class Harness:
         self.producers = producers
         self.cleaner: LogCleaner | None = None
 
+    def cleaner_config(self) -> CleanerConfig:
+        """The cleaner's settings from the broker config, as the broker reads them (at each use)."""
+        return CleanerConfig.from_config(self.broker_config)
+
     def new_cleaner(self) -> LogCleaner:
         """A cleaner as a broker start makes one (it reads the checkpoint file)."""
-        return LogCleaner(self.manager, self.broker_config.get, clock=self.clock, worker=InlineWorker,
+        return LogCleaner(self.manager, self.cleaner_config, clock=self.clock, worker=InlineWorker,
                           producer_last_offsets=self.producers)
 
     def clean(self) -> bool:

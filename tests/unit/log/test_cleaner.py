@@ -357,7 +357,7 @@ def test_a_round_in_a_cleaner_process(tmp_path: Path) -> None:
     expected = latest_view(records(h.log))
 
     async def run() -> tuple[bool, int | None]:
-        cleaner = LogCleaner(h.manager, h.broker_config.get, clock=h.clock, worker=ProcessWorker)
+        cleaner = LogCleaner(h.manager, h.cleaner_config, clock=h.clock, worker=ProcessWorker)
         cleaned = await cleaner.clean_once()
         pid = cleaner._workers[0].pid
         await cleaner.close()
@@ -379,7 +379,7 @@ def test_closing_stops_a_round_in_progress_and_leaves_nothing_behind(tmp_path: P
     expected = latest_view(records(h.log))
 
     async def run() -> tuple[bool, float]:
-        cleaner = LogCleaner(h.manager, h.broker_config.get, clock=h.clock, worker=ProcessWorker)
+        cleaner = LogCleaner(h.manager, h.cleaner_config, clock=h.clock, worker=ProcessWorker)
         task = asyncio.create_task(cleaner.clean_once())
         await async_wait_until(lambda: cleaner._workers and cleaner._workers[0].pid, 20, "the cleaner's worker",
                                interval=0.02)

@@ -56,7 +56,7 @@ class TxnHarness(Harness):
         return value
 
     def new_cleaner(self) -> LogCleaner:
-        return LogCleaner(self.manager, self.broker_config.get, clock=self.clock, worker=InlineWorker,
+        return LogCleaner(self.manager, self.cleaner_config, clock=self.clock, worker=InlineWorker,
                           producer_last_offsets=self.producers, last_stable_offset=self.lso)
 
     def dirty(self) -> None:
@@ -263,7 +263,7 @@ def test_without_a_known_lso_the_log_is_not_cleaned(tmp_path: Path) -> None:
         raise KeyError("no such partition")
 
     async def run() -> bool:
-        cleaner = LogCleaner(h.manager, h.broker_config.get, clock=h.clock, worker=InlineWorker,
+        cleaner = LogCleaner(h.manager, h.cleaner_config, clock=h.clock, worker=InlineWorker,
                              last_stable_offset=unknown, load_partition_state=load)
         try:
             return await cleaner.clean_once()

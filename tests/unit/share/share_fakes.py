@@ -12,6 +12,7 @@ from typing import Any
 from broker.cluster.topics import TopicInfo
 from broker.config import BrokerConfig
 from broker.config import group_config as gc
+from broker.config.group_config import GroupConfig
 from broker.log import GroupCommitFlusher
 from broker.log.partition_log import PartitionLog
 from broker.replica_manager import ReplicaManager
@@ -62,14 +63,15 @@ def broker_config(settings: Mapping[str, object]) -> BrokerConfig:
                          for name, value in settings.items()})
 
 
-def effective_group_configs(config: BrokerConfig, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
-    """A group's effective configs as ConfigService.group_config gives them: every group config, the group's
-    overrides over the broker's settings over the defaults of the table."""
-    return {name: gc.effective_value(name, overrides or {}, config) for name in gc.GROUP_CONFIGS}
+def effective_group_configs(config: BrokerConfig, overrides: Mapping[str, str] | None = None) -> GroupConfig:
+    """A group's effective configs as ConfigService.group_settings gives them: the group's overrides over the
+    broker's settings over the defaults of the table, typed."""
+    return GroupConfig.from_values({name: gc.effective_value(name, overrides or {}, config)
+                                    for name in gc.GROUP_CONFIGS})
 
 
-def group_configs(config: BrokerConfig, overrides: Mapping[str, str] | None = None) -> Callable[[str], dict[str, str]]:
-    """Every group's effective configs: the same mapping on each call, as the config service caches it."""
+def group_configs(config: BrokerConfig, overrides: Mapping[str, str] | None = None) -> Callable[[str], GroupConfig]:
+    """Every group's effective configs: the same object on each call, as the config service caches it."""
     configs = effective_group_configs(config, overrides)
     return lambda _group: configs
 
@@ -81,7 +83,7 @@ def spawn(coro, name: str) -> asyncio.Task:
     return asyncio.get_running_loop().create_task(coro, name=name)
 
 
-def make_manager(*, config: Any, topics: Any, persister: Any, group_configs: Any,
+def make_manager(*, config: Any, topics: Any, persister: Any, group_configs: Callable[[str], GroupConfig],
                  replicas: ReplicaManager | None = None, groups: Any = NO_GROUP_COORDINATOR) -> SharePartitionManager:
     """A manager over `topics`, reading them through `replicas` (a real ReplicaManager over them by default)."""
     replicas = replicas if replicas is not None else ReplicaManager(topics, GroupCommitFlusher())

@@ -138,14 +138,14 @@ def test_lock_expiry_loop_survives_a_failed_round(tmp_path):
             return real(now_ms)
 
         sp.inflight.expire_locks = flaky
-        loop_task = asyncio.get_running_loop().create_task(mgr._expiry_loop())
+        loop_task = asyncio.get_running_loop().create_task(mgr._lock_expiry.run())
         try:
             clock.now += 31  # past the 30 s lock
-            mgr._timer_kick.set()
+            mgr._lock_expiry.wake()
             deadline = asyncio.get_running_loop().time() + 5
             while sp.inflight.acquired_count and asyncio.get_running_loop().time() < deadline:
                 await asyncio.sleep(0.02)
-                mgr._timer_kick.set()
+                mgr._lock_expiry.wake()
             assert len(calls) >= 2 and sp.inflight.acquired_count == 0 and sp.inflight.available_count == 5
             assert not loop_task.done()
         finally:

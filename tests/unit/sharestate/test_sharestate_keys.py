@@ -6,6 +6,7 @@ import uuid
 
 import pytest
 
+from broker.config import BrokerConfig
 from broker.sharestate import ShareCoordinatorConfig, SharePartitionKey, partition_for
 from broker.sharestate.keys import java_abs, java_string_hash, kafka_uuid_str, partition_for_coordinator_key
 
@@ -54,8 +55,8 @@ def test_config_from_properties() -> None:
         "share.coordinator.state.topic.num.partitions": "3",
         "share.coordinator.snapshot.update.records.per.snapshot": "10"})
     assert cfg == ShareCoordinatorConfig(3, 10)
-    values = {"share.coordinator.state.topic.num.partitions": 5}
-    assert ShareCoordinatorConfig.from_properties(lambda k: values[k]).state_topic_num_partitions == 5
+    config = BrokerConfig({"share.coordinator.state.topic.num.partitions": "5"})
+    assert ShareCoordinatorConfig.from_config(config).state_topic_num_partitions == 5
     with pytest.raises(ValueError):
         ShareCoordinatorConfig(snapshot_update_records_per_snapshot=501)
     with pytest.raises(ValueError):

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from txn_helpers import Clock
 
-from broker.coordinator_log import AppendFailed
+from broker.coordinator.coordinator_log import AppendFailed
 from broker.linear_regex import RegexError, RegexWorker
 from broker.txn import TransactionCoordinatorConfig, TxnMarker, TxnState
 from broker.txn.markers import MarkersFenced, RoutedMarkerWriter, write_until_done
@@ -24,7 +24,8 @@ TOPICS = {"t": 2, "__consumer_offsets": 4}
 
 
 class MemoryLog:
-    """`__transaction_state` in memory: appends are durable when `durable` is set (all at once otherwise)."""
+    """`__transaction_state` in memory (the CoordinatorTopic the runtime is given): appends are durable at once,
+or when released while `hold` is set; `fail_next` refuses the next append."""
 
     def __init__(self) -> None:
         self.partitions: dict[int, list[tuple[bytes, bytes | None]]] = {p: [] for p in range(PARTITIONS)}
@@ -36,22 +37,29 @@ class MemoryLog:
     def num_partitions(self) -> int:
         return PARTITIONS
 
-    def replay(self, partition: int, apply: Callable[..., Any]) -> int:
-        for key, value in self.partitions[partition]:
-            apply(key, value)
+    def replay(self, partition: int, apply: Callable[..., Any], on_marker: Callable[..., Any] | None = None) -> int:
+        for offset, (key, value) in enumerate(self.partitions[partition]):
+            apply(offset, -1, -1, key, value)
         return len(self.partitions[partition])
 
-    def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> asyncio.Future:
+    def end_offset(self, partition: int) -> int:
+        return len(self.partitions[partition])
+
+    def append_at(self, partition: int, records: Sequence[tuple[bytes, bytes | None]], *, producer_id: int = -1,
+                  producer_epoch: int = -1) -> tuple[int, asyncio.Future]:
+        """Appended at once; durable at once, or when released (`hold`). Without records: the partition's
+        barrier, held in the same way."""
         if self.fail_next and records:
             self.fail_next = False
             raise AppendFailed("refused")
+        base = len(self.partitions[partition]) if records else -1
         self.partitions[partition] += records
         fut = asyncio.get_running_loop().create_future()
         if self.hold:
             self._held.append(fut)
         else:
             fut.set_result(None)
-        return fut
+        return base, fut
 
     def release(self) -> None:
         for fut in self._held:
@@ -101,12 +109,13 @@ class Harness:
         self.regex_worker = RegexWorker()  # its process starts only if a test lists with a pattern
         self.rt = TransactionCoordinatorRuntime(
             log=self.log, producer_ids=self.ids, markers=self.writer, regex_worker=self.regex_worker,
-            config=TransactionCoordinatorConfig(num_partitions=PARTITIONS, transaction_version_level=0, **config),
+            config=TransactionCoordinatorConfig(
+                num_partitions=PARTITIONS, transaction_version_level=0,
+                abort_timed_out_interval_ms=3_600_000, remove_expired_interval_ms=3_600_000,
+                partition_verification_enable=produce_verified, **config),
             spawn=self.spawn, clock=self.clock,
             partition_exists=lambda t, p: 0 <= p < self.topics.get(t, 0),
-            offsets_partition=lambda g: len(g) % 4, marker_backoff_ms=1,
-            abort_timed_out_interval_ms=3_600_000, remove_expired_interval_ms=3_600_000,
-            produce_verified=produce_verified)
+            offsets_partition=lambda g: len(g) % 4, marker_backoff_ms=1)
 
     def spawn(self, coro, name: str) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coro, name=name)

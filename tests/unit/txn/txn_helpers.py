@@ -32,7 +32,8 @@ class Ids:
 
 
 def make(clock: Clock | None = None, **config: int) -> TransactionCoordinator:
-    return TransactionCoordinator(TransactionCoordinatorConfig(**config), clock=clock or Clock())
+    return TransactionCoordinator(TransactionCoordinatorConfig(**{"num_partitions": PARTITIONS, **config}),
+                                  clock=clock or Clock())
 
 
 def with_ids(op: Callable[..., TxnResult], ids: Ids, *args: object, **kwargs: object) -> TxnResult:

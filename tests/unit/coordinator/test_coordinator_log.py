@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from broker.coordinator_log import CoordinatorLog
+from broker.coordinator.coordinator_log import CoordinatorLog
 from protocol.errors import ErrorCode
 from tests.helpers.waiting import async_wait_until
 
@@ -92,13 +92,15 @@ async def test_transactional_batches_and_markers_replay_with_their_producer(tmp_
         assert code == ErrorCode.NONE
         await durable
     seen: list = []
-    count = clog.replay(0, lambda k, v, pid, epoch: seen.append((k, v, pid, epoch)), with_producer=True,
+    count = clog.replay(0, lambda offset, pid, epoch, k, v: seen.append((offset, bytes(k), v and bytes(v), pid,
+                                                                        epoch)),
                         on_marker=lambda *m: seen.append(m))
     assert count == 3
-    assert seen == [(b"k1", b"v1", -1, -1), (b"k2", b"v2", 42, 3), (b"k3", None, 42, 3), (42, 3, True, 5),
-                    (43, 0, False, 5)]
+    assert seen == [(0, b"k1", b"v1", -1, -1), (1, b"k2", b"v2", 42, 3), (2, b"k3", None, 42, 3),
+                    (42, 3, True, 5), (43, 0, False, 5)]
     plain: list = []
-    assert clog.replay(0, lambda k, v: plain.append(k)) == 3 and plain == [b"k1", b"k2", b"k3"]
+    assert clog.replay(0, lambda *r: plain.append(bytes(r[3]))) == 3 and plain == [b"k1", b"k2", b"k3"]
+    assert clog.end_offset(0) == 5  # three records and two markers
     plog.close()
 
 
