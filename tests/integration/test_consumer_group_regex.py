@@ -283,8 +283,10 @@ def test_a_pathological_pattern_does_not_delay_other_clients(secured):
     # A loaded two-core machine: the median stays at a few milliseconds and the 99th percentile below 100 ms; a
     # single late answer (the OS scheduling another process) may take longer, but never the seconds a regex on the
     # event loop holds it (a compile holding the GIL moves the median, backtracking the worst case).
+    # The median's bound follows the machine: 10 ms, or three times the median with no regex being resolved.
+    median_bound = max(0.010, 3 * statistics.median(baseline))
     for label in ("backtracking", "compile-heavy", "re2-heavy"):
         latencies = figures[label][1]
         if latencies:
             p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
-            assert statistics.median(latencies) < 0.010 and p99 < 0.100 and max(latencies) < 0.500, report
+            assert statistics.median(latencies) < median_bound and p99 < 0.100 and max(latencies) < 0.500, report
