@@ -149,11 +149,19 @@ def test_heartbeat_interval_from_group_config(pair):
             topic, _ = make_topic(target, raw, "hb-interval-cfg", [[1]])
             group = share_group(target, raw, "hb-interval-cfg", **{"share.heartbeat.interval.ms": "200"})
             m = Member(raw, group)
+            def next_interval(before: int) -> int:
+                """The interval heartbeats answer once it is no longer `before` (Kafka's coordinator applies a
+                group config a moment after the alteration is answered), or still `before` after 10 s."""
+                end = time.monotonic() + 10
+                while (now := m.heartbeat().heartbeat_interval_ms) == before and time.monotonic() < end:
+                    time.sleep(0.05)
+                return now
+
             first = m.heartbeat([topic]).heartbeat_interval_ms
             changed = alter_group(raw, group, {"share.heartbeat.interval.ms": "300"})
-            second = m.heartbeat().heartbeat_interval_ms
+            second = next_interval(first)
             deleted = alter_group(raw, group, {"share.heartbeat.interval.ms": None})
-            third = m.heartbeat().heartbeat_interval_ms
+            third = next_interval(second)
             return [first, changed, second, deleted, third]
 
     assert_same(pair.run(scenario), "share.heartbeat.interval.ms applied to a running group")
