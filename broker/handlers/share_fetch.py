@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
+from broker.config.request_limits import RequestLimitsConfig
 from broker.handlers.share_groups import valid_member_id
 from broker.security.acl import AclOperation, ResourceType
 from broker.share.inflight import ACK_REJECT, ACK_RENEW
@@ -97,7 +98,7 @@ def _leader(ctx) -> dict:
 def _fetch_params(ctx, req) -> ShareFetchParams:
     # Kafka caps MaxBytes by fetch.max.bytes and by what the client's consumer_byte_rate allows in a quota window,
     # and MinBytes by that
-    max_bytes = int(min(req.max_bytes, ctx.broker.config.get("fetch.max.bytes"), ctx.broker.quotas.fetch_max_bytes(ctx)))
+    max_bytes = int(min(req.max_bytes, RequestLimitsConfig.from_config(ctx.broker.config).fetch_max_bytes, ctx.broker.quotas.fetch_max_bytes(ctx)))
     return ShareFetchParams(
         req.max_wait_ms, min(req.min_bytes, max_bytes), max_bytes,
         req.max_records, ctx.api_version >= 2 and req.get("share_acquire_mode", 0) == RECORD_LIMIT_MODE,

@@ -58,7 +58,7 @@ from broker.share.requests import (
     ShareFetchAnswer,
     TopicPartition,
 )
-from broker.share.sessions import FINAL_EPOCH, ShareSession, ShareSessionCache
+from broker.share.sessions import FINAL_EPOCH, ShareSession, ShareSessionCache, ShareSessionConfig
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ class SharePartitionManager:
         self._groups = groups
         self._spawn = spawn
         self._clock = clock
-        self.sessions = ShareSessionCache(config.get("group.share.max.share.sessions"))
+        self.sessions = ShareSessionCache(ShareSessionConfig.from_config(config).max_share_sessions)
         self._partitions: dict[PartitionKey, SharePartition] = {}
         self._loading: dict[PartitionKey, asyncio.Future[SharePartition]] = {}
         self._lock_expiry = PeriodicTask("share-lock-expiry", self._expire_locks, next_due_s=self._next_expiry_s,

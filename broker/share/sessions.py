@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from broker.config.components import ComponentConfig, setting
 from protocol.errors import ErrorCode
 
 OPEN_EPOCH = 0
@@ -40,6 +41,12 @@ class SessionOutcome(NamedTuple):  # one per ShareFetch: a tuple builds faster t
     # The session this request ended (closed with -1) or replaced (a new epoch-0 request): release its records.
     ended: ShareSession | None = None
     message: str | None = None
+
+
+@dataclass(frozen=True)
+class ShareSessionConfig(ComponentConfig):
+    # the most share sessions the broker keeps (a ShareFetch opening one more is refused)
+    max_share_sessions: int = setting("group.share.max.share.sessions")
 
 
 class ShareSessionCache:
