@@ -17,7 +17,7 @@ from typing import Any
 from broker.config import kafka_values as kv
 from broker.config.broker_defs import default_text
 from broker.config.definitions import DEFAULT_CONFIG, GROUP_CONFIG, ConfigDef, ConfigDescription
-from broker.config.topic_config import BrokerSettings
+from broker.config.topic_config import BrokerSettings, resource_value
 
 # ISO-8601 duration as Java's Duration.parse accepts it (days, hours, minutes, seconds).
 _DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$", re.IGNORECASE)
@@ -191,14 +191,7 @@ def effective(name: str, overrides: Mapping[str, str], broker: BrokerSettings) -
 
 def effective_value(name: str, overrides: Mapping[str, str], broker: BrokerSettings) -> str:
     """What Shoal's components read: the effective value in Kafka's canonical text."""
-    definition = GROUP_CONFIGS[name]
-    if name in overrides:
-        return definition.canonical(overrides[name]) or ""
-    if definition.synonym is not None:
-        text, source = broker.broker_value(definition.synonym)
-        if text is not None and source != DEFAULT_CONFIG:
-            return text
-    return definition.default or ""
+    return resource_value(GROUP_CONFIGS[name], overrides, broker)
 
 
 # --- typed effective values ---------------------------------------------------------------------------------

@@ -145,7 +145,13 @@ def effective(name: str, overrides: Mapping[str, str], broker: BrokerSettings, *
 
 def effective_value(name: str, overrides: Mapping[str, str], broker: BrokerSettings) -> str:
     """What Shoal's components read: the effective value in Kafka's canonical text."""
-    definition = TOPIC_CONFIGS[name]
+    return resource_value(TOPIC_CONFIGS[name], overrides, broker)
+
+
+def resource_value(definition: ConfigDef, overrides: Mapping[str, str], broker: BrokerSettings) -> str:
+    """The effective value of a resource config (a topic's or a group's) in Kafka's canonical text: the
+    resource's override, else its broker synonym when set (not at its default), else the config's default."""
+    name = definition.name
     if name in overrides:
         return definition.canonical(overrides[name]) or ""
     if definition.synonym is not None:
