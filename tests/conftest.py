@@ -44,6 +44,7 @@ def broker_factory(tmp_path: Path):
         started.append(proc)
         return proc
 
+    make.started = started  # type: ignore[attr-defined]  # read by the failure report below
     try:
         yield make
     finally:
@@ -60,6 +61,9 @@ def pytest_runtest_makereport(item, call):
     for name, value in getattr(item, "funcargs", {}).items():
         if isinstance(value, BrokerProcess):
             report.sections.append((f"broker log ({name}, tail)", value.tail()))
+        for index, proc in enumerate(getattr(value, "started", ()) if callable(value) else ()):
+            if isinstance(proc, BrokerProcess):
+                report.sections.append((f"broker log ({name} #{index}, tail)", proc.tail()))
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the marks into the scheduling groups

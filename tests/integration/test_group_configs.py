@@ -100,13 +100,15 @@ def test_lock_duration_delivery_limit_and_record_locks_apply_to_a_running_group(
     client, tid = setup(broker, "gc-live")
     with client:
         assert fetch(client, "g", "a", 0, tid).error_code == 0  # the share-partition is loaded now (30 s locks)
+        # b joins and opens its session before anything is produced: joining can take longer than a's 1 s lock
+        # on a loaded machine, and an epoch-0 fetch after that would take the records itself.
+        assert fetch(client, "g", "b", 0, tid).error_code == 0
         produce(client, "gc-live", batch(2))
         alter_group_config(admin, "g", "share.record.lock.duration.ms", "1000")
         alter_group_config(admin, "g", "share.delivery.count.limit", "2")
         resp = fetch(client, "g", "a", 1, tid)
         assert acquired(resp) == [(0, 1, 1)] and resp.acquisition_lock_timeout_ms == 1000
         # a holds 0-1 and goes quiet: the 1 s lock expires and b gets them (a 30 s lock would still hold them).
-        assert fetch(client, "g", "b", 0, tid).error_code == 0
         deadline = time.monotonic() + 15  # well inside the 30 s lock a's records would have without the config
         got, epoch = [], 1
         while not got and time.monotonic() < deadline:
