@@ -18,8 +18,8 @@ from types import SimpleNamespace
 from prometheus_client import CollectorRegistry, generate_latest
 
 from broker.metrics.collectors import SNAPSHOTS, LogCollector, SharePartitionCollector
-from broker.share.inflight import ACK_ACCEPT, ShareInFlight
-from broker.share.partition import SharePartition
+from broker.share_partition.inflight import ACK_ACCEPT, ShareInFlight
+from broker.share_partition.partition import SharePartition
 
 
 def _broker(partitions: int) -> SimpleNamespace:

@@ -14,7 +14,7 @@ import argparse
 import statistics
 import time
 
-from broker.share.inflight import ACK_ACCEPT, ACK_REJECT, ACK_RELEASE, ACK_RENEW, ShareInFlight
+from broker.share_partition.inflight import ACK_ACCEPT, ACK_REJECT, ACK_RELEASE, ACK_RENEW, ShareInFlight
 
 BATCH = 10
 ACKS_PER_ROUND = 15

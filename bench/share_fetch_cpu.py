@@ -41,7 +41,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from bench.clients import create_topic, send
 from bench.servers import free_port, start_shoal, stop, wait_for_port
-from broker.sharestate.keys import SharePartitionKey, partition_for_coordinator_key
+from broker.share_coordinator.keys import SharePartitionKey, partition_for_coordinator_key
 from shoal_client.connection import BrokerConnection
 from shoal_client.member import ACCEPT, ShareGroupMember, acknowledgements
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from broker.app import Broker
 from broker.config import load_config
-from broker.sharestate import runtime as share_runtime
-from broker.sharestate.state import StateBatch
+from broker.share_coordinator import runtime as share_runtime
+from broker.share_coordinator.state import StateBatch
 
 
 async def _start(data: Path, prune: bool) -> Broker:

@@ -50,12 +50,12 @@ from broker.replica_manager import LEADER_EPOCH, ReplicaManager
 from broker.router import LARGE_RESPONSE_APIS, Router
 from broker.security.manager import SecurityManager
 from broker.server import Server, SocketServerConfig
-from broker.share.dlq import DeadLetterQueue
-from broker.share.manager import SharePartitionManager
-from broker.share.manager import follow_events as follow_share_events
-from broker.sharestate.config import ShareCoordinatorConfig
-from broker.sharestate.runtime import TOPIC as SHARE_STATE_TOPIC
-from broker.sharestate.runtime import ShareCoordinatorRuntime
+from broker.share_coordinator.config import ShareCoordinatorConfig
+from broker.share_coordinator.runtime import TOPIC as SHARE_STATE_TOPIC
+from broker.share_coordinator.runtime import ShareCoordinatorRuntime
+from broker.share_partition.dlq import DeadLetterQueue
+from broker.share_partition.manager import SharePartitionManager
+from broker.share_partition.manager import follow_events as follow_share_events
 from broker.telemetry.manager import ClientMetricsManager, ClientTelemetryConfig
 from broker.telemetry.resources import ClientMetricsResources
 from broker.telemetry.runtime import ClientTelemetry

@@ -4,7 +4,7 @@ polls, mounted on the metrics listener (`metrics.prometheus.listener`) when that
 No second copy of state: every answer reads the broker's components at request time, on the event loop (the only
 thread that changes them), as the metrics collectors do. The work per request is bounded: lists are capped (a
 `truncated` flag says so), a share-partition's window is returned as its pieces (runs of offsets with one state,
-owner, delivery count and lock deadline, `broker/share/pieces.py`), never record by record, and at most
+owner, delivery count and lock deadline, `broker/share_partition/pieces.py`), never record by record, and at most
 `MAX_RANGES` of them; the DLQ view reads a bounded tail of each DLQ partition and decodes it in a worker thread.
 Nothing here loads a share-partition or changes any state.
 
@@ -27,15 +27,15 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from broker.config.group_config import GroupConfig
-from broker.share.inflight import STATE_NAMES
+from broker.share_partition.inflight import STATE_NAMES
 from protocol.records import iter_batch_views, iter_records
 
 if TYPE_CHECKING:
     from broker.cluster.manager import TopicManager
     from broker.groups.runtime import GroupCoordinatorRuntime
     from broker.log import LogManager
-    from broker.share.manager import SharePartitionManager
-    from broker.share.partition import SharePartition
+    from broker.share_partition.manager import SharePartitionManager
+    from broker.share_partition.partition import SharePartition
 
 MAX_TOPICS = 500
 MAX_PARTITIONS = 2000  # partitions over all topics in one answer

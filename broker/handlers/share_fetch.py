@@ -2,7 +2,7 @@
 
 Thin: each decodes the request (the group's READ, the member id, the acknowledgement types its version knows, the
 budgets capped by fetch.max.bytes and the client's quota), makes one call to the share-partition leader
-(`SharePartitionManager.fetch_messages` or `acknowledge`, broker.share.manager), which serves the share session,
+(`SharePartitionManager.fetch_messages` or `acknowledge`, broker.share_partition.manager), which serves the share session,
 the acknowledgements (durable before they are answered) and the long poll, and encodes its answer.
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Callable
 from broker.config.request_limits import RequestLimitsConfig
 from broker.handlers.share_groups import valid_member_id
 from broker.security.acl import AclOperation, ResourceType
-from broker.share.inflight import ACK_REJECT, ACK_RENEW
-from broker.share.requests import (
+from broker.share_partition.inflight import ACK_REJECT, ACK_RENEW
+from broker.share_partition.requests import (
     Acknowledgements,
     PartitionAcks,
     ShareAcknowledge,

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from broker.log import GroupCommitFlusher, LogManager
     from broker.replica_manager import ReplicaManager
     from broker.server import Server
-    from broker.share.manager import SharePartitionManager
+    from broker.share_partition.manager import SharePartitionManager
     from broker.txn.runtime import TransactionCoordinatorRuntime
 
 # id(collector) -> rows read on the event loop, for the scrape in progress.

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from broker.quotas.service import QuotaService
     from broker.replica_manager import ReplicaManager
     from broker.server import Server
-    from broker.share.manager import SharePartitionManager
+    from broker.share_partition.manager import SharePartitionManager
     from broker.telemetry.manager import ClientMetricsManager
     from broker.telemetry.store import ClientMetricsStore
     from broker.txn.runtime import TransactionCoordinatorRuntime

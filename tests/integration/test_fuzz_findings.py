@@ -61,7 +61,7 @@ def test_a_share_state_with_unknown_delivery_states_is_refused_and_the_partition
     share-partition failed as a whole with a ValueError (the fuzzer: 'ValueError; api ShareFetch'). The share
     coordinator now refuses such a write (INVALID_REQUEST), the durable state stays as it was and both partitions
     are served; nothing is logged as an error. (A state that still holds such batches, written before, fails only
-    its partition: tests/unit/share/test_manager.py.)"""
+    its partition: tests/unit/share_partition/test_manager.py.)"""
     from shoal_client import ShareGroupMember
     from tests.helpers.confluent_clients import create_topic, produce_all
     from tests.helpers.raw_requests import topic_id

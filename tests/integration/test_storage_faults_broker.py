@@ -15,7 +15,7 @@ from confluent_kafka import KafkaError, Producer
 from broker.app import Broker
 from broker.cluster.topics import TopicError
 from broker.config import load_config
-from broker.sharestate.keys import SharePartitionKey
+from broker.share_coordinator.keys import SharePartitionKey
 from protocol.errors import ErrorCode
 
 REAL_WRITE, REAL_PWRITE, REAL_FSYNC = os.write, os.pwrite, os.fsync

@@ -13,8 +13,8 @@ from broker.cluster.topics import TopicInfo
 from broker.config.group_config import GroupConfig
 from broker.console import service
 from broker.console.service import Console
-from broker.share.inflight import ACK_ACCEPT, ShareInFlight
-from broker.share.partition import SharePartition
+from broker.share_partition.inflight import ACK_ACCEPT, ShareInFlight
+from broker.share_partition.partition import SharePartition
 
 TOPIC_ID = uuid.uuid4()
 

@@ -29,8 +29,8 @@ from broker.metrics.collectors import (
 )
 from broker.metrics.http import MetricsEndpoint
 from broker.metrics.loop_lag import LoopLagWatchdog
-from broker.share.inflight import ACK_ACCEPT, ACK_REJECT, ShareInFlight
-from broker.share.partition import SharePartition
+from broker.share_partition.inflight import ACK_ACCEPT, ACK_REJECT, ShareInFlight
+from broker.share_partition.partition import SharePartition
 from tests.helpers.record_batches import batch
 
 

@@ -25,7 +25,7 @@ from broker.groups.records import Record
 from broker.groups.result import InitializeRequest
 from broker.groups.share.manager import ShareGroupManager
 from broker.groups.share.offsets_admin import AdminError
-from broker.sharestate import OpResult, Summary
+from broker.share_coordinator import OpResult, Summary
 from protocol.errors import ErrorCode
 
 log = structlog.get_logger(__name__)

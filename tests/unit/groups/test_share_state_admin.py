@@ -9,7 +9,7 @@ from typing import Any
 from uuid import UUID
 
 from broker.groups.share.state_admin import ShareStateAdmin
-from broker.sharestate import OpResult, Summary
+from broker.share_coordinator import OpResult, Summary
 from protocol.errors import ErrorCode
 from tests.unit.groups.share_helpers import Topics, hb, make
 

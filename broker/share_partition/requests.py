@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from broker.share.inflight import AcquiredRange
+from broker.share_partition.inflight import AcquiredRange
 from protocol.errors import ErrorCode
 from protocol.primitives import BytesParts
 

@@ -11,8 +11,8 @@ from share_fakes import broker_config, group_configs
 from broker.cluster.topics import TopicInfo
 from broker.log import GroupCommitFlusher
 from broker.replica_manager import ReplicaManager, storage_error
-from broker.share.dlq import DeadLetterQueue
-from broker.share.inflight import DEAD_REJECTED, DeadLetter
+from broker.share_partition.dlq import DeadLetterQueue
+from broker.share_partition.inflight import DEAD_REJECTED, DeadLetter
 
 DLQ = TopicInfo("dlq.g", uuid.uuid4(), 1)
 

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from inflight_reference import Reference
 
-from broker.share.inflight import ACQUIRED, ShareInFlight, StateBatch
+from broker.share_partition.inflight import ACQUIRED, ShareInFlight, StateBatch
 
 MEMBERS = ["m1", "m2", "m3"]
 LOCK_MS = 100

@@ -10,14 +10,14 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from sharestate_model import OffsetModel
 
-from broker.sharestate import (
+from broker.share_coordinator import (
     ShareCoordinator,
     ShareCoordinatorConfig,
     SharePartitionKey,
     SharePartitionState,
     StateBatch,
 )
-from broker.sharestate import records as rec
+from broker.share_coordinator import records as rec
 from protocol.codec import record_codec
 from protocol.errors import DecodeError, ErrorCode
 

@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sharestate_model import OffsetModel
 
-from broker.sharestate import StateBatch, combine_state_batches
-from broker.sharestate.state import overlay_state_batches
+from broker.share_coordinator import StateBatch, combine_state_batches
+from broker.share_coordinator.state import overlay_state_batches
 
 AV, ACK, ARCH = 0, 2, 4
 B = StateBatch

@@ -9,7 +9,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from broker.config.group_config import GroupConfig
-from broker.share.inflight import AcquiredRange, ShareInFlight
+from broker.share_partition.inflight import AcquiredRange, ShareInFlight
 from protocol.errors import ErrorCode
 from protocol.primitives import BytesParts
 

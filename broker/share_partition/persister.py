@@ -3,7 +3,7 @@
 The leader reads a share-partition's durable state when it first loads it, initializes it when nobody has
 (the group coordinator normally does before assigning), and writes every change before it answers the client.
 Shoal's only implementation is the share coordinator's runtime in the same process
-(broker.sharestate.runtime.ShareCoordinatorRuntime, Kafka's "default state persister" without the RPCs); it
+(broker.share_coordinator.runtime.ShareCoordinatorRuntime, Kafka's "default state persister" without the RPCs); it
 satisfies this Protocol structurally, so the share coordinator never imports the leader.
 
 The group coordinator uses the same object for its side (initialize before assigning, delete with the group or
@@ -19,8 +19,8 @@ from collections.abc import Iterable
 from typing import Protocol
 from uuid import UUID
 
-from broker.sharestate.coordinator import OpResult, ReadResult, Summary
-from broker.sharestate.state import SharePartitionState, StateBatch
+from broker.share_coordinator.coordinator import OpResult, ReadResult, Summary
+from broker.share_coordinator.state import SharePartitionState, StateBatch
 from protocol.errors import ErrorCode
 
 __all__ = ["OpResult", "Persister", "ReadResult", "SharePartitionState", "StateBatch", "Summary",

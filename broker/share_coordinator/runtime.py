@@ -1,12 +1,12 @@
 """The share coordinator at run time (component `share_coordinator`), the share-partition leader's Persister.
 
 Hosts the sans-IO ShareCoordinator on the coordinator runtime (broker.coordinator: its shard is
-broker.sharestate.shard) over `__share_group_state`: every partition is replayed on start, the records of each
+broker.share_coordinator.shard) over `__share_group_state`: every partition is replayed on start, the records of each
 operation are appended as one batch per partition and answered once durable. Used in-process
-by the share-partition leader (broker.share) and by the group coordinator runtime (initialize), and on the wire
+by the share-partition leader (broker.share_partition) and by the group coordinator runtime (initialize), and on the wire
 by the Initialize/Read/Write/Delete/ReadSummary ShareGroupState handlers.
 
-In-process API (broker.share.persister.Persister; all async, durable before return):
+In-process API (broker.share_partition.persister.Persister; all async, durable before return):
     initialize(group, topic_id, partition, state_epoch, start_offset) -> OpResult
     read_state(group, topic_id, partition, leader_epoch=-1) -> ReadResult  (.error_code, .state)
     write_state(group, topic_id, partition, state_epoch, leader_epoch, start_offset, batches,

@@ -29,7 +29,7 @@ import structlog
 
 from broker.config.components import ComponentConfig, ConfigSource, setting
 from broker.config.group_config import GroupConfig
-from broker.share.inflight import DEAD_REJECTED, DeadLetter
+from broker.share_partition.inflight import DEAD_REJECTED, DeadLetter
 from protocol.errors import ErrorCode
 from protocol.primitives import BytesParts
 from protocol.records import Record, build_batch, iter_batch_views, iter_records

@@ -16,8 +16,8 @@ from broker.config.group_config import GroupConfig
 from broker.log import GroupCommitFlusher
 from broker.log.partition_log import PartitionLog
 from broker.replica_manager import ReplicaManager
-from broker.share.dlq import DeadLetterQueue
-from broker.share.manager import SharePartitionManager
+from broker.share_partition.dlq import DeadLetterQueue
+from broker.share_partition.manager import SharePartitionManager
 from protocol.primitives import BytesParts
 
 

@@ -16,8 +16,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from broker.share.partition import Acquired, ShareError, SharePartition
-from broker.share.requests import ShareFetchParams, TopicPartition
+from broker.share_partition.partition import Acquired, ShareError, SharePartition
+from broker.share_partition.requests import ShareFetchParams, TopicPartition
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:

@@ -27,8 +27,8 @@ from broker.log import GroupCommitFlusher
 from broker.log.partition_log import PartitionLog
 from broker.log.txn_index import AbortedTxn
 from broker.replica_manager import ReplicaManager
-from broker.share.delayed_fetch import DelayedShareFetch, ShareFetchParams
-from broker.share.inflight import ACK_ACCEPT, ACK_RELEASE, ARCHIVED
+from broker.share_partition.delayed_fetch import DelayedShareFetch, ShareFetchParams
+from broker.share_partition.inflight import ACK_ACCEPT, ACK_RELEASE, ARCHIVED
 from protocol.control_records import build_end_txn_marker
 from protocol.records import Record, build_batch, iter_batches
 from tests.helpers.share_state import MemoryShareState
@@ -352,7 +352,7 @@ def test_a_parked_read_committed_share_fetch_wakes_when_the_transaction_commits(
 # --- ShareInFlight.acquire with archived ranges (sans-IO) ----------------------------------------------------
 
 def test_inflight_archived_ranges_are_skipped_not_counted_and_persisted():
-    from broker.share.inflight import ShareInFlight
+    from broker.share_partition.inflight import ShareInFlight
 
     sp = ShareInFlight(0)
     # batches 0-1, 5-6, 9-10; archived 2-4 (an aborted batch) and 7-8 (a marker and an aborted batch), 11-11
@@ -371,7 +371,7 @@ def test_inflight_archived_ranges_are_skipped_not_counted_and_persisted():
 
 
 def test_inflight_archived_only_at_the_head_moves_the_start_offset():
-    from broker.share.inflight import ShareInFlight
+    from broker.share_partition.inflight import ShareInFlight
 
     sp = ShareInFlight(0)
     assert sp.acquire("m", [], 10, 0, archived=[(0, 3)]) == []

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import NamedTuple
 
-from broker.share.persister import StateBatch
-from broker.share.pieces import Piece, PieceIndex
+from broker.share_partition.persister import StateBatch
+from broker.share_partition.pieces import Piece, PieceIndex
 from protocol.errors import ErrorCode
 
 # Record states, with Kafka's ids (RecordState / PersisterStateBatch.deliveryState).

@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from broker.sharestate import (
+from broker.share_coordinator import (
     ShareCoordinator,
     ShareCoordinatorConfig,
     SharePartitionKey,
     StateBatch,
 )
-from broker.sharestate import records as rec
-from broker.sharestate.coordinator import (
+from broker.share_coordinator import records as rec
+from broker.share_coordinator.coordinator import (
     BATCHES_WITHOUT_START,
     INVALID_BATCH,
     INVALID_DELIVERY_COUNT,

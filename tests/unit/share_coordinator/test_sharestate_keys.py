@@ -7,8 +7,13 @@ import uuid
 import pytest
 
 from broker.config import BrokerConfig
-from broker.sharestate import ShareCoordinatorConfig, SharePartitionKey, partition_for
-from broker.sharestate.keys import java_abs, java_string_hash, kafka_uuid_str, partition_for_coordinator_key
+from broker.share_coordinator import ShareCoordinatorConfig, SharePartitionKey, partition_for
+from broker.share_coordinator.keys import (
+    java_abs,
+    java_string_hash,
+    kafka_uuid_str,
+    partition_for_coordinator_key,
+)
 
 ZERO = uuid.UUID(int=0)
 SOME = uuid.UUID("12345678-9abc-def0-0fed-cba987654321")

@@ -14,7 +14,7 @@ from broker.config import BrokerConfig
 from broker.context import ConnectionInfo, RequestContext
 from broker.handlers.share_fetch import handle_share_acknowledge, handle_share_fetch
 from broker.security.acl import ResourceType
-from broker.share.manager import SharePartitionManager
+from broker.share_partition.manager import SharePartitionManager
 from protocol.codec import request_codec
 from protocol.errors import ErrorCode
 from protocol.framing import RequestHeader

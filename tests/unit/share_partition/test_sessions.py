@@ -1,6 +1,6 @@
 import uuid
 
-from broker.share.sessions import INT32_MAX, ShareSessionCache, next_epoch
+from broker.share_partition.sessions import INT32_MAX, ShareSessionCache, next_epoch
 from protocol.errors import ErrorCode
 
 T = uuid.uuid4()

@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from broker.share.eager import run_eager
+from broker.share_partition.eager import run_eager
 
 
 async def test_a_coroutine_that_does_not_suspend_is_done_at_once():

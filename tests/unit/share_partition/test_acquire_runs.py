@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from share_fakes import EARLIEST, OneTopic, broker_config, group_configs, make_manager, served_bytes
 
 from broker.log.partition_log import PartitionLog
-from broker.share.inflight import ACK_ACCEPT
+from broker.share_partition.inflight import ACK_ACCEPT
 from protocol.control_records import build_end_txn_marker
 from protocol.records import Record, build_batch, iter_batches
 from tests.helpers.share_state import MemoryShareState

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from broker.sharestate import StateBatch
+from broker.share_coordinator import StateBatch
 
 
 class OffsetModel:

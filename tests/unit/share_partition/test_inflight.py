@@ -1,10 +1,10 @@
-"""Unit tests for the share-partition in-flight state machine (broker/share/inflight.py)."""
+"""Unit tests for the share-partition in-flight state machine (broker/share_partition/inflight.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from broker.share.inflight import (
+from broker.share_partition.inflight import (
     ACK_ACCEPT,
     ACK_GAP,
     ACK_REJECT,

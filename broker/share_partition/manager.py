@@ -36,11 +36,11 @@ from broker.config import group_config as gc
 from broker.config.group_config import GroupConfig
 from broker.coordinator.periodic import PeriodicTask
 from broker.log.dir_failure import KafkaStorageError
-from broker.share.delayed_fetch import DelayedShareFetch
-from broker.share.dlq import DeadLetterQueue
-from broker.share.eager import run_eager
-from broker.share.inflight import DeadLetter, ShareInFlight, StateDelta
-from broker.share.partition import (
+from broker.share_partition.delayed_fetch import DelayedShareFetch
+from broker.share_partition.dlq import DeadLetterQueue
+from broker.share_partition.eager import run_eager
+from broker.share_partition.inflight import DeadLetter, ShareInFlight, StateDelta
+from broker.share_partition.partition import (
     Acquired,
     GroupSettings,
     PartitionKey,
@@ -48,8 +48,8 @@ from broker.share.partition import (
     SharePartition,
     offline_error,
 )
-from broker.share.persister import UNINITIALIZED_START_OFFSET, Persister, StateBatch
-from broker.share.requests import (
+from broker.share_partition.persister import UNINITIALIZED_START_OFFSET, Persister, StateBatch
+from broker.share_partition.requests import (
     Acknowledgements,
     PartitionAnswer,
     ShareAcknowledge,
@@ -58,7 +58,7 @@ from broker.share.requests import (
     ShareFetchAnswer,
     TopicPartition,
 )
-from broker.share.sessions import FINAL_EPOCH, ShareSession, ShareSessionCache, ShareSessionConfig
+from broker.share_partition.sessions import FINAL_EPOCH, ShareSession, ShareSessionCache, ShareSessionConfig
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:

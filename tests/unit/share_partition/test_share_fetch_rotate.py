@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from broker.share.delayed_fetch import rotate
+from broker.share_partition.delayed_fetch import rotate
 
 T = uuid.UUID(int=1)
 

@@ -1,6 +1,6 @@
 """Per-offset reference model of the share-partition in-flight state, written for clarity, not speed.
 
-It states the rules of broker/share/inflight.py one offset at a time; the property test drives both and
+It states the rules of broker/share_partition/inflight.py one offset at a time; the property test drives both and
 compares them offset by offset.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from broker.share.inflight import (
+from broker.share_partition.inflight import (
     ACK_ACCEPT,
     ACK_GAP,
     ACK_RELEASE,

@@ -11,8 +11,8 @@ from share_fakes import EARLIEST, OneTopic, broker_config, group_configs, make_m
 
 from broker.log import GroupCommitFlusher
 from broker.replica_manager import ReplicaManager
-from broker.share.inflight import ACK_ACCEPT, ACK_RELEASE
-from broker.share.partition import ShareError
+from broker.share_partition.inflight import ACK_ACCEPT, ACK_RELEASE
+from broker.share_partition.partition import ShareError
 from protocol.errors import ErrorCode
 from protocol.primitives import BytesParts
 from protocol.records import Record, build_batch, iter_batches
@@ -169,7 +169,7 @@ def test_share_partitions_of_a_deleted_topic_are_dropped(tmp_path):
 
 
 def test_the_leader_follows_topic_deletion(tmp_path):
-    from broker.share.manager import follow_events
+    from broker.share_partition.manager import follow_events
 
     listeners = []
     hooks = []
@@ -237,7 +237,7 @@ def test_an_acknowledgement_freeing_in_flight_room_wakes_a_parked_share_fetch(tm
     """Regression: a ShareFetch parked because the in-flight limit was reached (another member held 2 000
     records) was woken only by released records or appends, so an acknowledgement that freed the room left it
     waiting out its MaxWaitMs. Kafka completes a partition's delayed share fetches after every acknowledgement."""
-    from broker.share.delayed_fetch import DelayedShareFetch, ShareFetchParams
+    from broker.share_partition.delayed_fetch import DelayedShareFetch, ShareFetchParams
 
     class NeverAppended(ReplicaManager):
         async def wait_for_append(self, keys, timeout_s: float) -> bool:
@@ -331,7 +331,7 @@ def test_failed_state_write_rolls_memory_back_to_the_durable_state(tmp_path):
 
 
 def test_dead_letters_are_written_before_the_archived_state_and_a_failed_dlq_write_rolls_back(tmp_path):
-    from broker.share.inflight import ACK_REJECT, DEAD_DELIVERY_LIMIT, DEAD_REJECTED
+    from broker.share_partition.inflight import ACK_REJECT, DEAD_DELIVERY_LIMIT, DEAD_REJECTED
     from protocol.errors import ErrorCode
 
     order: list[str] = []

@@ -8,7 +8,7 @@ import uuid
 
 from broker.app import Broker
 from broker.config import load_config
-from broker.sharestate import runtime as share_runtime
+from broker.share_coordinator import runtime as share_runtime
 from tests.helpers.waiting import async_wait_until
 
 TOPIC = "t"

@@ -5,7 +5,7 @@ Counted, not timed: `ShareInFlight.ops` counts pieces visited or split.
 
 from __future__ import annotations
 
-from broker.share.inflight import ACK_ACCEPT, ACK_REJECT, ACK_RELEASE, ShareInFlight
+from broker.share_partition.inflight import ACK_ACCEPT, ACK_REJECT, ACK_RELEASE, ShareInFlight
 
 BATCH = 10
 
