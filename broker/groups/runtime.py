@@ -61,10 +61,10 @@ from broker.groups.share.state_admin import (
 )
 from broker.linear_regex import RegexUnavailable, RegexWorker
 from broker.pacing import Pacer
-from broker.share_coordinator.keys import java_abs, java_string_hash
 from broker.txn.markers import TopicPartitionKey, TxnPartitionVerifier
 from broker.txn.results import TxnMarker
 from protocol.errors import ErrorCode
+from protocol.java_hash import java_abs, java_string_hash
 
 log = structlog.get_logger(__name__)
 

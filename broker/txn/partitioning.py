@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from broker.share_coordinator.keys import java_abs, java_string_hash
+from protocol.java_hash import java_abs, java_string_hash
 
 
 @lru_cache(maxsize=1 << 16)  # asked on every request; the hash is pure Python

@@ -8,12 +8,8 @@ import pytest
 
 from broker.config import BrokerConfig
 from broker.share_coordinator import ShareCoordinatorConfig, SharePartitionKey, partition_for
-from broker.share_coordinator.keys import (
-    java_abs,
-    java_string_hash,
-    kafka_uuid_str,
-    partition_for_coordinator_key,
-)
+from broker.share_coordinator.keys import kafka_uuid_str, partition_for_coordinator_key
+from protocol.java_hash import java_abs, java_string_hash
 
 ZERO = uuid.UUID(int=0)
 SOME = uuid.UUID("12345678-9abc-def0-0fed-cba987654321")

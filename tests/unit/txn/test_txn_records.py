@@ -116,7 +116,7 @@ def test_empty_state_with_partitions_is_refused() -> None:
     ("polygenelubricants", -(1 << 31)),  # Integer.MIN_VALUE: Kafka's Utils.abs maps it to 0
 ])
 def test_partition_for_is_javas_string_hash(tid: str, java_hash: int | None) -> None:
-    from broker.share_coordinator.keys import java_string_hash
+    from protocol.java_hash import java_string_hash
     h = java_string_hash(tid)
     if java_hash is not None:
         assert h == java_hash
