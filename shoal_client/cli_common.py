@@ -10,6 +10,7 @@ from importlib import metadata
 from typing import NoReturn, TextIO, TypeVar
 
 from protocol.errors import ErrorCode
+from protocol.java_hash import java_string_hash
 from shoal_client.admin import AdminError
 from shoal_client.connection import ConnectionLost, UnsupportedVersionError
 from shoal_client.security import AuthenticationError, ClientSecurity, load_properties
@@ -110,15 +111,6 @@ def kafka_message(code: int) -> str:
 def kafka_error(code: int, message: str | None) -> str:
     """An error as Kafka's tools print the exception the admin client raised: its class and message."""
     return f"{kafka_exception(code)}: {message}" if message else kafka_exception(code)
-
-
-def java_string_hash(text: str) -> int:
-    """Java's String.hashCode() (UTF-16 code units), as a signed 32-bit int."""
-    data = text.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + int.from_bytes(data[i:i + 2], "big")) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
 
 
 def topic_partition_hash(topic: str, partition: int) -> int:

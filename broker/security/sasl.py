@@ -32,6 +32,7 @@ from protocol.codec import request_codec, response_codec
 from protocol.error_responses import error_body
 from protocol.errors import DecodeError, ErrorCode
 from protocol.framing import decode_request_header, encode_response, response_header_version
+from protocol.java_hash import java_string_hash
 
 log = structlog.get_logger(__name__)
 
@@ -246,18 +247,6 @@ class SaslAuthenticator:
                  **kw)
 
 
-def _java_string_hash(text: str) -> int:
-    h = 0
-    for unit in _utf16_units(text):
-        h = (31 * h + unit) & 0xFFFFFFFF
-    return h
-
-
-def _utf16_units(text: str) -> list[int]:
-    raw = text.encode("utf-16-be")
-    return [int.from_bytes(raw[i:i + 2], "big") for i in range(0, len(raw), 2)]
-
-
 def handshake_order(mechanisms: list[str]) -> list[str]:
     """sasl.enabled.mechanisms in the order Kafka's SaslHandshake answers list them: its SaslServerAuthenticator
     copies them through a java.util.HashSet, so they come in that set's iteration order (by hash bucket, then
@@ -268,7 +257,7 @@ def handshake_order(mechanisms: list[str]) -> list[str]:
         buckets *= 2
 
     def bucket(name: str) -> int:
-        h = _java_string_hash(name)
+        h = java_string_hash(name)
         return (h ^ (h >> 16)) & (buckets - 1)
 
     return sorted(unique, key=bucket)
