@@ -7,7 +7,9 @@ from shoal_client.member import (
     REJECT,
     RELEASE,
     RENEW,
+    AckTarget,
     Acquired,
+    CoordinatorUnavailable,
     FetchResult,
     ShareGroupError,
     ShareGroupMember,
@@ -15,6 +17,6 @@ from shoal_client.member import (
     acknowledgements,
 )
 
-__all__ = ["ACCEPT", "GAP", "REJECT", "RELEASE", "RENEW", "Acquired", "BrokerConnection", "ConnectionLost",
-           "FetchResult", "ShareGroupError", "ShareGroupMember", "TopicIdPartition", "UnsupportedVersionError",
-           "acknowledgements"]
+__all__ = ["ACCEPT", "GAP", "REJECT", "RELEASE", "RENEW", "AckTarget", "Acquired", "BrokerConnection",
+           "ConnectionLost", "CoordinatorUnavailable", "FetchResult", "ShareGroupError", "ShareGroupMember",
+           "TopicIdPartition", "UnsupportedVersionError", "acknowledgements"]
