@@ -7,8 +7,8 @@ records with `take(max_records)`, waiting for the thread if it is still at work.
 locked to this member like those of a batch in progress: the lock keeper renews them (`held()`), `stop()`
 releases them, and a crash leaves them to the broker, which delivers them again. Nothing here ACCEPTs on its
 own: the acknowledgements it sends are the caller's. Records held when their share session is lost (a broker
-restart, a broken connection) are dropped at the next `take`: the broker released them with the session, and
-handing them to Spark would only make duplicates.
+restart or failover, a broken connection) are dropped at the next `take`: that broker released them with the
+session, and handing them to Spark would only make duplicates. Records from the other brokers' sessions stay.
 
 What the thread acquires is bounded by what the broker's per-partition lock limit leaves beside the batch in
 progress, so it only overlaps when micro-batches hold at most about half of that capacity.
@@ -16,6 +16,7 @@ progress, so it only overlaps when micro-batches hold at most about half of that
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -24,8 +25,9 @@ from shoal_client import Acquired
 
 # acquire(acknowledgements, max_records, max_bytes) -> what was acquired
 AcquireFn = Callable[[dict, int, int], list[Acquired]]
-# -> a number that changes whenever the member loses a share session (ShareGroupMember.sessions_lost)
-GenerationFn = Callable[[], int]
+# -> whether what an acquisition handed over was released since, its share session lost (not
+# ShareGroupMember.still_held)
+StaleFn = Callable[[Acquired], bool]
 
 
 def split(acquired: list[Acquired], max_records: int) -> tuple[list[Acquired], list[Acquired]]:
@@ -55,18 +57,17 @@ def split(acquired: list[Acquired], max_records: int) -> tuple[list[Acquired], l
                 room = 0
             else:
                 tail.append((first, last, delivery))
-        taken.append(Acquired(a.topic, a.topic_id, a.partition, a.records, head))
-        rest.append(Acquired(a.topic, a.topic_id, a.partition, a.records, tail))
+        taken.append(dataclasses.replace(a, ranges=head))
+        rest.append(dataclasses.replace(a, ranges=tail))
     return taken, rest
 
 
 class AcquireAhead:
-    def __init__(self, acquire: AcquireFn, generation: GenerationFn = lambda: 0) -> None:
+    def __init__(self, acquire: AcquireFn, stale: StaleFn = lambda a: False) -> None:
         self._acquire = acquire
-        self._generation = generation
+        self._stale = stale
         self._lock = threading.Lock()
         self._held: list[Acquired] = []
-        self._held_generation = 0  # generation when what is held was acquired
         self.dropped = 0  # records dropped because their session was lost
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
@@ -87,19 +88,18 @@ class AcquireAhead:
             self._error = err
             return
         if got:
-            generation = self._generation()
             with self._lock:
-                self._drop_stale(generation)
+                self._drop_stale()
                 if not self._held:
                     self.renewed_at = time.monotonic()
-                    self._held_generation = generation
                 self._held += got
 
-    def _drop_stale(self, generation: int) -> None:
-        """Forget what is held if a session was lost since it was acquired (caller holds _lock)."""
-        if self._held and generation != self._held_generation:
-            self.dropped += sum(a.count for a in self._held)
-            self._held = []
+    def _drop_stale(self) -> None:
+        """Forget what is held from a share session lost since (caller holds _lock)."""
+        stale = [a for a in self._held if self._stale(a)]
+        if stale:
+            self.dropped += sum(a.count for a in stale)
+            self._held = [a for a in self._held if not self._stale(a)]
 
     def wait(self, timeout_s: float | None = None) -> bool:
         """Wait for the acquisition in progress (if any); False if it is still running after `timeout_s`."""
@@ -119,7 +119,7 @@ class AcquireAhead:
         if error is not None:
             raise error
         with self._lock:
-            self._drop_stale(self._generation())
+            self._drop_stale()
             taken, self._held = split(self._held, max_records)
         return taken
 

@@ -29,6 +29,7 @@ built this way: docs/spark-source.md):
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import signal
 import threading
@@ -44,6 +45,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from shoal_client import ACCEPT, RELEASE, RENEW, Acquired, ConnectionLost, ShareGroupMember, TopicIdPartition
+from shoal_client.member import AckKey
 from shoal_spark import partitions as parts
 from shoal_spark.ahead import AcquireAhead
 from shoal_spark.options import SourceOptions
@@ -58,14 +60,14 @@ class HeldBatch:
     acquired: list[Acquired]
     renewed_at: float = field(default_factory=time.monotonic)
 
-    def ranges(self, kind: int) -> dict[TopicIdPartition, list[tuple[int, int, int]]]:
-        out: dict[TopicIdPartition, list[tuple[int, int, int]]] = {}
-        for a in self.acquired:
-            out.setdefault(a.key, []).extend((first, last, kind) for first, last, _ in a.ranges)
+    def ranges(self, kind: int) -> dict[AckKey, list[tuple[int, int, int]]]:
+        out: dict[AckKey, list[tuple[int, int, int]]] = {}
+        for a in self.acquired:  # each to the broker that acquired it
+            out.setdefault(a.ack_key, []).extend((first, last, kind) for first, last, _ in a.ranges)
         return out
 
 
-def _merge(into: dict[TopicIdPartition, list], more: dict[TopicIdPartition, list]) -> None:
+def _merge(into: dict[AckKey, list], more: dict[AckKey, list]) -> None:
     for tp, ranges in more.items():
         into.setdefault(tp, []).extend(ranges)
 
@@ -111,7 +113,7 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         if self.options.acquire_ahead:
-            self._ahead = AcquireAhead(self._acquire_ahead, lambda: member.sessions_lost)
+            self._ahead = AcquireAhead(self._acquire_ahead, lambda a: not member.still_held(a))
         self._keeper = threading.Thread(target=self._keep_locks, name="shoal-lock-keeper", daemon=True)
         self._keeper.start()
         _install_sigterm_handler()
@@ -128,7 +130,7 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             now = time.monotonic()
             with self._lock:
                 due = [h for h in self._held.values() if now - h.renewed_at >= interval]
-                renew: dict[TopicIdPartition, list] = {}
+                renew: dict[AckKey, list] = {}
                 for h in due:
                     _merge(renew, h.ranges(RENEW))
             ahead = self._ahead
@@ -157,9 +159,9 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return self.options.lock_renew_interval_ms / 1000
         return (member.lock_timeout_ms or 30_000) / 3000
 
-    def _take_done(self, upto: int) -> dict[TopicIdPartition, list]:
+    def _take_done(self, upto: int) -> dict[AckKey, list]:
         """Remove and return (as ACCEPT acknowledgements) every held batch with seq <= upto."""
-        acks: dict[TopicIdPartition, list] = {}
+        acks: dict[AckKey, list] = {}
         if self._lock is None:
             return acks
         with self._lock:
@@ -277,16 +279,16 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if ends is None:
             return acquired, False
         keep: list[Acquired] = []
-        release: dict[TopicIdPartition, list] = {}
+        release: dict[AckKey, list] = {}
         for a in acquired:
             end = ends.get(a.key, 0)
             inside = [(f, min(last, end - 1), d) for f, last, d in a.ranges if f < end]
             beyond = [(max(f, end), last, RELEASE) for f, last, _ in a.ranges if last >= end]
             if beyond:
-                release[a.key] = beyond
+                release.setdefault(a.ack_key, []).extend(beyond)
                 self._exhausted.add(a.key)
             if inside:
-                keep.append(Acquired(a.topic, a.topic_id, a.partition, a.records, inside))
+                keep.append(dataclasses.replace(a, ranges=inside))
         if release:
             errors = member.acknowledge(release)
             if errors:
@@ -324,7 +326,7 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._stopping.set()
         if member is None:
             return
-        release: dict[TopicIdPartition, list] = {}
+        release: dict[AckKey, list] = {}
         if self._ahead is not None:
             # Let an acquisition in progress finish first: what it gets is released with the rest (closing the
             # member under it would leave its records to lock expiry).

@@ -3,6 +3,7 @@ share-group member that keeps the broker's per-partition lock limit (no SparkSes
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import uuid
@@ -11,7 +12,7 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 import shoal_spark.stream as stream
-from shoal_client import ACCEPT, RELEASE, RENEW, Acquired, FetchResult, TopicIdPartition
+from shoal_client import ACCEPT, RELEASE, RENEW, AckTarget, Acquired, FetchResult, TopicIdPartition
 from shoal_spark.ahead import AcquireAhead, split
 from shoal_spark.options import parse_options
 
@@ -81,14 +82,27 @@ def test_acquire_ahead_error_surfaces_in_take_and_keeps_what_was_held():
 
 
 def test_records_held_when_their_session_was_lost_are_dropped():
-    lost = [0]
-    ahead = AcquireAhead(lambda acks, n, size: [acquired(0, (0, 9))], lambda: lost[0])
-    ahead.start({}, 10, 1000)
-    assert ahead.wait(10) and ahead.count == 10
-    lost[0] += 1  # the broker released them with the session: shipping them would only make duplicates
-    assert ahead.take(10) == [] and ahead.count == 0 and ahead.dropped == 10
-    ahead.start({}, 10, 1000)  # acquired on the new session: kept
-    assert len(ahead.take(10)) == 1 and ahead.dropped == 10
+    sessions = {1: 1, 2: 1}  # broker -> its open share session
+
+    def acquire(acks, n, size):
+        return [dataclasses.replace(acquired(p, (0, 9)), node=node, session=sessions[node])
+                for p, node in ((0, 1), (1, 2))]
+
+    ahead = AcquireAhead(acquire, lambda a: sessions[a.node] != a.session)
+    ahead.start({}, 20, 1000)
+    assert ahead.wait(10) and ahead.count == 20
+    # Broker 1's session is lost (a restart, a failover): it released what it held, and shipping that would only
+    # make duplicates; what broker 2 acquired is still held.
+    sessions[1] += 1
+    assert offsets(ahead.take(20)) == {(1, o) for o in range(10)} and ahead.count == 0 and ahead.dropped == 10
+    ahead.start({}, 20, 1000)  # acquired on the new session: kept
+    assert len(ahead.take(20)) == 2 and ahead.dropped == 10
+
+
+def test_split_keeps_the_broker_and_session_of_what_it_cuts():
+    item = dataclasses.replace(acquired(0, (0, 9)), node=3, session=7)
+    taken, rest = split([item], 4)
+    assert [(a.node, a.session, a.ack_key) for a in taken + rest] == [(3, 7, AckTarget(TOPIC_ID, 0, 3))] * 2
 
 
 class FakeMember:
@@ -158,9 +172,13 @@ class FakeMember:
                 first = self.parts[tp]
                 self.parts[tp] += take
                 self.locked[tp].update(range(first, first + take))
-                result.acquired.append(Acquired("t", TOPIC_ID, tp.partition, b"x" * take, [(first, first + take - 1, 1)]))
+                result.acquired.append(Acquired("t", TOPIC_ID, tp.partition, b"x" * take, [(first, first + take - 1, 1)],
+                                                session=self.sessions_lost))
                 room -= take
             return result
+
+    def still_held(self, acquired: Acquired) -> bool:
+        return acquired.session == self.sessions_lost  # acquired on the session still open
 
     def acknowledge(self, acks: dict, *, renew: bool = False) -> dict:
         with self.lock:
