@@ -40,6 +40,12 @@ GROUP, TRANSACTION = 0, 1  # FindCoordinator key types
 
 TopicPartition = tuple[str, int]
 
+# What Kafka's admin retries (with the coordinator or the leader looked up again) until its timeout: a coordinator
+# loading or moving, a leader moving.
+_RETRIABLE = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+              ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE)
+_RETRY_BACKOFF_S = 0.1
+
 
 def error_name(code: int) -> str:
     return ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
@@ -122,11 +128,13 @@ class AdminClient:
             self._conns[(host, port)] = conn
         return conn
 
-    def _any(self) -> BrokerConnection:
+    def _call_any(self, api_key: int, lowest: int, body: dict, highest: int | None = None) -> Any:
+        """A request any broker answers (Metadata, FindCoordinator), to the first bootstrap server that does: one
+        may be down (a cluster's broker stopped or failing over)."""
         last: Exception | None = None
         for host, port in self.bootstrap:
             try:
-                return self._connect(host, port)
+                return self._call(self._connect(host, port), api_key, lowest, body, highest)
             except ConnectionLost as err:
                 last = err
         raise ConnectionLost(f"no bootstrap server reachable: {last}")
@@ -134,8 +142,28 @@ class AdminClient:
     def _call(self, conn: BrokerConnection, api_key: int, lowest: int, body: dict, highest: int | None = None) -> Any:
         return conn.call(api_key, conn.version(api_key, lowest, highest), body)
 
+    def _until_not_loading(self, call):  # noqa: ANN001, ANN202 - call() -> (error code, result)
+        """Retry `call` while its coordinator or leader is loading, moving or unreachable (a cluster's broker
+        stopped, its successor not elected yet), as Kafka's admin does, up to the timeout; then the last answer
+        (or ConnectionLost)."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                code, result = call()
+            except ConnectionLost:
+                if time.monotonic() >= deadline:
+                    raise
+                code, result = None, None
+            except AdminError as e:
+                if e.code not in _RETRIABLE or time.monotonic() >= deadline:
+                    raise
+                code = None
+            if code is not None and (code not in _RETRIABLE or time.monotonic() >= deadline):
+                return code, result
+            time.sleep(_RETRY_BACKOFF_S)
+
     def coordinator(self, key: str, key_type: int = GROUP) -> Node:
-        resp = self._call(self._any(), FIND_COORDINATOR, 4, {"key_type": key_type, "coordinator_keys": [key]})
+        resp = self._call_any(FIND_COORDINATOR, 4, {"key_type": key_type, "coordinator_keys": [key]})
         c = resp.coordinators[0]
         if c.error_code != 0:
             raise AdminError(c.error_code, c.error_message)
@@ -148,12 +176,20 @@ class AdminClient:
         node = self.coordinator(group_id)
         return node, self._connect(node.host, node.port)
 
+    def _at_coordinator(self, group_id: str, call, code=lambda result: 0):  # noqa: ANN001, ANN202
+        """`call(node, conn)` on the group's coordinator, found again and called again while the coordinator moves
+        (`code(result)` in _RETRIABLE, such an AdminError raised, or its broker gone): see _until_not_loading."""
+        def once():  # noqa: ANN202
+            result = call(*self._coordinator_conn(group_id))
+            return code(result), result
+        return self._until_not_loading(once)[1]
+
     # ------------------------------------------------------------------ metadata
     def metadata(self, topics: Iterable[str] | None = None) -> tuple[dict[int, Node], dict[str, Any]]:
         """(brokers, topic name -> decoded topic entry without error) for `topics` (None: all topics)."""
         body = {"topics": None if topics is None else [{"name": t} for t in topics],
                 "allow_auto_topic_creation": False}
-        resp = self._call(self._any(), METADATA, 9, body, 12)
+        resp = self._call_any(METADATA, 9, body, 12)
         nodes = {b.node_id: Node(b.node_id, b.host, b.port) for b in resp.brokers}
         return nodes, {t.name: t for t in resp.topics if t.error_code == 0}
 
@@ -175,7 +211,12 @@ class AdminClient:
         return nodes, grouped
 
     def list_offsets(self, partitions: Iterable[TopicPartition], spec: int) -> dict[TopicPartition, int]:
-        """Offsets by ListOffsets (`spec`: EARLIEST, LATEST or a timestamp in ms); -1 where none is found."""
+        """Offsets by ListOffsets (`spec`: EARLIEST, LATEST or a timestamp in ms); -1 where none is found. Asked
+        again of the leaders while one moves or does not answer (_until_not_loading)."""
+        wanted = list(partitions)
+        return self._until_not_loading(lambda: (0, self._list_offsets(wanted, spec)))[1]
+
+    def _list_offsets(self, partitions: Iterable[TopicPartition], spec: int) -> dict[TopicPartition, int]:
         nodes, by_leader = self.by_leader(partitions)
         out: dict[TopicPartition, int] = {}
         for leader, parts in by_leader.items():
@@ -207,19 +248,23 @@ class ShareGroupAdmin(AdminClient):
         """(group id, state) of the groups on every broker."""
         nodes, _ = self.metadata([])
         out: dict[str, str] = {}
-        for node in nodes.values() or [None]:
-            conn = self._any() if node is None else self._connect(node.host, node.port)
-            resp = self._call(conn, LIST_GROUPS, 5, {"states_filter": list(states), "types_filter": list(types)})
+        for node in nodes.values():
+            resp = self._call(self._connect(node.host, node.port), LIST_GROUPS, 5,
+                              {"states_filter": list(states), "types_filter": list(types)})
             if resp.error_code != 0:
                 raise AdminError(resp.error_code, f"ListGroups: {error_name(resp.error_code)}")
             out.update((g.group_id, g.group_state) for g in resp.groups)
         return list(out.items())  # in the brokers' order, as Kafka's admin client gives them
 
     def describe_share_group(self, group_id: str) -> ShareGroupDescription:
-        node, conn = self._coordinator_conn(group_id)
+        return self._at_coordinator(group_id, lambda node, conn: self._describe_share_group(group_id, node, conn))
+
+    def _describe_share_group(self, group_id: str, node: Node, conn: BrokerConnection) -> ShareGroupDescription:
         resp = self._call(conn, SHARE_GROUP_DESCRIBE, 1, {"group_ids": [group_id],
                                                           "include_authorized_operations": False})
         g = resp.groups[0]
+        if g.error_code in _RETRIABLE:
+            raise AdminError(g.error_code, g.error_message)
         if g.error_code != 0:
             return ShareGroupDescription(group_id, g.error_code, g.error_message, coordinator=node)
         members = [Member(m.member_id, m.client_id, m.client_host, m.member_epoch,
@@ -232,9 +277,12 @@ class ShareGroupAdmin(AdminClient):
                             ) -> list[SharePartitionOffset]:
         """Start offset, leader epoch and lag of the group's share-partitions (all of them when `topics` is
         None). AdminError for a group-level error."""
-        _, conn = self._coordinator_conn(group_id)
         body = {"groups": [{"group_id": group_id, "topics": None if topics is None else [
             {"topic_name": t, "partitions": list(ps)} for t, ps in topics.items()]}]}
+        return self._at_coordinator(group_id, lambda _, conn: self._share_group_offsets(conn, body))
+
+    @staticmethod
+    def _share_group_offsets(conn: BrokerConnection, body: dict) -> list[SharePartitionOffset]:
         version = conn.version(DESCRIBE_SHARE_OFFSETS, 0)
         g = conn.call(DESCRIBE_SHARE_OFFSETS, version, body).groups[0]
         if g.error_code != 0:
@@ -249,9 +297,9 @@ class ShareGroupAdmin(AdminClient):
         by_topic: dict[str, list[dict]] = {}
         for (topic, p), offset in sorted(offsets.items()):
             by_topic.setdefault(topic, []).append({"partition_index": p, "start_offset": offset})
-        _, conn = self._coordinator_conn(group_id)
-        resp = self._call(conn, ALTER_SHARE_OFFSETS, 0, {"group_id": group_id, "topics": [
-            {"topic_name": t, "partitions": ps} for t, ps in by_topic.items()]})
+        resp = self._at_coordinator(group_id, lambda _, conn: self._call(conn, ALTER_SHARE_OFFSETS, 0, {
+            "group_id": group_id, "topics": [{"topic_name": t, "partitions": ps} for t, ps in by_topic.items()]}),
+            lambda r: r.error_code)
         if resp.error_code != 0:
             raise AdminError(resp.error_code, resp.error_message)
         return {(t.topic_name, p.partition_index): (p.error_code, p.error_message)
@@ -260,9 +308,9 @@ class ShareGroupAdmin(AdminClient):
     def delete_share_group_offsets(self, group_id: str, topics: Iterable[str]
                                    ) -> dict[str, tuple[int, str | None]]:
         """(error code, message) per topic; AdminError for a group-level error."""
-        _, conn = self._coordinator_conn(group_id)
-        resp = self._call(conn, DELETE_SHARE_OFFSETS, 0, {"group_id": group_id,
-                                                          "topics": [{"topic_name": t} for t in topics]})
+        body = {"group_id": group_id, "topics": [{"topic_name": t} for t in topics]}
+        resp = self._at_coordinator(group_id, lambda _, conn: self._call(conn, DELETE_SHARE_OFFSETS, 0, body),
+                                    lambda r: r.error_code)
         if resp.error_code != 0:
             raise AdminError(resp.error_code, resp.error_message)
         return {t.topic_name: (t.error_code, t.error_message) for t in resp.responses}
@@ -270,8 +318,9 @@ class ShareGroupAdmin(AdminClient):
     def delete_groups(self, group_ids: Sequence[str]) -> dict[str, tuple[int, str | None]]:
         out: dict[str, tuple[int, str | None]] = {}
         for gid in group_ids:
-            _, conn = self._coordinator_conn(gid)
-            resp = self._call(conn, DELETE_GROUPS, 0, {"groups_names": [gid]})
+            resp = self._at_coordinator(gid, lambda _, conn, g=gid: self._call(conn, DELETE_GROUPS, 0,
+                                                                                {"groups_names": [g]}),
+                                        lambda r: r.results[0].error_code)
             for r in resp.results:
                 out[r.group_id] = (r.error_code, r.get("error_message"))
         return out
@@ -282,9 +331,6 @@ class ShareGroupAdmin(AdminClient):
 
 
 # ---------------------------------------------------------------------- transactions
-_COORDINATOR_RETRIABLE = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                          ErrorCode.NOT_COORDINATOR)
-_RETRY_BACKOFF_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -342,15 +388,6 @@ class TransactionAdmin(AdminClient):
                  client_id: str = "shoal-transactions") -> None:
         super().__init__(bootstrap_servers, security=security, timeout_s=timeout_s, client_id=client_id)
 
-    def _until_not_loading(self, call):  # noqa: ANN001, ANN202 - call() -> (error code, result)
-        """Retry `call` while the coordinator is loading or moving, as Kafka's admin does, up to the timeout."""
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            code, result = call()
-            if code not in _COORDINATOR_RETRIABLE or time.monotonic() >= deadline:
-                return code, result
-            time.sleep(_RETRY_BACKOFF_S)
-
     def list_transactions(self, *, states: Sequence[str] = (), producer_ids: Iterable[int] = (),
                           duration_ms: int = -1) -> dict[int, list[TransactionListing]]:
         """broker id -> the transactions its coordinator knows (ListTransactions on every broker)."""
@@ -361,7 +398,7 @@ class TransactionAdmin(AdminClient):
         for node in nodes.values():
             conn = self.node_conn(node)
             version = conn.version(LIST_TRANSACTIONS, 0, 1 if duration_ms >= 0 else 0)
-            code, resp = self._until_not_loading(lambda c=conn, v=version: self._list_once(c, v, body))
+            code, resp = self._until_not_loading(lambda n=node, v=version: self._list_once(self.node_conn(n), v, body))
             if code != 0:
                 raise AdminError(code, f"ListTransactions on broker {node.node_id}: {error_name(code)}")
             out[node.node_id] = [TransactionListing(t.transactional_id, t.producer_id, t.transaction_state)
@@ -396,8 +433,13 @@ class TransactionAdmin(AdminClient):
 
     def describe_producers(self, partitions: Iterable[TopicPartition], broker_id: int | None = None
                            ) -> dict[TopicPartition, PartitionProducers]:
-        """The active producers of each partition, from its leader or, with `broker_id`, from that broker."""
+        """The active producers of each partition, from its leader or, with `broker_id`, from that broker. Asked
+        again while a broker does not answer (a leader stopped, its successor not elected yet)."""
         wanted = sorted(set(partitions))
+        return self._until_not_loading(lambda: (0, self._describe_producers(wanted, broker_id)))[1]
+
+    def _describe_producers(self, wanted: list[TopicPartition], broker_id: int | None
+                            ) -> dict[TopicPartition, PartitionProducers]:
         out: dict[TopicPartition, PartitionProducers] = {}
         if broker_id is not None:
             nodes, _ = self.metadata([])
@@ -446,8 +488,11 @@ class TransactionAdmin(AdminClient):
             time.sleep(_RETRY_BACKOFF_S)
 
     def abort_transaction(self, spec: AbortSpec) -> None:
-        """Kafka's Admin.abortTransaction: a WriteTxnMarkers ABORT for the producer on the partition's leader.
-        AdminError when the leader refuses it."""
+        """Kafka's Admin.abortTransaction: a WriteTxnMarkers ABORT for the producer on the partition's leader
+        (asked again while the leader moves). AdminError when the leader refuses it."""
+        self._until_not_loading(lambda: (0, self._abort_transaction(spec)))
+
+    def _abort_transaction(self, spec: AbortSpec) -> None:
         nodes, grouped = self.by_leader([(spec.topic, spec.partition)])
         (leader,) = grouped
         if leader not in nodes:
