@@ -5,7 +5,8 @@ kafka          one single-node KRaft Kafka (PLAINTEXT) for the whole test run, s
 kafka_sasl     the same, with only a SASL_PLAINTEXT listener: SCRAM-SHA-256/512 users admin (a super user) and
                alice, StandardAuthorizer; `kafka_sasl.client_config("alice")` gives confluent-kafka settings
 kafka_cluster  three KRaft nodes (each broker and controller; replication factor 3, min.insync.replicas=2), per
-               test module, for the tests that use it; stopped when the module is done
+               test module, for the tests that use it; stopped when the module is done. A module may override
+               the `kafka_cluster_overrides` fixture (module-scoped) to start it with other broker settings
 kafka_cluster_factory  clusters of another size or with other settings, per test
 kafka_single_factory   single-node Kafkas with other settings (e.g. a token secret), per test module
 
@@ -111,8 +112,15 @@ def kafka_registry(request: pytest.FixtureRequest) -> Path:
 
 
 @pytest.fixture(scope="module")
-def kafka_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
-    cluster = _start_cluster(request.config, tmp_path_factory.mktemp("kafka-cluster"), 3, None)
+def kafka_cluster_overrides() -> dict[str, str] | None:
+    """Broker settings of the module's `kafka_cluster` beyond the defaults (a module overrides this fixture)."""
+    return None
+
+
+@pytest.fixture(scope="module")
+def kafka_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                  kafka_cluster_overrides: dict[str, str] | None):
+    cluster = _start_cluster(request.config, tmp_path_factory.mktemp("kafka-cluster"), 3, kafka_cluster_overrides)
     try:
         yield cluster
     finally:

@@ -23,6 +23,7 @@ from tests.helpers.confluent_clients import (
     produce_all,
     share_from_earliest,
 )
+from tests.helpers.share_members import MemberLoops, SteadyProducer, drain_leftovers
 
 pytestmark = pytest.mark.integration
 
@@ -195,3 +196,33 @@ def test_acknowledged_state_survives_kill9_whatever_the_share_state_fsync_interv
         again = drain(member, 8)
         assert sorted(values_in(again)) == sorted(values[12:])
         assert member.fetch(max_records=100, max_bytes=1 << 20, max_wait_ms=500).count == 0
+
+
+def test_members_consuming_through_a_broker_sigterm_and_sigkill_lose_nothing(broker_factory):
+    """The cluster scenarios (tests/kafka/test_share_client_cluster.py) on one Shoal broker, where every partition
+    has the same leader: two members consume while records are produced and the broker is stopped (SIGTERM),
+    started, killed (SIGKILL) and started again; every record produced is delivered, the failed acknowledgements
+    are those of the lost sessions (NETWORK_EXCEPTION), and nothing is left behind."""
+    broker = broker_factory({"listeners": f"PLAINTEXT://127.0.0.1:{free_port()}"})
+    create_topic(broker.bootstrap, "sc-failures", partitions=4)
+    share_from_earliest(broker.bootstrap, "g")
+    producer = SteadyProducer(broker.bootstrap, "sc-failures", "shoal")
+    first = producer.produce(400)
+    with MemberLoops(broker.bootstrap, "g", ["sc-failures"], 2) as loops:
+        producer.start()
+        loops.wait_for(first, 60)
+        broker.stop()
+        broker.start()
+        loops.wait_for(producer.produce(200), 90)
+        broker.kill9()
+        broker.start()
+        produced = producer.stop()
+        loops.wait_for(produced, 90)
+        loops.stop()
+        assert loops.failures() == []
+    leftovers = drain_leftovers(broker.bootstrap, "g", ["sc-failures"])
+    assert set(leftovers) <= loops.delivered()
+    tally = loops.tally(produced)
+    print(tally.line("one Shoal broker, SIGTERM then SIGKILL") + f"; delivered again after: {len(leftovers)}")
+    assert tally.lost == 0 and tally.delivered == tally.produced
+    assert set(tally.ack_errors) <= {"NETWORK_EXCEPTION"}
