@@ -105,8 +105,8 @@ class ClusterMetadata:
         """A partition error (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH) named the partition's current leader:
         take it if it is newer than the one known, with the endpoints the answer gave. Without a leader in the
         answer (-1), forget the one known and refresh."""
-        for e in endpoints:
-            self.nodes[e.node_id] = (e.host, e.port)
+        if endpoints:  # a new dict, not an update: the heartbeat thread reads the brokers known
+            self.nodes = {**self.nodes, **{e.node_id: (e.host, e.port) for e in endpoints}}
         key = (topic_id, partition)
         if leader_id < 0 or leader_epoch < 0:
             self._leaders[key] = NO_LEADER

@@ -559,9 +559,9 @@ class ShareGroupMember:
         and acknowledging them fails). True for records whose broker is not known."""
         if acquired.node < 0:
             return True
-        with self._lock:
-            session = self._sessions.get(acquired.node)
-            return session is not None and session.serial == acquired.session and not session.conn.closed
+        # no lock: a fetch may hold it for its long poll; one dict lookup is atomic
+        session = self._sessions.get(acquired.node)
+        return session is not None and session.serial == acquired.session and not session.conn.closed
 
     # ------------------------------------------------------------------ acknowledgement routing
     def _route(self, acks: Mapping[AckKey, AckRanges], errors: dict[AckKey, int], *, piggyback: bool
