@@ -22,6 +22,7 @@ from confluent_kafka import Producer
 from protocol.errors import ErrorCode
 from protocol.records import iter_batch_views, iter_records
 from shoal_client import ACCEPT, Acquired, ShareGroupMember, acknowledgements
+from tests.helpers.waiting import wait_until
 
 
 def records_in(a: Acquired) -> list[tuple[int, bytes, int]]:
@@ -145,8 +146,17 @@ class MemberLoops:
                                 request_timeout_s=self.request_timeout_s)
 
     def __enter__(self) -> MemberLoops:
+        """Join every member, wait until the group has split the partitions between them (no member fetches a
+        partition that is about to move to another, which would deliver its records twice), start fetching."""
         for loop in self.loops:
             loop.member.start()
+
+        def split() -> bool:
+            assignments = [loop.member.assignment() for loop in self.loops]
+            return all(assignments) and sum(map(len, assignments)) == len(frozenset().union(*assignments))
+
+        wait_until(split, 60, "the group to split its partitions between the members")
+        for loop in self.loops:
             loop.thread = threading.Thread(target=self._run, args=(loop,), daemon=True, name=loop.member.client_id)
             loop.thread.start()
         return self
