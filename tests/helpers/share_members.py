@@ -43,10 +43,11 @@ def code_name(code: int) -> str:
 
 class SteadyProducer(threading.Thread):
     """Produces unique values ("<prefix>-<n>") in small rounds until stopped, acks=all and idempotent; `stop()`
-    returns the values whose delivery the brokers acknowledged."""
+    returns the values whose delivery the brokers acknowledged. With `partitions`, the values go round the
+    topic's partitions (unkeyed, librdkafka's sticky partitioner may put a whole burst into one partition)."""
 
-    def __init__(self, bootstrap: str, topic: str, prefix: str, *, per_round: int = 20,
-                 pause_s: float = 0.05) -> None:
+    def __init__(self, bootstrap: str, topic: str, prefix: str, *, partitions: int | None = None,
+                 per_round: int = 20, pause_s: float = 0.05) -> None:
         super().__init__(daemon=True, name=f"producer-{prefix}")
         self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
                                   "linger.ms": 5})
@@ -56,6 +57,7 @@ class SteadyProducer(threading.Thread):
         self.failed: list[str] = []
         self._halt = threading.Event()
         self._extra = itertools.count()  # produce()'s values, apart from the thread's
+        self.partitions, self._sent = partitions, itertools.count()
 
     def _done(self, err, msg) -> None:
         if err is None:
@@ -72,9 +74,10 @@ class SteadyProducer(threading.Thread):
         return set(self.delivered)
 
     def _send(self, value: bytes) -> None:
+        where = {} if self.partitions is None else {"partition": next(self._sent) % self.partitions}
         while True:
             try:
-                self.producer.produce(self.topic, value=value, on_delivery=self._done)
+                self.producer.produce(self.topic, value=value, on_delivery=self._done, **where)
                 return
             except BufferError:
                 self.producer.poll(0.05)

@@ -206,7 +206,7 @@ def test_members_consuming_through_a_broker_sigterm_and_sigkill_lose_nothing(bro
     broker = broker_factory({"listeners": f"PLAINTEXT://127.0.0.1:{free_port()}"})
     create_topic(broker.bootstrap, "sc-failures", partitions=4)
     share_from_earliest(broker.bootstrap, "g")
-    producer = SteadyProducer(broker.bootstrap, "sc-failures", "shoal")
+    producer = SteadyProducer(broker.bootstrap, "sc-failures", "shoal", partitions=4)
     first = producer.produce(400)
     with MemberLoops(broker.bootstrap, "g", ["sc-failures"], 2) as loops:
         producer.start()

@@ -111,7 +111,7 @@ def test_members_fetch_from_every_leader_and_find_the_coordinator_on_another_bro
     assert set(leaders.values()) == {1, 2, 3}
     # Bootstrapped from one broker that is not the group's coordinator.
     elsewhere = next(n for n in kafka_cluster.nodes if n.node_id != coordinator)
-    producer = SteadyProducer(kafka_cluster.bootstrap, topic, "spread")
+    producer = SteadyProducer(kafka_cluster.bootstrap, topic, "spread", partitions=PARTITIONS)
     first = producer.produce(600)
     with MemberLoops(elsewhere.bootstrap, group, [topic], 2) as loops:
         producer.start()
@@ -133,7 +133,7 @@ def test_members_fetch_from_every_leader_and_find_the_coordinator_on_another_bro
 def test_leadership_moving_while_every_broker_is_up(kafka_cluster):
     topic, group, leaders, _ = setup(kafka_cluster, "moves")
     share_from_earliest(kafka_cluster.bootstrap, group + "-holder")
-    producer = SteadyProducer(kafka_cluster.bootstrap, topic, "moves")
+    producer = SteadyProducer(kafka_cluster.bootstrap, topic, "moves", partitions=PARTITIONS)
     first = producer.produce(600)
     holder, held = hold(kafka_cluster, group + "-holder", topic, 600)
     try:
@@ -173,7 +173,7 @@ def test_leadership_moving_while_every_broker_is_up(kafka_cluster):
 def test_a_broker_stopped_with_sigterm_while_members_consume(kafka_cluster):
     topic, group, _, coordinator = setup(kafka_cluster, "sigterm")
     victim = kafka_cluster.node(coordinator)  # the group's coordinator leads partitions too
-    producer = SteadyProducer(kafka_cluster.bootstrap, topic, "sigterm")
+    producer = SteadyProducer(kafka_cluster.bootstrap, topic, "sigterm", partitions=PARTITIONS)
     first = producer.produce(600)
     try:
         with MemberLoops(kafka_cluster.bootstrap, group, [topic], 2) as loops:
@@ -195,7 +195,7 @@ def test_a_broker_killed_with_sigkill_while_members_consume(kafka_cluster):
     topic, group, _, coordinator = setup(kafka_cluster, "sigkill")
     victim = kafka_cluster.node(coordinator)
     share_from_earliest(kafka_cluster.bootstrap, group + "-holder")
-    producer = SteadyProducer(kafka_cluster.bootstrap, topic, "sigkill")
+    producer = SteadyProducer(kafka_cluster.bootstrap, topic, "sigkill", partitions=PARTITIONS)
     first = producer.produce(600)
     holder, held = hold(kafka_cluster, group + "-holder", topic, 600)
     on_victim = [a for a in held if a.node == victim.node_id]
@@ -252,7 +252,7 @@ def open_transaction(bootstrap: str, tid: str, topic: str) -> Producer:
 def test_the_tools_find_coordinators_and_leaders_across_the_brokers(kafka_cluster):
     topic, group, _, coordinator = setup(kafka_cluster, "tools")
     elsewhere = next(n for n in kafka_cluster.nodes if n.node_id != coordinator)
-    producer = SteadyProducer(kafka_cluster.bootstrap, topic, "tools")
+    producer = SteadyProducer(kafka_cluster.bootstrap, topic, "tools", partitions=PARTITIONS)
     produced = producer.produce(300)
     with MemberLoops(kafka_cluster.bootstrap, group, [topic], 1) as loops:
         loops.wait_for(produced, 60)
@@ -269,9 +269,20 @@ def test_the_tools_find_coordinators_and_leaders_across_the_brokers(kafka_cluste
                                                                                 "--state")
     # DescribeShareGroupOffsets on the coordinator (Kafka's share coordinator persists the start offsets lazily,
     # but the lag it reports counts what was acknowledged): everything was, on every partition
-    wait_until(lambda: {p: lag for p, (_, lag) in offsets_of(share_groups("--describe", "--group", group),
-                                                             topic).items()} == dict.fromkeys(range(PARTITIONS), 0),
-               30, "a lag of 0 on every partition")
+    last: list[str] = []
+
+    def no_lag() -> bool:
+        last[:] = [share_groups("--describe", "--group", group)]
+        return {p: lag for p, (_, lag) in offsets_of(last[0], topic).items()} == dict.fromkeys(range(PARTITIONS), 0)
+
+    try:
+        wait_until(no_lag, 30, "a lag of 0 on every partition")
+    except AssertionError as err:
+        from shoal_client.admin import ShareGroupAdmin
+        with ShareGroupAdmin(elsewhere.bootstrap) as admin:
+            rows = admin.share_group_offsets(group)
+        raise AssertionError(f"{err}; the members' failed acknowledgements: {dict(loops.ack_errors)}; the last "
+                             f"description:\n{last[0]}\n{rows}") from None
     # reset to earliest: ListOffsets on each partition's leader, AlterShareGroupOffsets on the coordinator
     share_groups("--reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--execute")
     assert offsets_of(share_groups("--describe", "--group", group), topic) == {p: (0, end) for p, end in ends.items()}
