@@ -2,6 +2,7 @@
 
     make example                                   # or: python examples/spark_pipeline.py
     python examples/spark_pipeline.py --sink parquet --out /tmp/events --records 200000
+    python examples/spark_pipeline.py --master spark://127.0.0.1:7077      # on a Spark standalone cluster
 
 What it does:
 1. starts `python -m broker` on a free loopback port with a temporary data directory;
@@ -11,7 +12,9 @@ What it does:
 4. reads the share group with `spark.readStream.format("shoal")`, parses the JSON, and writes each micro-batch to
    the console (or to parquet files) until every record has been processed, then stops everything.
 
-Needs `pip install 'shoal[spark]' confluent-kafka` (the Makefile's venv has both) and a Java runtime.
+Needs `pip install 'shoal[spark]' confluent-kafka` (the Makefile's venv has both) and a Java runtime. On a Spark
+cluster (`--master spark://...`) the executors' Python must have `shoal[spark]` installed too and be the one
+PYSPARK_PYTHON names (this interpreter unless set), and a parquet `--out` must be a path every executor can write.
 """
 
 from __future__ import annotations
@@ -78,14 +81,14 @@ def produce(bootstrap: str, records: int) -> None:
     producer.flush(60)
 
 
-def run_query(bootstrap: str, records: int, sink: str, out: Path, work: Path) -> None:
+def run_query(bootstrap: str, records: int, sink: str, out: Path, work: Path, master: str) -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Spark's Python workers: this interpreter
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
     from shoal_spark import ShareSource
 
-    spark = (SparkSession.builder.master("local[2]").appName("shoal-example")
+    spark = (SparkSession.builder.master(master).appName("shoal-example")
              .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
              .config("spark.driver.bindAddress", "127.0.0.1").config("spark.ui.showConsoleProgress", "false")
              .getOrCreate())
@@ -130,6 +133,7 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=50_000)
     parser.add_argument("--sink", choices=["console", "parquet"], default="console")
     parser.add_argument("--out", type=Path, default=None, help="parquet directory (default: a temporary one)")
+    parser.add_argument("--master", default="local[2]", help="Spark master URL (default: local[2])")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="shoal-example-") as tmp:
         work = Path(tmp)
@@ -139,7 +143,7 @@ def main() -> int:
             prepare(bootstrap)
             producer = threading.Thread(target=produce, args=(bootstrap, args.records), daemon=True)
             producer.start()
-            run_query(bootstrap, args.records, args.sink, args.out or work / "out", work)
+            run_query(bootstrap, args.records, args.sink, args.out or work / "out", work, args.master)
             producer.join(60)
         finally:
             broker.send_signal(signal.SIGTERM)
