@@ -13,7 +13,7 @@ import pytest
 from tests.helpers.broker_process import BrokerProcess, start_broker
 
 # Apache Kafka 4.4, the referee: the `kafka`, `kafka_sasl` and `kafka_cluster` fixtures.
-pytest_plugins = ["tests.helpers.kafka_fixtures"]
+pytest_plugins = ["tests.helpers.kafka_fixtures", "tests.helpers.spark_standalone"]
 
 
 @pytest.fixture

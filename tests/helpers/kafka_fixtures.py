@@ -75,6 +75,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     _finish(config)  # also when the session did not get to its end (an interrupted collection, a usage error)
 
 
+def run_of(config: pytest.Config) -> KafkaRun:
+    """The test run's process registry and watchdog (other fixtures record their daemons there too)."""
+    return config.stash[_RUN]
+
+
 def _require_kafka() -> None:
     try:
         kafka_dist.lib_dir()
