@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+import os
 import socket
+import subprocess
 from collections import Counter
 from pathlib import Path
 
@@ -12,7 +14,7 @@ import pyarrow.parquet as pq
 from confluent_kafka import Producer
 
 from tests.helpers import waiting
-from tests.helpers.broker_process import BrokerProcess, venv_python
+from tests.helpers.broker_process import REPO, BrokerProcess, venv_python
 from tests.helpers.confluent_clients import create_topic
 
 __all__ = ["create_topic"]
@@ -104,3 +106,15 @@ def written(path: Path) -> Counter:
 
 # Spark conditions read sink files or a query's progress: five checks a second are plenty.
 wait_until = functools.partial(waiting.wait_until, interval=0.2)
+
+
+def stream_driver(bootstrap: str, topic: str, group: str, out: Path, checkpoint: Path, expect: int,
+                  per_trigger: int, log, master: str = "local[2]") -> subprocess.Popen:
+    """tests/spark/stream_driver.py in a process of its own, writing to `log`. A session of its own: the
+    driver, its JVM and the Python processes it starts form one process group to kill."""
+    from tests.spark.conftest import spark_env
+
+    cmd = [venv_python(), "-m", "tests.spark.stream_driver", bootstrap, topic, group, str(out), str(checkpoint),
+           str(expect), str(per_trigger), master]
+    return subprocess.Popen(cmd, cwd=REPO, env={**os.environ, **spark_env()}, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)

@@ -1,7 +1,9 @@
 """A streaming query in a process of its own (so a test can kill -9 the driver): the shoal source into an
 idempotent per-batch-id parquet sink, until the sink holds every record in 0..expect-1, then a clean stop.
 
-    python -m tests.spark.stream_driver BOOTSTRAP TOPIC GROUP OUT CHECKPOINT EXPECT MAX_RECORDS_PER_TRIGGER
+    python -m tests.spark.stream_driver BOOTSTRAP TOPIC GROUP OUT CHECKPOINT EXPECT MAX_RECORDS_PER_TRIGGER [MASTER]
+
+MASTER: local[2] (the default) or a standalone cluster's spark://127.0.0.1:PORT.
 
 Prints "batch <id> <rows>" after each batch is written (the test watches for progress).
 """
@@ -17,9 +19,9 @@ from tests.spark.helpers import written
 
 
 def main(argv: list[str]) -> int:
-    bootstrap, topic, group, out, checkpoint, expect, max_records = argv
+    bootstrap, topic, group, out, checkpoint, expect, max_records, *master = argv
     out_dir = Path(out)
-    spark = new_session("shoal-stream-driver")
+    spark = new_session("shoal-stream-driver", *master)
 
     def write(df, batch_id: int) -> None:
         df.write.mode("overwrite").parquet(str(out_dir / f"batch={batch_id:06d}"))
