@@ -490,7 +490,11 @@ class TransactionAdmin(AdminClient):
     def abort_transaction(self, spec: AbortSpec) -> None:
         """Kafka's Admin.abortTransaction: a WriteTxnMarkers ABORT for the producer on the partition's leader
         (asked again while the leader moves). AdminError when the leader refuses it."""
-        self._until_not_loading(lambda: (0, self._abort_transaction(spec)))
+        def abort() -> tuple[int, None]:
+            self._abort_transaction(spec)
+            return 0, None
+
+        self._until_not_loading(abort)
 
     def _abort_transaction(self, spec: AbortSpec) -> None:
         nodes, grouped = self.by_leader([(spec.topic, spec.partition)])
