@@ -11,7 +11,7 @@ and their micro-batches run side by side on the executors.
 
 Set-up: one Shoal broker (group.share.partition.max.record.locks 10 000, as bench/spark_source.py), a Spark
 standalone cluster (a master and `--workers` workers of `--worker-cores` cores and 1 GiB each, started from
-PySpark's launch classes by tests/helpers/spark_standalone.py), one application (this process is its driver,
+PySpark's launch classes by bench/spark_cluster.py), one application (this process is its driver,
 spark.cores.max = all the workers' cores, an executor of 1 core per worker core). For each N in `--queries`: a new
 topic of `--partitions` partitions filled with `--records` records of `--size` B, a new group reading from the
 earliest offset, N queries of `format("shoal")` with that group.id into the `noop` sink (minPartitions =
@@ -44,6 +44,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.clients import produce_with_room
 from bench.servers import start_shoal, stop
+from bench.spark_cluster import SparkStandalone
 from bench.spark_source import MAX_RECORD_LOCKS, broker_config, new_group
 
 
@@ -178,9 +179,6 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--out", default="bench/results")
     args = parser.parse_args()
-
-    from tests.helpers.spark_standalone import SparkStandalone
-
     results = []
     with tempfile.TemporaryDirectory(prefix="shoal-bench-queries-") as tmp:
         work = Path(tmp)
