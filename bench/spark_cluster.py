@@ -57,7 +57,7 @@ class _Daemon:
     def __init__(self, what: str, argv: list[str], env: dict[str, str], log_path: Path,
                  on_exit: Exited | None) -> None:
         self.what, self.log_path, self.on_exit = what, log_path, on_exit
-        with open(log_path, "ab") as log:
+        with open(log_path, "wb") as log:  # a new log: the start is read from it
             # spark-class execs the JVM: the PID is the daemon's own. A session of its own keeps it out of the
             # caller's signals.
             self.proc = subprocess.Popen(argv, env=env, cwd=log_path.parent, stdin=subprocess.DEVNULL, stdout=log,
