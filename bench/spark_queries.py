@@ -21,8 +21,10 @@ the records) comes first: the JVMs' JIT compiles Spark's code in the first minut
 Figures, from the queries' progress events: steady records/s = records of the micro-batches that started once
 every query had read its first records and ended before the first query ran out, over that window (joining the
 group and the tail where only some queries still have records are left out); overall = records / (last batch end
-- first batch start). The load average (`uptime`) before and after each run is printed beside them: on a shared
-machine other processes take CPU from Spark's. Results: a table and JSON under bench/results/.
+- first batch start); CPU = user+sys seconds per million records of every process of the run (this driver, its
+JVM and the queries' runners, the workers and their executors, the broker: all below this process), from the
+topic filled to the last record read. The load average (`uptime`) before and after each run is printed beside
+them: on a shared machine other processes take CPU from Spark's. Results: a table and JSON under bench/results/.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from bench.clients import produce_with_room
 from bench.servers import start_shoal, stop
 from bench.spark_cluster import SparkStandalone
-from bench.spark_source import MAX_RECORD_LOCKS, broker_config, new_group
+from bench.spark_source import MAX_RECORD_LOCKS, broker_config, new_group, tree_cpu_s
 
 
 def load() -> str:
@@ -145,7 +147,7 @@ def run(spark, progress: Progress, bootstrap: str, args, queries: int, records: 
     topic, group = f"q{queries}-{uuid.uuid4().hex[:6]}", new_group(bootstrap, f"bench-q{queries}")
     fill(bootstrap, topic, args.partitions, records, args.size)
     progress.take()
-    before = load()
+    before, cpu = load(), tree_cpu_s(os.getpid())
     tasks = str(args.workers * args.worker_cores)
     started = [
         spark.readStream.format("shoal").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
@@ -162,8 +164,10 @@ def run(spark, progress: Progress, bootstrap: str, args, queries: int, records: 
     finally:
         for q in started:
             q.stop()
+    cpu = tree_cpu_s(os.getpid()) - cpu
     result = figures(progress.take(), queries)
-    result.update(queries=queries, load_before=before, load_after=load())
+    result.update(queries=queries, load_before=before, load_after=load(),
+                  cpu_s_per_million=round(cpu / records * 1e6, 2))
     return result
 
 
@@ -198,7 +202,8 @@ def main() -> int:
                     results.append(r)
                     print(f"{n} queries: steady {r.get('steady_rps', '-')} records/s over "
                           f"{r.get('steady_window_s', '-')} s, overall {r['overall_rps']} records/s, per query "
-                          f"{r['per_query']}; load {r['load_before']} -> {r['load_after']}", flush=True)
+                          f"{r['per_query']}, {r['cpu_s_per_million']} CPU s per million records; load "
+                          f"{r['load_before']} -> {r['load_after']}", flush=True)
             spark.stop()
         finally:
             if cluster is not None:
@@ -209,10 +214,10 @@ def main() -> int:
     path = out / f"spark-queries-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.write_text(json.dumps({"args": vars(args), "cpus": os.cpu_count(), "python": platform.python_version(),
                                 "results": results}, indent=2))
-    print(f"{'queries':>7} {'steady rec/s':>13} {'overall rec/s':>14}  load before -> after")
+    print(f"{'queries':>7} {'steady rec/s':>13} {'overall rec/s':>14} {'CPU s/M':>8}  load before -> after")
     for r in results:
-        print(f"{r['queries']:>7} {r.get('steady_rps', '-'):>13} {r['overall_rps']:>14}  "
-              f"{r['load_before']} -> {r['load_after']}")
+        print(f"{r['queries']:>7} {r.get('steady_rps', '-'):>13} {r['overall_rps']:>14} "
+              f"{r['cpu_s_per_million']:>8}  {r['load_before']} -> {r['load_after']}")
     print(f"results: {path}")
     return 0
 
