@@ -291,6 +291,11 @@ def _process_kind(pid: int, broker_pids: set[int]) -> str:
     except OSError:
         return "other"
     if b"java" in cmdline.split(b"\0", 1)[0]:
+        # on a standalone cluster (bench/spark_cluster.py) the executors and the Spark daemons are JVMs below us
+        if b"CoarseGrainedExecutorBackend" in cmdline:
+            return "executor_jvm"
+        if b"org.apache.spark.deploy.master." in cmdline or b"org.apache.spark.deploy.worker." in cmdline:
+            return "spark_daemons"
         return "jvm"
     if b"streaming_source_runner" in cmdline:
         return "runner"
