@@ -13,18 +13,24 @@ Set-up: one Shoal broker (group.share.partition.max.record.locks 10 000, as benc
 standalone cluster (a master and `--workers` workers of `--worker-cores` cores and 1 GiB each, started from
 PySpark's launch classes by bench/spark_cluster.py), one application (this process is its driver,
 spark.cores.max = all the workers' cores, an executor of 1 core per worker core). For each N in `--queries`: a new
-topic of `--partitions` partitions filled with `--records` records of `--size` B, a new group reading from the
-earliest offset, N queries of `format("shoal")` with that group.id into the `noop` sink (minPartitions =
-maxPartitions = executor cores), until the group has read every record. A warm-up run (one query, a tenth of
-the records) comes first: the JVMs' JIT compiles Spark's code in the first minutes.
+topic of `--partitions` partitions, a new group reading from the earliest offset, N queries of `format("shoal")`
+with that group.id into the `noop` sink (minPartitions = maxPartitions = executor cores), started one after the
+other (PySpark gives a source's runner 10 s to connect back to the JVM, which several starting at once on a busy
+machine may miss); once every query's member has partitions assigned, `--records` records of `--size` B are
+produced (so no query reads alone while the others join) and the queries run until the group has read them all.
+A warm-up run (one query, a tenth of the records) comes first: the JVMs' JIT compiles Spark's code in the first
+minutes.
 
 Figures, from the queries' progress events: steady records/s = records of the micro-batches that started once
-every query had read its first records and ended before the first query ran out, over that window (joining the
-group and the tail where only some queries still have records are left out); overall = records / (last batch end
-- first batch start); CPU = user+sys seconds per million records of every process of the run (this driver, its
-JVM and the queries' runners, the workers and their executors, the broker: all below this process), from the
-topic filled to the last record read. The load average (`uptime`) before and after each run is printed beside
-them: on a shared machine other processes take CPU from Spark's. Results: a table and JSON under bench/results/.
+every query had read its first records and ended before the first query ran out, over that window (the tail
+where only some queries still have records is left out); overall = records / (last batch end - first batch
+start). CPU: user+sys seconds per million records of Spark's processes, from the first record produced to the
+last one read, and per kind (bench/spark_source.py's sampler): `jvm` the driver's JVM, `runner` the queries'
+runners, `executor_jvm` the executors, `python_workers` the Python processes of the executors and of the driver's
+JVM, `spark_daemons` the master and workers; `driver` (this process, which also produces the records) and
+`broker` are not Spark's. The load average (`uptime`) before and after each run is printed
+beside them: on a shared machine other processes take CPU from Spark's. Results: a table and JSON under
+bench/results/.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -47,7 +54,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from bench.clients import produce_with_room
 from bench.servers import start_shoal, stop
 from bench.spark_cluster import SparkStandalone
-from bench.spark_source import MAX_RECORD_LOCKS, broker_config, new_group, tree_cpu_s
+from bench.spark_source import MAX_RECORD_LOCKS, CpuSampler, broker_config, new_group
+from shoal_client.admin import ShareGroupAdmin
 
 
 def load() -> str:
@@ -55,8 +63,6 @@ def load() -> str:
 
 
 def fill(bootstrap: str, topic: str, partitions: int, records: int, size: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=partitions)])[topic].result(timeout=30)
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 10, "batch.size": 1_000_000,
                          "queue.buffering.max.messages": 1_000_000})
     value = b"v" * size
@@ -143,19 +149,38 @@ def figures(batches: list[tuple[str, float, float, int]], queries: int) -> dict:
     return out
 
 
-def run(spark, progress: Progress, bootstrap: str, args, queries: int, records: int) -> dict:
+def run(spark, progress: Progress, bootstrap: str, broker_pid: int, args, queries: int, records: int) -> dict:
     topic, group = f"q{queries}-{uuid.uuid4().hex[:6]}", new_group(bootstrap, f"bench-q{queries}")
-    fill(bootstrap, topic, args.partitions, records, args.size)
+    client = AdminClient({"bootstrap.servers": bootstrap})  # kept until the result is in
+    client.create_topics([NewTopic(topic, num_partitions=args.partitions)])[topic].result(timeout=30)
     progress.take()
-    before, cpu = load(), tree_cpu_s(os.getpid())
     tasks = str(args.workers * args.worker_cores)
-    started = [
-        spark.readStream.format("shoal").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-        .option("group.id", group).option("minPartitions", tasks).option("maxPartitions", tasks).load()
-        .writeStream.format("noop").queryName(f"{topic}-{i}").start()
-        for i in range(queries)]
+    started: list[Any] = []
     deadline = time.monotonic() + args.timeout
     try:
+        with ShareGroupAdmin(bootstrap) as admin:
+            def joined(n: int) -> bool:
+                members = admin.describe_share_group(group).members
+                return len(members) >= n and (n < queries or all(m.assignment.get(topic) for m in members))
+
+            def wait(n: int, what: str) -> None:
+                while not joined(n):
+                    if time.monotonic() > deadline or any(q.exception() for q in started):
+                        raise RuntimeError(f"{what}: {[q.exception() for q in started]}")
+                    time.sleep(0.2)
+
+            for i in range(queries):
+                started.append(
+                    spark.readStream.format("shoal").option("kafka.bootstrap.servers", bootstrap)
+                    .option("subscribe", topic).option("group.id", group).option("minPartitions", tasks)
+                    .option("maxPartitions", tasks).load().writeStream.format("noop").queryName(f"{topic}-{i}")
+                    .start())
+                # One at a time: PySpark gives a source's runner process 10 s to connect back to the JVM, which
+                # several starting at once on a busy driver may miss. A query has started once its member joined.
+                wait(i + 1, f"query {i} did not join the group")
+            wait(queries, "the group did not assign partitions to every query")  # before any record exists
+        before, sampler = load(), CpuSampler(broker_pid)
+        fill(bootstrap, topic, args.partitions, records, args.size)
         while progress.rows() < records:
             if time.monotonic() > deadline or any(q.exception() for q in started):
                 raise RuntimeError(f"{queries} queries read {progress.rows()} of {records} records: "
@@ -164,10 +189,12 @@ def run(spark, progress: Progress, bootstrap: str, args, queries: int, records: 
     finally:
         for q in started:
             q.stop()
-    cpu = tree_cpu_s(os.getpid()) - cpu
+    cpu, _ = sampler.stop()
     result = figures(progress.take(), queries)
+    spark_cpu = sum(v for k, v in cpu.items() if k not in ("driver", "broker", "other"))
     result.update(queries=queries, load_before=before, load_after=load(),
-                  cpu_s_per_million=round(cpu / records * 1e6, 2))
+                  spark_cpu_s_per_million=round(spark_cpu / records * 1e6, 2),
+                  cpu_s_per_million_by_kind={k: round(v / records * 1e6, 2) for k, v in sorted(cpu.items())})
     return result
 
 
@@ -193,17 +220,18 @@ def main() -> int:
             spark = session(cluster.master_url, args.workers * args.worker_cores)
             progress = Progress(spark)
             bootstrap = f"127.0.0.1:{port}"
-            warm = run(spark, progress, bootstrap, args, 1, args.records // 10)
+            warm = run(spark, progress, bootstrap, proc.pid, args, 1, args.records // 10)
             print(f"warm-up: {warm}", flush=True)
             for round_ in range(args.rounds):
                 for n in args.queries:
-                    r = run(spark, progress, bootstrap, args, n, args.records)
+                    r = run(spark, progress, bootstrap, proc.pid, args, n, args.records)
                     r["round"] = round_
                     results.append(r)
                     print(f"{n} queries: steady {r.get('steady_rps', '-')} records/s over "
                           f"{r.get('steady_window_s', '-')} s, overall {r['overall_rps']} records/s, per query "
-                          f"{r['per_query']}, {r['cpu_s_per_million']} CPU s per million records; load "
-                          f"{r['load_before']} -> {r['load_after']}", flush=True)
+                          f"{r['per_query']}, Spark's processes {r['spark_cpu_s_per_million']} CPU s per million records "
+                          f"{r['cpu_s_per_million_by_kind']}; load {r['load_before']} -> {r['load_after']}",
+                          flush=True)
             spark.stop()
         finally:
             if cluster is not None:
@@ -217,7 +245,7 @@ def main() -> int:
     print(f"{'queries':>7} {'steady rec/s':>13} {'overall rec/s':>14} {'CPU s/M':>8}  load before -> after")
     for r in results:
         print(f"{r['queries']:>7} {r.get('steady_rps', '-'):>13} {r['overall_rps']:>14} "
-              f"{r['cpu_s_per_million']:>8}  {r['load_before']} -> {r['load_after']}")
+              f"{r['spark_cpu_s_per_million']:>8}  {r['load_before']} -> {r['load_after']}")
     print(f"results: {path}")
     return 0
 
