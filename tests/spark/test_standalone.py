@@ -45,6 +45,8 @@ RECORDS, PER_TRIGGER = 4000, 1000  # the executor-kill test: four micro-batches
 @pytest.fixture(scope="module")
 def spark(spark_standalone):
     session = new_session("shoal-tests-standalone", spark_standalone.master_url)
+    # getOrCreate would hand back a local session some earlier test left running
+    assert session.sparkContext.master == spark_standalone.master_url, session.sparkContext.master
     try:
         yield session
     finally:
@@ -68,6 +70,10 @@ def test_the_example_pipeline_runs_on_the_cluster(spark_standalone, tmp_path):
                        cwd=REPO, env={**os.environ, **spark_env()}, capture_output=True, text=True, timeout=480)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     assert f"into {out}" in r.stdout, r.stdout[-2000:]
+    # it ran as an application of the cluster, with an executor on each worker (their work directories)
+    [app] = [a for a in spark_standalone.state()["completedapps"] if a["name"] == "shoal-example"]
+    for worker in ("worker1", "worker2"):
+        assert list((spark_standalone.root / worker).glob(f"{app['id']}/*/stderr")), (worker, app)
     ids = Counter(row["id"] for f in out.glob("batch=*/*.parquet") for row in pq.read_table(f).to_pylist())
     assert set(ids) == set(range(5000))  # every record, parsed by the executors
 
