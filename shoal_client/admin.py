@@ -42,8 +42,9 @@ TopicPartition = tuple[str, int]
 
 # What Kafka's admin retries (with the coordinator or the leader looked up again) until its timeout: a coordinator
 # loading or moving, a leader moving.
-_RETRIABLE = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
-              ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE)
+_COORDINATOR_RETRIABLE = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                          ErrorCode.NOT_COORDINATOR)
+_RETRIABLE = (*_COORDINATOR_RETRIABLE, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE)
 _RETRY_BACKOFF_S = 0.1
 
 
@@ -481,6 +482,11 @@ class TransactionAdmin(AdminClient):
                 code = resp.error_code
             except AdminError as e:
                 code = e.code
+            except ConnectionLost:  # the coordinator's broker does not answer: look it up again (a cluster)
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(_RETRY_BACKOFF_S)
+                continue
             if code == 0:
                 return
             if code not in retriable or time.monotonic() >= deadline:
