@@ -99,7 +99,7 @@ class ConfigDef:
     name: str
     type: str  # bool, string, int, short, long, double, list, class, password
     default: Any  # None = unset (a derived value or "absent")
-    check: Callable[[Any], None] | None = None
+    check: Callable[[Any], object] | None = None  # raises ValueError; a parser may double as one (result unused)
     dynamic: bool = False  # may be changed with IncrementalAlterConfigs (cluster-wide default)
     doc: str = ""
     synonym: str | None = None  # the broker setting a topic or group config defaults to

@@ -153,8 +153,8 @@ def validate_all(overrides: dict[str, str], broker_get: BrokerGet) -> None:
                              f"assignors are: [{', '.join(names)}].")
     for session, heartbeat in _SESSION_HEARTBEAT:
         if session in values or heartbeat in values:
-            s = int(values.get(session) or str(broker_get(GROUP_CONFIGS[session].synonym)))
-            h = int(values.get(heartbeat) or str(broker_get(GROUP_CONFIGS[heartbeat].synonym)))
+            s = int(values.get(session) or str(broker_get(_synonym(session))))
+            h = int(values.get(heartbeat) or str(broker_get(_synonym(heartbeat))))
             if s <= h:
                 raise ValueError(f"{session} must be greater than {heartbeat}")
 
@@ -244,3 +244,10 @@ class GroupConfig:
     @property
     def share_read_committed(self) -> bool:
         return self.share_isolation_level == "read_committed"
+
+
+def _synonym(name: str) -> str:
+    """The broker setting a group config defaults to (every group config with a range has one)."""
+    synonym = GROUP_CONFIGS[name].synonym
+    assert synonym is not None, name
+    return synonym

@@ -60,7 +60,7 @@ class GroupConfigs(Protocol):
 
 
 # Run a coroutine as a background task for the life of the broker (named for logs); failures are logged.
-Spawn = Callable[[Coroutine[Any, Any, Any], str], asyncio.Task]
+Spawn = Callable[[Coroutine[Any, Any, Any], str], "asyncio.Task[Any]"]
 
 
 class TopicAuthorizer(Protocol):

@@ -9,6 +9,7 @@ DescribeGroups, DeleteGroups and the periodic expiry of offsets and empty groups
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -236,7 +237,7 @@ class GroupCoordinator:
                 deleted.append(gid)
         for gid in sorted(self.consumer.groups):
             records, all_expired = self.offsets.expire(gid, now, retention, lambda o: o.commit_timestamp_ms,
-                                                       lambda topic, g=gid: self.consumer.is_subscribed_to(g, topic))
+                                                       functools.partial(self.consumer.is_subscribed_to, gid))
             self._apply(res, records)
             if all_expired and not self.consumer.groups[gid].members:
                 self.consumer.delete(gid, res)
@@ -409,7 +410,7 @@ class GroupCoordinator:
         out = []
         for gid in group_ids:
             entry, members = self.consumer_group_describe_one(gid)
-            entry_members = entry.get("members")
+            entry_members: list[dict[str, Any]] = entry["members"] if members else []
             for build in members:
                 entry_members.append(build())
             out.append(entry)
@@ -583,12 +584,13 @@ class GroupCoordinator:
             return {"group_id": gid, "topics": out, "error_code": 0}
         for topic in topics:
             if by_id:
-                name = self._topic_name(topic["topic_id"])
-                if name is None:
+                known = self._topic_name(topic["topic_id"])
+                if known is None:
                     out.append({"name": "", "topic_id": topic["topic_id"], "partitions": [
                         {**self._fetched(p, None), "error_code": int(ErrorCode.UNKNOWN_TOPIC_ID)}
                         for p in topic["partition_indexes"]]})
                     continue
+                name = known
             else:
                 name = topic["name"]
             parts = offsets.get(name, {})

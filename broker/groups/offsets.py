@@ -85,7 +85,7 @@ class OffsetStore:
             _remove(self.offsets, k.group, k.topic, k.partition)
             for pid in self.open_transactions.get(k.group, ()):
                 _remove(self.pending.get(pid, {}), k.group, k.topic, k.partition)
-            return k.group
+            return str(k.group)
         v = decode_value(NAME, value)
         expire = v.get("expire_timestamp", -1) if value_version(value) == 1 else -1
         self._position += 1
@@ -97,7 +97,7 @@ class OffsetStore:
             self.pending.setdefault(producer_id, {}).setdefault(k.group, {}).setdefault(k.topic, {})[k.partition] = o
             self.open_transactions.setdefault(k.group, set()).add(producer_id)
             self.producer_epochs[producer_id] = max(producer_epoch, self.producer_epochs.get(producer_id, -1))
-        return k.group
+        return str(k.group)
 
     def replay_end_txn(self, producer_id: int, producer_epoch: int, commit: bool,
                        owns: Callable[[str], bool] = lambda group: True) -> list[str]:

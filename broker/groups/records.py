@@ -66,4 +66,4 @@ def group_id_of(key: bytes | memoryview) -> str:
     if name is None:
         raise DecodeError(f"record type {record_type(key)} is not a group coordinator record")
     k = decode_key(name, key)
-    return k.group if name in ("OffsetCommit", "GroupMetadata") else k.group_id
+    return str(k.group if name in ("OffsetCommit", "GroupMetadata") else k.group_id)

@@ -144,7 +144,7 @@ class GroupCoordinatorRuntime:
         self.consumer_enabled = consumer_enabled
         self.share_enabled = share_enabled
         # Parked JoinGroup/SyncGroup responses -> the answer they get if the coordinator must be rebuilt.
-        self._waiters: dict[asyncio.Future, dict[str, Any]] = {}
+        self._waiters: dict[asyncio.Future[dict[str, Any]], dict[str, Any]] = {}
         self._resigned = False  # its log directory went offline: it answers from memory no more
         self._listeners: list[MemberRemovedListener] = []
         self._deleted_listeners: list[Callable[[str], Any]] = []
@@ -260,7 +260,7 @@ class GroupCoordinatorRuntime:
         self._release_waiters()
 
     # --- requests ----------------------------------------------------------------------------------------------
-    async def share_heartbeat(self, request: Mapping[str, Any], client_id: str = "", client_host: str = "") -> dict:
+    async def share_heartbeat(self, request: Mapping[str, Any], client_id: str = "", client_host: str = "") -> dict[str, Any]:
         """Serve a ShareGroupHeartbeat request; the response is sent only after its records are durable."""
         if not self.loaded:
             return {"error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)}
@@ -303,7 +303,7 @@ class GroupCoordinatorRuntime:
             self.share_admin.initialize_later(init)
 
     # --- results of the sans-IO coordinator ---------------------------------------------------------------------
-    def waiter(self, fallback: dict[str, Any]) -> asyncio.Future:
+    def waiter(self, fallback: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
         """A future for a parked response; `fallback` answers it if the coordinator is rebuilt meanwhile."""
         fut = asyncio.get_running_loop().create_future()
         self._waiters[fut] = fallback
@@ -662,7 +662,7 @@ async def _describe_paced(group_ids: Sequence[str], describe_one: Callable[[str]
             continue
         entry, members = describe_one(gid)
         described[gid] = entry
-        entry_members = entry.get("members")
+        entry_members: list[dict[str, Any]] = entry["members"] if members else []
         for build in members:
             entry_members.append(build())
             await pacer.pace()

@@ -10,27 +10,32 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
 
 
-class Timers:
+class Timers(Generic[K]):
+    """Timers keyed by K (each state machine's own key shape, e.g. ("heartbeat", group, member))."""
+
     def __init__(self) -> None:
-        self._deadline: dict[Hashable, tuple[int, int]] = {}  # key -> (deadline, sequence)
-        self._heap: list[tuple[int, int, Hashable]] = []
+        self._deadline: dict[K, tuple[int, int]] = {}  # key -> (deadline, sequence)
+        self._heap: list[tuple[int, int, K]] = []
         self._seq = itertools.count()
 
-    def schedule(self, key: Hashable, deadline_ms: int) -> None:
+    def schedule(self, key: K, deadline_ms: int) -> None:
         entry = (deadline_ms, next(self._seq))
         self._deadline[key] = entry
         heapq.heappush(self._heap, (entry[0], entry[1], key))
 
-    def cancel(self, key: Hashable) -> None:
+    def cancel(self, key: K) -> None:
         self._deadline.pop(key, None)
 
-    def deadline(self, key: Hashable) -> int | None:
+    def deadline(self, key: K) -> int | None:
         entry = self._deadline.get(key)
         return None if entry is None else entry[0]
 
-    def __contains__(self, key: Hashable) -> bool:
+    def __contains__(self, key: K) -> bool:
         return key in self._deadline
 
     def __len__(self) -> int:
@@ -45,8 +50,8 @@ class Timers:
         self._drop_stale()
         return self._heap[0][0] if self._heap else None
 
-    def pop_expired(self, now_ms: int) -> list[Hashable]:
-        out = []
+    def pop_expired(self, now_ms: int) -> list[K]:
+        out: list[K] = []
         while True:
             self._drop_stale()
             if not self._heap or self._heap[0][0] > now_ms:
@@ -55,7 +60,7 @@ class Timers:
             del self._deadline[key]
             out.append(key)
 
-    def pop_one_expired(self, now_ms: int) -> Hashable | None:
+    def pop_one_expired(self, now_ms: int) -> K | None:
         """The earliest expired key (removed), or None: lets the caller re-check after each timer fires,
         since handling one timer may reschedule or cancel others."""
         self._drop_stale()

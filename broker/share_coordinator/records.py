@@ -10,6 +10,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from protocol.coordinator_records import (
     CoordinatorRecord,
@@ -101,7 +102,7 @@ def tombstone_keys(key: SharePartitionKey) -> tuple[bytes, bytes]:
     return _key_bytes(SNAPSHOT, key), _key_bytes(UPDATE, key)
 
 
-def _state_batches(items: list) -> tuple[StateBatch, ...]:
+def _state_batches(items: list[Any]) -> tuple[StateBatch, ...]:
     return tuple(StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in items)
 
 

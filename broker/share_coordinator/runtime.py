@@ -222,7 +222,7 @@ class ShareCoordinatorRuntime:
         keys = [SharePartitionKey(request["group_id"], t["topic_id"], p["partition"])
                 for t in request["topics"] for p in t["partitions"] if request["group_id"] and p["partition"] >= 0]
         code = await self._commit(result.records, keys)
-        response = result.response
+        response: dict[str, Any] = result.response
         if code != ErrorCode.NONE:
             for t in response["results"]:
                 for p in t["partitions"]:

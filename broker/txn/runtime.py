@@ -22,6 +22,7 @@ It also implements TxnPartitionVerifier (KIP-890 part 1) for the produce path.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import replace
@@ -111,10 +112,10 @@ class TransactionCoordinatorRuntime:
             log=log, shard=TransactionCoordinatorShard(self.coordinator), spawn=spawn, name="transaction state",
             on_reloaded=self._reloaded)
         # (transactional id, producer id, epoch, coordinator epoch) -> the task writing its markers
-        self._completing: dict[tuple[str, int, int, int], asyncio.Future] = {}
+        self._completing: dict[tuple[str, int, int, int], asyncio.Future[None]] = {}
         # ... and a future done once that transaction is complete in memory with its record appended (its
         # durability is awaited by whatever answers next on that partition), or its completion abandoned
-        self._settled: dict[tuple[str, int, int, int], asyncio.Future] = {}
+        self._settled: dict[tuple[str, int, int, int], asyncio.Future[None]] = {}
         self.loaded = False
         self._stop = asyncio.Event()
 
@@ -208,9 +209,9 @@ class TransactionCoordinatorRuntime:
             settled = self._settled[key] = asyncio.get_running_loop().create_future()
             task = asyncio.ensure_future(self._complete(key, ms, settled))
             self._completing[key] = task
-            task.add_done_callback(lambda t, k=key: self._completion_done(k, t))
+            task.add_done_callback(functools.partial(self._completion_done, key))
 
-    def _completion_done(self, key: tuple[str, int, int, int], task: asyncio.Future) -> None:
+    def _completion_done(self, key: tuple[str, int, int, int], task: asyncio.Future[None]) -> None:
         if self._completing.get(key) is task:
             del self._completing[key]
             settled = self._settled.pop(key)
@@ -225,7 +226,7 @@ class TransactionCoordinatorRuntime:
                 and m.producer_epoch == epoch)
 
     async def _complete(self, key: tuple[str, int, int, int], markers: list[TxnMarker],
-                        settled: asyncio.Future) -> None:
+                        settled: asyncio.Future[None]) -> None:
         tid, producer_id, epoch, coordinator_epoch = key
         try:
             written = await write_until_done(
@@ -251,6 +252,9 @@ class TransactionCoordinatorRuntime:
             await asyncio.gather(*list(self._completing.values()), return_exceptions=True)
 
     # --- operations --------------------------------------------------------------------------------------------
+    def _abort_timed_out_with_new_id(self, tid: str, new_pid: int | None) -> TxnResult:
+        return self.coordinator.abort_timed_out_transaction(tid, new_producer_id=new_pid)
+
     async def _with_producer_id(self, op: Callable[[int | None], TxnResult]) -> TxnResult:
         new_pid: int | None = None
         while True:
@@ -369,7 +373,7 @@ class TransactionCoordinatorRuntime:
         # those whose abort takes their producer id's last epoch (TV2) move to a new id: one at a time
         for tid in self.coordinator.timed_out():
             result = await self._with_producer_id(
-                lambda new_pid, tid=tid: self.coordinator.abort_timed_out_transaction(tid, new_producer_id=new_pid))
+                functools.partial(self._abort_timed_out_with_new_id, tid))
             count += bool(result.records)
             await self._apply_background(result, "timed-out transaction aborted")
         return count

@@ -258,11 +258,11 @@ class ClassicGroup:
         return False
 
     def replace_static_member(self, instance_id: str, old_member_id: str, new_member_id: str
-                              ) -> tuple[ClassicMember, list[tuple[Any, str, dict]]]:
+                              ) -> tuple[ClassicMember, list[tuple[Any, str, dict[str, Any]]]]:
         """Give a static member a new member id (keeping everything else); returns the member and the parked
         responses of the old id, fenced."""
         old = self.members.pop(old_member_id)
-        fenced: list[tuple[Any, str, dict]] = []
+        fenced: list[tuple[Any, str, dict[str, Any]]] = []
         if old.join_waiter is not None:
             self.awaiting_join_count -= 1
             fenced.append((old.join_waiter, "join", {

@@ -80,7 +80,7 @@ class ClassicGroupManager:
         self._group_type_of = group_type_of or (lambda gid: "classic" if gid in self.groups else None)
         self._new_member_id = new_member_id or new_classic_member_id
         self.groups: dict[str, ClassicGroup] = {}
-        self.timers = Timers()
+        self.timers: Timers[tuple[str, ...]] = Timers()
         # ("join", group) timer of an initial rebalance -> (delay, remaining) of Kafka's delayed initial join
         self._initial_delay: dict[str, tuple[int, int]] = {}
         self._sync_generation: dict[str, int] = {}

@@ -44,7 +44,7 @@ def tombstone(group_id: str) -> Record:
 
 
 def key_group(key: bytes | memoryview) -> str:
-    return decode_key(NAME, key).group
+    return str(decode_key(NAME, key).group)
 
 
 def load(group_id: str, value: bytes | memoryview, now_ms: int) -> ClassicGroup:

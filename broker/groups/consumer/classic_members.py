@@ -54,7 +54,7 @@ class ClassicMembers:
     ConsumerGroupManager (uses its groups, timers, `_emit` and reconciliation)."""
 
     groups: dict[str, ConsumerGroup]
-    timers: Timers
+    timers: Timers[tuple[str, str, str]]
     classic_member_id: Callable[[], str] = staticmethod(lambda: str(uuid.uuid4()))  # Kafka: a random Uuid
 
     # Provided by ConsumerGroupManager.
@@ -62,11 +62,14 @@ class ClassicMembers:
     downgrade: Callable[[ConsumerGroup, Collection[str], GroupResult, int, bool], bool] | None
 
     def _emit(self, res: GroupResult, record: Record) -> None: ...  # pragma: no cover
-    def _topic_ids(self, names: Iterable[str]) -> dict[str, tuple[UUID, int]]: ...  # pragma: no cover
-    def _metadata_hash(self, group: ConsumerGroup) -> int: ...  # pragma: no cover
+    def _topic_ids(self, names: Iterable[str]) -> dict[str, tuple[UUID, int]]:
+        raise NotImplementedError  # pragma: no cover
+    def _metadata_hash(self, group: ConsumerGroup) -> int:
+        raise NotImplementedError  # pragma: no cover
     def _update_target_assignment(self, group: ConsumerGroup, now: int, res: GroupResult) -> None: ...  # pragma: no cover
     def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: dict[UUID, set[int]] | None,
-                   subscription_changed: bool) -> ConsumerMember: ...  # pragma: no cover
+                   subscription_changed: bool) -> ConsumerMember:
+        raise NotImplementedError  # pragma: no cover
     def _replace_static(self, group: ConsumerGroup, replaced: ConsumerMember, member: ConsumerMember,
                         res: GroupResult) -> None: ...  # pragma: no cover
     def _cancel_timers(self, gid: str, mid: str) -> None: ...  # pragma: no cover

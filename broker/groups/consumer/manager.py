@@ -146,7 +146,7 @@ class ConsumerGroupManager(ClassicMembers):
         self.group_timing = group_timing
         self._new_member_id = member_id_factory
         self.groups: dict[str, ConsumerGroup] = {}
-        self.timers = Timers()
+        self.timers: Timers[tuple[str, str, str]] = Timers()
         # Soft state: group -> pattern -> the key its resolution was made under (regex.py), and group -> member ->
         # the identity of its last heartbeat (whose DESCRIBE permission filters the member's pattern).
         self._regex_keys: dict[str, dict[str, ResolutionKey]] = {}
@@ -471,9 +471,9 @@ class ConsumerGroupManager(ClassicMembers):
 
     def _preferred_assignor(self, group: ConsumerGroup) -> str:
         votes = Counter(m.server_assignor for m in group.members.values()
-                        if m.server_assignor in self.config.assignors)
+                        if m.server_assignor is not None and m.server_assignor in self.config.assignors)
         if not votes:
-            return self.config.assignors[0]
+            return str(self.config.assignors[0])
         return max(votes, key=lambda a: (votes[a], -self.config.assignors.index(a)))
 
     def _update_target_assignment(self, group: ConsumerGroup, now: int, res: GroupResult) -> None:
@@ -689,7 +689,7 @@ class ConsumerGroupManager(ClassicMembers):
         out = []
         for gid in group_ids:
             entry, members = self.describe_group(gid, topic_name, group_type_of)
-            entry_members = entry.get("members")
+            entry_members: list[dict[str, Any]] = entry["members"] if members else []
             for build in members:
                 entry_members.append(build())
             out.append(entry)
@@ -713,7 +713,7 @@ class ConsumerGroupManager(ClassicMembers):
             "group_epoch": group.group_epoch, "assignment_epoch": group.assignment_epoch,
             "assignor_name": self._preferred_assignor(group), "members": []}
         target = group.target_assignment
-        builders = [functools.partial(_described_member, m, target.get(m.member_id, {}), topic_name)
+        builders: list[Callable[[], dict[str, Any]]] = [functools.partial(_described_member, m, target.get(m.member_id, {}), topic_name)
                     for _, m in sorted(group.members.items())]
         return entry, builders
 

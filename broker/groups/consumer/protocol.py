@@ -54,7 +54,7 @@ def subscription_version(data: bytes | memoryview) -> int:
     """The version a member wrote its subscription in (its assignment is answered in the same one)."""
     if len(data) < 2:
         raise DecodeError("consumer protocol subscription shorter than its version")
-    return _I16.unpack_from(data)[0]
+    return int(_I16.unpack_from(data)[0])
 
 
 def subscribed_topics(data: bytes | memoryview) -> set[str] | None:

@@ -114,17 +114,17 @@ class SimpleShareAssignor:
             topics = frozenset(t for t in subscriptions[m] if t in eligible)
             if not topics:
                 continue
-            heap = share_heaps.get(topics)
-            if heap is None:
-                heap = share_heaps[topics] = [(len(owners[tp]), i) for i, tp in enumerate(targets)
+            shared = share_heaps.get(topics)
+            if shared is None:
+                shared = share_heaps[topics] = [(len(owners[tp]), i) for i, tp in enumerate(targets)
                                               if tp[0] in topics]
-                heapq.heapify(heap)
-            while heap[0][0] != len(owners[targets[heap[0][1]]]):
-                heapq.heapreplace(heap, (len(owners[targets[heap[0][1]]]), heap[0][1]))
-            fewest = heap[0][0]
+                heapq.heapify(shared)
+            while shared[0][0] != len(owners[targets[shared[0][1]]]):
+                heapq.heapreplace(shared, (len(owners[targets[shared[0][1]]]), shared[0][1]))
+            fewest = shared[0][0]
             mine = [index[tp] for tp in previous[m] if tp in index and tp[0] in topics
                     and len(owners[tp]) == fewest]
-            give(targets[min(mine) if mine else heap[0][1]], m)
+            give(targets[min(mine) if mine else shared[0][1]], m)
 
         # Phase 4, sharing evenly (Kafka's desiredSharing): with more members than partitions, every partition
         # gets ceil(M/P) members, the extra places going to the least loaded members that do not have it yet.

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from uuid import UUID
 
+from broker.groups.records import Record
 from broker.groups.result import GroupResult, InitializeRequest, RemovedMember
 from broker.groups.share import records as rec
 from broker.groups.share.assignor import SimpleShareAssignor
@@ -335,7 +336,7 @@ class ShareGroupManager:
         res.initialize.append(InitializeRequest(gid, group.group_epoch,
                                                 {t: tp.partitions for t, tp in need.items()}))
 
-    def initialized(self, group_id: str, topic_id: UUID, partitions: Iterable[int]) -> list[rec.Record]:
+    def initialized(self, group_id: str, topic_id: UUID, partitions: Iterable[int]) -> list[Record]:
         """The share coordinator has initialized these share-partitions: they become assignable (the group
         epoch moves on the next heartbeat, as in Kafka)."""
         group = self.groups.get(group_id)
@@ -356,7 +357,7 @@ class ShareGroupManager:
             group_id, StatePartitionMetadata(initializing, initialized, dict(md.deleting))))
         return res.records
 
-    def initialize_failed(self, group_id: str, topic_id: UUID, partitions: Iterable[int]) -> list[rec.Record]:
+    def initialize_failed(self, group_id: str, topic_id: UUID, partitions: Iterable[int]) -> list[Record]:
         """InitializeShareGroupState failed: forget the attempt so a later heartbeat asks again."""
         group = self.groups.get(group_id)
         parts = frozenset(partitions)
@@ -370,7 +371,7 @@ class ShareGroupManager:
             without_partitions(md.initializing, topic_id, parts), dict(md.initialized), dict(md.deleting))))
         return res.records
 
-    def topics_deleted(self, topic_ids: Iterable[UUID]) -> list[rec.Record]:
+    def topics_deleted(self, topic_ids: Iterable[UUID]) -> list[Record]:
         """Forget deleted topics in every group's share-partition metadata (the share coordinator deletes
         their state); groups subscribed to them rebalance on the next heartbeat (metadata hash changes)."""
         gone = set(topic_ids)
@@ -421,7 +422,7 @@ class ShareGroupManager:
         out = []
         for gid in group_ids:
             entry, members = self.describe_group(gid)
-            entry_members = entry.get("members")
+            entry_members: list[dict[str, Any]] = entry["members"] if members else []
             for build in members:
                 entry_members.append(build())
             out.append(entry)
@@ -483,7 +484,7 @@ class ShareGroupManager:
 
     # ------------------------------------------------------------------------------------------- helpers
 
-    def _emit(self, res: GroupResult, record: rec.Record) -> None:
+    def _emit(self, res: GroupResult, record: Record) -> None:
         rec.emit(self.groups, res.records, record)
 
     def _timing(self, gid: str) -> tuple[int, int]:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
+from broker.groups.records import Record
 from broker.groups.share import records as rec
 from broker.groups.share.group import ShareGroup, StatePartitionMetadata, TopicPartitions, without_partitions
 from protocol.errors import ErrorCode
@@ -54,7 +55,7 @@ class AlterPlan:
     topics: list[dict[str, Any]]
     state_epoch: int = -1
     start_offsets: dict[UUID, dict[int, int]] = field(default_factory=dict)
-    records: list[rec.Record] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
 
 
 @dataclass
@@ -64,7 +65,7 @@ class DeleteOffsetsPlan:
 
     refused: list[dict[str, Any]]
     delete: dict[UUID, tuple[str, frozenset[int]]] = field(default_factory=dict)
-    records: list[rec.Record] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
 
 
 class ShareOffsetsAdmin:
@@ -79,7 +80,7 @@ class ShareOffsetsAdmin:
         self._lookup = topic_info
         self._group_type = group_type_of
 
-    def _emit(self, records: list[rec.Record], record: rec.Record) -> None:
+    def _emit(self, records: list[Record], record: Record) -> None:
         rec.emit(self.groups, records, record)
 
     def _share_group(self, gid: str) -> ShareGroup:
@@ -138,7 +139,7 @@ class ShareOffsetsAdmin:
             out.append({"topic_name": name, "topic_id": info[0] if info else UUID(int=0), "partitions": parts_out})
         if not offsets:
             return AlterPlan(out)
-        records: list[rec.Record] = []
+        records: list[Record] = []
         # As Kafka's alterShareGroupOffsets: the group epoch does not move, it is the state epoch the
         # share-partitions are initialized with (the group is empty, and the share-partition leader drops what it
         # holds of them once their state is replaced: see ShareStateAdmin's reset listeners). A group that did not
@@ -188,7 +189,7 @@ class ShareOffsetsAdmin:
             dict(md.initializing), initialized, deleting)))
         return plan
 
-    def begin_group_deletion(self, gid: str) -> list[rec.Record]:
+    def begin_group_deletion(self, gid: str) -> list[Record]:
         """DeleteGroups on an empty share group, before its state is deleted: every initialized or initializing
         topic moves to Deleting (Kafka's shareGroupBuildPartitionDeleteRequest). AdminError if it is not an
         empty share group any more."""
@@ -200,19 +201,19 @@ class ShareOffsetsAdmin:
         deleting = dict(md.deleting)
         for tid, tp in [*md.initialized.items(), *md.initializing.items()]:
             deleting[tid] = tp.name
-        records: list[rec.Record] = []
+        records: list[Record] = []
         self._emit(records, rec.state_partition_metadata(gid, StatePartitionMetadata({}, {}, deleting)))
         return records
 
     def delete_offsets_done(self, gid: str, deleted: Mapping[UUID, str]) -> tuple[list[dict[str, Any]],
-                                                                                   list[rec.Record]]:
+                                                                                   list[Record]]:
         """The share coordinator deleted these topics' state: drop them from Deleting. Returns the response
         topics for them and the records to write (Kafka's completeDeleteShareGroupOffsets)."""
         group = self.groups.get(gid)
         md = group.partition_metadata if group is not None else None
         if md is None or not deleted:
             return [], []
-        records: list[rec.Record] = []
+        records: list[Record] = []
         self._emit(records, rec.state_partition_metadata(gid, StatePartitionMetadata(
             dict(md.initializing), dict(md.initialized),
             {t: n for t, n in md.deleting.items() if t not in deleted})))

@@ -13,6 +13,7 @@ from the log.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 from uuid import UUID
@@ -65,7 +66,7 @@ class ShareStateAdmin:
         self._share = share
         self._write = write
         self._spawn = spawn
-        self._tasks: dict[str, set[asyncio.Task]] = {}  # group id -> InitializeShareGroupState in flight
+        self._tasks: dict[str, set[asyncio.Task[None]]] = {}  # group id -> InitializeShareGroupState in flight
         self._reset_listeners: list[StateResetListener] = []
 
     def add_reset_listener(self, fn: StateResetListener) -> None:
@@ -85,9 +86,9 @@ class ShareStateAdmin:
         """Start InitializeShareGroupState for `init` in the background (its heartbeat's records are durable)."""
         task = self._spawn(self._initialize_requested(init), "share-group-initialize")
         self._tasks.setdefault(init.group_id, set()).add(task)
-        task.add_done_callback(lambda t, g=init.group_id: self._init_done(g, t))
+        task.add_done_callback(functools.partial(self._init_done, init.group_id))
 
-    def _init_done(self, group_id: str, task: asyncio.Task) -> None:
+    def _init_done(self, group_id: str, task: asyncio.Task[None]) -> None:
         tasks = self._tasks.get(group_id)
         if tasks is not None:
             tasks.discard(task)
@@ -196,10 +197,10 @@ class ShareStateAdmin:
                 # Kafka answers any group id, of another type or none, with the share-partitions it has state
                 # for: none.
                 found = {}
-            for tid, (_name, parts) in sorted(found.items(), key=lambda kv: kv[1][0]):
+            for tid, (_name, initialized) in sorted(found.items(), key=lambda kv: kv[1][0]):
                 info = self._topics.registry.by_id(tid)
                 if info is not None:
-                    wanted.append((info.name, tid, sorted(parts)))
+                    wanted.append((info.name, tid, sorted(initialized)))
         else:
             for name, parts in topics:
                 info = self._topics.registry.get(name)
