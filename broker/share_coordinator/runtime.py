@@ -6,7 +6,7 @@ operation are appended as one batch per partition and answered once durable. Use
 by the share-partition leader (broker.share_partition) and by the group coordinator runtime (initialize), and on the wire
 by the Initialize/Read/Write/Delete/ReadSummary ShareGroupState handlers.
 
-In-process API (broker.share_partition.persister.Persister; all async, durable before return):
+In-process API (broker.share_coordinator.persister.Persister; all async, durable before return):
     initialize(group, topic_id, partition, state_epoch, start_offset) -> OpResult
     read_state(group, topic_id, partition, leader_epoch=-1) -> ReadResult  (.error_code, .state)
     write_state(group, topic_id, partition, state_epoch, leader_epoch, start_offset, batches,

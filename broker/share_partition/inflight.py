@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import NamedTuple
 
-from broker.share_partition.persister import StateBatch
+from broker.share_coordinator.persister import StateBatch
 from broker.share_partition.pieces import Piece, PieceIndex
 from protocol.errors import ErrorCode
 

@@ -5,10 +5,10 @@ ShareFetch (the share session, its acknowledgements, the release at the final ep
 delayed_fetch.py) and `acknowledge` a ShareAcknowledge; the handlers only decode into the types of requests.py and
 encode the answer. It ties the sans-IO pieces to the broker: share sessions (sessions.py), in-flight state
 (inflight.py), the partitions' logs, read only through the replica manager (batch bounds to acquire whole batches,
-bytes to serve: broker/log/share_reads.py), and the share coordinator through the Persister (persister.py:
-read_state on first use, write_state before an acknowledgement is answered). A background task expires record
-locks; parked share fetches are woken by appends and transaction markers (ReplicaManager) and by records becoming
-available again here (releases, expiries).
+bytes to serve: broker/log/share_reads.py), and the share coordinator through the Persister
+(broker/share_coordinator/persister.py: read_state on first use, write_state before an acknowledgement is
+answered). A background task expires record locks; parked share fetches are woken by appends and transaction
+markers (ReplicaManager) and by records becoming available again here (releases, expiries).
 
 `share.isolation.level=read_committed` (a group config, read at each acquisition): new records are acquired only
 below the partition's LSO, and the batches of aborted transactions are archived, never delivered (Kafka's
@@ -36,6 +36,7 @@ from broker.config import group_config as gc
 from broker.config.group_config import GroupConfig
 from broker.coordinator.periodic import PeriodicTask
 from broker.log.dir_failure import KafkaStorageError
+from broker.share_coordinator.persister import UNINITIALIZED_START_OFFSET, Persister, StateBatch
 from broker.share_partition.delayed_fetch import DelayedShareFetch
 from broker.share_partition.dlq import DeadLetterQueue
 from broker.share_partition.eager import run_eager
@@ -48,7 +49,6 @@ from broker.share_partition.partition import (
     SharePartition,
     offline_error,
 )
-from broker.share_partition.persister import UNINITIALIZED_START_OFFSET, Persister, StateBatch
 from broker.share_partition.requests import (
     Acknowledgements,
     PartitionAnswer,
