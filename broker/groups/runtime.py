@@ -55,12 +55,12 @@ from broker.groups.shard import GroupCoordinatorShard
 from broker.groups.share.manager import ShareGroupManager
 from broker.groups.share.state_admin import (
     ShareStateAdmin,
-    ShareStatePersister,
     StateResetListener,
     admin_error,
 )
 from broker.linear_regex import RegexUnavailable, RegexWorker
 from broker.pacing import Pacer
+from broker.share_coordinator.persister import Persister
 from broker.txn.markers import TopicPartitionKey, TxnPartitionVerifier
 from broker.txn.results import TxnMarker
 from protocol.errors import ErrorCode
@@ -107,7 +107,7 @@ def _now_ms() -> int:
 
 class GroupCoordinatorRuntime:
     def __init__(self, config: GroupCoordinatorConfig, coordinator_log: CoordinatorLog, topics: Topics,
-                 group_configs: GroupConfigs, persister: ShareStatePersister, spawn: Spawn, *,
+                 group_configs: GroupConfigs, persister: Persister, spawn: Spawn, *,
                  txn_verifier: Callable[[], TxnPartitionVerifier], authorizer: TopicAuthorizer,
                  regex_worker: RegexWorker,
                  consumer_enabled: bool, share_enabled: bool, clock: Callable[[], int] = _now_ms) -> None:

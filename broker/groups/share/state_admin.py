@@ -3,8 +3,8 @@ state through the share coordinator, and serves DescribeShareGroupOffsets, Alter
 DeleteShareGroupOffsets (after the runtime has checked that the coordinator is loaded and share groups are on).
 
 What may change is decided by the sans-IO share part (ShareGroupManager and its ShareOffsetsAdmin), which
-records it in ShareGroupStatePartitionMetadata; this class talks to the share coordinator (ShareStatePersister,
-Kafka's Persister) and writes the resulting records through the group coordinator runtime (`write`).
+records it in ShareGroupStatePartitionMetadata; this class talks to the share coordinator (its Persister,
+broker/share_coordinator/persister.py) and writes the resulting records through the group coordinator runtime (`write`).
 
 The share part is asked for on every use (`share()`): the runtime replaces it when it rebuilds the coordinator
 from the log.
@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 from uuid import UUID
 
 import structlog
@@ -26,7 +26,7 @@ from broker.groups.records import Record
 from broker.groups.result import InitializeRequest
 from broker.groups.share.manager import ShareGroupManager
 from broker.groups.share.offsets_admin import AdminError
-from broker.share_coordinator import OpResult, Summary
+from broker.share_coordinator.persister import Persister
 from protocol.errors import ErrorCode
 
 log = structlog.get_logger(__name__)
@@ -38,28 +38,13 @@ StateResetListener = Callable[[str, Mapping[UUID, Iterable[int]]], Any]
 _UNREACHABLE = "The share coordinator is not available."
 
 
-class ShareStatePersister(Protocol):
-    """The share coordinator's in-process interface, as far as the group coordinator uses it (all durable
-    before they return)."""
-
-    def has_state(self, group_id: str, topic_id: UUID, partition: int) -> bool: ...
-
-    async def initialize(self, group_id: str, topic_id: UUID, partition: int, state_epoch: int,
-                         start_offset: int = -1) -> OpResult: ...
-
-    async def delete_state(self, group_id: str, topic_id: UUID, partition: int) -> OpResult: ...
-
-    async def read_state_summary(self, group_id: str, topic_id: UUID, partition: int
-                                 ) -> tuple[ErrorCode, Summary | None, str | None]: ...
-
-
 def admin_error(code: ErrorCode, message: str | None) -> dict[str, Any]:
     """A whole-request error of Alter/DeleteShareGroupOffsets."""
     return {"error_code": int(code), "error_message": message, "responses": []}
 
 
 class ShareStateAdmin:
-    def __init__(self, persister: ShareStatePersister, topics: Topics, *, share: Callable[[], ShareGroupManager],
+    def __init__(self, persister: Persister, topics: Topics, *, share: Callable[[], ShareGroupManager],
                  write: GroupWrite, spawn: Spawn) -> None:
         self._persister = persister
         self._topics = topics
