@@ -44,6 +44,7 @@ from broker.log.dir_failure import LogDirFailureChannel
 from broker.log.log_manager import METADATA_LOG_DIR, existing_logs
 from broker.log.producer_state import ProducerStateManagerConfig
 from broker.metrics.service import MetricsService
+from broker.node import Node
 from broker.producer_ids import ProducerIdAllocator, ProducerIdManager
 from broker.quotas.service import QuotaService
 from broker.replica_manager import LEADER_EPOCH, ReplicaManager
@@ -76,16 +77,6 @@ class NodeConfig(ComponentConfig):
     cluster_id: str | None = setting("cluster.id")  # None: generated on first start (meta.properties)
     rack: str | None = setting("broker.rack")
     unstable_api_versions_enable: bool = setting("unstable.api.versions.enable")
-
-
-@dataclass
-class Node:
-    """This broker as clients see it (Metadata, FindCoordinator, DescribeCluster)."""
-
-    node_id: int
-    host: str
-    port: int
-    rack: str | None = None
 
 
 def _monotonic_ms() -> int:

@@ -13,7 +13,8 @@ import structlog
 from protocol.framing import RequestHeader
 
 if TYPE_CHECKING:
-    from broker.app import Broker, Node
+    from broker.app import Broker
+    from broker.node import Node
     from broker.router import Router
 
 _connection_ids = itertools.count(1)

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 from share_fakes import EARLIEST, NO_GROUP_COORDINATOR, OneTopic, broker_config, group_configs, make_manager
 
-from broker.app import Node
 from broker.config import BrokerConfig
 from broker.context import ConnectionInfo, RequestContext
 from broker.handlers.share_fetch import handle_share_acknowledge, handle_share_fetch
+from broker.node import Node
 from broker.security.acl import ResourceType
 from broker.share_partition.manager import SharePartitionManager
 from protocol.codec import request_codec
