@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 import structlog
 
-from broker.security.scram import MECHANISMS, ScramCredential, ScramMechanism
+from broker.security.scram import MECHANISMS, ScramCredential, ScramMechanism, TokenCredential
 from protocol.errors import ErrorCode
 
 log = structlog.get_logger(__name__)
@@ -85,15 +85,6 @@ class Created:
     error: ErrorCode
     token: TokenInfo | None = None
     hmac: bytes = b""
-
-
-@dataclass(frozen=True, slots=True)
-class TokenCredential:
-    """What the SCRAM server needs to authenticate with a token."""
-
-    credential: ScramCredential
-    owner: str  # the owner's principal name: the authenticated principal is User:<owner name>, as Kafka
-    expiry_ms: int
 
 
 class DelegationTokenManager:

@@ -23,12 +23,8 @@ import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from broker.security.sasl_errors import SaslAuthenticationError, SaslFailure
-
-if TYPE_CHECKING:
-    from broker.security.delegation_tokens import TokenCredential
 
 
 @dataclass(frozen=True)
@@ -79,6 +75,16 @@ class ScramCredential:
         salt = secrets.token_bytes(16) if salt is None else salt
         return cls.from_salted_password(mechanism, salt, mechanism.salted_password(password, salt, iterations),
                                         iterations)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenCredential:
+    """What the SCRAM server needs to authenticate with a delegation token (broker.security.delegation_tokens
+    looks it up)."""
+
+    credential: ScramCredential
+    owner: str  # the owner's principal name: the authenticated principal is User:<owner name>, as Kafka
+    expiry_ms: int
 
 
 # --- message grammar (RFC 5802 section 7, restricted as Kafka's ScramMessages) ---------------------------------
