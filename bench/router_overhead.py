@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
+import inspect
 import subprocess
 import sys
 import tempfile
@@ -21,8 +22,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from broker.context import ConnectionInfo
-from broker.handlers import api_versions
+from broker.context import AllowAll, ConnectionInfo
+from broker.features import Features
+from broker.handlers.api_versions import ApiVersionsApis
+from broker.node import Endpoints, Node
 from broker.router import Router
 from protocol.codec import request_codec
 from protocol.framing import RequestHeader, encode_request
@@ -53,8 +56,11 @@ CASES: dict[str, tuple[int, int, dict[str, Any]]] = {
 
 
 def _router(cls: type) -> Router:
-    router = cls(broker=None)
-    router.register(API_VERSIONS, api_versions.handle_api_versions)
+    # routers before issue 34 took the broker, later ones the authorizer
+    router = cls(authorizer=AllowAll()) if "authorizer" in inspect.signature(cls).parameters else cls(broker=None)
+    node = Node(1, "127.0.0.1", 9092)
+    apis = ApiVersionsApis(router, lambda: Features(finalized={}, epoch=0), Endpoints("bench", 1, {}, node))
+    router.register(API_VERSIONS, apis.api_versions)
     router.register(METADATA, _metadata)
     router.register(PRODUCE, _produce)
     return router

@@ -1,4 +1,4 @@
-"""What a handler sees of the request it serves: the header, the connection and the broker."""
+"""What a handler sees of the request it serves: the header, the connection, the principal and the authorizer."""
 
 from __future__ import annotations
 
@@ -6,16 +6,16 @@ import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
+from protocol import schema
 from protocol.framing import RequestHeader
 
 if TYPE_CHECKING:
-    from broker.app import Broker
     from broker.node import Node
-    from broker.router import Router
+    from broker.security.acl import AclOperation, ResourceType
 
 _connection_ids = itertools.count(1)
 _log = structlog.get_logger("broker.request")
@@ -60,29 +60,53 @@ class Admission:
     hold: bool = False
 
 
+class Authorizer(Protocol):
+    """Kafka's Authorizer as a request sees it (broker.security.manager.SecurityManager): may the connection's
+    principal, from its host, do `operation` on the resource? Always yes when no authorizer is configured."""
+
+    def authorize(self, connection: ConnectionInfo, operation: AclOperation, resource_type: ResourceType,
+                  name: str, audit: bool = True) -> bool: ...
+
+    def authorize_by_resource_type(self, connection: ConnectionInfo, operation: AclOperation,
+                                   resource_type: ResourceType) -> bool: ...
+
+
+class AllowAll:
+    """No authorizer configured (a router without a broker behind it: tests, benchmarks): every check passes."""
+
+    def authorize(self, connection: ConnectionInfo, operation: AclOperation, resource_type: ResourceType,
+                  name: str, audit: bool = True) -> bool:
+        return True
+
+    def authorize_by_resource_type(self, connection: ConnectionInfo, operation: AclOperation,
+                                   resource_type: ResourceType) -> bool:
+        return True
+
+
 class RequestContext:
     """Per-request context handed to every handler.
 
     header: the decoded request header (api_key, api_version, correlation_id, client_id)
     api_version: shortcut for header.api_version
-    broker: the `broker.app.Broker` (components as typed attributes: topics, replicas, config, ...)
-    router: the router that dispatched the request (ApiVersions reads its registrations)
     connection: `ConnectionInfo` of the client connection
+    principal: the connection's principal (Kafka's principal string, "User:ANONYMOUS" until authenticated)
+    authorizer: what `authorize` asks (the broker's SecurityManager)
     log: a structlog logger bound with api, version, correlation id, client id and connection id (lazy)
     received_ns: `time.monotonic_ns()` when the frame was taken off the socket
     throttle_ms: a quota throttle the handler computed (a Fetch over its byte rate, topic mutations over their
         rate); the router answers the largest throttle and mutes the connection for it
     """
 
-    __slots__ = ("header", "api_version", "broker", "router", "connection", "received_ns", "throttle_ms", "_log")
+    __slots__ = ("header", "api_version", "broker", "connection", "authorizer", "received_ns", "throttle_ms", "_log")
 
-    def __init__(self, header: RequestHeader, broker: Broker, router: Router | None, connection: ConnectionInfo,
-                 received_ns: int | None = None) -> None:
+    def __init__(self, header: RequestHeader, connection: ConnectionInfo, authorizer: Authorizer,
+                 received_ns: int | None = None, *, broker: Any = None) -> None:
         self.header = header
         self.api_version = header.api_version
+        # the Broker, for the handler modules not yet turned into API objects (issue 34, in progress)
         self.broker = broker
-        self.router = router
         self.connection = connection
+        self.authorizer = authorizer
         self.received_ns = received_ns if received_ns is not None else time.monotonic_ns()
         self.throttle_ms = 0
         self._log = None
@@ -100,37 +124,42 @@ class RequestContext:
         return self.header.client_id
 
     @property
+    def principal(self) -> str:
+        return self.connection.principal
+
+    @property
     def node(self) -> Node:
         """This broker as seen through the listener of the request's connection (Kafka answers Metadata,
         FindCoordinator and DescribeCluster with the endpoints of the listener the client used)."""
+        assert self.broker is not None
         node = self.broker.nodes.get(self.connection.listener) or self.broker.node
         assert node is not None, "requests are served only once the broker has started"
         return node
 
-    def authorize(self, operation, resource_type, name: str, audit: bool = True) -> bool:
+    def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str, audit: bool = True) -> bool:
         """May this connection's principal do `operation` (broker.security.acl.AclOperation) on the resource?
         Always true when no authorizer is configured. `audit=False` when the answer only filters a listing (as
         Kafka's logIfDenied=false): a denial is then not logged."""
-        return self.broker.security.authorize(self.connection, operation, resource_type, name, audit=audit)
+        return self.authorizer.authorize(self.connection, operation, resource_type, name, audit=audit)
 
-    def authorize_by_resource_type(self, operation, resource_type) -> bool:
+    def authorize_by_resource_type(self, operation: AclOperation, resource_type: ResourceType) -> bool:
         """Might the principal do `operation` on some resource of this type (Kafka's authorizeByResourceType)?"""
-        return self.broker.security.authorize_by_resource_type(self.connection, operation, resource_type)
+        return self.authorizer.authorize_by_resource_type(self.connection, operation, resource_type)
 
-    def authorized_operations(self, resource_type, name: str) -> int:
+    def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
         """Kafka's authorized-operations bit field (bit n = AclOperation n) for describe responses."""
         from broker.security.authorizer import supported_operations  # noqa: PLC0415 - keep context import-light
 
-        security = self.broker.security
+        authorizer = self.authorizer
         ops = [op for op in supported_operations(resource_type)
-               if security.authorize(self.connection, op, resource_type, name, audit=False)]
+               if authorizer.authorize(self.connection, op, resource_type, name, audit=False)]
         return sum(1 << int(op) for op in ops)
 
     @property
     def log(self) -> Any:
         if self._log is None:
             self._log = _log.bind(
-                api=self.router.api_name(self.header.api_key) if self.router is not None else self.header.api_key,
+                api=_api_name(self.header.api_key),
                 api_version=self.header.api_version,
                 correlation_id=self.header.correlation_id,
                 client_id=self.header.client_id,
@@ -138,3 +167,8 @@ class RequestContext:
                 peer=self.connection.peer,
             )
         return self._log
+
+
+def _api_name(api_key: int) -> str | int:
+    spec = schema.api_specs().get(api_key)
+    return spec.name if spec is not None else api_key

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from prometheus_client import CollectorRegistry
 
-from broker.context import Admission, ConnectionInfo, RequestContext
+from broker.context import Admission, Authorizer, ConnectionInfo, RequestContext
 from broker.metrics.requests import ApiMetrics, RequestMetrics
 from broker.pacing import heavy
 from broker.quotas.request_time import Timed
@@ -37,7 +37,6 @@ from protocol.framing import (
 )
 
 if TYPE_CHECKING:
-    from broker.app import Broker
     from broker.quotas.service import QuotaService
 
 log = structlog.get_logger(__name__)
@@ -70,8 +69,9 @@ class Registration:
 
 
 class Router:
-    def __init__(self, broker: Broker, registry: CollectorRegistry | None = None) -> None:
-        self.broker = broker  # handed to every handler in its RequestContext
+    def __init__(self, broker: Any = None, registry: CollectorRegistry | None = None, *,
+                 authorizer: Authorizer | None = None) -> None:
+        self.broker = broker  # for the handler modules not yet turned into API objects (issue 34, in progress)
         self._routes: dict[int, Registration] = {}
         self._ceilings: dict[int, int] = {}  # api key -> the highest version a feature change may serve
         # Per-API metrics in the broker's registry (a private one when none is given: tests, benchmarks).
@@ -79,6 +79,8 @@ class Router:
         self.metrics: dict[int, ApiMetrics] = {}
         self._api_versions_fallback: bytes | None = None
         self.quotas: QuotaService | None = None  # set by the broker once built: throttles every response
+        # set by the broker once built (its SecurityManager); requests are dispatched only once it is
+        self.authorizer: Authorizer | None = authorizer
 
     # --- registration --------------------------------------------------------------------------------------
     def register(self, api_key: int, handler: Handler, min_version: int | None = None,
@@ -208,7 +210,10 @@ class Router:
                       api_version=version, correlation_id=header.correlation_id, trailing=len(frame) - end)
         metrics = self.metrics[header.api_key]
         metrics.requests.inc()
-        ctx = RequestContext(header, self.broker, self, connection, received)
+        authorizer = self.authorizer
+        if authorizer is None:
+            raise CloseConnection("no authorizer: the router is not wired yet")
+        ctx = RequestContext(header, connection, authorizer, received, broker=self.broker)
         quotas = self.quotas
         # the loop time the request takes, charged to its request quota (broker/quotas/request_time.py)
         timed = Timed(reg.handler(ctx, request)) if quotas is not None and quotas.request_time_counted(

@@ -1,11 +1,11 @@
-"""Handler modules, one per API family.
+"""Handler modules, one per API family, each with one API object class (Kafka's KafkaApis, split by family).
 
-Each module exposes `HANDLERS = {api_key: async handler}` and optionally `VERSIONS = {api_key: (min, max)}`
-to narrow the versions served below the schema's range, `ADVERTISED_MIN = {api_key: version}` for a minimum
-ApiVersions lists below the one served (as Kafka lists Produce v0), and `UNSTABLE = {api_key: version}` for a version Kafka
-marks latestVersionUnstable (served only with `unstable.api.versions.enable`, as Kafka's ApiVersions). List a new module in `MODULES`. Handlers reach the
-broker's components through `ctx.broker` (typed attributes of `broker.app.Broker`), which has built them all
-before the handlers are registered.
+An API class (`broker.handlers.apis.Apis`) takes the components its handlers use in its constructor, serves its
+APIs with methods `async def x(self, ctx: RequestContext, req: Request) -> Response`, lists them by api key in
+`HANDLERS`, and may narrow the versions served (`VERSIONS`, `ADVERTISED_MIN`, `UNSTABLE`: see apis.py).
+`broker/app.py` (`Broker._build_apis`) builds one object per class once every component is built, and
+`register_all` registers their bound methods with the router. List a new module in `MODULES` (the broker refuses
+to start if one of their classes is not built).
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
+
+from broker.handlers.apis import Apis
 
 if TYPE_CHECKING:
     from broker.router import Router
@@ -55,22 +57,31 @@ MODULES: tuple[str, ...] = (
 )
 
 
-def register_all(router: Router, modules: Iterable[str] = MODULES,
+def register_all(router: Router, apis: Iterable[Apis | str] = MODULES,
                  max_versions: Mapping[int, int] | None = None, unstable: bool = False) -> list[str]:
-    """Import and register the handler modules (by default all of them); returns the modules registered.
+    """Register the handlers of the API objects (`broker/app.py` builds them; a name is a module of
+    broker.handlers still written as functions over `ctx.broker`: issue 34, in progress); returns their names.
     `max_versions` (api key -> max) narrows further: the versions a finalized feature gates (broker.features).
-    Without `unstable`, a module's UNSTABLE versions are not served."""
+    Without `unstable`, an object's UNSTABLE versions are not served."""
     registered = []
-    for name in modules:
-        module = importlib.import_module(f"broker.handlers.{name}")
-        limits = getattr(module, "VERSIONS", {})
-        advertised = getattr(module, "ADVERTISED_MIN", {})
+    features = dict(max_versions or {})
+    for api in apis:
+        if isinstance(api, str):
+            module = importlib.import_module(f"broker.handlers.{api}")
+            name = api
+            table = module.HANDLERS
+            limits = getattr(module, "VERSIONS", {})
+            advertised = getattr(module, "ADVERTISED_MIN", {})
+            unstable_from = getattr(module, "UNSTABLE", {})
+        else:
+            name = type(api).__name__
+            table = api.handlers()
+            limits, advertised, unstable_from = api.VERSIONS, api.ADVERTISED_MIN, api.UNSTABLE
         caps: dict[int, int] = {}
         if not unstable:
-            for api_key, first in getattr(module, "UNSTABLE", {}).items():
+            for api_key, first in unstable_from.items():
                 caps[api_key] = min(caps.get(api_key, first - 1), first - 1)
-        features = dict(max_versions or {})
-        for api_key, handler in module.HANDLERS.items():
+        for api_key, handler in table.items():
             lo, hi = limits.get(api_key, (None, None))
             if api_key in caps:
                 hi = caps[api_key] if hi is None else min(hi, caps[api_key])
@@ -81,3 +92,28 @@ def register_all(router: Router, modules: Iterable[str] = MODULES,
             router.register(api_key, handler, lo, hi, ceiling=ceiling, advertised_min=advertised.get(api_key))
         registered.append(name)
     return registered
+
+
+def api_classes(modules: Iterable[str] = MODULES) -> list[type[Apis]]:
+    """The API classes of the handler modules (one each), for what needs their api keys and versions without a
+    built broker (tests, the fuzz corpus)."""
+    found = []
+    for name in modules:
+        module = importlib.import_module(f"broker.handlers.{name}")
+        found += [cls for cls in vars(module).values()
+                  if isinstance(cls, type) and issubclass(cls, Apis) and cls is not Apis
+                  and cls.__module__ == module.__name__]
+    return found
+
+
+def served_api_keys(modules: Iterable[str] = MODULES) -> dict[int, str]:
+    """api key -> the name of the API class (or module, while it is not one) serving it."""
+    out = {}
+    for name in modules:
+        module = importlib.import_module(f"broker.handlers.{name}")
+        for api_key in getattr(module, "HANDLERS", {}):
+            out[api_key] = name
+    for cls in api_classes(modules):
+        for api_key in cls.HANDLERS:
+            out[api_key] = cls.__name__
+    return out

@@ -16,8 +16,13 @@ be this broker's; a NodeId without a ClusterId is an invalid request (INVALID_RE
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from broker.context import RequestContext
+from broker.features import Features
+from broker.handlers.apis import Apis, Request, Response
+from broker.node import Endpoints
+from broker.router import Router
 from protocol.errors import ErrorCode
 
 API_VERSIONS = 18
@@ -30,28 +35,35 @@ def valid_software(name: str | None, version: str | None) -> bool:
                 and SOFTWARE_NAME_VERSION.fullmatch(version))
 
 
-def _misrouted(ctx: RequestContext, cluster_id: str | None, node_id: int) -> bool:
-    """KIP-1242: the client names a cluster, and it or the node is not this broker's."""
-    return cluster_id is not None and (cluster_id != ctx.broker.cluster_id or node_id != ctx.node.node_id)
+class ApiVersionsApis(Apis):
+    """ApiVersions, from the router's registrations and the finalized features (`features()`: the current
+    levels, which UpdateFeatures changes)."""
 
+    def __init__(self, router: Router, features: Callable[[], Features], endpoints: Endpoints) -> None:
+        self._router = router
+        self._features = features
+        self._endpoints = endpoints
 
-async def handle_api_versions(ctx: RequestContext, req) -> dict:
-    router = ctx.router
-    assert router is not None  # the router dispatches ApiVersions with itself in the context
-    if ctx.api_version >= 3:
-        name, version = req.client_software_name, req.client_software_version
-        if not valid_software(name, version) or (ctx.api_version >= 5 and req.cluster_id is None
-                                                 and req.node_id != -1):
-            ctx.log.info("invalid ApiVersions request", software_name=name, software_version=version)
-            return {"error_code": int(ErrorCode.INVALID_REQUEST), "api_keys": [], "throttle_time_ms": 0}
-        ctx.connection.client_software_name = name
-        ctx.connection.client_software_version = version
-        if ctx.api_version >= 5 and _misrouted(ctx, req.cluster_id, req.node_id):
-            ctx.log.info("misrouted connection", cluster_id=req.cluster_id, node_id=req.node_id)
-            return {"error_code": int(ErrorCode.REBOOTSTRAP_REQUIRED), "api_keys": [], "throttle_time_ms": 0}
-        return {"error_code": 0, "api_keys": router.api_keys(), "throttle_time_ms": 0,
-                **ctx.broker.features.api_versions_fields(ctx.api_version)}
-    return {"error_code": 0, "api_keys": router.api_keys(), "throttle_time_ms": 0}
+    def _misrouted(self, cluster_id: str | None, node_id: int) -> bool:
+        """KIP-1242: the client names a cluster, and it or the node is not this broker's."""
+        return cluster_id is not None and (cluster_id != self._endpoints.cluster_id
+                                        or node_id != self._endpoints.node_id)
 
+    async def api_versions(self, ctx: RequestContext, req: Request) -> Response:
+        router = self._router
+        if ctx.api_version >= 3:
+            name, version = req.client_software_name, req.client_software_version
+            if not valid_software(name, version) or (ctx.api_version >= 5 and req.cluster_id is None
+                                                     and req.node_id != -1):
+                ctx.log.info("invalid ApiVersions request", software_name=name, software_version=version)
+                return {"error_code": int(ErrorCode.INVALID_REQUEST), "api_keys": [], "throttle_time_ms": 0}
+            ctx.connection.client_software_name = name
+            ctx.connection.client_software_version = version
+            if ctx.api_version >= 5 and self._misrouted(req.cluster_id, req.node_id):
+                ctx.log.info("misrouted connection", cluster_id=req.cluster_id, node_id=req.node_id)
+                return {"error_code": int(ErrorCode.REBOOTSTRAP_REQUIRED), "api_keys": [], "throttle_time_ms": 0}
+            return {"error_code": 0, "api_keys": router.api_keys(), "throttle_time_ms": 0,
+                    **self._features().api_versions_fields(ctx.api_version)}
+        return {"error_code": 0, "api_keys": router.api_keys(), "throttle_time_ms": 0}
 
-HANDLERS = {API_VERSIONS: handle_api_versions}
+    HANDLERS = {API_VERSIONS: api_versions}

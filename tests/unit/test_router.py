@@ -1,13 +1,14 @@
 import asyncio
 import random
 import struct
-from types import SimpleNamespace
 
 import pytest
 
-from broker.context import ConnectionInfo
+from broker.context import AllowAll, ConnectionInfo
 from broker.features import Features
-from broker.handlers import api_versions, register_all
+from broker.handlers import register_all
+from broker.handlers.api_versions import ApiVersionsApis
+from broker.node import Endpoints, Node
 from broker.router import CloseConnection, Router
 from broker.server import Server, SocketServerConfig
 from protocol.codec import request_codec, response_codec
@@ -38,8 +39,9 @@ FEATURES = Features(finalized={"transaction.version": 2, "group.version": 0}, ep
 
 
 def make_router() -> Router:
-    router = Router(broker=SimpleNamespace(features=FEATURES))
-    router.register(API_VERSIONS, api_versions.handle_api_versions)
+    router = Router(authorizer=AllowAll())
+    node = Node(1, "127.0.0.1", 9092)
+    router.register(API_VERSIONS, ApiVersionsApis(router, lambda: FEATURES, Endpoints("c", 1, {}, node)).api_versions)
     return router
 
 
@@ -71,11 +73,11 @@ async def test_api_versions_lists_registrations():
 def test_unstable_versions_only_when_enabled():
     """InitProducerId v6 is latestVersionUnstable in Kafka: served with unstable.api.versions.enable only."""
     for unstable, top in ((False, 5), (True, 6)):
-        router = Router(broker=SimpleNamespace())
-        register_all(router, modules=["producer_ids"], unstable=unstable)
+        router = Router()
+        register_all(router, ["producer_ids"], unstable=unstable)
         assert router.version_range(22) == (0, top)
-    router = Router(broker=SimpleNamespace())
-    register_all(router, modules=["producer_ids"], max_versions={22: 4}, unstable=True)
+    router = Router()
+    register_all(router, ["producer_ids"], max_versions={22: 4}, unstable=True)
     assert router.version_range(22) == (0, 4)  # a feature's cap still applies
 
 
@@ -83,7 +85,7 @@ async def test_produce_is_listed_from_v0_and_v0_to_v2_close_the_connection():
     """Kafka 4 lists Produce v0 in ApiVersions (KAFKA-18659: librdkafka needs it) but closes a connection sending
     Produce v0-v2; an unsupported ApiVersions version is answered with ApiVersions' own versions only."""
     router = make_router()
-    register_all(router, modules=["produce"])
+    register_all(router, ["produce"])
     assert router.version_range(PRODUCE) == (3, 13)
     keys = {k["api_key"]: (k["min_version"], k["max_version"]) for k in router.api_keys()}
     assert keys[PRODUCE] == (0, 13)

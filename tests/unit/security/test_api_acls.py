@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import importlib
-
 from broker import handlers
 from broker.security.api_acls import API_ACLS
 from protocol import schema
 
 
 def served_api_keys() -> dict[int, str]:
-    out = {}
-    for name in handlers.MODULES:
-        module = importlib.import_module(f"broker.handlers.{name}")
-        for api_key in module.HANDLERS:
-            out[api_key] = f"{name}: {schema.api_specs()[api_key].name}"
-    return out
+    return {api_key: f"{owner}: {schema.api_specs()[api_key].name}"
+            for api_key, owner in handlers.served_api_keys().items()}
 
 
 def test_every_served_api_has_an_authorization_entry() -> None:

@@ -9,12 +9,10 @@ from dataclasses import dataclass
 
 from share_fakes import EARLIEST, NO_GROUP_COORDINATOR, OneTopic, broker_config, group_configs, make_manager
 
-from broker.config import BrokerConfig
 from broker.context import ConnectionInfo, RequestContext
-from broker.handlers.share_fetch import handle_share_acknowledge, handle_share_fetch
-from broker.node import Node
+from broker.handlers.share_fetch import ShareFetchApis
+from broker.node import Endpoints, Node
 from broker.security.acl import ResourceType
-from broker.share_partition.manager import SharePartitionManager
 from protocol.codec import request_codec
 from protocol.errors import ErrorCode
 from protocol.framing import RequestHeader
@@ -41,17 +39,16 @@ class NoAuthorizer:
     def authorize(self, connection: ConnectionInfo, operation, resource_type, name: str, audit: bool = True) -> bool:
         return True
 
+    def authorize_by_resource_type(self, connection: ConnectionInfo, operation, resource_type) -> bool:
+        return True
+
 
 @dataclass
-class ShareBroker:
-    """What the ShareFetch and ShareAcknowledge handlers reach through the request context (as Broker names it)."""
+class ShareApis:
+    """The ShareFetch/ShareAcknowledge API object under test and the authorizer its requests are checked by."""
 
-    config: BrokerConfig
-    topics: OneTopic
-    share_partitions: SharePartitionManager
-    node: Node
-    quotas: NoQuotas
-    security: NoAuthorizer
+    apis: ShareFetchApis
+    authorizer: NoAuthorizer
 
 
 class Members:
@@ -75,14 +72,16 @@ def make(tmp_path, store, partitions: int = 2, *, groups=NO_GROUP_COORDINATOR, s
     topics = OneTopic(tmp_path, TOPIC_ID, partitions=partitions)
     manager = make_manager(config=config, topics=topics, persister=store, groups=groups,
                            group_configs=group_configs(config, EARLIEST))
-    return ShareBroker(config, topics, manager, Node(1, "127.0.0.1", 9092), NoQuotas(),
-                       security or NoAuthorizer()), topics.logs
+    node = Node(1, "127.0.0.1", 9092)
+    apis = ShareFetchApis(manager, topics, NoQuotas(), config,
+                          Endpoints("cluster", 1, {"PLAINTEXT": node}, node))
+    return ShareApis(apis, security or NoAuthorizer()), topics.logs
 
 
-def ctx(broker: ShareBroker, api_key: int, version: int = 1) -> RequestContext:
+def ctx(broker: ShareApis, api_key: int, version: int = 1) -> RequestContext:
     connection = ConnectionInfo()
     connection.id = 1
-    return RequestContext(RequestHeader(api_key, version, 1, "test"), broker, None, connection)  # type: ignore[arg-type]
+    return RequestContext(RequestHeader(api_key, version, 1, "test"), connection, broker.authorizer)
 
 
 def request(api_key: int, body: dict, version: int = 1):
@@ -123,12 +122,12 @@ def test_share_fetch_persists_acknowledgements_of_several_partitions_together(tm
             plog.append(build_batch([Record(value=b"x")] * 3))
         # The first fetch loads the share-partitions one at a time and answers with the first that has records
         # (as Kafka); the second one serves the other.
-        first = await handle_share_fetch(ctx(broker, 78), request(78, fetch_body(0)))
-        second = await handle_share_fetch(ctx(broker, 78), request(78, fetch_body(1)))
+        first = await broker.apis.share_fetch(ctx(broker, 78), request(78, fetch_body(0)))
+        second = await broker.apis.share_fetch(ctx(broker, 78), request(78, fetch_body(1)))
         assert [sum(len(p["acquired_records"]) for t in r["responses"] for p in t["partitions"])
                 for r in (first, second)] == [1, 1]
         await _both_writes_start_together(
-            store, handle_share_fetch(ctx(broker, 78), request(78, fetch_body(2, {0: [(0, 2, 1)], 1: [(0, 2, 1)]}))))
+            store, broker.apis.share_fetch(ctx(broker, 78), request(78, fetch_body(2, {0: [(0, 2, 1)], 1: [(0, 2, 1)]}))))
 
     asyncio.run(run())
 
@@ -139,13 +138,13 @@ def test_share_acknowledge_persists_several_partitions_together(tmp_path):
         broker, logs = make(tmp_path, store)
         for plog in logs:
             plog.append(build_batch([Record(value=b"x")] * 3))
-        await handle_share_fetch(ctx(broker, 78), request(78, fetch_body(0)))
-        await handle_share_fetch(ctx(broker, 78), request(78, fetch_body(1)))
+        await broker.apis.share_fetch(ctx(broker, 78), request(78, fetch_body(0)))
+        await broker.apis.share_fetch(ctx(broker, 78), request(78, fetch_body(1)))
         body = {"group_id": "g", "member_id": "m", "share_session_epoch": 2, "topics": [
             {"topic_id": TOPIC_ID, "partitions": [
                 {"partition_index": p, "acknowledgement_batches": [
                     {"first_offset": 0, "last_offset": 2, "acknowledge_types": [1]}]} for p in (0, 1)]}]}
-        await _both_writes_start_together(store, handle_share_acknowledge(ctx(broker, 79), request(79, body)))
+        await _both_writes_start_together(store, broker.apis.share_acknowledge(ctx(broker, 79), request(79, body)))
 
     asyncio.run(run())
 
@@ -166,22 +165,22 @@ def test_share_fetches_of_a_session_through_the_leader(tmp_path):
         broker, logs = make(tmp_path, MemoryShareState(), groups=Members())
         for plog in logs:
             plog.append(build_batch([Record(value=b"x")] * 3))
-        refused = await handle_share_fetch(ctx(broker, 78), request(78, fetch_body(0, member="x")))
+        refused = await broker.apis.share_fetch(ctx(broker, 78), request(78, fetch_body(0, member="x")))
         assert refused["error_code"] == ErrorCode.SHARE_SESSION_NOT_FOUND and refused["responses"] == []
-        first = await handle_share_fetch(ctx(broker, 78), request(78, fetch_body(0)))
+        first = await broker.apis.share_fetch(ctx(broker, 78), request(78, fetch_body(0)))
         assert first["acquisition_lock_timeout_ms"] == 30_000
         # the first fetch answers with the first share-partition loaded and lists every partition it went through
         assert answered(first)[0]["acquired"] == [(0, 2, 1)] and answered(first)[0]["served"] > 0
-        second = answered(await handle_share_fetch(ctx(broker, 78), request(78, fetch_body(1))))
+        second = answered(await broker.apis.share_fetch(ctx(broker, 78), request(78, fetch_body(1))))
         assert second[1]["acquired"] == [(0, 2, 1)]
         # type 5 is not an acknowledgement type of v1: that partition's acknowledgements are refused
-        third = answered(await handle_share_fetch(ctx(broker, 78), request(78, fetch_body(2, {0: [(0, 2, 5)],
+        third = answered(await broker.apis.share_fetch(ctx(broker, 78), request(78, fetch_body(2, {0: [(0, 2, 5)],
                                                                                               1: [(0, 2, 1)]}))))
         assert (third[0]["ack"], third[1]["ack"]) == (ErrorCode.INVALID_REQUEST, ErrorCode.NONE)
         # the final epoch acknowledges nothing here and releases what "m" holds: "n" gets 0-2 of partition 0 again
-        final = await handle_share_fetch(ctx(broker, 78), request(78, fetch_body(-1)))
+        final = await broker.apis.share_fetch(ctx(broker, 78), request(78, fetch_body(-1)))
         assert final["error_code"] == 0 and all(not p["acquired"] for p in answered(final).values())
-        again = answered(await handle_share_fetch(ctx(broker, 78), request(78, fetch_body(0, member="n"))))
+        again = answered(await broker.apis.share_fetch(ctx(broker, 78), request(78, fetch_body(0, member="n"))))
         assert again[0]["acquired"] == [(0, 2, 2)]
 
     asyncio.run(run())
@@ -190,7 +189,7 @@ def test_share_fetches_of_a_session_through_the_leader(tmp_path):
 def test_a_share_fetch_of_group_without_a_name_answers_each_partition_unknown_server_error(tmp_path):
     async def run():
         broker, _ = make(tmp_path, MemoryShareState())
-        response = await handle_share_fetch(ctx(broker, 78), request(78, fetch_body(0, group="")))
+        response = await broker.apis.share_fetch(ctx(broker, 78), request(78, fetch_body(0, group="")))
         assert response["error_code"] == 0 and response["acquisition_lock_timeout_ms"] == 30_000
         assert {p: a["error"] for p, a in answered(response).items()} == {0: ErrorCode.UNKNOWN_SERVER_ERROR,
                                                                           1: ErrorCode.UNKNOWN_SERVER_ERROR}
@@ -202,15 +201,15 @@ def test_topics_the_client_may_not_read_are_refused_per_partition(tmp_path):
     async def run():
         broker, logs = make(tmp_path, MemoryShareState(), security=NoTopicReads())
         logs[0].append(build_batch([Record(value=b"x")] * 3))
-        fetched = answered(await handle_share_fetch(ctx(broker, 78), request(78, fetch_body(0))))
+        fetched = answered(await broker.apis.share_fetch(ctx(broker, 78), request(78, fetch_body(0))))
         assert fetched == {p: {"error": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "ack": 0, "acquired": [], "served": 0}
                            for p in (0, 1)}
-        acked = answered(await handle_share_fetch(ctx(broker, 78), request(78, fetch_body(1, {0: [(0, 2, 1)]}))))
+        acked = answered(await broker.apis.share_fetch(ctx(broker, 78), request(78, fetch_body(1, {0: [(0, 2, 1)]}))))
         assert acked[0]["ack"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
         body = {"group_id": "g", "member_id": "m", "share_session_epoch": 2, "topics": [
             {"topic_id": TOPIC_ID, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
                 {"first_offset": 0, "last_offset": 2, "acknowledge_types": [1]}]}]}]}
-        response = await handle_share_acknowledge(ctx(broker, 79), request(79, body))
+        response = await broker.apis.share_acknowledge(ctx(broker, 79), request(79, body))
         assert [p["error_code"] for t in response["responses"] for p in t["partitions"]] == [
             ErrorCode.TOPIC_AUTHORIZATION_FAILED]
 
