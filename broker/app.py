@@ -39,9 +39,14 @@ from broker.groups.runtime import TOPIC as OFFSETS_TOPIC
 from broker.groups.runtime import GroupCoordinatorRuntime
 from broker.handlers.api_versions import ApiVersionsApis
 from broker.handlers.apis import Apis
+from broker.handlers.cluster import ClusterApis
+from broker.handlers.describe_topic_partitions import DescribeTopicPartitionsApis
+from broker.handlers.metadata import MetadataApis
+from broker.handlers.quorum import QuorumApis
 from broker.handlers.share_fetch import ShareFetchApis
 from broker.handlers.share_groups import ShareGroupApis
 from broker.handlers.share_state import ShareStateApis
+from broker.handlers.update_features import UpdateFeaturesApis
 from broker.heap import freeze_startup_heap
 from broker.linear_regex import RegexWorker
 from broker.log import GroupCommitFlusher, LogManager, PartitionLog
@@ -294,6 +299,11 @@ class Broker:
         built: list[Apis] = [
             # the cluster as clients see it
             ApiVersionsApis(self.router, lambda: self.feature_control.features, endpoints),
+            MetadataApis(topics, endpoints),
+            ClusterApis(endpoints),
+            DescribeTopicPartitionsApis(topics, config, endpoints),
+            QuorumApis(self.metadata_log, endpoints),
+            UpdateFeaturesApis(self.feature_control),
             # share groups
             ShareGroupApis(groups),
             ShareStateApis(self.share_coordinator),

@@ -8,6 +8,8 @@ import re
 import uuid
 
 from broker.context import RequestContext
+from broker.handlers.apis import Apis, Request, Response
+from broker.node import Endpoints
 from broker.security.acl import AUTHORIZATION_ERRORS, CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode
 
@@ -90,70 +92,6 @@ def _message(code: ErrorCode) -> str:
     return next((message for c, message in AUTHORIZATION_ERRORS.values() if c == code), code.name)
 
 
-async def handle_find_coordinator(ctx: RequestContext, req) -> dict:
-    node = ctx.node
-    version = ctx.api_version
-    key_type = req.get("key_type", GROUP_KEY) if version >= 1 else GROUP_KEY
-    # An unknown key type fails the whole request, with INVALID_REQUEST's message on every key (v4+).
-    known = key_type in (GROUP_KEY, TRANSACTION_KEY, SHARE_KEY)
-    if version < 4:
-        code = _find_error(ctx, key_type, req.key, version) if known else ErrorCode.INVALID_REQUEST
-        ok = code == ErrorCode.NONE
-        return {
-            "throttle_time_ms": 0,
-            "error_code": int(code),
-            "error_message": _message(code),
-            "node_id": node.node_id if ok else -1,
-            "host": node.host if ok else "",
-            "port": node.port if ok else -1,
-        }
-    coordinators = []
-    for key in req.coordinator_keys:
-        code = _find_error(ctx, key_type, key, version) if known else ErrorCode.INVALID_REQUEST
-        ok = code == ErrorCode.NONE
-        coordinators.append(
-            {
-                "key": key,
-                "node_id": node.node_id if ok else -1,
-                "host": node.host if ok else "",
-                "port": node.port if ok else -1,
-                "error_code": int(code),
-                # Kafka sets a message only when the whole request failed
-                "error_message": "" if known else INVALID_REQUEST_MESSAGE,
-            }
-        )
-    return {"throttle_time_ms": 0, "coordinators": coordinators}
-
-
-async def handle_describe_cluster(ctx: RequestContext, req) -> dict:
-    node = ctx.node
-    endpoint_type = req.get("endpoint_type", BROKER_ENDPOINT) if ctx.api_version >= 1 else BROKER_ENDPOINT
-    if endpoint_type != BROKER_ENDPOINT:
-        # Controller endpoints are not exposed: this broker is combined-mode with no separate controller listener,
-        # so a controller's request reached a broker's endpoint, as Kafka's brokers answer it.
-        return {
-            "error_code": int(ErrorCode.MISMATCHED_ENDPOINT_TYPE),
-            "error_message": "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type "
-                             "CONTROLLER",
-            "endpoint_type": endpoint_type,
-            "cluster_id": ctx.broker.cluster_id,
-            "controller_id": -1,
-            "brokers": [],
-        }
-    return {
-        "throttle_time_ms": 0,
-        "error_code": 0,
-        "error_message": None,
-        "endpoint_type": BROKER_ENDPOINT,
-        "cluster_id": ctx.broker.cluster_id,
-        "controller_id": node.node_id,
-        "brokers": [
-            {"broker_id": node.node_id, "host": node.host, "port": node.port, "rack": node.rack, "is_fenced": False}
-        ],
-        "cluster_authorized_operations": _cluster_operations(ctx, req),
-    }
-
-
 def _cluster_operations(ctx: RequestContext, req) -> int:
     if not req.get("include_cluster_authorized_operations"):
         return NO_AUTHORIZED_OPERATIONS
@@ -162,4 +100,72 @@ def _cluster_operations(ctx: RequestContext, req) -> int:
     return ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
 
 
-HANDLERS = {FIND_COORDINATOR: handle_find_coordinator, DESCRIBE_CLUSTER: handle_describe_cluster}
+class ClusterApis(Apis):
+    """FindCoordinator and DescribeCluster: this broker is every coordinator."""
+
+    def __init__(self, endpoints: Endpoints) -> None:
+        self._endpoints = endpoints
+
+    async def find_coordinator(self, ctx: RequestContext, req: Request) -> Response:
+        node = self._endpoints.for_listener(ctx.connection.listener)
+        version = ctx.api_version
+        key_type = req.get("key_type", GROUP_KEY) if version >= 1 else GROUP_KEY
+        # An unknown key type fails the whole request, with INVALID_REQUEST's message on every key (v4+).
+        known = key_type in (GROUP_KEY, TRANSACTION_KEY, SHARE_KEY)
+        if version < 4:
+            code = _find_error(ctx, key_type, req.key, version) if known else ErrorCode.INVALID_REQUEST
+            ok = code == ErrorCode.NONE
+            return {
+                "throttle_time_ms": 0,
+                "error_code": int(code),
+                "error_message": _message(code),
+                "node_id": node.node_id if ok else -1,
+                "host": node.host if ok else "",
+                "port": node.port if ok else -1,
+            }
+        coordinators = []
+        for key in req.coordinator_keys:
+            code = _find_error(ctx, key_type, key, version) if known else ErrorCode.INVALID_REQUEST
+            ok = code == ErrorCode.NONE
+            coordinators.append(
+                {
+                    "key": key,
+                    "node_id": node.node_id if ok else -1,
+                    "host": node.host if ok else "",
+                    "port": node.port if ok else -1,
+                    "error_code": int(code),
+                    # Kafka sets a message only when the whole request failed
+                    "error_message": "" if known else INVALID_REQUEST_MESSAGE,
+                }
+            )
+        return {"throttle_time_ms": 0, "coordinators": coordinators}
+
+    async def describe_cluster(self, ctx: RequestContext, req: Request) -> Response:
+        node = self._endpoints.for_listener(ctx.connection.listener)
+        endpoint_type = req.get("endpoint_type", BROKER_ENDPOINT) if ctx.api_version >= 1 else BROKER_ENDPOINT
+        if endpoint_type != BROKER_ENDPOINT:
+            # Controller endpoints are not exposed: this broker is combined-mode with no separate controller listener,
+            # so a controller's request reached a broker's endpoint, as Kafka's brokers answer it.
+            return {
+                "error_code": int(ErrorCode.MISMATCHED_ENDPOINT_TYPE),
+                "error_message": "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type "
+                                 "CONTROLLER",
+                "endpoint_type": endpoint_type,
+                "cluster_id": self._endpoints.cluster_id,
+                "controller_id": -1,
+                "brokers": [],
+            }
+        return {
+            "throttle_time_ms": 0,
+            "error_code": 0,
+            "error_message": None,
+            "endpoint_type": BROKER_ENDPOINT,
+            "cluster_id": self._endpoints.cluster_id,
+            "controller_id": node.node_id,
+            "brokers": [
+                {"broker_id": node.node_id, "host": node.host, "port": node.port, "rack": node.rack, "is_fenced": False}
+            ],
+            "cluster_authorized_operations": _cluster_operations(ctx, req),
+        }
+
+    HANDLERS = {FIND_COORDINATOR: find_coordinator, DESCRIBE_CLUSTER: describe_cluster}

@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import uuid
 
+from broker.cluster.manager import TopicManager
 from broker.cluster.topics import TopicError, TopicInfo, validate_topic_name
+from broker.config import BrokerConfig
 from broker.config.request_limits import RequestLimitsConfig
 from broker.context import RequestContext
+from broker.handlers.apis import Apis, Request, Response
+from broker.node import Endpoints
 from broker.security.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 
@@ -48,58 +52,64 @@ def _missing(name: str) -> dict:
     return _topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 
-async def handle_describe_topic_partitions(ctx: RequestContext, req) -> dict:
-    try:
-        return _describe(ctx, req)
-    except _BadRequest:
-        return {"throttle_time_ms": 0, "next_cursor": None, "topics": [
-            _topic(t.name, ErrorCode.INVALID_REQUEST) for t in req.topics]}
+class DescribeTopicPartitionsApis(Apis):
+    """DescribeTopicPartitions, from the topics (paged by cursor)."""
 
+    def __init__(self, topics: TopicManager, config: BrokerConfig, endpoints: Endpoints) -> None:
+        self._topics = topics
+        self._config = config
+        self._endpoints = endpoints
 
-def _describe(ctx: RequestContext, req) -> dict:
-    registry = ctx.broker.topics.registry
-    cursor = req.cursor
-    cursor_topic = cursor.topic_name if cursor is not None else ""
-    every_topic = not req.topics
-    names = set(registry.names()) if every_topic else {t.name for t in req.topics}
-    names = {n for n in names if n >= cursor_topic}  # Java's String.compareTo: UTF-16 order, equal for ASCII
-    if cursor is not None and not every_topic and cursor.topic_name not in names:
-        raise _BadRequest
-    if cursor is not None and cursor.partition_index < 0:
-        raise _BadRequest
-    refused = []
-    allowed = []
-    for name in sorted(names):
-        if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name, audit=not every_topic):
-            allowed.append(name)
-        elif not every_topic:
-            refused.append(_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
-    most = RequestLimitsConfig.from_config(ctx.broker.config).max_request_partition_size_limit
-    limit = max(min(most, req.response_partition_limit), 1)
-    node_id = ctx.node.node_id
-    topics: list[dict] = []
-    next_cursor = None
-    remaining = limit
-    for name in allowed:
-        if remaining == 0:
-            next_cursor = {"topic_name": name, "partition_index": 0}
-            break
-        info: TopicInfo | None = registry.get(name)
-        if info is None:
-            if not every_topic:
-                topics.append(_missing(name))
-            continue
-        start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
-        end = min(info.num_partitions, start + remaining)
-        partitions = _partitions(node_id, start, end)
-        topics.append(_topic(name, ErrorCode.NONE, info.topic_id, info.internal, partitions))
-        if end < info.num_partitions:
-            next_cursor = {"topic_name": name, "partition_index": end}
-            break
-        remaining -= len(partitions)
-    for entry in topics:  # as Kafka: every topic answered but the refused ones
-        entry["topic_authorized_operations"] = ctx.authorized_operations(ResourceType.TOPIC, entry["name"])
-    return {"throttle_time_ms": 0, "topics": topics + refused, "next_cursor": next_cursor}
+    async def describe_topic_partitions(self, ctx: RequestContext, req: Request) -> Response:
+        try:
+            return self._describe(ctx, req)
+        except _BadRequest:
+            return {"throttle_time_ms": 0, "next_cursor": None, "topics": [
+                _topic(t.name, ErrorCode.INVALID_REQUEST) for t in req.topics]}
 
+    def _describe(self, ctx: RequestContext, req) -> dict:
+        registry = self._topics.registry
+        cursor = req.cursor
+        cursor_topic = cursor.topic_name if cursor is not None else ""
+        every_topic = not req.topics
+        names = set(registry.names()) if every_topic else {t.name for t in req.topics}
+        names = {n for n in names if n >= cursor_topic}  # Java's String.compareTo: UTF-16 order, equal for ASCII
+        if cursor is not None and not every_topic and cursor.topic_name not in names:
+            raise _BadRequest
+        if cursor is not None and cursor.partition_index < 0:
+            raise _BadRequest
+        refused = []
+        allowed = []
+        for name in sorted(names):
+            if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name, audit=not every_topic):
+                allowed.append(name)
+            elif not every_topic:
+                refused.append(_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+        most = RequestLimitsConfig.from_config(self._config).max_request_partition_size_limit
+        limit = max(min(most, req.response_partition_limit), 1)
+        node_id = self._endpoints.node_id
+        topics: list[dict] = []
+        next_cursor = None
+        remaining = limit
+        for name in allowed:
+            if remaining == 0:
+                next_cursor = {"topic_name": name, "partition_index": 0}
+                break
+            info: TopicInfo | None = registry.get(name)
+            if info is None:
+                if not every_topic:
+                    topics.append(_missing(name))
+                continue
+            start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
+            end = min(info.num_partitions, start + remaining)
+            partitions = _partitions(node_id, start, end)
+            topics.append(_topic(name, ErrorCode.NONE, info.topic_id, info.internal, partitions))
+            if end < info.num_partitions:
+                next_cursor = {"topic_name": name, "partition_index": end}
+                break
+            remaining -= len(partitions)
+        for entry in topics:  # as Kafka: every topic answered but the refused ones
+            entry["topic_authorized_operations"] = ctx.authorized_operations(ResourceType.TOPIC, entry["name"])
+        return {"throttle_time_ms": 0, "topics": topics + refused, "next_cursor": next_cursor}
 
-HANDLERS = {DESCRIBE_TOPIC_PARTITIONS: handle_describe_topic_partitions}
+    HANDLERS = {DESCRIBE_TOPIC_PARTITIONS: describe_topic_partitions}

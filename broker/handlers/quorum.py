@@ -18,6 +18,9 @@ import uuid
 
 from broker.cluster.topics import CLUSTER_METADATA_TOPIC
 from broker.context import RequestContext
+from broker.handlers.apis import Apis, Request, Response
+from broker.log import PartitionLog
+from broker.node import Endpoints
 from broker.security.acl import AUTHORIZATION_ERRORS, CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode
 
@@ -32,33 +35,38 @@ def _names_the_journal(req) -> bool:
             and len(req.topics[0].partitions) == 1 and req.topics[0].partitions[0].partition_index == 0)
 
 
-async def handle_describe_quorum(ctx: RequestContext, req) -> dict:
-    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
-        code, message = AUTHORIZATION_ERRORS[ResourceType.CLUSTER]
-        return {"error_code": code, "error_message": message, "topics": [], "nodes": []}
-    if not _names_the_journal(req):
-        return {"error_code": 0, "error_message": None, "nodes": [], "topics": [
-            {"topic_name": t.topic_name, "partitions": [
-                {"partition_index": p.partition_index, "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-                 "error_message": UNKNOWN_PARTITION_MESSAGE, "leader_id": 0, "leader_epoch": 0,
-                 "high_watermark": 0, "current_voters": [], "observers": []} for p in t.partitions]}
-            for t in req.topics]}
-    broker = ctx.broker
-    node_id = broker.node_id
-    end_offset = broker.metadata_log.log_end_offset
-    now_ms = int(time.time() * 1000)
-    voter = {"replica_id": node_id, "replica_directory_id": NO_DIRECTORY_ID, "log_end_offset": end_offset,
-             "last_fetch_timestamp": now_ms, "last_caught_up_timestamp": now_ms}
-    return {
-        "error_code": 0,
-        "error_message": None,
-        "topics": [{"topic_name": CLUSTER_METADATA_TOPIC, "partitions": [{
-            "partition_index": 0, "error_code": 0, "error_message": None, "leader_id": node_id,
-            "leader_epoch": LEADER_EPOCH, "high_watermark": end_offset, "current_voters": [voter],
-            "observers": []}]}],
-        "nodes": [{"node_id": node_id, "listeners": [
-            {"name": name, "host": node.host, "port": node.port} for name, node in broker.nodes.items()]}],
-    }
+class QuorumApis(Apis):
+    """DescribeQuorum, from the metadata journal."""
 
+    def __init__(self, metadata_log: PartitionLog, endpoints: Endpoints) -> None:
+        self._metadata_log = metadata_log
+        self._endpoints = endpoints
 
-HANDLERS = {DESCRIBE_QUORUM: handle_describe_quorum}
+    async def describe_quorum(self, ctx: RequestContext, req: Request) -> Response:
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+            code, message = AUTHORIZATION_ERRORS[ResourceType.CLUSTER]
+            return {"error_code": code, "error_message": message, "topics": [], "nodes": []}
+        if not _names_the_journal(req):
+            return {"error_code": 0, "error_message": None, "nodes": [], "topics": [
+                {"topic_name": t.topic_name, "partitions": [
+                    {"partition_index": p.partition_index, "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                     "error_message": UNKNOWN_PARTITION_MESSAGE, "leader_id": 0, "leader_epoch": 0,
+                     "high_watermark": 0, "current_voters": [], "observers": []} for p in t.partitions]}
+                for t in req.topics]}
+        node_id = self._endpoints.node_id
+        end_offset = self._metadata_log.log_end_offset
+        now_ms = int(time.time() * 1000)
+        voter = {"replica_id": node_id, "replica_directory_id": NO_DIRECTORY_ID, "log_end_offset": end_offset,
+                 "last_fetch_timestamp": now_ms, "last_caught_up_timestamp": now_ms}
+        return {
+            "error_code": 0,
+            "error_message": None,
+            "topics": [{"topic_name": CLUSTER_METADATA_TOPIC, "partitions": [{
+                "partition_index": 0, "error_code": 0, "error_message": None, "leader_id": node_id,
+                "leader_epoch": LEADER_EPOCH, "high_watermark": end_offset, "current_voters": [voter],
+                "observers": []}]}],
+            "nodes": [{"node_id": node_id, "listeners": [
+                {"name": name, "host": node.host, "port": node.port} for name, node in self._endpoints.nodes.items()]}],
+        }
+
+    HANDLERS = {DESCRIBE_QUORUM: describe_quorum}
