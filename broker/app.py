@@ -40,12 +40,22 @@ from broker.groups.runtime import GroupCoordinatorRuntime
 from broker.handlers.api_versions import ApiVersionsApis
 from broker.handlers.apis import Apis
 from broker.handlers.cluster import ClusterApis
+from broker.handlers.delete_records import DeleteRecordsApis
+from broker.handlers.describe_producers import DescribeProducersApis
 from broker.handlers.describe_topic_partitions import DescribeTopicPartitionsApis
+from broker.handlers.fetch import FetchApis
+from broker.handlers.leader_epochs import LeaderEpochApis
+from broker.handlers.list_offsets import ListOffsetsApis
 from broker.handlers.metadata import MetadataApis
+from broker.handlers.produce import ProduceApis
+from broker.handlers.producer_ids import ProducerIdApis
 from broker.handlers.quorum import QuorumApis
 from broker.handlers.share_fetch import ShareFetchApis
 from broker.handlers.share_groups import ShareGroupApis
 from broker.handlers.share_state import ShareStateApis
+from broker.handlers.transactions import TransactionApis
+from broker.handlers.txn_markers import TxnMarkerApis
+from broker.handlers.txn_offsets import TxnOffsetApis
 from broker.handlers.update_features import UpdateFeaturesApis
 from broker.heap import freeze_startup_heap
 from broker.linear_regex import RegexWorker
@@ -293,6 +303,7 @@ class Broker:
         """The API objects (Kafka's KafkaApis, split by family), each given the components its handlers use."""
         config = self.config
         topics = self.topics
+        replicas = self.replicas
         quotas = self.quotas
         endpoints = self.endpoints
         groups = self.group_coordinator
@@ -304,6 +315,18 @@ class Broker:
             DescribeTopicPartitionsApis(topics, config, endpoints),
             QuorumApis(self.metadata_log, endpoints),
             UpdateFeaturesApis(self.feature_control),
+            # partitions
+            ProduceApis(topics, replicas),
+            FetchApis(topics, replicas, quotas, config, endpoints),
+            ListOffsetsApis(topics, replicas),
+            LeaderEpochApis(topics, replicas),
+            DescribeProducersApis(topics, replicas),
+            DeleteRecordsApis(topics, replicas),
+            TxnMarkerApis(replicas, groups),
+            # transactions
+            ProducerIdApis(self.producer_ids, self.transaction_coordinator),
+            TransactionApis(self.transaction_coordinator),
+            TxnOffsetApis(groups, topics),
             # share groups
             ShareGroupApis(groups),
             ShareStateApis(self.share_coordinator),

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import structlog
 
+from broker.cluster.manager import TopicManager
 from broker.context import RequestContext
+from broker.handlers.apis import Apis, Request, Response
 from broker.log.dir_failure import KafkaStorageError
 from broker.pacing import Pacer
-from broker.replica_manager import current_epoch_error
+from broker.replica_manager import ReplicaManager, current_epoch_error
 from broker.security.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 
@@ -80,67 +82,73 @@ def _lookup(plog, timestamp: int, version: int, last_fetchable: int | None) -> t
     return ErrorCode.NONE, ts, offset
 
 
-async def handle_list_offsets(ctx: RequestContext, req) -> dict:
-    topics = ctx.broker.topics
-    replicas = ctx.broker.replicas
-    version = ctx.api_version
-    read_committed = req.get("isolation_level", 0) == READ_COMMITTED
-    if read_committed:  # the LSO needs the partitions' transaction state: loaded off the loop
-        await replicas.ensure_loaded(
-            (info.name, p.partition_index) for t in req.topics if (info := topics.registry.get(t.name)) is not None
-            for p in t.partitions if 0 <= p.partition_index < info.num_partitions)
-    allowed: dict[str, bool] = {}
-    for topic in req.topics:
-        if topic.name not in allowed:
-            allowed[topic.name] = ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)
-    # Kafka answers the topics it may not describe entry by entry, and keys the others by partition: a partition
-    # named twice (in one topic entry or two) is answered once, INVALID_REQUEST, and the topic is one topic
-    named: dict[tuple[str, int], int] = {}
-    for topic in req.topics:
-        for part in topic.partitions:
-            named[(topic.name, part.partition_index)] = named.get((topic.name, part.partition_index), 0) + 1
-    out: dict[str | tuple[int, str], list[dict]] = {}  # by name, or (position, name) for a refused topic
-    pacer = Pacer()
-    for n, topic in enumerate(req.topics):
-        info = topics.registry.get(topic.name)
-        partitions = out.setdefault(topic.name if allowed[topic.name] else (n, topic.name), [])
-        for part in topic.partitions:
-            await pacer.pace()  # thousands of partitions (each a log lookup): yield to the loop between them
-            if not allowed[topic.name]:
-                code, ts, offset = ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1
-            elif (times := named.pop((topic.name, part.partition_index), None)) is None:
-                continue  # answered already (a duplicate)
-            elif times > 1:
-                code, ts, offset = ErrorCode.INVALID_REQUEST, -1, -1
-            elif req.get("isolation_level", 0) not in (0, READ_COMMITTED):
-                code, ts, offset = ErrorCode.UNKNOWN_SERVER_ERROR, -1, -1  # Kafka cannot read it: an exception
-            elif not _supported(part.timestamp, version):
-                code, ts, offset = ErrorCode.UNSUPPORTED_VERSION, -1, -1
-            elif info is None or not 0 <= part.partition_index < info.num_partitions or (
-                    plog := topics.find_log(info.name, part.partition_index)) is None:
-                # (no log: the topic was deleted while this request yielded to the loop)
-                code, ts, offset = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
-            else:
-                epoch_error = current_epoch_error(part.current_leader_epoch)  # -1 (no check) before v4
-                if epoch_error != ErrorCode.NONE and not plog.failures.offline:
-                    code, ts, offset = epoch_error, -1, -1
+class ListOffsetsApis(Apis):
+    """ListOffsets, from the partition logs through the replica manager."""
+
+    def __init__(self, topics: TopicManager, replicas: ReplicaManager) -> None:
+        self._topics = topics
+        self._replicas = replicas
+
+    async def list_offsets(self, ctx: RequestContext, req: Request) -> Response:
+        topics = self._topics
+        replicas = self._replicas
+        version = ctx.api_version
+        read_committed = req.get("isolation_level", 0) == READ_COMMITTED
+        if read_committed:  # the LSO needs the partitions' transaction state: loaded off the loop
+            await replicas.ensure_loaded(
+                (info.name, p.partition_index) for t in req.topics if (info := topics.registry.get(t.name)) is not None
+                for p in t.partitions if 0 <= p.partition_index < info.num_partitions)
+        allowed: dict[str, bool] = {}
+        for topic in req.topics:
+            if topic.name not in allowed:
+                allowed[topic.name] = ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)
+        # Kafka answers the topics it may not describe entry by entry, and keys the others by partition: a partition
+        # named twice (in one topic entry or two) is answered once, INVALID_REQUEST, and the topic is one topic
+        named: dict[tuple[str, int], int] = {}
+        for topic in req.topics:
+            for part in topic.partitions:
+                named[(topic.name, part.partition_index)] = named.get((topic.name, part.partition_index), 0) + 1
+        out: dict[str | tuple[int, str], list[dict]] = {}  # by name, or (position, name) for a refused topic
+        pacer = Pacer()
+        for n, topic in enumerate(req.topics):
+            info = topics.registry.get(topic.name)
+            partitions = out.setdefault(topic.name if allowed[topic.name] else (n, topic.name), [])
+            for part in topic.partitions:
+                await pacer.pace()  # thousands of partitions (each a log lookup): yield to the loop between them
+                if not allowed[topic.name]:
+                    code, ts, offset = ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1
+                elif (times := named.pop((topic.name, part.partition_index), None)) is None:
+                    continue  # answered already (a duplicate)
+                elif times > 1:
+                    code, ts, offset = ErrorCode.INVALID_REQUEST, -1, -1
+                elif req.get("isolation_level", 0) not in (0, READ_COMMITTED):
+                    code, ts, offset = ErrorCode.UNKNOWN_SERVER_ERROR, -1, -1  # Kafka cannot read it: an exception
+                elif not _supported(part.timestamp, version):
+                    code, ts, offset = ErrorCode.UNSUPPORTED_VERSION, -1, -1
+                elif info is None or not 0 <= part.partition_index < info.num_partitions or (
+                        plog := topics.find_log(info.name, part.partition_index)) is None:
+                    # (no log: the topic was deleted while this request yielded to the loop)
+                    code, ts, offset = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
                 else:
-                    if read_committed and not plog.failures.offline:
-                        last_fetchable = replicas.last_stable_offset(info.name, part.partition_index)
+                    epoch_error = current_epoch_error(part.current_leader_epoch)  # -1 (no check) before v4
+                    if epoch_error != ErrorCode.NONE and not plog.failures.offline:
+                        code, ts, offset = epoch_error, -1, -1
                     else:
-                        last_fetchable = plog.high_watermark
-                    code, ts, offset = lookup(plog, part.timestamp, version, last_fetchable)
-            partitions.append(
-                {
-                    "partition_index": part.partition_index,
-                    "error_code": int(code),
-                    "timestamp": ts,
-                    "offset": offset,
-                    "leader_epoch": 0 if code == ErrorCode.NONE and offset >= 0 else -1,
-                }
-            )
-    out_topics = [{"name": key if isinstance(key, str) else key[1], "partitions": parts} for key, parts in out.items()]
-    return {"throttle_time_ms": 0, "topics": out_topics}
+                        if read_committed and not plog.failures.offline:
+                            last_fetchable = replicas.last_stable_offset(info.name, part.partition_index)
+                        else:
+                            last_fetchable = plog.high_watermark
+                        code, ts, offset = lookup(plog, part.timestamp, version, last_fetchable)
+                partitions.append(
+                    {
+                        "partition_index": part.partition_index,
+                        "error_code": int(code),
+                        "timestamp": ts,
+                        "offset": offset,
+                        "leader_epoch": 0 if code == ErrorCode.NONE and offset >= 0 else -1,
+                    }
+                )
+        out_topics = [{"name": key if isinstance(key, str) else key[1], "partitions": parts} for key, parts in out.items()]
+        return {"throttle_time_ms": 0, "topics": out_topics}
 
-
-HANDLERS = {LIST_OFFSETS: handle_list_offsets}
+    HANDLERS = {LIST_OFFSETS: list_offsets}

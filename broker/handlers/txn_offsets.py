@@ -16,6 +16,10 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from broker.cluster.manager import TopicManager
+from broker.context import RequestContext
+from broker.groups.runtime import GroupCoordinatorRuntime
+from broker.handlers.apis import Apis, Request, Response
 from broker.security.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 
@@ -56,53 +60,59 @@ def _named(req, registry, by_id: bool) -> list[dict[str, Any]]:
     return topics
 
 
-async def handle_txn_offset_commit(ctx, req) -> dict[str, Any]:
-    version = ctx.api_version
-    by_id = version >= 6
-    registry = ctx.broker.topics.registry
-    requested = _named(req, registry, by_id)
-    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
-        topics = _answer(requested, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    elif not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
-        topics = _answer(requested, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    else:
-        refused: list[dict[str, Any]] = []
-        valid: list[dict[str, Any]] = []
-        for topic in requested:
-            if by_id and not topic["name"]:
-                refused += _answer([topic], ErrorCode.UNKNOWN_TOPIC_ID)
-                continue
-            if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, topic["name"]):
-                refused += _answer([topic], ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                continue
-            info = registry.get(topic["name"])
-            if info is None:
-                refused += _answer([topic], ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                continue
-            known = [p for p in topic["partitions"] if 0 <= p.partition_index < info.num_partitions]
-            unknown = [p for p in topic["partitions"] if not 0 <= p.partition_index < info.num_partitions]
-            if unknown:
-                refused += _answer([{**topic, "partitions": unknown}], ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            if known:
-                valid.append({"name": topic["name"], "topic_id": topic["topic_id"],
-                              "partitions": [dict(p) for p in known]})
-        answered: list[dict[str, Any]] = []
-        if valid:
-            request = {"transactional_id": req.transactional_id, "group_id": req.group_id,
-                       "producer_id": req.producer_id, "producer_epoch": req.producer_epoch,
-                       "generation_id_or_member_epoch": req.get("generation_id_or_member_epoch", -1),
-                       "member_id": req.get("member_id", ""), "group_instance_id": req.get("group_instance_id"),
-                       "topics": [{"name": t["name"], "partitions": t["partitions"]} for t in valid]}
-            ids = {t["name"]: t["topic_id"] for t in valid}
-            answered = [{**t, "topic_id": ids.get(t["name"], ZERO_UUID)} for t in
-                        (await ctx.broker.group_coordinator.commit_txn_offsets(request, version))["topics"]]
-        topics = _merge(refused, answered)
-    if version < 2:
-        for t in topics:
-            for p in t["partitions"]:
-                if p["error_code"] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
-                    p["error_code"] = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    return {"throttle_time_ms": 0, "topics": topics}
+class TxnOffsetApis(Apis):
+    """TxnOffsetCommit: transactional offset commits, in the group coordinator."""
 
+    def __init__(self, groups: GroupCoordinatorRuntime, topics: TopicManager) -> None:
+        self._groups = groups
+        self._topics = topics
 
-HANDLERS = {TXN_OFFSET_COMMIT: handle_txn_offset_commit}
+    async def txn_offset_commit(self, ctx: RequestContext, req: Request) -> Response:
+        version = ctx.api_version
+        by_id = version >= 6
+        registry = self._topics.registry
+        requested = _named(req, registry, by_id)
+        if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+            topics = _answer(requested, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        elif not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
+            topics = _answer(requested, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        else:
+            refused: list[dict[str, Any]] = []
+            valid: list[dict[str, Any]] = []
+            for topic in requested:
+                if by_id and not topic["name"]:
+                    refused += _answer([topic], ErrorCode.UNKNOWN_TOPIC_ID)
+                    continue
+                if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, topic["name"]):
+                    refused += _answer([topic], ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                    continue
+                info = registry.get(topic["name"])
+                if info is None:
+                    refused += _answer([topic], ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    continue
+                known = [p for p in topic["partitions"] if 0 <= p.partition_index < info.num_partitions]
+                unknown = [p for p in topic["partitions"] if not 0 <= p.partition_index < info.num_partitions]
+                if unknown:
+                    refused += _answer([{**topic, "partitions": unknown}], ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                if known:
+                    valid.append({"name": topic["name"], "topic_id": topic["topic_id"],
+                                  "partitions": [dict(p) for p in known]})
+            answered: list[dict[str, Any]] = []
+            if valid:
+                request = {"transactional_id": req.transactional_id, "group_id": req.group_id,
+                           "producer_id": req.producer_id, "producer_epoch": req.producer_epoch,
+                           "generation_id_or_member_epoch": req.get("generation_id_or_member_epoch", -1),
+                           "member_id": req.get("member_id", ""), "group_instance_id": req.get("group_instance_id"),
+                           "topics": [{"name": t["name"], "partitions": t["partitions"]} for t in valid]}
+                ids = {t["name"]: t["topic_id"] for t in valid}
+                answered = [{**t, "topic_id": ids.get(t["name"], ZERO_UUID)} for t in
+                            (await self._groups.commit_txn_offsets(request, version))["topics"]]
+            topics = _merge(refused, answered)
+        if version < 2:
+            for t in topics:
+                for p in t["partitions"]:
+                    if p["error_code"] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                        p["error_code"] = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    HANDLERS = {TXN_OFFSET_COMMIT: txn_offset_commit}

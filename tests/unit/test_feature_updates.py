@@ -42,18 +42,18 @@ def test_fixed_features_and_verification():
     assert "transaction.partition.verification.enable" in _check(1, "transaction.version", 2, verification=False)
 
 
-def test_router_caps_and_lifts_the_tv2_versions():
+def test_router_caps_and_lifts_the_tv2_versions(tmp_path):
     """UpdateFeatures moves the served maximum of a TV2 API between its cap and the ceiling register_all gave
     it (the module's versions, unstable ones left out), never beyond."""
-    from types import SimpleNamespace  # noqa: PLC0415
-
     from broker.features import BELOW_TV2_MAX_VERSIONS, PRODUCE  # noqa: PLC0415
     from broker.handlers import register_all  # noqa: PLC0415
     from broker.router import Router  # noqa: PLC0415
     from protocol import schema  # noqa: PLC0415
+    from tests.helpers.api_objects import partition_apis  # noqa: PLC0415
 
-    router = Router(SimpleNamespace())
-    register_all(router, ["produce", "producer_ids"], max_versions=BELOW_TV2_MAX_VERSIONS)
+    router = Router()
+    with partition_apis(tmp_path) as apis:
+        register_all(router, apis, max_versions=BELOW_TV2_MAX_VERSIONS)
     assert router.version_range(PRODUCE)[1] == 11
     router.set_max_version(PRODUCE, None)
     assert router.version_range(PRODUCE)[1] == schema.api_specs()[PRODUCE].max_version

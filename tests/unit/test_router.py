@@ -14,6 +14,7 @@ from broker.server import Server, SocketServerConfig
 from protocol.codec import request_codec, response_codec
 from protocol.errors import ErrorCode
 from protocol.framing import RequestHeader, encode_request
+from tests.helpers.api_objects import partition_apis
 
 PRODUCE, METADATA, API_VERSIONS, FIND_COORDINATOR = 0, 3, 18, 10
 
@@ -70,22 +71,24 @@ async def test_api_versions_lists_registrations():
             assert resp.finalized_features_epoch == 7
 
 
-def test_unstable_versions_only_when_enabled():
+def test_unstable_versions_only_when_enabled(tmp_path):
     """InitProducerId v6 is latestVersionUnstable in Kafka: served with unstable.api.versions.enable only."""
-    for unstable, top in ((False, 5), (True, 6)):
+    with partition_apis(tmp_path) as (_produce, producer_ids):
+        for unstable, top in ((False, 5), (True, 6)):
+            router = Router()
+            register_all(router, [producer_ids], unstable=unstable)
+            assert router.version_range(22) == (0, top)
         router = Router()
-        register_all(router, ["producer_ids"], unstable=unstable)
-        assert router.version_range(22) == (0, top)
-    router = Router()
-    register_all(router, ["producer_ids"], max_versions={22: 4}, unstable=True)
-    assert router.version_range(22) == (0, 4)  # a feature's cap still applies
+        register_all(router, [producer_ids], max_versions={22: 4}, unstable=True)
+        assert router.version_range(22) == (0, 4)  # a feature's cap still applies
 
 
-async def test_produce_is_listed_from_v0_and_v0_to_v2_close_the_connection():
+async def test_produce_is_listed_from_v0_and_v0_to_v2_close_the_connection(tmp_path):
     """Kafka 4 lists Produce v0 in ApiVersions (KAFKA-18659: librdkafka needs it) but closes a connection sending
     Produce v0-v2; an unsupported ApiVersions version is answered with ApiVersions' own versions only."""
     router = make_router()
-    register_all(router, ["produce"])
+    with partition_apis(tmp_path) as (produce, _producer_ids):
+        register_all(router, [produce])
     assert router.version_range(PRODUCE) == (3, 13)
     keys = {k["api_key"]: (k["min_version"], k["max_version"]) for k in router.api_keys()}
     assert keys[PRODUCE] == (0, 13)
