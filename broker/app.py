@@ -40,13 +40,16 @@ from broker.groups.runtime import GroupCoordinatorRuntime
 from broker.handlers.api_versions import ApiVersionsApis
 from broker.handlers.apis import Apis
 from broker.handlers.cluster import ClusterApis
+from broker.handlers.consumer_groups import ConsumerGroupApis
 from broker.handlers.delete_records import DeleteRecordsApis
 from broker.handlers.describe_producers import DescribeProducersApis
 from broker.handlers.describe_topic_partitions import DescribeTopicPartitionsApis
 from broker.handlers.fetch import FetchApis
+from broker.handlers.groups import GroupApis
 from broker.handlers.leader_epochs import LeaderEpochApis
 from broker.handlers.list_offsets import ListOffsetsApis
 from broker.handlers.metadata import MetadataApis
+from broker.handlers.offsets import OffsetApis
 from broker.handlers.produce import ProduceApis
 from broker.handlers.producer_ids import ProducerIdApis
 from broker.handlers.quorum import QuorumApis
@@ -327,6 +330,10 @@ class Broker:
             ProducerIdApis(self.producer_ids, self.transaction_coordinator),
             TransactionApis(self.transaction_coordinator),
             TxnOffsetApis(groups, topics),
+            # groups
+            GroupApis(groups),
+            ConsumerGroupApis(groups),
+            OffsetApis(groups, topics),
             # share groups
             ShareGroupApis(groups),
             ShareStateApis(self.share_coordinator),
