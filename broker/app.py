@@ -37,25 +37,36 @@ from broker.features import FeatureConfig, FeatureControl, Features
 from broker.groups.coordinator import GroupCoordinatorConfig
 from broker.groups.runtime import TOPIC as OFFSETS_TOPIC
 from broker.groups.runtime import GroupCoordinatorRuntime
+from broker.handlers.acls import AclApis
+from broker.handlers.alter_configs import AlterConfigApis
 from broker.handlers.api_versions import ApiVersionsApis
 from broker.handlers.apis import Apis
+from broker.handlers.client_quotas import ClientQuotaApis
 from broker.handlers.cluster import ClusterApis
+from broker.handlers.configs import ConfigApis
 from broker.handlers.consumer_groups import ConsumerGroupApis
+from broker.handlers.delegation_tokens import DelegationTokenApis
 from broker.handlers.delete_records import DeleteRecordsApis
 from broker.handlers.describe_producers import DescribeProducersApis
 from broker.handlers.describe_topic_partitions import DescribeTopicPartitionsApis
+from broker.handlers.elections import ElectionApis
 from broker.handlers.fetch import FetchApis
 from broker.handlers.groups import GroupApis
 from broker.handlers.leader_epochs import LeaderEpochApis
 from broker.handlers.list_offsets import ListOffsetsApis
+from broker.handlers.log_dirs import LogDirApis
 from broker.handlers.metadata import MetadataApis
 from broker.handlers.offsets import OffsetApis
 from broker.handlers.produce import ProduceApis
 from broker.handlers.producer_ids import ProducerIdApis
 from broker.handlers.quorum import QuorumApis
+from broker.handlers.sasl import SaslApis
+from broker.handlers.scram_admin import ScramAdminApis
 from broker.handlers.share_fetch import ShareFetchApis
 from broker.handlers.share_groups import ShareGroupApis
 from broker.handlers.share_state import ShareStateApis
+from broker.handlers.telemetry import TelemetryApis
+from broker.handlers.topic_admin import TopicAdminApis
 from broker.handlers.transactions import TransactionApis
 from broker.handlers.txn_markers import TxnMarkerApis
 from broker.handlers.txn_offsets import TxnOffsetApis
@@ -310,6 +321,8 @@ class Broker:
         quotas = self.quotas
         endpoints = self.endpoints
         groups = self.group_coordinator
+        security = self.security
+        client_metrics = self.client_metrics_resources
         built: list[Apis] = [
             # the cluster as clients see it
             ApiVersionsApis(self.router, lambda: self.feature_control.features, endpoints),
@@ -326,6 +339,13 @@ class Broker:
             DescribeProducersApis(topics, replicas),
             DeleteRecordsApis(topics, replicas),
             TxnMarkerApis(replicas, groups),
+            # administration
+            TopicAdminApis(topics, quotas),
+            ConfigApis(self.configs, client_metrics),
+            AlterConfigApis(self.configs, topics, client_metrics),
+            ClientQuotaApis(quotas),
+            LogDirApis(config, self.log_dir_failures, self.logs, topics),
+            ElectionApis(topics, self.node_id),
             # transactions
             ProducerIdApis(self.producer_ids, self.transaction_coordinator),
             TransactionApis(self.transaction_coordinator),
@@ -338,6 +358,13 @@ class Broker:
             ShareGroupApis(groups),
             ShareStateApis(self.share_coordinator),
             ShareFetchApis(self.share_partitions, topics, quotas, config, endpoints),
+            # security
+            SaslApis(),
+            ScramAdminApis(security),
+            DelegationTokenApis(security, config),
+            AclApis(security),
+            # client telemetry (KIP-714)
+            TelemetryApis(self.client_metrics, self.client_telemetry, topics, client_metrics, self.node_id),
         ]
         # the modules not yet turned into API objects (issue 34, in progress) are registered by name
         names = {type(api).__module__.rpartition(".")[2] for api in built}

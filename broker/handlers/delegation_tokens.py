@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import asyncio
 
+from broker.config import BrokerConfig
 from broker.context import RequestContext
+from broker.handlers.apis import Apis, Request, Response
 from broker.security.acl import ANONYMOUS, AclOperation, ResourceType
 from broker.security.delegation_tokens import USER_TYPE, TokenInfo, split_principal
+from broker.security.manager import SecurityManager
 from protocol.errors import ErrorCode
 
 CREATE_DELEGATION_TOKEN = 38
@@ -25,13 +28,6 @@ RENEW_DELEGATION_TOKEN = 39
 EXPIRE_DELEGATION_TOKEN = 40
 DESCRIBE_DELEGATION_TOKEN = 41
 ERROR_TIMESTAMP = -1  # Kafka's DelegationTokenManager.ErrorTimestamp
-
-
-def allow_token_requests(ctx: RequestContext) -> bool:
-    connection = ctx.connection
-    protocol = ctx.broker.config.security_protocol(connection.listener)
-    return not (connection.token_authenticated or protocol == "PLAINTEXT"
-                or (protocol == "SSL" and connection.principal == ANONYMOUS))
 
 
 def _create_error(error: ErrorCode, owner: str, requester: str, timestamp: int = ERROR_TIMESTAMP) -> dict:
@@ -43,74 +39,8 @@ def _create_error(error: ErrorCode, owner: str, requester: str, timestamp: int =
             "token_id": "", "hmac": b"", "throttle_time_ms": 0}
 
 
-async def handle_create(ctx: RequestContext, req) -> dict:
-    requester = ctx.connection.principal
-    owner = requester
-    if req.owner_principal_name:  # v3+; null or empty: the requester
-        owner = f"{req.owner_principal_type or ''}:{req.owner_principal_name}"
-    renewers = [f"{r.principal_type}:{r.principal_name}" for r in req.renewers]
-    if not allow_token_requests(ctx):
-        return _create_error(ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, owner, requester)
-    if owner != requester and not ctx.authorize(AclOperation.CREATE_TOKENS, ResourceType.USER, owner):
-        return _create_error(ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED, owner, requester)
-    if any(r.principal_type != USER_TYPE for r in req.renewers):
-        return _create_error(ErrorCode.INVALID_PRINCIPAL_TYPE, owner, requester)
-    security = ctx.broker.security
-    async with security.changes:
-        records, created = security.tokens.create(requester, owner, renewers, req.max_lifetime_ms)
-        await security.commit(records)
-    token = created.token
-    if token is None:  # the controller's errors carry zero timestamps (its response data's defaults)
-        return _create_error(created.error, owner, requester, timestamp=0)
-    # the token's SCRAM credentials (PBKDF2) are derived off the loop before the client can use them
-    await asyncio.to_thread(security.tokens.prepare_credentials, [token.token_id])
-    ctx.log.info("delegation token created", token_id=token.token_id, owner=owner)
-    body = _create_error(ErrorCode.NONE, owner, requester)
-    body.update(issue_timestamp_ms=token.issue_ms, expiry_timestamp_ms=token.expiry_ms, max_timestamp_ms=token.max_ms,
-                token_id=token.token_id, hmac=created.hmac)
-    return body
-
-
-async def handle_renew(ctx: RequestContext, req) -> dict:
-    if not allow_token_requests(ctx):
-        return _expiry_answer(ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, ERROR_TIMESTAMP)
-    security = ctx.broker.security
-    async with security.changes:
-        records, error, expiry = security.tokens.renew(ctx.connection.principal, bytes(req.hmac), req.renew_period_ms)
-        await security.commit(records)
-    return _expiry_answer(error, expiry)
-
-
-async def handle_expire(ctx: RequestContext, req) -> dict:
-    if not allow_token_requests(ctx):
-        return _expiry_answer(ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, ERROR_TIMESTAMP)
-    security = ctx.broker.security
-    async with security.changes:
-        records, error, expiry = security.tokens.expire(ctx.connection.principal, bytes(req.hmac),
-                                                        req.expiry_time_period_ms)
-        await security.commit(records)
-    return _expiry_answer(error, expiry)
-
-
 def _expiry_answer(error: ErrorCode, expiry: int) -> dict:
     return {"error_code": int(error), "expiry_timestamp_ms": expiry, "throttle_time_ms": 0}
-
-
-async def handle_describe(ctx: RequestContext, req) -> dict:
-    tokens = ctx.broker.security.tokens
-    if not allow_token_requests(ctx):
-        return {"error_code": int(ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED), "tokens": [], "throttle_time_ms": 0}
-    if not tokens.enabled:
-        return {"error_code": int(ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED), "tokens": [], "throttle_time_ms": 0}
-    owners = None if req.owners is None else [f"{o.principal_type}:{o.principal_name}" for o in req.owners]
-
-    def may_describe(token: TokenInfo) -> bool:
-        return (ctx.authorize(AclOperation.DESCRIBE, ResourceType.DELEGATION_TOKEN, token.token_id)
-                or ctx.authorize(AclOperation.DESCRIBE_TOKENS, ResourceType.USER, token.owner))
-
-    found = [] if owners == [] else tokens.describe(ctx.connection.principal, owners, may_describe)
-    return {"error_code": 0, "throttle_time_ms": 0, "tokens": [_described(token, tokens.hmac(token.token_id))
-                                                               for token in found]}
 
 
 def _described(token: TokenInfo, hmac: bytes) -> dict:
@@ -124,5 +54,80 @@ def _described(token: TokenInfo, hmac: bytes) -> dict:
                          for r in token.renewers]}
 
 
-HANDLERS = {CREATE_DELEGATION_TOKEN: handle_create, RENEW_DELEGATION_TOKEN: handle_renew,
-            EXPIRE_DELEGATION_TOKEN: handle_expire, DESCRIBE_DELEGATION_TOKEN: handle_describe}
+class DelegationTokenApis(Apis):
+    """The delegation token APIs, through the security manager's token store."""
+
+    def __init__(self, security: SecurityManager, config: BrokerConfig) -> None:
+        self._security = security
+        self._config = config
+
+    def allow_token_requests(self, ctx: RequestContext) -> bool:
+        connection = ctx.connection
+        protocol = self._config.security_protocol(connection.listener)
+        return not (connection.token_authenticated or protocol == "PLAINTEXT"
+                    or (protocol == "SSL" and connection.principal == ANONYMOUS))
+
+    async def create(self, ctx: RequestContext, req: Request) -> Response:
+        requester = ctx.connection.principal
+        owner = requester
+        if req.owner_principal_name:  # v3+; null or empty: the requester
+            owner = f"{req.owner_principal_type or ''}:{req.owner_principal_name}"
+        renewers = [f"{r.principal_type}:{r.principal_name}" for r in req.renewers]
+        if not self.allow_token_requests(ctx):
+            return _create_error(ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, owner, requester)
+        if owner != requester and not ctx.authorize(AclOperation.CREATE_TOKENS, ResourceType.USER, owner):
+            return _create_error(ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED, owner, requester)
+        if any(r.principal_type != USER_TYPE for r in req.renewers):
+            return _create_error(ErrorCode.INVALID_PRINCIPAL_TYPE, owner, requester)
+        security = self._security
+        async with security.changes:
+            records, created = security.tokens.create(requester, owner, renewers, req.max_lifetime_ms)
+            await security.commit(records)
+        token = created.token
+        if token is None:  # the controller's errors carry zero timestamps (its response data's defaults)
+            return _create_error(created.error, owner, requester, timestamp=0)
+        # the token's SCRAM credentials (PBKDF2) are derived off the loop before the client can use them
+        await asyncio.to_thread(security.tokens.prepare_credentials, [token.token_id])
+        ctx.log.info("delegation token created", token_id=token.token_id, owner=owner)
+        body = _create_error(ErrorCode.NONE, owner, requester)
+        body.update(issue_timestamp_ms=token.issue_ms, expiry_timestamp_ms=token.expiry_ms, max_timestamp_ms=token.max_ms,
+                    token_id=token.token_id, hmac=created.hmac)
+        return body
+
+    async def renew(self, ctx: RequestContext, req: Request) -> Response:
+        if not self.allow_token_requests(ctx):
+            return _expiry_answer(ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, ERROR_TIMESTAMP)
+        security = self._security
+        async with security.changes:
+            records, error, expiry = security.tokens.renew(ctx.connection.principal, bytes(req.hmac), req.renew_period_ms)
+            await security.commit(records)
+        return _expiry_answer(error, expiry)
+
+    async def expire(self, ctx: RequestContext, req: Request) -> Response:
+        if not self.allow_token_requests(ctx):
+            return _expiry_answer(ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, ERROR_TIMESTAMP)
+        security = self._security
+        async with security.changes:
+            records, error, expiry = security.tokens.expire(ctx.connection.principal, bytes(req.hmac),
+                                                            req.expiry_time_period_ms)
+            await security.commit(records)
+        return _expiry_answer(error, expiry)
+
+    async def describe(self, ctx: RequestContext, req: Request) -> Response:
+        tokens = self._security.tokens
+        if not self.allow_token_requests(ctx):
+            return {"error_code": int(ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED), "tokens": [], "throttle_time_ms": 0}
+        if not tokens.enabled:
+            return {"error_code": int(ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED), "tokens": [], "throttle_time_ms": 0}
+        owners = None if req.owners is None else [f"{o.principal_type}:{o.principal_name}" for o in req.owners]
+
+        def may_describe(token: TokenInfo) -> bool:
+            return (ctx.authorize(AclOperation.DESCRIBE, ResourceType.DELEGATION_TOKEN, token.token_id)
+                    or ctx.authorize(AclOperation.DESCRIBE_TOKENS, ResourceType.USER, token.owner))
+
+        found = [] if owners == [] else tokens.describe(ctx.connection.principal, owners, may_describe)
+        return {"error_code": 0, "throttle_time_ms": 0, "tokens": [_described(token, tokens.hmac(token.token_id))
+                                                                   for token in found]}
+
+    HANDLERS = {CREATE_DELEGATION_TOKEN: create, RENEW_DELEGATION_TOKEN: renew,
+                EXPIRE_DELEGATION_TOKEN: expire, DESCRIBE_DELEGATION_TOKEN: describe}

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.cluster.manager import TopicManager
 from broker.cluster.topics import TopicInfo
 from broker.context import RequestContext
+from broker.handlers.apis import Apis, Request, Response
 from broker.security.acl import AUTHORIZATION_ERRORS, CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode
 
@@ -50,28 +52,6 @@ def _elect_all_failed(req, code: int, message: str | None) -> dict:
     return {"throttle_time_ms": 0, "error_code": code, "replica_election_results": results}
 
 
-async def handle_elect_leaders(ctx: RequestContext, req) -> dict:
-    if not _allowed(ctx, AclOperation.ALTER):
-        return _elect_all_failed(req, *_CLUSTER_DENIED)
-    election_type = req.election_type if ctx.api_version >= 1 else PREFERRED
-    if election_type not in (PREFERRED, UNCLEAN):
-        return _elect_all_failed(req, int(ErrorCode.INVALID_REQUEST), f"Unknown election type {election_type}")
-    registry = ctx.broker.topics.registry
-    results: list[dict[str, Any]] = []
-    if req.topic_partitions is None:
-        # every partition already has its (preferred) leader: nothing to report but the topics
-        results = [{"topic": info.name, "partition_result": []} for info in registry.all()]
-    else:
-        for topic in req.topic_partitions:
-            info = registry.get(topic.topic)
-            partitions = []
-            for partition in topic.partitions:
-                error = _partition_error(info, topic.topic, partition) or NOT_NEEDED
-                partitions.append({"partition_id": partition, "error_code": error[0], "error_message": error[1]})
-            results.append({"topic": topic.topic, "partition_result": partitions})
-    return {"throttle_time_ms": 0, "error_code": 0, "replica_election_results": results}
-
-
 # --- AlterPartitionReassignments -------------------------------------------------------------------------------
 def _assignment_error(node_id: int, replicas: list[int]) -> str | None:
     """The controller's validateManualPartitionAssignment, with this node the only registered broker."""
@@ -85,32 +65,6 @@ def _assignment_error(node_id: int, replicas: list[int]) -> str | None:
             return f"The manual partition assignment includes the broker {previous} more than once."
         previous = broker_id
     return None
-
-
-async def handle_alter_partition_reassignments(ctx: RequestContext, req) -> dict:
-    version = ctx.api_version
-    allow_rf_change = req.allow_replication_factor_change if version >= 1 else True
-    if not _allowed(ctx, AclOperation.ALTER):
-        code, message = _CLUSTER_DENIED
-        return {"throttle_time_ms": 0, "allow_replication_factor_change": allow_rf_change, "error_code": code,
-                "error_message": message, "responses": [
-                    {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code,
-                                                     "error_message": message} for p in t.partitions]}
-                    for t in req.topics]}
-    registry = ctx.broker.topics.registry
-    node_id = ctx.broker.node_id
-    responses = []
-    for topic in req.topics:
-        info = registry.get(topic.name)
-        partitions = []
-        for target in topic.partitions:
-            error = _reassignment_error(info, topic.name, target.partition_index, target.replicas, node_id)
-            error_code, error_message = error if error is not None else (0, None)
-            partitions.append({"partition_index": target.partition_index, "error_code": error_code,
-                               "error_message": error_message})
-        responses.append({"name": topic.name, "partitions": partitions})
-    return {"throttle_time_ms": 0, "allow_replication_factor_change": allow_rf_change, "error_code": 0,
-            "error_message": None, "responses": responses}
 
 
 def _reassignment_error(info: TopicInfo | None, topic: str, partition: int, replicas: list[int] | None,
@@ -127,20 +81,72 @@ def _reassignment_error(info: TopicInfo | None, topic: str, partition: int, repl
     return None  # [this node]: the partition is already there
 
 
-# --- ListPartitionReassignments --------------------------------------------------------------------------------
-async def handle_list_partition_reassignments(ctx: RequestContext, req) -> dict:
-    if not _allowed(ctx, AclOperation.DESCRIBE):
-        code, message = _CLUSTER_DENIED
-        topics = [{"name": t.name, "partitions": [
-            {"partition_index": p, "replicas": [], "adding_replicas": [], "removing_replicas": []}
-            for p in t.partition_indexes]} for t in req.topics or ()]
-        return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "topics": topics}
-    # nothing is ever being reassigned on one node (the controller lists only reassigning partitions)
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "topics": []}
+class ElectionApis(Apis):
+    """ElectLeaders and the partition reassignment APIs: one node leads every partition."""
 
+    def __init__(self, topics: TopicManager, node_id: int) -> None:
+        self._topics = topics
+        self._node_id = node_id
 
-HANDLERS = {
-    ELECT_LEADERS: handle_elect_leaders,
-    ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,
-    LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
-}
+    async def elect_leaders(self, ctx: RequestContext, req: Request) -> Response:
+        if not _allowed(ctx, AclOperation.ALTER):
+            return _elect_all_failed(req, *_CLUSTER_DENIED)
+        election_type = req.election_type if ctx.api_version >= 1 else PREFERRED
+        if election_type not in (PREFERRED, UNCLEAN):
+            return _elect_all_failed(req, int(ErrorCode.INVALID_REQUEST), f"Unknown election type {election_type}")
+        registry = self._topics.registry
+        results: list[dict[str, Any]] = []
+        if req.topic_partitions is None:
+            # every partition already has its (preferred) leader: nothing to report but the topics
+            results = [{"topic": info.name, "partition_result": []} for info in registry.all()]
+        else:
+            for topic in req.topic_partitions:
+                info = registry.get(topic.topic)
+                partitions = []
+                for partition in topic.partitions:
+                    error = _partition_error(info, topic.topic, partition) or NOT_NEEDED
+                    partitions.append({"partition_id": partition, "error_code": error[0], "error_message": error[1]})
+                results.append({"topic": topic.topic, "partition_result": partitions})
+        return {"throttle_time_ms": 0, "error_code": 0, "replica_election_results": results}
+
+    async def alter_partition_reassignments(self, ctx: RequestContext, req: Request) -> Response:
+        version = ctx.api_version
+        allow_rf_change = req.allow_replication_factor_change if version >= 1 else True
+        if not _allowed(ctx, AclOperation.ALTER):
+            code, message = _CLUSTER_DENIED
+            return {"throttle_time_ms": 0, "allow_replication_factor_change": allow_rf_change, "error_code": code,
+                    "error_message": message, "responses": [
+                        {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code,
+                                                         "error_message": message} for p in t.partitions]}
+                        for t in req.topics]}
+        registry = self._topics.registry
+        node_id = self._node_id
+        responses = []
+        for topic in req.topics:
+            info = registry.get(topic.name)
+            partitions = []
+            for target in topic.partitions:
+                error = _reassignment_error(info, topic.name, target.partition_index, target.replicas, node_id)
+                error_code, error_message = error if error is not None else (0, None)
+                partitions.append({"partition_index": target.partition_index, "error_code": error_code,
+                                   "error_message": error_message})
+            responses.append({"name": topic.name, "partitions": partitions})
+        return {"throttle_time_ms": 0, "allow_replication_factor_change": allow_rf_change, "error_code": 0,
+                "error_message": None, "responses": responses}
+
+    # --- ListPartitionReassignments --------------------------------------------------------------------------------
+    async def list_partition_reassignments(self, ctx: RequestContext, req: Request) -> Response:
+        if not _allowed(ctx, AclOperation.DESCRIBE):
+            code, message = _CLUSTER_DENIED
+            topics = [{"name": t.name, "partitions": [
+                {"partition_index": p, "replicas": [], "adding_replicas": [], "removing_replicas": []}
+                for p in t.partition_indexes]} for t in req.topics or ()]
+            return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "topics": topics}
+        # nothing is ever being reassigned on one node (the controller lists only reassigning partitions)
+        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "topics": []}
+
+    HANDLERS = {
+        ELECT_LEADERS: elect_leaders,
+        ALTER_PARTITION_REASSIGNMENTS: alter_partition_reassignments,
+        LIST_PARTITION_REASSIGNMENTS: list_partition_reassignments,
+    }

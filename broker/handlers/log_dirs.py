@@ -13,8 +13,13 @@ import asyncio
 import os
 import shutil
 
+from broker.cluster.manager import TopicManager
 from broker.cluster.topics import CLUSTER_METADATA_TOPIC
+from broker.config import BrokerConfig
 from broker.context import RequestContext
+from broker.handlers.apis import Apis, Request, Response
+from broker.log import LogManager
+from broker.log.dir_failure import LogDirFailureChannel
 from broker.pacing import Pacer
 from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode
@@ -26,79 +31,84 @@ FUTURE_DIR_SUFFIX_LENGTH = 1 + 32 + len("-future")
 LONG_MAX = 2**63 - 1
 
 
-def log_dir_path(ctx: RequestContext) -> str:
-    """The log directory as Kafka names it: its absolute path."""
-    return os.path.abspath(str(ctx.broker.config.data_dir))
-
-
 def _space(path: str) -> tuple[int, int]:
     usage = shutil.disk_usage(path)
     return usage.total, usage.free  # Kafka's FileStore usable space is what this user may write: statvfs f_bavail
 
 
-async def handle_describe_log_dirs(ctx: RequestContext, req) -> dict:
-    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
-        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), "results": []}
-    path = log_dir_path(ctx)
-    if ctx.broker.log_dir_failures.offline:
-        return {"throttle_time_ms": 0, "error_code": 0,
-                "results": [{"error_code": int(ErrorCode.KAFKA_STORAGE_ERROR), "log_dir": path, "topics": []}]}
-    wanted: set[tuple[str, int]] | None = None  # None: every partition
-    if req.topics is not None:
-        wanted = {(t.topic, p) for t in req.topics for p in t.partitions}
-    by_topic: dict[str, list[dict]] = {}
-    pacer = Pacer()
-    for (topic, partition), plog in sorted(ctx.broker.logs.logs()):
-        await pacer.pace()  # tens of thousands of partitions: yield to the loop between them
-        if topic == CLUSTER_METADATA_TOPIC or (wanted is not None and (topic, partition) not in wanted):
-            continue
-        by_topic.setdefault(topic, []).append({"partition_index": partition, "partition_size": plog.size_bytes,
-                                               "offset_lag": 0, "is_future_key": False})
-    try:
-        total, usable = await asyncio.to_thread(_space, path)  # statvfs: a system call, kept off the loop
-    except OSError:
-        return {"throttle_time_ms": 0, "error_code": 0,
-                "results": [{"error_code": int(ErrorCode.KAFKA_STORAGE_ERROR), "log_dir": path, "topics": []}]}
-    result = {"error_code": 0, "log_dir": path, "total_bytes": min(total, LONG_MAX),
-              "usable_bytes": min(usable, LONG_MAX), "is_cordoned": False,
-              "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()]}
-    return {"throttle_time_ms": 0, "error_code": 0, "results": [result]}
+class LogDirApis(Apis):
+    """DescribeLogDirs and AlterReplicaLogDirs, over the one log directory."""
 
+    def __init__(self, config: BrokerConfig, log_dir_failures: LogDirFailureChannel, logs: LogManager, topics: TopicManager) -> None:
+        self._config = config
+        self._log_dir_failures = log_dir_failures
+        self._logs = logs
+        self._topics = topics
 
-async def handle_alter_replica_log_dirs(ctx: RequestContext, req) -> dict:
-    # Kafka builds a map partition -> destination: a partition named twice gets the last destination.
-    moves: dict[tuple[str, int], str] = {}
-    for entry in req.dirs:
-        for topic in entry.topics:
-            for partition in topic.partitions:
-                moves[(topic.name, partition)] = entry.path
-    allowed = ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME)
-    path = log_dir_path(ctx)
-    results: dict[str, list[dict]] = {}
-    for (topic, partition), destination in moves.items():
-        if not allowed:
-            code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-        else:
-            code = _move_error(ctx, topic, partition, destination, path)
-        results.setdefault(topic, []).append({"partition_index": partition, "error_code": int(code)})
-    return {"throttle_time_ms": 0,
-            "results": [{"topic_name": name, "partitions": parts} for name, parts in results.items()]}
+    def log_dir_path(self, ctx: RequestContext) -> str:
+        """The log directory as Kafka names it: its absolute path."""
+        return os.path.abspath(str(self._config.data_dir))
 
+    async def describe_log_dirs(self, ctx: RequestContext, req: Request) -> Response:
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+            return {"throttle_time_ms": 0, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), "results": []}
+        path = self.log_dir_path(ctx)
+        if self._log_dir_failures.offline:
+            return {"throttle_time_ms": 0, "error_code": 0,
+                    "results": [{"error_code": int(ErrorCode.KAFKA_STORAGE_ERROR), "log_dir": path, "topics": []}]}
+        wanted: set[tuple[str, int]] | None = None  # None: every partition
+        if req.topics is not None:
+            wanted = {(t.topic, p) for t in req.topics for p in t.partitions}
+        by_topic: dict[str, list[dict]] = {}
+        pacer = Pacer()
+        for (topic, partition), plog in sorted(self._logs.logs()):
+            await pacer.pace()  # tens of thousands of partitions: yield to the loop between them
+            if topic == CLUSTER_METADATA_TOPIC or (wanted is not None and (topic, partition) not in wanted):
+                continue
+            by_topic.setdefault(topic, []).append({"partition_index": partition, "partition_size": plog.size_bytes,
+                                                   "offset_lag": 0, "is_future_key": False})
+        try:
+            total, usable = await asyncio.to_thread(_space, path)  # statvfs: a system call, kept off the loop
+        except OSError:
+            return {"throttle_time_ms": 0, "error_code": 0,
+                    "results": [{"error_code": int(ErrorCode.KAFKA_STORAGE_ERROR), "log_dir": path, "topics": []}]}
+        result = {"error_code": 0, "log_dir": path, "total_bytes": min(total, LONG_MAX),
+                  "usable_bytes": min(usable, LONG_MAX), "is_cordoned": False,
+                  "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()]}
+        return {"throttle_time_ms": 0, "error_code": 0, "results": [result]}
 
-def _move_error(ctx: RequestContext, topic: str, partition: int, destination: str, path: str) -> ErrorCode:
-    # Kafka's order (ReplicaManager.alterReplicaLogDirs): name length, the directory, then the replica.
-    if len(f"{topic}-{partition}".encode()) + FUTURE_DIR_SUFFIX_LENGTH > 255:
-        return ErrorCode.INVALID_TOPIC_EXCEPTION
-    if destination != path:  # Kafka compares with each log dir's absolute path
-        return ErrorCode.LOG_DIR_NOT_FOUND
-    if ctx.broker.log_dir_failures.offline:
-        return ErrorCode.KAFKA_STORAGE_ERROR
-    info = ctx.broker.topics.registry.get(topic)
-    if info is None or not 0 <= partition < info.num_partitions:
-        # Kafka's ReplicaManager: a partition the metadata does not have is UNKNOWN_TOPIC_OR_PARTITION;
-        # REPLICA_NOT_AVAILABLE is for one that exists on other brokers only, which one broker never has.
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    return ErrorCode.NONE  # already in the destination directory
+    async def alter_replica_log_dirs(self, ctx: RequestContext, req: Request) -> Response:
+        # Kafka builds a map partition -> destination: a partition named twice gets the last destination.
+        moves: dict[tuple[str, int], str] = {}
+        for entry in req.dirs:
+            for topic in entry.topics:
+                for partition in topic.partitions:
+                    moves[(topic.name, partition)] = entry.path
+        allowed = ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME)
+        path = self.log_dir_path(ctx)
+        results: dict[str, list[dict]] = {}
+        for (topic, partition), destination in moves.items():
+            if not allowed:
+                code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            else:
+                code = self._move_error(ctx, topic, partition, destination, path)
+            results.setdefault(topic, []).append({"partition_index": partition, "error_code": int(code)})
+        return {"throttle_time_ms": 0,
+                "results": [{"topic_name": name, "partitions": parts} for name, parts in results.items()]}
 
+    def _move_error(self, ctx: RequestContext, topic: str, partition: int, destination: str, path: str) -> ErrorCode:
+        # Kafka's order (ReplicaManager.alterReplicaLogDirs): name length, the directory, then the replica.
+        if len(f"{topic}-{partition}".encode()) + FUTURE_DIR_SUFFIX_LENGTH > 255:
+            return ErrorCode.INVALID_TOPIC_EXCEPTION
+        if destination != path:  # Kafka compares with each log dir's absolute path
+            return ErrorCode.LOG_DIR_NOT_FOUND
+        if self._log_dir_failures.offline:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        info = self._topics.registry.get(topic)
+        if info is None or not 0 <= partition < info.num_partitions:
+            # Kafka's ReplicaManager: a partition the metadata does not have is UNKNOWN_TOPIC_OR_PARTITION;
+            # REPLICA_NOT_AVAILABLE is for one that exists on other brokers only, which one broker never has.
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return ErrorCode.NONE  # already in the destination directory
 
-HANDLERS = {ALTER_REPLICA_LOG_DIRS: handle_alter_replica_log_dirs, DESCRIBE_LOG_DIRS: handle_describe_log_dirs}
+    HANDLERS = {ALTER_REPLICA_LOG_DIRS: alter_replica_log_dirs, DESCRIBE_LOG_DIRS: describe_log_dirs}

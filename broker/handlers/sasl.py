@@ -8,20 +8,22 @@ authentication, which Kafka answers with ILLEGAL_SASL_STATE.
 from __future__ import annotations
 
 from broker.context import RequestContext
+from broker.handlers.apis import Apis, Request, Response
 from protocol.errors import ErrorCode
 
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
 
 
-async def handle_handshake(ctx: RequestContext, req) -> dict:
-    return {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE), "mechanisms": []}
+class SaslApis(Apis):
+    """SaslHandshake and SaslAuthenticate once the connection is authenticated (or on a listener without SASL)."""
 
+    async def sasl_handshake(self, ctx: RequestContext, req: Request) -> Response:
+        return {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE), "mechanisms": []}
 
-async def handle_authenticate(ctx: RequestContext, req) -> dict:
-    return {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE),
-            "error_message": "SaslAuthenticate request received after successful authentication",
-            "auth_bytes": b"", "session_lifetime_ms": 0}
+    async def sasl_authenticate(self, ctx: RequestContext, req: Request) -> Response:
+        return {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE),
+                "error_message": "SaslAuthenticate request received after successful authentication",
+                "auth_bytes": b"", "session_lifetime_ms": 0}
 
-
-HANDLERS = {SASL_HANDSHAKE: handle_handshake, SASL_AUTHENTICATE: handle_authenticate}
+    HANDLERS = {SASL_HANDSHAKE: sasl_handshake, SASL_AUTHENTICATE: sasl_authenticate}
