@@ -178,7 +178,7 @@ class Broker:
         self.node: Node | None = None  # as advertised on the first advertised listener
         self.nodes: dict[str, Node] = {}  # listener name -> this broker as advertised on that listener
         self._closables: list[tuple[str, Closable]] = []  # in creation order; stop() closes them in reverse
-        self.router = Router(self)
+        self.router = Router()
         self.server = Server(self.router.handle, SocketServerConfig.from_config(config),
                              quotas=ConnectionQuotas(lambda: ConnectionQuotaConfig.from_config(config)),
                              serial_api_keys=LARGE_RESPONSE_APIS, refused=self.router.count_refused,
@@ -313,17 +313,12 @@ class Broker:
             group_configs=group_configs, spawn=spawn))
         follow_share_events(leader, topics=topics, groups=groups, server=self.server)
 
-    def _build_apis(self) -> list[Apis | str]:
+    def _build_apis(self) -> list[Apis]:
         """The API objects (Kafka's KafkaApis, split by family), each given the components its handlers use."""
-        config = self.config
-        topics = self.topics
-        replicas = self.replicas
-        quotas = self.quotas
-        endpoints = self.endpoints
-        groups = self.group_coordinator
-        security = self.security
-        client_metrics = self.client_metrics_resources
-        built: list[Apis] = [
+        config, topics, replicas, quotas, endpoints = (self.config, self.topics, self.replicas, self.quotas,
+                                                       self.endpoints)
+        groups, security, client_metrics = self.group_coordinator, self.security, self.client_metrics_resources
+        return [
             # the cluster as clients see it
             ApiVersionsApis(self.router, lambda: self.feature_control.features, endpoints),
             MetadataApis(topics, endpoints),
@@ -366,9 +361,6 @@ class Broker:
             # client telemetry (KIP-714)
             TelemetryApis(self.client_metrics, self.client_telemetry, topics, client_metrics, self.node_id),
         ]
-        # the modules not yet turned into API objects (issue 34, in progress) are registered by name
-        names = {type(api).__module__.rpartition(".")[2] for api in built}
-        return [*built, *(name for name in handlers.MODULES if name not in names)]
 
     def _startables(self) -> tuple[Startable, ...]:
         """The components with work to start, in creation order."""

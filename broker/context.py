@@ -14,7 +14,6 @@ from protocol import schema
 from protocol.framing import RequestHeader
 
 if TYPE_CHECKING:
-    from broker.node import Node
     from broker.security.acl import AclOperation, ResourceType
 
 _connection_ids = itertools.count(1)
@@ -97,14 +96,12 @@ class RequestContext:
         rate); the router answers the largest throttle and mutes the connection for it
     """
 
-    __slots__ = ("header", "api_version", "broker", "connection", "authorizer", "received_ns", "throttle_ms", "_log")
+    __slots__ = ("header", "api_version", "connection", "authorizer", "received_ns", "throttle_ms", "_log")
 
     def __init__(self, header: RequestHeader, connection: ConnectionInfo, authorizer: Authorizer,
-                 received_ns: int | None = None, *, broker: Any = None) -> None:
+                 received_ns: int | None = None) -> None:
         self.header = header
         self.api_version = header.api_version
-        # the Broker, for the handler modules not yet turned into API objects (issue 34, in progress)
-        self.broker = broker
         self.connection = connection
         self.authorizer = authorizer
         self.received_ns = received_ns if received_ns is not None else time.monotonic_ns()
@@ -126,15 +123,6 @@ class RequestContext:
     @property
     def principal(self) -> str:
         return self.connection.principal
-
-    @property
-    def node(self) -> Node:
-        """This broker as seen through the listener of the request's connection (Kafka answers Metadata,
-        FindCoordinator and DescribeCluster with the endpoints of the listener the client used)."""
-        assert self.broker is not None
-        node = self.broker.nodes.get(self.connection.listener) or self.broker.node
-        assert node is not None, "requests are served only once the broker has started"
-        return node
 
     def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str, audit: bool = True) -> bool:
         """May this connection's principal do `operation` (broker.security.acl.AclOperation) on the resource?

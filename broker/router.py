@@ -69,9 +69,7 @@ class Registration:
 
 
 class Router:
-    def __init__(self, broker: Any = None, registry: CollectorRegistry | None = None, *,
-                 authorizer: Authorizer | None = None) -> None:
-        self.broker = broker  # for the handler modules not yet turned into API objects (issue 34, in progress)
+    def __init__(self, registry: CollectorRegistry | None = None, *, authorizer: Authorizer | None = None) -> None:
         self._routes: dict[int, Registration] = {}
         self._ceilings: dict[int, int] = {}  # api key -> the highest version a feature change may serve
         # Per-API metrics in the broker's registry (a private one when none is given: tests, benchmarks).
@@ -213,7 +211,7 @@ class Router:
         authorizer = self.authorizer
         if authorizer is None:
             raise CloseConnection("no authorizer: the router is not wired yet")
-        ctx = RequestContext(header, connection, authorizer, received, broker=self.broker)
+        ctx = RequestContext(header, connection, authorizer, received)
         quotas = self.quotas
         # the loop time the request takes, charged to its request quota (broker/quotas/request_time.py)
         timed = Timed(reg.handler(ctx, request)) if quotas is not None and quotas.request_time_counted(

@@ -57,40 +57,28 @@ MODULES: tuple[str, ...] = (
 )
 
 
-def register_all(router: Router, apis: Iterable[Apis | str] = MODULES,
-                 max_versions: Mapping[int, int] | None = None, unstable: bool = False) -> list[str]:
-    """Register the handlers of the API objects (`broker/app.py` builds them; a name is a module of
-    broker.handlers still written as functions over `ctx.broker`: issue 34, in progress); returns their names.
+def register_all(router: Router, apis: Iterable[Apis], max_versions: Mapping[int, int] | None = None,
+                 unstable: bool = False) -> list[str]:
+    """Register the handlers of the API objects (`broker/app.py` builds them); returns their class names.
     `max_versions` (api key -> max) narrows further: the versions a finalized feature gates (broker.features).
     Without `unstable`, an object's UNSTABLE versions are not served."""
     registered = []
     features = dict(max_versions or {})
     for api in apis:
-        if isinstance(api, str):
-            module = importlib.import_module(f"broker.handlers.{api}")
-            name = api
-            table = module.HANDLERS
-            limits = getattr(module, "VERSIONS", {})
-            advertised = getattr(module, "ADVERTISED_MIN", {})
-            unstable_from = getattr(module, "UNSTABLE", {})
-        else:
-            name = type(api).__name__
-            table = api.handlers()
-            limits, advertised, unstable_from = api.VERSIONS, api.ADVERTISED_MIN, api.UNSTABLE
         caps: dict[int, int] = {}
         if not unstable:
-            for api_key, first in unstable_from.items():
+            for api_key, first in api.UNSTABLE.items():
                 caps[api_key] = min(caps.get(api_key, first - 1), first - 1)
-        for api_key, handler in table.items():
-            lo, hi = limits.get(api_key, (None, None))
+        for api_key, handler in api.handlers().items():
+            lo, hi = api.VERSIONS.get(api_key, (None, None))
             if api_key in caps:
                 hi = caps[api_key] if hi is None else min(hi, caps[api_key])
             # the ceiling a feature change may lift the served versions back to (UpdateFeatures)
             ceiling = hi
             if api_key in features:
                 hi = features[api_key] if hi is None else min(hi, features[api_key])
-            router.register(api_key, handler, lo, hi, ceiling=ceiling, advertised_min=advertised.get(api_key))
-        registered.append(name)
+            router.register(api_key, handler, lo, hi, ceiling=ceiling, advertised_min=api.ADVERTISED_MIN.get(api_key))
+        registered.append(type(api).__name__)
     return registered
 
 
@@ -107,13 +95,5 @@ def api_classes(modules: Iterable[str] = MODULES) -> list[type[Apis]]:
 
 
 def served_api_keys(modules: Iterable[str] = MODULES) -> dict[int, str]:
-    """api key -> the name of the API class (or module, while it is not one) serving it."""
-    out = {}
-    for name in modules:
-        module = importlib.import_module(f"broker.handlers.{name}")
-        for api_key in getattr(module, "HANDLERS", {}):
-            out[api_key] = name
-    for cls in api_classes(modules):
-        for api_key in cls.HANDLERS:
-            out[api_key] = cls.__name__
-    return out
+    """api key -> the name of the API class serving it."""
+    return {api_key: cls.__name__ for cls in api_classes(modules) for api_key in cls.HANDLERS}
