@@ -10,32 +10,40 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from types import SimpleNamespace
+from collections.abc import Iterable
+
+from broker.share_coordinator.coordinator import OpResult, ReadResult
+from broker.share_coordinator.state import SharePartitionState, StateBatch
+from protocol.errors import ErrorCode
 
 Key = tuple[str, uuid.UUID, int]  # (group, topic id, partition)
 
 
 class MemoryShareState:
     def __init__(self) -> None:
-        self.state: dict[Key, SimpleNamespace] = {}
-        self.writes: list[tuple] = []
+        self.state: dict[Key, SharePartitionState] = {}
+        self.writes: list[tuple[int, list[StateBatch]]] = []
         self.gating = False
         self.gate = asyncio.Event()
         self.started: list[int] = []
 
-    async def read_state(self, group, topic_id, partition):
-        return SimpleNamespace(error_code=0, state=self.state.get((group, topic_id, partition)))
+    async def read_state(self, group: str, topic_id: uuid.UUID, partition: int, leader_epoch: int = -1
+                         ) -> ReadResult:
+        return ReadResult(ErrorCode.NONE, self.state.get((group, topic_id, partition)))
 
-    async def initialize(self, group, topic_id, partition, state_epoch, start_offset):
-        self.state[(group, topic_id, partition)] = SimpleNamespace(
-            state_epoch=state_epoch, start_offset=start_offset, state_batches=[])
-        return SimpleNamespace(error_code=0)
+    async def initialize(self, group: str, topic_id: uuid.UUID, partition: int, state_epoch: int,
+                         start_offset: int = -1) -> OpResult:
+        self.state[(group, topic_id, partition)] = SharePartitionState(
+            snapshot_epoch=0, state_epoch=state_epoch, leader_epoch=-1, start_offset=start_offset)
+        return OpResult(ErrorCode.NONE)
 
-    async def write_state(self, group, topic_id, partition, state_epoch, leader_epoch, start_offset, batches,
-                          delivery_complete_count=-1):
+    async def write_state(self, group: str, topic_id: uuid.UUID, partition: int, state_epoch: int,
+                          leader_epoch: int, start_offset: int, batches: Iterable[StateBatch],
+                          delivery_complete_count: int = -1) -> OpResult:
         if self.gating:
             self.started.append(partition)
             await self.gate.wait()
         self.writes.append((start_offset, list(batches)))
-        self.state[(group, topic_id, partition)].start_offset = start_offset
-        return SimpleNamespace(error_code=0)
+        key = (group, topic_id, partition)
+        self.state[key] = self.state[key]._replace(start_offset=start_offset)
+        return OpResult(ErrorCode.NONE)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 
 from broker.cluster.topics import TopicInfo
 from broker.config.group_config import GroupConfig
@@ -33,19 +32,74 @@ class Registry:
         return next((i for i in self.infos if i.topic_id == tid), None)
 
 
-def log(end: int) -> SimpleNamespace:
-    return SimpleNamespace(log_start_offset=0, high_watermark=end, log_end_offset=end, size_bytes=end,
-                           segments=[object()])
+@dataclass
+class Log:
+    end: int
+    log_start_offset: int = 0
+    segments: list[object] = field(default_factory=lambda: [object()])
+
+    @property
+    def high_watermark(self) -> int:
+        return self.end
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.end
+
+    @property
+    def size_bytes(self) -> int:
+        return self.end
+
+
+@dataclass
+class Logs:
+    end: int
+
+    def find(self, topic: str, partition: int) -> Log:
+        return Log(self.end)
+
+
+@dataclass
+class Topics:
+    registry: Registry
+
+
+@dataclass
+class Groups:
+    groups: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass
+class GroupCoordinator:
+    """The sans-IO group coordinator's parts the console reads: no groups."""
+
+    classic: Groups = field(default_factory=Groups)
+    consumer: Groups = field(default_factory=Groups)
+    share: Groups = field(default_factory=Groups)
+
+
+@dataclass
+class GroupRuntime:
+    coordinator: GroupCoordinator = field(default_factory=GroupCoordinator)
+
+
+@dataclass
+class Leader:
+    """The share-partition leader's loaded share-partitions, at 1 s."""
+
+    partitions: list[SharePartition]
+
+    def loaded_partitions(self) -> list[SharePartition]:
+        return list(self.partitions)
+
+    def now_ms(self) -> int:
+        return 1_000
 
 
 def console(infos: list[TopicInfo], partitions: list[SharePartition], end: int) -> Console:
-    manager = SimpleNamespace(loaded_partitions=lambda: list(partitions), now_ms=lambda: 1_000)
-    coordinator = SimpleNamespace(classic=SimpleNamespace(groups={}), consumer=SimpleNamespace(groups={}),
-                                  share=SimpleNamespace(groups={}))
-    return Console(topics=SimpleNamespace(registry=Registry(infos)),  # type: ignore[arg-type]
-                   logs=SimpleNamespace(find=lambda _t, _p: log(end)),  # type: ignore[arg-type]
-                   group_coordinator=SimpleNamespace(coordinator=coordinator),  # type: ignore[arg-type]
-                   share_partitions=manager, group_configs=lambda _g: GroupConfig())  # type: ignore[arg-type]
+    return Console(topics=Topics(Registry(infos)), logs=Logs(end),  # type: ignore[arg-type]
+                   group_coordinator=GroupRuntime(), share_partitions=Leader(partitions),  # type: ignore[arg-type]
+                   group_configs=lambda _g: GroupConfig())
 
 
 def share_partition(inflight: ShareInFlight) -> SharePartition:

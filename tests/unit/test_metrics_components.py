@@ -8,15 +8,18 @@ import gzip
 import threading
 import time
 import uuid
-from types import SimpleNamespace
+from dataclasses import dataclass
+from typing import Any
 
 import structlog.testing
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
 
+from broker.context import ConnectionInfo
 from broker.groups.classic.group import ClassicGroup, ClassicMember, ClassicState
 from broker.groups.consumer.group import ConsumerGroup, ConsumerMember
+from broker.groups.coordinator import GroupCoordinator
 from broker.groups.share.group import ShareGroup, ShareMember
 from broker.log import LogManager
 from broker.metrics.collectors import (
@@ -32,6 +35,67 @@ from broker.metrics.loop_lag import LoopLagWatchdog
 from broker.share_partition.inflight import ACK_ACCEPT, ACK_REJECT, ShareInFlight
 from broker.share_partition.partition import SharePartition
 from tests.helpers.record_batches import batch
+
+
+# Small typed stand-ins for what a collector reads of a component.
+@dataclass
+class PartitionEnd:
+    high_watermark: int
+
+
+@dataclass
+class Logs:
+    high_watermark: int
+
+    def find(self, topic: str, partition: int) -> PartitionEnd:
+        return PartitionEnd(self.high_watermark)
+
+
+@dataclass
+class Leader:
+    partitions: list[SharePartition]
+
+    def loaded_partitions(self) -> list[SharePartition]:
+        return list(self.partitions)
+
+
+@dataclass
+class Runtime:
+    """A coordinator runtime as the collectors see it: the sans-IO coordinator it hosts."""
+
+    coordinator: Any
+
+
+@dataclass
+class Connection:
+    info: ConnectionInfo
+
+
+@dataclass
+class Server:
+    connections: list[Connection]
+
+
+@dataclass
+class DlqCounts:
+    written: dict[str, int]
+    skipped: dict[str, int]
+
+
+@dataclass
+class SessionsAndDlq:
+    """The share-partition leader's share sessions and dead-letter counts."""
+
+    sessions: list[int]
+    dlq: DlqCounts
+
+
+@dataclass
+class Unstable:
+    partitions: list[tuple[str, int, int, int]]
+
+    def unstable_partitions(self) -> list[tuple[str, int, int, int]]:
+        return list(self.partitions)
 
 
 def registry_with(*collectors) -> CollectorRegistry:
@@ -80,9 +144,7 @@ def test_share_partition_collector_follows_acquire_ack_and_expiry():
     assert [(r.first_offset, r.last_offset) for r in acquired] == [(0, 19)]
     assert inflight.acknowledge("m1", [(0, 4, [ACK_ACCEPT]), (5, 6, [ACK_REJECT])], now_ms=10) == [0, 0]
     sp = SharePartition(("g", uuid.uuid4(), 0), "t", inflight)
-    plog = SimpleNamespace(high_watermark=25)
-    registry = registry_with(SharePartitionCollector(SimpleNamespace(loaded_partitions=lambda: [sp]),
-                                                     SimpleNamespace(find=lambda topic, partition: plog)))
+    registry = registry_with(SharePartitionCollector(Leader([sp]), Logs(high_watermark=25)))
     labels = {"group": "g", "topic": "t", "partition": "0"}
     assert get(registry, "shoal_share_partition_acquisitions_total", **labels) == 20
     assert get(registry, "shoal_share_partition_acknowledged_records_total", **labels) == 5
@@ -111,10 +173,11 @@ def test_group_collector_counts_members_and_rebalances_of_every_type():
                              members={"x": ConsumerMember("x", member_epoch=7)})
     share = ShareGroup("s", group_epoch=3, members={m: ShareMember(m, member_epoch=3) for m in ("p", "q", "r")})
     empty_share = ShareGroup("s2", group_epoch=2)
-    coordinator = SimpleNamespace(classic=SimpleNamespace(groups={"c": classic}),
-                                  consumer=SimpleNamespace(groups={"k": consumer}),
-                                  share=SimpleNamespace(groups={"s": share, "s2": empty_share}))
-    registry = registry_with(GroupCollector(SimpleNamespace(coordinator=coordinator)))
+    coordinator = GroupCoordinator(topic_info=lambda name: None)
+    coordinator.classic.groups["c"] = classic
+    coordinator.consumer.groups["k"] = consumer
+    coordinator.share.groups.update({"s": share, "s2": empty_share})
+    registry = registry_with(GroupCollector(Runtime(coordinator)))
     assert get(registry, "shoal_group_members", group="c", type="classic") == 2
     assert get(registry, "shoal_group_members", group="k", type="consumer") == 1
     assert get(registry, "shoal_group_members", group="s", type="share") == 3
@@ -129,11 +192,8 @@ def test_group_collector_counts_members_and_rebalances_of_every_type():
 
 
 def test_server_collector_counts_connections_sessions_and_dlq_records():
-    def conn(listener):
-        return SimpleNamespace(info=SimpleNamespace(listener=listener))
-
-    server = SimpleNamespace(connections=[conn("PLAINTEXT"), conn("PLAINTEXT"), conn("SASL_SSL")])
-    manager = SimpleNamespace(sessions=[1, 2, 3], dlq=SimpleNamespace(written={"g": 4}, skipped={"h": 1}))
+    server = Server([Connection(ConnectionInfo(listener=name)) for name in ("PLAINTEXT", "PLAINTEXT", "SASL_SSL")])
+    manager = SessionsAndDlq(sessions=[1, 2, 3], dlq=DlqCounts(written={"g": 4}, skipped={"h": 1}))
     registry = registry_with(ServerCollector(server, manager))
     assert get(registry, "shoal_connections", listener="PLAINTEXT") == 2
     assert get(registry, "shoal_connections", listener="SASL_SSL") == 1
@@ -301,8 +361,7 @@ def test_transaction_collector_counts_states_and_unstable_partitions():
     coordinator.add_partitions("a", ord("a"), 0, [("t", 0)])
     coordinator.add_partitions("b", ord("b"), 0, [("t", 1)])
     coordinator.end_txn("b", ord("b"), 0, commit=True)  # PrepareCommit until its markers are written
-    replicas = SimpleNamespace(unstable_partitions=lambda: [("t", 0, 7, 1)])
-    registry = registry_with(TransactionCollector(SimpleNamespace(coordinator=coordinator), replicas))
+    registry = registry_with(TransactionCollector(Runtime(coordinator), Unstable([("t", 0, 7, 1)])))
     assert get(registry, "shoal_transactional_ids") == 3
     assert get(registry, "shoal_transactions_ongoing") == 2
     assert get(registry, "shoal_transactions", state="Ongoing") == 1

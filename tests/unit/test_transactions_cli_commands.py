@@ -4,10 +4,10 @@ command over a fake admin (find-hanging's filtering by the coordinator's view, a
 from __future__ import annotations
 
 import io
-from types import SimpleNamespace
 
 import pytest
 
+from protocol.codec import to_container
 from protocol.errors import ErrorCode
 from shoal_client.admin import (
     AbortSpec,
@@ -48,8 +48,9 @@ class FakeAdmin:
 
     def metadata(self, topics=None):
         names = list(self.topics) if topics is None else [t for t in topics if t in self.topics]
-        found = {t: SimpleNamespace(partitions=[SimpleNamespace(partition_index=p, replica_nodes=r)
-                                                for p, r in self.topics[t]]) for t in names}
+        # topic entries as a Metadata response decodes them
+        found = {t: to_container({"name": t, "error_code": 0, "partitions": [
+            {"partition_index": p, "replica_nodes": r} for p, r in self.topics[t]]}) for t in names}
         return {1: Node(1, "h", 1)}, found
 
     def list_transactions(self, *, states=(), producer_ids=(), duration_ms=-1):

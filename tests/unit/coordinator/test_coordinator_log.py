@@ -4,11 +4,40 @@ cancelled (its client went away) must not cancel them for the others."""
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
+import uuid
+from dataclasses import dataclass, field
 
+from broker.cluster.topics import TopicInfo
 from broker.coordinator.coordinator_log import CoordinatorLog
+from broker.log import PartitionLog
+from broker.replica_manager import ProduceResult
 from protocol.errors import ErrorCode
 from tests.helpers.waiting import async_wait_until
+
+
+@dataclass
+class AnyTopic:
+    """A registry in which every topic exists."""
+
+    def get(self, name: str) -> TopicInfo:
+        return TopicInfo(name, uuid.UUID(int=1), 1)
+
+
+@dataclass
+class Topics:
+    """The coordinator's topic: its registry and its partition logs."""
+
+    plog: PartitionLog | None = None  # every partition's log; None: closed by the broker's stop
+    found: PartitionLog | None = None  # what find_log answers
+    registry: AnyTopic = field(default_factory=AnyTopic)
+
+    def log(self, topic: str, partition: int) -> PartitionLog:
+        if self.plog is None:
+            raise KeyError((topic, partition))  # as TopicManager.log for a log the broker's stop closed
+        return self.plog
+
+    def find_log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self.found
 
 
 class FakeReplicas:
@@ -17,7 +46,7 @@ class FakeReplicas:
         self.flushing = False
 
     def append(self, info, partition, batch, allow_internal=False, built=None):
-        return SimpleNamespace(error=ErrorCode.NONE, error_message=None, base_offset=0), object()
+        return ProduceResult(ErrorCode.NONE, base_offset=0), object()
 
     async def make_durable(self, logs) -> None:
         self.flushing = True
@@ -26,7 +55,7 @@ class FakeReplicas:
 
 async def test_a_cancelled_waiter_does_not_cancel_the_shared_durability_wait():
     replicas = FakeReplicas()
-    topics = SimpleNamespace(registry=SimpleNamespace(get=lambda name: object()))
+    topics = Topics()
     clog = CoordinatorLog(topics, replicas, "__share_group_state")
     fut = clog.append(0, [(b"k", b"v")])
 
@@ -44,17 +73,13 @@ async def test_a_cancelled_waiter_does_not_cancel_the_shared_durability_wait():
     assert other.exception() is None
 
 
-def test_a_log_closed_by_the_broker_stop_counts_as_offline():
+def test_a_log_closed_by_the_broker_stop_counts_as_offline(tmp_path):
     """A coordinator request that waited on a failed fsync can resume after the broker's stop closed every log:
     it must be answered as for an offline log (an error), not raise KeyError from the log lookup."""
-    def gone(topic, partition):
-        raise KeyError((topic, partition))
-
-    topics = SimpleNamespace(find_log=lambda topic, partition: None, log=gone)
-    assert CoordinatorLog(topics, FakeReplicas(), "__consumer_offsets").offline(0) is True
-    online = SimpleNamespace(failures=SimpleNamespace(offline=False))
-    topics = SimpleNamespace(find_log=lambda topic, partition: online, log=gone)
-    assert CoordinatorLog(topics, FakeReplicas(), "__consumer_offsets").offline(0) is False
+    assert CoordinatorLog(Topics(), FakeReplicas(), "__consumer_offsets").offline(0) is True
+    online = PartitionLog(tmp_path / "__consumer_offsets-0")
+    assert CoordinatorLog(Topics(found=online), FakeReplicas(), "__consumer_offsets").offline(0) is False
+    online.close()
 
 
 class LogReplicas:
@@ -65,7 +90,7 @@ class LogReplicas:
 
     def append(self, info, partition, batch, allow_internal=False, built=None):
         appended = self.plog.append(batch)
-        return SimpleNamespace(error=ErrorCode.NONE, error_message=None, base_offset=appended.base_offset), self.plog
+        return ProduceResult(ErrorCode.NONE, base_offset=appended.base_offset), self.plog
 
     def append_marker(self, m):
         from protocol.control_records import build_end_txn_marker  # noqa: PLC0415
@@ -79,10 +104,8 @@ class LogReplicas:
 
 
 async def test_transactional_batches_and_markers_replay_with_their_producer(tmp_path):
-    from broker.log import PartitionLog  # noqa: PLC0415
-
     plog = PartitionLog(tmp_path / "__consumer_offsets-0")
-    topics = SimpleNamespace(registry=SimpleNamespace(get=lambda name: object()), log=lambda t, p: plog)
+    topics = Topics(plog)
     clog = CoordinatorLog(topics, LogReplicas(plog), "__consumer_offsets")
     await clog.append(0, [(b"k1", b"v1")])
     await clog.append_transactional(0, [(b"k2", b"v2"), (b"k3", None)], producer_id=42, producer_epoch=3)
@@ -120,7 +143,7 @@ async def test_a_deferred_fsync_answers_once_written_and_syncs_within_the_interv
     waited for), the partitions written are fsynced together within the interval, and a barrier (the prune's
     "the snapshots it keeps are durable") fsyncs at once."""
     replicas = CountingReplicas()
-    topics = SimpleNamespace(registry=SimpleNamespace(get=lambda name: object()))
+    topics = Topics()
     clog = CoordinatorLog(topics, replicas, "__share_group_state", fsync_interval_ms=50)
     for _ in range(5):
         fut = clog.append(0, [(b"k", b"v")])
@@ -139,7 +162,7 @@ async def test_a_deferred_fsync_answers_a_read_without_starting_an_fsync():
     """With a deferred fsync a read's barrier (an append without records) is done at once: what it answers from
     was written, as durable as any deferred write's answer; the interval's fsync still follows."""
     replicas = CountingReplicas()
-    topics = SimpleNamespace(registry=SimpleNamespace(get=lambda name: object()))
+    topics = Topics()
     clog = CoordinatorLog(topics, replicas, "__share_group_state", fsync_interval_ms=50)
     clog.append(0, [(b"k", b"v")])
     _, fut = clog.append_at(0, [])
@@ -151,7 +174,7 @@ async def test_deferred_fsync_answers_at_once_then_syncs_and_forgets_the_flush()
     """With a deferred fsync an append is answered at once (an already-done future, shared); the barrier fsyncs
     and, once that is done, nothing is pending for the partition any more."""
     replicas = FakeReplicas()
-    topics = SimpleNamespace(registry=SimpleNamespace(get=lambda name: object()))
+    topics = Topics()
     clog = CoordinatorLog(topics, replicas, "__share_group_state", fsync_interval_ms=60_000)
     first, second = clog.append(0, [(b"k", b"v")]), clog.append(0, [(b"k", b"w")])
     assert first.done() and second.done() and not replicas.flushing

@@ -2,25 +2,29 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace as NS
-
 from broker.security.credentials import ScramCredentialStore
 from broker.security.scram import SCRAM_SHA_256, SCRAM_SHA_512, ScramClient, ScramServer
+from protocol.codec import request_codec
 from protocol.errors import ErrorCode
+
+ALTER_USER_SCRAM_CREDENTIALS = 51
 
 
 def upsert(name, mechanism=1, iterations=4096, password="pw", salt=b"0123456789abcdef"):
     mech = {1: SCRAM_SHA_256, 2: SCRAM_SHA_512}.get(mechanism, SCRAM_SHA_256)
-    return NS(name=name, mechanism=mechanism, iterations=iterations, salt=salt,
-              salted_password=mech.salted_password(password, salt, max(iterations, 1)))
+    return {"name": name, "mechanism": mechanism, "iterations": iterations, "salt": salt,
+            "salted_password": mech.salted_password(password, salt, max(iterations, 1))}
 
 
 def delete(name, mechanism=1):
-    return NS(name=name, mechanism=mechanism)
+    return {"name": name, "mechanism": mechanism}
 
 
 def commit(store, deletions=(), upsertions=()):
-    records, results = store.alter(list(deletions), list(upsertions))
+    """Alter through the store with the entries as the handler gets them: decoded from a request."""
+    codec = request_codec(ALTER_USER_SCRAM_CREDENTIALS, 0)
+    req = codec.decode(codec.encode({"deletions": list(deletions), "upsertions": list(upsertions)}))
+    records, results = store.alter(list(req.deletions), list(req.upsertions))
     for record in records:
         store.apply(*record)
     return {r.user: (r.error, r.message) for r in results}

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from types import SimpleNamespace
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import pytest
 from share_fakes import EARLIEST, OneTopic, broker_config, group_configs, make_manager, served_bytes
 
+from broker.cluster.topics import TopicInfo
 from broker.log import GroupCommitFlusher
 from broker.replica_manager import ReplicaManager
-from broker.share_partition.inflight import ACK_ACCEPT, ACK_RELEASE
-from broker.share_partition.partition import ShareError
+from broker.share_coordinator.coordinator import OpResult
+from broker.share_coordinator.state import SharePartitionState, StateBatch
+from broker.share_partition.inflight import ACK_ACCEPT, ACK_RELEASE, ShareInFlight
+from broker.share_partition.partition import ShareError, SharePartition
 from protocol.errors import ErrorCode
 from protocol.primitives import BytesParts
 from protocol.records import Record, build_batch, iter_batches
@@ -21,6 +25,37 @@ from tests.helpers.share_state import MemoryShareState
 TOPIC_ID = uuid.uuid4()
 CONFIG = {"group.share.max.share.sessions": 10, "group.share.partition.max.record.locks": 2000,
           "group.share.delivery.count.limit": 5, "group.share.record.lock.duration.ms": 30_000}
+
+
+@dataclass
+class DeletionListeners:
+    """The topics' deletion listeners (what follow_events subscribes to)."""
+
+    listeners: list[Callable[[TopicInfo], None]] = field(default_factory=list)
+
+    def on_delete(self, listener: Callable[[TopicInfo], None]) -> None:
+        self.listeners.append(listener)
+
+
+@dataclass
+class GroupEventListeners:
+    """The group coordinator's share-group events, never fired here."""
+
+    listeners: list[Callable[..., object]] = field(default_factory=list)
+
+    def add_member_removed_listener(self, listener: Callable[..., object]) -> None:
+        self.listeners.append(listener)
+
+    def add_group_deleted_listener(self, listener: Callable[..., object]) -> None:
+        self.listeners.append(listener)
+
+    def add_share_state_reset_listener(self, listener: Callable[..., object]) -> None:
+        self.listeners.append(listener)
+
+
+@dataclass
+class CloseListeners:
+    close_listeners: list[Callable[..., object]] = field(default_factory=list)
 
 
 def make(tmp_path, store=None):
@@ -99,9 +134,9 @@ def test_a_stored_state_the_leader_cannot_load_fails_only_its_partition(tmp_path
     share-partition answers an error for it (ShareError), it does not raise anything else."""
     async def run():
         store = MemoryShareState()
-        store.state[("g", TOPIC_ID, 0)] = SimpleNamespace(
-            state_epoch=1, start_offset=0, state_batches=[SimpleNamespace(
-                first_offset=0, last_offset=2, delivery_state=7, delivery_count=1)])
+        store.state[("g", TOPIC_ID, 0)] = SharePartitionState(
+            snapshot_epoch=0, state_epoch=1, leader_epoch=-1, start_offset=0,
+            state_batches=(StateBatch(first_offset=0, last_offset=2, delivery_state=7, delivery_count=1),))
         mgr, plog = make(tmp_path, store)
         plog.append(build_batch([Record(value=b"x")] * 3))
         with pytest.raises(ShareError) as err:
@@ -171,17 +206,13 @@ def test_share_partitions_of_a_deleted_topic_are_dropped(tmp_path):
 def test_the_leader_follows_topic_deletion(tmp_path):
     from broker.share_partition.manager import follow_events
 
-    listeners = []
-    hooks = []
-    groups = SimpleNamespace(add_member_removed_listener=hooks.append, add_group_deleted_listener=hooks.append,
-                             add_share_state_reset_listener=hooks.append)
-    topics = SimpleNamespace(on_delete=listeners.append)
+    topics = DeletionListeners()
     mgr = make_manager(config=broker_config(CONFIG), topics=topics, persister=MemoryShareState(),
                        group_configs=group_configs(broker_config(CONFIG)))
-    follow_events(mgr, topics=topics, groups=groups, server=SimpleNamespace(close_listeners=[]))
-    mgr._partitions[("g", TOPIC_ID, 0)] = SimpleNamespace(dead=False, waiters=set())
-    for fn in listeners:
-        fn(SimpleNamespace(topic_id=TOPIC_ID, name="t"))
+    follow_events(mgr, topics=topics, groups=GroupEventListeners(), server=CloseListeners())
+    mgr._partitions[("g", TOPIC_ID, 0)] = SharePartition(("g", TOPIC_ID, 0), "t", ShareInFlight(0))
+    for fn in topics.listeners:
+        fn(TopicInfo("t", TOPIC_ID, 1))
     assert mgr._partitions == {}
 
 
@@ -304,7 +335,7 @@ def test_failed_state_write_rolls_memory_back_to_the_durable_state(tmp_path):
                           delivery_complete_count=-1):
             if self.fail:
                 self.fail = False
-                return SimpleNamespace(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+                return OpResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
             return await super().write_state(group, topic_id, partition, state_epoch, leader_epoch, start_offset,
                                              batches)
 
