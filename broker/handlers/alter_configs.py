@@ -47,7 +47,7 @@ class AlterConfigApis(Apis):
             if refused is None:
                 configs = [(c.name, c.value) for c in resource.configs]
                 if kind == CLIENT_METRICS_RESOURCE:
-                    code, message = await self._replace_subscription(ctx, name, configs, req.validate_only)
+                    code, message = await self._replace_subscription(name, configs, req.validate_only)
                 else:
                     code, message = await service.replace(kind, name, configs, validate_only=req.validate_only)
                 refused = (int(code), message)
@@ -55,7 +55,7 @@ class AlterConfigApis(Apis):
                               "resource_name": name})
         return {"throttle_time_ms": 0, "responses": responses}
 
-    async def _replace_subscription(self, ctx: RequestContext, name: str, configs: list[tuple[str, str | None]],
+    async def _replace_subscription(self, name: str, configs: list[tuple[str, str | None]],
                                     validate_only: bool) -> tuple[ErrorCode, str | None]:
         """A client-metrics subscription becomes exactly `configs`: sets for those given, deletes for the others."""
         nulls = [key for key, value in configs if value is None]

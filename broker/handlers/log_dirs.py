@@ -45,14 +45,14 @@ class LogDirApis(Apis):
         self._logs = logs
         self._topics = topics
 
-    def log_dir_path(self, ctx: RequestContext) -> str:
+    def _log_dir_path(self) -> str:
         """The log directory as Kafka names it: its absolute path."""
         return os.path.abspath(str(self._config.data_dir))
 
     async def describe_log_dirs(self, ctx: RequestContext, req: Request) -> Response:
         if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
             return {"throttle_time_ms": 0, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), "results": []}
-        path = self.log_dir_path(ctx)
+        path = self._log_dir_path()
         if self._log_dir_failures.offline:
             return {"throttle_time_ms": 0, "error_code": 0,
                     "results": [{"error_code": int(ErrorCode.KAFKA_STORAGE_ERROR), "log_dir": path, "topics": []}]}
@@ -85,18 +85,18 @@ class LogDirApis(Apis):
                 for partition in topic.partitions:
                     moves[(topic.name, partition)] = entry.path
         allowed = ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME)
-        path = self.log_dir_path(ctx)
+        path = self._log_dir_path()
         results: dict[str, list[dict]] = {}
         for (topic, partition), destination in moves.items():
             if not allowed:
                 code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
             else:
-                code = self._move_error(ctx, topic, partition, destination, path)
+                code = self._move_error(topic, partition, destination, path)
             results.setdefault(topic, []).append({"partition_index": partition, "error_code": int(code)})
         return {"throttle_time_ms": 0,
                 "results": [{"topic_name": name, "partitions": parts} for name, parts in results.items()]}
 
-    def _move_error(self, ctx: RequestContext, topic: str, partition: int, destination: str, path: str) -> ErrorCode:
+    def _move_error(self, topic: str, partition: int, destination: str, path: str) -> ErrorCode:
         # Kafka's order (ReplicaManager.alterReplicaLogDirs): name length, the directory, then the replica.
         if len(f"{topic}-{partition}".encode()) + FUTURE_DIR_SUFFIX_LENGTH > 255:
             return ErrorCode.INVALID_TOPIC_EXCEPTION

@@ -153,7 +153,7 @@ class ProduceApis(Apis):
             verified = await self._replicas.verify_transactional(
                 req.transactional_id, txn_batches, add=ctx.api_version >= 12,
                 abortable=ctx.api_version >= 11) if txn_batches else None
-            written = self._append_all(ctx, accepted, verified)
+            written = self._append_all(accepted, verified)
         finally:
             if turn is not None:
                 turn.done()
@@ -206,7 +206,7 @@ class ProduceApis(Apis):
                     accepted.append(_Accepted(info, part))
         return accepted
 
-    def _append_all(self, ctx: RequestContext, accepted: list[_Accepted], verified=None) -> list:
+    def _append_all(self, accepted: list[_Accepted], verified=None) -> list:
         """Append every accepted partition's batch (no await: one loop step); the logs written, for the fsync."""
         replicas = self._replicas
         written = []
