@@ -1,12 +1,11 @@
 """Handler modules, one per API family, each with one API object class (Kafka's KafkaApis, split by family).
 
-An API class (`broker.handlers.apis.Apis`) takes the components its handlers use in its constructor, serves its
-APIs with methods `async def x(self, ctx: RequestContext, req: Request) -> Response`, lists them by api key in
-`HANDLERS`, and may narrow the versions served (`VERSIONS`, `ADVERTISED_MIN`, `UNSTABLE`: see apis.py).
+An API class (`broker.handlers.apis.Apis`) takes the components its handlers use in its constructor, serves
+its APIs with methods `async def x(self, ctx: RequestContext, req: Request) -> Response`, lists them by api
+key in `HANDLERS`, and may narrow the versions served (`VERSIONS`, `ADVERTISED_MIN`, `UNSTABLE`: see apis.py).
 `broker/app.py` (`Broker._build_apis`) builds one object per class once every component is built, and
-`register_all` registers their bound methods with the router. List a new module in `MODULES` (the broker refuses
-to start if one of their classes is not built).
-"""
+`register_all` registers their bound methods with the router. List a new module in `MODULES` (the broker
+refuses to start if one of their classes is not built)."""
 
 from __future__ import annotations
 
@@ -77,7 +76,8 @@ def register_all(router: Router, apis: Iterable[Apis], max_versions: Mapping[int
             ceiling = hi
             if api_key in features:
                 hi = features[api_key] if hi is None else min(hi, features[api_key])
-            router.register(api_key, handler, lo, hi, ceiling=ceiling, advertised_min=api.ADVERTISED_MIN.get(api_key))
+            router.register(api_key, handler, lo, hi, ceiling=ceiling,
+                            advertised_min=api.ADVERTISED_MIN.get(api_key))
         registered.append(type(api).__name__)
     return registered
 

@@ -27,7 +27,8 @@ DUPLICATE = (int(ErrorCode.INVALID_REQUEST), "Each resource must appear at most 
 class AlterConfigApis(Apis):
     """AlterConfigs (whole-resource replacement), through the config service."""
 
-    def __init__(self, configs: ConfigService, topics: TopicManager, client_metrics_resources: ClientMetricsResources) -> None:
+    def __init__(self, configs: ConfigService, topics: TopicManager,
+                 client_metrics_resources: ClientMetricsResources) -> None:
         self._configs = configs
         self._topics = topics
         self._client_metrics_resources = client_metrics_resources
@@ -41,7 +42,8 @@ class AlterConfigApis(Apis):
             # a broker logger is refused by the config service before any authorization (Kafka's preprocess:
             # the legacy AlterConfigs does not know that resource type)
             refused: tuple[int, str | None] | None = DUPLICATE if (kind, name) in repeated else (
-                None if kind == BROKER_LOGGER_RESOURCE else _refused(ctx, AclOperation.ALTER_CONFIGS, kind, name))
+                None if kind == BROKER_LOGGER_RESOURCE
+                else _refused(ctx, AclOperation.ALTER_CONFIGS, kind, name))
             if refused is not None and kind == BROKER_RESOURCE and refused is not DUPLICATE:
                 refused = (refused[0], None)  # Kafka's refusal of a broker resource carries no message
             if refused is None:
@@ -49,7 +51,8 @@ class AlterConfigApis(Apis):
                 if kind == CLIENT_METRICS_RESOURCE:
                     code, message = await self._replace_subscription(name, configs, req.validate_only)
                 else:
-                    code, message = await service.replace(kind, name, configs, validate_only=req.validate_only)
+                    code, message = await service.replace(kind, name, configs,
+                                                          validate_only=req.validate_only)
                 refused = (int(code), message)
             responses.append({"error_code": refused[0], "error_message": refused[1], "resource_type": kind,
                               "resource_name": name})

@@ -47,7 +47,7 @@ class ApiVersionsApis(Apis):
     def _misrouted(self, cluster_id: str | None, node_id: int) -> bool:
         """KIP-1242: the client names a cluster, and it or the node is not this broker's."""
         return cluster_id is not None and (cluster_id != self._endpoints.cluster_id
-                                        or node_id != self._endpoints.node_id)
+                                           or node_id != self._endpoints.node_id)
 
     async def api_versions(self, ctx: RequestContext, req: Request) -> Response:
         router = self._router
@@ -61,7 +61,8 @@ class ApiVersionsApis(Apis):
             ctx.connection.client_software_version = version
             if ctx.api_version >= 5 and self._misrouted(req.cluster_id, req.node_id):
                 ctx.log.info("misrouted connection", cluster_id=req.cluster_id, node_id=req.node_id)
-                return {"error_code": int(ErrorCode.REBOOTSTRAP_REQUIRED), "api_keys": [], "throttle_time_ms": 0}
+                return {"error_code": int(ErrorCode.REBOOTSTRAP_REQUIRED), "api_keys": [],
+                        "throttle_time_ms": 0}
             return {"error_code": 0, "api_keys": router.api_keys(), "throttle_time_ms": 0,
                     **self._features().api_versions_fields(ctx.api_version)}
         return {"error_code": 0, "api_keys": router.api_keys(), "throttle_time_ms": 0}

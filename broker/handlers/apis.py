@@ -3,9 +3,10 @@
 An API object (Kafka's KafkaApis, split by family) is built by `broker/app.py` with exactly the components its
 handlers use; `register_all` (broker/handlers/__init__.py) registers its handlers with the router.
 
-Request and response types: the codecs decode a request body into a `construct` Container whose fields read as
-attributes (`req.group_id`, protocol/codec.py `message_class`); there is no class per API, so handlers are typed
-with the aliases below, and answer with a dict of the response's fields (snake_case), which the router encodes.
+Request and response types: the codecs decode a request body into a `construct` Container whose fields read
+as attributes (`req.group_id`, protocol/codec.py `message_class`); there is no class per API, so handlers are
+typed with the aliases below, and answer with a dict of the response's fields (snake_case), which the router
+encodes.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ HandlerFunction = Callable[..., Coroutine[Any, Any, Any]]
 
 
 class Apis:
-    """Base of the API objects. A subclass lists its handlers by api key in HANDLERS (its methods, named in the
-    class body) and may narrow the versions it serves:
+    """Base of the API objects. A subclass lists its handlers by api key in HANDLERS (its methods, named in
+    the class body) and may narrow the versions it serves:
 
     VERSIONS: api key -> (min, max), fewer versions than the schema's
     ADVERTISED_MIN: api key -> a minimum ApiVersions lists below the one served (as Kafka lists Produce v0)

@@ -51,7 +51,8 @@ def _refused(ctx: RequestContext, operation: AclOperation, resource_type: int, n
 
 
 class ConfigApis(Apis):
-    """DescribeConfigs and IncrementalAlterConfigs, through the config service (client-metrics resources through theirs)."""
+    """DescribeConfigs and IncrementalAlterConfigs, through the config service (client-metrics resources
+    through theirs)."""
 
     def __init__(self, configs: ConfigService, client_metrics_resources: ClientMetricsResources) -> None:
         self._configs = configs
@@ -78,7 +79,8 @@ class ConfigApis(Apis):
             seen.add(ident)
             if refused is not None:
                 results.append({"error_code": refused[0], "error_message": refused[1], "configs": [],
-                                "resource_type": resource.resource_type, "resource_name": resource.resource_name})
+                                "resource_type": resource.resource_type,
+                                "resource_name": resource.resource_name})
                 continue
             if resource.resource_type == CLIENT_METRICS_RESOURCE:  # client-metrics subscriptions (KIP-714)
                 results.append(self._client_metrics_resources.describe(
@@ -110,7 +112,8 @@ class ConfigApis(Apis):
                 refused = (refused[0], None)  # Kafka's refusal of a broker resource here carries no message
             if refused is not None:
                 responses.append({"error_code": refused[0], "error_message": refused[1],
-                                  "resource_type": resource.resource_type, "resource_name": resource.resource_name})
+                                  "resource_type": resource.resource_type,
+                                  "resource_name": resource.resource_name})
                 continue
             ops = [(c.name, c.config_operation, c.value) for c in resource.configs]
             if resource.resource_type == BROKER_LOGGER_RESOURCE:

@@ -47,7 +47,8 @@ class ConsumerGroupApis(Apis):
         described = iter(await self._groups.consumer_group_describe(allowed) if allowed else [])
         groups = []
         checked: dict[str, dict[str, Any]] = {}  # a repeated id's copies share one entry: it is checked once
-        allowed_ids = set(allowed)  # membership in a set: 100 000 distinct ids made the list's tests quadratic
+        # membership in a set: 100 000 distinct ids made the list's tests quadratic
+        allowed_ids = set(allowed)
         pacer = Pacer()
         for gid in req.group_ids:
             await pacer.pace()

@@ -119,15 +119,16 @@ class DelegationTokenApis(Apis):
             return {"error_code": int(ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED), "tokens": [], "throttle_time_ms": 0}
         if not tokens.enabled:
             return {"error_code": int(ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED), "tokens": [], "throttle_time_ms": 0}
-        owners = None if req.owners is None else [f"{o.principal_type}:{o.principal_name}" for o in req.owners]
+        owners = None if req.owners is None else [f"{o.principal_type}:{o.principal_name}"
+                                                  for o in req.owners]
 
         def may_describe(token: TokenInfo) -> bool:
             return (ctx.authorize(AclOperation.DESCRIBE, ResourceType.DELEGATION_TOKEN, token.token_id)
                     or ctx.authorize(AclOperation.DESCRIBE_TOKENS, ResourceType.USER, token.owner))
 
         found = [] if owners == [] else tokens.describe(ctx.connection.principal, owners, may_describe)
-        return {"error_code": 0, "throttle_time_ms": 0, "tokens": [_described(token, tokens.hmac(token.token_id))
-                                                                   for token in found]}
+        return {"error_code": 0, "throttle_time_ms": 0,
+                "tokens": [_described(token, tokens.hmac(token.token_id)) for token in found]}
 
     HANDLERS = {CREATE_DELEGATION_TOKEN: create, RENEW_DELEGATION_TOKEN: renew,
                 EXPIRE_DELEGATION_TOKEN: expire, DESCRIBE_DELEGATION_TOKEN: describe}

@@ -33,8 +33,9 @@ class DescribeProducersApis(Apis):
         self._replicas = replicas
 
     def _topic_error(self, ctx, name: str) -> TopicError | None:
-        """Why a topic's partitions are not described, with Kafka's message, checked in Kafka's order: an illegal
-        name, then READ, then a topic that does not exist (a partition past its count has no message)."""
+        """Why a topic's partitions are not described, with Kafka's message, checked in Kafka's order: an
+        illegal name, then READ, then a topic that does not exist (a partition past its count has no message).
+        """
         try:
             validate_topic_name(name)
         except TopicError as e:

@@ -73,7 +73,8 @@ class DescribeTopicPartitionsApis(Apis):
         cursor_topic = cursor.topic_name if cursor is not None else ""
         every_topic = not req.topics
         names = set(registry.names()) if every_topic else {t.name for t in req.topics}
-        names = {n for n in names if n >= cursor_topic}  # Java's String.compareTo: UTF-16 order, equal for ASCII
+        # Java's String.compareTo: UTF-16 order, equal for ASCII
+        names = {n for n in names if n >= cursor_topic}
         if cursor is not None and not every_topic and cursor.topic_name not in names:
             raise _BadRequest
         if cursor is not None and cursor.partition_index < 0:
@@ -109,7 +110,8 @@ class DescribeTopicPartitionsApis(Apis):
                 break
             remaining -= len(partitions)
         for entry in topics:  # as Kafka: every topic answered but the refused ones
-            entry["topic_authorized_operations"] = ctx.authorized_operations(ResourceType.TOPIC, entry["name"])
+            entry["topic_authorized_operations"] = ctx.authorized_operations(ResourceType.TOPIC,
+                                                                             entry["name"])
         return {"throttle_time_ms": 0, "topics": topics + refused, "next_cursor": next_cursor}
 
     HANDLERS = {DESCRIBE_TOPIC_PARTITIONS: describe_topic_partitions}

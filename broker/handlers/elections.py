@@ -114,10 +114,11 @@ class ElectionApis(Apis):
         allow_rf_change = req.allow_replication_factor_change if version >= 1 else True
         if not _allowed(ctx, AclOperation.ALTER):
             code, message = _CLUSTER_DENIED
-            return {"throttle_time_ms": 0, "allow_replication_factor_change": allow_rf_change, "error_code": code,
-                    "error_message": message, "responses": [
-                        {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code,
-                                                         "error_message": message} for p in t.partitions]}
+            return {"throttle_time_ms": 0, "allow_replication_factor_change": allow_rf_change,
+                    "error_code": code, "error_message": message, "responses": [
+                        {"name": t.name, "partitions": [
+                            {"partition_index": p.partition_index, "error_code": code,
+                             "error_message": message} for p in t.partitions]}
                         for t in req.topics]}
         registry = self._topics.registry
         node_id = self._node_id
@@ -126,7 +127,8 @@ class ElectionApis(Apis):
             info = registry.get(topic.name)
             partitions = []
             for target in topic.partitions:
-                error = _reassignment_error(info, topic.name, target.partition_index, target.replicas, node_id)
+                error = _reassignment_error(info, topic.name, target.partition_index, target.replicas,
+                                            node_id)
                 error_code, error_message = error if error is not None else (0, None)
                 partitions.append({"partition_index": target.partition_index, "error_code": error_code,
                                    "error_message": error_message})

@@ -114,8 +114,8 @@ def _error_response(req, version: int, code: ErrorCode) -> dict:
 class FetchApis(Apis):
     """Fetch, through the replica manager (long poll on its appends)."""
 
-    def __init__(self, topics: TopicManager, replicas: ReplicaManager, quotas: QuotaService, config: BrokerConfig,
-                 endpoints: Endpoints) -> None:
+    def __init__(self, topics: TopicManager, replicas: ReplicaManager, quotas: QuotaService,
+                 config: BrokerConfig, endpoints: Endpoints) -> None:
         self._topics = topics
         self._replicas = replicas
         self._quotas = quotas
@@ -132,8 +132,8 @@ class FetchApis(Apis):
                 denied.add(name)
         return denied
 
-    def _collect(self, ctx: RequestContext, req, topics: list[_Topic], denied: set[str | None], max_bytes: int,
-                 follower: bool = False) -> tuple[list[dict], int, bool]:
+    def _collect(self, ctx: RequestContext, req: Request, topics: list[_Topic], denied: set[str | None],
+                 max_bytes: int, follower: bool = False) -> tuple[list[dict], int, bool]:
         """One pass over the requested partitions: build the response topics, count the bytes found and tell whether
         reading a partition failed (Kafka's errorReadingData: offline, fenced or unknown leader epoch, offset out of
         range), which answers a long poll at once."""
@@ -156,9 +156,10 @@ class FetchApis(Apis):
                     limit = max(0, min(part.partition_max_bytes, remaining))
                     # KIP-74: the first partition that has data returns at least one whole batch.
                     # (-1 before v9; Kafka's FetchRequest reads any negative epoch as none given)
-                    result = self._replicas.read(info, part.partition, part.fetch_offset, limit, min_one=total == 0,
-                                                  read_committed=read_committed, follower=follower,
-                                                  current_leader_epoch=max(part.current_leader_epoch, -1))
+                    result = self._replicas.read(info, part.partition, part.fetch_offset, limit,
+                                                 min_one=total == 0, read_committed=read_committed,
+                                                 follower=follower,
+                                                 current_leader_epoch=max(part.current_leader_epoch, -1))
                     # a partition past the topic's count is refused before the read in Kafka (KafkaApis' metadata check)
                     read_error = read_error or result.error not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                     size = len(result.records)
@@ -176,7 +177,8 @@ class FetchApis(Apis):
                 }
                 if version >= 16 and result.error in _LEADER_ERRORS:
                     # KIP-951: the partition's leader (this node) comes with the error, as Kafka's
-                    answer["current_leader"] = {"leader_id": self._endpoints.node_id, "leader_epoch": LEADER_EPOCH}
+                    answer["current_leader"] = {"leader_id": self._endpoints.node_id,
+                                                "leader_epoch": LEADER_EPOCH}
                 partitions.append(answer)
             responses.append(
                 {"topic": topic.get("topic"), "topic_id": topic.get("topic_id", ZERO_UUID), "partitions": partitions}
@@ -190,7 +192,8 @@ class FetchApis(Apis):
             # FetchManager looks it up too) refers to one we do not have.
             return {"error_code": int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND), "session_id": 0, "responses": []}
         if version >= 4 and req.isolation_level not in (0, READ_COMMITTED):
-            # Kafka fails to read the isolation level with an unexpected exception: FetchRequest.getErrorResponse
+            # Kafka fails to read the isolation level with an unexpected exception:
+            # FetchRequest.getErrorResponse
             ctx.log.info("fetch refused: unknown isolation level", isolation_level=req.isolation_level)
             return _error_response(req, version, ErrorCode.UNKNOWN_SERVER_ERROR)
         topics = _requested(req, version)
@@ -206,8 +209,8 @@ class FetchApis(Apis):
                 info.name for t in topics if (info := _resolve(self._topics, t, version)[0]) is not None}
         keys = self._watch_keys(ctx, topics, denied)
         await self._replicas.ensure_loaded(keys)  # the LSO needs the transaction state
-        # Kafka bounds MaxBytes by fetch.max.bytes and by what the client's consumer_byte_rate allows in a quota
-        # window, and MinBytes by the result
+        # Kafka bounds MaxBytes by fetch.max.bytes and by what the client's consumer_byte_rate allows in a
+        # quota window, and MinBytes by the result
         max_bytes = int(min(req.max_bytes if version >= 3 else 0x7FFFFFFF,
                             RequestLimitsConfig.from_config(self._config).fetch_max_bytes,
                             self._quotas.fetch_max_bytes(ctx)))
@@ -234,10 +237,12 @@ class FetchApis(Apis):
             size = len(response_codec(FETCH, version).encode(response))
             ctx.throttle_ms = self._quotas.fetch_throttle(ctx, size)
             if ctx.throttle_ms > 0:
-                return {"throttle_time_ms": ctx.throttle_ms, "error_code": 0, "session_id": 0, "responses": []}
+                return {"throttle_time_ms": ctx.throttle_ms, "error_code": 0, "session_id": 0,
+                        "responses": []}
         return response
 
-    def _watch_keys(self, ctx: RequestContext, topics: list[_Topic], denied: set[str | None]) -> list[tuple[str, int]]:
+    def _watch_keys(self, ctx: RequestContext, topics: list[_Topic], denied: set[str | None]
+                    ) -> list[tuple[str, int]]:
         keys: list[tuple[str, int]] = []
         for topic in topics:
             info, _ = _resolve(self._topics, topic, ctx.api_version)

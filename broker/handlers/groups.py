@@ -88,14 +88,15 @@ class GroupApis(Apis):
 
     async def list_groups(self, ctx: RequestContext, req: Request) -> Response:
         code, groups = await self._groups.list_groups(req.get("states_filter") or (),
-                                                                      req.get("types_filter") or ())
+                                                      req.get("types_filter") or ())
         if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, audit=False):
             groups = [g for g in groups if _may(ctx, AclOperation.DESCRIBE, g["group_id"], audit=False)]
         return {"throttle_time_ms": 0, "error_code": code, "groups": groups}
 
     async def describe_groups(self, ctx: RequestContext, req: Request) -> Response:
         allowed = [g for g in req.groups if _may(ctx, AclOperation.DESCRIBE, g)]
-        allowed_ids = set(allowed)  # membership in a set, not the list: distinct ids by the 100 000 stay linear
+        # membership in a set, not the list: distinct ids by the 100 000 stay linear
+        allowed_ids = set(allowed)
         refused = [{"group_id": g, "error_code": DENIED, "group_state": "", "protocol_type": "", "protocol_data": "",
                     "members": [], "authorized_operations": NO_AUTHORIZED_OPERATIONS}
                    for g in req.groups if g not in allowed_ids]

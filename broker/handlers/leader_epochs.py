@@ -28,7 +28,8 @@ class LeaderEpochApis(Apis):
     async def offset_for_leader_epoch(self, ctx: RequestContext, req: Request) -> Response:
         topics = self._topics
         replicas = self._replicas
-        broker_peer = ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME, audit=False)
+        broker_peer = ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME,
+                                    audit=False)
         out = []
         for topic in req.topics:
             allowed = broker_peer or ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.topic)
@@ -42,8 +43,8 @@ class LeaderEpochApis(Apis):
                 else:
                     code, epoch, end = replicas.end_offset_for_epoch(info, part.partition, part.current_leader_epoch,
                                                                      part.leader_epoch)
-                partitions.append({"error_code": int(code), "partition": part.partition, "leader_epoch": epoch,
-                                   "end_offset": end})
+                partitions.append({"error_code": int(code), "partition": part.partition,
+                                   "leader_epoch": epoch, "end_offset": end})
             out.append({"topic": topic.topic, "partitions": partitions})
         return {"throttle_time_ms": 0, "topics": out}
 

@@ -102,19 +102,22 @@ class ListOffsetsApis(Apis):
         for topic in req.topics:
             if topic.name not in allowed:
                 allowed[topic.name] = ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)
-        # Kafka answers the topics it may not describe entry by entry, and keys the others by partition: a partition
-        # named twice (in one topic entry or two) is answered once, INVALID_REQUEST, and the topic is one topic
+        # Kafka answers the topics it may not describe entry by entry, and keys the others by partition: a
+        # partition named twice (in one topic entry or two) is answered once, INVALID_REQUEST, and the topic
+        # is one topic
         named: dict[tuple[str, int], int] = {}
         for topic in req.topics:
             for part in topic.partitions:
-                named[(topic.name, part.partition_index)] = named.get((topic.name, part.partition_index), 0) + 1
+                key = (topic.name, part.partition_index)
+                named[key] = named.get(key, 0) + 1
         out: dict[str | tuple[int, str], list[dict]] = {}  # by name, or (position, name) for a refused topic
         pacer = Pacer()
         for n, topic in enumerate(req.topics):
             info = topics.registry.get(topic.name)
             partitions = out.setdefault(topic.name if allowed[topic.name] else (n, topic.name), [])
             for part in topic.partitions:
-                await pacer.pace()  # thousands of partitions (each a log lookup): yield to the loop between them
+                # thousands of partitions (each a log lookup): yield to the loop between them
+                await pacer.pace()
                 if not allowed[topic.name]:
                     code, ts, offset = ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1
                 elif (times := named.pop((topic.name, part.partition_index), None)) is None:

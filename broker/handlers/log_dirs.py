@@ -39,7 +39,8 @@ def _space(path: str) -> tuple[int, int]:
 class LogDirApis(Apis):
     """DescribeLogDirs and AlterReplicaLogDirs, over the one log directory."""
 
-    def __init__(self, config: BrokerConfig, log_dir_failures: LogDirFailureChannel, logs: LogManager, topics: TopicManager) -> None:
+    def __init__(self, config: BrokerConfig, log_dir_failures: LogDirFailureChannel, logs: LogManager,
+                 topics: TopicManager) -> None:
         self._config = config
         self._log_dir_failures = log_dir_failures
         self._logs = logs

@@ -93,7 +93,8 @@ class MetadataApis(Apis):
 
     async def metadata(self, ctx: RequestContext, req: Request) -> Response:
         topics = self._topics
-        node = self._endpoints.for_listener(ctx.connection.listener)  # the endpoint of the listener this client came in on
+        # the endpoint of the listener this client came in on
+        node = self._endpoints.for_listener(ctx.connection.listener)
         version = ctx.api_version
         requested = req.topics
         # v0: an empty list means every topic; v1+: null means every topic and an empty list none.
@@ -110,9 +111,9 @@ class MetadataApis(Apis):
                     entries.append(topic_entry(node.node_id, info))
                 await pacer.pace()
         else:
-            # As Kafka, the requested names and ids are sets: a name or id asked for many times is answered once.
-            # A request naming any topic id (v12+) is answered by id alone, its names ignored: Kafka's Java Admin
-            # asks for topics by id with an empty name ("").
+            # As Kafka, the requested names and ids are sets: a name or id asked for many times is answered
+            # once. A request naming any topic id (v12+) is answered by id alone, its names ignored: Kafka's
+            # Java Admin asks for topics by id with an empty name ("").
             names: dict[str, None] = {}
             ids: dict[uuid.UUID, None] = {}
             by_id = version >= 12 and any((wanted.get("topic_id") or ZERO_UUID) != ZERO_UUID for wanted in requested)
@@ -148,7 +149,8 @@ class MetadataApis(Apis):
                     missing.append(name)
             if missing and auto_create and not ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME):
                 creatable = [n for n in missing if ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, n)]
-                entries += [error_entry(ErrorCode.TOPIC_AUTHORIZATION_FAILED, n, internal=n in INTERNAL_TOPICS)
+                entries += [error_entry(ErrorCode.TOPIC_AUTHORIZATION_FAILED, n,
+                                        internal=n in INTERNAL_TOPICS)
                             for n in missing if n not in creatable]
                 missing = creatable
             entries += await _missing_topics(topics, node.node_id, missing, auto_create)
@@ -156,10 +158,12 @@ class MetadataApis(Apis):
         if version >= 8:
             if req.get("include_topic_authorized_operations"):
                 for entry in entries:
-                    # as Kafka: also for a topic that does not exist or whose name is invalid, not for one refused
-                    if entry["name"] is not None and entry["error_code"] != ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+                    # as Kafka: also for a topic that does not exist or whose name is invalid, not for one
+                    # refused
+                    name = entry["name"]
+                    if name is not None and entry["error_code"] != ErrorCode.TOPIC_AUTHORIZATION_FAILED:
                         entry["topic_authorized_operations"] = ctx.authorized_operations(ResourceType.TOPIC,
-                                                                                         entry["name"])
+                                                                                         name)
             if version <= 10 and req.get("include_cluster_authorized_operations"):
                 cluster_operations = ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME) \
                     if ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME) else 0

@@ -50,8 +50,8 @@ class OffsetApis(Apis):
         self._topics = topics
 
     def _topic_name(self, ctx, topic) -> str | None:
-        """The topic's name, from its id where the request names topics by id (v10+; None: an unknown id, the zero
-        id included, which Kafka answers UNKNOWN_TOPIC_ID before any ACL)."""
+        """The topic's name, from its id where the request names topics by id (v10+; None: an unknown id, the
+        zero id included, which Kafka answers UNKNOWN_TOPIC_ID before any ACL)."""
         topic_id = topic.get("topic_id")
         if ctx.api_version >= 10 or (topic_id and topic_id != uuid.UUID(int=0)):
             info = self._topics.registry.by_id(topic_id) if topic_id else None
@@ -59,7 +59,8 @@ class OffsetApis(Apis):
         return topic.get("name")
 
     def _split(self, ctx, topics, operation: AclOperation) -> tuple[list, list]:
-        """(topics the client may `operation`, refused topics); unknown ids stay for the coordinator to answer."""
+        """(topics the client may `operation`, refused topics); unknown ids stay for the coordinator to
+        answer."""
         allowed: list[Any] = []
         refused: list[Any] = []
         for topic in topics:
@@ -88,7 +89,7 @@ class OffsetApis(Apis):
         if topics is not None:
             topics, refused = self._split(ctx, topics, AclOperation.DESCRIBE)
         [answer] = await self._groups.fetch_offsets([{**group, "topics": topics}], version,
-                                                                    require_stable)
+                                                    require_stable)
         answer = dict(answer)
         if group["topics"] is None:  # all offsets: topics the client may not see are left out
             answer["topics"] = [t for t in answer.get("topics", [])
@@ -102,7 +103,7 @@ class OffsetApis(Apis):
         if version < 8:
             topics = None if req.topics is None else list(req.topics)
             group = await self._fetch_group(ctx, {"group_id": req.group_id, "topics": topics}, version,
-                                       bool(req.get("require_stable")))
+                                            bool(req.get("require_stable")))
             code = group["error_code"]
             out_topics = group["topics"]
             if version < 2 and code:
@@ -120,8 +121,8 @@ class OffsetApis(Apis):
         if not ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, req.group_id):
             return {"throttle_time_ms": 0, "error_code": GROUP_DENIED, "topics": []}
         allowed, refused = self._split(ctx, req.topics, AclOperation.READ)
-        response: dict[str, Any] = dict(await self._groups.delete_offsets(req.group_id, allowed)) if allowed or \
-            not refused else {"error_code": 0, "topics": []}
+        response: dict[str, Any] = dict(await self._groups.delete_offsets(req.group_id, allowed)) \
+            if allowed or not refused else {"error_code": 0, "topics": []}
         response["topics"] = list(response.get("topics", [])) + _refused_partitions(refused, TOPIC_DENIED)
         return {"throttle_time_ms": 0, **response}
 

@@ -138,8 +138,9 @@ class ProduceApis(Apis):
             for a in accepted:
                 a.part.result = ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS)
             return _respond(parts)
-        # Idempotent batches need their partitions' producer state; the first produce after a start loads it from
-        # the log in worker threads, and requests arriving meanwhile queue behind this one (in arrival order).
+        # Idempotent batches need their partitions' producer state; the first produce after a start loads it
+        # from the log in worker threads, and requests arriving meanwhile queue behind this one (in arrival
+        # order).
         entries = [(a.info, a.part.index, a.part.records) for a in accepted]
         keys = idempotent_keys(entries)
         txn_batches = transactional_batches(entries) if self._replicas.txn_verifier is not None else []
@@ -158,8 +159,8 @@ class ProduceApis(Apis):
             if turn is not None:
                 turn.done()
         if acks == -1:
-            # A partition whose flush failed is answered KAFKA_STORAGE_ERROR, never success (its log directory is
-            # offline: nothing appended before the failure is confirmed by a later flush).
+            # A partition whose flush failed is answered KAFKA_STORAGE_ERROR, never success (its log directory
+            # is offline: nothing appended before the failure is confirmed by a later flush).
             failed = await self._replicas.not_durable(plog for _part, plog in written)
             for part, plog in written:
                 if id(plog) in failed:
@@ -167,15 +168,16 @@ class ProduceApis(Apis):
         if acks == 0:
             errors = sorted({p.result.error.name for p in parts if p.result is not None and p.result.error})
             if errors:
-                # The client reads no response for acks=0, so, as Kafka does, closing the connection is the only
-                # way to tell it something went wrong (it then refreshes metadata and retries).
+                # The client reads no response for acks=0, so, as Kafka does, closing the connection is the
+                # only way to tell it something went wrong (it then refreshes metadata and retries).
                 ctx.log.info("acks=0 produce failed, closing connection", errors=errors)
                 raise CloseConnection("acks=0 produce failed")
             return None  # acks=0: the client expects no response at all
         return _respond(parts)
 
     def _admit(self, ctx: RequestContext, parts: list[_Partition]) -> list[_Accepted]:
-        """KafkaApis' checks of each partition (no await); the refused get their result, the rest are returned."""
+        """KafkaApis' checks of each partition (no await); the refused get their result, the rest are
+        returned."""
         registry = self._topics.registry
         version = ctx.api_version
         accepted = []
@@ -188,7 +190,8 @@ class ProduceApis(Apis):
             else:
                 info = registry.get(topic["name"])
                 missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            # WRITE on the topic, checked before its existence so an unauthorized client learns nothing about it.
+            # WRITE on the topic, checked before its existence so an unauthorized client learns nothing about
+            # it.
             target = info.name if info is not None else topic["name"]  # None: an unknown topic id
             if target is not None and target not in allowed:
                 allowed[target] = ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, target)
@@ -207,7 +210,8 @@ class ProduceApis(Apis):
         return accepted
 
     def _append_all(self, accepted: list[_Accepted], verified=None) -> list:
-        """Append every accepted partition's batch (no await: one loop step); the logs written, for the fsync."""
+        """Append every accepted partition's batch (no await: one loop step); the logs written, for the fsync.
+        """
         replicas = self._replicas
         written = []
         for a in accepted:

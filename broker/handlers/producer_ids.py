@@ -42,17 +42,19 @@ class TransactionalProducerIds(Protocol):
 
 
 class ProducerIdApis(Apis):
-    """InitProducerId: idempotent producers from the producer id manager, transactional ones from the transaction
-    coordinator."""
+    """InitProducerId: idempotent producers from the producer id manager, transactional ones from the
+    transaction coordinator."""
 
-    def __init__(self, producer_ids: ProducerIdManager, transaction_coordinator: TransactionalProducerIds) -> None:
+    def __init__(self, producer_ids: ProducerIdManager,
+                 transaction_coordinator: TransactionalProducerIds) -> None:
         self._producer_ids = producer_ids
         self._transaction_coordinator = transaction_coordinator
 
     async def init_producer_id(self, ctx: RequestContext, req: Request) -> Response:
         producers = self._producer_ids
         version = ctx.api_version
-        # As Kafka: WRITE on the transactional id, else IDEMPOTENT_WRITE on the cluster or WRITE on some topic.
+        # As Kafka: WRITE on the transactional id, else IDEMPOTENT_WRITE on the cluster or WRITE on some
+        # topic.
         if req.transactional_id is not None:
             if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
                 return _refused(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)

@@ -66,7 +66,8 @@ class QuorumApis(Apis):
                 "leader_epoch": LEADER_EPOCH, "high_watermark": end_offset, "current_voters": [voter],
                 "observers": []}]}],
             "nodes": [{"node_id": node_id, "listeners": [
-                {"name": name, "host": node.host, "port": node.port} for name, node in self._endpoints.nodes.items()]}],
+                {"name": name, "host": node.host, "port": node.port}
+                for name, node in self._endpoints.nodes.items()]}],
         }
 
     HANDLERS = {DESCRIBE_QUORUM: describe_quorum}

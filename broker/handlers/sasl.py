@@ -16,7 +16,8 @@ SASL_AUTHENTICATE = 36
 
 
 class SaslApis(Apis):
-    """SaslHandshake and SaslAuthenticate once the connection is authenticated (or on a listener without SASL)."""
+    """SaslHandshake and SaslAuthenticate once the connection is authenticated (or on a listener without
+    SASL)."""
 
     async def sasl_handshake(self, ctx: RequestContext, req: Request) -> Response:
         return {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE), "mechanisms": []}

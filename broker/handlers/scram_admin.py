@@ -27,8 +27,8 @@ class ScramAdminApis(Apis):
             code = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
             # Kafka's error response: the top-level error plus one (nameless) result per user asked about.
             return {"error_code": code, "error_message": CLUSTER_AUTHORIZATION_FAILED,
-                    "results": [{"user": "", "error_code": code, "error_message": CLUSTER_AUTHORIZATION_FAILED}
-                                for _ in req.users or ()]}
+                    "results": [{"user": "", "error_code": code,
+                                 "error_message": CLUSTER_AUTHORIZATION_FAILED} for _ in req.users or ()]}
         users = None if req.users is None else [u.name for u in req.users]
         results = self._security.credentials.describe(users)
         # Kafka leaves the messages of what succeeded unset ("")

@@ -48,7 +48,8 @@ def _assigned(member) -> list:
 
 
 class ShareGroupApis(Apis):
-    """ShareGroupHeartbeat, ShareGroupDescribe and the share-group offsets APIs, over the group coordinator."""
+    """ShareGroupHeartbeat, ShareGroupDescribe and the share-group offsets APIs, over the group
+    coordinator."""
 
     def __init__(self, groups: GroupCoordinatorRuntime) -> None:
         self._groups = groups
@@ -62,7 +63,8 @@ class ShareGroupApis(Apis):
         if any(not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
                for name in set(req.subscribed_topic_names or ())):
             return {"throttle_time_ms": 0, "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)}
-        response = await self._groups.share_heartbeat(req, ctx.client_id or "", client_host(ctx.connection.peer))
+        response = await self._groups.share_heartbeat(req, ctx.client_id or "",
+                                                      client_host(ctx.connection.peer))
         return {"throttle_time_ms": 0, **response}
 
     async def describe(self, ctx: RequestContext, req: Request) -> Response:
@@ -80,15 +82,17 @@ class ShareGroupApis(Apis):
                 continue
             original = group
             if group.get("error_code", 0) == 0 and req.include_authorized_operations:
-                group["authorized_operations"] = ctx.authorized_operations(ResourceType.GROUP, group["group_id"])
+                group["authorized_operations"] = ctx.authorized_operations(ResourceType.GROUP,
+                                                                           group["group_id"])
             topics: set[str] = set()
             for m in group.get("members") or ():
                 topics.update(tp["topic_name"] for tp in _assigned(m) if tp.get("topic_name"))
                 await pacer.pace()
             if any(not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name) for name in topics):
-                group = {"group_id": group["group_id"], "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
-                         "error_message": "The group has described topic(s) that the client is not authorized to "
-                                          "describe.", "members": []}
+                group = {"group_id": group["group_id"],
+                         "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                         "error_message": "The group has described topic(s) that the client is not authorized "
+                                          "to describe.", "members": []}
             checked[id(original)] = group
             groups.append(group)
         # Kafka answers invalid (empty) group ids before the groups it looked up.

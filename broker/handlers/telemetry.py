@@ -43,8 +43,9 @@ def client_attributes(ctx: RequestContext) -> dict[str, str | None]:
 class TelemetryApis(Apis):
     """GetTelemetrySubscriptions, PushTelemetry (KIP-714) and ListConfigResources."""
 
-    def __init__(self, client_metrics: ClientMetricsManager, client_telemetry: ClientTelemetry, topics: TopicManager,
-                 client_metrics_resources: ClientMetricsResources, node_id: int) -> None:
+    def __init__(self, client_metrics: ClientMetricsManager, client_telemetry: ClientTelemetry,
+                 topics: TopicManager, client_metrics_resources: ClientMetricsResources,
+                 node_id: int) -> None:
         self._client_metrics = client_metrics
         self._client_telemetry = client_telemetry
         self._topics = topics

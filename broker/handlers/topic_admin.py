@@ -49,22 +49,25 @@ def _check_deletable(ctx: RequestContext, topics, name: str | None, topic_id: uu
 
 
 class TopicAdminApis(Apis):
-    """CreateTopics, DeleteTopics and CreatePartitions, through the topic manager (the controller's part), within the controller mutation quota."""
+    """CreateTopics, DeleteTopics and CreatePartitions, through the topic manager (the controller's part),
+    within the controller mutation quota."""
 
     def __init__(self, topics: TopicManager, quotas: QuotaService) -> None:
         self._topics = topics
         self._quotas = quotas
 
     def _mutation_quota(self, ctx: RequestContext, strict_since: int):
-        """Kafka's controller mutation quota for this request: strict (THROTTLING_QUOTA_EXCEEDED per topic) from the
-        versions that know that error (CreateTopics v6, DeleteTopics v5, CreatePartitions v3), else permissive."""
+        """Kafka's controller mutation quota for this request: strict (THROTTLING_QUOTA_EXCEEDED per topic)
+        from the versions that know that error (CreateTopics v6, DeleteTopics v5, CreatePartitions v3), else
+        permissive."""
         return self._quotas.controller_mutation_quota(ctx.connection, ctx.client_id,
-                                                           strict=ctx.api_version >= strict_since)
+                                                      strict=ctx.api_version >= strict_since)
 
     async def create_topics(self, ctx: RequestContext, req: Request) -> Response:
         """As Kafka's ControllerApis.createTopics: a name given twice is answered once, after the others, with
-        INVALID_REQUEST; then __cluster_metadata and the topics the client may not create (CREATE on the cluster,
-        else on each topic). The others are answered in request order, each checked as Kafka's controller does."""
+        INVALID_REQUEST; then __cluster_metadata and the topics the client may not create (CREATE on the
+        cluster, else on each topic). The others are answered in request order, each checked as Kafka's
+        controller does."""
         topics = self._topics
         validate_only = req.get("validate_only", False)
         counts: dict[str, int] = {}
@@ -76,7 +79,8 @@ class TopicAdminApis(Apis):
             if count > 1:
                 refused[name] = (ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
             elif name == CLUSTER_METADATA_TOPIC:
-                refused[name] = (ErrorCode.INVALID_REQUEST, f"Creation of internal topic {name} is prohibited.")
+                refused[name] = (ErrorCode.INVALID_REQUEST,
+                                 f"Creation of internal topic {name} is prohibited.")
             elif not cluster_create and not ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, name):
                 refused[name] = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
         results = []
@@ -105,7 +109,8 @@ class TopicAdminApis(Apis):
         # request fails with POLICY_VIOLATION.
         if sum(plan.records for _result, plan in plans) > MAX_RECORDS_PER_USER_OP:
             for result in results:
-                result.update(error_code=int(ErrorCode.POLICY_VIOLATION), error_message=POLICY_VIOLATION_MESSAGE)
+                result.update(error_code=int(ErrorCode.POLICY_VIOLATION),
+                              error_message=POLICY_VIOLATION_MESSAGE)
             return {"throttle_time_ms": 0, "topics": results}
         quota = self._mutation_quota(ctx, 6)
         for result, plan in plans:
@@ -224,10 +229,12 @@ class TopicAdminApis(Apis):
                 planned.append((result, topic.name, topic.count, added))
             except TopicError as err:
                 result.update(error_code=int(err.code), error_message=err.message)
-        # As CreateTopics: one controller operation of at most 10 000 records (one per new partition) in Kafka.
+        # As CreateTopics: one controller operation of at most 10 000 records (one per new partition) in
+        # Kafka.
         if sum(added for *_rest, added in planned) > MAX_RECORDS_PER_USER_OP:
             for result in results:
-                result.update(error_code=int(ErrorCode.POLICY_VIOLATION), error_message=POLICY_VIOLATION_MESSAGE)
+                result.update(error_code=int(ErrorCode.POLICY_VIOLATION),
+                              error_message=POLICY_VIOLATION_MESSAGE)
             return {"throttle_time_ms": 0, "results": results}
         if not req.validate_only:
             for result, name, count, _added in planned:

@@ -76,20 +76,23 @@ class TransactionApis(Apis):
         version = ctx.api_version
         if version < 4:
             parts = _requested(req.v3_and_below_topics)
-            errors = await self._add_one(ctx, version, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
-                                    req.v3_and_below_producer_epoch, False, parts)
+            errors = await self._add_one(ctx, version, req.v3_and_below_transactional_id,
+                                         req.v3_and_below_producer_id, req.v3_and_below_producer_epoch, False,
+                                         parts)
             return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _partition_results(errors)}
         if not ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
             return {"throttle_time_ms": 0, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
                     "results_by_transaction": []}
-        # A transactional id repeated in the batch is served once per entry, each with the partitions of its last
-        # entry (Kafka's partitionsByTransaction map) and its own producer and verify_only, and each answered
+        # A transactional id repeated in the batch is served once per entry, each with the partitions of its
+        # last entry (Kafka's partitionsByTransaction map) and its own producer and verify_only, and each
+        # answered
         partitions = {t.transactional_id: _requested(t.topics) for t in req.transactions}
         results = []
         for t in req.transactions:
-            errors = await self._add_one(ctx, version, t.transactional_id, t.producer_id, t.producer_epoch, t.verify_only,
-                                    partitions[t.transactional_id])
-            results.append({"transactional_id": t.transactional_id, "topic_results": _partition_results(errors)})
+            errors = await self._add_one(ctx, version, t.transactional_id, t.producer_id, t.producer_epoch,
+                                         t.verify_only, partitions[t.transactional_id])
+            results.append({"transactional_id": t.transactional_id,
+                            "topic_results": _partition_results(errors)})
         return {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": results}
 
     async def add_offsets_to_txn(self, ctx: RequestContext, req: Request) -> Response:
@@ -107,18 +110,22 @@ class TransactionApis(Apis):
         version = ctx.api_version
         if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
             return {"throttle_time_ms": 0, "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}
-        result = await self._transaction_coordinator.end_txn(req.transactional_id, req.producer_id, req.producer_epoch,
-                                                          req.committed, client_transaction_version("EndTxn", version))
-        answer = {"throttle_time_ms": 0, "error_code": int(error_for_version(result.error, "EndTxn", version))}
+        result = await self._transaction_coordinator.end_txn(
+            req.transactional_id, req.producer_id, req.producer_epoch, req.committed,
+            client_transaction_version("EndTxn", version))
+        answer = {"throttle_time_ms": 0,
+                  "error_code": int(error_for_version(result.error, "EndTxn", version))}
         if version >= 5:
-            # TV2: the epoch was bumped (or a new producer id given on overflow); -1/-1 with an error, as Kafka
+            # TV2: the epoch was bumped (or a new producer id given on overflow); -1/-1 with an error, as
+            # Kafka
             answer.update(producer_id=result.producer_id, producer_epoch=result.producer_epoch)
         return answer
 
     async def describe_transactions(self, ctx: RequestContext, req: Request) -> Response:
         allowed = [t for t in req.transactional_ids
                    if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t)]
-        described = {d.transactional_id: d for d in await self._transaction_coordinator.describe_transactions(allowed)}
+        described = {d.transactional_id: d
+                     for d in await self._transaction_coordinator.describe_transactions(allowed)}
         states = []
         for tid in req.transactional_ids:
             d = described.get(tid)
@@ -132,7 +139,8 @@ class TransactionApis(Apis):
                       if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic)]
             states.append({"transactional_id": tid, "error_code": int(d.error), "transaction_state": d.state,
                            "transaction_timeout_ms": d.transaction_timeout_ms,
-                           "transaction_start_time_ms": d.transaction_start_time_ms, "producer_id": d.producer_id,
+                           "transaction_start_time_ms": d.transaction_start_time_ms,
+                           "producer_id": d.producer_id,
                            "producer_epoch": d.producer_epoch, "topics": topics})
         return {"throttle_time_ms": 0, "transaction_states": states}
 

@@ -34,7 +34,8 @@ def _result(marker, codes_by_partition) -> dict:
 
 
 class TxnMarkerApis(Apis):
-    """WriteTxnMarkers: data partitions through the replica manager, __consumer_offsets through the group coordinator."""
+    """WriteTxnMarkers: data partitions through the replica manager, __consumer_offsets through the group
+    coordinator."""
 
     def __init__(self, replicas: ReplicaManager, groups: GroupCoordinatorRuntime) -> None:
         self._replicas = replicas
@@ -43,8 +44,9 @@ class TxnMarkerApis(Apis):
     async def write_txn_markers(self, ctx: RequestContext, req: Request) -> Response:
         if not ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
             refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-            return {"markers": [_result(m, {(t.name, p): refused for t in m.topics for p in t.partition_indexes})
-                                for m in req.markers]}
+            return {"markers": [
+                _result(m, {(t.name, p): refused for t in m.topics for p in t.partition_indexes})
+                for m in req.markers]}
         flat: list[TxnMarker] = []
         for m in req.markers:
             if m.producer_id < 0:

@@ -93,7 +93,8 @@ class TxnOffsetApis(Apis):
                 known = [p for p in topic["partitions"] if 0 <= p.partition_index < info.num_partitions]
                 unknown = [p for p in topic["partitions"] if not 0 <= p.partition_index < info.num_partitions]
                 if unknown:
-                    refused += _answer([{**topic, "partitions": unknown}], ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    refused += _answer([{**topic, "partitions": unknown}],
+                                       ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 if known:
                     valid.append({"name": topic["name"], "topic_id": topic["topic_id"],
                                   "partitions": [dict(p) for p in known]})
