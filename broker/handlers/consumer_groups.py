@@ -39,7 +39,7 @@ class ConsumerGroupApis(Apis):
             return {"throttle_time_ms": 0, "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)}
         response = await self._groups.consumer_group_heartbeat(
             req, ctx.api_version, ctx.client_id or "", client_host(ctx.connection.peer),
-            principal=ctx.connection.principal, host=ctx.connection.host)
+            principal=ctx.principal, host=ctx.connection.host)
         return {"throttle_time_ms": 0, **response}
 
     async def describe(self, ctx: RequestContext, req: Request) -> Response:

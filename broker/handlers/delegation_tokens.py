@@ -68,7 +68,7 @@ class DelegationTokenApis(Apis):
                     or (protocol == "SSL" and connection.principal == ANONYMOUS))
 
     async def create(self, ctx: RequestContext, req: Request) -> Response:
-        requester = ctx.connection.principal
+        requester = ctx.principal
         owner = requester
         if req.owner_principal_name:  # v3+; null or empty: the requester
             owner = f"{req.owner_principal_type or ''}:{req.owner_principal_name}"
@@ -99,7 +99,7 @@ class DelegationTokenApis(Apis):
             return _expiry_answer(ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, ERROR_TIMESTAMP)
         security = self._security
         async with security.changes:
-            records, error, expiry = security.tokens.renew(ctx.connection.principal, bytes(req.hmac), req.renew_period_ms)
+            records, error, expiry = security.tokens.renew(ctx.principal, bytes(req.hmac), req.renew_period_ms)
             await security.commit(records)
         return _expiry_answer(error, expiry)
 
@@ -108,7 +108,7 @@ class DelegationTokenApis(Apis):
             return _expiry_answer(ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, ERROR_TIMESTAMP)
         security = self._security
         async with security.changes:
-            records, error, expiry = security.tokens.expire(ctx.connection.principal, bytes(req.hmac),
+            records, error, expiry = security.tokens.expire(ctx.principal, bytes(req.hmac),
                                                             req.expiry_time_period_ms)
             await security.commit(records)
         return _expiry_answer(error, expiry)
@@ -126,7 +126,7 @@ class DelegationTokenApis(Apis):
             return (ctx.authorize(AclOperation.DESCRIBE, ResourceType.DELEGATION_TOKEN, token.token_id)
                     or ctx.authorize(AclOperation.DESCRIBE_TOKENS, ResourceType.USER, token.owner))
 
-        found = [] if owners == [] else tokens.describe(ctx.connection.principal, owners, may_describe)
+        found = [] if owners == [] else tokens.describe(ctx.principal, owners, may_describe)
         return {"error_code": 0, "throttle_time_ms": 0,
                 "tokens": [_described(token, tokens.hmac(token.token_id)) for token in found]}
 
