@@ -112,7 +112,7 @@ def stream_driver(bootstrap: str, topic: str, group: str, out: Path, checkpoint:
                   per_trigger: int, log, master: str = "local[2]") -> subprocess.Popen:
     """tests/spark/stream_driver.py in a process of its own, writing to `log`. A session of its own: the
     driver, its JVM and the Python processes it starts form one process group to kill."""
-    from tests.spark.conftest import spark_env
+    from tests.helpers.spark_session import spark_env
 
     cmd = [venv_python(), "-m", "tests.spark.stream_driver", bootstrap, topic, group, str(out), str(checkpoint),
            str(expect), str(per_trigger), master]

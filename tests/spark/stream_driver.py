@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.spark.conftest import new_session
+from tests.helpers.spark_session import new_session
 from tests.spark.helpers import written
 
 

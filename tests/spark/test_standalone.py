@@ -23,8 +23,8 @@ from confluent_kafka import ShareConsumer
 
 from tests.helpers.broker_process import REPO
 from tests.helpers.confluent_clients import share_from_earliest
+from tests.helpers.spark_session import new_session, spark_env
 from tests.helpers.spark_standalone import descendants
-from tests.spark.conftest import new_session, spark_env
 from tests.spark.helpers import (
     create_topic,
     group_members,

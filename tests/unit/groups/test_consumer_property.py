@@ -10,8 +10,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker.groups.consumer.assignors import RangeAssignor, UniformAssignor
-from tests.unit.groups.group_helpers import Topics, assigned, cg_req, consumer_heartbeat, make
-from tests.unit.groups.test_consumer import owners_are_exclusive
+from tests.unit.groups.group_helpers import (
+    Topics,
+    assigned,
+    cg_req,
+    consumer_heartbeat,
+    make,
+    owners_are_exclusive,
+)
 
 TOPICS = [uuid.UUID(int=i + 1) for i in range(4)]
 

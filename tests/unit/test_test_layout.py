@@ -1,0 +1,71 @@
+"""The test tree's layout rules: no file under tests/ imports a test module (`test_*`) or a conftest. What tests
+share lives in tests/helpers/ (or a fixture of a conftest, which pytest hands in without an import)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parents[2] / "tests"
+
+
+def _is_test_module(dotted: str) -> bool:
+    last = dotted.rsplit(".", 1)[-1]
+    return last.startswith("test_") or last == "conftest"
+
+
+def imported_test_modules(source: str) -> list[str]:
+    """The test modules and conftests that `source` imports, by the name it imports them with (relative imports
+    keep their dots); `importlib.import_module("...")` with a literal counts too."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names
+                      if any(_is_test_module(part) for part in alias.name.split("."))]
+        elif isinstance(node, ast.ImportFrom):
+            module = "." * node.level + (node.module or "")
+            if any(_is_test_module(part) for part in (node.module or "").split(".")):
+                found.append(module)
+            else:  # `from tests.unit import test_x`: the module itself imported by name
+                found += [f"{module}.{alias.name}" if node.module else module + alias.name
+                          for alias in node.names if _is_test_module(alias.name)]
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute | ast.Name)
+              and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id) == "import_module"
+              and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+              and any(_is_test_module(part) for part in node.args[0].value.split("."))):
+            found.append(node.args[0].value)
+    return found
+
+
+def test_no_file_under_tests_imports_a_test_module_or_a_conftest() -> None:
+    offenders = {str(path.relative_to(TESTS.parent)): names
+                 for path in sorted(TESTS.rglob("*.py"))
+                 if (names := imported_test_modules(path.read_text(encoding="utf-8")))}
+    assert offenders == {}, f"move what these import into tests/helpers/ or a fixture: {offenders}"
+
+
+def test_the_check_sees_every_form_of_import() -> None:
+    """The check above cannot pass by missing an import: each form of importing a test module is caught."""
+    caught = [
+        "from tests.unit.groups.test_consumer import owners_are_exclusive",
+        "from tests.spark.conftest import new_session",
+        "from .test_consumer import x",
+        "from . import test_consumer",
+        "from tests.unit.groups import test_consumer",
+        "import tests.unit.groups.test_consumer",
+        "import test_consumer as tc",
+        "import conftest",
+        "def f():\n    from tests.spark.conftest import spark_env",
+        "import importlib\nimportlib.import_module('tests.unit.test_router')",
+    ]
+    for source in caught:
+        assert imported_test_modules(source), source
+    allowed = [
+        "from tests.helpers.waiting import wait_until",
+        "from tests.unit.groups.group_helpers import make",
+        "import pytest",
+        "from tests.helpers import testing_utils",
+        "importlib.import_module('broker.handlers.produce')",
+    ]
+    for source in allowed:
+        assert imported_test_modules(source) == [], source
