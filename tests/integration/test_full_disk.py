@@ -1,6 +1,7 @@
-"""A real full disk, two ways: the broker's log directory on a 20 MiB tmpfs that a filler file fills up (needs
-root to mount; skipped where `mount` is refused), and a file-size limit (RLIMIT_FSIZE, SIGXFSZ ignored) in the
-broker process, under which writes past the limit fail with EFBIG; raising the limit (prlimit) is space returning.
+"""A real full disk, two ways: the broker's log directory on a 20 MiB tmpfs that a filler file fills up
+(mounting needs root, as CI runs: it fails where `mount` is refused), and a file-size limit (RLIMIT_FSIZE,
+SIGXFSZ ignored) in the broker process, under which writes past the limit fail with EFBIG; raising the limit
+(prlimit) is space returning.
 
 While the disk is full a confluent-kafka producer gets KAFKA_STORAGE_ERROR and the broker keeps running; every
 acknowledged record stays readable with contiguous offsets (a failed append leaves no partial batch and takes no
@@ -35,7 +36,7 @@ def small_disk(tmp_path: Path):
     done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(mnt)], capture_output=True,
                           text=True, check=False)
     if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+        pytest.fail(f"mounting a tmpfs needs root (as CI runs): {done.stderr.strip()}")
     try:
         yield mnt
     finally:
