@@ -40,3 +40,30 @@ async def async_wait_until(condition: Callable[[], T], timeout: float = 10.0, wh
         if loop.time() > end:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
         await asyncio.sleep(interval)
+
+
+def assert_stays(condition: Callable[[], object], seconds: float, what: str = "the condition", *,
+                 interval: float = 0.02) -> None:
+    """Check `condition` every `interval` s for `seconds` s and raise AssertionError naming `what` the first time
+    it is false: a window in which something must NOT happen is watched throughout, to its deadline, and a
+    failure shows at once."""
+    end = time.monotonic() + seconds
+    while True:
+        if not condition():
+            raise AssertionError(f"{what} no longer held")
+        if time.monotonic() >= end:
+            return
+        time.sleep(interval)
+
+
+async def async_assert_stays(condition: Callable[[], object], seconds: float, what: str = "the condition", *,
+                             interval: float = 0.005) -> None:
+    """assert_stays for a coroutine: the event loop runs other tasks between the checks."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + seconds
+    while True:
+        if not condition():
+            raise AssertionError(f"{what} no longer held")
+        if loop.time() >= end:
+            return
+        await asyncio.sleep(interval)

@@ -23,7 +23,7 @@ from confluent_kafka.admin import (
 from tests.helpers.confluent_clients import admin_client, read_partition
 from tests.helpers.raw_client import RawClient
 from tests.helpers.segment_files import log_bytes
-from tests.helpers.waiting import wait_until
+from tests.helpers.waiting import assert_stays, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -159,8 +159,10 @@ def test_config_changes_apply_to_the_next_cleaning(broker_factory) -> None:
                                             "min.cleanable.dirty.ratio": "1.0"})
     items = [(b"k%d" % (i % 10), b"v%d" % i + b"-" * 100) for i in range(2000)]
     assert produce(broker.bootstrap, "cfg", items) == []
-    time.sleep(1.0)  # a window for a cleaning (backoff 100 ms) that must not come
-    assert cleaned_rounds(broker, "cfg") == 0  # all dirty: a ratio of 1.0, never above 1.0
+    # A window of ten cleaner backoffs (100 ms) for a cleaning that must not come: all dirty is a ratio of 1.0,
+    # never above 1.0.
+    assert_stays(lambda: cleaned_rounds(broker, "cfg") == 0, 1.0, "no cleaning at min.cleanable.dirty.ratio 1.0",
+                 interval=0.1)
     set_topic_config(broker.bootstrap, "cfg", "min.cleanable.dirty.ratio", "0.1")
     admin = admin_client(broker.bootstrap)
     wait_until(lambda: cleaned_rounds(broker, "cfg") > 0, 30, "a cleaning after the config change")

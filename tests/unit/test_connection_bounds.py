@@ -12,7 +12,7 @@ from broker.config import BrokerConfig
 from broker.connection_quotas import ConnectionQuotaConfig, ConnectionQuotas
 from broker.router import CloseConnection
 from broker.server import Server, SocketServerConfig
-from tests.helpers.waiting import async_wait_until
+from tests.helpers.waiting import async_assert_stays, async_wait_until
 
 FETCH, PRODUCE = 1, 0
 UNLIMITED = {"max.connections": "100", "max.connections.per.ip": "100"}
@@ -71,11 +71,8 @@ async def test_never_reading_client_holds_about_one_response():
     writer.write(b"".join(frame(FETCH, i) for i in range(50)))
     await async_wait_until(lambda: dispatched)
     # A window in which further dispatches would happen if the unsent bytes were not bounded: none may.
-    for _ in range(50):
-        await asyncio.sleep(0)
-    await asyncio.sleep(0.2)
     conn = next(iter(server.connections))
-    assert len(dispatched) <= 2, dispatched
+    await async_assert_stays(lambda: len(dispatched) <= 2, 0.2, "at most two responses dispatched")
     assert conn._held + conn.write_buffer_size() <= (1 << 20) + 2 * big
     writer.transport.resume_reading()
     assert await read_responses(reader, 50) == list(range(50))
@@ -99,8 +96,7 @@ async def test_small_requests_still_run_concurrently():
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(b"".join(frame(PRODUCE, i) for i in range(20)))
     await async_wait_until(lambda: len(started) == 8)  # queued.max.requests in flight, the rest wait in the buffer
-    await asyncio.sleep(0.05)  # a window for a ninth to start: none may
-    assert len(started) == 8
+    await async_assert_stays(lambda: len(started) == 8, 0.05, "no ninth request started")
     release.set()
     assert await read_responses(reader, 20) == list(range(20))
     writer.close()
@@ -125,8 +121,7 @@ async def test_large_response_apis_run_one_at_a_time_per_connection():
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(b"".join(frame(FETCH, i) for i in range(5)))
     await async_wait_until(lambda: running)
-    await asyncio.sleep(0.05)  # a window for a second Fetch to start: none may
-    assert running == [0]
+    await async_assert_stays(lambda: running == [0], 0.05, "no second Fetch started")
     release.set()
     assert await read_responses(reader, 5) == list(range(5))
     assert max(peak) == 1
@@ -153,9 +148,12 @@ async def test_every_failed_task_is_retrieved():
         assert await asyncio.wait_for(reader.read(), 10) == b""
         writer.close()
     await async_wait_until(lambda: not server.connections)
-    for _ in range(5):  # a window for an unretrieved task's report to come (from gc): none may
-        await asyncio.sleep(0.01)
+
+    def no_report() -> bool:  # a window for an unretrieved task's report to come (from gc): none may
         gc.collect()
+        return not reported
+
+    await async_assert_stays(no_report, 0.05, "no unretrieved task reported", interval=0.01)
     await server.close()
     loop.set_exception_handler(None)
     assert [c.get("message") for c in reported] == []

@@ -10,7 +10,7 @@ import pytest
 
 from broker.cluster.journal import MetadataJournal
 from broker.cluster.topics import PRODUCER_IDS_RECORD
-from tests.helpers.waiting import async_wait_until
+from tests.helpers.waiting import async_assert_stays, async_wait_until
 
 
 class SlowLog:
@@ -44,11 +44,11 @@ def test_commits_run_off_the_loop_in_order_and_apply_after_their_fsync() -> None
         journal = MetadataJournal(plog)
         first = asyncio.ensure_future(journal.commit(_entry(1), lambda: plog.events.append("apply 1")))
         second = asyncio.ensure_future(journal.commit(_entry(2), lambda: plog.events.append("apply 2")))
-        ticks = 0
-        for _ in range(20):  # a window: the loop keeps running while the fsync is stuck, and nothing is applied
-            await asyncio.sleep(0.005)
-            ticks += 1
-        assert ticks == 20 and not first.done() and "apply 1" not in plog.events
+        await async_wait_until(lambda: "append" in plog.events, what="the first commit's append")
+        # A window: the loop keeps running (these checks run on it) while the fsync is stuck, and nothing is
+        # applied.
+        await async_assert_stays(lambda: not first.done() and "apply 1" not in plog.events, 0.1,
+                                 "nothing applied before the fsync")
         plog.release.set()
         await asyncio.gather(first, second)
         assert plog.events == ["append", "fsync", "apply 1", "append", "fsync", "apply 2"]

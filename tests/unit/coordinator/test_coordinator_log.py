@@ -12,7 +12,7 @@ from broker.coordinator.coordinator_log import CoordinatorLog
 from broker.log import PartitionLog
 from broker.replica_manager import ProduceResult
 from protocol.errors import ErrorCode
-from tests.helpers.waiting import async_wait_until
+from tests.helpers.waiting import async_assert_stays, async_wait_until
 
 
 @dataclass
@@ -66,8 +66,8 @@ async def test_a_cancelled_waiter_does_not_cancel_the_shared_durability_wait():
     other = asyncio.ensure_future(clog.barrier([0]))
     await async_wait_until(lambda: replicas.flushing)  # the shared durability wait is running
     doomed.cancel()  # its connection closed
-    await asyncio.sleep(0.01)  # a window for the cancel to reach the other request: it may not
-    assert not other.done()
+    await async_wait_until(doomed.done, what="the cancelled request ended")
+    await async_assert_stays(lambda: not other.done(), 0.05, "the other request waiting for the fsync")
     replicas.flushed.set()
     await asyncio.wait_for(other, 5)  # the other request still gets "durable", not CancelledError
     assert other.exception() is None
@@ -154,8 +154,8 @@ async def test_a_deferred_fsync_answers_once_written_and_syncs_within_the_interv
     clog.append(2, [(b"k", b"v")])
     await clog.barrier([2])
     assert replicas.syncs == 3  # forced by the barrier, before the interval
-    await asyncio.sleep(0.1)
-    assert replicas.syncs == 3  # nothing left to sync
+    # nothing left to sync: two intervals pass without an fsync
+    await async_assert_stays(lambda: replicas.syncs == 3, 0.1, "no fsync without a write")
 
 
 async def test_a_deferred_fsync_answers_a_read_without_starting_an_fsync():

@@ -8,6 +8,7 @@ from broker.log.producer_state import (
 )
 from broker.producer_ids import ProducerIdAllocator
 from protocol.errors import ErrorCode
+from tests.helpers.waiting import async_assert_stays, async_wait_until
 
 
 def _batch(first: int, last: int, base: int) -> BatchMetadata:
@@ -91,9 +92,11 @@ def test_allocator_persists_each_block_before_use():
 
 def test_allocations_during_a_block_reservation_wait_for_it_and_share_it():
     persisted: list[int] = []
+    reserving: list[int] = []
     release = None
 
     async def slow_persist(block_end: int) -> None:
+        reserving.append(block_end)
         await release.wait()  # the journal fsync, in a worker thread: the loop serves meanwhile
         persisted.append(block_end)
 
@@ -102,8 +105,10 @@ def test_allocations_during_a_block_reservation_wait_for_it_and_share_it():
         release = asyncio.Event()
         alloc = ProducerIdAllocator(0, slow_persist)
         waiting = [asyncio.ensure_future(alloc.allocate()) for _ in range(3)]
-        await asyncio.sleep(0)
-        assert not any(w.done() for w in waiting) and persisted == []  # no id before its block is durable
+        await async_wait_until(lambda: reserving, what="the block's reservation")
+        # no id before its block is durable
+        await async_assert_stays(lambda: not any(w.done() for w in waiting) and persisted == [], 0.05,
+                                 "no id handed out before the block is durable")
         release.set()
         assert sorted(await asyncio.gather(*waiting)) == [0, 1, 2]
         assert persisted == [ProducerIdAllocator.BLOCK_SIZE]  # one reservation for all three

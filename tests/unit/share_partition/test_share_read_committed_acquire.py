@@ -32,6 +32,7 @@ from broker.share_partition.inflight import ACK_ACCEPT, ACK_RELEASE, ARCHIVED
 from protocol.control_records import build_end_txn_marker
 from protocol.records import Record, build_batch, iter_batches
 from tests.helpers.share_state import MemoryShareState
+from tests.helpers.waiting import async_assert_stays
 
 TOPIC_ID = uuid.uuid4()
 KEY = ("g", TOPIC_ID, 0)
@@ -334,8 +335,8 @@ def test_a_parked_read_committed_share_fetch_wakes_when_the_transaction_commits(
             loop = asyncio.get_running_loop()
             started = loop.time()
             task = asyncio.ensure_future(fetch.run([(info.topic_id, 0)]))
-            await asyncio.sleep(0.2)
-            assert not task.done()  # parked: nothing committed below the LSO
+            # parked: nothing committed below the LSO
+            await async_assert_stays(lambda: not task.done(), 0.2, "the fetch parked")
             codes = await replicas.write_txn_markers([TxnMarker("tx", "t", 0, 9, 0, True, 0, 1)])
             assert codes == {("t", 0): 0}
             results = await asyncio.wait_for(task, 5)

@@ -17,6 +17,7 @@ from broker.txn import TransactionCoordinatorConfig, TxnMarker, TxnState
 from broker.txn.markers import MarkersFenced, RoutedMarkerWriter, write_until_done
 from broker.txn.runtime import TransactionCoordinatorRuntime
 from protocol.errors import ErrorCode
+from tests.helpers.waiting import async_assert_stays, async_wait_until
 
 E = ErrorCode
 PARTITIONS = 4
@@ -60,6 +61,11 @@ or when released while `hold` is set; `fail_next` refuses the next append."""
         else:
             fut.set_result(None)
         return base, fut
+
+    @property
+    def held(self) -> int:
+        """How many appends (or barriers) wait to be released."""
+        return len(self._held)
 
     def release(self) -> None:
         for fut in self._held:
@@ -173,12 +179,11 @@ def test_answers_wait_for_durability() -> None:
         await h.rt.start()
         h.log.hold = True
         task = asyncio.ensure_future(h.rt.init_producer_id("a", 60_000))
-        await asyncio.sleep(0.01)
-        assert not task.done()
+        await async_wait_until(lambda: h.log.held, what="the producer id's record appended")
+        await async_assert_stays(lambda: not task.done(), 0.05, "InitProducerId unanswered before the fsync")
         # a read of the same id waits for the pending append too
         describe = asyncio.ensure_future(h.rt.describe_transactions(["a"]))
-        await asyncio.sleep(0.01)
-        assert not describe.done()
+        await async_assert_stays(lambda: not describe.done(), 0.05, "DescribeTransactions unanswered")
         h.log.release()
         assert (await task).error is E.NONE
         assert (await describe)[0].state == "Empty"
@@ -312,7 +317,7 @@ def test_marker_errors_are_retried_and_deleted_partitions_count_as_written() -> 
         h.writer.calls.clear()
         h.writer.answers = [E.UNKNOWN_TOPIC_OR_PARTITION] * 100
         assert (await h.rt.end_txn("b", pid, epoch, commit=False)).error is E.NONE
-        await asyncio.sleep(0.02)
+        await async_wait_until(lambda: len(h.writer.calls) >= 2, what="the markers retried")
         assert h.state("b") is TxnState.PREPARE_ABORT  # retrying
         del h.topics["t"]  # the topic is deleted: nothing left to mark
         await h.rt.wait_completions()
@@ -349,11 +354,14 @@ def test_a_producers_add_partitions_is_answered_before_its_fsync_only_when_produ
         h.log.hold = True
         add = asyncio.ensure_future(h.rt.add_partitions("a", r.producer_id, r.producer_epoch, [("t", 0)],
                                                         from_producer=True))
-        await asyncio.sleep(0.01)
-        assert add.done() is produce_verified
+        await async_wait_until(lambda: h.log.held, what="the partition's record appended")
+        if produce_verified:
+            await async_wait_until(add.done, what="AddPartitionsToTxn answered once appended")
+        else:
+            await async_assert_stays(lambda: not add.done(), 0.05, "AddPartitionsToTxn unanswered before the fsync")
         verify = asyncio.ensure_future(h.rt.verify_partitions("a", r.producer_id, r.producer_epoch, [("t", 0)]))
-        await asyncio.sleep(0.01)
-        assert not verify.done()  # the record adding the partition is not durable yet
+        # the record adding the partition is not durable yet
+        await async_assert_stays(lambda: not verify.done(), 0.05, "the verification waiting for the fsync")
         h.log.release()
         assert set((await add).values()) == {E.NONE}
         assert await verify == {("t", 0): E.NONE}
