@@ -14,7 +14,7 @@ from protocol.codec import request_codec
 from protocol.errors import ErrorCode
 from protocol.framing import decode_request_header
 
-FIXTURES = Path(__file__).parent / "protocol" / "fixtures"
+FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def crc32c_reference(data: bytes) -> int:
