@@ -1,9 +1,9 @@
 """Kafka's authorization table: the ACL checks each API's handler makes (KafkaApis / ControllerApis of Kafka 4.x).
 
 Every API the router serves must have an entry (tests/unit/security/test_api_acls.py fails otherwise), and every
-entry with checks has a request in tests/integration/test_authorization.py that a broker without ACLs must refuse
-with the error named here. A new handler therefore comes with its checks: look the API up in Kafka's KafkaApis,
-call `ctx.authorize(operation, resource_type, name)` where Kafka does, and add the API below.
+entry with checks has a request in tests/integration/security/test_authorization.py that a broker without ACLs
+must refuse with the error named here. A new handler therefore comes with its checks: look the API up in
+Kafka's KafkaApis, call `ctx.authorize(operation, resource_type, name)` where Kafka does, and add the API below.
 
 Entries: api key -> (checks, the error a client without any ACL gets). `()` means no ACL is consulted.
 """

@@ -8,7 +8,7 @@ broker, tests/helpers/kafka_tools.py); `shoal-share-groups` (the console script,
 command lines against both brokers and must print what kafka-share-groups prints there: the same columns, rows,
 order and messages. Commands that change a group run against copies of it, one per tool. `--describe --all-groups`
 is not compared: on the run's shared Kafka, other tests' groups come and go between the listing and the describing
-(Shoal's tool's --all-groups is tested in tests/integration/test_share_groups_cli.py).
+(Shoal's tool's --all-groups is tested in tests/integration/share/test_share_groups_cli.py).
 """
 
 from __future__ import annotations

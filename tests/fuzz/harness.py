@@ -1,6 +1,7 @@
 """One fuzz run: a fresh broker process, the campaign, resource sampling, a normal client afterwards, log checks.
 
-Used by the suite's short campaign (tests/integration/test_fuzz.py) and by `python -m tests.fuzz` (make fuzz).
+Used by the suite's short campaign (tests/integration/server/test_fuzz.py) and by `python -m tests.fuzz`
+(make fuzz).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""A request body for each API key that the authorization tests send (tests/integration/test_authorization.py and
-the differential walk over every served API, tests/differential/test_authorization_walk.py).
+"""A request body for each API key that the authorization tests send
+(tests/integration/security/test_authorization.py and the differential walk over every served API,
+tests/differential/test_authorization_walk.py).
 
 REQUESTS holds the APIs with ACL checks, UNCHECKED_REQUESTS the others. Bodies name the topic "t", the group "g"
 and the transactional id "x" (and the topic id TOPIC_ID); `substitute` puts real ones in. Fields left out take their

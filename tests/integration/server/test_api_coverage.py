@@ -1,6 +1,6 @@
 """A real broker against docs/api-coverage.md: its ApiVersions advertises exactly the APIs the table says are
 served, each within the versions of our schema files; every other API Kafka's brokers serve is in the table as
-not served, with its reason (tests/unit/test_api_coverage_table.py)."""
+not served, with its reason (tests/unit/tools/test_api_coverage_table.py)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Share-group membership with confluent_kafka.ShareConsumer (librdkafka, ShareGroupHeartbeat v1) over TCP.
 
 Membership is read back with a raw ShareGroupDescribe (assignment, split, leave, restart). Before a consumer
-is closed, one record per partition shows that it applied its assignment (see tests/integration/
-share_consumers.py: librdkafka's close never returns for an assignment still being applied); record delivery
+is closed, one record per partition shows that it applied its assignment (see tests/helpers/share_consumers.py:
+librdkafka's close never returns for an assignment still being applied); record delivery
 itself is covered by the share-fetch tests.
 """
 

@@ -17,7 +17,7 @@ def test_every_served_api_has_an_authorization_entry() -> None:
     assert not missing, (
         f"APIs without an entry in broker/security/api_acls.py: {missing}. Check Kafka's KafkaApis for the ACLs "
         "the API needs, call ctx.authorize() in the handler as Kafka does, add the entry and a refused request in "
-        "tests/integration/test_authorization.py.")
+        "tests/integration/security/test_authorization.py.")
 
 
 def test_entries_are_consistent() -> None:

@@ -1,7 +1,7 @@
 """docs/api-coverage.md against the repository alone (never Kafka's definitions, which a checkout does not have):
 the table names every API key from 0 without a gap, its `served` rows are exactly the APIs we have schema files
 for, and every API not served says why. `tools/api_coverage.py --spec` checks the names and listeners against
-Kafka's definitions; tests/integration/test_api_coverage.py checks a running broker against the table."""
+Kafka's definitions; tests/integration/server/test_api_coverage.py checks a running broker against the table."""
 
 from __future__ import annotations
 
