@@ -69,3 +69,20 @@ def test_the_check_sees_every_form_of_import() -> None:
     ]
     for source in allowed:
         assert imported_test_modules(source) == [], source
+
+
+def test_unit_and_integration_tests_live_in_the_folder_of_their_family() -> None:
+    """tests/unit and tests/integration hold folders mirroring the code, no test module of their own."""
+    flat = sorted(str(p.relative_to(TESTS.parent)) for folder in ("unit", "integration")
+                  for p in (TESTS / folder).glob("test_*.py"))
+    assert flat == [], f"move these into the folder of their family: {flat}"
+
+
+def test_test_module_names_are_unique_outside_packages() -> None:
+    """pytest imports a test module outside a package (a folder without __init__.py) by its file name alone: two
+    of the same name would collide."""
+    by_name: dict[str, list[str]] = {}
+    for path in TESTS.rglob("test_*.py"):
+        if not (path.parent / "__init__.py").exists():
+            by_name.setdefault(path.name, []).append(str(path.relative_to(TESTS.parent)))
+    assert {name: paths for name, paths in by_name.items() if len(paths) > 1} == {}
