@@ -4,6 +4,8 @@ speaking Kafka's protocol), so that clients only change `bootstrap.servers`. See
     shoal-migrate copy   --source S --target T --state FILE [--topic NAME ...]   topics, configs, records
     shoal-migrate groups --source S --target T --state FILE [--group ID ...]     committed and share offsets
     shoal-migrate acls   --source S --target T                                   ACLs
+    shoal-migrate quotas --source S --target T                                   client quotas
+    shoal-migrate users  --source S --target T --passwords FILE [--user NAME ...] SCRAM users
 
 `copy` creates each topic on the target with the source's partition count and the configs set on it
 (DescribeConfigs -> CreateTopics, or IncrementalAlterConfigs when it exists), then appends each source
@@ -17,6 +19,12 @@ topics while migrating.
 `groups` translates through that map: each consumer group's committed offsets (ListGroups, OffsetFetch ->
 OffsetCommit on the target) and each share group's start offsets (DescribeShareGroupOffsets ->
 AlterShareGroupOffsets), plus the configs set on the groups. Groups must be empty on both sides.
+
+`quotas` copies every client quota (DescribeClientQuotas -> AlterClientQuotas). `users` creates the source's
+SCRAM users on the target with the same mechanisms and iteration counts (DescribeUserScramCredentials ->
+AlterUserScramCredentials). Neither Shoal nor Kafka keeps a user's password or salted password, only the keys
+derived from it (StoredKey, ServerKey), while AlterUserScramCredentials takes a salted password: so the passwords
+are given in a file and salted again, as `kafka-configs --add-config 'SCRAM-SHA-512=[password=...]'` does.
 
 Exit codes: 0 done, 1 a usage error or anything that could not be migrated.
 """
@@ -43,6 +51,8 @@ CHECKPOINT_RECORDS = 50_000  # records between saves of the state file (each wai
 CHECKPOINT_S = 5.0
 TIMEOUT_S = 30.0
 DESCRIBE_ACLS = 29
+DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
+SCRAM_MECHANISM_NAMES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}  # Kafka's ScramMechanism types
 
 
 class MigrationError(Exception):
@@ -51,7 +61,7 @@ class MigrationError(Exception):
 
 def build_parser() -> argparse.ArgumentParser:
     p = ToolParser(prog="shoal-migrate", description=DESCRIPTION, allow_abbrev=False)
-    sub = p.add_subparsers(dest="command", metavar="{copy,groups,acls}")
+    sub = p.add_subparsers(dest="command", metavar="{copy,groups,acls,quotas,users}")
 
     def common(name: str, help_text: str, state: bool) -> argparse.ArgumentParser:
         s = sub.add_parser(name, help=help_text, description=help_text, allow_abbrev=False)
@@ -77,6 +87,14 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--group", action="append", metavar="ID",
                    help="A group to migrate (repeatable); default: every consumer and share group.")
     common("acls", "Copy every ACL (DescribeAcls on the source -> CreateAcls on the target).", False)
+    common("quotas", "Copy every client quota (DescribeClientQuotas -> AlterClientQuotas).", False)
+    u = common("users", "Create the source's SCRAM users on the target (same mechanisms and iterations), with "
+                        "their passwords from a file.", False)
+    u.add_argument("--passwords", required=True, metavar="FILE",
+                   help="A properties file `USER=PASSWORD`, one line per user (neither side can tell a password: "
+                        "SCRAM keeps only keys derived from it). Keep it private and delete it afterwards.")
+    u.add_argument("--user", action="append", metavar="NAME",
+                   help="A user to migrate (repeatable); default: every SCRAM user of the source.")
     return p
 
 
@@ -114,6 +132,11 @@ class Side:
             return conn.call(DESCRIBE_ACLS, conn.version(DESCRIBE_ACLS, 1), body).error_code
         finally:
             conn.close()
+
+    def connect(self) -> BrokerConnection:
+        """A connection to the first bootstrap server (a cluster's brokers forward what the controller decides)."""
+        host, port = parse_bootstrap(self.bootstrap)[0]
+        return BrokerConnection(host, port, client_id="shoal-migrate", timeout_s=TIMEOUT_S, security=self.security)
 
     def groups_admin(self) -> ShareGroupAdmin:
         return ShareGroupAdmin(self.bootstrap, security=self.security, timeout_s=TIMEOUT_S,
@@ -463,6 +486,108 @@ def run_acls(source: Side, target: Side, out: TextIO) -> list[str]:
     return problems
 
 
+# ---------------------------------------------------------------------- client quotas
+
+QuotaEntity = tuple[tuple[str, str | None], ...]  # ((entity type, name or None for the default), ...)
+
+
+def quota_entries(response: Any) -> dict[QuotaEntity, dict[str, float]]:
+    """{entity: {quota key: value}} of a DescribeClientQuotas response."""
+    return {tuple(sorted((e.entity_type, e.entity_name) for e in entry.entity)):
+            {v.key: v.value for v in entry["values"]} for entry in response.entries or ()}
+
+
+def alter_quotas_body(entries: dict[QuotaEntity, dict[str, float]]) -> dict[str, Any]:
+    """An AlterClientQuotas request setting every key of every entity."""
+    return {"validate_only": False, "entries": [
+        {"entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
+         "ops": [{"key": k, "value": float(v), "remove": False} for k, v in sorted(values.items())]}
+        for entity, values in sorted(entries.items(), key=lambda kv: repr(kv[0]))]}
+
+
+def describe_quotas(side: Side) -> dict[QuotaEntity, dict[str, float]]:
+    """Every client quota of a cluster: no component and not strict matches every entity."""
+    with side.connect() as conn:
+        resp = conn.call(DESCRIBE_CLIENT_QUOTAS, conn.version(DESCRIBE_CLIENT_QUOTAS, 0, 1),
+                         {"components": [], "strict": False})
+    if resp.error_code != 0:
+        raise MigrationError(f"DescribeClientQuotas on {side.bootstrap}: {resp.error_message or error_name(resp.error_code)}")
+    return quota_entries(resp)
+
+
+def _entity_text(entity: QuotaEntity) -> str:
+    return ",".join(f"{t}={'<default>' if n is None else n}" for t, n in entity)
+
+
+def run_quotas(source: Side, target: Side, out: TextIO) -> list[str]:
+    quotas = describe_quotas(source)
+    if not quotas:
+        print("No client quotas on the source", file=out)
+        return []
+    with target.connect() as conn:
+        resp = conn.call(ALTER_CLIENT_QUOTAS, conn.version(ALTER_CLIENT_QUOTAS, 0, 1), alter_quotas_body(quotas))
+    problems = []
+    for entry in resp.entries:
+        entity = tuple(sorted((e.entity_type, e.entity_name) for e in entry.entity))
+        if entry.error_code != 0:
+            problems.append(f"quotas of {_entity_text(entity)}: {entry.error_message or error_name(entry.error_code)}")
+        else:
+            print(f"Quotas of {_entity_text(entity)}: {quotas[entity]}", file=out)
+    return problems
+
+
+# ---------------------------------------------------------------------- SCRAM users
+
+
+def scram_plan(described: dict[str, list[tuple[int, int]]], passwords: dict[str, str],
+               wanted: Sequence[str] | None) -> tuple[list[tuple[str, int, int, str]], list[str]]:
+    """(user, mechanism type, iterations, password) to upsert on the target, and what cannot be migrated: each
+    credential of each wanted source user, with the password the file gives for that user."""
+    users = list(dict.fromkeys(wanted)) if wanted else sorted(described)
+    plan: list[tuple[str, int, int, str]] = []
+    problems: list[str] = []
+    for user in users:
+        credentials = described.get(user)
+        if not credentials:
+            problems.append(f"user {user}: no SCRAM credential on the source")
+        elif user not in passwords:
+            problems.append(f"user {user}: no password in the passwords file")
+        else:
+            plan.extend((user, mechanism, iterations, passwords[user]) for mechanism, iterations in credentials)
+    return plan, problems
+
+
+def describe_scram_users(side: Side) -> dict[str, list[tuple[int, int]]]:
+    """user -> [(mechanism type, iterations)] of every SCRAM user."""
+    described = _result(side.admin.describe_user_scram_credentials())
+    return {user: [(int(info.mechanism.value), int(info.iterations)) for info in d.scram_credential_infos]
+            for user, d in described.items()}
+
+
+def run_users(a: argparse.Namespace, source: Side, target: Side, out: TextIO) -> list[str]:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+    plan, problems = scram_plan(describe_scram_users(source), load_properties(a.passwords), a.user)
+    if not plan:
+        print("No SCRAM users to migrate", file=out)
+        return problems
+    # librdkafka salts each password (a fresh random salt) and sends salt, salted password and iterations.
+    upserts = [UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism(mechanism), iterations),
+                                            password.encode())
+               for user, mechanism, iterations, password in plan]
+    # One request per credential: a user's two mechanisms are two upsertions of the same user, which a single
+    # request's per-user results could not tell apart.
+    for upsert, (user, mechanism, iterations, _) in zip(upserts, plan, strict=True):
+        try:
+            _result(target.admin.alter_user_scram_credentials([upsert])[user])
+        except KafkaException as err:
+            problems.append(f"user {user} {SCRAM_MECHANISM_NAMES.get(mechanism, mechanism)} on the target: {err}")
+            continue
+        print(f"User {user}: {SCRAM_MECHANISM_NAMES.get(mechanism, mechanism)} with {iterations} iterations",
+              file=out)
+    return problems
+
+
 # ---------------------------------------------------------------------- main
 
 
@@ -471,7 +596,7 @@ def run(argv: Sequence[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr)
     try:
         a = parser.parse_args(argv)
         if a.command is None:
-            raise UsageError("a command is required: copy, groups or acls")
+            raise UsageError("a command is required: copy, groups, acls, quotas or users")
     except UsageError as e:
         print(f"Error: {e}", file=err)
         parser.print_usage(err)
@@ -490,6 +615,10 @@ def run(argv: Sequence[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr)
             problems: list[str] = []
         elif a.command == "groups":
             problems = run_groups(a, source, target, out)
+        elif a.command == "quotas":
+            problems = run_quotas(source, target, out)
+        elif a.command == "users":
+            problems = run_users(a, source, target, out)
         else:
             problems = run_acls(source, target, out)
     except failed as e:

@@ -31,6 +31,8 @@ from confluent_kafka.admin import (
 )
 
 from shoal_client.admin import ShareGroupAdmin
+from shoal_client.connection import BrokerConnection
+from shoal_client.migrate import ALTER_CLIENT_QUOTAS, DESCRIBE_CLIENT_QUOTAS, alter_quotas_body, quota_entries
 from shoal_client.offset_map import MigrationState
 from tests.helpers.bounded_close import close_within
 from tests.helpers.broker_process import BrokerProcess
@@ -281,3 +283,50 @@ def test_acls_from_a_source_without_authorizer_over_sasl(tmp_path) -> None:
         assert done.returncode == 1 and "Error:" in done.stderr and "auth" in done.stderr.lower(), done
     finally:
         plain.stop()
+
+
+def test_quotas_and_scram_users_move(tmp_path) -> None:
+    """`shoal-migrate quotas` copies every client quota (user, client-id, their combination, defaults) and
+    `shoal-migrate users` creates the SCRAM users again with the same mechanisms and iterations, from a passwords
+    file: they log in on the target with their passwords; a user without a password is reported (exit 1)."""
+    sasl = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512"}
+    users = ["SCRAM-SHA-512=[name=carol,password=carol-pw]", "SCRAM-SHA-256=[name=carol,password=carol-pw]",
+             "SCRAM-SHA-256=[name=dave,iterations=8192,password=dave-pw]"]
+    source = BrokerProcess(tmp_path / "src", tmp_path / "src.log", overrides=sasl,
+                           extra_args=[a for u in users for a in ("--add-scram", u)]).start()
+    target = BrokerProcess(tmp_path / "tgt", tmp_path / "tgt.log", overrides=sasl).start()
+    try:
+        quotas = {(("user", "carol"),): {"producer_byte_rate": 1048576.0, "consumer_byte_rate": 2097152.0},
+                  (("client-id", "reports"), ("user", "dave")): {"request_percentage": 50.0},
+                  (("user", None),): {"producer_byte_rate": 4194304.0}}
+        with BrokerConnection("127.0.0.1", source.port, client_id="t") as conn:
+            resp = conn.call(ALTER_CLIENT_QUOTAS, 1, alter_quotas_body(quotas))
+            assert all(e.error_code == 0 for e in resp.entries), resp
+        common = ["--source", source.bootstrap, "--target", target.bootstrap]
+        out = migrate("quotas", *common)
+        assert "Quotas of user=carol" in out, out
+        with BrokerConnection("127.0.0.1", target.port, client_id="t") as conn:
+            got = quota_entries(conn.call(DESCRIBE_CLIENT_QUOTAS, 1, {"components": [], "strict": False}))
+        assert got == quotas
+
+        passwords = tmp_path / "passwords.properties"
+        passwords.write_text("carol=carol-pw\n")
+        done = run_script("shoal-migrate", "users", *common, "--passwords", str(passwords))
+        assert done.returncode == 1 and "user dave: no password in the passwords file" in done.stderr, done
+        passwords.write_text("carol=carol-pw\ndave=dave-pw\n")
+        out = migrate("users", *common, "--passwords", str(passwords))
+        assert "User dave: SCRAM-SHA-256 with 8192 iterations" in out, out
+        tgt_admin = admin_client(target.bootstrap)  # kept until its future is done
+        described = tgt_admin.describe_user_scram_credentials().result(30)
+        assert {u: sorted((i.mechanism.name, i.iterations) for i in d.scram_credential_infos)
+                for u, d in described.items()} == {
+            "carol": [("SCRAM_SHA_256", 4096), ("SCRAM_SHA_512", 4096)], "dave": [("SCRAM_SHA_256", 8192)]}
+        sasl_target = f"127.0.0.1:{target.ports['SASL_PLAINTEXT']}"
+        for user, mechanism in (("carol", "SCRAM-SHA-512"), ("carol", "SCRAM-SHA-256"), ("dave", "SCRAM-SHA-256")):
+            login = admin_client(sasl_target, **{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
+                                                 "sasl.username": user, "sasl.password": f"{user}-pw"})
+            assert login.list_topics(timeout=30).brokers, (user, mechanism)
+    finally:
+        source.stop()
+        target.stop()
