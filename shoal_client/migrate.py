@@ -218,11 +218,26 @@ def _wait_for_leaders(target: Side, counts: dict[str, int]) -> None:
 
 
 def _target_ends(target: Side, partitions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
-    from confluent_kafka import Consumer, TopicPartition
+    """Each target partition's end offset. On a cluster, a partition just created may be answered for a moment
+    with NOT_LEADER_OR_FOLLOWER (or no leader yet) by the broker the metadata names: asked again until
+    TIMEOUT_S."""
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+    not_yet = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART}
     probe = Consumer(target.conf(**{"group.id": "shoal-migrate", "enable.auto.commit": False}))
+    ends: dict[tuple[str, int], int] = {}
     try:
-        return {(t, p): probe.get_watermark_offsets(TopicPartition(t, p), timeout=TIMEOUT_S, cached=False)[1]
-                for t, p in partitions}
+        for t, p in partitions:
+            deadline = time.monotonic() + TIMEOUT_S
+            while (t, p) not in ends:
+                try:
+                    ends[(t, p)] = probe.get_watermark_offsets(TopicPartition(t, p), timeout=TIMEOUT_S,
+                                                               cached=False)[1]
+                except KafkaException as err:
+                    error = err.args[0]
+                    if not (error.retriable() or error.code() in not_yet) or time.monotonic() >= deadline:
+                        raise
+                    time.sleep(0.2)
+        return ends
     finally:
         probe.close()
 
