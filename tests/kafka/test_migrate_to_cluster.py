@@ -157,9 +157,9 @@ def group_consumer(bootstrap: str) -> Consumer:
     return c
 
 
-def consume_and_commit(c: Consumer, count: int) -> list[bytes]:
-    """Process `count` records one by one and commit the position after the last one processed in each partition
-    (records fetched beyond them are not processed)."""
+def consume_and_commit(c: Consumer, count: int, partitions: int) -> list[bytes]:
+    """Process records one by one, at least `count` and at least one of each of the `partitions`, and commit the
+    position after the last one processed in each partition (records fetched beyond them are not processed)."""
     done: list[bytes] = []
     positions: dict[tuple[str, int], int] = {}
 
@@ -168,9 +168,9 @@ def consume_and_commit(c: Consumer, count: int) -> list[bytes]:
             assert m.error() is None, m.error()
             done.append(m.value())
             positions[(m.topic(), m.partition())] = m.offset() + 1
-        return len(done) >= count
+        return len(done) >= count and len(positions) >= partitions
 
-    wait_until(processed, 60, f"the consumer group to process {count} records")
+    wait_until(processed, 60, f"the consumer group to process {count} records of {partitions} partitions")
     c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in positions.items()], asynchronous=False)
     return done
 
@@ -278,10 +278,11 @@ def test_cut_over_from_shoal_to_a_kafka_cluster(shoal, kafka_cluster: KafkaClust
         resp = conn.call(ALTER_CLIENT_QUOTAS, 1, alter_quotas_body(QUOTAS))
         assert all(e.error_code == 0 for e in resp.entries), resp
 
-    # The classic consumer group processes 25 records and commits, then stops.
+    # The classic consumer group processes 25 records or more, some of each partition, commits, and stops.
     cg = group_consumer(src)
-    before = consume_and_commit(cg, 25)
+    before = consume_and_commit(cg, 25, 4)
     cg.close()
+    print(f"\n[figures] consumer group cg processed {len(before)} records on Shoal")
 
     # The share group: its member holds all 60 orders, then
     #   partition 0: ACCEPT 0-19                                     -> start offset 20
