@@ -203,9 +203,10 @@ def committed_offsets(broker, group: str, topic: str) -> dict[int, int]:
 
 
 def read_partitions(bootstrap: str, topic: str, partitions: int, *, committed: bool = False,
-                    timeout: float = 60.0, keys: bool = False) -> dict[int, list[tuple]]:
+                    timeout: float = 60.0, keys: bool = False, timestamps: bool = False) -> dict[int, list[tuple]]:
     """(offset, value) of every record of each partition from its start to its end (the LSO under read_committed,
-    the high watermark otherwise), as a confluent consumer sees them; (offset, key, value) with `keys`."""
+    the high watermark otherwise), as a confluent consumer sees them; (offset, key, value) with `keys`, and the
+    record's timestamp last with `timestamps`."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
                   "enable.auto.commit": False, "enable.partition.eof": True, "auto.offset.reset": "earliest",
                   "isolation.level": "read_committed" if committed else "read_uncommitted"})
@@ -224,7 +225,8 @@ def read_partitions(bootstrap: str, topic: str, partitions: int, *, committed: b
                 at_end.add(m.partition())
                 continue
             at_end.discard(m.partition())
-            got[m.partition()].append((m.offset(), m.key(), m.value()) if keys else (m.offset(), m.value()))
+            item = (m.offset(), m.key(), m.value()) if keys else (m.offset(), m.value())
+            got[m.partition()].append((*item, m.timestamp()[1]) if timestamps else item)
         return got
     finally:
         c.close()
