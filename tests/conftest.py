@@ -69,8 +69,9 @@ def pytest_runtest_makereport(item, call):
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the marks into the scheduling groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Groups for pytest-xdist's `--dist loadgroup` (what `make test` runs): a test module's tests stay on one
-    worker (module-scoped brokers are started once), and the Spark tests all share one worker, as each starts a
-    JVM that wants both cores."""
+    worker (module-scoped brokers are started once), the Spark tests all share one worker, as each starts a
+    JVM that wants both cores, and so do the Kafka Streams tests (each runs Streams JVMs beside its brokers)."""
     for item in items:
         module = item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group("spark" if module.startswith("tests/spark/") else module))
+        shared = next((group for group in ("spark", "streams") if module.startswith(f"tests/{group}/")), None)
+        item.add_marker(pytest.mark.xdist_group(shared or module))

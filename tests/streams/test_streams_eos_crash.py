@@ -1,0 +1,124 @@
+"""Kafka Streams 4.4 word count with exactly_once_v2 against Shoal (classic group protocol) across failures:
+
+- Shoal killed with SIGKILL in the middle of the run and started again on the same port and data: the app rides
+  it out (its clients retry), and its committed output counts every input word exactly once.
+- the application killed with SIGKILL in the middle of the run and started again with the same application id and
+  an empty state directory: its store is restored from the changelog topic, and the committed output again counts
+  every word once.
+
+The input is produced while the app runs (a line producer at a fixed rate), so the kill lands while transactions
+are open. The check reads the input back as the broker holds it and the output read_committed: each word's
+counts must be exactly 1, 2, ..., n, n being its occurrences in the input (a repeat is a word counted twice, a
+gap or a short tail one lost).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+import pytest
+
+from tests.helpers import streams_apps as sa
+from tests.helpers import txn_clients
+from tests.helpers.broker_process import free_port
+from tests.helpers.confluent_clients import read_partitions
+from tests.helpers.raw_client import RawClient
+from tests.helpers.waiting import wait_until
+
+GUARANTEE = "exactly_once_v2"
+
+
+def _input_lines(load: sa.Workload) -> tuple[str, list[tuple[str, str]]]:
+    [(topic, records)] = load.inputs.items()
+    return topic, [(r.key, r.value) for r in records]
+
+
+def _check_counted_once(bootstrap: str, load: sa.Workload, topic: str, lines: list[tuple[str, str]]) -> dict:
+    held = read_partitions(bootstrap, topic, sa.PARTITIONS, keys=True)
+    got = sorted((key.decode(), value.decode()) for p in held.values() for _, key, value in p)
+    assert got == sorted(lines), "the input topic does not hold each line once"
+    out = sa.outputs(bootstrap, load)
+    counts = sa.values_by_key(out)
+    assert counts == load.expected, {w: (counts.get(w, [])[-3:], len(counts.get(w, [])), len(n))
+                                     for w, n in load.expected.items()}
+    everything = read_partitions(bootstrap, load.output, sa.PARTITIONS)  # read_uncommitted: aborted ones too
+    return {"committed": load.expect, "written": sum(map(len, everything.values()))}
+
+
+# Back at once, the app's producer retries its in-flight requests and finishes its transaction. Down longer than
+# the app's transaction.timeout.ms (Streams' 10 s), with the coordinator's scan for timed-out transactions every
+# 100 ms, the restarted coordinator aborts the open transaction as expired (bumping the producer's epoch) before
+# the app's producer is back, so the app must find itself fenced, rejoin and redo the aborted work.
+@pytest.mark.parametrize("down_s", [0, 11], ids=["back-at-once", "down-past-the-transaction-timeout"])
+def test_word_count_counts_each_word_once_across_a_shoal_kill9(down_s, broker_factory, tmp_path):
+    port = free_port()  # the broker comes back on the same port: the app's bootstrap stays valid
+    broker = broker_factory({"listeners": f"PLAINTEXT://127.0.0.1:{port}",
+                             "transaction.abort.timed.out.transaction.cleanup.interval.ms": "100"})
+    load = sa.workload("wordcount", scale=15)
+    topic, lines = _input_lines(load)
+    sa.create_topics(broker.bootstrap, [load])
+    # Commits every 2 s while input flows in: the kill finds a transaction open, with records written.
+    run = sa.StreamsRun.start(broker.bootstrap, GUARANTEE, [load.spec()], tmp_path / "state", tmp_path / "app.log",
+                              timeout_s=240, config={"commit.interval.ms": "2000"})
+    producer = sa.LineProducer(broker.bootstrap, topic, lines, rate=60)
+    watcher = sa.OutputWatcher(broker.bootstrap, load.output)
+    try:
+        run.wait_state(load.app_id, "RUNNING", 60)
+        producer.start()
+        wait_until(lambda: watcher.count() >= load.expect // 4, 90, "a quarter of the counts committed")
+        watcher.close()
+        with RawClient(port) as c:  # the kill lands while a transaction has records in the output
+            wait_until(lambda: any(txn_clients.open_producer_transactions(c, load.output, sa.PARTITIONS).values()),
+                       30, "a transaction open on the output")
+            broker.kill9()
+        time.sleep(down_s)  # the scenario itself: how long the broker stays down
+        broker.start()
+        producer.join(180)
+        assert not producer.is_alive() and producer.errors == []
+        rc = run.wait_exit(240)
+        assert rc == 0 and run.done(), f"the app exited with {rc}:\n{run.tail()}"
+    finally:
+        run.kill9()
+    figures = _check_counted_once(broker.bootstrap, load, topic, lines)
+    print(f"kill -9 of Shoal, down {down_s} s: {figures}")
+    if down_s:  # the open transaction was aborted, its records left in the log, unread under read_committed
+        assert figures["written"] > figures["committed"], figures
+
+
+def test_word_count_restores_its_store_from_the_changelog_after_an_app_kill9(broker_factory, tmp_path):
+    # The killed app's transaction is left open; its successor has another transactional id (a new process id:
+    # the state directory that held it is gone), so only the coordinator's timeout aborts it, scanned for often.
+    broker = broker_factory({"transaction.abort.timed.out.transaction.cleanup.interval.ms": "100"})
+    load = sa.workload("wordcount", scale=10)
+    topic, lines = _input_lines(load)
+    sa.create_topics(broker.bootstrap, [load])
+    state = tmp_path / "state"
+    first = sa.StreamsRun.start(broker.bootstrap, GUARANTEE, [load.spec(expect=0)], state, tmp_path / "app1.log",
+                                config={"commit.interval.ms": "2000"})  # a transaction open most of the time
+    producer = sa.LineProducer(broker.bootstrap, topic, lines, rate=60)
+    watcher = sa.OutputWatcher(broker.bootstrap, load.output)
+    try:
+        first.wait_state(load.app_id, "RUNNING", 60)
+        producer.start()
+        wait_until(lambda: watcher.count() >= load.expect // 3, 90, "a third of the counts committed")
+        watcher.close()
+        with RawClient(broker.port) as c:  # the kill lands while a transaction has records in the output
+            wait_until(lambda: any(txn_clients.open_producer_transactions(c, load.output, sa.PARTITIONS).values()),
+                       30, "a transaction open on the output")
+            first.kill9()
+    finally:
+        first.kill9()
+    shutil.rmtree(state)  # nothing local left: the counts so far are only in the changelog
+    second = sa.StreamsRun.start(broker.bootstrap, GUARANTEE, [load.spec()], state, tmp_path / "app2.log",
+                                 timeout_s=240)
+    try:
+        producer.join(120)
+        assert not producer.is_alive() and producer.errors == []
+        rc = second.wait_exit(240)
+        assert rc == 0 and second.done(), f"the restarted app exited with {rc}:\n{second.tail()}"
+    finally:
+        second.kill9()
+    figures = _check_counted_once(broker.bootstrap, load, topic, lines)
+    print(f"kill -9 of the app: {figures}")
+    assert figures["written"] > figures["committed"], figures  # the dead app's open transaction, aborted
