@@ -26,8 +26,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
 
 from tests.helpers import java_clients, kafka_dist
 from tests.helpers.confluent_clients import read_partitions
@@ -310,3 +310,46 @@ class LineProducer(threading.Thread):
             self.producer.poll(0)
         if self.producer.flush(120) != 0:
             self.errors.append("records still queued after 120 s")
+
+
+def internal_topics(bootstrap: str, load: Workload) -> dict[str, dict]:
+    """The topics the app created for itself (named after its application id, which is replaced by "APP"): their
+    partition counts and the topic configs set on them (what CreateTopics carried: cleanup policies, retention,
+    segment sizes, timestamp type)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    metadata = admin.list_topics(timeout=30)
+    names = sorted(t for t in metadata.topics if t.startswith(f"{load.app_id}-") and t not in load.inputs
+                   and t != load.output)
+    out: dict[str, dict] = {}
+    for name in names:
+        resource = ConfigResource(ConfigResource.Type.TOPIC, name)
+        configs = admin.describe_configs([resource])[resource].result(timeout=30)
+        set_on_topic = {k: c.value for k, c in configs.items()
+                        if c.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
+        out[name.replace(load.app_id, "APP")] = {"partitions": len(metadata.topics[name].partitions),
+                                                 "configs": dict(sorted(set_on_topic.items()))}
+    return out
+
+
+def committed_offsets(bootstrap: str, load: Workload) -> dict[str, dict[int, int]]:
+    """The app's group's committed offsets on its input topics (named by their position, "input0", ...)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    request = ConsumerGroupTopicPartitions(load.app_id, [TopicPartition(t, p) for t in load.inputs
+                                                         for p in range(PARTITIONS)])
+    [future] = admin.list_consumer_group_offsets([request]).values()
+    names = {t: f"input{i}" for i, t in enumerate(load.inputs)}
+    out: dict[str, dict[int, int]] = defaultdict(dict)
+    for tp in future.result(timeout=30).topic_partitions:
+        out[names[tp.topic]][tp.partition] = tp.offset
+    return dict(out)
+
+
+def input_end_offsets(bootstrap: str, load: Workload) -> dict[str, dict[int, int]]:
+    """The high watermarks of the app's input topics, named as committed_offsets names them."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"ends-{uuid.uuid4().hex[:8]}"})
+    try:
+        return {f"input{i}": {p: c.get_watermark_offsets(TopicPartition(t, p), timeout=30)[1]
+                              for p in range(PARTITIONS)}
+                for i, t in enumerate(load.inputs)}
+    finally:
+        c.close()

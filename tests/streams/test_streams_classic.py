@@ -8,7 +8,9 @@ closes). The inputs (keys, values, timestamps) are fixed and produced before the
 read_committed to its end, per partition and per key (value, timestamp) in offset order: a key's records are in
 one partition and in the order the inputs fix, but the interleaving of keys within an output partition depends on
 how the tasks of several input partitions were scheduled, so it is not compared. Shoal's output must equal
-Kafka's, and both must equal what the inputs imply (the expected values computed here).
+Kafka's, and both must equal what the inputs imply (the expected values computed here). So must the internal
+topics the apps created (repartition and changelog topics: partitions and the configs set on them) and the offsets
+each app's group committed on its inputs (their ends: every input record consumed).
 """
 
 from __future__ import annotations
@@ -44,3 +46,9 @@ def test_topologies_match_kafka(guarantee, kafka, broker_module, tmp_path):
         expected = loads["shoal"][index].expected
         for name in targets:
             assert sa.values_by_key(seen[name]) == expected, f"{topology} on {name}: not what the input implies"
+        made = {name: sa.internal_topics(bootstrap, loads[name][index]) for name, bootstrap in targets.items()}
+        assert_same(made, f"{topology}'s internal topics ({guarantee})")
+        offsets = {name: sa.committed_offsets(bootstrap, loads[name][index]) for name, bootstrap in targets.items()}
+        assert_same(offsets, f"{topology}'s committed offsets ({guarantee})")
+        for name, bootstrap in targets.items():  # every input record consumed, and its offset committed
+            assert offsets[name] == sa.input_end_offsets(bootstrap, loads[name][index]), name
