@@ -122,3 +122,37 @@ def test_word_count_restores_its_store_from_the_changelog_after_an_app_kill9(bro
     figures = _check_counted_once(broker.bootstrap, load, topic, lines)
     print(f"kill -9 of the app: {figures}")
     assert figures["written"] > figures["committed"], figures  # the dead app's open transaction, aborted
+
+
+def test_word_count_counts_each_word_once_while_instances_join_and_leave(broker, tmp_path):
+    """Scale out then in under exactly_once_v2: a second instance of the app joins the group mid-run (a rebalance
+    of the classic group moves tasks to it, Streams' assignor deciding), then the first closes and leaves, and
+    the second takes every task back, restoring their stores from the changelogs."""
+    load = sa.workload("wordcount", scale=10)
+    topic, lines = _input_lines(load)
+    sa.create_topics(broker.bootstrap, [load])
+    first = sa.StreamsRun.start(broker.bootstrap, GUARANTEE, [load.spec(expect=0)], tmp_path / "state1",
+                                tmp_path / "app1.log")
+    second = None
+    producer = sa.LineProducer(broker.bootstrap, topic, lines, rate=40)
+    watcher = sa.OutputWatcher(broker.bootstrap, load.output)
+    try:
+        first.wait_state(load.app_id, "RUNNING", 60)
+        producer.start()
+        wait_until(lambda: watcher.count() >= load.expect // 5, 90, "a fifth of the counts committed")
+        second = sa.StreamsRun.start(broker.bootstrap, GUARANTEE, [load.spec()], tmp_path / "state2",
+                                     tmp_path / "app2.log", timeout_s=240)
+        second.wait_state(load.app_id, "RUNNING", 90)
+        assert producer.is_alive() or watcher.count() < load.expect, "the input ran out before the second joined"
+        assert first.terminate(60) in (0, 143)  # a clean close (leaving the group); 143: the JVM's SIGTERM exit
+        producer.join(120)
+        assert not producer.is_alive() and producer.errors == []
+        rc = second.wait_exit(240)
+        assert rc == 0 and second.done(), f"the second instance exited with {rc}:\n{second.tail()}"
+    finally:
+        watcher.close()
+        first.kill9()
+        if second is not None:
+            second.kill9()
+    figures = _check_counted_once(broker.bootstrap, load, topic, lines)
+    print(f"scale out and in: {figures}, first instance's states {first.states(load.app_id)}")
