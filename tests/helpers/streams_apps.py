@@ -64,15 +64,24 @@ class Workload:
     output: str
     expect: int
     expected: dict[str, list[str]] = field(default_factory=dict)  # key -> values in order, where computable
+    guarantee: str | None = None  # its processing.guarantee, over the run's
 
     def spec(self, expect: int | None = None) -> str:
         count = self.expect if expect is None else expect
+        own = f",guarantee={self.guarantee}" if self.guarantee else ""
         return (f"topology={self.topology},id={self.app_id},input={'+'.join(self.inputs)},output={self.output},"
-                f"expect={count}")
+                f"expect={count}{own}")
 
 
-def workload(topology: str, suffix: str | None = None, *, scale: int = 1) -> Workload:
-    """The deterministic input of `topology` and what its output must be; `scale` multiplies the input."""
+def workload(topology: str, suffix: str | None = None, *, scale: int = 1, guarantee: str | None = None) -> Workload:
+    """The deterministic input of `topology` and what its output must be; `scale` multiplies the input;
+    `guarantee` the app's own processing.guarantee."""
+    load = _workload(topology, suffix, scale)
+    load.guarantee = guarantee
+    return load
+
+
+def _workload(topology: str, suffix: str | None, scale: int) -> Workload:
     suffix = suffix or uuid.uuid4().hex[:8]
     name = f"streams-{topology}-{suffix}"
     inp, out = f"{name}-in", f"{name}-out"

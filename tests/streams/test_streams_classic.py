@@ -1,16 +1,18 @@
 """Kafka Streams 4.4 applications against Shoal and against Kafka 4.4, classic group protocol, compared record
 for record.
 
-Four topologies (tests/java/src/shoal/streams/StreamsApps.java) run in one JVM per broker and guarantee: a
-stateless filter/mapValues, a word count (groupBy -> repartition topic -> count in a changelogged store), a
+Four topologies (tests/java/src/shoal/streams/StreamsApps.java), each under at_least_once and exactly_once_v2:
+a stateless filter/mapValues, a word count (groupBy -> repartition topic -> count in a changelogged store), a
 stream-table left join, and a windowed sum (10 s tumbling windows of record time, suppressed until each window
-closes). The inputs (keys, values, timestamps) are fixed and produced before the apps start. Each output is read
-read_committed to its end, per partition and per key (value, timestamp) in offset order: a key's records are in
-one partition and in the order the inputs fix, but the interleaving of keys within an output partition depends on
-how the tasks of several input partitions were scheduled, so it is not compared. Shoal's output must equal
-Kafka's, and both must equal what the inputs imply (the expected values computed here). So must the internal
-topics the apps created (repartition and changelog topics: partitions and the configs set on them) and the offsets
-each app's group committed on its inputs (their ends: every input record consumed).
+closes). The eight apps run in one JVM per broker (the Kafka and the Shoal JVMs side by side), once per module;
+each test compares one app. The inputs (keys, values, timestamps) are fixed and produced before the apps start.
+
+Each output is read read_committed to its end, per partition and per key (value, timestamp) in offset order: a
+key's records are in one partition and in the order the inputs fix, but the interleaving of keys within an output
+partition depends on how the tasks of several input partitions were scheduled, so it is not compared. Shoal's
+output must equal Kafka's, and both must equal what the inputs imply (the expected values computed here). So must
+the internal topics the app created (repartition and changelog topics: partitions and the configs set on them) and
+the offsets its group committed on its inputs (their ends: every input record consumed).
 """
 
 from __future__ import annotations
@@ -25,30 +27,41 @@ from tests.helpers import streams_apps as sa
 from tests.helpers.differential import assert_same
 
 GUARANTEES = ("at_least_once", "exactly_once_v2")
+APPS = [(guarantee, topology) for guarantee in GUARANTEES for topology in sa.TOPOLOGIES]
 
 
-@pytest.mark.parametrize("guarantee", GUARANTEES)
-def test_topologies_match_kafka(guarantee, kafka, broker_module, tmp_path):
+@pytest.fixture(scope="module")
+def ran(kafka, broker_module, tmp_path_factory):
+    """Every app of APPS run to its end against Kafka and against Shoal: ({target: bootstrap},
+    {target: {(guarantee, topology): Workload}})."""
     java_clients.classes()  # compile once, before two runs need it
     targets = {"kafka": kafka.bootstrap, "shoal": broker_module.bootstrap}
-    loads = {name: [sa.workload(t, uuid.uuid4().hex[:8]) for t in sa.TOPOLOGIES] for name in targets}
+    loads = {name: {app: sa.workload(app[1], uuid.uuid4().hex[:8], guarantee=app[0]) for app in APPS}
+             for name in targets}
     for name, bootstrap in targets.items():
-        sa.create_topics(bootstrap, loads[name])
-        sa.produce_inputs(bootstrap, loads[name])
+        sa.create_topics(bootstrap, list(loads[name].values()))
+        sa.produce_inputs(bootstrap, list(loads[name].values()))
+    tmp = tmp_path_factory.mktemp("streams")
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        runs = {name: pool.submit(sa.run_apps, bootstrap, guarantee, loads[name], tmp_path / name)
+        runs = {name: pool.submit(sa.run_apps, bootstrap, GUARANTEES[0], list(loads[name].values()), tmp / name)
                 for name, bootstrap in targets.items()}
         took = {name: run.result() for name, run in runs.items()}
-    print(f"{guarantee}: apps ran {took['kafka']:.1f} s against Kafka, {took['shoal']:.1f} s against Shoal")
-    for index, topology in enumerate(sa.TOPOLOGIES):
-        seen = {name: sa.outputs(bootstrap, loads[name][index]) for name, bootstrap in targets.items()}
-        assert_same(seen, f"{topology} output ({guarantee})")
-        expected = loads["shoal"][index].expected
-        for name in targets:
-            assert sa.values_by_key(seen[name]) == expected, f"{topology} on {name}: not what the input implies"
-        made = {name: sa.internal_topics(bootstrap, loads[name][index]) for name, bootstrap in targets.items()}
-        assert_same(made, f"{topology}'s internal topics ({guarantee})")
-        offsets = {name: sa.committed_offsets(bootstrap, loads[name][index]) for name, bootstrap in targets.items()}
-        assert_same(offsets, f"{topology}'s committed offsets ({guarantee})")
-        for name, bootstrap in targets.items():  # every input record consumed, and its offset committed
-            assert offsets[name] == sa.input_end_offsets(bootstrap, loads[name][index]), name
+    print(f"the apps ran {took['kafka']:.1f} s against Kafka, {took['shoal']:.1f} s against Shoal")
+    return targets, loads
+
+
+@pytest.mark.parametrize("app", APPS, ids=[f"{g}-{t}" for g, t in APPS])
+def test_app_matches_kafka(app, ran):
+    targets, loads = ran
+    guarantee, topology = app
+    seen = {name: sa.outputs(bootstrap, loads[name][app]) for name, bootstrap in targets.items()}
+    assert_same(seen, f"{topology} output ({guarantee})")
+    for name in targets:
+        assert sa.values_by_key(seen[name]) == loads[name][app].expected, \
+            f"{topology} on {name}: not what the input implies"
+    made = {name: sa.internal_topics(bootstrap, loads[name][app]) for name, bootstrap in targets.items()}
+    assert_same(made, f"{topology}'s internal topics ({guarantee})")
+    offsets = {name: sa.committed_offsets(bootstrap, loads[name][app]) for name, bootstrap in targets.items()}
+    assert_same(offsets, f"{topology}'s committed offsets ({guarantee})")
+    for name, bootstrap in targets.items():  # every input record consumed, and its offset committed
+        assert offsets[name] == sa.input_end_offsets(bootstrap, loads[name][app]), name

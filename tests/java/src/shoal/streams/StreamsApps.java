@@ -33,7 +33,7 @@ import org.apache.kafka.streams.kstream.TimeWindows;
  *
  *     java shoal.streams.StreamsApps --bootstrap HOST:PORT --guarantee at_least_once|exactly_once_v2
  *         --state-dir DIR [--group-protocol classic|streams] [--timeout-s 120] [--config NAME=VALUE ...]
- *         --app topology=wordcount,id=APP_ID,input=TOPIC[+TOPIC],output=TOPIC,expect=N  [--app ...]
+ *         --app topology=wordcount,id=APP_ID,input=TOPIC[+TOPIC],output=TOPIC,expect=N[,guarantee=G]  [--app ...]
  *
  * Topologies (String keys and values; record caches off, so an aggregation emits every update):
  *   stateless  filter out values starting "skip", upper-case the rest
@@ -42,7 +42,8 @@ import org.apache.kafka.streams.kstream.TimeWindows;
  *   windowed   sum the values per key in 10 s tumbling windows of record time, no grace, suppressed until the
  *              window closes: one record per window, keyed "KEY@WINDOWSTART"
  *
- * A --config sets a Streams (or client) config of every app, over the defaults below.
+ * An app's own guarantee, if given, overrides --guarantee. A --config sets a Streams (or client) config of every
+ * app, over the defaults below.
  *
  * With expect=N for every app, the program closes the apps (leaving the group) once a read_committed consumer has
  * seen N records on each app's output topic, and exits 0; with expect=0 they run until SIGTERM (a clean close) or
@@ -52,7 +53,9 @@ import org.apache.kafka.streams.kstream.TimeWindows;
 public final class StreamsApps {
     private StreamsApps() {}
 
-    record App(String topology, String id, List<String> inputs, String output, long expect) {
+    static final long STARTED = System.currentTimeMillis();
+
+    record App(String topology, String id, List<String> inputs, String output, long expect, String guarantee) {
         static App parse(String spec) {
             Map<String, String> f = new HashMap<>();
             for (String part : spec.split(",")) {
@@ -60,7 +63,7 @@ public final class StreamsApps {
                 f.put(kv[0], kv[1]);
             }
             return new App(f.get("topology"), f.get("id"), Arrays.asList(f.get("input").split("\\+")),
-                f.get("output"), Long.parseLong(f.getOrDefault("expect", "0")));
+                f.get("output"), Long.parseLong(f.getOrDefault("expect", "0")), f.get("guarantee"));
         }
     }
 
@@ -103,7 +106,8 @@ public final class StreamsApps {
         Properties p = new Properties();
         p.put(StreamsConfig.APPLICATION_ID_CONFIG, app.id());
         p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, opts.get("bootstrap"));
-        p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, opts.get("guarantee"));
+        String guarantee = app.guarantee() != null ? app.guarantee() : opts.get("guarantee");
+        p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, guarantee);
         p.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, opts.getOrDefault("group-protocol", "classic"));
         p.put(StreamsConfig.STATE_DIR_CONFIG, opts.get("state-dir"));
         p.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
@@ -176,7 +180,8 @@ public final class StreamsApps {
         for (App app : apps) {
             KafkaStreams streams = new KafkaStreams(topology(app), config(app, opts, extra));
             streams.setStateListener((now, before) -> {
-                emit(String.format("{\"app\": \"%s\", \"state\": \"%s\"}", app.id(), now));
+                emit(String.format("{\"app\": \"%s\", \"state\": \"%s\", \"ms\": %d}", app.id(), now,
+                    System.currentTimeMillis() - STARTED));
                 if (now == KafkaStreams.State.ERROR) {
                     failed.countDown();
                 }
@@ -217,8 +222,9 @@ public final class StreamsApps {
             }
         }
         counters.forEach(OutputCounter::close);
-        running.forEach(s -> s.close(leave));
-        emit("{\"done\": true}");
+        emit(String.format("{\"complete\": true, \"ms\": %d}", System.currentTimeMillis() - STARTED));
+        running.parallelStream().forEach(s -> s.close(leave));  // each close commits and leaves: side by side
+        emit(String.format("{\"done\": true, \"ms\": %d}", System.currentTimeMillis() - STARTED));
         System.exit(0);  // the shutdown hook's second close returns at once
     }
 }
