@@ -61,6 +61,13 @@ def open_transactions(c: RawClient) -> list[str]:
     return sorted(t.transactional_id for t in r.transaction_states)
 
 
+def ongoing_transactions(c: RawClient) -> list[str]:
+    """ListTransactions: the transactional ids in state Ongoing (begun, neither committing nor aborting)."""
+    r = c.call(LIST_TXNS, 0, {"state_filters": ["Ongoing"], "producer_id_filters": []})
+    assert r.error_code == 0
+    return sorted(t.transactional_id for t in r.transaction_states)
+
+
 def open_producer_transactions(c: RawClient, topic: str, partitions: int) -> dict[int, list[int]]:
     """DescribeProducers: per partition, the producer ids with a transaction open on it."""
     r = c.call(DESCRIBE_PRODUCERS, 0, {"topics": [{"name": topic, "partition_indexes": list(range(partitions))}]})

@@ -27,6 +27,19 @@ from tests.helpers.raw_client import RawClient
 from tests.helpers.waiting import wait_until
 
 GUARANTEE = "exactly_once_v2"
+# How often the apps killed with a transaction open commit: seldom, so that a transaction is open, and not
+# committing, nearly all the time (the kill must not land in a commit, which the coordinator would complete).
+COMMIT_INTERVAL_MS = "5000"
+
+
+def _when_a_transaction_is_open(port: int, load: sa.Workload, kill) -> None:
+    """Call `kill` once the app's transaction is Ongoing with records in the output (not yet committing)."""
+    with RawClient(port) as c:
+        def ongoing() -> bool:
+            return (any(txn_clients.open_producer_transactions(c, load.output, sa.PARTITIONS).values())
+                    and bool(txn_clients.ongoing_transactions(c)))
+        wait_until(ongoing, 60, "a transaction open on the output")
+        kill()
 
 
 def _input_lines(load: sa.Workload) -> tuple[str, list[tuple[str, str]]]:
@@ -58,9 +71,9 @@ def test_word_count_counts_each_word_once_across_a_shoal_kill9(down_s, broker_fa
     load = sa.workload("wordcount", scale=15)
     topic, lines = _input_lines(load)
     sa.create_topics(broker.bootstrap, [load])
-    # Commits every 2 s while input flows in: the kill finds a transaction open, with records written.
+    # Commits seldom while input flows in: the kill finds a transaction open, with records written.
     run = sa.StreamsRun.start(broker.bootstrap, GUARANTEE, [load.spec()], tmp_path / "state", tmp_path / "app.log",
-                              timeout_s=240, config={"commit.interval.ms": "2000"})
+                              timeout_s=240, config={"commit.interval.ms": COMMIT_INTERVAL_MS})
     producer = sa.LineProducer(broker.bootstrap, topic, lines, rate=60)
     watcher = sa.OutputWatcher(broker.bootstrap, load.output)
     try:
@@ -68,10 +81,7 @@ def test_word_count_counts_each_word_once_across_a_shoal_kill9(down_s, broker_fa
         producer.start()
         wait_until(lambda: watcher.count() >= load.expect // 4, 90, "a quarter of the counts committed")
         watcher.close()
-        with RawClient(port) as c:  # the kill lands while a transaction has records in the output
-            wait_until(lambda: any(txn_clients.open_producer_transactions(c, load.output, sa.PARTITIONS).values()),
-                       30, "a transaction open on the output")
-            broker.kill9()
+        _when_a_transaction_is_open(port, load, broker.kill9)
         time.sleep(down_s)  # the scenario itself: how long the broker stays down
         broker.start()
         producer.join(180)
@@ -95,7 +105,7 @@ def test_word_count_restores_its_store_from_the_changelog_after_an_app_kill9(bro
     sa.create_topics(broker.bootstrap, [load])
     state = tmp_path / "state"
     first = sa.StreamsRun.start(broker.bootstrap, GUARANTEE, [load.spec(expect=0)], state, tmp_path / "app1.log",
-                                config={"commit.interval.ms": "2000"})  # a transaction open most of the time
+                                config={"commit.interval.ms": COMMIT_INTERVAL_MS})  # a transaction open most of the time
     producer = sa.LineProducer(broker.bootstrap, topic, lines, rate=60)
     watcher = sa.OutputWatcher(broker.bootstrap, load.output)
     try:
@@ -103,10 +113,7 @@ def test_word_count_restores_its_store_from_the_changelog_after_an_app_kill9(bro
         producer.start()
         wait_until(lambda: watcher.count() >= load.expect // 3, 90, "a third of the counts committed")
         watcher.close()
-        with RawClient(broker.port) as c:  # the kill lands while a transaction has records in the output
-            wait_until(lambda: any(txn_clients.open_producer_transactions(c, load.output, sa.PARTITIONS).values()),
-                       30, "a transaction open on the output")
-            first.kill9()
+        _when_a_transaction_is_open(broker.port, load, first.kill9)
     finally:
         first.kill9()
     shutil.rmtree(state)  # nothing local left: the counts so far are only in the changelog
