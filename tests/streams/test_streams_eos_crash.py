@@ -2,9 +2,10 @@
 
 - Shoal killed with SIGKILL in the middle of the run and started again on the same port and data: the app rides
   it out (its clients retry), and its committed output counts every input word exactly once.
-- the application killed with SIGKILL in the middle of the run and started again with the same application id and
-  an empty state directory: its store is restored from the changelog topic, and the committed output again counts
-  every word once.
+- the application killed with SIGKILL in the middle of the run and started again with the same application id,
+  with an empty state directory, or with its state directory and a static group membership: its store is restored
+  from the changelog topic, and the committed output again counts every word once.
+- a second instance joining mid-run and the first leaving: tasks move both ways, each word is counted once.
 
 The input is produced while the app runs (a line producer at a fixed rate), so the kill lands while transactions
 are open. The check reads the input back as the broker holds it and the output read_committed: each word's
@@ -29,7 +30,9 @@ from tests.helpers.waiting import wait_until
 GUARANTEE = "exactly_once_v2"
 # How often the apps killed with a transaction open commit: seldom, so that a transaction is open, and not
 # committing, nearly all the time (the kill must not land in a commit, which the coordinator would complete).
-COMMIT_INTERVAL_MS = "5000"
+COMMIT_INTERVAL_MS = "3000"
+# The input of those apps flows in over about 13 s, several commit intervals: the kill comes after the first
+# commit, in the next transaction, with input still to come whatever the machine's load.
 
 
 def _when_a_transaction_is_open(port: int, load: sa.Workload, kill) -> None:
@@ -74,12 +77,12 @@ def test_word_count_counts_each_word_once_across_a_shoal_kill9(down_s, broker_fa
     # Commits seldom while input flows in: the kill finds a transaction open, with records written.
     run = sa.StreamsRun.start(broker.bootstrap, GUARANTEE, [load.spec()], tmp_path / "state", tmp_path / "app.log",
                               timeout_s=240, config={"commit.interval.ms": COMMIT_INTERVAL_MS})
-    producer = sa.LineProducer(broker.bootstrap, topic, lines, rate=60)
+    producer = sa.LineProducer(broker.bootstrap, topic, lines, rate=45)
     watcher = sa.OutputWatcher(broker.bootstrap, load.output)
     try:
         run.wait_state(load.app_id, "RUNNING", 60)
         producer.start()
-        wait_until(lambda: watcher.count() >= load.expect // 4, 90, "a quarter of the counts committed")
+        wait_until(lambda: watcher.count() > 0, 90, "the first counts committed")
         watcher.close()
         _when_a_transaction_is_open(port, load, broker.kill9)
         time.sleep(down_s)  # the scenario itself: how long the broker stays down
@@ -96,29 +99,38 @@ def test_word_count_counts_each_word_once_across_a_shoal_kill9(down_s, broker_fa
         assert figures["written"] > figures["committed"], figures
 
 
-def test_word_count_restores_its_store_from_the_changelog_after_an_app_kill9(broker_factory, tmp_path):
-    # The killed app's transaction is left open; its successor has another transactional id (a new process id:
-    # the state directory that held it is gone), so only the coordinator's timeout aborts it, scanned for often.
+# state-wiped: the restarted app has an empty state directory, so its store is restored from the changelog; its
+#   transactional id is new (a new process id: the directory that held it is gone), so only the coordinator's
+#   timeout aborts the dead app's open transaction (scanned for every 100 ms here), and the dead member leaves the
+#   group by its session timeout.
+# state-kept-static: the restarted app keeps its state directory (EOS finds the stores without a checkpoint,
+#   wipes them and restores them from the changelog all the same) and its static membership (group.instance.id):
+#   the group takes the new member in the dead one's place at once, and its InitProducerId with the same
+#   transactional id fences the dead app's producer and aborts its transaction.
+@pytest.mark.parametrize("restart", ["state-wiped", "state-kept-static"])
+def test_word_count_restores_its_store_from_the_changelog_after_an_app_kill9(restart, broker_factory, tmp_path):
     broker = broker_factory({"transaction.abort.timed.out.transaction.cleanup.interval.ms": "100"})
     load = sa.workload("wordcount", scale=10)
     topic, lines = _input_lines(load)
     sa.create_topics(broker.bootstrap, [load])
     state = tmp_path / "state"
+    static = {"group.instance.id": f"{load.app_id}-instance"} if restart == "state-kept-static" else {}
     first = sa.StreamsRun.start(broker.bootstrap, GUARANTEE, [load.spec(expect=0)], state, tmp_path / "app1.log",
-                                config={"commit.interval.ms": COMMIT_INTERVAL_MS})  # a transaction open most of the time
-    producer = sa.LineProducer(broker.bootstrap, topic, lines, rate=60)
+                                config={"commit.interval.ms": COMMIT_INTERVAL_MS, **static})
+    producer = sa.LineProducer(broker.bootstrap, topic, lines, rate=30)
     watcher = sa.OutputWatcher(broker.bootstrap, load.output)
     try:
         first.wait_state(load.app_id, "RUNNING", 60)
         producer.start()
-        wait_until(lambda: watcher.count() >= load.expect // 3, 90, "a third of the counts committed")
+        wait_until(lambda: watcher.count() > 0, 90, "the first counts committed")
         watcher.close()
         _when_a_transaction_is_open(broker.port, load, first.kill9)
     finally:
         first.kill9()
-    shutil.rmtree(state)  # nothing local left: the counts so far are only in the changelog
+    if restart == "state-wiped":
+        shutil.rmtree(state)  # nothing local left: the counts so far are only in the changelog
     second = sa.StreamsRun.start(broker.bootstrap, GUARANTEE, [load.spec()], state, tmp_path / "app2.log",
-                                 timeout_s=240)
+                                 timeout_s=240, config=static)
     try:
         producer.join(120)
         assert not producer.is_alive() and producer.errors == []
@@ -127,7 +139,7 @@ def test_word_count_restores_its_store_from_the_changelog_after_an_app_kill9(bro
     finally:
         second.kill9()
     figures = _check_counted_once(broker.bootstrap, load, topic, lines)
-    print(f"kill -9 of the app: {figures}")
+    print(f"kill -9 of the app, restarted {restart}: {figures}")
     assert figures["written"] > figures["committed"], figures  # the dead app's open transaction, aborted
 
 
