@@ -284,6 +284,7 @@ class OutputWatcher:
                                   "auto.offset.reset": "earliest"})
         self.consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
         self.seen = 0
+        self.closed = False
 
     def count(self) -> int:
         for m in self.consumer.consume(500, 0.2):
@@ -292,7 +293,9 @@ class OutputWatcher:
         return self.seen
 
     def close(self) -> None:
-        self.consumer.close()
+        if not self.closed:
+            self.closed = True
+            self.consumer.close()
 
 
 class LineProducer(threading.Thread):

@@ -92,6 +92,7 @@ def test_word_count_counts_each_word_once_across_a_shoal_kill9(down_s, broker_fa
         rc = run.wait_exit(240)
         assert rc == 0 and run.done(), f"the app exited with {rc}:\n{run.tail()}"
     finally:
+        watcher.close()
         run.kill9()
     figures = _check_counted_once(broker.bootstrap, load, topic, lines)
     print(f"kill -9 of Shoal, down {down_s} s: {figures}")
@@ -126,6 +127,7 @@ def test_word_count_restores_its_store_from_the_changelog_after_an_app_kill9(res
         watcher.close()
         _when_a_transaction_is_open(broker.port, load, first.kill9)
     finally:
+        watcher.close()
         first.kill9()
     if restart == "state-wiped":
         shutil.rmtree(state)  # nothing local left: the counts so far are only in the changelog
