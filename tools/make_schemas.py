@@ -104,6 +104,9 @@ SERVED: dict[str, tuple[int, int] | None] = {
     "ListPartitionReassignments": None,
     "DescribeQuorum": None,
     "UpdateFeatures": None,
+    # Streams groups (KIP-1071): the versions Kafka 4.4 serves.
+    "StreamsGroupHeartbeat": (0, 1),
+    "StreamsGroupDescribe": (0, 1),
 }
 
 # Embedded "data" schemas: the consumer protocol's subscription and assignment inside JoinGroup/SyncGroup bytes
@@ -113,8 +116,8 @@ DATA: dict[str, tuple[int, int] | None] = {"ConsumerProtocolSubscription": None,
 # Header schemas: request header v0 only served ControlledShutdown v0, which Kafka 4 removed.
 HEADERS: dict[str, tuple[int, int]] = {"RequestHeader": (1, 2), "ResponseHeader": (0, 1)}
 
-# Coordinator records we will persist (streams groups and legacy offsets are out of scope).
-RECORD_PREFIXES = ("GroupMetadata", "OffsetCommit", "ConsumerGroup", "ShareGroup", "Share")
+# Coordinator records we persist (legacy offsets are out of scope).
+RECORD_PREFIXES = ("GroupMetadata", "OffsetCommit", "ConsumerGroup", "ShareGroup", "Share", "StreamsGroup")
 
 # Metadata records are not in the reference specs; these are small equivalents with Kafka's
 # record type ids so a future switch to Kafka's full definitions keeps the same keys.
@@ -350,6 +353,8 @@ def clip(text: str | None, lo: int, hi: int) -> str | None:
 def clip_fields(fields: list[dict[str, Any]], lo: int, hi: int) -> list[dict[str, Any]]:
     out = []
     for f in fields:
+        # A tagged field may leave out "versions": Kafka's generator takes its taggedVersions then.
+        f = f if "versions" in f else {**f, "versions": f["taggedVersions"]}
         versions = clip(f["versions"], lo, hi)
         if versions is None:
             continue
