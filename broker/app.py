@@ -302,7 +302,8 @@ class Broker:
             # built after the group coordinator (whose markers it writes through it): a late-bound reference
             txn_verifier=lambda: self.transaction_coordinator, authorizer=self.security,
             regex_worker=self.regex_worker,
-            consumer_enabled=features.consumer_groups_enabled, share_enabled=features.share_groups_enabled)
+            consumer_enabled=features.consumer_groups_enabled, share_enabled=features.share_groups_enabled,
+            streams_enabled=features.streams_groups_enabled)
         topics.on_delete(lambda info: spawn(groups.topics_deleted([info.topic_id], [info.name]),
                                             "group-coordinator-delete-topic"))
         group_configs = self.configs.group_settings  # typed, one object per group until its configs change

@@ -11,6 +11,7 @@ transaction.version is a FeatureLevelRecord in the metadata journal, which wins 
   AddPartitionsToTxn v5, TxnOffsetCommit v5) are not served, so no client speaks TV2 to a TV1 broker;
 - group.version (0-1): 1 is the consumer rebalance protocol (KIP-848);
 - share.version (0-1): 1 is share groups (KIP-932);
+- streams.version (0-1): 1 is streams groups (KIP-1071), with `streams` in group.coordinator.rebalance.protocols;
 - metadata.version and kraft.version: Kafka 4.0's ranges and a new cluster's levels (4.0-IV3; kraft.version 0, a
   static quorum), reported only: nothing in Shoal depends on them.
 
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 TRANSACTION_VERSION = "transaction.version"
 GROUP_VERSION = "group.version"
 SHARE_VERSION = "share.version"
+STREAMS_VERSION = "streams.version"
 METADATA_VERSION = "metadata.version"
 KRAFT_VERSION = "kraft.version"
 
@@ -54,6 +56,7 @@ SUPPORTED: dict[str, tuple[int, int]] = {
     TRANSACTION_VERSION: (0, 2),
     GROUP_VERSION: (0, 1),
     SHARE_VERSION: (0, 1),
+    STREAMS_VERSION: (0, 1),
 }
 
 # The highest version of each API that transaction.version 2 introduces, served below TV2 (api key -> max).
@@ -106,6 +109,11 @@ class FeatureConfig(ComponentConfig):
         return "consumer" in self.rebalance_protocols
 
     @property
+    def streams_groups_enabled(self) -> bool:
+        """KIP-1071 streams groups are served (streams.version 1)."""
+        return "streams" in self.rebalance_protocols
+
+    @property
     def share_groups_enabled(self) -> bool:
         """KIP-932 share groups are served (share.version 1)."""
         return self.share_enable
@@ -129,6 +137,7 @@ def broker_features(config: ConfigSource, epoch: int, levels: Mapping[str, int] 
         TRANSACTION_VERSION: tv,
         GROUP_VERSION: 1 if settings.consumer_groups_enabled else 0,
         SHARE_VERSION: 1 if settings.share_groups_enabled else 0,
+        STREAMS_VERSION: 1 if settings.streams_groups_enabled else 0,
     }, epoch=epoch)
 
 
@@ -137,6 +146,7 @@ UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 FEATURE_LEVEL_RECORD = 12
 # Features fixed while running, and what sets them.
 FIXED = {GROUP_VERSION: "group.coordinator.rebalance.protocols", SHARE_VERSION: "group.share.enable",
+         STREAMS_VERSION: "group.coordinator.rebalance.protocols",
          METADATA_VERSION: "this Shoal version", KRAFT_VERSION: "a static one-node quorum"}
 FAILED_PREFIX = "The update failed for all features since the following feature had an error: "
 

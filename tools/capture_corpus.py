@@ -470,6 +470,32 @@ def synthetic_frames() -> list[tuple[str, bytes]]:
         (27, 2, {"markers": [{"producer_id": 1000, "producer_epoch": 0, "transaction_result": False,
                               "topics": [{"name": OTHER, "partition_indexes": [0]}], "coordinator_epoch": 0,
                               "transaction_version": 2}]}),
+        # streams groups (KIP-1071): a join with a topology (a repartition and a changelog topic), its leave, a
+        # describe
+        (88, 1, {"group_id": "cap-streams", "member_id": "cap-streams-member", "member_epoch": 0,
+                 "endpoint_information_epoch": 0, "instance_id": None, "rack_id": None, "rebalance_timeout_ms": 30000,
+                 "topology": {"epoch": 1, "subtopologies": [
+                     {"subtopology_id": "0", "source_topics": [TOPIC], "source_topic_regex": [],
+                      "state_changelog_topics": [], "repartition_sink_topics": ["cap-streams-repartition"],
+                      "repartition_source_topics": [], "copartition_groups": []},
+                     {"subtopology_id": "1", "source_topics": [], "source_topic_regex": [],
+                      "state_changelog_topics": [{"name": "cap-streams-changelog", "partitions": 0,
+                                                  "replication_factor": 0, "topic_configs": []}],
+                      "repartition_sink_topics": [],
+                      "repartition_source_topics": [{"name": "cap-streams-repartition", "partitions": 0,
+                                                     "replication_factor": 0, "topic_configs": []}],
+                      "copartition_groups": [{"source_topics": [], "source_topic_regex": [],
+                                              "repartition_source_topics": [0]}]}]},
+                 "active_tasks": [], "standby_tasks": [], "warmup_tasks": [], "process_id": "cap-process",
+                 "user_endpoint": {"host": "localhost", "port": 8080}, "client_tags": [{"key": "az", "value": "a"}],
+                 "task_offsets": None, "task_end_offsets": None, "shutdown_application": False}),
+        (88, 0, {"group_id": "cap-streams", "member_id": "cap-streams-member", "member_epoch": -1,
+                 "endpoint_information_epoch": 0, "instance_id": None, "rack_id": None, "rebalance_timeout_ms": -1,
+                 "topology": None, "active_tasks": None, "standby_tasks": None, "warmup_tasks": None,
+                 "process_id": None, "user_endpoint": None, "client_tags": None, "task_offsets": None,
+                 "task_end_offsets": None, "shutdown_application": False}),
+        (89, 1, {"group_ids": ["cap-streams", "cap-none"], "include_authorized_operations": True,
+                 "include_topology_description": False}),
     ]
     out = []
     for n, (api_key, version, body) in enumerate(bodies):

@@ -219,7 +219,7 @@ _DEFS = [
                   "this topic at all (it relies on replication)."),
     ConfigDef("share.coordinator.state.topic.prune.interval.ms", "long", 300_000, at_least(1)),
     # Groups.
-    ConfigDef("group.coordinator.rebalance.protocols", "list", ["classic", "consumer", "share"],
+    ConfigDef("group.coordinator.rebalance.protocols", "list", ["classic", "consumer", "share", "streams"],
               one_of("classic", "consumer", "share", "streams")),
     ConfigDef("group.initial.rebalance.delay.ms", "int", 0, at_least(0),
               doc="Kafka: 3000. 0 here (as Kafka's own dev server.properties) so tests join quickly."),

@@ -52,6 +52,10 @@ class Topics(Protocol):
 
     def log(self, topic: str, partition: int) -> PartitionEnd: ...
 
+    async def create_topic(self, name: str, *, num_partitions: int, replication_factor: int,
+                           assignments: list[tuple[int, list[int]]], configs: list[tuple[str, str | None]],
+                           validate_only: bool) -> Any: ...  # streams groups' internal topics (TopicError if not)
+
 
 class GroupConfigs(Protocol):
     def group_settings(self, group_id: str) -> GroupConfig:

@@ -1,4 +1,4 @@
-"""The group coordinator (Kafka's role name), sans-IO: classic, consumer and share groups plus committed offsets,
+"""The group coordinator (Kafka's role name), sans-IO: classic, consumer, share and streams groups plus committed offsets,
 in one group-id namespace on `__consumer_offsets`.
 
 It owns one state machine per group type and the offset store, dispatches every replayed record to the part
@@ -42,6 +42,8 @@ from broker.groups.result import GroupError, GroupResult
 from broker.groups.share import records as share_records
 from broker.groups.share.config import ShareGroupConfig
 from broker.groups.share.manager import ShareGroupManager
+from broker.groups.streams.config import StreamsConfig
+from broker.groups.streams.manager import StreamsGroupManager, StreamsSettings
 from protocol.errors import ErrorCode
 
 log = structlog.get_logger(__name__)
@@ -68,12 +70,14 @@ class GroupCoordinatorConfig:
     consumer: ConsumerConfig = field(default_factory=ConsumerConfig)
     offsets: OffsetsConfig = field(default_factory=OffsetsConfig)
     share: ShareGroupConfig = field(default_factory=ShareGroupConfig)
+    streams: StreamsConfig = field(default_factory=StreamsConfig)
 
     @classmethod
     def from_config(cls, config: ConfigSource) -> GroupCoordinatorConfig:
         """The group coordinator's settings from the broker config."""
         return cls(classic=ClassicConfig.from_config(config), consumer=ConsumerConfig.from_config(config),
-                   offsets=OffsetsConfig.from_config(config), share=ShareGroupConfig.from_config(config))
+                   offsets=OffsetsConfig.from_config(config), share=ShareGroupConfig.from_config(config),
+                   streams=StreamsConfig.from_config(config))
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,8 @@ class GroupCoordinator:
                  consumer_member_id: Callable[[], str] | None = None,
                  share_timing: GroupTimingLookup | None = None,
                  consumer_timing: GroupTimingLookup | None = None,
-                 share_assignment_interval: Callable[[str], int] | None = None) -> None:
+                 share_assignment_interval: Callable[[str], int] | None = None,
+                 streams_settings: Callable[[str], StreamsSettings] | None = None) -> None:
         """`share_timing` / `consumer_timing`: a group's session timeout and heartbeat interval (its group
         configs over the broker's values), read on every heartbeat; None uses the configured values."""
         self.config = config or GroupCoordinatorConfig()
@@ -108,6 +113,13 @@ class GroupCoordinator:
         self._share_timing = share_timing
         self._consumer_timing = consumer_timing
         self._share_assignment_interval = share_assignment_interval
+        self._streams_settings = streams_settings
+        any_topic = self._any_topic
+        self.streams = StreamsGroupManager(
+            settings=streams_settings or (lambda gid: StreamsSettings()),
+            partition_count=lambda name: (info[1] if (info := any_topic(name)) is not None else None),
+            topics_version=topics_version, group_type_of=self.group_type_of,
+            empty_classic=lambda gid: gid in self.classic.groups and self.classic.groups[gid].is_empty())
         self.share = ShareGroupManager(self.config.share, topic_info=topic_info, group_type_of=self.group_type_of,
                                        topic_name=topic_name, group_timing=share_timing,
                                        assignment_interval=share_assignment_interval)
@@ -127,13 +139,15 @@ class GroupCoordinator:
     # ------------------------------------------------------------------------------------------------ types
 
     def group_type_of(self, group_id: str) -> str | None:
-        """"classic", "consumer" or "share" for a group that exists, else None."""
+        """"classic", "consumer", "share" or "streams" for a group that exists, else None."""
         if group_id in self.classic.groups:
             return "classic"
         if group_id in self.consumer.groups:
             return "consumer"
         if group_id in self.share.groups:
             return "share"
+        if group_id in self.streams.groups:
+            return "streams"
         return None
 
     # ----------------------------------------------------------------------------------------------- replay
@@ -158,6 +172,9 @@ class GroupCoordinator:
             return True
         if owner is Owner.SHARE:
             return self.share.replay(key, value)
+        if owner is Owner.STREAMS:
+            self.streams.replay(key, value)
+            return True
         self.skipped_records += 1
         return False
 
@@ -184,6 +201,7 @@ class GroupCoordinator:
     def loaded(self, now_ms: int) -> GroupResult:
         self.share.loaded(now_ms)
         self.consumer.loaded(now_ms)
+        self.streams.loaded(now_ms)
         self._next_cleanup = now_ms + self.config.offsets.retention_check_interval_ms
         return self.classic.loaded(now_ms)
 
@@ -194,7 +212,8 @@ class GroupCoordinator:
                                  acl_version=self._acl_version, new_member_id=self._new_member_id,
                                  consumer_member_id=self._consumer_member_id, share_timing=self._share_timing,
                                  consumer_timing=self._consumer_timing,
-                                 share_assignment_interval=self._share_assignment_interval)
+                                 share_assignment_interval=self._share_assignment_interval,
+                                 streams_settings=self._streams_settings)
         return fresh
 
     def _apply(self, res: GroupResult, records: Iterable[Record]) -> None:
@@ -207,7 +226,8 @@ class GroupCoordinator:
 
     def next_deadline(self) -> int | None:
         deadlines = [d for d in (self.classic.next_deadline(), self.consumer.next_deadline(),
-                                 self.share.next_deadline(), self._next_cleanup) if d is not None]
+                                 self.share.next_deadline(), self.streams.next_deadline(), self._next_cleanup)
+                     if d is not None]
         return min(deadlines, default=None)
 
     def tick(self, now: int) -> GroupResult:
@@ -215,6 +235,7 @@ class GroupCoordinator:
         `share.expire_sessions`, which the runtime calls for its member-removed listeners)."""
         res = self.classic.tick(now)
         res.merge(self.consumer.tick(now))
+        res.merge(self.streams.tick(now))
         if self._next_cleanup is not None and now >= self._next_cleanup:
             self._next_cleanup = now + self.config.offsets.retention_check_interval_ms
             res.merge(self.cleanup(now))
@@ -352,6 +373,21 @@ class GroupCoordinator:
         return self.consumer.heartbeat(req, version, now, client_id=client_id, client_host=client_host,
                                        identity=identity, regexes=regexes)
 
+    # -------------------------------------------------------------------------------------- streams groups
+
+    def streams_group_heartbeat(self, req: Mapping[str, Any], version: int, now: int, *, client_id: str = "",
+                                client_host: str = "") -> GroupResult:
+        """StreamsGroupHeartbeat. A joining member replaces an empty classic group of its id (Kafka's
+        maybeDeleteEmptyClassicGroup); a group of another type answers GROUP_ID_NOT_FOUND."""
+        gid = req["group_id"]
+        replaces_classic = gid in self.classic.groups
+        res = self.streams.heartbeat(req, version, now, client_id=client_id, client_host=client_host)
+        if replaces_classic and gid in self.streams.groups:
+            log.info("empty classic group converted to a streams group", group=gid)
+            res.records.insert(0, classic_records.tombstone(gid))
+            self.classic.delete(gid)
+        return res
+
     def _upgrade(self, req: Mapping[str, Any], version: int, now: int, client_id: str, client_host: str,
                  identity: Identity, regexes: Mapping[str, Resolution]) -> GroupResult:
         """A consumer-protocol member joins classic group `gid`, which has members: the group becomes a consumer
@@ -438,6 +474,10 @@ class GroupCoordinator:
             if kind == "consumer":
                 self.consumer.validate_member_epoch(gid, req["member_id"], generation, commit=True, version=version)
                 return ErrorCode.NONE
+            if kind == "streams":
+                self.streams.validate_offset_commit(gid, req["member_id"], req.get("group_instance_id"),
+                                                    generation, version)
+                return ErrorCode.NONE
             self.classic.validate_offset_commit(self.classic.groups[gid], req["member_id"],
                                                 req.get("group_instance_id"), generation, now)
         except GroupError as e:
@@ -494,6 +534,9 @@ class GroupCoordinator:
             if kind == "consumer":
                 self.consumer.validate_member_epoch(gid, req["member_id"], generation, commit=True, version=0,
                                                     transactional=True)
+            elif kind == "streams":
+                self.streams.validate_offset_commit(gid, req["member_id"], req.get("group_instance_id"),
+                                                    generation, 0, transactional=True)
             else:
                 self.classic.validate_offset_commit(self.classic.groups[gid], req["member_id"],
                                                     req.get("group_instance_id"), generation, now,
@@ -567,9 +610,14 @@ class GroupCoordinator:
                 self.consumer.validate_member_epoch(gid, member_id, member_epoch, commit=False, version=version)
             except GroupError as e:
                 return {"group_id": gid, "topics": [], "error_code": int(e.code)}
+        if kind == "streams":
+            try:
+                self.streams.validate_offset_fetch(gid, member_id, member_epoch)
+            except GroupError as e:
+                return {"group_id": gid, "topics": [], "error_code": int(e.code)}
         # Share groups have no committed offsets here (their start offsets are share state); absent groups
         # answer "no offset" without an error, as Kafka does.
-        offsets = self.offsets.group_offsets(gid) if kind in ("classic", "consumer") else {}
+        offsets = self.offsets.group_offsets(gid) if kind in ("classic", "consumer", "streams") else {}
         if topics is None:
             for name, parts in sorted(offsets.items()):
                 tid = None
@@ -625,6 +673,9 @@ class GroupCoordinator:
         if kind == "consumer":
             def is_subscribed(topic: str) -> bool:
                 return self.consumer.is_subscribed_to(gid, topic)
+        elif kind == "streams":
+            def is_subscribed(topic: str) -> bool:
+                return self.streams.is_subscribed_to(gid, topic)
         else:
             group = self.classic.groups[gid]
             if group.state is ClassicState.DEAD:
@@ -674,7 +725,7 @@ class GroupCoordinator:
 
     def group_ids(self) -> list[str]:
         """Every group's id, sorted (ListGroups' order)."""
-        return sorted([*self.classic.groups, *self.consumer.groups, *self.share.groups])
+        return sorted([*self.classic.groups, *self.consumer.groups, *self.share.groups, *self.streams.groups])
 
     def listed_group(self, gid: str, states_filter: Collection[str], types_filter: Collection[str]
                      ) -> dict[str, Any] | None:
@@ -688,6 +739,9 @@ class GroupCoordinator:
         elif (share_group := self.share.groups.get(gid)) is not None:
             entry = {"group_id": gid, "protocol_type": "share", "group_state": share_group.state.value,
                      "group_type": "share"}
+        elif (streams_group := self.streams.groups.get(gid)) is not None:
+            entry = {"group_id": gid, "protocol_type": "streams", "group_state": streams_group.state().value,
+                     "group_type": "streams"}
         else:
             return None
         if states_filter and entry["group_state"].lower() not in states_filter:
@@ -738,6 +792,11 @@ class GroupCoordinator:
                     results[gid] = int(ErrorCode.NON_EMPTY_GROUP)
                 else:
                     deletable.append(gid)
+            elif kind == "streams":
+                if self.streams.groups[gid].members:
+                    results[gid] = int(ErrorCode.NON_EMPTY_GROUP)
+                else:
+                    deletable.append(gid)
             elif kind == "share":
                 group = self.share.groups[gid]
                 if group.members:
@@ -771,6 +830,8 @@ class GroupCoordinator:
                 self.classic.delete(gid)
             elif kind == "consumer":
                 self._delete_consumer_group(gid, res)
+            elif kind == "streams":
+                self.streams.delete(gid, res)
             elif kind == "share":
                 self._apply(res, [share_records.state_partition_metadata_tombstone(gid),
                                   share_records.target_assignment_epoch_tombstone(gid),

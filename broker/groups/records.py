@@ -28,10 +28,11 @@ class Owner(Enum):
     CLASSIC = "classic"
     CONSUMER = "consumer"
     SHARE = "share"
+    STREAMS = "streams"
 
 
-# Record name (the key schema's name without "Key") -> owner. Types not listed (streams groups, records of
-# future versions) are skipped on replay, as Kafka's loader skips unknown record types.
+# Record name (the key schema's name without "Key") -> owner. Types not listed (records of future versions) are
+# skipped on replay, as Kafka's loader skips unknown record types.
 _OWNED: dict[str, Owner] = {
     "OffsetCommit": Owner.OFFSETS,
     "GroupMetadata": Owner.CLASSIC,
@@ -48,6 +49,12 @@ _OWNED: dict[str, Owner] = {
     "ShareGroupTargetAssignmentMember": Owner.SHARE,
     "ShareGroupCurrentMemberAssignment": Owner.SHARE,
     "ShareGroupStatePartitionMetadata": Owner.SHARE,
+    "StreamsGroupMetadata": Owner.STREAMS,
+    "StreamsGroupTopology": Owner.STREAMS,
+    "StreamsGroupMemberMetadata": Owner.STREAMS,
+    "StreamsGroupTargetAssignmentMetadata": Owner.STREAMS,
+    "StreamsGroupTargetAssignmentMember": Owner.STREAMS,
+    "StreamsGroupCurrentMemberAssignment": Owner.STREAMS,
 }
 NAME_OF_TYPE: dict[int, str] = {record_type_of(n): n for n in _OWNED}
 OWNER_OF_TYPE: dict[int, Owner] = {record_type_of(n): o for n, o in _OWNED.items()}

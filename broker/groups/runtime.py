@@ -35,6 +35,7 @@ from uuid import UUID
 
 import structlog
 
+from broker.cluster.topics import TopicError
 from broker.coordinator.coordinator_log import CoordinatorLog
 from broker.coordinator.periodic import PeriodicTask
 from broker.coordinator.runtime import (
@@ -58,6 +59,8 @@ from broker.groups.share.state_admin import (
     StateResetListener,
     admin_error,
 )
+from broker.groups.streams.manager import StreamsSettings
+from broker.groups.streams.topology import InternalTopic
 from broker.linear_regex import RegexUnavailable, RegexWorker
 from broker.pacing import Pacer
 from broker.share_coordinator.persister import Persister
@@ -110,16 +113,18 @@ class GroupCoordinatorRuntime:
                  group_configs: GroupConfigs, persister: Persister, spawn: Spawn, *,
                  txn_verifier: Callable[[], TxnPartitionVerifier], authorizer: TopicAuthorizer,
                  regex_worker: RegexWorker,
-                 consumer_enabled: bool, share_enabled: bool, clock: Callable[[], int] = _now_ms) -> None:
+                 consumer_enabled: bool, share_enabled: bool, streams_enabled: bool = True,
+                 clock: Callable[[], int] = _now_ms) -> None:
         """`config` the coordinator's settings, `coordinator_log` the `__consumer_offsets`
         log, `topics` the broker's topics, `group_configs` their effective values per group, `persister` the
         share coordinator, `spawn` for background tasks; `txn_verifier()` the transaction coordinator (a late-bound
         reference: it is built after this runtime, which is its marker writer), asked whether a TxnOffsetCommit's
         offsets partition is in the producer's transaction; `authorizer` who may DESCRIBE which topics (regular
         expression subscriptions resolve to those), `regex_worker` the process that compiles and matches them;
-        `consumer_enabled` / `share_enabled` whether the
-        consumer group protocol (group.coordinator.rebalance.protocols) and share groups (group.share.enable)
+        `consumer_enabled` / `share_enabled` / `streams_enabled` whether the consumer group protocol and the
+        streams group protocol (group.coordinator.rebalance.protocols) and share groups (group.share.enable)
         are on."""
+        self._streams_config = config.streams
         self._clock = clock
         self._txn_verifier = txn_verifier
         self._spawn = spawn
@@ -134,7 +139,8 @@ class GroupCoordinatorRuntime:
             any_topic=self._any_topic,
             topics_version=lambda: topics.registry.version, acl_version=lambda: authorizer.acl_version,
             share_timing=self._share_timing, consumer_timing=self._consumer_timing,
-            share_assignment_interval=self._share_assignment_interval),
+            share_assignment_interval=self._share_assignment_interval,
+            streams_settings=self._streams_settings),
             clock=clock, partition_for=self.partition_for, num_partitions=lambda: coordinator_log.num_partitions)
         self.runtime: CoordinatorRuntime[GroupResult] = CoordinatorRuntime(
             log=coordinator_log, shard=self._shard, spawn=spawn, name="group coordinator records",
@@ -142,6 +148,7 @@ class GroupCoordinatorRuntime:
         self._timers = PeriodicTask("group-coordinator-timers", self.expire_now, next_due_s=self._next_due_s,
                                     failure_event="group coordinator timers failed", retry_after_s=1.0)
         self.consumer_enabled = consumer_enabled
+        self.streams_enabled = streams_enabled
         self.share_enabled = share_enabled
         # Parked JoinGroup/SyncGroup responses -> the answer they get if the coordinator must be rebuilt.
         self._waiters: dict[asyncio.Future[dict[str, Any]], dict[str, Any]] = {}
@@ -174,6 +181,19 @@ class GroupCoordinatorRuntime:
     def _share_assignment_interval(self, group_id: str) -> int:
         """share.assignment.interval.ms of the group (override or broker value)."""
         return self._group_configs.group_settings(group_id).share_assignment_interval_ms
+
+    def _streams_settings(self, group_id: str) -> StreamsSettings:
+        """The streams group's settings: its group configs over the broker's values."""
+        cfg = self._group_configs.group_settings(group_id)
+        broker = self._streams_config
+        return StreamsSettings(
+            session_timeout_ms=cfg.streams_session_timeout_ms, heartbeat_interval_ms=cfg.streams_heartbeat_interval_ms,
+            initial_rebalance_delay_ms=cfg.streams_initial_rebalance_delay_ms,
+            assignment_interval_ms=cfg.streams_assignment_interval_ms,
+            num_standby_replicas=cfg.streams_num_standby_replicas,
+            rack_aware_assignment_tags=cfg.streams_rack_aware_assignment_tags,
+            task_offset_interval_ms=broker.task_offset_interval_ms,
+            acceptable_recovery_lag=broker.acceptable_recovery_lag, max_size=broker.max_size)
 
     def _consumer_timing(self, group_id: str) -> tuple[int, int]:
         """consumer.session.timeout.ms and consumer.heartbeat.interval.ms of the group (override or broker)."""
@@ -399,6 +419,47 @@ class GroupCoordinatorRuntime:
         return await self._serve(res, req["group_id"], {
             "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "member_epoch": 0,
             "error_message": WRITE_FAILED})
+
+    # --- streams groups ----------------------------------------------------------------------------------------
+    async def streams_group_heartbeat(self, req: Mapping[str, Any], version: int, client_id: str,
+                                      client_host: str) -> dict[str, Any]:
+        """Serve a StreamsGroupHeartbeat once its records are durable; the internal topics the group's topology
+        is missing are then created (as Kafka's broker does after the heartbeat), each answer telling
+        MISSING_INTERNAL_TOPICS until they exist."""
+        if not self.loaded:
+            return {"error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), "member_epoch": 0, "status": []}
+        if not self.streams_enabled:
+            return {"error_code": int(ErrorCode.UNSUPPORTED_VERSION), "member_epoch": 0, "status": [],
+                    "error_message": "The streams group protocol is disabled (group.coordinator.rebalance.protocols)."}
+        res = self.coordinator.streams_group_heartbeat(req, version, self._clock(), client_id=client_id,
+                                                       client_host=client_host)
+        response = await self._serve(res, req["group_id"], {
+            "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "member_epoch": 0, "status": [],
+            "error_message": WRITE_FAILED})
+        topics = getattr(res, "internal_topics", [])
+        if topics and response.get("error_code") == 0:
+            await self._create_internal_topics(req["group_id"], topics)
+        return response
+
+    async def _create_internal_topics(self, group_id: str, topics: Sequence[InternalTopic]) -> None:
+        for t in topics:
+            if self._topics.registry.get(t.name) is not None:
+                continue
+            try:
+                await self._topics.create_topic(t.name, num_partitions=t.partitions,
+                                                replication_factor=t.replication_factor or -1, assignments=[],
+                                                configs=list(t.configs), validate_only=False)
+                log.info("streams group internal topic created", group=group_id, topic=t.name,
+                         partitions=t.partitions)
+            except TopicError as e:
+                log.warning("streams group internal topic not created", group=group_id, topic=t.name,
+                            error=e.code.name, reason=e.message)
+
+    async def streams_group_describe(self, group_ids: Sequence[str]) -> list[dict[str, Any]]:
+        if not self.loaded:
+            return [{"group_id": g, "error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)} for g in group_ids]
+        await self.runtime.barrier(await self._partitions_of(group_ids))
+        return await _describe_paced(group_ids, lambda gid: (self.coordinator.streams.describe(gid), []))
 
     async def consumer_group_describe(self, group_ids: Sequence[str]) -> list[dict[str, Any]]:
         if not self.loaded:

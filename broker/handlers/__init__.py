@@ -37,6 +37,7 @@ MODULES: tuple[str, ...] = (
     "share_groups",
     "groups",
     "consumer_groups",
+    "streams_groups",
     "offsets",
     "txn_offsets",
     "share_state",

@@ -96,6 +96,12 @@ REQUESTS: dict[int, dict] = {
     85: {"group_id": "g", "topics": [{"topic_id": TOPIC_ID, "partitions": [{"partition": 0}]}]},
     86: {"group_id": "g", "topics": [{"topic_id": TOPIC_ID, "partitions": [{"partition": 0}]}]},
     87: {"group_id": "g", "topics": [{"topic_id": TOPIC_ID, "partitions": [{"partition": 0}]}]},
+    88: {"group_id": "g", "member_id": MEMBER, "member_epoch": 0, "endpoint_information_epoch": 0,
+         "rebalance_timeout_ms": 30000, "active_tasks": [], "standby_tasks": [], "warmup_tasks": [],
+         "process_id": "p", "client_tags": [], "topology": {"epoch": 1, "subtopologies": [
+             {"subtopology_id": "0", "source_topics": ["t"], "source_topic_regex": [], "state_changelog_topics": [],
+              "repartition_sink_topics": [], "repartition_source_topics": [], "copartition_groups": []}]}},
+    89: {"group_ids": ["g"]},
     90: {"groups": [{"group_id": "g", "topics": None}]},
     91: {"group_id": "g", "topics": [{"topic_name": "t", "partitions": [{"partition_index": 0, "start_offset": 0}]}]},
     92: {"group_id": "g", "topics": [{"topic_name": "t"}]},
