@@ -1,0 +1,395 @@
+"""Streams groups (KIP-1071) against Kafka 4.4: StreamsGroupHeartbeat and StreamsGroupDescribe through raw requests,
+the same steps on both brokers, the answers compared field by field.
+
+Each group is made deterministic with group configs set on both sides: no initial rebalance delay and no assignment
+interval (Kafka's defaults, 3 s and 1 s, hold assignments back by wall-clock time). Internal topics are created by
+the broker after a heartbeat that finds them missing; a scenario heartbeats until they exist and compares the first
+and the settled answers, not how many heartbeats that took.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.helpers.differential import Target, assert_same
+from tests.helpers.raw_client import RawClient
+from tests.helpers.streams_requests import (
+    describe,
+    find_coordinator,
+    heartbeat,
+    plain,
+    set_group_configs,
+    subtopology,
+    tasks,
+    topic_info,
+    topology_of,
+    wait_for_topics,
+)
+
+pytestmark = pytest.mark.integration
+
+FAST = {"streams.initial.rebalance.delay.ms": "0", "streams.assignment.interval.ms": "0"}
+MISSING_INTERNAL_TOPICS = 3
+
+
+def _topics(target: Target, **partitions: int) -> dict[str, str]:
+    """Create topics (name base -> partitions) with unique names; returns base -> name."""
+    names = {base: target.unique(base) for base in partitions}
+    admin = AdminClient(target.client_config())
+    futures = admin.create_topics([NewTopic(names[b], n, 1) for b, n in partitions.items()])
+    for f in futures.values():
+        f.result(timeout=30)
+    with target.raw() as raw:
+        wait_for_topics(raw, list(names.values()))
+    return names
+
+
+def _group(target: Target, raw: RawClient, base: str = "streams") -> str:
+    gid = target.unique(base)
+    find_coordinator(raw, gid)
+    assert set_group_configs(raw, gid, FAST) == (0, None)
+    return gid
+
+
+def _settle(raw: RawClient, gid: str, member: str, answer: dict[str, Any], owned: tuple | None = None
+            ) -> dict[str, Any]:
+    """Heartbeat until the answer no longer reports missing internal topics (the broker creates them)."""
+    deadline = time.monotonic() + 30
+    epoch = answer["member_epoch"]
+    while any(s["status_code"] == MISSING_INTERNAL_TOPICS for s in answer.get("status") or ()):
+        assert time.monotonic() < deadline, answer
+        time.sleep(0.05)
+        answer = heartbeat(raw, gid, member, epoch, owned=owned)
+        epoch = answer["member_epoch"] if answer["error_code"] == 0 else epoch
+    return answer
+
+
+def _unordered_missing(answer: dict[str, Any]) -> dict[str, Any]:
+    """The missing internal topics named in sorted order: Kafka lists them in the order of a Java HashMap of their
+    names, which differ between the two brokers by their unique suffixes (Shoal's order for the same names is
+    checked against Kafka's in tests/unit/groups/test_streams_topology.py)."""
+    prefix = "Internal topics are missing: "
+    status = []
+    for s in answer.get("status") or ():
+        if s["status_code"] == MISSING_INTERNAL_TOPICS and s["status_detail"].startswith(prefix):
+            s = {**s, "status_detail": prefix + ", ".join(sorted(s["status_detail"][len(prefix):].split(", ")))}
+        status.append(s)
+    return {**answer, "status": status}
+
+
+def _owned(answer: dict[str, Any]) -> tuple[list, list, list]:
+    return (answer["active_tasks"] or [], answer["standby_tasks"] or [], answer["warmup_tasks"] or [])
+
+
+def _described(raw: RawClient, gid: str) -> dict[str, Any]:
+    [group] = describe(raw, gid)
+    group["members"] = sorted(group["members"], key=lambda m: m["member_id"])
+    return group
+
+
+# ------------------------------------------------------------------------------------------------ join
+def test_join_creates_internal_topics_and_assigns(pair):
+    """A word count's shape: a source topic, a repartition topic written by subtopology 0 and read by
+    subtopology 1, a changelog of subtopology 1. The broker creates both internal topics with the partition counts
+    it decides (the source topic's), then assigns every task to the one member."""
+    def scenario(target: Target) -> dict[str, Any]:
+        names = _topics(target, words=3)
+        app = target.unique("app")
+        repartition, changelog = f"{app}-counts-repartition", f"{app}-counts-changelog"
+        topology = topology_of(
+            subtopology("0", sources=[names["words"]], sinks=[repartition]),
+            subtopology("1", repartition_sources=[repartition], changelogs=[changelog]))
+        with target.raw() as raw:
+            gid = _group(target, raw)
+            joined = heartbeat(raw, gid, "member-1", 0, topology=topology, retry=True)
+            described_first = _described(raw, gid)
+            settled = _settle(raw, gid, "member-1", joined)
+            following = heartbeat(raw, gid, "member-1", settled["member_epoch"], owned=_owned(settled))
+            described = _described(raw, gid)
+            metadata = plain(raw.call(3, 12, {"topics": [{"name": repartition}, {"name": changelog}],
+                                              "allow_auto_topic_creation": False,
+                                              "include_topic_authorized_operations": False}))
+        return {"joined": _unordered_missing(tasks(joined)), "described_first": described_first, "settled": tasks(settled),
+                "following": tasks(following), "described": described,
+                "internal_topics": sorted((t["name"], len(t["partitions"]), t["error_code"])
+                                          for t in metadata["topics"])}
+
+    assert_same(pair.run(scenario), "a streams group's join, internal topics and assignment")
+
+
+def test_missing_source_topics_and_copartitioning(pair):
+    """A missing source topic and a copartition group over topics of different partition counts are reported in
+    the heartbeat's status, as Kafka words them; the member joins, without tasks."""
+    def scenario(target: Target) -> dict[str, Any]:
+        names = _topics(target, left=2, right=3)
+        missing = target.unique("absent")
+        out = {}
+        with target.raw() as raw:
+            gid = _group(target, raw, "missing")
+            out["missing"] = tasks(heartbeat(raw, gid, "m", 0, retry=True, topology=topology_of(
+                subtopology("0", sources=[names["left"], missing]))))
+            out["missing_described"] = _described(raw, gid)
+            gid = _group(target, raw, "copartition")
+            join = topology_of(subtopology("0", sources=[names["left"], names["right"]], copartition_groups=[
+                {"source_topics": [0, 1], "source_topic_regex": [], "repartition_source_topics": []}]))
+            out["copartition"] = tasks(heartbeat(raw, gid, "m", 0, retry=True, topology=join))
+            out["copartition_described"] = _described(raw, gid)
+        return out
+
+    assert_same(pair.run(scenario), "missing source topics and copartitioning")
+
+
+def test_two_members_reconcile(pair):
+    """A second member joins a group whose one member owns every task: the first must revoke half (its epoch
+    held back until it does), the second gets them once they are released."""
+    def scenario(target: Target) -> dict[str, Any]:
+        names = _topics(target, events=4)
+        topology = topology_of(subtopology("0", sources=[names["events"]]))
+        steps = []
+        with target.raw() as raw:
+            gid = _group(target, raw, "pair")
+            a = heartbeat(raw, gid, "member-a", 0, topology=topology, process="process-a", retry=True)
+            steps.append(tasks(a))
+            b = heartbeat(raw, gid, "member-b", 0, topology=topology, process="process-b")
+            steps.append(tasks(b))
+            a = heartbeat(raw, gid, "member-a", a["member_epoch"], owned=_owned(a))
+            steps.append(tasks(a))
+            b = heartbeat(raw, gid, "member-b", b["member_epoch"], owned=([], [], []))
+            steps.append(tasks(b))
+            a = heartbeat(raw, gid, "member-a", a["member_epoch"], owned=_owned(a))
+            steps.append(tasks(a))
+            b = heartbeat(raw, gid, "member-b", b["member_epoch"], owned=([], [], []))
+            steps.append(tasks(b))
+            steps.append(_described(raw, gid))
+            left = heartbeat(raw, gid, "member-b", -1)
+            steps.append(tasks(left))
+            steps.append(_described(raw, gid))
+        return {"steps": steps}
+
+    assert_same(pair.run(scenario), "two members reconciling")
+
+
+# ----------------------------------------------------------------------------------------- error paths
+def _unknown_member(raw, gid, topology, joined):
+    return heartbeat(raw, gid, "nobody", 1)
+
+
+def _greater_epoch(raw, gid, topology, joined):
+    return heartbeat(raw, gid, "member-1", joined["member_epoch"] + 5)
+
+
+def _smaller_epoch(raw, gid, topology, joined):
+    return heartbeat(raw, gid, "member-1", joined["member_epoch"] - 1, owned=([], [], []))
+
+
+def _invalid_topology(raw, gid, topology, joined):
+    bad = topology_of(subtopology("0", sources=topology["subtopologies"][0]["source_topics"],
+                                  changelogs=[topic_info("store-changelog", partitions=2)]))
+    return heartbeat(raw, gid, "member-2", 0, topology=bad)
+
+
+def _topology_mismatch(raw, gid, topology, joined):
+    other = topology_of(subtopology("0", sources=topology["subtopologies"][0]["source_topics"],
+                                    changelogs=["other-changelog"]))
+    return heartbeat(raw, gid, "member-2", 0, topology=other)
+
+
+def _newer_topology_epoch(raw, gid, topology, joined):
+    return heartbeat(raw, gid, "member-2", 0, topology={**topology, "epoch": 2})
+
+
+def _stale_topology_epoch(raw, gid, topology, joined):
+    return heartbeat(raw, gid, "member-2", 0, topology={**topology, "epoch": 0})
+
+
+def _regex_source(raw, gid, topology, joined):
+    return heartbeat(raw, gid, "member-2", 0, topology=topology_of(subtopology("0", regexes=["in.*"])))
+
+
+def _no_topology_on_join(raw, gid, topology, joined):
+    return heartbeat(raw, gid, "member-2", 0)
+
+
+def _topology_on_heartbeat(raw, gid, topology, joined):
+    return heartbeat(raw, gid, "member-1", joined["member_epoch"], topology=topology)
+
+
+def _no_rebalance_timeout(raw, gid, topology, joined):
+    return heartbeat(raw, gid, "member-2", 0, topology=topology, rebalance_timeout_ms=-1)
+
+
+def _tasks_on_join(raw, gid, topology, joined):
+    return heartbeat(raw, gid, "member-2", 0, topology=topology,
+                     owned=([{"subtopology_id": "0", "partitions": [0]}], [], []))
+
+
+def _some_task_kinds(raw, gid, topology, joined):
+    return heartbeat(raw, gid, "member-1", joined["member_epoch"], owned=([], None, []))
+
+
+def _epoch_below_minus_two(raw, gid, topology, joined):
+    return heartbeat(raw, gid, "member-1", -3)
+
+
+def _empty_member_id(raw, gid, topology, joined):
+    return heartbeat(raw, gid, "", 0, topology=topology)
+
+
+def _unknown_task(raw, gid, topology, joined):
+    return heartbeat(raw, gid, "member-1", joined["member_epoch"],
+                     owned=([{"subtopology_id": "9", "partitions": [0]}], [], []))
+
+
+def _task_out_of_range(raw, gid, topology, joined):
+    return heartbeat(raw, gid, "member-1", joined["member_epoch"],
+                     owned=([{"subtopology_id": "0", "partitions": [7]}], [], []))
+
+
+def _leave_unknown_member(raw, gid, topology, joined):
+    return heartbeat(raw, gid, "nobody", -1)
+
+
+def _static_leave_without_instance(raw, gid, topology, joined):
+    return heartbeat(raw, gid, "member-1", -2)
+
+
+ERROR_CASES: dict[str, Callable[..., dict[str, Any]]] = {
+    "unknown member": _unknown_member,
+    "fenced: greater epoch": _greater_epoch,
+    "fenced: smaller epoch": _smaller_epoch,
+    "invalid topology": _invalid_topology,
+    "topology mismatch": _topology_mismatch,
+    "newer topology epoch": _newer_topology_epoch,
+    "stale topology epoch": _stale_topology_epoch,
+    "source topic regex": _regex_source,
+    "no topology on join": _no_topology_on_join,
+    "topology on a heartbeat": _topology_on_heartbeat,
+    "no rebalance timeout": _no_rebalance_timeout,
+    "tasks on join": _tasks_on_join,
+    "one task kind null": _some_task_kinds,
+    "epoch below -2": _epoch_below_minus_two,
+    "empty member id": _empty_member_id,
+    "unknown subtopology": _unknown_task,
+    "task out of range": _task_out_of_range,
+    "leave: unknown member": _leave_unknown_member,
+    "static leave without instance id": _static_leave_without_instance,
+}
+
+
+def test_heartbeat_error_paths_leave_the_group_intact(pair):
+    """Every error path of StreamsGroupHeartbeat answers Kafka's code and message, and the group is unchanged."""
+    def scenario(target: Target) -> dict[str, Any]:
+        names = _topics(target, source=2)
+        topology = topology_of(subtopology("0", sources=[names["source"]]))
+        out = {}
+        with target.raw() as raw:
+            for case, step in ERROR_CASES.items():
+                gid = _group(target, raw, "errors")
+                joined = heartbeat(raw, gid, "member-1", 0, topology=topology, retry=True)
+                before = _described(raw, gid)
+                answer = step(raw, gid, topology, joined)
+                out[case] = {"answer": tasks(answer), "before": before, "after": _described(raw, gid)}
+        return out
+
+    assert_same(pair.run(scenario), "StreamsGroupHeartbeat's error paths")
+
+
+def test_group_of_another_type(pair):
+    """A streams member cannot join a consumer group's id, a consumer member cannot join a streams group's; a
+    describe of either id with the other API says which type it is not."""
+    def scenario(target: Target) -> dict[str, Any]:
+        names = _topics(target, input=1)
+        topology = topology_of(subtopology("0", sources=[names["input"]]))
+        out: dict[str, Any] = {}
+        with target.raw() as raw:
+            consumer_group = target.unique("consumer-group")
+            find_coordinator(raw, consumer_group)
+            joined = plain(raw.call(68, 0, {
+                "group_id": consumer_group, "member_id": "c1", "member_epoch": 0, "instance_id": None,
+                "rack_id": None, "rebalance_timeout_ms": 30000, "subscribed_topic_names": [names["input"]],
+                "server_assignor": None, "topic_partitions": []}))
+            out["consumer_join"] = joined["error_code"]
+            out["streams_join"] = tasks(heartbeat(raw, consumer_group, "s1", 0, topology=topology, retry=True))
+            out["streams_heartbeat"] = tasks(heartbeat(raw, consumer_group, "s1", 1))
+            out["streams_leave"] = tasks(heartbeat(raw, consumer_group, "s1", -1))
+            out["streams_describe"] = describe(raw, consumer_group)
+            streams_group = _group(target, raw)
+            heartbeat(raw, streams_group, "s1", 0, topology=topology, retry=True)
+            consumer = plain(raw.call(68, 0, {
+                "group_id": streams_group, "member_id": "c1", "member_epoch": 0, "instance_id": None,
+                "rack_id": None, "rebalance_timeout_ms": 30000, "subscribed_topic_names": [names["input"]],
+                "server_assignor": None, "topic_partitions": []}))
+            out["consumer_on_streams"] = {k: consumer[k] for k in ("error_code", "error_message")}
+            described = plain(raw.call(69, 0, {"group_ids": [streams_group],
+                                               "include_authorized_operations": False}))
+            out["consumer_describe_of_streams"] = [{k: g[k] for k in ("error_code", "error_message")}
+                                                   for g in described["groups"]]
+            out["unknown_describe"] = describe(raw, target.unique("nothing-here"))
+        return out
+
+    assert_same(pair.run(scenario), "group-type namespace rules")
+
+
+def test_unsupported_assignor_config(pair):
+    """`streams.assignor.name` names a registered assignor or is refused, as Kafka refuses it."""
+    def scenario(target: Target) -> dict[str, Any]:
+        with target.raw() as raw:
+            gid = target.unique("assignor")
+            return {"unknown": set_group_configs(raw, gid, {"streams.assignor.name": "fancy"}),
+                    "sticky": set_group_configs(raw, gid, {"streams.assignor.name": "sticky"})}
+
+    assert_same(pair.run(scenario), "the streams.assignor.name group config")
+
+
+# ---------------------------------------------------------------------------------- the other group APIs
+def test_streams_group_in_the_group_apis(pair):
+    """ListGroups, DescribeGroups, OffsetCommit, OffsetFetch and DeleteGroups of a streams group."""
+    def scenario(target: Target) -> dict[str, Any]:
+        names = _topics(target, numbers=2)
+        topology = topology_of(subtopology("0", sources=[names["numbers"]]))
+        out: dict[str, Any] = {}
+        with target.raw() as raw:
+            gid = _group(target, raw, "admin")
+            joined = heartbeat(raw, gid, "member-1", 0, topology=topology, retry=True)
+            epoch = joined["member_epoch"]
+            listed = plain(raw.call(16, 5, {"states_filter": [], "types_filter": ["streams"]}))
+            out["listed"] = [g for g in listed["groups"] if g["group_id"] == gid]
+            out["describe_groups"] = plain(raw.call(15, 6, {"groups": [gid], "include_authorized_operations":
+                                                            False}))["groups"]
+
+            def commit(member: str, member_epoch: int, version: int = 9) -> Any:
+                return plain(raw.call(8, version, {
+                    "group_id": gid, "generation_id_or_member_epoch": member_epoch, "member_id": member,
+                    "group_instance_id": None, "retention_time_ms": -1, "topics": [{"name": names["numbers"],
+                    "partitions": [{"partition_index": 0, "committed_offset": 5, "committed_leader_epoch": -1,
+                                    "committed_metadata": ""}]}]}))["topics"]
+
+            out["commit"] = commit("member-1", epoch)
+            out["commit_stale"] = commit("member-1", epoch + 1)
+            out["commit_unknown"] = commit("nobody", epoch)
+            out["commit_v8"] = commit("member-1", epoch, version=8)
+
+            def fetch(member: str | None, member_epoch: int) -> Any:
+                return plain(raw.call(9, 9, {"groups": [{"group_id": gid, "member_id": member,
+                                                         "member_epoch": member_epoch, "topics": None}],
+                                             "require_stable": False}))["groups"]
+
+            out["fetch"] = fetch("member-1", epoch)
+            out["fetch_admin"] = fetch(None, -1)
+            out["fetch_stale"] = fetch("member-1", epoch + 3)
+            out["delete_non_empty"] = plain(raw.call(42, 2, {"groups_names": [gid]}))["results"]
+            out["leave"] = tasks(heartbeat(raw, gid, "member-1", -1))
+            out["described_empty"] = _described(raw, gid)
+            out["listed_empty"] = [g for g in plain(raw.call(16, 5, {"states_filter": ["empty"],
+                                                                     "types_filter": []}))["groups"]
+                                   if g["group_id"] == gid]
+            out["delete"] = plain(raw.call(42, 2, {"groups_names": [gid]}))["results"]
+            out["described_deleted"] = describe(raw, gid)
+        return out
+
+    assert_same(pair.run(scenario), "a streams group in the other group APIs")
