@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.helpers import java_clients
 from tests.helpers.differential import Target, assert_same
 from tests.helpers.raw_client import RawClient
 from tests.helpers.streams_requests import (
@@ -393,3 +394,12 @@ def test_streams_group_in_the_group_apis(pair):
         return out
 
     assert_same(pair.run(scenario), "a streams group in the other group APIs")
+
+
+# ------------------------------------------------------------------------------------ a Streams application
+def test_kafka_streams_application_on_the_streams_protocol(pair):
+    """A Kafka Streams 4.4 word count with `group.protocol=streams` (tests/java: StreamsGroupScenarios), at least
+    once and exactly once: the same counts, internal topics and streams group on both brokers."""
+    seen = java_clients.run_pair(pair, "streamsgroup")
+    java_clients.compare(seen, "word_count")
+    java_clients.compare(seen, "word_count_exactly_once")

@@ -23,6 +23,7 @@ public final class Main {
             case "admin" -> AdminScenarios.all();
             case "security" -> SecurityScenarios.all();
             case "tokens" -> TokenScenarios.all();
+            case "streamsgroup" -> StreamsGroupScenarios.all();
             default -> throw new IllegalArgumentException("unknown scenario group " + name);
         };
     }
