@@ -1,0 +1,167 @@
+"""The streams group's sans-IO parts: topology configuration, Java's hash map order, the sticky assignor, the
+reconciliation and the records (a manager rebuilt from its records is the same)."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.groups.streams import records as rec
+from broker.groups.streams.assignor import MemberSpec, assign
+from broker.groups.streams.group import AssignedTasks, MemberState, StreamsMember, TasksTuple
+from broker.groups.streams.java_order import hash_order
+from broker.groups.streams.manager import StreamsGroupManager, StreamsSettings
+from broker.groups.streams.reconcile import Reconciler
+from broker.groups.streams.topology import (
+    INCORRECTLY_PARTITIONED_TOPICS,
+    MISSING_INTERNAL_TOPICS,
+    MISSING_SOURCE_TOPICS,
+    StreamsTopology,
+    TopologyInvalid,
+    configure,
+)
+from tests.helpers.streams_requests import subtopology, topic_info, topology_of
+
+
+def _topology(*subs: dict) -> StreamsTopology:
+    return StreamsTopology.from_wire(topology_of(*subs))
+
+
+def test_missing_internal_topics_are_listed_in_javas_hash_map_order():
+    # Kafka 4.4's answer for these names (taken from a Kafka 4.4 broker): HashMap order, the first three shown.
+    names = ["wordcount-counts-repartition", "wordcount-counts-changelog", "wordcount-totals-changelog",
+             "wordcount-KSTREAM-AGGREGATE-STATE-STORE-0000000003-changelog"]
+    configured = configure(_topology(subtopology("0", sources=["input"], sinks=[names[0]]),
+                                     subtopology("1", repartition_sources=[names[0]], changelogs=names[1:])),
+                           {"input": 3}.get)
+    assert configured.error is not None and configured.error.status == MISSING_INTERNAL_TOPICS
+    assert configured.error.message == (
+        "Internal topics are missing: wordcount-counts-repartition, wordcount-totals-changelog, "
+        "wordcount-KSTREAM-AGGREGATE-STATE-STORE-0000000003-changelog and 1 additional topics")
+    assert hash_order(["a", "b", "c"]) == ["a", "b", "c"]
+
+
+def test_partition_counts_of_internal_topics():
+    """Repartition topics take the largest partition count of the subtopology writing them; changelogs the largest
+    of their subtopology's sources."""
+    topology = _topology(subtopology("0", sources=["small", "big"], sinks=["rep"]),
+                         subtopology("1", repartition_sources=["rep"], changelogs=["store"]))
+    configured = configure(topology, {"small": 2, "big": 5}.get)
+    assert {t.name: t.partitions for t in configured.to_create} == {"rep": 5, "store": 5}
+    assert configured.subtopologies is not None
+    assert [configured.subtopologies[s].number_of_tasks for s in ("0", "1")] == [5, 5]
+    ready = configure(topology, {"small": 2, "big": 5, "rep": 5, "store": 5}.get)
+    assert ready.ready and not ready.to_create
+
+
+def test_topic_configuration_errors():
+    missing = configure(_topology(subtopology("0", sources=["z", "a", "m", "b"])), {}.get)
+    assert missing.error is not None and missing.error.status == MISSING_SOURCE_TOPICS
+    assert missing.error.message == "Source topics a, b, m and 1 additional topics are missing."
+    copartitioned = configure(_topology(subtopology("0", sources=["x", "y"], copartition_groups=[
+        {"source_topics": [0, 1], "source_topic_regex": [], "repartition_source_topics": []}])),
+        {"x": 2, "y": 3}.get)
+    assert copartitioned.error is not None and copartitioned.error.status == INCORRECTLY_PARTITIONED_TOPICS
+    assert copartitioned.error.message == "Following topics do not have the same number of partitions: [{x=2, y=3}]"
+    wrong_size = configure(_topology(subtopology("0", sources=["x"], changelogs=["store"])), {"x": 2, "store": 4}.get)
+    assert wrong_size.error is not None and wrong_size.error.message == (
+        "Existing topic store has different number of partitions: expected 2, found 4")
+    with pytest.raises(TopologyInvalid, match="never used as a sink topic"):
+        configure(_topology(subtopology("0", sources=["x"]), subtopology("1", repartition_sources=["orphan"])),
+                  {"x": 1}.get)
+    with pytest.raises(TopologyInvalid, match="loops"):
+        configure(_topology(subtopology("0", repartition_sources=["a"], sinks=["b"]),
+                            subtopology("1", repartition_sources=["b"], sinks=["a"])), {}.get)
+    fixed = configure(_topology(subtopology("0", sources=["x"], sinks=["r"]),
+                                subtopology("1", repartition_sources=[topic_info("r", partitions=7)])),
+                      {"x": 2}.get)
+    assert {t.name: t.partitions for t in fixed.to_create} == {"r": 7}
+
+
+def test_sticky_assignor():
+    subs = configure(_topology(subtopology("0", sources=["in"], changelogs=["store"])),
+                     {"in": 4, "store": 4}.get).subtopologies
+    assert subs is not None
+    first = assign([MemberSpec("a", "pa", TasksTuple())], subs, 0)
+    assert first["a"].active == {"0": frozenset({0, 1, 2, 3})}
+    second = assign([MemberSpec("a", "pa", first["a"]), MemberSpec("b", "pb", TasksTuple())], subs, 1)
+    # `a` keeps the tasks it had up to its quota; `b` gets the rest; each holds the other's standby.
+    assert second["a"].active == {"0": frozenset({0, 1})} and second["b"].active == {"0": frozenset({2, 3})}
+    assert second["a"].standby == {"0": frozenset({2, 3})} and second["b"].standby == {"0": frozenset({0, 1})}
+
+
+def _owners(members: list[StreamsMember]):
+    active = {(s, p): m.process_id for m in members for s, ps in (*m.assigned.active.items(),
+                                                                    *m.pending_revocation.active.items()) for p in ps}
+    return {"active_owner": lambda s, p: active.get((s, p)), "standby_owners": lambda s, p: set(),
+            "warmup_owners": lambda s, p: set()}
+
+
+def test_reconciliation_revokes_before_another_process_gets_a_task():
+    a = StreamsMember("a", member_epoch=2, previous_member_epoch=1, process_id="pa",
+                      assigned=AssignedTasks({"0": {0: 2, 1: 2}}))
+    b = StreamsMember("b", member_epoch=0, process_id="pb")
+    target_a, target_b = TasksTuple({"0": frozenset({0})}), TasksTuple({"0": frozenset({1})})
+    # b's task is still owned by a: withheld.
+    b1 = Reconciler(b, 3, target_b, owned=TasksTuple(), **_owners([a, b])).build()
+    assert (b1.state, b1.member_epoch, b1.assigned.active) == (MemberState.UNRELEASED_TASKS, 3, {})
+    # a must revoke task 1 first: its epoch stays behind.
+    owned = TasksTuple({"0": frozenset({0, 1})})
+    a1 = Reconciler(a, 3, target_a, owned=owned, **_owners([a, b1])).build()
+    assert (a1.state, a1.member_epoch) == (MemberState.UNREVOKED_TASKS, 2)
+    assert a1.pending_revocation.active == {"0": {1: 2}}
+    # Still reporting task 1: nothing changes. Once released, a reaches the target epoch.
+    assert Reconciler(a1, 3, target_a, owned=owned, **_owners([a1, b1])).build() == a1
+    a2 = Reconciler(a1, 3, target_a, owned=TasksTuple({"0": frozenset({0})}), **_owners([a1, b1])).build()
+    assert (a2.state, a2.member_epoch, a2.assigned.active) == (MemberState.STABLE, 3, {"0": {0: 2}})
+    b2 = Reconciler(b1, 3, target_b, owned=TasksTuple(), **_owners([a2, b1])).build()
+    assert (b2.state, b2.member_epoch, b2.assigned.active) == (MemberState.STABLE, 3, {"0": {1: 3}})
+
+
+def _manager(topics: dict[str, int]) -> StreamsGroupManager:
+    settings = StreamsSettings(initial_rebalance_delay_ms=0, assignment_interval_ms=0)
+    holder: dict[str, StreamsGroupManager] = {}
+
+    def kind(gid: str) -> str | None:
+        return "streams" if gid in holder["m"].groups else None
+
+    holder["m"] = StreamsGroupManager(settings=lambda gid: settings, partition_count=topics.get,
+                                      topics_version=lambda: len(topics), group_type_of=kind,
+                                      empty_classic=lambda gid: False)
+    return holder["m"]
+
+
+def _join(member: str, topology: dict, process: str) -> dict:
+    return {"group_id": "g", "member_id": member, "member_epoch": 0, "rebalance_timeout_ms": 1000,
+            "topology": topology, "active_tasks": [], "standby_tasks": [], "warmup_tasks": [],
+            "process_id": process, "client_tags": [], "endpoint_information_epoch": 0,
+            "user_endpoint": {"host": "h", "port": 1}}
+
+
+def test_a_group_rebuilt_from_its_records_is_the_same():
+    topics = {"in": 2, "store": 2}
+    manager = _manager(topics)
+    topology = topology_of(subtopology("0", sources=["in"], changelogs=["store"]))
+    written = []
+    for member, process in (("a", "pa"), ("b", "pb")):
+        res = manager.heartbeat(_join(member, topology, process), 1, 1000)
+        assert res.response is not None and res.response["error_code"] == 0, res.response
+        written += res.records
+    a = manager.groups["g"].members["a"]
+    res = manager.heartbeat({"group_id": "g", "member_id": "a", "member_epoch": a.member_epoch,
+                             "active_tasks": [{"subtopology_id": "0", "partitions": [0, 1]}], "standby_tasks": [],
+                             "warmup_tasks": []}, 1, 1001)
+    written += res.records
+    assert res.response is not None and res.response["error_code"] == 0
+    rebuilt = _manager(topics)
+    for r in written:
+        rebuilt.replay(r.key, r.value)
+    before, after = manager.groups["g"], rebuilt.groups["g"]
+    for field in ("group_epoch", "metadata_hash", "validated_topology_epoch", "last_assignment_configs",
+                  "topology", "members", "assignment_epoch", "target", "active_owner"):
+        assert getattr(after, field) == getattr(before, field), field
+    assert manager.describe("g") | {"topology": None} == rebuilt.describe("g") | {"topology": None}
+    # A refused heartbeat changes nothing and writes nothing.
+    refused = manager.heartbeat({"group_id": "g", "member_id": "a", "member_epoch": 99}, 1, 1002)
+    assert refused.records == [] and refused.response is not None and refused.response["error_code"] == 110
+    assert manager.groups["g"].members == before.members
+    assert all(rec.is_streams_record(r.key) for r in written)
