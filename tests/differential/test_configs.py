@@ -70,7 +70,7 @@ SHOAL_OWN = ["connections.max.unsent.bytes", "metrics.prometheus.listener", "sho
              "shoal.share.state.fsync.interval.ms"]
 # Broker defaults Shoal chose differently (docs/kafka-differences.md): name -> (Kafka's, Shoal's).
 OTHER_DEFAULTS = {
-    "group.coordinator.rebalance.protocols": ("classic,consumer,streams", "classic,consumer,share"),
+    "group.coordinator.rebalance.protocols": ("classic,consumer,streams", "classic,consumer,share,streams"),
     "group.initial.rebalance.delay.ms": ("3000", "0"),
     "log.dir": ("/tmp/kafka-logs", "./data"),
     "log.flush.interval.ms": (None, "0"),

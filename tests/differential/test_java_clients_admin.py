@@ -30,6 +30,7 @@ KAFKA_SUPPORTED = {
 SHOAL_SUPPORTED = {
     "group.version": {"max_version": 1, "min_version": 0}, "kraft.version": {"max_version": 1, "min_version": 0},
     "metadata.version": {"max_version": 25, "min_version": 7}, "share.version": {"max_version": 1, "min_version": 0},
+    "streams.version": {"max_version": 1, "min_version": 0},
     "transaction.version": {"max_version": 2, "min_version": 0}}
 
 
@@ -58,7 +59,8 @@ KNOWN = {
         ("finalized",): (
             _levels(eligible_leader_replicas_version=1, group_version=1, metadata_version=33, share_version=2,
                     streams_version=1, transaction_version=2),
-            _levels(group_version=1, metadata_version=25, share_version=1, transaction_version=2), FEATURES),
+            _levels(group_version=1, metadata_version=25, share_version=1, streams_version=1, transaction_version=2),
+            FEATURES),
         ("validate_only_updates", "group_version_safe_downgrade", "group.version"): (
             "ok", {"error": "INVALID_UPDATE_VERSION", "exception": "InvalidUpdateVersionException"},
             FIXED_GROUP_VERSION),

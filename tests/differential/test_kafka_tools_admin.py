@@ -456,7 +456,7 @@ def test_kafka_features_and_metadata_quorum(pair: Pair) -> None:
         return seen
 
     seen = outcome(pair, on_pair(pair, script), shape)
-    # What Shoal's features are (README, "Features"): no ELR nor streams groups, metadata.version 4.0-IV3, the
+    # What Shoal's features are (README, "Features"): no ELR, metadata.version 4.0-IV3, the
     # share.version of its share groups (KIP-932's 1); kraft.version and transaction.version as Kafka's.
     described = {side: {line[1]: line[3:8:2] for line in seen[side]["describe"]["stdout"]} for side in seen}
     known_difference(described, kafka={
@@ -465,7 +465,7 @@ def test_kafka_features_and_metadata_quorum(pair: Pair) -> None:
         "share.version": ["0", "2", "2"], "streams.version": ["0", "1", "1"], "transaction.version": ["0", "2", "2"]},
         shoal={"group.version": ["0", "1", "1"], "kraft.version": ["0", "1", "0"],
                "metadata.version": ["3.3-IV3", "4.0-IV3", "4.0-IV3"], "share.version": ["0", "1", "1"],
-               "transaction.version": ["0", "2", "2"]}, reason="Features")
+               "streams.version": ["0", "1", "1"], "transaction.version": ["0", "2", "2"]}, reason="Features")
     # the quorum's voter: Kafka's on its controller listener, Shoal's on its one listener
     voters = {side: seen[side]["quorum status"]["stdout"][6] for side in seen}
     known_difference(voters, kafka=["CurrentVoters:", '[{"id":', "1,", '"endpoints":', '["CONTROLLER://<host>:<port>"]}]'],

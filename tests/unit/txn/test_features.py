@@ -16,7 +16,7 @@ def test_defaults_finalize_transaction_version_2_and_serve_every_version() -> No
     assert f.transaction_version == 2
     assert f.version_caps() == {}
     assert f.finalized == {"metadata.version": 25, "kraft.version": 0, "transaction.version": 2,
-                           "group.version": 1, "share.version": 1}
+                           "group.version": 1, "share.version": 1, "streams.version": 1}
 
 
 @pytest.mark.parametrize("tv", [0, 1])
@@ -39,7 +39,9 @@ def test_transaction_version_is_validated() -> None:
 def test_groups_and_share_groups_follow_their_switches() -> None:
     f = broker_features(BrokerConfig({"group.coordinator.rebalance.protocols": "classic",
                                       "group.share.enable": "false"}), epoch=5)
-    assert (f.level("group.version"), f.level("share.version")) == (0, 0)
+    assert (f.level("group.version"), f.level("share.version"), f.level("streams.version")) == (0, 0, 0)
+    streams_only = broker_features(BrokerConfig({"group.coordinator.rebalance.protocols": "classic,streams"}), epoch=5)
+    assert (streams_only.level("group.version"), streams_only.level("streams.version")) == (0, 1)
 
 
 def test_api_versions_fields_leave_out_level_0_and_min_0_below_v4() -> None:
