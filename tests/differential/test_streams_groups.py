@@ -331,6 +331,33 @@ def test_group_of_another_type(pair):
             out["consumer_describe_of_streams"] = [{k: g[k] for k in ("error_code", "error_message")}
                                                    for g in described["groups"]]
             out["unknown_describe"] = describe(raw, target.unique("nothing-here"))
+            # A share group's id, a classic group with a member, and a simple group (offsets only, no member):
+            # the last is empty and gives way to the streams group, as an empty classic group does.
+            share_group = target.unique("share-group")
+            find_coordinator(raw, share_group)
+            shared = plain(raw.call(76, 1, {"group_id": share_group, "member_id": "s" * 22, "member_epoch": 0,
+                                            "rack_id": None, "subscribed_topic_names": [names["input"]]}))
+            out["share_join"] = shared["error_code"]
+            out["streams_on_share"] = tasks(heartbeat(raw, share_group, "s1", 0, topology=topology, retry=True))
+            classic_group = target.unique("classic-group")
+            find_coordinator(raw, classic_group)
+            classic = plain(raw.call(11, 9, {"group_id": classic_group, "session_timeout_ms": 30000,
+                                             "rebalance_timeout_ms": 30000, "member_id": "", "group_instance_id": None,
+                                             "protocol_type": "consumer", "reason": None,
+                                             "protocols": [{"name": "range", "metadata": b""}]}))
+            out["classic_join"] = classic["error_code"]
+            out["streams_on_classic"] = tasks(heartbeat(raw, classic_group, "s1", 0, topology=topology, retry=True))
+            simple_group = target.unique("simple-group")
+            find_coordinator(raw, simple_group)
+            committed = plain(raw.call(8, 9, {
+                "group_id": simple_group, "generation_id_or_member_epoch": -1, "member_id": "",
+                "group_instance_id": None, "retention_time_ms": -1, "topics": [{"name": names["input"], "partitions": [
+                    {"partition_index": 0, "committed_offset": 3, "committed_leader_epoch": -1,
+                     "committed_metadata": ""}]}]}))
+            out["simple_commit"] = committed["topics"][0]["partitions"][0]["error_code"]
+            out["streams_on_simple"] = tasks(heartbeat(raw, simple_group, "s1", 0, topology=topology, retry=True))
+            listed = plain(raw.call(16, 5, {"states_filter": [], "types_filter": []}))["groups"]
+            out["simple_listed"] = [g for g in listed if g["group_id"] == simple_group]
         return out
 
     assert_same(pair.run(scenario), "group-type namespace rules")
@@ -403,3 +430,37 @@ def test_kafka_streams_application_on_the_streams_protocol(pair):
     seen = java_clients.run_pair(pair, "streamsgroup")
     java_clients.compare(seen, "word_count")
     java_clients.compare(seen, "word_count_exactly_once")
+
+
+def test_standby_tasks_and_endpoints(pair):
+    """With `streams.num.standby.replicas=1` each of two processes holds the other's stateful tasks as standbys;
+    members with a user endpoint learn every member's active and standby partitions (interactive queries)."""
+    def scenario(target: Target) -> dict[str, Any]:
+        names = _topics(target, clicks=2)
+        app = target.unique("standby-app")
+        topology = topology_of(subtopology("0", sources=[names["clicks"]], changelogs=[f"{app}-store-changelog"]))
+        steps = []
+        with target.raw() as raw:
+            gid = _group(target, raw, "standby")
+            assert set_group_configs(raw, gid, {"streams.num.standby.replicas": "1"}) == (0, None)
+            answers = {}
+            owned: dict[str, tuple] = {}
+            endpoint_epochs: dict[str, int] = {}
+            for member, port in (("member-a", 8001), ("member-b", 8002)):
+                answers[member] = heartbeat(raw, gid, member, 0, topology=topology, process=f"process-{port}",
+                                            retry=True, user_endpoint={"host": "localhost", "port": port})
+                answers[member] = _settle(raw, gid, member, answers[member])
+                steps.append((member, _unordered_missing(tasks(answers[member]))))
+            for _ in range(3):
+                for member in answers:
+                    last = answers[member]
+                    if last["active_tasks"] is not None:
+                        owned[member] = _owned(last)
+                    endpoint_epochs[member] = last["endpoint_information_epoch"]
+                    answers[member] = heartbeat(raw, gid, member, last["member_epoch"], owned=owned[member],
+                                                endpoint_information_epoch=endpoint_epochs[member])
+                    steps.append((member, tasks(answers[member])))
+            steps.append(_described(raw, gid))
+        return {"steps": steps}
+
+    assert_same(pair.run(scenario), "standby tasks and partitions by endpoint")

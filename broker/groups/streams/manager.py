@@ -470,9 +470,14 @@ class StreamsGroupManager:
             response["warmup_tasks"] = _task_list(reconciled.assigned.warmup)
         endpoint_changed = (member.user_endpoint != reconciled.user_endpoint) if mid in group.members \
             and not new_group else reconciled.user_endpoint is not None
+        endpoint_epoch = group.endpoint_information_epoch
         if endpoint_changed or (changed and reconciled.user_endpoint is not None):
-            group.endpoint_information_epoch += 1
-        if group.endpoint_information_epoch != req.get("endpoint_information_epoch", 0):
+            endpoint_epoch += 1
+        if not new_group:
+            # Kafka bumps the epoch on a new group's object that its replay then replaces: a group's first
+            # heartbeat answers 0 and leaves the epoch at 0.
+            group.endpoint_information_epoch = endpoint_epoch
+        if endpoint_epoch != req.get("endpoint_information_epoch", 0):
             response["partitions_by_user_endpoint"] = self._endpoints(group, reconciled)
         response["endpoint_information_epoch"] = group.endpoint_information_epoch
         if configured.error is not None:
