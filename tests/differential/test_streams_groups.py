@@ -464,3 +464,33 @@ def test_standby_tasks_and_endpoints(pair):
         return {"steps": steps}
 
     assert_same(pair.run(scenario), "standby tasks and partitions by endpoint")
+
+
+def test_static_membership(pair):
+    """A static member's temporary leave (epoch -2) keeps its place: rejoining under a new member id, it takes over
+    its tasks at once; its instance id cannot be used by another member meanwhile, nor by the member it replaced."""
+    def scenario(target: Target) -> dict[str, Any]:
+        names = _topics(target, orders=2)
+        topology = topology_of(subtopology("0", sources=[names["orders"]]))
+        out: dict[str, Any] = {}
+        with target.raw() as raw:
+            gid = _group(target, raw, "static")
+            first = heartbeat(raw, gid, "member-1", 0, topology=topology, instance_id="instance-a", retry=True)
+            out["join"] = tasks(first)
+            out["heartbeat"] = tasks(heartbeat(raw, gid, "member-1", first["member_epoch"], owned=_owned(first),
+                                               instance_id="instance-a"))
+            out["temporary_leave"] = tasks(heartbeat(raw, gid, "member-1", -2, instance_id="instance-a"))
+            out["after_leave"] = _described(raw, gid)
+            again = heartbeat(raw, gid, "member-2", 0, topology=topology, instance_id="instance-a")
+            out["rejoin"] = tasks(again)
+            out["after_rejoin"] = _described(raw, gid)
+            out["instance_taken"] = tasks(heartbeat(raw, gid, "member-3", 0, topology=topology,
+                                                    instance_id="instance-a"))
+            out["replaced_member"] = tasks(heartbeat(raw, gid, "member-1", first["member_epoch"],
+                                                     instance_id="instance-a"))
+            out["unknown_instance"] = tasks(heartbeat(raw, gid, "member-9", 1, instance_id="instance-z"))
+            out["leave"] = tasks(heartbeat(raw, gid, "member-2", -1, instance_id="instance-a"))
+            out["after_final_leave"] = _described(raw, gid)
+        return out
+
+    assert_same(pair.run(scenario), "static membership")

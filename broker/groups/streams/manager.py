@@ -128,6 +128,12 @@ def validate_request(req: Mapping[str, Any]) -> None:
         raise GroupError(ErrorCode.INVALID_REQUEST, "Topology can only be provided when (re-)joining.")
 
 
+def _epoch_relevant(old: StreamsMember, new: StreamsMember) -> bool:
+    """Kafka's hasEpochRelevantMemberConfigChanged: what a static member may change without a new assignment."""
+    return (old.topology_epoch, old.rack_id, old.client_tags, old.process_id) != \
+        (new.topology_epoch, new.rack_id, new.client_tags, new.process_id)
+
+
 def _owned_within(owned: list | None, assigned: Mapping[str, Any]) -> bool:
     if owned is None:
         return True
@@ -318,16 +324,23 @@ class StreamsGroupManager:
         settings = self._settings(gid)
         new_group = found is None
         group = StreamsGroup(gid) if found is None else found
-        if joining and mid not in group.members and len(group.members) >= settings.max_size:
+        instance_id = req.get("instance_id")
+        if joining and group.static_member(instance_id) is None and mid not in group.members \
+                and len(group.members) >= settings.max_size:
             raise GroupError(ErrorCode.GROUP_MAX_SIZE_REACHED,
                              f"The streams group has reached its maximum capacity of {settings.max_size} members.")
-        member = group.members.get(mid)
-        if member is None:
-            if not joining:
-                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {mid} is not a member of group {gid}.")
-            member = StreamsMember(mid)
-        if epoch != 0:
-            self._check_epoch(member, epoch, req)
+        replaced: StreamsMember | None = None
+        if instance_id is None:
+            found_member = group.members.get(mid)
+            if found_member is None:
+                if not joining:
+                    raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {mid} is not a member of group {gid}.")
+                found_member = StreamsMember(mid)
+            member = found_member
+            if epoch != 0:
+                self._check_epoch(member, epoch, req)
+        else:
+            member, replaced = self._static_member(group, mid, epoch, instance_id, joining, req, records)
         topology_req = req.get("topology")
         endpoint_req = req.get("user_endpoint")
         endpoint = None if endpoint_req is None else Endpoint(endpoint_req["host"], endpoint_req["port"])
@@ -345,9 +358,10 @@ class StreamsGroupManager:
             else member.client_tags,
             user_endpoint=endpoint if joining or endpoint is not None else member.user_endpoint)
         recompute = False
-        if updated != member or mid not in group.members:
+        if updated != member or (instance_id is None and mid not in group.members):
             records.append(rec.member_metadata(gid, updated))
-            recompute = True
+            # A static member's change re-plans the group only if it matters to the assignment.
+            recompute = instance_id is None or _epoch_relevant(member, updated)
         # The topology: the first member's is the group's; a later one must be the same.
         topology = group.topology
         if topology_req is not None:
@@ -416,7 +430,8 @@ class StreamsGroupManager:
         if not group.members and settings.initial_rebalance_delay_ms > 0 and ("initial", gid) not in self.timers:
             self.timers.schedule(("initial", gid), now + settings.initial_rebalance_delay_ms)
         # The target assignment.
-        target_epoch, target = group.assignment_epoch, group.target.get(mid, EMPTY_TASKS)
+        previous_id = replaced.member_id if replaced is not None else mid
+        target_epoch, target = group.assignment_epoch, group.target.get(previous_id, EMPTY_TASKS)
         if ("initial", gid) in self.timers:
             status.append({"status_code": ASSIGNMENT_DELAYED, "status_detail": "Assignment delayed due to the "
                            "configured initial rebalance delay."})
@@ -427,7 +442,8 @@ class StreamsGroupManager:
                 status.append({"status_code": ASSIGNMENT_DELAYED, "status_detail": "Assignment delayed due to "
                                "the configured assignment interval."})
             else:
-                targets = self._compute_target(group, group_epoch, updated, configured, records, now, configs)
+                targets = self._compute_target(group, group_epoch, updated, configured, records, now, configs,
+                                               replaced=previous_id)
                 target_epoch, target = group_epoch, targets.get(mid, EMPTY_TASKS)
         # Reconcile the member's assignment.
         reconciled = updated
@@ -498,6 +514,36 @@ class StreamsGroupManager:
         response["status"] = status
         res.response = response
 
+    def _static_member(self, group: StreamsGroup, mid: str, epoch: int, instance_id: str, joining: bool,
+                       req: Mapping[str, Any], records: list[Record]) -> tuple[StreamsMember, StreamsMember | None]:
+        """Kafka's getOrMaybeCreateStaticStreamsGroupMember: (the member, the member it replaces or None). A static
+        member rejoining after its temporary leave (epoch -2) takes over its place under its new member id."""
+        gid = group.group_id
+        existing = group.static_member(instance_id)
+        if joining:
+            if existing is None:
+                return group.members.get(mid) or StreamsMember(mid), None
+            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                raise GroupError(ErrorCode.UNRELEASED_INSTANCE_ID, f"Static member {mid} with instance id "
+                                 f"{instance_id} cannot join the group because the instance id is owned by "
+                                 f"{existing.member_id} member.")
+            member = replace(existing, member_id=mid, member_epoch=0, previous_member_epoch=0)
+            records.extend(rec.member_tombstones(gid, existing.member_id))
+            records.append(rec.member_metadata(gid, member))
+            records.append(rec.target_assignment(gid, mid, group.target.get(existing.member_id, EMPTY_TASKS)))
+            records.append(rec.current_assignment(gid, member))
+            self.timers.cancel(("session", gid, existing.member_id))
+            log.info("static streams member rejoined", group=gid, member=mid, instance_id=instance_id,
+                     replaced=existing.member_id)
+            return member, existing
+        if existing is None:
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+        if existing.member_id != mid:
+            raise GroupError(ErrorCode.FENCED_INSTANCE_ID, f"Static member {mid} with instance id {instance_id} "
+                             f"was fenced by member {existing.member_id}.")
+        self._check_epoch(existing, epoch, req)
+        return existing, None
+
     def _check_epoch(self, member: StreamsMember, epoch: int, req: Mapping[str, Any]) -> None:
         if epoch > member.member_epoch:
             raise GroupError(ErrorCode.FENCED_MEMBER_EPOCH, f"The streams group member has a greater member epoch "
@@ -522,19 +568,25 @@ class StreamsGroupManager:
 
     def _compute_target(self, group: StreamsGroup, epoch: int, updated: StreamsMember | None,
                         configured: ConfiguredTopology, records: list[Record], now: int,
-                        configs: Mapping[str, str]) -> dict[str, TasksTuple]:
+                        configs: Mapping[str, str], replaced: str | None = None) -> dict[str, TasksTuple]:
+        """`replaced`: the member id `updated` takes over (a static member rejoining under a new id), whose
+        target assignment is its previous one."""
         members = dict(group.members)
+        previous = dict(group.target)
         if updated is not None:
+            if replaced is not None and replaced != updated.member_id:
+                members.pop(replaced, None)
+                previous[updated.member_id] = previous.pop(replaced, EMPTY_TASKS)
             members[updated.member_id] = updated
         if configured.ready and configured.subtopologies:
-            specs = [MemberSpec(mid, m.process_id, group.target.get(mid, EMPTY_TASKS))
+            specs = [MemberSpec(mid, m.process_id, previous.get(mid, EMPTY_TASKS))
                      for mid, m in sorted(members.items())]
             targets = assign(specs, configured.subtopologies, int(configs.get("num.standby.replicas", "0")))
         else:
             targets = dict.fromkeys(members, EMPTY_TASKS)
         for mid in members:
             new = targets.get(mid, EMPTY_TASKS)
-            if group.target.get(mid) != new:
+            if previous.get(mid) != new:
                 records.append(rec.target_assignment(group.group_id, mid, new))
         records.append(rec.target_assignment_metadata(group.group_id, epoch, now))
         log.info("streams target assignment computed", group=group.group_id, epoch=epoch, assignor=ASSIGNOR_NAME)
