@@ -60,7 +60,7 @@ from broker.groups.share.state_admin import (
     admin_error,
 )
 from broker.groups.streams.manager import StreamsSettings
-from broker.groups.streams.topology import InternalTopic
+from broker.groups.streams.topology import MISSING_INTERNAL_TOPICS, InternalTopic
 from broker.linear_regex import RegexUnavailable, RegexWorker
 from broker.pacing import Pacer
 from broker.share_coordinator.persister import Persister
@@ -422,7 +422,8 @@ class GroupCoordinatorRuntime:
 
     # --- streams groups ----------------------------------------------------------------------------------------
     async def streams_group_heartbeat(self, req: Mapping[str, Any], version: int, client_id: str,
-                                      client_host: str) -> dict[str, Any]:
+                                      client_host: str, may_create: Callable[[str], bool] = lambda topic: True
+                                      ) -> dict[str, Any]:
         """Serve a StreamsGroupHeartbeat once its records are durable; the internal topics the group's topology
         is missing are then created (as Kafka's broker does after the heartbeat), each answer telling
         MISSING_INTERNAL_TOPICS until they exist."""
@@ -438,7 +439,12 @@ class GroupCoordinatorRuntime:
             "error_message": WRITE_FAILED})
         topics = getattr(res, "internal_topics", [])
         if topics and response.get("error_code") == 0:
-            await self._create_internal_topics(req["group_id"], topics)
+            allowed = [t for t in topics if may_create(t.name)]
+            refused = [t.name for t in topics if t not in allowed]
+            if refused:
+                # As Kafka's KafkaApis: topics the client may not CREATE are named in the status, not created.
+                response = {**response, "status": _unauthorized_create(response.get("status") or [], refused)}
+            await self._create_internal_topics(req["group_id"], allowed)
         return response
 
     async def _create_internal_topics(self, group_id: str, topics: Sequence[InternalTopic]) -> None:
@@ -728,6 +734,16 @@ async def _describe_paced(group_ids: Sequence[str], describe_one: Callable[[str]
             entry_members.append(build())
             await pacer.pace()
     return [described[gid] for gid in group_ids]
+
+
+def _unauthorized_create(status: list[dict[str, Any]], refused: Sequence[str]) -> list[dict[str, Any]]:
+    detail = f"Unauthorized to CREATE on topics {','.join(refused)}."
+    out = list(status)
+    for i, s in enumerate(out):
+        if s["status_code"] == MISSING_INTERNAL_TOPICS:
+            out[i] = {**s, "status_detail": f"{s['status_detail']}; {detail}"}
+            return out
+    return [*out, {"status_code": MISSING_INTERNAL_TOPICS, "status_detail": detail}]
 
 
 def _complete(waiter: Any, response: dict[str, Any]) -> None:

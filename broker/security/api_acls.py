@@ -118,8 +118,9 @@ API_ACLS: dict[int, ApiAcls] = {
     79: ApiAcls(((Op.READ, G), (Op.READ, T)), E.GROUP_AUTHORIZATION_FAILED,
                 "ShareAcknowledge: READ group and topics"),
     83: ApiAcls(((Op.CLUSTER_ACTION, C),), E.CLUSTER_AUTHORIZATION_FAILED, "InitializeShareGroupState"),
-    88: ApiAcls(((Op.READ, G), (Op.DESCRIBE, T)), E.GROUP_AUTHORIZATION_FAILED,
-                "StreamsGroupHeartbeat: READ group, DESCRIBE the topology's topics"),
+    88: ApiAcls(((Op.READ, G), (Op.DESCRIBE, T), (Op.CREATE, C), (Op.CREATE, T)), E.GROUP_AUTHORIZATION_FAILED,
+                "StreamsGroupHeartbeat: READ group, DESCRIBE the topology's topics, CREATE (cluster or topic) for "
+                "the internal topics it creates"),
     89: ApiAcls(((Op.DESCRIBE, G),), E.GROUP_AUTHORIZATION_FAILED, "StreamsGroupDescribe: DESCRIBE group"),
     84: ApiAcls(((Op.CLUSTER_ACTION, C),), E.CLUSTER_AUTHORIZATION_FAILED, "ReadShareGroupState"),
     85: ApiAcls(((Op.CLUSTER_ACTION, C),), E.CLUSTER_AUTHORIZATION_FAILED, "WriteShareGroupState"),

@@ -494,3 +494,64 @@ def test_static_membership(pair):
         return out
 
     assert_same(pair.run(scenario), "static membership")
+
+
+# ---------------------------------------------------------------------------------------------- authorization
+_TOPIC, _GROUP, _LITERAL, _PREFIXED, _READ, _DESCRIBE, _ALLOW = 2, 3, 3, 4, 3, 8, 3
+
+
+def _allow(raw: RawClient, resource_type: int, name: str, operation: int, pattern: int = _LITERAL) -> None:
+    acl = {"resource_type": resource_type, "resource_name": name, "resource_pattern_type": pattern,
+           "principal": "User:alice", "host": "*", "operation": operation, "permission_type": _ALLOW}
+    created = plain(raw.call(30, 3, {"creations": [acl]}))["results"]
+    assert created[0]["error_code"] == 0, created
+    describe_filter = {"resource_type_filter": resource_type, "resource_name_filter": name,
+                       "pattern_type_filter": pattern, "principal_filter": "User:alice", "host_filter": None,
+                       "operation": operation, "permission_type": _ALLOW}
+    deadline = time.monotonic() + 30
+    # Kafka's authorizer learns an ACL from the metadata log a moment after CreateAcls answers.
+    while not plain(raw.call(29, 3, describe_filter))["resources"]:
+        assert time.monotonic() < deadline, "the ACL to be known"
+        time.sleep(0.05)
+
+
+def test_heartbeat_authorization(sasl_pair):
+    """As Kafka's KafkaApis: READ on the group, DESCRIBE on every topic of the topology, no Kafka-internal or
+    invalid topic names; internal topics the member may not CREATE are named in the status and not created."""
+    def scenario(target: Target) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        with target.raw("admin") as admin:
+            source = target.unique("guarded-source")
+            assert plain(admin.call(19, 7, {"topics": [{"name": source, "num_partitions": 2,
+                                                        "replication_factor": 1, "assignments": [],
+                                                        "configs": []}], "timeout_ms": 30000,
+                                            "validate_only": False}))["topics"][0]["error_code"] == 0
+            wait_for_topics(admin, [source])
+            app = target.unique("guarded-app")
+            changelog = f"{app}-store-changelog"
+            locked, open_group = target.unique("locked"), target.unique("guarded")
+            for gid in (locked, open_group):
+                find_coordinator(admin, gid)
+            assert set_group_configs(admin, open_group, FAST) == (0, None)
+            _allow(admin, _GROUP, open_group, _READ)
+            _allow(admin, _TOPIC, source, _DESCRIBE)
+            topology = topology_of(subtopology("0", sources=[source], changelogs=[changelog]))
+            with target.raw("alice") as alice:
+                out["no_group_read"] = tasks(heartbeat(alice, locked, "m", 0, topology=topology))
+                out["no_topic_describe"] = tasks(heartbeat(alice, open_group, "m", 0, topology=topology))
+                out["internal_topic"] = tasks(heartbeat(alice, open_group, "m", 0, topology=topology_of(
+                    subtopology("0", sources=[source, "__consumer_offsets"]))))
+                out["invalid_name"] = tasks(heartbeat(alice, open_group, "m", 0, topology=topology_of(
+                    subtopology("0", sources=[source, "no spaces", "bad/name"]))))
+                _allow(admin, _TOPIC, app, _DESCRIBE, _PREFIXED)
+                out["no_create"] = tasks(heartbeat(alice, open_group, "m", 0, topology=topology, retry=True))
+            metadata = plain(admin.call(3, 12, {"topics": [{"name": changelog}], "allow_auto_topic_creation": False,
+                                                "include_topic_authorized_operations": False}))
+            out["changelog_created"] = metadata["topics"][0]["error_code"]
+        return out
+
+    seen = sasl_pair.run(scenario)
+    assert_same(seen, "StreamsGroupHeartbeat's authorization")
+    assert [s["status_detail"] for s in seen["kafka"]["no_create"]["status"]] == [
+        "Internal topics are missing: guarded-app-store-changelog; Unauthorized to CREATE on topics "
+        "guarded-app-store-changelog."]
