@@ -331,6 +331,18 @@ def test_group_of_another_type(pair):
             out["consumer_describe_of_streams"] = [{k: g[k] for k in ("error_code", "error_message")}
                                                    for g in described["groups"]]
             out["unknown_describe"] = describe(raw, target.unique("nothing-here"))
+            classic_join = plain(raw.call(11, 9, {"group_id": streams_group, "session_timeout_ms": 30000,
+                                                  "rebalance_timeout_ms": 30000, "member_id": "",
+                                                  "group_instance_id": None, "protocol_type": "consumer",
+                                                  "reason": None, "protocols": [{"name": "range", "metadata": b""}]}))
+            out["classic_join_on_streams"] = {k: classic_join[k] for k in ("error_code", "member_id")}
+            share = plain(raw.call(76, 1, {"group_id": streams_group, "member_id": "s" * 22, "member_epoch": 0,
+                                           "rack_id": None, "subscribed_topic_names": [names["input"]]}))
+            out["share_on_streams"] = {k: share[k] for k in ("error_code", "error_message")}
+            described_classic = plain(raw.call(15, 6, {"groups": [streams_group],
+                                                       "include_authorized_operations": False}))["groups"]
+            out["describe_groups_of_streams"] = [{k: g[k] for k in ("error_code", "error_message", "group_state")}
+                                                 for g in described_classic]
             # A share group's id, a classic group with a member, and a simple group (offsets only, no member):
             # the last is empty and gives way to the streams group, as an empty classic group does.
             share_group = target.unique("share-group")
