@@ -242,8 +242,9 @@ class GroupCoordinator:
         return res
 
     def cleanup(self, now: int) -> GroupResult:
-        """Expire offsets (offsets.retention.minutes) and delete empty groups whose offsets are all gone, as
-        Kafka's periodic cleanupGroupMetadata does. Share groups expire elsewhere (their own configs)."""
+        """Expire offsets (offsets.retention.minutes) and delete empty groups (classic, consumer and streams) whose
+        offsets are all gone, as Kafka's periodic cleanupGroupMetadata does. Share groups expire elsewhere (their
+        own configs)."""
         res = GroupResult()
         retention = self.config.offsets.retention_ms
         deleted = []
@@ -262,6 +263,13 @@ class GroupCoordinator:
             self._apply(res, records)
             if all_expired and not self.consumer.groups[gid].members:
                 self.consumer.delete(gid, res)
+                deleted.append(gid)
+        for gid in sorted(self.streams.groups):
+            records, all_expired = self.offsets.expire(gid, now, retention, lambda o: o.commit_timestamp_ms,
+                                                       lambda topic, g=gid: self.streams.is_subscribed_to(g, topic))
+            self._apply(res, records)
+            if all_expired and not self.streams.groups[gid].members:
+                self.streams.delete(gid, res)
                 deleted.append(gid)
         if res.records:
             log.info("group metadata cleanup", tombstones=len(res.records), groups_deleted=deleted)

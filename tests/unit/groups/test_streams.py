@@ -165,3 +165,34 @@ def test_a_group_rebuilt_from_its_records_is_the_same():
     assert refused.records == [] and refused.response is not None and refused.response["error_code"] == 110
     assert manager.groups["g"].members == before.members
     assert all(rec.is_streams_record(r.key) for r in written)
+
+
+def test_an_empty_streams_group_goes_with_its_expired_offsets():
+    """The periodic cleanup expires a streams group's offsets (of topics it no longer reads) and then deletes the
+    group once it has no member, as Kafka's cleanupGroupMetadata."""
+    from uuid import uuid4
+
+    from broker.groups.coordinator import GroupCoordinator
+
+    topic_id = uuid4()
+    topics = {"in": (topic_id, 1)}
+    settings = StreamsSettings(initial_rebalance_delay_ms=0, assignment_interval_ms=0)
+    gc = GroupCoordinator(topic_info=topics.get, streams_settings=lambda gid: settings)
+    retention = gc.config.offsets.retention_ms
+    joined = gc.streams_group_heartbeat(_join("a", topology_of(subtopology("0", sources=["in"])), "p"), 1, 0)
+    assert joined.response is not None and joined.response["error_code"] == 0
+    epoch = joined.response["member_epoch"]
+    committed = gc.commit_offsets({"group_id": "g", "generation_id_or_member_epoch": epoch, "member_id": "a",
+                                   "topics": [{"name": "in", "partitions": [{
+                                       "partition_index": 0, "committed_offset": 7, "committed_leader_epoch": -1,
+                                       "committed_metadata": ""}]}]}, 9, 10)
+    assert committed.response is not None
+    assert committed.response["topics"][0]["partitions"][0]["error_code"] == 0
+    gc.cleanup(10 + retention)
+    assert gc.group_type_of("g") == "streams"  # a member: its topics' offsets stay
+    left = gc.streams_group_heartbeat({"group_id": "g", "member_id": "a", "member_epoch": -1}, 1, 20)
+    assert left.response is not None and left.response["error_code"] == 0
+    gc.cleanup(20)
+    assert gc.group_type_of("g") == "streams"  # not expired yet
+    res = gc.cleanup(10 + retention)
+    assert gc.group_type_of("g") is None and res.records
