@@ -131,3 +131,38 @@ def test_member_session_expires(broker_factory):
         assert (group["group_state"], group["group_epoch"]) == ("Empty", joined["member_epoch"] + 1)
         answer = heartbeat(raw, "quiet", "m", joined["member_epoch"])
         assert answer["error_code"] == 25  # UNKNOWN_MEMBER_ID: it was fenced
+
+
+def test_member_that_does_not_revoke_is_fenced_after_its_rebalance_timeout(broker_factory):
+    """A member told to give up tasks that keeps reporting them is fenced once its rebalance timeout passes; the
+    tasks then go to the member waiting for them."""
+    broker = broker_factory()
+    with RawClient(broker.port) as raw:
+        _create_topic(raw, "jobs", 2)
+        assert set_group_configs(raw, "slow", FAST) == (0, None)
+        topology = topology_of(subtopology("0", sources=["jobs"]))
+        a = heartbeat(raw, "slow", "member-a", 0, topology=topology, process="pa", retry=True,
+                      rebalance_timeout_ms=1000)
+        owned_a = _owned(a)
+        assert owned_a[0] == [{"subtopology_id": "0", "partitions": [0, 1]}]
+        b = heartbeat(raw, "slow", "member-b", 0, topology=topology, process="pb")
+        a = heartbeat(raw, "slow", "member-a", a["member_epoch"], owned=owned_a)
+        assert a["active_tasks"] == [{"subtopology_id": "0", "partitions": [0]}]  # task 1 is to be revoked
+        [group] = describe(raw, "slow")
+        assert group["group_state"] == "Reconciling"
+
+        last = {"b": b, "owned": ([], [], [])}
+
+        def b_owns_both() -> dict | None:
+            answer = heartbeat(raw, "slow", "member-b", last["b"]["member_epoch"], owned=last["owned"])
+            assert answer["error_code"] == 0, answer
+            last["b"] = answer
+            if answer["active_tasks"] is not None:
+                last["owned"] = _owned(answer)
+            return answer if last["owned"][0] == [{"subtopology_id": "0", "partitions": [0, 1]}] else None
+
+        # member-a never heartbeats again with task 1 released: fenced after 1 s, member-b gets both tasks.
+        wait_until(b_owns_both, 20, "member-b to get every task", interval=0.2)
+        [group] = describe(raw, "slow")
+        assert [m["member_id"] for m in group["members"]] == ["member-b"]
+        assert heartbeat(raw, "slow", "member-a", a["member_epoch"], owned=owned_a)["error_code"] == 25
