@@ -125,6 +125,24 @@ def test_join_creates_internal_topics_and_assigns(pair):
     assert_same(pair.run(scenario), "a streams group's join, internal topics and assignment")
 
 
+def test_version_0(pair):
+    """StreamsGroupHeartbeat v0 (its AcceptableRecoveryLagLegacy, no MISSING_CLIENT_TAGS status) and
+    StreamsGroupDescribe v0."""
+    def scenario(target: Target) -> dict[str, Any]:
+        names = _topics(target, legacy=1)
+        topology = topology_of(subtopology("0", sources=[names["legacy"]]))
+        with target.raw() as raw:
+            gid = _group(target, raw, "v0")
+            assert set_group_configs(raw, gid, {"streams.rack.aware.assignment.tags": "zone"}) == (0, None)
+            joined = heartbeat(raw, gid, "m", 0, topology=topology, version=0, retry=True)
+            again = heartbeat(raw, gid, "m", joined["member_epoch"], version=0, owned=_owned(joined))
+            current = heartbeat(raw, gid, "m", again["member_epoch"], version=1)
+            return {"joined": tasks(joined), "again": tasks(again), "v1": tasks(current),
+                    "described": describe(raw, gid, version=0)}
+
+    assert_same(pair.run(scenario), "StreamsGroupHeartbeat and StreamsGroupDescribe v0")
+
+
 def test_missing_source_topics_and_copartitioning(pair):
     """A missing source topic and a copartition group over topics of different partition counts are reported in
     the heartbeat's status, as Kafka words them; the member joins, without tasks."""

@@ -127,5 +127,5 @@ def tasks(answer: Mapping[str, Any]) -> dict[str, Any]:
     keep = ("error_code", "error_message", "member_id", "member_epoch", "heartbeat_interval_ms", "status",
             "active_tasks", "standby_tasks", "warmup_tasks", "endpoint_information_epoch",
             "partitions_by_user_endpoint", "task_offset_interval_ms", "acceptable_recovery_lag",
-            "topology_description_required")
+            "topology_description_required", "acceptable_recovery_lag_legacy")
     return {k: answer[k] for k in keep if k in answer}

@@ -475,7 +475,8 @@ class StreamsGroupManager:
             "member_epoch": reconciled.member_epoch, "heartbeat_interval_ms": settings.heartbeat_interval_ms,
             "task_offset_interval_ms": settings.task_offset_interval_ms,
             "acceptable_recovery_lag": settings.acceptable_recovery_lag,
-            "acceptable_recovery_lag_legacy": min(settings.acceptable_recovery_lag, 2**31 - 1),
+            # v0's AcceptableRecoveryLagLegacy stays 0: Kafka 4.4 sets only the v1 field.
+            "acceptable_recovery_lag_legacy": 0,
             "active_tasks": None, "standby_tasks": None, "warmup_tasks": None,
             "topology_description_required": False, "partitions_by_user_endpoint": None,
             "endpoint_information_epoch": 0}
