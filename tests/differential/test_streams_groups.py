@@ -442,12 +442,17 @@ def test_streams_group_in_the_group_apis(pair):
             out["fetch"] = fetch("member-1", epoch)
             out["fetch_admin"] = fetch(None, -1)
             out["fetch_stale"] = fetch("member-1", epoch + 3)
+            out["offset_delete_subscribed"] = plain(raw.call(47, 0, {"group_id": gid, "topics": [
+                {"name": names["numbers"], "partitions": [{"partition_index": 0}]}]}))
             out["delete_non_empty"] = plain(raw.call(42, 2, {"groups_names": [gid]}))["results"]
             out["leave"] = tasks(heartbeat(raw, gid, "member-1", -1))
             out["described_empty"] = _described(raw, gid)
             out["listed_empty"] = [g for g in plain(raw.call(16, 5, {"states_filter": ["empty"],
                                                                      "types_filter": []}))["groups"]
                                    if g["group_id"] == gid]
+            out["offset_delete_empty"] = plain(raw.call(47, 0, {"group_id": gid, "topics": [
+                {"name": names["numbers"], "partitions": [{"partition_index": 0}]}]}))
+            out["fetch_after_offset_delete"] = fetch(None, -1)
             out["delete"] = plain(raw.call(42, 2, {"groups_names": [gid]}))["results"]
             out["described_deleted"] = describe(raw, gid)
         return out
