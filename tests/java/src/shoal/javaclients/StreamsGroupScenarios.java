@@ -45,6 +45,7 @@ final class StreamsGroupScenarios {
         Map<String, Scenario> all = new LinkedHashMap<>();
         all.put("word_count", env -> wordCount(env, "alo", "at_least_once"));
         all.put("word_count_exactly_once", env -> wordCount(env, "eos", "exactly_once_v2"));
+        all.put("two_instances", StreamsGroupScenarios::twoInstances);
         return all;
     }
 
@@ -145,6 +146,97 @@ final class StreamsGroupScenarios {
             }
         });
         out.put("group_closed", describe(env, app));
+        return out;
+    }
+
+    /**
+     * Two instances of one application (two processes' worth: each its own state directory), the second started
+     * once the first runs: the broker splits the tasks between them, revoking from the first before the second
+     * gets them, and the counts come out complete.
+     */
+    static Object twoInstances(Env env) throws Exception {
+        String input = env.name("sg-lines-two");
+        String output = env.name("sg-counts-two");
+        String app = env.name("sg-wordcount-two");
+        env.createTopic(input, 4);
+        env.createTopic(output, 1);
+        env.groupConfig(app, Map.of("streams.initial.rebalance.delay.ms", "0"));
+        StreamsBuilder builder = new StreamsBuilder();
+        builder.stream(input, Consumed.with(Serdes.String(), Serdes.String()))
+            .flatMap((key, line) -> {
+                List<KeyValue<String, String>> words = new ArrayList<>();
+                for (String word : line.split(" ")) {
+                    words.add(KeyValue.pair(word, word));
+                }
+                return words;
+            })
+            .groupByKey(Grouped.with("words", Serdes.String(), Serdes.String()))
+            .count(Materialized.as("counts"))
+            .toStream()
+            .to(output, Produced.with(Serdes.String(), Serdes.Long()));
+        var topology = builder.build();
+        List<KafkaStreams> instances = new ArrayList<>();
+        Map<String, Object> out = new LinkedHashMap<>();
+        try {
+            for (int i = 0; i < 2; i++) {
+                Properties props = env.props(
+                    StreamsConfig.APPLICATION_ID_CONFIG, app,
+                    StreamsConfig.GROUP_PROTOCOL_CONFIG, "streams",
+                    StreamsConfig.STATE_DIR_CONFIG, Files.createTempDirectory("shoal-streams-").toString(),
+                    StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, "100",
+                    StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, "0",
+                    "consumer.auto.offset.reset", "earliest");
+                KafkaStreams streams = new KafkaStreams(topology, props);
+                instances.add(streams);
+                streams.start();
+                Env.log("instance " + i + " started");
+                Env.await("instance " + i + " to run", Env.DEADLINE,
+                    () -> streams.state() == KafkaStreams.State.RUNNING);
+            }
+            Env.await("both instances to own tasks", Duration.ofSeconds(90), () -> {
+                try {
+                    StreamsGroupDescription d = env.admin().describeStreamsGroups(List.of(app)).all()
+                        .get(60, TimeUnit.SECONDS).get(app);
+                    return d.groupState() == org.apache.kafka.common.GroupState.STABLE && d.members().size() == 2
+                        && d.members().stream().allMatch(m -> !m.assignment().activeTasks().isEmpty());
+                } catch (Exception e) {
+                    return false;
+                }
+            });
+            try (KafkaProducer<String, String> producer = env.producer("acks", "all")) {
+                for (int i = 0; i < LINES.size(); i++) {
+                    producer.send(new ProducerRecord<>(input, "line" + i, LINES.get(i))).get(60, TimeUnit.SECONDS);
+                }
+            }
+            Map<String, Long> expected = expectedCounts();
+            Map<String, Long> counts = new TreeMap<>();
+            try (KafkaConsumer<String, Long> consumer = new KafkaConsumer<>(
+                    env.props("group.id", env.name("sg-reader-two"), "auto.offset.reset", "earliest"),
+                    new StringDeserializer(), new LongDeserializer())) {
+                consumer.subscribe(List.of(output));
+                long deadline = System.nanoTime() + Duration.ofSeconds(90).toNanos();
+                while (!counts.equals(expected) && System.nanoTime() < deadline) {
+                    for (ConsumerRecord<String, Long> r : consumer.poll(Duration.ofMillis(200))) {
+                        counts.put(r.key(), r.value());
+                    }
+                }
+            }
+            out.put("counts", counts);
+            StreamsGroupDescription d = env.admin().describeStreamsGroups(List.of(app)).all()
+                .get(60, TimeUnit.SECONDS).get(app);
+            out.put("state", d.groupState().toString());
+            List<Integer> tasksPerMember = new ArrayList<>();
+            for (StreamsGroupMemberDescription m : d.members()) {
+                tasksPerMember.add(m.assignment().activeTasks().stream().mapToInt(t -> t.partitions().size()).sum());
+            }
+            tasksPerMember.sort(null);
+            out.put("active_tasks_per_member", tasksPerMember);
+            out.put("states", instances.stream().map(k -> k.state().toString()).toList());
+        } finally {
+            for (KafkaStreams streams : instances) {
+                streams.close(Duration.ofSeconds(30));
+            }
+        }
         return out;
     }
 
