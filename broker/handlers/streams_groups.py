@@ -72,11 +72,10 @@ async def handle_describe(ctx, req) -> dict[str, Any]:
     allowed = [g for g in req.group_ids if ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, g)]
     described = iter(await ctx.broker.group_coordinator.streams_group_describe(allowed) if allowed else [])
     allowed_ids = set(allowed)
-    groups = []
-    for gid in req.group_ids:
-        if gid not in allowed_ids:
-            groups.append({"group_id": gid, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED)})
-            continue
+    # As Kafka's KafkaApis: the groups the client may not describe first, then the described ones.
+    groups = [{"group_id": gid, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED)}
+              for gid in req.group_ids if gid not in allowed_ids]
+    for gid in allowed:
         group = dict(next(described))
         if group.get("error_code", 0) == 0 and req.include_authorized_operations:
             group["authorized_operations"] = ctx.authorized_operations(ResourceType.GROUP, gid)

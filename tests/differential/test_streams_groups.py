@@ -584,6 +584,11 @@ def test_heartbeat_authorization(sasl_pair):
                     subtopology("0", sources=[source, "no spaces", "bad/name"]))))
                 _allow(admin, _TOPIC, app, _DESCRIBE, _PREFIXED)
                 out["no_create"] = tasks(heartbeat(alice, open_group, "m", 0, topology=topology, retry=True))
+                described = plain(alice.call(89, 1, {"group_ids": [open_group, locked],
+                                                     "include_authorized_operations": True,
+                                                     "include_topology_description": False}))["groups"]
+                out["described_by_alice"] = [{k: g[k] for k in ("group_id", "error_code", "authorized_operations")}
+                                             for g in described]
             metadata = plain(admin.call(3, 12, {"topics": [{"name": changelog}], "allow_auto_topic_creation": False,
                                                 "include_topic_authorized_operations": False}))
             out["changelog_created"] = metadata["topics"][0]["error_code"]
