@@ -166,3 +166,34 @@ def test_member_that_does_not_revoke_is_fenced_after_its_rebalance_timeout(broke
         [group] = describe(raw, "slow")
         assert [m["member_id"] for m in group["members"]] == ["member-b"]
         assert heartbeat(raw, "slow", "member-a", a["member_epoch"], owned=owned_a)["error_code"] == 25
+
+
+def test_initial_rebalance_delay(broker_factory):
+    """A new group's first assignment waits for `streams.initial.rebalance.delay.ms` (the answer says so); the
+    broker computes it when the delay ends, and the members' next heartbeats get their tasks."""
+    broker = broker_factory()
+    with RawClient(broker.port) as raw:
+        _create_topic(raw, "late", 2)
+        assert set_group_configs(raw, "delayed", {"streams.initial.rebalance.delay.ms": "800",
+                                                  "streams.assignment.interval.ms": "0"}) == (0, None)
+        topology = topology_of(subtopology("0", sources=["late"]))
+        a = heartbeat(raw, "delayed", "member-a", 0, topology=topology, process="pa", retry=True)
+        assert a["status"] == [{"status_code": 5, "status_detail": "Assignment delayed due to the configured "
+                                "initial rebalance delay."}]
+        assert (a["member_epoch"], a["active_tasks"]) == (1, [])
+        b = heartbeat(raw, "delayed", "member-b", 0, topology=topology, process="pb")
+        assert b["status"] == a["status"] and b["active_tasks"] == []
+        [group] = describe(raw, "delayed")
+        assert (group["group_state"], group["group_epoch"], group["assignment_epoch"]) == ("Assigning", 3, 1)
+
+        def assigned() -> dict | None:
+            [described] = describe(raw, "delayed")
+            return described if described["assignment_epoch"] == 3 else None
+
+        described = wait_until(assigned, 20, "the delayed assignment")
+        targets = sorted(m["target_assignment"]["active_tasks"][0]["partitions"] for m in described["members"])
+        assert targets == [[0], [1]]
+        for member, last in (("member-a", a), ("member-b", b)):
+            answer = heartbeat(raw, "delayed", member, last["member_epoch"], owned=([], [], []))
+            assert answer["error_code"] == 0 and answer["status"] == [], answer
+            assert answer["member_epoch"] == 3 and len(answer["active_tasks"][0]["partitions"]) == 1, answer
