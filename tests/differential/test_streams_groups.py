@@ -655,3 +655,26 @@ def test_kafka_streams_groups_tool(pair):
         return seen
 
     assert_same(outcome(pair, runs, shape), "kafka-streams-groups")
+
+
+@pytest.mark.parametrize(("members", "partitions", "standbys"), [(3, 7, 0), (4, 5, 1), (5, 9, 2), (3, 4, 1)])
+def test_sticky_assignor_with_many_members(pair, members, partitions, standbys):
+    """Members of three processes join one after the other; every join computes a target assignment from the
+    members' current tasks: each answer's tasks and the final targets, active and standby, are Kafka's (ties between
+    equally loaded processes and members broken in the order of Kafka's priority queues)."""
+    def scenario(target: Target) -> dict[str, Any]:
+        names = _topics(target, wide=partitions, wide_store=partitions)  # the changelog exists: ready at once
+        topology = topology_of(subtopology("0", sources=[names["wide"]]),
+                               subtopology("1", sources=[names["wide"]], changelogs=[names["wide_store"]]))
+        steps = []
+        with target.raw() as raw:
+            gid = _group(target, raw, "many")
+            assert set_group_configs(raw, gid, {"streams.num.standby.replicas": str(standbys)}) == (0, None)
+            for i in range(members):
+                answer = heartbeat(raw, gid, f"member-{i}", 0, topology=topology, process=f"process-{i % 3}",
+                                   retry=True)
+                steps.append(tasks(answer))
+            described = _described(raw, gid)
+        return {"steps": steps, "targets": [(m["member_id"], m["target_assignment"]) for m in described["members"]]}
+
+    assert_same(pair.run(scenario), f"the sticky assignor with {members} members")

@@ -18,11 +18,12 @@ def _bucket(text: str, capacity: int) -> int:
     return (h ^ (h >> 16)) & (capacity - 1)
 
 
-def hash_order(keys: Iterable[str]) -> list[str]:
-    """`keys` (in insertion order, duplicates ignored) as a default-sized HashMap iterates them."""
+def hash_order(keys: Iterable[str], initial_capacity: int = 16) -> list[str]:
+    """`keys` (in insertion order, duplicates ignored) as a HashMap iterates them: a default one, or one made with
+    `new HashMap<>(n)` (`initial_capacity` = its table size, the power of two at or above n)."""
     unique = list(dict.fromkeys(keys))
-    capacity = 16
-    while len(unique) > capacity * 3 // 4:
+    capacity = initial_capacity
+    while len(unique) > int(capacity * 0.75):
         capacity *= 2
     # sorted() is stable: keys of one bucket keep their insertion order.
     return sorted(unique, key=lambda k: _bucket(k, capacity))

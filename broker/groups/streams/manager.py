@@ -580,8 +580,9 @@ class StreamsGroupManager:
                 previous[updated.member_id] = previous.pop(replaced, EMPTY_TASKS)
             members[updated.member_id] = updated
         if configured.ready and configured.subtopologies:
-            specs = [MemberSpec(mid, m.process_id, previous.get(mid, EMPTY_TASKS))
-                     for mid, m in sorted(members.items())]
+            specs = [MemberSpec(mid, m.process_id,
+                                TasksTuple(m.assigned.active_sets(), m.assigned.standby, m.assigned.warmup))
+                     for mid, m in members.items()]
             targets = assign(specs, configured.subtopologies, int(configs.get("num.standby.replicas", "0")))
         else:
             targets = dict.fromkeys(members, EMPTY_TASKS)
