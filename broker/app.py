@@ -65,6 +65,7 @@ from broker.handlers.scram_admin import ScramAdminApis
 from broker.handlers.share_fetch import ShareFetchApis
 from broker.handlers.share_groups import ShareGroupApis
 from broker.handlers.share_state import ShareStateApis
+from broker.handlers.streams_groups import StreamsGroupApis
 from broker.handlers.telemetry import TelemetryApis
 from broker.handlers.topic_admin import TopicAdminApis
 from broker.handlers.transactions import TransactionApis
@@ -349,6 +350,7 @@ class Broker:
             # groups
             GroupApis(groups),
             ConsumerGroupApis(groups),
+            StreamsGroupApis(groups),
             OffsetApis(groups, topics),
             # share groups
             ShareGroupApis(groups),

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import sys
 from array import array
+from collections.abc import Callable, Iterable
+from typing import TypeVar, cast
+
+T = TypeVar("T")
 
 _INT_MIN = -(1 << 31)
 
@@ -29,3 +33,24 @@ def java_string_hash(s: str) -> int:
 def java_abs(n: int) -> int:
     # Kafka's Utils.abs: Math.abs(Integer.MIN_VALUE) would stay negative, so it maps to 0.
     return 0 if n == _INT_MIN else abs(n)
+
+
+def java_hash_order(keys: Iterable[T], hash_code: Callable[[T], int] | None = None,
+                    initial_capacity: int = 16) -> list[T]:
+    """`keys` (in insertion order, duplicates ignored) in the order a java.util.HashMap or HashSet filled with them
+    iterates them: by bucket (the spread hash masked by the table size), each bucket in insertion order. The
+    table starts at `initial_capacity` (a power of two: 16 by default, `new HashMap<>(n)` rounds n up) and doubles
+    whenever it holds more than three quarters of it. Kafka answers some lists in that order (a streams group's
+    missing internal topics and its assignor's member order, a tool's group listing, the SASL mechanisms of a
+    handshake), and Shoal answers them in the same order. `hash_code` defaults to String.hashCode."""
+    unique = list(dict.fromkeys(keys))
+    code = hash_code if hash_code is not None else cast(Callable[[T], int], java_string_hash)
+    capacity = initial_capacity
+    while len(unique) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(key: T) -> int:
+        h = code(key) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    return sorted(unique, key=bucket)  # sorted() is stable: one bucket's keys keep their insertion order

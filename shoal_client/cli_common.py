@@ -5,7 +5,6 @@ command's connection may end in, and the version they print."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterable
 from importlib import metadata
 from typing import NoReturn, TextIO, TypeVar
 
@@ -117,21 +116,6 @@ def topic_partition_hash(topic: str, partition: int) -> int:
     """Kafka's TopicPartition.hashCode()."""
     h = (31 * (31 + partition) + java_string_hash(topic)) & 0xFFFFFFFF
     return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def java_hash_order(keys: Iterable[T], hash_code: Callable[[T], int]) -> list[T]:
-    """The order in which a java.util.HashMap filled with `keys` (put one after the other) iterates them. Kafka's
-    tools print some results in that order (a group listing, the partitions of an offset reset), so Shoal's tools
-    do too, to print what Kafka's print."""
-    keys = list(dict.fromkeys(keys))
-    capacity = 16
-    while len(keys) > capacity * 3 // 4:  # HashMap resizes past a 0.75 load factor
-        capacity *= 2
-    buckets: dict[int, list[T]] = {}
-    for key in keys:
-        h = hash_code(key) & 0xFFFFFFFF
-        buckets.setdefault((h ^ (h >> 16)) & (capacity - 1), []).append(key)
-    return [key for index in sorted(buckets) for key in buckets[index]]
 
 
 def tool_version() -> str:

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import TextIO
 
 from protocol.errors import ErrorCode
+from protocol.java_hash import java_hash_order, java_string_hash
 from shoal_client.admin import (
     EARLIEST,
     LATEST,
@@ -29,8 +30,6 @@ from shoal_client.cli_common import (
     ToolParser,
     UsageError,
     chunks,
-    java_hash_order,
-    java_string_hash,
     kafka_error,
     load_security,
     tool_version,

@@ -266,7 +266,7 @@ class GroupCoordinator:
                 deleted.append(gid)
         for gid in sorted(self.streams.groups):
             records, all_expired = self.offsets.expire(gid, now, retention, lambda o: o.commit_timestamp_ms,
-                                                       lambda topic, g=gid: self.streams.is_subscribed_to(g, topic))
+                                                       functools.partial(self.streams.is_subscribed_to, gid))
             self._apply(res, records)
             if all_expired and not self.streams.groups[gid].members:
                 self.streams.delete(gid, res)

@@ -11,6 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from broker.cluster.topics import INTERNAL_TOPICS, TopicError, validate_topic_name
+from broker.context import RequestContext
+from broker.groups.runtime import GroupCoordinatorRuntime
+from broker.handlers.apis import Apis, Request, Response
 from broker.handlers.share_groups import client_host
 from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode
@@ -44,43 +47,49 @@ def _invalid_topology(message: str) -> dict[str, Any]:
             "status": []}
 
 
-async def handle_heartbeat(ctx, req) -> dict[str, Any]:
-    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
-        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED), "status": []}
-    if req.topology is not None:
-        topics = _topology_topics(req.topology)
-        prohibited = [t for t in topics if t in INTERNAL_TOPICS]
-        if prohibited:
-            return _invalid_topology(f"Use of Kafka internal topics {','.join(prohibited)} in a Kafka Streams "
-                                     "topology is prohibited.")
-        invalid = [t for t in topics if not _valid(t)]
-        if invalid:
-            return _invalid_topology(f"Topic names {','.join(invalid)} are not valid topic names.")
-        if any(not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name) for name in topics):
-            return {"throttle_time_ms": 0, "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), "status": []}
+class StreamsGroupApis(Apis):
+    """StreamsGroupHeartbeat and StreamsGroupDescribe, over the group coordinator."""
 
-    def may_create(topic: str) -> bool:
-        return ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, audit=False) \
-            or ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, topic)
+    def __init__(self, groups: GroupCoordinatorRuntime) -> None:
+        self._groups = groups
 
-    response = await ctx.broker.group_coordinator.streams_group_heartbeat(
-        req, ctx.api_version, ctx.client_id or "", client_host(ctx.connection.peer), may_create=may_create)
-    return {"throttle_time_ms": 0, **response}
+    async def heartbeat(self, ctx: RequestContext, req: Request) -> Response:
+        if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
+            return {"throttle_time_ms": 0, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED),
+                    "status": []}
+        if req.topology is not None:
+            topics = _topology_topics(req.topology)
+            prohibited = [t for t in topics if t in INTERNAL_TOPICS]
+            if prohibited:
+                return _invalid_topology(f"Use of Kafka internal topics {','.join(prohibited)} in a Kafka Streams "
+                                         "topology is prohibited.")
+            invalid = [t for t in topics if not _valid(t)]
+            if invalid:
+                return _invalid_topology(f"Topic names {','.join(invalid)} are not valid topic names.")
+            if any(not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name) for name in topics):
+                return {"throttle_time_ms": 0, "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                        "status": []}
 
+        def may_create(topic: str) -> bool:
+            return ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, audit=False) \
+                or ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, topic)
 
-async def handle_describe(ctx, req) -> dict[str, Any]:
-    allowed = [g for g in req.group_ids if ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, g)]
-    described = iter(await ctx.broker.group_coordinator.streams_group_describe(allowed) if allowed else [])
-    allowed_ids = set(allowed)
-    # As Kafka's KafkaApis: the groups the client may not describe first, then the described ones.
-    groups = [{"group_id": gid, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED)}
-              for gid in req.group_ids if gid not in allowed_ids]
-    for gid in allowed:
-        group = dict(next(described))
-        if group.get("error_code", 0) == 0 and req.include_authorized_operations:
-            group["authorized_operations"] = ctx.authorized_operations(ResourceType.GROUP, gid)
-        groups.append(group)
-    return {"throttle_time_ms": 0, "groups": groups}
+        response = await self._groups.streams_group_heartbeat(
+            req, ctx.api_version, ctx.client_id or "", client_host(ctx.connection.peer), may_create=may_create)
+        return {"throttle_time_ms": 0, **response}
 
+    async def describe(self, ctx: RequestContext, req: Request) -> Response:
+        allowed = [g for g in req.group_ids if ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, g)]
+        described = iter(await self._groups.streams_group_describe(allowed) if allowed else [])
+        allowed_ids = set(allowed)
+        # As Kafka's KafkaApis: the groups the client may not describe first, then the described ones.
+        groups = [{"group_id": gid, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED)}
+                  for gid in req.group_ids if gid not in allowed_ids]
+        for gid in allowed:
+            group = dict(next(described))
+            if group.get("error_code", 0) == 0 and req.include_authorized_operations:
+                group["authorized_operations"] = ctx.authorized_operations(ResourceType.GROUP, gid)
+            groups.append(group)
+        return {"throttle_time_ms": 0, "groups": groups}
 
-HANDLERS = {STREAMS_GROUP_HEARTBEAT: handle_heartbeat, STREAMS_GROUP_DESCRIBE: handle_describe}
+    HANDLERS = {STREAMS_GROUP_HEARTBEAT: heartbeat, STREAMS_GROUP_DESCRIBE: describe}

@@ -32,7 +32,7 @@ from protocol.codec import request_codec, response_codec
 from protocol.error_responses import error_body
 from protocol.errors import DecodeError, ErrorCode
 from protocol.framing import decode_request_header, encode_response, response_header_version
-from protocol.java_hash import java_string_hash
+from protocol.java_hash import java_hash_order
 
 log = structlog.get_logger(__name__)
 
@@ -255,12 +255,7 @@ def handshake_order(mechanisms: list[str]) -> list[str]:
     buckets = 16  # HashSet(Collection): capacity max(n / .75 + 1, 16), rounded up to a power of two
     while buckets < max(int(len(unique) / 0.75) + 1, 16):
         buckets *= 2
-
-    def bucket(name: str) -> int:
-        h = java_string_hash(name)
-        return (h ^ (h >> 16)) & (buckets - 1)
-
-    return sorted(unique, key=bucket)
+    return java_hash_order(unique, initial_capacity=buckets)
 
 
 def _response(header, body: dict) -> bytes:

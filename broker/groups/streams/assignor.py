@@ -7,7 +7,7 @@ member that had them as standby; the rest, in subtopology then partition order, 
 (tasks per member) and within it to the member with the fewest tasks. Stateful subtopologies get
 `num_standby_replicas` standby tasks on processes without the task, the previous active owner and previous standby
 owners first. Kafka keeps the processes and members in Java priority queues filled from Java hash maps; ties
-between equally loaded ones follow the heap's order, which `JavaPriorityQueue` and `java_order.hash_order`
+between equally loaded ones follow the heap's order, which `JavaPriorityQueue` and `protocol.java_hash.java_hash_order`
 reproduce.
 """
 
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from broker.groups.streams.group import TasksTuple
-from broker.groups.streams.java_order import hash_order
 from broker.groups.streams.topology import ConfiguredSubtopology
+from protocol.java_hash import java_hash_order
 
 ASSIGNOR_NAME = "sticky"
 T = TypeVar("T")
@@ -122,7 +122,7 @@ class _Process:
             return self._add(next(iter(self.counts)), task, active)
         if self.by_load is None:
             self.by_load = JavaPriorityQueue(lambda e: e[1])
-            for mid in hash_order(self.counts):
+            for mid in java_hash_order(self.counts):
                 self.by_load.add([mid, self.counts[mid]])
         entry = self.by_load.poll()
         assert entry is not None
@@ -150,10 +150,10 @@ class _Assignment:
         self.active_per_member = _per_member(self.total_active, len(members))
         self.tasks_per_member = _per_member(self.total_tasks, len(members))
         # Kafka's groupSpec.memberIds(): a HashMap's keys; processIdToState: new HashMap<>(members).
-        order = hash_order([m.member_id for m in members])
+        order = java_hash_order([m.member_id for m in members])
         by_id = {m.member_id: m for m in members}
         self.members = [by_id[mid] for mid in order]
-        process_ids = hash_order(dict.fromkeys(m.process_id for m in self.members),
+        process_ids = java_hash_order(dict.fromkeys(m.process_id for m in self.members),
                                  initial_capacity=_table_size(len(members)))
         self.processes = {pid: _Process(pid) for pid in process_ids}
         self.prev_active: dict[Task, MemberSpec] = {}

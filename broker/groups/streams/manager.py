@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import Any
 
 import structlog
 
@@ -35,7 +35,6 @@ from broker.groups.streams.group import (
     Tasks,
     TasksTuple,
 )
-from broker.groups.streams.java_order import hash_order
 from broker.groups.streams.reconcile import Reconciler, owned_from_request
 from broker.groups.streams.topology import (
     ASSIGNMENT_DELAYED,
@@ -51,6 +50,7 @@ from broker.groups.streams.topology import (
 )
 from broker.groups.timers import Timers
 from protocol.errors import ErrorCode
+from protocol.java_hash import java_hash_order
 
 log = structlog.get_logger(__name__)
 
@@ -83,7 +83,7 @@ def error_response(code: ErrorCode, message: str | None = None) -> dict[str, Any
 
 
 def _task_list(tasks: Tasks) -> list[dict[str, Any]]:
-    return [{"subtopology_id": s, "partitions": sorted(tasks[s])} for s in hash_order(tasks) if tasks[s]]
+    return [{"subtopology_id": s, "partitions": sorted(tasks[s])} for s in java_hash_order(tasks) if tasks[s]]
 
 
 def validate_request(req: Mapping[str, Any]) -> None:
@@ -134,7 +134,7 @@ def _epoch_relevant(old: StreamsMember, new: StreamsMember) -> bool:
         (new.topology_epoch, new.rack_id, new.client_tags, new.process_id)
 
 
-def _owned_within(owned: list | None, assigned: Mapping[str, Any]) -> bool:
+def _owned_within(owned: list[Any] | None, assigned: Mapping[str, Any]) -> bool:
     if owned is None:
         return True
     for t in owned:
@@ -159,8 +159,8 @@ class StreamsGroupManager:
         self._topics_version = topics_version
         self._group_type_of = group_type_of
         self.groups: dict[str, StreamsGroup] = {}
-        self.timers = Timers()
-        self.task_offsets: dict[tuple[str, str], tuple[dict, dict]] = {}  # soft: reported task offsets
+        self.timers: Timers[tuple[Any, ...]] = Timers()
+        self.task_offsets: dict[tuple[str, str], tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]] = {}  # soft: reported task offsets
 
     # ----------------------------------------------------------------------------------------------- replay
     def replay(self, key: bytes | memoryview, value: bytes | memoryview | None) -> None:
@@ -195,7 +195,7 @@ class StreamsGroupManager:
     def tick(self, now: int) -> GroupResult:
         res = GroupResult()
         while (expired := self.timers.pop_one_expired(now)) is not None:
-            key = cast(tuple, expired)
+            key = expired
             kind, gid = key[0], key[1]
             group = self.groups.get(gid)
             if group is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from broker.groups.result import GroupError
 from broker.groups.streams.group import (
@@ -189,11 +190,11 @@ class Reconciler:
                        pending_revocation=AssignedTasks())
 
 
-def owned_from_request(active: list | None, standby: list | None, warmup: list | None) -> TasksTuple | None:
+def owned_from_request(active: list[Any] | None, standby: list[Any] | None, warmup: list[Any] | None) -> TasksTuple | None:
     if active is None or standby is None or warmup is None:
         return None
 
-    def tasks(items: list) -> Tasks:
+    def tasks(items: list[Any]) -> Tasks:
         out: dict[str, set[int]] = {}
         for t in items:
             out.setdefault(t["subtopology_id"], set()).update(t["partitions"])

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from broker.groups.streams.java_order import hash_order
+from protocol.java_hash import java_hash_order
 
 # Heartbeat status codes (Kafka's StreamsGroupHeartbeatResponse.Status).
 STALE_TOPOLOGY = 0
@@ -220,7 +220,7 @@ def configure(topology: StreamsTopology, partition_count: PartitionCount) -> Con
                     raise TopicConfigurationError(
                         INCORRECTLY_PARTITIONED_TOPICS, f"Existing topic {name} has different number of "
                         f"partitions: expected {expected.partitions}, found {existing}")
-        order = hash_order(to_create)
+        order = java_hash_order(to_create)
         missing_internal = [to_create[n] for n in order]
         error = None
         if missing_internal:
@@ -298,7 +298,7 @@ def _enforce_copartitioning(topology: StreamsTopology, count: Callable[[str], in
                     n = max(repartition.values(), default=0)
                     if n == 0:
                         raise TopologyInvalid("All topics in the copartition group had undefined partition number: "
-                                              f"[{', '.join(hash_order(repartition))}]")
+                                              f"[{', '.join(java_hash_order(repartition))}]")
             else:
                 values = list(others.values())
                 n = values[0]

@@ -5,9 +5,8 @@ tools), Kafka's exception class names and messages for error codes."""
 from __future__ import annotations
 
 from protocol.errors import ErrorCode
+from protocol.java_hash import java_hash_order, java_string_hash
 from shoal_client.cli_common import (
-    java_hash_order,
-    java_string_hash,
     kafka_error,
     kafka_exception,
     kafka_message,

@@ -8,7 +8,6 @@ import pytest
 from broker.groups.streams import records as rec
 from broker.groups.streams.assignor import MemberSpec, assign
 from broker.groups.streams.group import AssignedTasks, MemberState, StreamsMember, TasksTuple
-from broker.groups.streams.java_order import hash_order
 from broker.groups.streams.manager import StreamsGroupManager, StreamsSettings
 from broker.groups.streams.reconcile import Reconciler
 from broker.groups.streams.topology import (
@@ -19,6 +18,7 @@ from broker.groups.streams.topology import (
     TopologyInvalid,
     configure,
 )
+from protocol.java_hash import java_hash_order
 from tests.helpers.streams_requests import subtopology, topic_info, topology_of
 
 
@@ -37,7 +37,7 @@ def test_missing_internal_topics_are_listed_in_javas_hash_map_order():
     assert configured.error.message == (
         "Internal topics are missing: wordcount-counts-repartition, wordcount-totals-changelog, "
         "wordcount-KSTREAM-AGGREGATE-STATE-STORE-0000000003-changelog and 1 additional topics")
-    assert hash_order(["a", "b", "c"]) == ["a", "b", "c"]
+    assert java_hash_order(["a", "b", "c"]) == ["a", "b", "c"]
 
 
 def test_partition_counts_of_internal_topics():
