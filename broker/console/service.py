@@ -10,8 +10,8 @@ Nothing here loads a share-partition or changes any state.
 
 API (JSON):
 - `GET /api/topics`: topics with their partitions (log start offset, high watermark, end offset, size).
-- `GET /api/groups`: classic, consumer and share groups with members; consumer lag from committed offsets; for a
-  share group its share-partitions loaded on this broker (state counts and lag) and its DLQ topic.
+- `GET /api/groups`: classic, consumer, share and streams groups with members; consumer lag from committed
+  offsets; for a share group its share-partitions loaded on this broker (state counts and lag) and its DLQ topic.
 - `GET /api/share-groups/{group}/partitions/{topic}/{partition}`: one share-partition's in-flight window.
 - `GET /api/share-groups/{group}/dlq`: the latest records of the group's dead-letter queue with their headers.
 """
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +60,11 @@ PAGE_HEADERS = {"Content-Security-Policy": "default-src 'none'; script-src 'self
 def _json(body: Any, status: int = 200) -> web.Response:
     return web.json_response(body, status=status, headers={"Cache-Control": "no-store",
                                                            "X-Content-Type-Options": "nosniff"})
+
+
+def _tasks(tasks: Mapping[str, Iterable[int]], kind: str) -> list[dict[str, Any]]:
+    """A streams member's tasks in the shape the page shows an assignment in (a name and its partitions)."""
+    return [{"topic": f"subtopology {s}{kind}", "partitions": sorted(tasks[s])} for s in sorted(tasks)]
 
 
 def _decode_tail(data: bytes | memoryview, partition: int, keep: int) -> list[dict[str, Any]]:
@@ -155,7 +160,7 @@ class Console:
     def groups(self) -> dict[str, Any]:
         coordinator = self._groups.coordinator
         by_type = (("classic", coordinator.classic.groups), ("consumer", coordinator.consumer.groups),
-                   ("share", coordinator.share.groups))
+                   ("share", coordinator.share.groups), ("streams", coordinator.streams.groups))
         # The first MAX_GROUPS by (type, id): rows are built for those only.
         chosen = sorted((kind, gid) for kind, groups in by_type for gid in groups)
         total = len(chosen)
@@ -168,6 +173,8 @@ class Console:
                 rows.append(self._classic(gid, coordinator.classic.groups[gid]))
             elif kind == "consumer":
                 rows.append(self._consumer(gid, coordinator.consumer.groups[gid]))
+            elif kind == "streams":
+                rows.append(self._streams(gid, coordinator.streams.groups[gid]))
             else:
                 rows.append(self._share_group(gid, coordinator.share.groups[gid], loaded.get(gid, [])))
         return {"groups": rows, "truncated": total > MAX_GROUPS}
@@ -188,6 +195,18 @@ class Console:
                     {"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
                      "instance_id": m.instance_id, "member_epoch": m.member_epoch,
                      "assignment": self._assignment(m.assigned_partitions)}
+                    for m in itertools.islice(g.members.values(), MAX_MEMBERS)],
+                "offsets": offsets, "offsets_truncated": truncated}
+
+    def _streams(self, gid: str, g: Any) -> dict[str, Any]:
+        """A streams group (KIP-1071): its members' tasks shown as "subtopology S[partitions]" (standby tasks
+        marked), and the lag of the offsets it commits on its source topics."""
+        offsets, truncated = self._consumer_lag(gid)
+        return {"group_id": gid, "type": "streams", "state": g.state().value, "epoch": g.group_epoch,
+                "member_count": len(g.members), "members": [
+                    {"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
+                     "instance_id": m.instance_id, "member_epoch": m.member_epoch,
+                     "assignment": _tasks(m.assigned.active_sets(), "") + _tasks(m.assigned.standby, " standby")}
                     for m in itertools.islice(g.members.values(), MAX_MEMBERS)],
                 "offsets": offsets, "offsets_truncated": truncated}
 

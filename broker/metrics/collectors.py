@@ -136,8 +136,8 @@ class SharePartitionCollector(LoopStateCollector):
 
 
 class GroupCollector(LoopStateCollector):
-    """Per group (classic, consumer and share): members, and rebalances: the classic generation or the
-    consumer/share group epoch, which moves once per rebalance and survives restarts (it is replayed from
+    """Per group (classic, consumer, share and streams): members, and rebalances: the classic generation or the
+    consumer/share/streams group epoch, which moves once per rebalance and survives restarts (it is replayed from
     __consumer_offsets); plus groups per type and state."""
 
     def __init__(self, runtime: GroupCoordinatorRuntime | None) -> None:
@@ -153,12 +153,15 @@ class GroupCollector(LoopStateCollector):
                  for gid, g in coordinator.consumer.groups.items()]
         rows += [(gid, "share", len(g.members), g.group_epoch, g.state.value)
                  for gid, g in coordinator.share.groups.items()]
+        rows += [(gid, "streams", len(g.members), g.group_epoch, g.state().value)
+                 for gid, g in coordinator.streams.groups.items()]
         return rows
 
     def build(self, rows: list[tuple]) -> Iterator[Metric]:
         members = GaugeMetricFamily("shoal_group_members", "Members of the group.", labels=GROUP)
         rebalances = CounterMetricFamily("shoal_group_rebalances", "Rebalances of the group since it was created "
-                                         "(classic: generation id; consumer and share: group epoch).", labels=GROUP)
+                                         "(classic: generation id; consumer, share and streams: group epoch).",
+                                         labels=GROUP)
         groups = GaugeMetricFamily("shoal_groups", "Groups by type and state.", labels=["type", "state"])
         states: dict[tuple[str, str], int] = {}
         for gid, kind, count, epoch, state in rows:

@@ -316,3 +316,56 @@ def test_a_group_id_with_url_characters_in_the_api_and_the_page(scene):
             wait_until(lambda: driver.execute_script("return document.getElementById('refreshed').textContent") != seen,
                        60, "another refresh")
             assert driver.execute_script(ODD_WINDOW, ODD_GROUP)["error"] is None
+
+
+def test_a_streams_group_on_the_console_and_in_the_metrics(broker_factory):
+    """A streams group (KIP-1071) is listed beside the other group types: its member with its active tasks
+    ("subtopology 0" and the partitions of its source topic) and its committed offsets' lag on the console,
+    its members and group epoch in the Prometheus metrics."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from tests.helpers.raw_client import RawClient
+    from tests.helpers.raw_requests import create_topic as raw_create_topic
+    from tests.helpers.streams_requests import heartbeat, set_group_configs, subtopology, topology_of
+
+    broker = broker_factory(ON)
+    port = broker.ports["prometheus"]
+    with RawClient(broker.port) as raw:
+        raw_create_topic(raw, "st-in", 2)
+        assert set_group_configs(raw, "st-app", {"streams.initial.rebalance.delay.ms": "0",
+                                                 "streams.assignment.interval.ms": "0"}) == (0, None)
+        topology = topology_of(subtopology("0", sources=["st-in"]))
+        answer = heartbeat(raw, "st-app", "st-member", 0, topology=topology, retry=True)
+        assert answer["error_code"] == 0, answer
+        owned: tuple[list, list, list] = (answer["active_tasks"] or [], answer["standby_tasks"] or [],
+                                          answer["warmup_tasks"] or [])
+
+        def assigned() -> bool:
+            nonlocal answer, owned
+            answer = heartbeat(raw, "st-app", "st-member", answer["member_epoch"], owned=owned)
+            assert answer["error_code"] == 0, answer
+            if answer["active_tasks"] is not None:
+                owned = (answer["active_tasks"], answer["standby_tasks"] or [], answer["warmup_tasks"] or [])
+            return bool(owned[0])
+
+        wait_until(lambda: bool(owned[0]) or assigned(), 30, "the streams member to get its tasks")
+        epoch = answer["member_epoch"]
+
+        def listed() -> dict | None:
+            rows = [g for g in api(port, "/api/groups")["groups"] if g["group_id"] == "st-app"]
+            return rows[0] if rows and rows[0]["members"][0]["assignment"] else None
+
+        wait_until(lambda: listed() is not None, 30, "the console to list the streams group with its tasks")
+        group = listed()
+        assert group is not None
+        assert (group["type"], group["state"], group["member_count"]) == ("streams", "Stable", 1)
+        [member] = group["members"]
+        assert (member["member_id"], member["member_epoch"]) == ("st-member", epoch)
+        assert member["assignment"] == [{"topic": "subtopology 0", "partitions": [0, 1]}]
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
+        text = response.read().decode()
+    samples = {(s.name, frozenset(s.labels.items())): s.value
+               for family in text_string_to_metric_families(text) for s in family.samples}
+    assert samples[("shoal_group_members", frozenset({"group": "st-app", "type": "streams"}.items()))] == 1
+    assert samples[("shoal_groups", frozenset({"type": "streams", "state": "Stable"}.items()))] == 1
