@@ -50,6 +50,14 @@ install: kafka
 kafka: java
 	@tools/kafka/install.sh
 
+# Spark's own Kafka source (spark-sql-kafka-0-10 with the jars it needs beyond PySpark's), the yardstick of
+# bench/spark_yardstick.py: from Maven Central into .tools/spark-kafka-VERSION/lib (tools/spark-kafka/install.sh;
+# instant once installed). The bench passes the jars to Spark with spark.jars: Spark fetches nothing itself.
+.PHONY: spark-kafka
+install: spark-kafka
+spark-kafka: java
+	@tools/spark-kafka/install.sh
+
 # Broker on 127.0.0.1:9092, data in ./data (ARGS="--override key=value ..." to change settings).
 run: deps
 	$(PY) -m broker $(ARGS)
