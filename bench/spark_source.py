@@ -308,8 +308,9 @@ class CpuSampler:
     thread, tens of ms a second on a busy machine) is the bench's, not the query's: the driver's figure leaves it
     out, or a query that runs longer would look costlier per row."""
 
-    def __init__(self, broker_pid: int, interval_s: float = 0.2) -> None:
+    def __init__(self, broker_pid: int, interval_s: float = 0.2, idle_pids: tuple[int, ...] = ()) -> None:
         self.broker_pid = broker_pid
+        self.idle_pids = idle_pids  # processes (with their children) not part of the query: kind "idle"
         self.interval_s = interval_s
         self._first: dict[int, float] = {}
         self._last: dict[int, float] = {}
@@ -332,6 +333,7 @@ class CpuSampler:
             cpu[pid] = (int(fields[11]) + int(fields[12])) / tick  # own utime + stime
         mine = {os.getpid()}
         broker = {self.broker_pid}
+        idle = set(self.idle_pids)
         changed = True
         while changed:
             changed = False
@@ -341,11 +343,13 @@ class CpuSampler:
                     changed = True
                     if ppid in broker or pid == self.broker_pid:
                         broker.add(pid)
+                    if ppid in idle:
+                        idle.add(pid)
         for pid in mine:
             if pid not in cpu:
                 continue
             if pid not in self._kind:
-                self._kind[pid] = _process_kind(pid, broker)
+                self._kind[pid] = "idle" if pid in idle else _process_kind(pid, broker)
                 self._first[pid] = cpu[pid] if initial else 0.0
             self._last[pid] = cpu[pid]
             if self._kind[pid] == "jvm":
@@ -408,12 +412,21 @@ def drain_spark(spark, bootstrap: str, topic: str, records: int, work: Path, max
     for key, value in options.items():
         if key != "source":
             reader = reader.option(key, value)
-    df = reader.load()
+    return measure_query(reader.load(), records, work / f"ck-{group}", broker_pid, options)
+
+
+def measure_query(df, records: int, checkpoint: Path, broker_pid: int, options: dict,
+                  idle_pids: tuple[int, ...] = ()) -> dict:
+    """Run `df` into the noop sink with trigger availableNow until it has read `records` rows: steady rows/s,
+    phases, and user+sys CPU per million rows of this process's tree (Spark's processes) and of the broker's;
+    the trees of `idle_pids` (another broker the query does not read) are left out."""
+    load_before = os.getloadavg()
     start = time.perf_counter()
     cpu_start = tree_cpu_s(os.getpid())
     broker_cpu_start = tree_cpu_s(broker_pid)
-    sampler = CpuSampler(broker_pid)
-    q = (df.writeStream.format("noop").option("checkpointLocation", str(work / f"ck-{group}"))
+    idle_cpu_start = sum(tree_cpu_s(pid) for pid in idle_pids)
+    sampler = CpuSampler(broker_pid, idle_pids=idle_pids)
+    q = (df.writeStream.format("noop").option("checkpointLocation", str(checkpoint))
          .trigger(availableNow=True).start())
     first_done = None
     while q.isActive and first_done is None:
@@ -425,7 +438,8 @@ def drain_spark(spark, bootstrap: str, topic: str, records: int, work: Path, max
     per_kind, jvm_threads = sampler.stop()
     broker_cpu = tree_cpu_s(broker_pid) - broker_cpu_start
     # the broker is a child of this process too; the sampler's CPU is the bench's own
-    cpu = tree_cpu_s(os.getpid()) - cpu_start - broker_cpu - sampler.own_cpu_s
+    idle_cpu = sum(tree_cpu_s(pid) for pid in idle_pids) - idle_cpu_start
+    cpu = tree_cpu_s(os.getpid()) - cpu_start - broker_cpu - idle_cpu - sampler.own_cpu_s
     if q.exception() is not None:
         raise RuntimeError(f"query failed: {q.exception()}")
     batches = [p for p in q.recentProgress if p["numInputRows"]]
@@ -442,7 +456,8 @@ def drain_spark(spark, bootstrap: str, topic: str, records: int, work: Path, max
             "steady_rows_s": round(steady_rows / steady_s) if steady_s else None,
             "batch_rows": [p["numInputRows"] for p in batches],
             "batch_ms": [p["durationMs"]["triggerExecution"] for p in batches],
-            "whole_query_rows_s": round(rows / total), "load_average": os.getloadavg(),
+            "whole_query_rows_s": round(rows / total), "load_before": load_before,
+            "load_average": os.getloadavg(),
             # Where a steady batch's time goes (ms per batch, averaged), and CPU of the whole query (all of
             # Spark's processes, without the broker; includes the query start) per million rows.
             "steady_phase_ms": {k: round(sum(p["durationMs"].get(k, 0) for p in steady) / len(steady))
