@@ -92,3 +92,36 @@ def members_chart(rows: list[dict], machine: dict, path: Path) -> Path:
     left.legend(fontsize=7, loc="upper right")
     fig.suptitle("Consumers on 16 partitions: share groups vs a classic group of the same size", fontsize=10)
     return _save(fig, machine, path)
+
+
+YARDSTICK_SOURCES = {"kafka": ("Spark's Kafka source", "tab:gray"), "share": ("Shoal share source", "tab:blue"),
+                     "arrow": ("Python source, Arrow from memory", "tab:green")}
+
+
+def yardstick_chart(summary: list[dict], machine: dict, path: Path) -> Path:
+    """bench/spark_yardstick.py: rows/s and CPU s per million rows of each source, a group of bars per record size,
+    broker and executor count (the Arrow source reads no broker: its bar is the same in both brokers' groups)."""
+    groups = sorted({(r["record_bytes"], r["broker"], r["executors"]) for r in summary if r["source"] != "arrow"})
+    arrow = {(r["record_bytes"], r["executors"]): r for r in summary if r["source"] == "arrow"}
+    fig, (left, right) = plt.subplots(1, 2, figsize=(max(9.0, 1.3 * len(groups) + 3), 4.0))
+    width = 0.8 / len(YARDSTICK_SOURCES)
+    for i, (source, (name, colour)) in enumerate(YARDSTICK_SOURCES.items()):
+        found = []
+        for size, broker, executors in groups:
+            row = arrow.get((size, executors)) if source == "arrow" else next(
+                (r for r in summary if (r["record_bytes"], r["broker"], r["executors"], r["source"]) ==
+                 (size, broker, executors, source)), None)
+            found.append(row)
+        xs = [x + (i - (len(YARDSTICK_SOURCES) - 1) / 2) * width for x in range(len(groups))]
+        left.bar(xs, [(r["rows_s"] or 0) / 1000 if r else 0 for r in found], width, label=name, color=colour)
+        right.bar(xs, [(r["cpu_s_per_m"] or 0) if r else 0 for r in found], width, label=name, color=colour)
+    labels = [f"{'100 B' if s < 1024 else f'{s // 1024} KiB'}\n{b}\nlocal[{e}]" for s, b, e in groups]
+    for ax, title in ((left, "steady rows/s (thousands)"), (right, "CPU s per million rows (Spark + broker)")):
+        ax.set_xticks(range(len(groups)))
+        ax.set_xticklabels(labels, fontsize=7)
+        ax.set_title(title, fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+    left.set_ylim(top=left.get_ylim()[1] * 1.3)
+    left.legend(fontsize=7, loc="upper right")
+    fig.suptitle("Spark sources draining the same topic (medians of alternating rounds)", fontsize=10)
+    return _save(fig, machine, path)
