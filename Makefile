@@ -87,11 +87,10 @@ bench: deps
 	$(PY) -m bench --size $(BENCH_SIZE) $(ARGS)
 
 # The Spark source against Spark's own Kafka source and a Python source of prebuilt Arrow batches, on Shoal and on
-# Kafka 4.4, local[1] and local[2]: rows/s, CPU s per million rows, JSON + chart in bench/results/
-# (ARGS=--quick for a two-minute smoke run).
+# Kafka 4.4, local[1] and local[2]: rows/s, CPU s per million rows, JSON + chart in bench/results/ (matplotlib
+# comes with the test extra; ARGS=--quick for a smoke run of a few minutes).
 .PHONY: spark-yardstick
 spark-yardstick: deps kafka spark-kafka
-	@$(PY) -m pip install --quiet -e '.[test,bench]' || echo "warning: bench extras not installed; no chart" >&2
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m bench.spark_yardstick $(ARGS)
 
 # A Spark streaming pipeline reading a share group: broker + producer + query (ARGS="--sink parquet --out DIR").
