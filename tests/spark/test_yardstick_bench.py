@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from tests.helpers.broker_process import REPO
-from tests.spark.conftest import spark_env
+from tests.helpers.spark_session import spark_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
