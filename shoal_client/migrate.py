@@ -219,10 +219,11 @@ def _wait_for_leaders(target: Side, counts: dict[str, int]) -> None:
 
 def _target_ends(target: Side, partitions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
     """Each target partition's end offset. On a cluster, a partition just created may be answered for a moment
-    with NOT_LEADER_OR_FOLLOWER (or no leader yet) by the broker the metadata names: asked again until
-    TIMEOUT_S."""
+    with NOT_LEADER_OR_FOLLOWER (or no leader yet) by the broker the metadata names, and librdkafka's own
+    metadata may not list it yet (_UNKNOWN_PARTITION): asked again until TIMEOUT_S."""
     from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-    not_yet = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART}
+    not_yet = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART,
+               KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
     probe = Consumer(target.conf(**{"group.id": "shoal-migrate", "enable.auto.commit": False}))
     ends: dict[tuple[str, int], int] = {}
     try:
