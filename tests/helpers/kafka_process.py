@@ -17,7 +17,6 @@ directory; `tail()` shows its end. Only processes started here are signalled, by
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import os
 import signal
@@ -27,6 +26,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+# One node's settings, the features and the cluster id format are the bench's Kafka peer's (bench/kafka_peer.py).
+from bench.kafka_peer import FEATURES, SINGLE_NODE_CONFIG, random_cluster_id
 from tests.helpers import kafka_dist, pid_registry
 from tests.helpers.broker_process import free_port
 
@@ -40,33 +41,11 @@ REFEREE_CONFIG: dict[str, str] = {
     "group.consumer.min.session.timeout.ms": "1000",
 }
 
-# What a lone node needs in place of the defaults made for three brokers.
-SINGLE_NODE_CONFIG: dict[str, str] = {
-    "offsets.topic.replication.factor": "1",
-    "transaction.state.log.replication.factor": "1",
-    "transaction.state.log.min.isr": "1",
-    "share.coordinator.state.topic.replication.factor": "1",
-    "share.coordinator.state.topic.min.isr": "1",
-}
-
-# The features the storage tool writes into the bootstrap metadata (4.4's defaults include them; explicit so the
-# referee does not change under us).
-FEATURES = ("share.version=2",)
-
 # SCRAM users of a SASL node, created by the storage tool (--add-scram) with both mechanisms. `admin` is a super
 # user, `alice` has only what ACLs grant her.
 SCRAM_USERS: dict[str, str] = {"admin": "admin-secret", "alice": "alice-secret"}
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-
-
-def random_cluster_id() -> str:
-    """A cluster id as Kafka's Uuid.randomUuid() renders one: 16 random bytes, URL-safe base64 without padding,
-    never starting with '-' (it would read as an option)."""
-    while True:
-        text = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
-        if not text.startswith("-"):
-            return text
 
 
 class KafkaStartError(RuntimeError):
