@@ -11,8 +11,9 @@ import matplotlib.pyplot as plt  # noqa: E402 - after the backend is chosen
 
 from bench.latency import MEMBER_KINDS  # noqa: E402
 
-STYLE = {"produce": "o-", "txn-produce": "s--", "consume": "^-", "share-consume": "D-"}
-COLOUR = {"shoal": "tab:blue", "tansu": "tab:orange"}
+STYLE = {"produce": "o-", "txn-produce": "s--", "consume": "^-", "share-consume": "D-", "perf-produce": "o:",
+         "perf-consume": "^:", "perf-share-consume": "D:"}
+COLOUR = {"shoal": "tab:blue", "tansu": "tab:orange", "kafka": "tab:green", "kafka-fsync": "tab:red"}
 
 
 def _caption(fig, machine: dict) -> None:
@@ -49,7 +50,8 @@ def throughput_chart(cells: list[dict], machine: dict, path: Path) -> Path:
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("MiB/s")
     axes[0][-1].legend(fontsize=7, loc="best")
-    fig.suptitle("Throughput (acks=all; Shoal fsyncs, Tansu in memory; Tansu has no share groups)", fontsize=10)
+    fig.suptitle("Throughput (acks=all; Shoal and kafka-fsync fsync, Kafka's defaults do not, Tansu in memory; "
+                 "dotted: Kafka's perf tools)", fontsize=9)
     return _save(fig, machine, path)
 
 
@@ -71,25 +73,28 @@ def latency_chart(rows: list[dict], machine: dict, path: Path) -> Path:
 
 
 def members_chart(rows: list[dict], machine: dict, path: Path) -> Path:
-    """Drain records/s and p99 latency of share groups (both share clients) vs classic groups by member count."""
+    """Drain records/s and p99 latency of share groups vs classic groups by member count, per server."""
     counts = sorted({r["members"] for r in rows})
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
-    width = 0.8 / len(MEMBER_KINDS)
-    for i, (kind, name) in enumerate(MEMBER_KINDS.items()):
-        xs = [x + (i - (len(MEMBER_KINDS) - 1) / 2) * width for x in range(len(counts))]
-        tput = [next((r["records_s"] for r in rows if r["kind"] == kind and r["members"] == n
-                      and "records_s" in r), 0) for n in counts]
-        p99 = [next((r["p99_ms"] for r in rows if r["kind"] == kind and r["members"] == n
-                     and "p99_ms" in r), 0) for n in counts]
-        left.bar(xs, tput, width, label=name)
-        right.bar(xs, p99, width, label=name)
+    kinds = [*MEMBER_KINDS, "perf-share"]
+    series = [(s, k) for s in dict.fromkeys(r.get("server", "shoal") for r in rows) for k in kinds
+              if any(r.get("server", "shoal") == s and r["kind"] == k for r in rows)]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    width = 0.85 / max(1, len(series))
+    for i, (server, kind) in enumerate(series):
+        xs = [x + (i - (len(series) - 1) / 2) * width for x in range(len(counts))]
+        mine = [r for r in rows if r.get("server", "shoal") == server and r["kind"] == kind]
+        tput = [next((r["records_s"] for r in mine if r["members"] == n and "records_s" in r), 0) for n in counts]
+        p99 = [next((r["p99_ms"] for r in mine if r["members"] == n and "p99_ms" in r), 0) for n in counts]
+        name = f"{server} {MEMBER_KINDS.get(kind, 'share (perf-test)')}"
+        left.bar(xs, tput, width, label=name, color=COLOUR.get(server), alpha=0.4 + 0.6 * (i % len(kinds)) / len(kinds))
+        right.bar(xs, p99, width, label=name, color=COLOUR.get(server), alpha=0.4 + 0.6 * (i % len(kinds)) / len(kinds))
     for ax, title in ((left, "drain records/s"), (right, "p99 latency (ms)")):
         ax.set_xticks(range(len(counts)))
         ax.set_xticklabels([f"{n} members" for n in counts])
         ax.set_title(title, fontsize=10)
         ax.grid(axis="y", alpha=0.3)
-    left.set_ylim(top=left.get_ylim()[1] * 1.4)  # headroom: the legend sits above the bars, not over them
-    left.legend(fontsize=7, loc="upper right")
+    left.set_ylim(top=left.get_ylim()[1] * 1.6)  # headroom: the legend sits above the bars, not over them
+    left.legend(fontsize=6, loc="upper right", ncol=2)
     fig.suptitle("Consumers on 16 partitions: share groups vs a classic group of the same size", fontsize=10)
     return _save(fig, machine, path)
 
@@ -124,4 +129,49 @@ def yardstick_chart(summary: list[dict], machine: dict, path: Path) -> Path:
     left.set_ylim(top=left.get_ylim()[1] * 1.3)
     left.legend(fontsize=7, loc="upper right")
     fig.suptitle("Spark sources draining the same topic (medians of alternating rounds)", fontsize=10)
+    return _save(fig, machine, path)
+
+
+def _bars(ax, labels: list[str], values: dict[str, list[float]]) -> None:
+    width = 0.85 / max(1, len(values))
+    for i, (server, ys) in enumerate(values.items()):
+        ax.bar([x + (i - (len(values) - 1) / 2) * width for x in range(len(labels))], ys, width, label=server,
+               color=COLOUR.get(server))
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=7)
+    ax.grid(axis="y", alpha=0.3)
+
+
+def transactions_chart(rows: list[dict], machine: dict, path: Path) -> Path:
+    """Records/s per transaction variant (and fetch isolation level), a bar per server (log scale)."""
+    keys = list(dict.fromkeys((r["variant"], r.get("producers", 1)) for r in rows))
+    labels = [f"{v} x{n}" if v.startswith("txn") else v for v, n in keys]
+    values: dict[str, list[float]] = {}
+    for server in dict.fromkeys(r["server"] for r in rows):
+        values[server] = []
+        for variant, n in keys:
+            rates = sorted(r["records_s"] for r in rows if r["server"] == server and r["variant"] == variant
+                           and r.get("producers", 1) == n and "records_s" in r)
+            values[server].append(rates[len(rates) // 2] if rates else 0)
+    fig, ax = plt.subplots(figsize=(8, 4))
+    _bars(ax, labels, values)
+    ax.set_yscale("log")
+    ax.set_ylabel("records/s")
+    ax.legend(fontsize=7)
+    ax.set_title("Transactions of 1/100/1000 records by 1 and 8 producers; read_committed fetch", fontsize=10)
+    return _save(fig, machine, path)
+
+
+def resources_chart(rows: list[dict], machine: dict, path: Path) -> Path:
+    """Start-up time, memory and CPU per GiB, a panel each, a bar per server."""
+    panels = (("start to first ack (s)", ["first_ack_s"], ["first ack"]),
+              ("resident memory (MiB)", ["rss_idle_mib", "rss_peak_mib"], ["idle", "peak"]),
+              ("CPU s per GiB", ["cpu_s_per_gib_produce", "cpu_s_per_gib_consume", "cpu_s_per_gib_share_consume"],
+               ["produced", "consumed", "share-consumed"]))
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.8))
+    for ax, (title, keys, labels) in zip(axes, panels, strict=True):
+        _bars(ax, labels, {r["server"]: [r.get(k) or 0 for k in keys] for r in rows})
+        ax.set_title(title, fontsize=10)
+    axes[0].legend(fontsize=7)
+    fig.suptitle("Resources of each server's process tree", fontsize=10)
     return _save(fig, machine, path)

@@ -6,27 +6,39 @@ Operations (confluent-kafka clients, one process, against a broker process on 12
 - consume: the produce cell's topic read back from offset 0 by a Consumer assigned every partition.
 - share-consume: the same topic read by one ShareConsumer of a fresh share group, implicit acknowledgement. Tansu
   has no share groups (KIP-932): on Tansu this cell is not run.
+- perf-produce, perf-consume, perf-share-consume: the same with Kafka's own perf tools (the Java clients,
+  bench/perf_tools.py) when Kafka's jars are installed (`make kafka`): perf-produce writes a topic of its own
+  (acks=all, the Java producer's defaults otherwise), which the two reads then read.
 Both reads run in a process of their own and are timed alike (bench.latency.drain): the records after the first
 batch over the time from it to the last record, so connecting and joining a group are outside both.
 
 A cell's records are sized so each moves about the same bytes (`budget`), between `floor` and `cap` records;
 txn-produce writes at most TXN_CAP records (a transaction over many partitions costs a chain of fsynced steps
 per partition: 200 of them over 64 partitions took minutes).
+
+Servers alternate: every server runs its cells of one (partitions, record size) before the next pair. Each cell
+records the CPU seconds the server's process tree spent during it (bench/process_tree.py, when the server's PID is
+known) and the load average when it ended.
 """
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from bench.latency import drain
+from bench import perf_tools, process_tree
+from bench.latency import drain, new_share_group
 from bench.throughput import _create_topic, produce
 from bench.transactions import produce as txn_produce
 
-OPERATIONS = ("produce", "txn-produce", "consume", "share-consume")
-SHARE_SERVERS = {"shoal"}  # servers with share groups
+OPERATIONS = ("produce", "txn-produce", "consume", "share-consume", "perf-produce", "perf-consume",
+              "perf-share-consume")
+PERF_OPERATIONS = ("perf-produce", "perf-consume", "perf-share-consume")
+SHARE_SERVERS = {"shoal", "kafka", "kafka-fsync"}  # servers with share groups
+PRODUCE_OPERATIONS = ("produce", "txn-produce", "perf-produce")
 TXN_CAP = 20_000
 
 
@@ -57,6 +69,8 @@ class Cell:
     records: int
     seconds: float | None = None
     error: str | None = None
+    server_cpu_s: float | None = None  # CPU seconds of the server's process tree during the cell
+    load: float | None = None  # one-minute load average at the cell's end
 
     @property
     def mib_s(self) -> float | None:
@@ -92,14 +106,17 @@ class Progress:
         print(f"  -> {text}", flush=True)
 
 
-def plan(servers: list[str], size: MatrixSize, records: int | None) -> list[Cell]:
+def plan(servers: list[str], size: MatrixSize, records: int | None, perf: bool = False) -> list[Cell]:
+    """The cells in their running order: per (partitions, record size), each server's cells in turn."""
     cells = []
-    for server in servers:
-        for partitions in size.partitions:
-            for rb in size.record_bytes:
-                n = records or size.records(rb)
+    for partitions in size.partitions:
+        for rb in size.record_bytes:
+            n = records or size.records(rb)
+            for server in servers:
                 for op in OPERATIONS:
-                    if op == "share-consume" and server not in SHARE_SERVERS:
+                    if op.endswith("share-consume") and server not in SHARE_SERVERS:
+                        continue
+                    if op in PERF_OPERATIONS and not perf:
                         continue
                     cells.append(Cell(server, op, partitions, rb, min(n, TXN_CAP) if op == "txn-produce" else n))
     return cells
@@ -108,7 +125,8 @@ def plan(servers: list[str], size: MatrixSize, records: int | None) -> list[Cell
 def run_matrix(servers: dict[str, str], size: MatrixSize, records: int | None = None, compression: str = "none",
                progress: Progress | None = None, on_cell: Callable[[Cell], None] | None = None) -> list[Cell]:
     """Run every cell in order (produce before the reads of its topic). A failed cell is recorded, not fatal."""
-    cells = plan(list(servers), size, records)
+    cells = plan(list(servers), size, records, perf_tools.available())
+    pids: dict[str, int] = getattr(servers, "pids", {})
     # ETA weights: a fixed cost per cell (clients, topic, group) plus records and bytes moved.
     progress = progress or Progress([1 + c.records / 50_000 + c.records * c.record_bytes / (64 << 20) for c in cells])
     topics: dict[tuple[str, int, int], str] = {}
@@ -117,12 +135,17 @@ def run_matrix(servers: dict[str, str], size: MatrixSize, records: int | None = 
         key = (cell.server, cell.partitions, cell.record_bytes)
         progress.begin(f"{cell.server:6} {cell.operation:13} {cell.partitions:>2} partitions "
                        f"{human_bytes(cell.record_bytes):>6} x {cell.records} records")
+        pid = pids.get(cell.server)
+        cpu0 = process_tree.cpu_seconds(pid) if pid else None
         try:
             cell.seconds = _run_cell(cell, bootstrap, topics, key, compression)
             progress.end(f"{cell.records / cell.seconds:9.0f} rec/s {cell.mib_s:7.1f} MiB/s")
         except Exception as exc:  # one broken cell (say a peer lacking an API) must not lose the others
             cell.error = f"{type(exc).__name__}: {exc}"[:300]
             progress.end(f"FAILED {cell.error}")
+        if pid and cpu0 is not None:
+            cell.server_cpu_s = round(process_tree.cpu_seconds(pid) - cpu0, 3)
+        cell.load = round(os.getloadavg()[0], 2)
         if on_cell:
             on_cell(cell)
     return cells
@@ -140,6 +163,19 @@ def _run_cell(cell: Cell, bootstrap: str, topics: dict, key: tuple, compression:
         topic = f"mtx-{cell.partitions}p-{cell.record_bytes}-{uuid.uuid4().hex[:6]}"
         _create_topic(bootstrap, topic, cell.partitions)
         return txn_produce(bootstrap, topic, payload, cell.records, cell.partitions, 1000)
+    if cell.operation == "perf-produce":
+        topic = f"mpf-{cell.partitions}p-{cell.record_bytes}-{uuid.uuid4().hex[:6]}"
+        _create_topic(bootstrap, topic, cell.partitions)
+        seconds = perf_tools.produce(bootstrap, topic, cell.records, cell.record_bytes)
+        topics[(*key, "perf")] = topic
+        return seconds
+    if cell.operation in PERF_OPERATIONS:
+        perf_topic = topics.get((*key, "perf"))
+        if perf_topic is None:
+            raise RuntimeError("its perf-produce cell failed: no topic to read")
+        if cell.operation == "perf-consume":
+            return perf_tools.consume(bootstrap, perf_topic, cell.records)
+        return perf_tools.share_consume(bootstrap, perf_topic, cell.records, new_share_group(bootstrap, "mpf"))
     produced = topics.get(key)
     if produced is None:
         raise RuntimeError("its produce cell failed: no topic to read")

@@ -25,6 +25,7 @@ import os
 import statistics
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -57,9 +58,11 @@ class Measurement:
 
 
 def produce(bootstrap: str, topic: str, payload: bytes, records: int, partitions: int,
-            per_txn: int | None, abort_every: int = 0) -> float:
+            per_txn: int | None, abort_every: int = 0, before_start: Callable[[], None] | None = None) -> float:
     """Write `records` records idempotently (per_txn None) or in committed transactions of `per_txn` records,
-    aborting every `abort_every`-th one (0: none); returns the seconds from the first record to the end."""
+    aborting every `abort_every`-th one (0: none); returns the seconds from the first record to the end.
+    `before_start` is called once the producer has its id, just before the timed part (concurrent producers
+    start together through it)."""
     config = {"bootstrap.servers": bootstrap, "log_level": 3, **PRODUCER}
     if per_txn is not None:
         config["transactional.id"] = f"bench-{uuid.uuid4().hex[:12]}"
@@ -74,11 +77,15 @@ def produce(bootstrap: str, topic: str, payload: bytes, records: int, partitions
         # The first record waits for the producer id; init_transactions() does that for the others, untimed.
         producer.produce(topic, payload, partition=0, on_delivery=on_delivery)
         producer.flush(30)
+        if before_start is not None:
+            before_start()
         start = time.perf_counter()
         send(producer, topic, payload, records, partitions, on_delivery)
         remaining = producer.flush(120)
     else:
         producer.init_transactions(30)
+        if before_start is not None:
+            before_start()
         start = time.perf_counter()
         for txn, first in enumerate(range(0, records, per_txn)):
             producer.begin_transaction()
