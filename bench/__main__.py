@@ -106,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
                         "'' for none)")
     parser.add_argument("--members", help="comma-separated member counts of the members part (overrides --size)")
     parser.add_argument("--member-repeats", type=int, help="drains per kind and member count (overrides --size)")
+    parser.add_argument("--txn-producers", help="comma-separated concurrent transactional producer counts "
+                        "(overrides --size)")
     parser.add_argument("--no-charts", action="store_true")
     args = parser.parse_args(argv)
     # SIGTERM unwinds like Ctrl-C would, so the servers this run started are stopped (by PID) on the way out.
@@ -161,7 +163,10 @@ def main(argv: list[str] | None = None) -> int:
             if "members" in parts:
                 report["members"] = run_members(servers, plan, args.records or plan.member_records, seconds)
             if "transactions" in parts:
-                report["transactions"] = run_transactions(servers, TXN_PLANS[args.size])
+                txn_plan = TXN_PLANS[args.size]
+                if args.txn_producers:
+                    txn_plan = replace(txn_plan, producers=tuple(int(n) for n in args.txn_producers.split(",")))
+                report["transactions"] = run_transactions(servers, txn_plan)
         finally:
             sampler.stop()
         if "resources" in parts:
