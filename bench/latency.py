@@ -346,8 +346,14 @@ def latency(bootstrap: str, kind: str, *, partitions: int, rate: float, seconds:
     with contextlib.suppress(Exception):  # a peer without CreateTopics auto-creates on first produce
         create_topic(bootstrap, topic, partitions)
     measured = int(rate * (warmup + seconds)) - int(rate * warmup)
+    group = _group_for(kind, bootstrap)
     proc, out = _start_consumer(kind, bootstrap, topic, partitions, members, measured, warmup + seconds + 60,
-                                max_wait_ms)
+                                max_wait_ms, group)
+    if kind != "assign":
+        # A share member is ready once its first poll returned, which can be before the coordinator assigned it
+        # partitions (at a heartbeat, seconds apart): records sent before then would wait for the assignment and
+        # be measured as latency. The producer starts once the group holds every partition.
+        wait_settled(bootstrap, kind, group, members, partitions)
     pout = SPAWN.Queue()
     producer = SPAWN.Process(target=produce_at_rate,
                              args=(bootstrap, topic, partitions, rate, seconds, warmup, size, pout), daemon=True)
