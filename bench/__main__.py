@@ -301,7 +301,7 @@ def run_latency(servers: dict[str, str], rates: tuple[int, ...], seconds: float,
         held = rate
     for row in rows:
         if row.get("ladder"):
-            row["held_by_all"] = row["rate"] == held
+            row["held_by_all"] = row["rate"] == held and row["server"] in holders
     if ladder:
         print(f"highest rate {' and '.join(holders)} both held (sent >= 95 %, p99 <= {HOLD_P99_MS:g} ms): "
               f"{held or 'none of ' + ', '.join(map(str, ladder))}", flush=True)

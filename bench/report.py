@@ -39,7 +39,7 @@ def matrix_table(cells: list[dict]) -> list[str]:
 def latency_table(rows: list[dict]) -> list[str]:
     lines = ["| scenario | sent/s | p50 ms | p99 ms | p99.9 ms | max ms |", "|---|---|---|---|---|---|"]
     for r in rows:
-        mark = " (highest rate all held)" if r.get("held_by_all") else ""
+        mark = " (highest rate Shoal and Kafka both held)" if r.get("held_by_all") else ""
         lines.append(f"| {r['label']}{mark} | {r['achieved_rate']} | {r['p50_ms']:g} | {r['p99_ms']:g} | "
                      f"{r['p999_ms']:g} | {r['max_ms']:g} |")
     return lines
