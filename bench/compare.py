@@ -9,7 +9,8 @@ first tree of a round alternates) through short steps, each into a fresh topic o
 - produce: confluent Producer, 1 KiB records, acks=all (bench.throughput.produce);
 - fetch: the produced topic read back by an assigned Consumer (bench.throughput.fetch);
 - sharefetch: the same topic drained by a shoal_client share-group member (bench.latency.drain);
-- transaction: one committed transaction of `--txn-records` records (bench.transactions.produce).
+- transaction: committed transactions of 1 000 records (`--txn-records` in all: 20 000, 20 transactions; with
+  --quick one transaction of 100) (bench.transactions.produce).
 
 Each row prints the median records/s of both trees and the ratio head/base per round: its median and its spread
 (min-max over the rounds), and the same for the broker's CPU seconds per step (bench/process_tree.py), which
@@ -100,7 +101,7 @@ def run_steps(bootstrap: str, pid: int, records: int, txn_records: int) -> dict[
         "sharefetch": (records, lambda: drain(bootstrap, "shoal-share", partitions=PARTITIONS, records=records,
                                               size=RECORD_BYTES, members=1, topic=topic)["seconds"]),
         "transaction": (txn_records, lambda: txn_produce(bootstrap, txn_topic, b"x" * RECORD_BYTES, txn_records,
-                                                         PARTITIONS, txn_records)),
+                                                         PARTITIONS, min(txn_records, 1000))),
     }
     out = {}
     for name, (n, step) in steps.items():
@@ -120,15 +121,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="rounds (each runs every step on both trees)")
     parser.add_argument("--quick", action="store_true", help="small steps (a smoke run)")
     parser.add_argument("--records", type=int, help="records per produce/fetch/sharefetch step")
-    parser.add_argument("--txn-records", type=int, help="records of the transaction step")
+    parser.add_argument("--txn-records", type=int, help="records of the transaction step (transactions of at "
+                        "most 1 000)")
     parser.add_argument("--out", help="also write the measurements as JSON into this directory")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    records = args.records or (5_000 if args.quick else 100_000)
-    txn_records = args.txn_records or (100 if args.quick else 1_000)
+    records = args.records or (5_000 if args.quick else 200_000)
+    txn_records = args.txn_records or (100 if args.quick else 20_000)
     load_before = os.getloadavg()
     print(f"head {REPO} against base {args.base}: {args.rounds} round(s), {records} x {RECORD_BYTES} B records "
-          f"per step, transactions of {txn_records}; load average {load_before[0]:.2f}", flush=True)
+          f"per step, {txn_records} records in transactions of {min(txn_records, 1000)}; load average "
+          f"{load_before[0]:.2f}", flush=True)
     results: dict[str, list[dict[str, dict[str, float]]]] = {"head": [], "base": []}
     with base_worktree(args.base) as base, tempfile.TemporaryDirectory(prefix="shoal-compare-data-") as data:
         trees = {"head": REPO, "base": base}
