@@ -91,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", choices=sorted(SIZES), default="full",
                         help="quick: a small matrix for smoke runs; full: the whole matrix (default)")
+    parser.add_argument("--quick", action="store_const", const="quick", dest="size", help="the same as --size quick")
     parser.add_argument("--no-peers", action="store_true", help="measure Shoal only")
     parser.add_argument("--peers", default=",".join(PEERS), help=f"comma-separated peers of {PEERS}")
     parser.add_argument("--out", default="bench/results")
