@@ -9,7 +9,7 @@ commons-pool2 and spark-token-provider-kafka, handed to Spark with spark.jars: n
 starts). Maven Central serves spark-sql-kafka-0-10_2.13 only up to 4.2.0 here, so Spark 4.3.0 (PySpark's) runs
 the 4.2.0 source.
 
-Set-up: a Shoal broker and a single-node Kafka 4.4 (KRaft, tests/helpers/kafka_process.py), both with
+Set-up: a Shoal broker and a single-node Kafka 4.4 (KRaft, bench/kafka_peer.py), both with
 group.share.partition.max.record.locks = 10 000 (and its bound), each holding the same topics: `--records` records
 of 100 B and `--kib-records` of 1 KiB over `--partitions` partitions (confluent Producer, acks=all). Then for each
 executor count N, one Spark application, `local[N]` (one executor JVM, the driver's, with N task slots; a
@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import importlib
 import json
 import os
 import platform
@@ -58,6 +57,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.kafka_peer import KafkaPeer
 from bench.servers import start_shoal, stop
 from bench.spark_source import (
     MAX_RECORD_LOCKS,
@@ -107,11 +107,14 @@ def start_brokers(names: list[str], work: Path) -> list[Broker]:
                 proc, port = start_shoal(work / "shoal", broker_config(MAX_RECORD_LOCKS))
                 brokers.append(Broker("shoal", f"127.0.0.1:{port}", proc.pid, functools.partial(stop, proc)))
             elif name == "kafka":
-                # The tests' Kafka 4.4 starter (the checkout's tests/helpers, outside the type-checked tree: by
-                # name, so the type checker does not follow into it).
-                start_single = importlib.import_module("tests.helpers.kafka_process").start_single
-                node = start_single(work / "kafka", overrides=broker_config(MAX_RECORD_LOCKS), label="Kafka 4.4")
-                assert node.pid is not None
+                node = KafkaPeer(work / "kafka", overrides=broker_config(MAX_RECORD_LOCKS))
+                node.format()
+                node.start()
+                try:
+                    node.wait_ready()
+                except BaseException:
+                    node.stop()
+                    raise
                 brokers.append(Broker("kafka", node.bootstrap, node.pid, node.stop))
             else:
                 raise SystemExit(f"unknown broker {name}")
