@@ -317,11 +317,14 @@ def test_request_quota_slows_its_client_and_not_another(broker):
             wait_until(lambda: any(throttles), 30, "a throttled response to the busy client")
             counted = len(throttles)
             during = statistics.median(timed_calls(calm, METADATA, 12, metadata, 2.0))
-            busy_rate = (len(throttles) - counted) / 2.0
+            window = throttles[counted:]
+            busy_rate = len(window) / 2.0
         finally:
             stop.set()
             thread.join(30)
-        assert busy_rate < free / 4, (busy_rate, free)
+        # Held back: a quarter of its free rate at most, or (on a loaded machine, where the free rate measured is
+        # the client's own pace rather than the broker's) muted for at least half of the two seconds measured.
+        assert busy_rate < free / 4 or sum(window) >= 1000, (busy_rate, free, sum(window))
         # a client muted by the busy one's quota would wait out throttles of hundreds of ms; the slack is for the
         # machine's load, which may change between the two measurements
         assert during < baseline * 2 + 0.05, (during, baseline)
