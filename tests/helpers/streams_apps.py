@@ -262,11 +262,13 @@ class StreamsRun:
             return "(no log)"
 
 
-def run_apps(bootstrap: str, guarantee: str, loads: list[Workload], tmp: Path, *, timeout: float = 150.0) -> float:
-    """Run `loads` to completion in one JVM against `bootstrap`; returns the wall time (s)."""
+def run_apps(bootstrap: str, guarantee: str, loads: list[Workload], tmp: Path, *, timeout: float = 150.0,
+             group_protocol: str = "classic") -> float:
+    """Run `loads` to completion in one JVM against `bootstrap` (`group.protocol` classic or streams); returns the
+    wall time (s)."""
     start = time.monotonic()
     run = StreamsRun.start(bootstrap, guarantee, [load.spec() for load in loads], tmp / "state", tmp / "apps.log",
-                           timeout_s=int(timeout))
+                           timeout_s=int(timeout), group_protocol=group_protocol)
     try:
         rc = run.wait_exit(timeout + 30)
     finally:

@@ -1,10 +1,11 @@
-"""Kafka Streams 4.4 applications against Shoal and against Kafka 4.4, classic group protocol, compared record
-for record.
+"""Kafka Streams 4.4 applications against Shoal and against Kafka 4.4, on the classic group protocol and on the
+streams group protocol (KIP-1071, `group.protocol=streams`: the broker assigns the tasks and creates the internal
+topics), compared record for record.
 
 Four topologies (tests/java/src/shoal/streams/StreamsApps.java), each under at_least_once and exactly_once_v2:
 a stateless filter/mapValues, a word count (groupBy -> repartition topic -> count in a changelogged store), a
 stream-table left join, and a windowed sum (10 s tumbling windows of record time, suppressed until each window
-closes). The eight apps run in one JVM per broker (the Kafka and the Shoal JVMs side by side), once per module;
+closes). The eight apps run in one JVM per broker (the Kafka and the Shoal JVMs side by side), once per protocol;
 each test compares one app. The inputs (keys, values, timestamps) are fixed and produced before the apps start.
 
 Each output is read read_committed to its end, per partition and per key (value, timestamp) in offset order: a
@@ -30,10 +31,11 @@ GUARANTEES = ("at_least_once", "exactly_once_v2")
 APPS = [(guarantee, topology) for guarantee in GUARANTEES for topology in sa.TOPOLOGIES]
 
 
-@pytest.fixture(scope="module")
-def ran(kafka, broker_module, tmp_path_factory):
-    """Every app of APPS run to its end against Kafka and against Shoal: ({target: bootstrap},
-    {target: {(guarantee, topology): Workload}})."""
+@pytest.fixture(scope="module", params=["classic", "streams"])
+def ran(request, kafka, broker_module, tmp_path_factory):
+    """Every app of APPS run to its end against Kafka and against Shoal with the group protocol of the param:
+    ({target: bootstrap}, {target: {(guarantee, topology): Workload}})."""
+    protocol = request.param
     java_clients.classes()  # compile once, before two runs need it
     targets = {"kafka": kafka.bootstrap, "shoal": broker_module.bootstrap}
     loads = {name: {app: sa.workload(app[1], uuid.uuid4().hex[:8], guarantee=app[0]) for app in APPS}
@@ -41,12 +43,13 @@ def ran(kafka, broker_module, tmp_path_factory):
     for name, bootstrap in targets.items():
         sa.create_topics(bootstrap, list(loads[name].values()))
         sa.produce_inputs(bootstrap, list(loads[name].values()))
-    tmp = tmp_path_factory.mktemp("streams")
+    tmp = tmp_path_factory.mktemp(f"streams-{protocol}")
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        runs = {name: pool.submit(sa.run_apps, bootstrap, GUARANTEES[0], list(loads[name].values()), tmp / name)
+        runs = {name: pool.submit(sa.run_apps, bootstrap, GUARANTEES[0], list(loads[name].values()), tmp / name,
+                                  group_protocol=protocol)
                 for name, bootstrap in targets.items()}
         took = {name: run.result() for name, run in runs.items()}
-    print(f"the apps ran {took['kafka']:.1f} s against Kafka, {took['shoal']:.1f} s against Shoal")
+    print(f"{protocol}: the apps ran {took['kafka']:.1f} s against Kafka, {took['shoal']:.1f} s against Shoal")
     return targets, loads
 
 
