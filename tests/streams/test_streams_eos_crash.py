@@ -66,8 +66,11 @@ def _check_counted_once(bootstrap: str, load: sa.Workload, topic: str, lines: li
 # the app's transaction.timeout.ms (Streams' 10 s), with the coordinator's scan for timed-out transactions every
 # 100 ms, the restarted coordinator aborts the open transaction as expired (bumping the producer's epoch) before
 # the app's producer is back, so the app must find itself fenced, rejoin and redo the aborted work.
-@pytest.mark.parametrize("down_s", [0, 11], ids=["back-at-once", "down-past-the-transaction-timeout"])
-def test_word_count_counts_each_word_once_across_a_shoal_kill9(down_s, broker_factory, tmp_path):
+@pytest.mark.parametrize("protocol,down_s", [("classic", 0), ("classic", 11), ("streams", 0)],
+                         ids=["back-at-once", "down-past-the-transaction-timeout", "streams-protocol-back-at-once"])
+def test_word_count_counts_each_word_once_across_a_shoal_kill9(protocol, down_s, broker_factory, tmp_path):
+    """Also on the streams group protocol (KIP-1071): the restarted group coordinator replays the streams group's
+    records and the app's member goes on with its tasks."""
     port = free_port()  # the broker comes back on the same port: the app's bootstrap stays valid
     broker = broker_factory({"listeners": f"PLAINTEXT://127.0.0.1:{port}",
                              "transaction.abort.timed.out.transaction.cleanup.interval.ms": "100"})
@@ -76,7 +79,8 @@ def test_word_count_counts_each_word_once_across_a_shoal_kill9(down_s, broker_fa
     sa.create_topics(broker.bootstrap, [load])
     # Commits seldom while input flows in: the kill finds a transaction open, with records written.
     run = sa.StreamsRun.start(broker.bootstrap, GUARANTEE, [load.spec()], tmp_path / "state", tmp_path / "app.log",
-                              timeout_s=240, config={"commit.interval.ms": COMMIT_INTERVAL_MS})
+                              timeout_s=240, config={"commit.interval.ms": COMMIT_INTERVAL_MS},
+                              group_protocol=protocol)
     producer = sa.LineProducer(broker.bootstrap, topic, lines, rate=45)
     watcher = sa.OutputWatcher(broker.bootstrap, load.output)
     try:
@@ -95,7 +99,7 @@ def test_word_count_counts_each_word_once_across_a_shoal_kill9(down_s, broker_fa
         watcher.close()
         run.kill9()
     figures = _check_counted_once(broker.bootstrap, load, topic, lines)
-    print(f"kill -9 of Shoal, down {down_s} s: {figures}")
+    print(f"kill -9 of Shoal ({protocol} protocol), down {down_s} s: {figures}")
     if down_s:  # the open transaction was aborted, its records left in the log, unread under read_committed
         assert figures["written"] > figures["committed"], figures
 
