@@ -35,10 +35,15 @@ _DATETIME = re.compile(r"\b\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d
 _EPOCH_MS = re.compile(r"(?<![\w.-])1[7-9]\d{11}(?![\w.])")
 
 
+_CAMEL_WORDS = re.compile(r"(?:[A-Z][a-z]+)+")
+
+
 def _looks_like_id(word: str) -> bool:
-    # a Java class's name may be 22 characters too (GroupNotEmptyException): kept, it is compared
+    # A Java class's name or a table header may be 22 characters too (GroupNotEmptyException,
+    # LatestCoordinatorEpoch): kept, it is compared. (Numbered as an id, a header took the number of however many
+    # ids that broker's earlier outputs held.) A random id spelling capitalised words is too unlikely to matter.
     return (any(c.isupper() for c in word) and any(c.islower() for c in word)
-            and not word.endswith(("Exception", "Error")))
+            and not word.endswith(("Exception", "Error")) and not _CAMEL_WORDS.fullmatch(word))
 
 
 class ToolOutput:
