@@ -37,9 +37,8 @@ BODIES = {**REQUESTS, **UNCHECKED_REQUESTS}
 SHARE_APIS = {76, 77, 78, 79, 90, 91, 92}
 FIND_COORDINATOR, API_VERSIONS = 10, 18
 # Kafka 4.4 serves these on its SASL listener, Shoal does not: UnregisterBroker (64), AddRaftVoter (80),
-# RemoveRaftVoter (81), StreamsGroupHeartbeat (88), StreamsGroupDescribe (89),
-# StreamsGroupTopologyDescriptionUpdate (93), UnregisterController (94).
-ONLY_KAFKA = [64, 80, 81, 88, 89, 93, 94]
+# RemoveRaftVoter (81), StreamsGroupTopologyDescriptionUpdate (93), UnregisterController (94).
+ONLY_KAFKA = [64, 80, 81, 93, 94]
 # Shoal serves client telemetry (GetTelemetrySubscriptions 71, PushTelemetry 72); Kafka only with a metrics reporter.
 ONLY_SHOAL = [71, 72]
 # Kafka's message for these cluster-level refusals prints its internal request object (connection ids, object

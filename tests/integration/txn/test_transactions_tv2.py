@@ -96,11 +96,11 @@ def test_api_versions_advertise_transaction_version_2(tv2_broker) -> None:
         r = api_versions(raw, 4)
         supported = {f.name: (f.min_version, f.max_version) for f in r.supported_features}
         assert supported == {"metadata.version": (7, 25), "kraft.version": (0, 1), "transaction.version": (0, 2),
-                             "group.version": (0, 1), "share.version": (0, 1)}
+                             "group.version": (0, 1), "share.version": (0, 1), "streams.version": (0, 1)}
         finalized = {f.name: (f.min_version_level, f.max_version_level) for f in r.finalized_features}
         # levels 0 are left out (kraft.version: a static quorum), as Kafka
         assert finalized == {"metadata.version": (25, 25), "transaction.version": (2, 2), "group.version": (1, 1),
-                             "share.version": (1, 1)}
+                             "share.version": (1, 1), "streams.version": (1, 1)}
         assert r.finalized_features_epoch > 0
         versions = max_versions(r)
         assert (versions[PRODUCE], versions[END_TXN], versions[ADD_PARTITIONS_TO_TXN],

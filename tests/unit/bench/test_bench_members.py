@@ -24,9 +24,14 @@ def test_median_of_even_runs_is_the_mean_of_the_middle_two() -> None:
 def test_members_table_sets_each_share_client_against_the_classic_group() -> None:
     from bench.report import members_table
 
-    rows = [{"kind": "group", "members": 4, "records_s": 200_000}, {"kind": "share", "members": 4, "records_s": 180_000},
-            {"kind": "shoal-share", "members": 4, "records_s": 220_000},
-            {"kind": "group", "members": 4, "p99_ms": 30.5}, {"kind": "share", "members": 4, "p99_ms": 40.0}]
-    header, _rule, row = members_table(rows)
-    assert header.count("|") == 10
-    assert row == "| 4 | 200000 | 180000 | 0.90 | 220000 | 1.10 | 30.5 | 40.0 | None |"
+    rows = [{"server": "shoal", "kind": "group", "members": 4, "records_s": 200_000},
+            {"server": "shoal", "kind": "share", "members": 4, "records_s": 180_000},
+            {"server": "shoal", "kind": "shoal-share", "members": 4, "records_s": 220_000},
+            {"server": "shoal", "kind": "group", "members": 4, "p99_ms": 30.5},
+            {"server": "shoal", "kind": "share", "members": 4, "p99_ms": 40.0},
+            {"server": "kafka", "kind": "group", "members": 4, "records_s": 100_000},
+            {"server": "kafka", "kind": "share", "members": 4, "records_s": 50_000}]
+    header, _rule, shoal, kafka = members_table(rows)
+    assert header.count("|") == 11 and header.startswith("| server | members |")
+    assert shoal == "| shoal | 4 | 200000 | 180000 | 0.90 | 220000 | 1.10 | 30.5 | 40.0 | - |"
+    assert kafka == "| kafka | 4 | 100000 | 50000 | 0.50 | - | - | - | - | - |"
