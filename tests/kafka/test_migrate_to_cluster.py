@@ -48,6 +48,7 @@ from tests.helpers.broker_process import BrokerProcess
 from tests.helpers.confluent_clients import alter_group_config, create_topic, describe_group_config
 from tests.helpers.console_scripts import run_script
 from tests.helpers.kafka_process import SCRAM_USERS, STANDARD_AUTHORIZER, KafkaCluster, KafkaNode
+from tests.helpers.migration_data import produce_orders
 from tests.helpers.share_members import records_in
 from tests.helpers.waiting import wait_until
 
@@ -96,15 +97,6 @@ def shoal(tmp_path_factory: pytest.TempPathFactory):
 
 
 # ---------------------------------------------------------------------- clients
-
-
-def produce_orders(bootstrap: str, indexes: range) -> None:
-    """Record i: partition i % 3, key k<i>, value v<i>, one header, timestamp T0 + i."""
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
-    for i in indexes:
-        p.produce("orders", value=f"v{i}".encode(), key=f"k{i}".encode(), partition=i % 3,
-                  headers=[("h", str(i).encode())], timestamp=T0 + i)
-    assert p.flush(60) == 0
 
 
 def transactional_producer(bootstrap: str) -> Producer:
@@ -264,7 +256,7 @@ def test_cut_over_from_shoal_to_a_kafka_cluster(shoal, kafka_cluster: KafkaClust
     create_topic(src, "orders", 3, ORDERS_CONFIG)
     create_topic(src, "payments", 1)
     create_topic(src, "profiles", 1, PROFILES_CONFIG)
-    produce_orders(src, range(3 * ORDERS_PER_PARTITION))
+    produce_orders(src, range(3 * ORDERS_PER_PARTITION), t0=T0, flush_timeout_s=60)
     txn = transactional_producer(src)
     # payments: p0-p4 (offsets 0-4, marker 5), aborted x0-x2 (6-8, marker 9), p5-p9 (10-14, marker 15)
     write_payments(txn, [(range(5), True), (range(3), False), (range(5, 10), True)])
@@ -315,7 +307,7 @@ def test_cut_over_from_shoal_to_a_kafka_cluster(shoal, kafka_cluster: KafkaClust
     out = migrate("copy", *common, "--state", str(state), "--replication-factor", "3")  # 1. while producing
     first_copy_s = time.monotonic() - t0
     assert "Copied 83 records" in out, out  # 60 orders, 10 payments, 13 profiles
-    produce_orders(src, range(60, 63))  # written to Shoal until the producers stop
+    produce_orders(src, range(60, 63), t0=T0, flush_timeout_s=60)  # written to Shoal until the producers stop
     # 2. every client stopped (above); no transaction open on Shoal
     listed = tool("shoal-transactions", src, "list")
     assert not [row for row in listed if "Ongoing" in row], listed
@@ -368,7 +360,7 @@ def test_cut_over_from_shoal_to_a_kafka_cluster(shoal, kafka_cluster: KafkaClust
         {(t, p, o) for (t, p), o in start_offsets.items()}, share_rows
 
     # ---- producers go on, on the cluster (the transactional one with the same transactional.id)
-    produce_orders(cluster, range(63, 93))
+    produce_orders(cluster, range(63, 93), t0=T0, flush_timeout_s=60)
     txn = transactional_producer(cluster)
     write_payments(txn, [(range(10, 13), True), (range(3, 5), False)])
     listed = tool("shoal-transactions", cluster, "list")

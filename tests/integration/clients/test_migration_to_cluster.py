@@ -43,6 +43,7 @@ from tests.helpers.confluent_clients import (
     describe_group_config,
 )
 from tests.helpers.console_scripts import run_script
+from tests.helpers.migration_data import produce_orders
 from tests.helpers.share_consumers import messages
 from tests.helpers.waiting import wait_until
 
@@ -71,15 +72,6 @@ def clusters(tmp_path_factory: pytest.TempPathFactory):
     finally:
         for proc in started:
             proc.stop()
-
-
-def produce_orders(bootstrap: str, indexes: range) -> None:
-    """Record i: partition i % 3, key k<i>, value v<i>, one header, timestamp T0 + i."""
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
-    for i in indexes:
-        p.produce("orders", value=f"v{i}".encode(), key=f"k{i}".encode(), partition=i % 3,
-                  headers=[("h", str(i).encode())], timestamp=T0 + i)
-    assert p.flush(30) == 0
 
 
 def produce_payments(bootstrap: str) -> None:
@@ -133,7 +125,7 @@ def test_migration_to_a_second_cluster(clusters) -> None:
     # ---- the source: topics, records, ACLs, a consumer group and a share group, all stopped
     create_topic(source.bootstrap, "orders", 3, ORDERS_CONFIG)
     create_topic(source.bootstrap, "payments", 1)
-    produce_orders(source.bootstrap, range(30))
+    produce_orders(source.bootstrap, range(30), t0=T0, flush_timeout_s=30)
     produce_payments(source.bootstrap)
     for future in src_admin.create_acls([
             AclBinding(ResourceType.TOPIC, name, pattern, who, "*", op, AclPermissionType.ALLOW)
@@ -172,7 +164,7 @@ def test_migration_to_a_second_cluster(clusters) -> None:
     assert "Copied 40 records" in out, out
     before_tail = tmp / "state-before-tail.json"
     shutil.copy(state, before_tail)
-    produce_orders(source.bootstrap, range(30, 33))
+    produce_orders(source.bootstrap, range(30, 33), t0=T0, flush_timeout_s=30)
     assert "Copied 3 records" in migrate("copy", *common, "--state", str(state))
     # A run that died after the target took the tail but before saving the state: resuming skips those records.
     shutil.copy(before_tail, state)

@@ -1,0 +1,15 @@
+"""Records both cut-over tests write to the source before migrating (tests/integration/clients/
+test_migration_to_cluster.py to a second Shoal, tests/kafka/test_migrate_to_cluster.py to a Kafka cluster)."""
+
+from __future__ import annotations
+
+from confluent_kafka import Producer
+
+
+def produce_orders(bootstrap: str, indexes: range, *, t0: int, flush_timeout_s: float) -> None:
+    """Record i of topic "orders": partition i % 3, key k<i>, value v<i>, one header, timestamp t0 + i."""
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
+    for i in indexes:
+        p.produce("orders", value=f"v{i}".encode(), key=f"k{i}".encode(), partition=i % 3,
+                  headers=[("h", str(i).encode())], timestamp=t0 + i)
+    assert p.flush(flush_timeout_s) == 0
