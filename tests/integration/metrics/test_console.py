@@ -322,8 +322,7 @@ def test_a_streams_group_on_the_console_and_in_the_metrics(broker_factory):
     """A streams group (KIP-1071) is listed beside the other group types: its member with its active tasks
     ("subtopology 0" and the partitions of its source topic) and its committed offsets' lag on the console,
     its members and group epoch in the Prometheus metrics."""
-    from prometheus_client.parser import text_string_to_metric_families
-
+    from tests.helpers.prometheus_scrape import scrape, value
     from tests.helpers.raw_client import RawClient
     from tests.helpers.raw_requests import create_topic as raw_create_topic
     from tests.helpers.streams_requests import heartbeat, set_group_configs, subtopology, topology_of
@@ -363,9 +362,6 @@ def test_a_streams_group_on_the_console_and_in_the_metrics(broker_factory):
         assert (member["member_id"], member["member_epoch"]) == ("st-member", epoch)
         assert member["assignment"] == [{"topic": "subtopology 0", "partitions": [0, 1]}]
 
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
-        text = response.read().decode()
-    samples = {(s.name, frozenset(s.labels.items())): s.value
-               for family in text_string_to_metric_families(text) for s in family.samples}
-    assert samples[("shoal_group_members", frozenset({"group": "st-app", "type": "streams"}.items()))] == 1
-    assert samples[("shoal_groups", frozenset({"type": "streams", "state": "Stable"}.items()))] == 1
+    samples = scrape(port)
+    assert value(samples, "shoal_group_members", group="st-app", type="streams") == 1
+    assert value(samples, "shoal_groups", type="streams", state="Stable") == 1

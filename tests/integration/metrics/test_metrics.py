@@ -12,11 +12,11 @@ import urllib.request
 import pytest
 from confluent_kafka import AcknowledgeType, KafkaException
 from confluent_kafka.admin import NewTopic
-from prometheus_client.parser import text_string_to_metric_families
 
 from protocol.errors import ErrorCode
 from protocol.framing import RequestHeader, encode_request
 from tests.helpers.confluent_clients import admin_client, alter_group_config, create_topic, produce_all
+from tests.helpers.prometheus_scrape import scrape, value
 from tests.helpers.raw_client import RawClient
 from tests.helpers.share_consumers import consumer, earliest, messages
 
@@ -26,22 +26,6 @@ pytestmark = pytest.mark.integration
 LONG_LOCKS = {"group.share.record.lock.duration.ms": "600000", "group.share.max.record.lock.duration.ms": "3600000"}
 ON = {"metrics.prometheus.listener": "127.0.0.1:0", "errors.deadletterqueue.auto.create.topics.enable": "true",
       **LONG_LOCKS}
-
-Samples = dict[tuple[str, frozenset], float]
-
-
-def scrape(port: int) -> Samples:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
-        assert response.status == 200
-        assert response.headers["Content-Type"].startswith("text/plain")
-        text = response.read().decode()
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
-
-
-def value(samples: Samples, name: str, **labels: str) -> float | None:
-    return samples.get((name, frozenset(labels.items())))
-
 
 def listening_sockets(pid: int) -> int:
     """TCP sockets in LISTEN state owned by the process."""
