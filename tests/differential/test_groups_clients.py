@@ -28,10 +28,11 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
-from kafka import KafkaAdminClient, KafkaConsumer
+from kafka import KafkaAdminClient
 
 from tests.helpers.differential import assert_same
 from tests.helpers.group_diff import OFFSET_FETCH, plain, run_both, wait_group_coordinator
+from tests.helpers.kafka_python_groups import subscribed_consumer
 from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -147,9 +148,9 @@ def _delete(admin: AdminClient, group: str):
 def test_kafka_python_classic_consumer_and_admin(pair):
     def scenario(target):
         topic, group = _topic(target, "kp"), target.unique("kp")
-        consumers = [KafkaConsumer(topic, bootstrap_servers=target.bootstrap, group_id=group, client_id=f"kp-{i}",
-                                   enable_auto_commit=False, auto_offset_reset="earliest", session_timeout_ms=6000,
-                                   heartbeat_interval_ms=500) for i in (1, 2)]
+        consumers = [subscribed_consumer(topic, PARTITIONS, bootstrap_servers=target.bootstrap, group_id=group,
+                                         client_id=f"kp-{i}", enable_auto_commit=False, auto_offset_reset="earliest",
+                                         session_timeout_ms=6000, heartbeat_interval_ms=500) for i in (1, 2)]
         admin = KafkaAdminClient(bootstrap_servers=target.bootstrap, client_id="kp-admin")
         seen = {}
         # kafka-python joins inside poll() and blocks there while the broker parks its JoinGroup: one thread each
@@ -169,7 +170,8 @@ def test_kafka_python_classic_consumer_and_admin(pair):
                 now = [held.get(i, []) for i in range(len(consumers))]
                 return sorted(p for ps in now for p in ps) == list(range(PARTITIONS)) and all(now) and now
 
-            seen["assignment"] = _structure(wait_until(settled, 60, "the kafka-python group to settle"))
+            what = f"the kafka-python group on {target.name} to settle"
+            seen["assignment"] = _structure(wait_until(settled, 60, what))
             described = admin.describe_groups([group])[group]
             members = sorted(described.pop("members"), key=lambda m: m["client_id"])
             seen["described"] = {k: v for k, v in described.items() if k != "group_id"}

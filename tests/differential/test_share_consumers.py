@@ -2,7 +2,7 @@
 
 The two first-poll cases of the issue: two share consumers of a new group subscribing together to a 4-partition
 topic of 400 records (each is assigned two partitions, on its heartbeat after the share-partitions are
-initialized, and each poll returns one partition's records), and one share consumer of a 2-partition topic of 50
+initialized, and gets each partition's records in one piece), and one share consumer of a 2-partition topic of 50
 records per partition (the first poll returns one partition's 50, the next the other's). Polls are compared by
 shape (how many partitions and records each returned): which partition comes first, and which consumer gets
 which partitions, depend on member ids and Kafka's hash orders. The groups' share.heartbeat.interval.ms is 1 s
@@ -69,11 +69,14 @@ def test_two_consumers_of_a_new_group_split_a_four_partition_topic(pair):
             per_consumer = _polls(consumers, 400)
         finally:
             _close(consumers)
-        return sorted(per_consumer)
+        # How many of its partitions' fetches librdkafka hands out in one poll depends on timing on both brokers
+        # (on a loaded machine Kafka's consumer once returned two partitions in one poll): compared are each
+        # consumer's partitions and their record counts, each partition's records coming in one piece.
+        return sorted(sorted(count for poll in polls for count in poll) for polls in per_consumer)
 
     seen = pair.run(scenario)
-    assert_same(seen, "two share consumers' polls of a new 4-partition topic")
-    assert seen["shoal"] == [[[100], [100]], [[100], [100]]]
+    assert_same(seen, "two share consumers' partitions of a new 4-partition topic")
+    assert seen["shoal"] == [[100, 100], [100, 100]]
 
 
 def test_one_consumer_of_a_two_partition_topic(pair):
