@@ -8,15 +8,13 @@ with the broker's flush counters (shoal_log_flushes / shoal_log_flush_waits), no
 
 from __future__ import annotations
 
-import urllib.request
-
 import pytest
 from confluent_kafka import Producer
-from prometheus_client.parser import text_string_to_metric_families
 
 from protocol.codec import request_codec
 from protocol.framing import RequestHeader, encode_request
 from tests.helpers.broker_process import BrokerProcess, start_broker
+from tests.helpers.prometheus_scrape import scrape, value
 from tests.helpers.raw_client import RawClient
 from tests.helpers.raw_requests import PRODUCE, create_topic, produce
 from tests.helpers.record_batches import batch
@@ -38,11 +36,10 @@ def broker(tmp_path_factory: pytest.TempPathFactory):
 
 def flush_counters(broker: BrokerProcess) -> tuple[float, float]:
     """(flushes, flush waits) made so far."""
-    url = f"http://127.0.0.1:{broker.ports['prometheus']}/metrics"
-    with urllib.request.urlopen(url, timeout=30) as response:
-        text = response.read().decode()
-    samples = {s.name: s.value for family in text_string_to_metric_families(text) for s in family.samples}
-    return samples["shoal_log_flushes_total"], samples["shoal_log_flush_waits_total"]
+    samples = scrape(broker.ports["prometheus"])
+    flushes, waits = value(samples, "shoal_log_flushes_total"), value(samples, "shoal_log_flush_waits_total")
+    assert flushes is not None and waits is not None
+    return flushes, waits
 
 
 def produce_frame(correlation_id: int, topic: str, records: bytes, acks: int = -1) -> bytes:

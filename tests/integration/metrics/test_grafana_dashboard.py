@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers.broker_process import REPO
+from tests.helpers.prometheus_scrape import families
 
 pytestmark = pytest.mark.integration
 
@@ -54,10 +53,7 @@ def test_tokenizer():
 
 
 def exported(port: int) -> set[str]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
-        text = response.read().decode()
-    return {family.name + suffix for family in text_string_to_metric_families(text)
-            for suffix in SUFFIXES[family.type]}
+    return {family.name + suffix for family in families(port) for suffix in SUFFIXES[family.type]}
 
 
 def panels(dashboard: dict):

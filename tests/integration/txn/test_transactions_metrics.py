@@ -4,30 +4,18 @@ coordinator's transactional ids by state and open transactions, and the LSO lag 
 
 from __future__ import annotations
 
-import urllib.request
-
 import pytest
 from confluent_kafka import Producer
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers.confluent_clients import create_topic
+from tests.helpers.prometheus_scrape import scrape, value
 from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
-Samples = dict[tuple[str, frozenset], float]
 TOPIC = "tm-topic"
 
 
-def scrape(port: int) -> Samples:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
-        text = response.read().decode()
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
-
-
-def value(samples: Samples, name: str, **labels: str) -> float | None:
-    return samples.get((name, frozenset(labels.items())))
 
 
 def test_transaction_metrics_while_a_transaction_is_open(broker_factory):
