@@ -50,6 +50,15 @@ install: kafka
 kafka: java
 	@tools/kafka/install.sh
 
+# MirrorMaker 2 (connect-mirror 4.3.1, the newest Maven Central serves, with connect-runtime and their
+# dependencies) for the test that mirrors a Shoal broker to a Kafka 4.4 cluster with it: from Maven Central into
+# .tools/kafka-mirror-VERSION/lib (tools/kafka-mirror/install.sh; instant once installed; with CI set a failure
+# fails the target).
+.PHONY: kafka-mirror
+install: kafka-mirror
+kafka-mirror: java
+	@tools/kafka-mirror/install.sh
+
 # Spark's own Kafka source (spark-sql-kafka-0-10 with the jars it needs beyond PySpark's), the yardstick of
 # bench/spark_yardstick.py: from Maven Central into .tools/spark-kafka-VERSION/lib (tools/spark-kafka/install.sh;
 # instant once installed). The bench passes the jars to Spark with spark.jars: Spark fetches nothing itself.

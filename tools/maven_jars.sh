@@ -4,7 +4,8 @@
 # JAR must be among the jars copied; WHAT names what is installed and WHY what needs it (for the messages). A stamp
 # holding the pom's checksum makes a rerun instant; a changed pom installs again. Maven comes from apt-get when
 # missing. With CI set a failed install fails (exit 1); on a dev box it only warns. Called by tools/kafka/install.sh
-# (`make kafka`) and tools/spark-kafka/install.sh (`make spark-kafka`).
+# (`make kafka`), tools/kafka-mirror/install.sh (`make kafka-mirror`) and tools/spark-kafka/install.sh
+# (`make spark-kafka`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
