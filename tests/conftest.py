@@ -70,8 +70,12 @@ def pytest_runtest_makereport(item, call):
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Groups for pytest-xdist's `--dist loadgroup` (what `make test` runs): a test module's tests stay on one
     worker (module-scoped brokers are started once), the Spark tests all share one worker, as each starts a
-    JVM that wants both cores, and so do the Kafka Streams tests (each runs Streams JVMs beside its brokers)."""
+    JVM that wants both cores, and so do the Kafka Streams tests (each runs Streams JVMs beside its brokers). A
+    module that names its group itself (`pytestmark = pytest.mark.xdist_group(NAME)`) keeps it: the cut-over
+    tests of tests/kafka/ share one, so their three-broker clusters never run side by side."""
     for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
         module = item.nodeid.split("::", 1)[0]
         shared = next((group for group in ("spark", "streams") if module.startswith(f"tests/{group}/")), None)
         item.add_marker(pytest.mark.xdist_group(shared or module))

@@ -52,7 +52,8 @@ from tests.helpers.migration_data import produce_orders
 from tests.helpers.share_members import records_in
 from tests.helpers.waiting import wait_until
 
-pytestmark = pytest.mark.integration
+# The cut-over tests share a worker (tests/conftest.py): each starts a three-broker cluster, never both at once.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("kafka-cut-over")]
 
 TAG = uuid.uuid4().hex[:6]
 CAROL, DAVE = f"carol-{TAG}", f"dave-{TAG}"  # unique: the SASL Kafka is shared by the whole run
