@@ -18,6 +18,7 @@ kafka_dist         Apache Kafka 4.4's jars (make kafka): java_command, run_tool 
 kafka_process      KafkaNode / KafkaCluster: KRaft Kafka JVMs on loopback ports, formatted by Kafka's storage tool
 kafka_fixtures     the `kafka`, `kafka_sasl`, `kafka_cluster` fixtures (a pytest plugin, listed by tests/conftest.py)
 kafka_run          one Kafka per test run across xdist workers; pid_registry and kafka_watchdog stop it by PID
+mirror_maker       MirrorMaker 2's dedicated mode (connect-mirror 4.3.1, make kafka-mirror) as a JVM stopped by PID
 differential       Target / Pair / normalize / assert_same / known_difference: a scenario against Kafka and Shoal
 java_clients       the Java programs of tests/java (Kafka's own clients) compiled on first use and run per broker
 """
