@@ -48,7 +48,7 @@ from tests.helpers.broker_process import BrokerProcess
 from tests.helpers.confluent_clients import alter_group_config, create_topic, describe_group_config
 from tests.helpers.console_scripts import run_script
 from tests.helpers.kafka_process import SCRAM_USERS, STANDARD_AUTHORIZER, KafkaCluster, KafkaNode
-from tests.helpers.migration_data import produce_orders
+from tests.helpers.migration_data import produce_orders, transactional_producer, write_payments
 from tests.helpers.share_members import records_in
 from tests.helpers.waiting import wait_until
 
@@ -98,22 +98,6 @@ def shoal(tmp_path_factory: pytest.TempPathFactory):
 
 
 # ---------------------------------------------------------------------- clients
-
-
-def transactional_producer(bootstrap: str) -> Producer:
-    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "payments-writer", "linger.ms": 0})
-    p.init_transactions(60)
-    return p
-
-
-def write_payments(p: Producer, runs: list[tuple[range, bool]]) -> None:
-    """One transaction per run: values p<i> committed, x<i> aborted."""
-    for values, commit in runs:
-        p.begin_transaction()
-        for i in values:
-            p.produce("payments", f"{'p' if commit else 'x'}{i}".encode(), partition=0)
-        p.flush(60)
-        (p.commit_transaction if commit else p.abort_transaction)(60)
 
 
 def produce_profiles(bootstrap: str) -> None:
