@@ -3,13 +3,16 @@ mode (org.apache.kafka.connect.mirror.MirrorMaker, what connect-mirror-maker.sh 
 tests/helpers/mirror_maker.py) with a Shoal broker as its source cluster and a three-broker Kafka 4.4 cluster
 (KRaft, replication factor 3, StandardAuthorizer) as its target, with the properties the docs give.
 
-Shoal holds `orders` (3 partitions, retention.ms set; keys, a header, CreateTime timestamps) and `profiles`
-(compacted: updates of the same keys and a tombstone), topic ACLs, and two consumer groups (a classic one and a
-KIP-848 consumer-protocol one) that processed part of `orders` and committed. MirrorMaker 2 replicates while more
-records are produced to Shoal and the groups go on there, commit again and stop. Then:
+Shoal holds `orders` (3 partitions, retention.ms set; keys, a header, CreateTime timestamps), `profiles`
+(compacted: updates of the same keys and a tombstone), `payments` (transactional: two committed transactions
+around an aborted one), topic ACLs, and two consumer groups (a classic one and a KIP-848 consumer-protocol one)
+that processed part of `orders` and committed. MirrorMaker 2 replicates while `orders` gets a fourth partition,
+more records are produced to Shoal and the groups go on there, commit again and stop. Then:
 
 - the cluster's topics hold the same records as Shoal's, record for record (offset, key, value, headers,
-  timestamp, tombstone), with the same partition counts and topic configs, replication factor 3;
+  timestamp, tombstone), with the same partition counts (the added one too) and topic configs, replication
+  factor 3; `payments` holds the committed records only (MirrorMaker's source consumer reads read_committed, as
+  set), at offsets of their own (the source's markers and aborted records are not copied);
 - the topic ACLs arrive as MirrorMaker carries them (LITERAL ones; ALLOW WRITE left out, ALLOW ALL made READ);
 - each group, started on the cluster, resumes at the offsets MirrorMaker translated from its last commit on Shoal:
   nothing skipped, exactly the committed offset where the group had read its partition to the end, and at most
@@ -36,6 +39,7 @@ from confluent_kafka.admin import (
     AdminClient,
     ConfigResource,
     ConfigSource,
+    NewPartitions,
     ResourcePatternType,
     ResourceType,
 )
@@ -44,7 +48,7 @@ from tests.helpers import prometheus_scrape
 from tests.helpers.broker_process import BrokerProcess
 from tests.helpers.confluent_clients import create_topic
 from tests.helpers.kafka_process import STANDARD_AUTHORIZER, KafkaCluster
-from tests.helpers.migration_data import produce_orders
+from tests.helpers.migration_data import produce_orders, transactional_producer, write_payments
 from tests.helpers.mirror_maker import MirrorMaker, MirrorMakerNotInstalled, lib_dir, version
 from tests.helpers.waiting import wait_until
 
@@ -115,7 +119,7 @@ def mm2_properties(shoal: str, cluster: str) -> dict[str, str]:
         "shoal.bootstrap.servers": shoal,
         "kafka.bootstrap.servers": cluster,
         "shoal->kafka.enabled": "true",
-        "shoal->kafka.topics": "orders, profiles",
+        "shoal->kafka.topics": "orders, profiles, payments",
         # Keep the topic names (the default policy would name them "shoal.orders").
         "replication.policy.class": "org.apache.kafka.connect.mirror.IdentityReplicationPolicy",
         "replication.factor": "3",
@@ -128,6 +132,8 @@ def mm2_properties(shoal: str, cluster: str) -> dict[str, str]:
         "refresh.topics.interval.seconds": "5",
         "refresh.groups.interval.seconds": "2",
         "offset.lag.max": str(OFFSET_LAG_MAX),
+        # Copy committed records only (the default, read_uncommitted, copies aborted ones as plain records too).
+        "shoal.consumer.isolation.level": "read_committed",
         # Find Connect's plugins by their ServiceLoader manifests, as MirrorMaker's own warning advises, rather
         # than by scanning every class of the classpath (10-15 s for each of its three Plugins on this machine).
         "plugin.discovery": "service_load",
@@ -161,7 +167,8 @@ def produce_profiles(bootstrap: str) -> None:
 
 
 def read_all(bootstrap: str, topic: str, partitions: int, want: int) -> list[tuple]:
-    """(partition, offset, key, value, headers, timestamp) of every record of `topic`, from the start."""
+    """(partition, offset, key, value, headers, timestamp) of every record of `topic`, from the start
+    (read_committed)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:6]}",
                   "enable.auto.commit": False})
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
@@ -268,6 +275,9 @@ def test_mirror_maker_2_replicates_shoal_to_a_kafka_cluster(shoal: BrokerProcess
     create_topic(src, "profiles", 1, PROFILES_CONFIG)
     produce_orders(src, range(60), t0=T0, flush_timeout_s=60)
     produce_profiles(src)
+    create_topic(src, "payments", 1)
+    # payments on Shoal: p0-p4 (offsets 0-4, marker 5), aborted x0-x2 (6-8, marker 9), p5-p9 (10-14, marker 15)
+    write_payments(transactional_producer(src), [(range(5), True), (range(3), False), (range(5, 10), True)])
     for future in src_admin.create_acls([
             AclBinding(ResourceType.TOPIC, name, pattern, who, "*", op, AclPermissionType.ALLOW)
             for (name, pattern), who, op, _ in ACLS]).values():
@@ -285,7 +295,9 @@ def test_mirror_maker_2_replicates_shoal_to_a_kafka_cluster(shoal: BrokerProcess
         first_copy_s = time.monotonic() - t0
         assert orders == read_all(src, "orders", 3, 60)
 
-        # The overlap: producers still write to Shoal, the groups go on there, commit, and stop.
+        # The overlap: orders gets a partition, producers still write to Shoal, the groups go on there, commit,
+        # and stop.
+        src_admin.create_partitions([NewPartitions("orders", 4)])["orders"].result(30)
         produce_orders(src, range(60, 90), t0=T0, flush_timeout_s=60)
         for group, member in members.items():
             processed[group] += process_up_to(member, LAST[group])
@@ -301,16 +313,21 @@ def test_mirror_maker_2_replicates_shoal_to_a_kafka_cluster(shoal: BrokerProcess
         profiles = read_all(cluster, "profiles", 1, 13)
         assert profiles == read_all(src, "profiles", 1, 13)
         assert profiles[-1][2:4] == (b"user3", None)  # the tombstone stays one
+        payments = read_all(cluster, "payments", 1, 10)
+        assert [r[1:] for r in payments] == [(i, *r[2:]) for i, r in enumerate(read_all(src, "payments", 1, 10))]
+        assert [r[3] for r in payments] == [f"p{i}".encode() for i in range(10)]
 
         # Topic configs, partition counts, replication factor 3.
-        for topic, config in (("orders", ORDERS_CONFIG), ("profiles", PROFILES_CONFIG)):
+        for topic, config in (("orders", ORDERS_CONFIG), ("profiles", PROFILES_CONFIG), ("payments", {})):
             resource = ConfigResource(ResourceType.TOPIC, topic)
             entries = admin.describe_configs([resource])[resource].result(30)
             assert {k: e.value for k, e in entries.items()
                     if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value} == config, topic
-        layout = admin.list_topics(timeout=30).topics
-        assert {t: len(layout[t].partitions) for t in ("orders", "profiles")} == {"orders": 3, "profiles": 1}
-        assert all(len(p.replicas) == 3 for t in ("orders", "profiles") for p in layout[t].partitions.values())
+        topics = ("orders", "profiles", "payments")
+        layout = wait_until(lambda: (t := admin.list_topics(timeout=30).topics) and len(t["orders"].partitions) == 4
+                            and t, 60, "orders' fourth partition on the cluster")
+        assert {t: len(layout[t].partitions) for t in topics} == {"orders": 4, "profiles": 1, "payments": 1}
+        assert all(len(p.replicas) == 3 for t in topics for p in layout[t].partitions.values())
 
         # Topic ACLs as MirrorMaker carries them.
         want_acls = sorted((name, who, target) for (name, pattern), who, _, target in ACLS if target is not None)
@@ -332,6 +349,8 @@ def test_mirror_maker_2_replicates_shoal_to_a_kafka_cluster(shoal: BrokerProcess
     finally:
         mm2.stop()
     assert mm2.errors() == [], "\n".join(mm2.errors())
+    shoal_errors = [line for line in shoal.log_path.read_text().splitlines() if '"level": "error"' in line]
+    assert shoal_errors == [], "\n".join(shoal_errors)
 
     # ---- each group resumes on the cluster at the translated offsets
     for group, protocol in GROUPS:
@@ -347,7 +366,7 @@ def test_mirror_maker_2_replicates_shoal_to_a_kafka_cluster(shoal: BrokerProcess
     used = {api: n - before_mm2[0].get(api, 0) for api, n in sorted(requests.items())}
     assert {api for api, n in used.items() if n} >= MM2_APIS, used
     assert set(errors) <= EXPECTED_ERRORS, errors
-    print(f"[figures] MirrorMaker 2 (connect-mirror {version()}): 90 orders + 13 profiles replicated; first 60 "
+    print(f"[figures] MirrorMaker 2 (connect-mirror {version()}): 90 orders + 13 profiles + 10 payments replicated; first 60 "
           f"orders on the cluster {first_copy_s:.1f} s after its start, offsets of both groups synced "
           f"{sync_s:.1f} s after their last commit\n"
           f"[figures] requests MirrorMaker and the test's clients made to Shoal after its start: "
