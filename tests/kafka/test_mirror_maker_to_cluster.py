@@ -122,7 +122,8 @@ def mm2_properties(shoal: str, cluster: str) -> dict[str, str]:
         "shoal.bootstrap.servers": shoal,
         "kafka.bootstrap.servers": cluster,
         "shoal->kafka.enabled": "true",
-        "shoal->kafka.topics": "orders, profiles, payments",
+        # Every topic but internal ones (topics.exclude's default: __consumer_offsets, ..., its own).
+        "shoal->kafka.topics": ".*",
         # Keep the topic names (the default policy would name them "shoal.orders").
         "replication.policy.class": "org.apache.kafka.connect.mirror.IdentityReplicationPolicy",
         "replication.factor": "3",
@@ -353,6 +354,8 @@ def test_mirror_maker_2_replicates_shoal_to_a_kafka_cluster(shoal: BrokerProcess
         assert {"mm2-offset-syncs.kafka.internal", "mm2-configs.kafka.internal", "mm2-offsets.kafka.internal",
                 "mm2-status.kafka.internal", "heartbeats"} <= on_shoal, on_shoal
         assert {"shoal.checkpoints.internal", "mm2-configs.shoal.internal", "heartbeats"} <= set(layout), layout
+        mirrored = {t for t in layout if not t.startswith("__") and not t.endswith((".internal", "heartbeats"))}
+        assert mirrored == set(topics), layout
         requests, errors = shoal_requests(shoal.ports["prometheus"])
         assert mm2.alive(), mm2.tail()
     finally:
