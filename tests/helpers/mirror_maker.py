@@ -24,8 +24,9 @@ from tests.helpers import kafka_dist, pid_registry
 POM = kafka_dist.REPO / "tools" / "kafka-mirror" / "pom.xml"
 MAIN_CLASS = "org.apache.kafka.connect.mirror.MirrorMaker"
 # Two herders (one per direction, the reverse one for heartbeats), each a Connect worker with its clients: more
-# than a command-line tool needs, less than a broker.
-JVM_OPTS = ("-Xms128m", "-Xmx384m", "-XX:+UseG1GC", "-Djava.awt.headless=true")
+# heap than a command-line tool needs, less than a broker. A test mirrors a few hundred records, so C1 alone (as
+# for Kafka's tools) and the serial collector: no C2 or GC threads competing for the two cores at start-up.
+JVM_OPTS = ("-Xms128m", "-Xmx384m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Djava.awt.headless=true")
 
 
 class MirrorMakerNotInstalled(RuntimeError):

@@ -133,7 +133,7 @@ def mm2_properties(shoal: str, cluster: str) -> dict[str, str]:
         "emit.checkpoints.interval.seconds": "1",
         "sync.group.offsets.enabled": "true",
         "sync.group.offsets.interval.seconds": "1",
-        "refresh.topics.interval.seconds": "5",
+        "refresh.topics.interval.seconds": "2",
         "refresh.groups.interval.seconds": "2",
         "offset.lag.max": str(OFFSET_LAG_MAX),
         # Copy committed records only (the default, read_uncommitted, copies aborted ones as plain records too).
