@@ -152,8 +152,9 @@ class ConfigService:
                 return {**result, "error_code": int(ErrorCode.INVALID_REQUEST),
                         "error_message": "Group name must not be empty"}
             overrides = self._topics.registry.group_configs.get(name, {})
+            # Kafka lists an internal group config only where the group sets it, even when asked by name.
             entries = [gc.effective(n, overrides, self._config) for n in sorted(gc.GROUP_CONFIGS)
-                       if not keys or n in keys]
+                       if (not keys or n in keys) and (n in overrides or not gc.GROUP_CONFIGS[n].internal)]
         else:  # Kafka fails to describe it (an unknown resource type), with the generic INVALID_REQUEST message
             return {**result, "error_code": int(ErrorCode.INVALID_REQUEST),
                     "error_message": INVALID_REQUEST_MESSAGE}

@@ -58,9 +58,10 @@ def _non_negative_list(name: str, value: list[str]) -> None:
 
 
 def _group(name: str, type: str, synonym: str | None, validator=None, *, default: str | None = None,
-           bounded: bool = False) -> ConfigDef:
+           bounded: bool = False, internal: bool = False) -> ConfigDef:
     """A group config; its default is its broker synonym's (as Kafka's GroupConfig), unless it has none.
-    A bounded one must lie within the synonym's `min`/`max` broker configs (validateIntRange)."""
+    A bounded one must lie within the synonym's `min`/`max` broker configs (validateIntRange). An internal one
+    (Kafka's defineInternal) is described only when the group sets it, as the text it was given."""
     bounds = None
     if synonym is not None:
         default = default_text(synonym)
@@ -68,14 +69,15 @@ def _group(name: str, type: str, synonym: str | None, validator=None, *, default
         family, _, key = key.partition(".")
         if bounded:
             bounds = (f"{prefix}.{family}.min.{key}", f"{prefix}.{family}.max.{key}")
-    return ConfigDef(name, type, default, synonym=synonym, bounds=bounds, validator=validator)
+    return ConfigDef(name, type, default, synonym=synonym, bounds=bounds, validator=validator, internal=internal)
 
 
 _SHARE = "group.share"
 _CONSUMER = "group.consumer"
 _STREAMS = "group.streams"
-# Kafka 4.4's GroupConfig: types, validators and broker synonyms. The assignment intervals and the streams
-# group's configs are accepted and described with no effect (Shoal assigns at once and serves no streams group).
+# Kafka 4.4's GroupConfig: types, validators and broker synonyms. The consumer and share assignment intervals
+# are accepted and described with no effect (Shoal assigns at once), and so is streams.assignor.offload.enable
+# (Kafka's choice of thread for the assignor: Shoal's runs on the event loop, it takes microseconds).
 _DEFS = [
     _group("consumer.assignment.interval.ms", "int", f"{_CONSUMER}.assignment.interval.ms", kv.at_least(0),
            bounded=True),
@@ -98,17 +100,28 @@ _DEFS = [
     _group("share.session.timeout.ms", "int", f"{_SHARE}.session.timeout.ms", kv.at_least(1), bounded=True),
     _group("streams.assignment.interval.ms", "int", f"{_STREAMS}.assignment.interval.ms", kv.at_least(0),
            bounded=True),
+    _group("streams.acceptable.recovery.lag", "long", f"{_STREAMS}.acceptable.recovery.lag", kv.at_least(0),
+           internal=True),
     _group("streams.assignor.name", "string", f"{_STREAMS}.assignors"),
+    _group("streams.assignor.offload.enable", "bool", f"{_STREAMS}.assignor.offload.enable", internal=True),
     _group("streams.heartbeat.interval.ms", "int", f"{_STREAMS}.heartbeat.interval.ms", kv.at_least(1),
            bounded=True),
     _group("streams.initial.rebalance.delay.ms", "int", f"{_STREAMS}.initial.rebalance.delay.ms", kv.at_least(0)),
     _group("streams.num.standby.replicas", "int", f"{_STREAMS}.num.standby.replicas", kv.at_least(0)),
+    _group("streams.num.warmup.replicas", "int", f"{_STREAMS}.num.warmup.replicas", kv.at_least(0), internal=True),
     _group("streams.rack.aware.assignment.tags", "list", f"{_STREAMS}.rack.aware.assignment.tags",
            _non_negative_list),
     _group("streams.session.timeout.ms", "int", f"{_STREAMS}.session.timeout.ms", kv.at_least(1), bounded=True),
+    _group("streams.task.offset.interval.ms", "int", f"{_STREAMS}.task.offset.interval.ms", kv.at_least(1),
+           internal=True),
 ]
 GROUP_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
 # Session timeout must stay above the heartbeat interval (Kafka's validateSessionExceedsHeartbeat).
+# One-sided broker bounds (Kafka's validateIntMax / validateIntMin, clampToMax / clampToMin): config -> (the
+# broker config holding the bound, whether it is a maximum).
+_ONE_SIDED = {"streams.num.standby.replicas": (f"{_STREAMS}.max.standby.replicas", True),
+              "streams.task.offset.interval.ms": (f"{_STREAMS}.min.task.offset.interval.ms", False),
+              "streams.num.warmup.replicas": (f"{_STREAMS}.max.warmup.replicas", True)}
 _SESSION_HEARTBEAT = [("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"),
                       ("share.session.timeout.ms", "share.heartbeat.interval.ms"),
                       ("streams.session.timeout.ms", "streams.heartbeat.interval.ms")]
@@ -139,11 +152,14 @@ def validate_all(overrides: dict[str, str], broker_get: BrokerGet) -> None:
             lo, hi = (int(str(broker_get(key))) for key in definition.bounds)
             if not lo <= int(value) <= hi:
                 raise ValueError(f"{name} must be in the range {lo} to {hi} inclusive.")
-    standby = values.get("streams.num.standby.replicas")
-    if standby is not None:
-        most = int(str(broker_get(f"{_STREAMS}.max.standby.replicas")))
-        if int(standby) > most:
-            raise ValueError(f"streams.num.standby.replicas must be less than or equal to {most}")
+    for name, (bound, is_max) in _ONE_SIDED.items():
+        if name not in values:
+            continue
+        number, limit = int(values[name]), int(str(broker_get(bound)))
+        if is_max and number > limit:
+            raise ValueError(f"{name} must be less than or equal to {limit}")
+        if not is_max and number < limit:
+            raise ValueError(f"{name} must be greater than or equal to {limit}")
     assignor = values.get("streams.assignor.name")
     if assignor is not None:
         registered = broker_get(f"{_STREAMS}.assignors")
@@ -163,6 +179,10 @@ def clamped(name: str, value: str, broker_get: BrokerGet) -> str:
     """A group override within the broker's current bounds (Kafka's GroupConfig.evaluate: the bounds may have
     been narrowed since the override was set)."""
     definition = GROUP_CONFIGS[name]
+    if name in _ONE_SIDED:
+        bound, is_max = _ONE_SIDED[name]
+        limit, number = int(str(broker_get(bound))), int(value)
+        return str(min(number, limit) if is_max else max(number, limit))
     if definition.bounds is None:
         return value
     lo, hi = (int(str(broker_get(key))) for key in definition.bounds)
@@ -183,7 +203,7 @@ def effective(name: str, overrides: Mapping[str, str], broker: BrokerSettings) -
     else:
         synonyms = [(name, definition.default, DEFAULT_CONFIG)]
     if name in overrides:
-        value = definition.canonical(overrides[name])
+        value = overrides[name] if definition.internal else definition.canonical(overrides[name])
         synonyms.insert(0, (name, value, GROUP_CONFIG))
     source = synonyms[0][2] if synonyms else DEFAULT_CONFIG
     return ConfigDescription(name, value, source, config_type=definition.type_code, synonyms=tuple(synonyms))
@@ -227,12 +247,16 @@ class GroupConfig:
     share_renew_acknowledge_enable: bool = _field("share.renew.acknowledge.enable")
     share_session_timeout_ms: int = _field("share.session.timeout.ms")
     streams_assignment_interval_ms: int = _field("streams.assignment.interval.ms")
+    streams_acceptable_recovery_lag: int = _field("streams.acceptable.recovery.lag")
     streams_assignor_name: str = _field("streams.assignor.name")
+    streams_assignor_offload_enable: bool = _field("streams.assignor.offload.enable")
     streams_heartbeat_interval_ms: int = _field("streams.heartbeat.interval.ms")
     streams_initial_rebalance_delay_ms: int = _field("streams.initial.rebalance.delay.ms")
     streams_num_standby_replicas: int = _field("streams.num.standby.replicas")
+    streams_num_warmup_replicas: int = _field("streams.num.warmup.replicas")
     streams_rack_aware_assignment_tags: tuple[str, ...] = _field("streams.rack.aware.assignment.tags")
     streams_session_timeout_ms: int = _field("streams.session.timeout.ms")
+    streams_task_offset_interval_ms: int = _field("streams.task.offset.interval.ms")
 
     @classmethod
     def from_values(cls, values: Mapping[str, str]) -> GroupConfig:

@@ -11,6 +11,3 @@ from broker.config.components import ComponentConfig, setting
 @dataclass(frozen=True)
 class StreamsConfig(ComponentConfig):
     max_size: int = setting("group.streams.max.size")
-    # How often members report their tasks' changelog offsets; the lag under which a task counts as caught up.
-    task_offset_interval_ms: int = setting("group.streams.task.offset.interval.ms")
-    acceptable_recovery_lag: int = setting("group.streams.acceptable.recovery.lag")

@@ -123,7 +123,7 @@ def test_a_setting_names_a_known_config() -> None:
 
 
 # --- group configs -----------------------------------------------------------------------------------------
-GROUP_TYPES: dict[str, object] = {"int": int, "bool": bool, "string": str, "list": tuple[str, ...]}
+GROUP_TYPES: dict[str, object] = {"int": int, "long": int, "bool": bool, "string": str, "list": tuple[str, ...]}
 
 
 def test_group_config_has_a_typed_field_per_group_config_with_the_tables_default() -> None:
@@ -135,7 +135,7 @@ def test_group_config_has_a_typed_field_per_group_config_with_the_tables_default
         definition = GROUP_CONFIGS[key]
         assert field.name == key.replace(".", "_")
         assert hints[field.name] == GROUP_TYPES[definition.type], key
-        if definition.synonym is not None and definition.type == "int":  # the broker setting's default
+        if definition.synonym is not None and definition.type in ("int", "long"):  # the broker setting's default
             assert getattr(defaults, field.name) == BROKER_CONFIGS[definition.synonym].default, key
     assert defaults.share_auto_offset_reset == "latest" and defaults.share_renew_acknowledge_enable is True
     assert defaults.share_isolation_level == "read_uncommitted" and not defaults.share_read_committed

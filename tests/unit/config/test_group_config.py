@@ -110,3 +110,49 @@ def test_syntax_of_the_kafka_4_3_and_4_4_group_configs():
             validate(name, value)
     with pytest.raises(ValueError, match="^Unknown group config name: share.nope$"):
         validate("share.nope", "1")
+
+
+def test_streams_warmup_configs_with_kafkas_bounds_and_clamping():
+    """Kafka 4.4's internal streams configs: the task offset interval no lower than the broker's minimum, the
+    warm-up replicas no more than its maximum (validateIntMin / validateIntMax), and an override set before the
+    broker's bound moved is capped to it (clampToMin / clampToMax)."""
+    from broker.config.group_config import GROUP_CONFIGS, clamped
+
+    broker = {**BROKER, "group.streams.min.task.offset.interval.ms": 15000, "group.streams.max.warmup.replicas": 20,
+              "group.streams.max.standby.replicas": 2}
+    get = broker.__getitem__
+    from broker.config.group_config import validate_all
+
+    validate_all({"streams.task.offset.interval.ms": "15000", "streams.num.warmup.replicas": "20",
+                  "streams.acceptable.recovery.lag": "123456789012", "streams.assignor.offload.enable": "False"}, get)
+    for name, value, message in (
+            ("streams.task.offset.interval.ms", "14999",
+             "streams.task.offset.interval.ms must be greater than or equal to 15000"),
+            ("streams.num.warmup.replicas", "21", "streams.num.warmup.replicas must be less than or equal to 20"),
+            ("streams.num.warmup.replicas", "-1", "Value must be at least 0"),
+            ("streams.acceptable.recovery.lag", "x", "Not a number of type LONG"),
+            ("streams.assignor.offload.enable", "maybe", "Expected value to be either true or false")):
+        with pytest.raises(ValueError, match=message):
+            validate_all({name: value}, get)
+    assert clamped("streams.task.offset.interval.ms", "1000", get) == "15000"
+    assert clamped("streams.num.warmup.replicas", "30", get) == "20"
+    assert clamped("streams.num.standby.replicas", "5", get) == "2"
+    assert all(GROUP_CONFIGS[n].internal for n in ("streams.task.offset.interval.ms", "streams.num.warmup.replicas",
+                                                   "streams.acceptable.recovery.lag",
+                                                   "streams.assignor.offload.enable"))
+
+
+def test_an_internal_group_config_is_described_as_given():
+    from broker.config.group_config import effective
+
+    class Broker:
+        def broker_value(self, key: str) -> tuple[str | None, int]:
+            return None, 5
+
+        def topic_synonyms(self, key: str) -> list[tuple[str, str | None, int]]:
+            return []
+
+    row = effective("streams.num.warmup.replicas", {"streams.num.warmup.replicas": " 3 "}, Broker())
+    assert row.value == " 3 " and row.synonyms[0][1] == " 3 "
+    row = effective("streams.num.standby.replicas", {"streams.num.standby.replicas": " 1 "}, Broker())
+    assert row.value == "1"

@@ -1,0 +1,151 @@
+"""Streams groups' warm-up and task-offset settings against Kafka 4.4: the group configs
+`streams.task.offset.interval.ms`, `streams.num.warmup.replicas`, `streams.acceptable.recovery.lag` and
+`streams.assignor.offload.enable` (IncrementalAlterConfigs on a GROUP, their validation, DescribeConfigs, their
+effect on the heartbeat's answer), and what the broker does with the task offsets members report: warm-up tasks
+(Kafka 4.4 assigns none) and the standby placement (the member whose state of a task is furthest along gets it).
+Raw requests through our codecs, the same steps on both brokers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.helpers.differential import Target, assert_same
+from tests.helpers.differential_admin import GROUP, SET, barrier, by_name, describe_configs, incremental_alter
+from tests.helpers.streams_requests import (
+    describe,
+    find_coordinator,
+    heartbeat,
+    set_group_configs,
+    subtopology,
+    tasks,
+    topology_of,
+    wait_for_topics,
+)
+
+pytestmark = pytest.mark.integration
+
+FAST = {"streams.initial.rebalance.delay.ms": "0", "streams.assignment.interval.ms": "0"}
+WARMUP_CONFIGS = ["streams.task.offset.interval.ms", "streams.num.warmup.replicas", "streams.acceptable.recovery.lag",
+                  "streams.assignor.offload.enable"]
+
+# name -> (config, value): IncrementalAlterConfigs SET of one group config, its answer and the config described
+ALTER_CASES = {
+    "task offset interval": ("streams.task.offset.interval.ms", "20000"),
+    "task offset interval at the broker's minimum": ("streams.task.offset.interval.ms", "15000"),
+    "task offset interval below the broker's minimum": ("streams.task.offset.interval.ms", "14999"),
+    "task offset interval zero": ("streams.task.offset.interval.ms", "0"),
+    "task offset interval not a number": ("streams.task.offset.interval.ms", "soon"),
+    "warm-up replicas": ("streams.num.warmup.replicas", "0"),
+    "warm-up replicas at the broker's maximum": ("streams.num.warmup.replicas", "20"),
+    "warm-up replicas above the broker's maximum": ("streams.num.warmup.replicas", "21"),
+    "warm-up replicas negative": ("streams.num.warmup.replicas", "-1"),
+    "acceptable recovery lag": ("streams.acceptable.recovery.lag", "123456789012"),
+    "acceptable recovery lag zero": ("streams.acceptable.recovery.lag", "0"),
+    "acceptable recovery lag negative": ("streams.acceptable.recovery.lag", "-1"),
+    "acceptable recovery lag not a number": ("streams.acceptable.recovery.lag", "x"),
+    "offload": ("streams.assignor.offload.enable", "false"),
+    "offload upper case": ("streams.assignor.offload.enable", "TRUE"),
+    "offload not a boolean": ("streams.assignor.offload.enable", "maybe"),
+}
+
+
+def _rows(result: Any) -> list[dict[str, Any]]:
+    return [{k: v for k, v in row.items() if k != "documentation"} for row in by_name(result["configs"])]
+
+
+@pytest.mark.parametrize("case", ALTER_CASES)
+def test_alter_a_warmup_config(pair, case):
+    name, value = ALTER_CASES[case]
+
+    def scenario(target: Target) -> dict[str, Any]:
+        group = target.unique("grp")
+        with target.raw() as raw:
+            answer = incremental_alter(raw, [(GROUP, group, [(name, SET, value)])]).responses
+            after = None
+            if answer[0].error_code == 0:
+                barrier(raw, target.unique("barrier"))
+                after = _rows(describe_configs(raw, [(GROUP, group, [name])]).results[0])
+        return {"answer": answer, "after": after}
+
+    assert_same(pair.run(scenario), f"IncrementalAlterConfigs: {case}")
+
+
+def test_describe_the_warmup_configs(pair):
+    """A group's configs described all and by name, without and with the four set: whether Kafka lists them."""
+    overrides = {"streams.task.offset.interval.ms": "+30000", "streams.num.warmup.replicas": " 3 ",
+                 "streams.acceptable.recovery.lag": "0500", "streams.assignor.offload.enable": "False"}
+
+    def scenario(target: Target) -> dict[str, Any]:
+        group, plain = target.unique("grp"), target.unique("grp-plain")
+        with target.raw() as raw:
+            altered = incremental_alter(raw, [(GROUP, group, [(k, SET, v) for k, v in overrides.items()])]).responses
+            barrier(raw, target.unique("barrier"))
+            described = [describe_configs(raw, [resource]).results[0] for resource in (
+                (GROUP, group, None), (GROUP, plain, None), (GROUP, group, WARMUP_CONFIGS),
+                (GROUP, plain, WARMUP_CONFIGS))]
+        return {"alter": altered, "described": [[r.error_code, r.error_message, _rows(r)] for r in described]}
+
+    assert_same(pair.run(scenario), "DescribeConfigs of a group with the warm-up configs")
+
+
+def _topics(target: Target, **partitions: int) -> dict[str, str]:
+    names = {base: target.unique(base) for base in partitions}
+    admin = AdminClient(target.client_config())
+    for f in admin.create_topics([NewTopic(names[b], n, 1) for b, n in partitions.items()]).values():
+        f.result(timeout=30)
+    with target.raw() as raw:
+        wait_for_topics(raw, list(names.values()))
+    return names
+
+
+def _group(target: Target, raw: Any, configs: dict[str, str]) -> str:
+    gid = target.unique("warm")
+    find_coordinator(raw, gid)
+    assert set_group_configs(raw, gid, {**FAST, **configs}) == (0, None)
+    return gid
+
+
+def _settle(raw: Any, gid: str, member: str, answer: dict[str, Any]) -> dict[str, Any]:
+    """Heartbeats until the changelog topic the broker creates exists (no more MISSING_INTERNAL_TOPICS)."""
+    import time
+
+    deadline = time.monotonic() + 30
+    while any(s["status_code"] == 3 for s in answer.get("status") or ()):
+        assert time.monotonic() < deadline, answer
+        time.sleep(0.05)
+        answer = heartbeat(raw, gid, member, answer["member_epoch"], owned=_owned(answer))
+    return answer
+
+
+def _owned(answer: dict[str, Any]) -> tuple[list, list, list]:
+    return (answer["active_tasks"] or [], answer["standby_tasks"] or [], answer["warmup_tasks"] or [])
+
+
+def _offsets(*items: tuple[str, int, int]) -> list[dict[str, Any]]:
+    return [{"subtopology_id": s, "partition": p, "offset": o} for s, p, o in items]
+
+
+def _described(raw: Any, gid: str) -> dict[str, Any]:
+    [group] = describe(raw, gid)
+    group["members"] = sorted(group["members"], key=lambda m: m["member_id"])
+    return group
+
+
+def test_heartbeat_carries_the_groups_settings(pair):
+    """The task offset interval and acceptable recovery lag a member is told: the broker's, then the group's."""
+    def scenario(target: Target) -> dict[str, Any]:
+        names = _topics(target, settings=1)
+        topology = topology_of(subtopology("0", sources=[names["settings"]]))
+        with target.raw() as raw:
+            gid = _group(target, raw, {})
+            first = heartbeat(raw, gid, "m", 0, topology=topology, retry=True)
+            assert set_group_configs(raw, gid, {"streams.task.offset.interval.ms": "25000",
+                                                "streams.acceptable.recovery.lag": "77"}) == (0, None)
+            second = heartbeat(raw, gid, "m", first["member_epoch"], owned=_owned(first))
+        return {"first": tasks(first), "second": tasks(second)}
+
+    assert_same(pair.run(scenario), "the task offset interval and recovery lag in the heartbeat")
