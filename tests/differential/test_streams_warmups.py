@@ -149,3 +149,121 @@ def test_heartbeat_carries_the_groups_settings(pair):
         return {"first": tasks(first), "second": tasks(second)}
 
     assert_same(pair.run(scenario), "the task offset interval and recovery lag in the heartbeat")
+
+
+def test_task_offsets_decide_standbys_and_give_no_warmups(pair):
+    """A stateful subtopology of two tasks, one standby replica, warm-up replicas allowed and a recovery lag of 10.
+    Member a owns both tasks. Members b and c join, reporting task offsets (b far behind the changelog's end,
+    c close to it; a reports its own). Kafka 4.4 moves a task to b or c as an active task at once (no warm-up,
+    whatever the lag) and gives each standby to the member whose reported offsets are furthest along."""
+    def scenario(target: Target) -> dict[str, Any]:
+        names = _topics(target, orders=2)
+        app = target.unique("app")
+        topology = topology_of(subtopology("0", sources=[names["orders"]], changelogs=[f"{app}-store-changelog"]))
+        configs = {"streams.num.standby.replicas": "1", "streams.num.warmup.replicas": "2",
+                   "streams.acceptable.recovery.lag": "10"}
+        ends = _offsets(("0", 0, 1000), ("0", 1, 1000))
+        steps: list[Any] = []
+        with target.raw() as raw:
+            gid = _group(target, raw, configs)
+            a = _settle(raw, gid, "member-a", heartbeat(raw, gid, "member-a", 0, topology=topology,
+                                                          process="process-a", retry=True))
+            a = heartbeat(raw, gid, "member-a", a["member_epoch"], owned=_owned(a),
+                          task_offsets=_offsets(("0", 0, 1000), ("0", 1, 1000)), task_end_offsets=ends)
+            steps.append(tasks(a))
+            b = heartbeat(raw, gid, "member-b", 0, topology=topology, process="process-b",
+                          task_offsets=_offsets(("0", 0, 5), ("0", 1, 5)), task_end_offsets=ends)
+            steps.append(tasks(b))
+            c = heartbeat(raw, gid, "member-c", 0, topology=topology, process="process-c",
+                          task_offsets=_offsets(("0", 0, 990), ("0", 1, 400)), task_end_offsets=ends)
+            steps.append(tasks(c))
+            for _ in range(3):
+                for name, answer in (("member-a", a), ("member-b", b), ("member-c", c)):
+                    nxt = heartbeat(raw, gid, name, answer["member_epoch"], owned=_owned(answer))
+                    merged = {**answer, **{k: v for k, v in nxt.items() if v is not None}}
+                    steps.append(tasks(nxt))
+                    if name == "member-a":
+                        a = merged
+                    elif name == "member-b":
+                        b = merged
+                    else:
+                        c = merged
+            steps.append(_described(raw, gid))
+        return {"steps": steps}
+
+    assert_same(pair.run(scenario), "standbys by task offsets, no warm-ups")
+
+
+def test_reported_task_offsets(pair):
+    """What StreamsGroupDescribe shows of the offsets a member reports: those sent with the join that creates the
+    group, a later list replacing the last one (an absent list keeping it), and a list naming a task twice,
+    refused."""
+    def scenario(target: Target) -> dict[str, Any]:
+        names = _topics(target, dup=2)
+        topology = topology_of(subtopology("0", sources=[names["dup"]]))
+        out: dict[str, Any] = {}
+        with target.raw() as raw:
+            gid = _group(target, raw, {})
+            joined = heartbeat(raw, gid, "m", 0, topology=topology, retry=True,
+                               task_offsets=_offsets(("0", 0, 7)), task_end_offsets=_offsets(("0", 0, 9)))
+            out["joined"], out["after_join"] = tasks(joined), _described(raw, gid)["members"]
+            epoch, owned = joined["member_epoch"], _owned(joined)
+            out["offsets"] = tasks(heartbeat(raw, gid, "m", epoch, owned=owned,
+                                             task_offsets=_offsets(("0", 1, 3), ("0", 0, 8))))
+            out["after_offsets"] = _described(raw, gid)["members"]
+            out["ends"] = tasks(heartbeat(raw, gid, "m", epoch, owned=owned, task_end_offsets=_offsets(("0", 1, 4))))
+            out["after_ends"] = _described(raw, gid)["members"]
+            out["twice"] = tasks(heartbeat(raw, gid, "m", epoch, owned=owned,
+                                           task_offsets=_offsets(("0", 0, 1), ("0", 0, 2))))
+            out["ends_twice"] = tasks(heartbeat(raw, gid, "m", epoch, owned=owned,
+                                                task_end_offsets=_offsets(("0", 1, 1), ("0", 1, 2))))
+            out["after_twice"] = _described(raw, gid)["members"]
+        return out
+
+    assert_same(pair.run(scenario), "reported task offsets")
+
+
+# case -> (how the task's place is decided, the offsets members b and c report for task 0_0)
+RANKING_CASES = {
+    "standby, b ahead": ("standby", 900, 100),
+    "standby, c ahead": ("standby", 100, 900),
+    "active, b ahead": ("active", 900, 100),
+    "active, c ahead": ("active", 100, 900),
+}
+
+
+@pytest.mark.parametrize("case", RANKING_CASES)
+def test_task_offsets_rank_the_candidates(pair, case):
+    """One stateful task, owned by member a; members b and c (idle, equally loaded) report how far their local
+    state of it is. "standby": the group is then given a standby replica; "active": a leaves. Kafka 4.4 hands
+    the standby, or the orphaned active task, to the one whose reported offset is higher."""
+    kind, b_offset, c_offset = RANKING_CASES[case]
+
+    def scenario(target: Target) -> dict[str, Any]:
+        names = _topics(target, ranked=1)
+        app = target.unique("app")
+        topology = topology_of(subtopology("0", sources=[names["ranked"]], changelogs=[f"{app}-store-changelog"]))
+        steps: list[Any] = []
+        with target.raw() as raw:
+            gid = _group(target, raw, {"streams.num.standby.replicas": "0"})
+            a = _settle(raw, gid, "member-a", heartbeat(raw, gid, "member-a", 0, topology=topology,
+                                                          process="process-a", retry=True))
+            answers = {"member-a": heartbeat(raw, gid, "member-a", a["member_epoch"], owned=_owned(a))}
+            for member, offset in (("member-b", b_offset), ("member-c", c_offset)):
+                answers[member] = heartbeat(raw, gid, member, 0, topology=topology, process=f"process-{member}",
+                                            task_offsets=_offsets(("0", 0, offset)))
+            steps.append({m: tasks(x) for m, x in answers.items()})
+            if kind == "standby":
+                assert set_group_configs(raw, gid, {"streams.num.standby.replicas": "1"}) == (0, None)
+            else:
+                steps.append(tasks(heartbeat(raw, gid, "member-a", -1)))
+                del answers["member-a"]
+            for _ in range(2):
+                for member, answer in answers.items():
+                    nxt = heartbeat(raw, gid, member, answer["member_epoch"], owned=_owned(answer))
+                    steps.append(tasks(nxt))
+                    answers[member] = {**answer, **{k: v for k, v in nxt.items() if v is not None}}
+            steps.append(_described(raw, gid))
+        return {"steps": steps}
+
+    assert_same(pair.run(scenario), f"standby candidates ranked by task offsets: {case}")

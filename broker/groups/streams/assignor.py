@@ -3,12 +3,13 @@
 Kafka's StickyTaskAssignor step by step, so that the same group gets the same tasks: every task of every
 subtopology (one per partition of its largest source topic) is active on exactly one member. Tasks first stay with
 the member that had them active (in partition, then subtopology order) while it is under its quota, then go to a
-member that had them as standby; the rest, in subtopology then partition order, go to the least loaded process
-(tasks per member) and within it to the member with the fewest tasks. Stateful subtopologies get
-`num_standby_replicas` standby tasks on processes without the task, the previous active owner and previous standby
-owners first. Kafka keeps the processes and members in Java priority queues filled from Java hash maps; ties
-between equally loaded ones follow the heap's order, which `JavaPriorityQueue` and `protocol.java_hash.java_hash_order`
-reproduce.
+standby candidate; the rest, in subtopology then partition order, go to the least loaded process (tasks per
+member) and within it to the member with the fewest tasks. Stateful subtopologies get `num_standby_replicas`
+standby tasks on processes without the task, the previous active owner and the standby candidates first. A task's
+standby candidates (Kafka 4.4) are the members owning it as a standby, then the members reporting task offsets for
+it (local state of it), each group ranked by the reported offset, highest first. Kafka keeps the processes and
+members in Java priority queues filled from Java hash maps; ties between equally loaded ones follow the heap's
+order, which `JavaPriorityQueue` and `protocol.java_hash.java_hash_order` reproduce.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ class MemberSpec:
     member_id: str
     process_id: str
     current: TasksTuple  # the tasks the member owns now (active, standby, warm-up)
+    # The changelog offsets the member last reported per task (StreamsGroupHeartbeat TaskOffsets): how far
+    # along its local state of each task is.
+    task_offsets: Mapping[Task, int] = field(default_factory=dict)
 
 
 class JavaPriorityQueue(Generic[T]):
@@ -157,7 +161,10 @@ class _Assignment:
                                  initial_capacity=_table_size(len(members)))
         self.processes = {pid: _Process(pid) for pid in process_ids}
         self.prev_active: dict[Task, MemberSpec] = {}
-        self.prev_standby: dict[Task, list[MemberSpec]] = {}
+        # Kafka 4.4's standby candidates of each task: the members that own it as a standby, then those that
+        # report offsets for it (local state of it), each group by their reported offset, highest first; ties in
+        # member order (a stable sort).
+        candidates: dict[Task, list[tuple[int, int, MemberSpec]]] = {}
         for m in self.members:
             self.processes[m.process_id].add_member(m.member_id)
             for sid, parts in m.current.active.items():
@@ -165,7 +172,12 @@ class _Assignment:
                     self.prev_active[(sid, p)] = m
             for sid, parts in m.current.standby.items():
                 for p in parts:
-                    self.prev_standby.setdefault((sid, p), []).append(m)
+                    candidates.setdefault((sid, p), []).append((0, -m.task_offsets.get((sid, p), 0), m))
+            for task, offset in m.task_offsets.items():
+                if task[1] not in m.current.standby.get(task[0], ()):
+                    candidates.setdefault(task, []).append((1, -offset, m))
+        self.prev_standby: dict[Task, list[MemberSpec]] = {
+            task: [m for _, _, m in sorted(ranked, key=lambda c: (c[0], c[1]))] for task, ranked in candidates.items()}
 
     def _count(self, m: MemberSpec) -> int:
         return self.processes[m.process_id].counts[m.member_id]

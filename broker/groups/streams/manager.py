@@ -137,6 +137,23 @@ def _epoch_relevant(old: StreamsMember, new: StreamsMember) -> bool:
         (new.topology_epoch, new.rack_id, new.client_tags, new.process_id)
 
 
+TaskOffsets = dict[tuple[str, int], int]  # (subtopology id, partition) -> offset
+
+
+def _task_offsets(items: list[Any] | None, last: TaskOffsets) -> TaskOffsets:
+    """A heartbeat's TaskOffsets (or TaskEndOffsets): the list sent, or the last one when it sent none."""
+    if items is None:
+        return last
+    out: TaskOffsets = {}
+    for o in items:
+        key = (o["subtopology_id"], o["partition"])
+        if key in out:
+            raise GroupError(ErrorCode.INVALID_REQUEST, f"Task offsets contain a duplicate entry for subtopology "
+                             f"{key[0]} and partition {key[1]}.")
+        out[key] = o["offset"]
+    return out
+
+
 def _owned_within(owned: list[Any] | None, assigned: Mapping[str, Any]) -> bool:
     if owned is None:
         return True
@@ -163,7 +180,8 @@ class StreamsGroupManager:
         self._group_type_of = group_type_of
         self.groups: dict[str, StreamsGroup] = {}
         self.timers: Timers[tuple[Any, ...]] = Timers()
-        self.task_offsets: dict[tuple[str, str], tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]] = {}  # soft: reported task offsets
+        # soft: the task offsets and task end offsets each member last reported (Kafka's MemberTaskOffsets)
+        self.task_offsets: dict[tuple[str, str], tuple[TaskOffsets, TaskOffsets]] = {}
 
     # ----------------------------------------------------------------------------------------------- replay
     def replay(self, key: bytes | memoryview, value: bytes | memoryview | None) -> None:
@@ -190,6 +208,8 @@ class StreamsGroupManager:
         self._apply(res, rec.group_tombstones(group))
         self.groups.pop(gid, None)
         self._cancel_group_timers(gid)
+        for mid in group.members:
+            self.task_offsets.pop((gid, mid), None)
 
     def _cancel_group_timers(self, gid: str) -> None:
         self.timers.cancel(("initial", gid))
@@ -414,11 +434,14 @@ class StreamsGroupManager:
                                              f"{t['subtopology_id']} is invalid. Number of tasks for this "
                                              f"subtopology: {sub.number_of_tasks}")
         if req.get("task_offsets") is not None or req.get("task_end_offsets") is not None:
+            # A list sent replaces the member's last one (Kafka's MemberTaskOffsets.update); the assignor below
+            # ranks standby candidates by them. Kafka keeps them on the group object, which the heartbeat creating
+            # the group replaces when its records are replayed: those of that first heartbeat are dropped.
             offsets, ends = self.task_offsets.get((gid, mid), ({}, {}))
-            for reported, items in ((offsets, req.get("task_offsets")), (ends, req.get("task_end_offsets"))):
-                for o in items or ():
-                    reported[(o["subtopology_id"], o["partition"])] = o["offset"]
-            self.task_offsets[(gid, mid)] = (offsets, ends)
+            reported = (_task_offsets(req.get("task_offsets"), offsets),
+                        _task_offsets(req.get("task_end_offsets"), ends))
+            if not new_group:
+                self.task_offsets[(gid, mid)] = reported
         if validated != group.validated_topology_epoch:
             recompute = True
         configs = {"num.standby.replicas": str(settings.num_standby_replicas)}
@@ -537,6 +560,7 @@ class StreamsGroupManager:
             records.append(rec.target_assignment(gid, mid, group.target.get(existing.member_id, EMPTY_TASKS)))
             records.append(rec.current_assignment(gid, member))
             self.timers.cancel(("session", gid, existing.member_id))
+            self.task_offsets.pop((gid, existing.member_id), None)  # Kafka drops them with the old member
             log.info("static streams member rejoined", group=gid, member=mid, instance_id=instance_id,
                      replaced=existing.member_id)
             return member, existing
@@ -584,7 +608,8 @@ class StreamsGroupManager:
             members[updated.member_id] = updated
         if configured.ready and configured.subtopologies:
             specs = [MemberSpec(mid, m.process_id,
-                                TasksTuple(m.assigned.active_sets(), m.assigned.standby, m.assigned.warmup))
+                                TasksTuple(m.assigned.active_sets(), m.assigned.standby, m.assigned.warmup),
+                                self.task_offsets.get((group.group_id, mid), ({}, {}))[0])
                      for mid, m in members.items()]
             targets = assign(specs, configured.subtopologies, int(configs.get("num.standby.replicas", "0")))
         else:

@@ -4,6 +4,8 @@ reconciliation and the records (a manager rebuilt from its records is the same).
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from broker.groups.streams import records as rec
 from broker.groups.streams.assignor import MemberSpec, assign
@@ -87,6 +89,63 @@ def test_sticky_assignor():
     # `a` keeps the tasks it had up to its quota; `b` gets the rest; each holds the other's standby.
     assert second["a"].active == {"0": frozenset({0, 1})} and second["b"].active == {"0": frozenset({2, 3})}
     assert second["a"].standby == {"0": frozenset({2, 3})} and second["b"].standby == {"0": frozenset({0, 1})}
+
+
+def _stateful(partitions: int) -> dict:
+    subs = configure(_topology(subtopology("0", sources=["in"], changelogs=["store"])),
+                     {"in": partitions, "store": partitions}.get).subtopologies
+    assert subs is not None
+    return subs
+
+
+def test_task_offsets_rank_standby_candidates():
+    """Kafka 4.4: a task's standby goes to a member that reports local state of it (task offsets), the highest
+    offset first among equally loaded ones, before any member without state; a previous standby before both."""
+    subs = _stateful(1)
+    owner = TasksTuple({"0": frozenset({0})})
+    for ahead in ("b", "c"):
+        offsets = {"b": 900 if ahead == "b" else 100, "c": 900 if ahead == "c" else 100}
+        members = [MemberSpec("a", "pa", owner), MemberSpec("d", "pd", TasksTuple())] + [
+            MemberSpec(m, f"p{m}", TasksTuple(), {("0", 0): offsets[m]}) for m in ("b", "c")]
+        out = assign(members, subs, 1)
+        assert out["a"].active == {"0": frozenset({0})}
+        assert [m for m in out if out[m].standby] == [ahead]
+    previous = [MemberSpec("a", "pa", owner), MemberSpec("b", "pb", TasksTuple(), {("0", 0): 900}),
+                MemberSpec("c", "pc", TasksTuple(standby={"0": frozenset({0})}), {("0", 0): 1})]
+    assert assign(previous, subs, 1)["c"].standby == {"0": frozenset({0})}
+
+
+def test_task_offsets_decide_where_an_orphaned_active_task_goes():
+    subs = _stateful(1)
+    for ahead in ("b", "c"):
+        members = [MemberSpec(m, f"p{m}", TasksTuple(), {("0", 0): 900 if m == ahead else 100}) for m in ("b", "c")]
+        out = assign(members, subs, 0)
+        assert out[ahead].active == {"0": frozenset({0})}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 6), st.integers(0, 2), st.lists(st.tuples(st.integers(0, 2), st.integers(0, 5)), min_size=1,
+                                                      max_size=6),
+       st.dictionaries(st.tuples(st.integers(0, 5), st.integers(0, 5)), st.integers(-2, 10**6), max_size=20))
+def test_assignments_with_task_offsets_hold_kafkas_invariants(partitions, standbys, layout, reported):
+    """Whatever members own and report: every task is active on exactly one member, a process never holds a task
+    twice (active and standby, or two standbys), standbys only of stateful tasks and at most as many as asked,
+    never a warm-up task (Kafka 4.4's assignor hands out none)."""
+    subs = _stateful(partitions)
+    members = []
+    for i, (process, owned) in enumerate(layout):
+        offsets = {("0", p): o for (m, p), o in reported.items() if m == i and p < partitions}
+        current = TasksTuple({"0": frozenset({owned})} if owned < partitions else {})
+        members.append(MemberSpec(f"m{i}", f"p{process}", current, offsets))
+    out = assign(members, subs, standbys)
+    process_of = {m.member_id: m.process_id for m in members}
+    active = [(p, mid) for mid, t in out.items() for p in t.active.get("0", ())]
+    assert sorted(p for p, _ in active) == list(range(partitions))
+    for p in range(partitions):
+        holders = [process_of[mid] for mid, t in out.items()
+                   for kind in (t.active, t.standby) if p in kind.get("0", ())]
+        assert len(holders) == len(set(holders)) <= 1 + standbys
+    assert all(not t.warmup for t in out.values())
 
 
 def _owners(members: list[StreamsMember]):
@@ -196,3 +255,28 @@ def test_an_empty_streams_group_goes_with_its_expired_offsets():
     assert gc.group_type_of("g") == "streams"  # not expired yet
     res = gc.cleanup(10 + retention)
     assert gc.group_type_of("g") is None and res.records
+
+
+def test_reported_task_offsets_replace_the_last_and_a_duplicate_is_refused():
+    manager = _manager({"in": 2})
+    topology = topology_of(subtopology("0", sources=["in"]))
+    joined = manager.heartbeat(_join("a", topology, "pa"), 1, 1000).response
+    assert joined is not None and joined["error_code"] == 0
+
+    def beat(**fields) -> dict:
+        body = {"group_id": "g", "member_id": "a", "member_epoch": manager.groups["g"].members["a"].member_epoch,
+                "active_tasks": None, "standby_tasks": None, "warmup_tasks": None, **fields}
+        res = manager.heartbeat(body, 1, 1001)
+        assert res.response is not None
+        return {"error": (res.response["error_code"], res.response["error_message"]), "records": len(res.records),
+                "described": [(m["task_offsets"], m["task_end_offsets"]) for m in manager.describe("g")["members"]]}
+
+    def offsets(*items: tuple[int, int]) -> list[dict]:
+        return [{"subtopology_id": "0", "partition": p, "offset": o} for p, o in items]
+
+    first = beat(task_offsets=offsets((0, 5), (1, 6)), task_end_offsets=offsets((0, 9)))
+    assert first["described"] == [(offsets((0, 5), (1, 6)), offsets((0, 9)))]
+    assert beat(task_offsets=offsets((1, 7)))["described"] == [(offsets((1, 7)), offsets((0, 9)))]
+    refused = beat(task_end_offsets=offsets((1, 1), (1, 2)))
+    assert refused["error"] == (42, "Task offsets contain a duplicate entry for subtopology 0 and partition 1.")
+    assert refused["records"] == 0 and refused["described"] == [(offsets((1, 7)), offsets((0, 9)))]
