@@ -267,3 +267,40 @@ def test_task_offsets_rank_the_candidates(pair, case):
         return {"steps": steps}
 
     assert_same(pair.run(scenario), f"standby candidates ranked by task offsets: {case}")
+
+
+def test_standby_placement_ignores_racks_and_client_tags(pair):
+    """Members a and b in zone z1 (rack r1), c in zone z2 (rack r2), `streams.rack.aware.assignment.tags=zone`.
+    Member a owns the task; b reports local state of it. Kafka 4.4's sticky assignor does not look at racks or
+    client tags: the standby goes to b, in a's zone, not to c (the tags only feed the MISSING_CLIENT_TAGS status)."""
+    def scenario(target: Target) -> dict[str, Any]:
+        names = _topics(target, zoned=1)
+        app = target.unique("app")
+        topology = topology_of(subtopology("0", sources=[names["zoned"]], changelogs=[f"{app}-store-changelog"]))
+        steps: list[Any] = []
+        place = {"member-a": ("z1", "r1", None), "member-b": ("z1", "r1", 500), "member-c": ("z2", "r2", None)}
+        with target.raw() as raw:
+            gid = _group(target, raw, {"streams.num.standby.replicas": "0", "streams.rack.aware.assignment.tags": "zone"})
+            answers: dict[str, dict[str, Any]] = {}
+            for member, (zone, rack, offset) in place.items():
+                fields: dict[str, Any] = {"client_tags": [{"key": "zone", "value": zone}], "rack_id": rack}
+                if offset is not None:
+                    fields["task_offsets"] = _offsets(("0", 0, offset))
+                answer = heartbeat(raw, gid, member, 0, topology=topology, process=f"process-{member}", retry=True,
+                                   **fields)
+                answers[member] = _settle(raw, gid, member, answer) if member == "member-a" else answer
+                steps.append(tasks(answers[member]))
+            assert set_group_configs(raw, gid, {"streams.num.standby.replicas": "1"}) == (0, None)
+            for _ in range(2):
+                for member, answer in answers.items():
+                    nxt = heartbeat(raw, gid, member, answer["member_epoch"], owned=_owned(answer))
+                    steps.append(tasks(nxt))
+                    answers[member] = {**answer, **{k: v for k, v in nxt.items() if v is not None}}
+            described = _described(raw, gid)
+            steps.append(described)
+        standby = [m["member_id"] for m in described["members"] if m["target_assignment"]["standby_tasks"]]
+        return {"steps": steps, "standby": standby}
+
+    seen = pair.run(scenario)
+    assert_same(seen, "standby placement with racks and client tags")
+    assert seen["kafka"]["standby"] == ["member-b"]
