@@ -54,3 +54,32 @@ def java_hash_order(keys: Iterable[T], hash_code: Callable[[T], int] | None = No
         return (h ^ (h >> 16)) & (capacity - 1)
 
     return sorted(unique, key=bucket)  # sorted() is stable: one bucket's keys keep their insertion order
+
+
+def java_compute_if_absent_order(calls: Iterable[T], hash_code: Callable[[T], int] | None = None,
+                                 initial_capacity: int = 16) -> list[T]:
+    """The keys of a java.util.HashMap filled by `computeIfAbsent(key, ...)` once per item of `calls` (repeats
+    included), in its iteration order. Unlike `put`, which doubles the table right after the insertion that takes
+    it past three quarters, computeIfAbsent doubles it at the start of the next call (whether that call inserts or
+    not), so the table may end a size smaller than `java_hash_order`'s; and it links a new key at the head of its
+    bucket, so keys sharing a bucket come newest first."""
+    code = hash_code if hash_code is not None else cast(Callable[[T], int], java_string_hash)
+    capacity, threshold = 0, 0
+    seen: dict[T, None] = {}
+    for key in calls:
+        if capacity == 0:
+            capacity = initial_capacity
+            threshold = capacity * 3 // 4
+        elif len(seen) > threshold:
+            capacity *= 2
+            threshold = capacity * 3 // 4
+        seen.setdefault(key)
+
+    def bucket(key: T) -> int:
+        h = code(key) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    # Two keys sharing the final bucket shared every smaller one: their order was set when the newer one was
+    # linked in front of the older, and each doubling's split keeps it.
+    index = {key: i for i, key in enumerate(seen)}
+    return sorted(seen, key=lambda key: (bucket(key), -index[key]))

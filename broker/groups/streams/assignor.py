@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeVar
 
 from broker.groups.streams.group import TasksTuple
 from broker.groups.streams.topology import ConfiguredSubtopology
-from protocol.java_hash import java_hash_order
+from protocol.java_hash import java_compute_if_absent_order, java_hash_order
 
 ASSIGNOR_NAME = "sticky"
 T = TypeVar("T")
@@ -157,8 +157,9 @@ class _Assignment:
         order = java_hash_order([m.member_id for m in members])
         by_id = {m.member_id: m for m in members}
         self.members = [by_id[mid] for mid in order]
-        process_ids = java_hash_order(dict.fromkeys(m.process_id for m in self.members),
-                                 initial_capacity=_table_size(len(members)))
+        # processIdToState: new HashMap<>(members), filled by computeIfAbsent once per member.
+        process_ids = java_compute_if_absent_order([m.process_id for m in self.members],
+                                                   initial_capacity=_table_size(len(members)))
         self.processes = {pid: _Process(pid) for pid in process_ids}
         self.prev_active: dict[Task, MemberSpec] = {}
         # Kafka 4.4's standby candidates of each task: the members that own it as a standby, then those that

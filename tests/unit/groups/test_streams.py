@@ -20,7 +20,7 @@ from broker.groups.streams.topology import (
     TopologyInvalid,
     configure,
 )
-from protocol.java_hash import java_hash_order
+from protocol.java_hash import java_compute_if_absent_order, java_hash_order
 from tests.helpers.streams_requests import subtopology, topic_info, topology_of
 
 
@@ -40,6 +40,18 @@ def test_missing_internal_topics_are_listed_in_javas_hash_map_order():
         "Internal topics are missing: wordcount-counts-repartition, wordcount-totals-changelog, "
         "wordcount-KSTREAM-AGGREGATE-STATE-STORE-0000000003-changelog and 1 additional topics")
     assert java_hash_order(["a", "b", "c"]) == ["a", "b", "c"]
+
+
+def test_a_hash_map_filled_by_compute_if_absent():
+    """Orders a JVM (17) printed for these keys: computeIfAbsent links a new key at the head of its bucket and
+    doubles the table only at the next call, where put appends and doubles at once (the streams assignor's
+    processIdToState is filled by computeIfAbsent into `new HashMap<>(members)`)."""
+    two = ["process-10cff1711e3aef8a", "process-30eab1ee593bf9cb"]
+    assert java_compute_if_absent_order(two, initial_capacity=2) == two
+    assert java_hash_order(two, initial_capacity=2) == two[::-1]
+    three = ["process-4289de7d4d637f98", "process-f9e0bf06e24292ca", "process-0d87498913e143c7"]
+    assert java_compute_if_absent_order(three, initial_capacity=4) == [three[1], three[2], three[0]]
+    assert java_compute_if_absent_order([three[0], three[0], three[1]], initial_capacity=4) == three[:2][::-1]
 
 
 def test_partition_counts_of_internal_topics():
