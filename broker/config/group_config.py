@@ -76,8 +76,8 @@ _SHARE = "group.share"
 _CONSUMER = "group.consumer"
 _STREAMS = "group.streams"
 # Kafka 4.4's GroupConfig: types, validators and broker synonyms. The consumer and share assignment intervals
-# are accepted and described with no effect (Shoal assigns at once), and so is streams.assignor.offload.enable
-# (Kafka's choice of thread for the assignor: Shoal's runs on the event loop, it takes microseconds).
+# are accepted and described with no effect (Shoal assigns at once), and so is streams.assignor.offload.enable,
+# as in Kafka 4.4: its group coordinator defines an accessor for it that nothing calls.
 _DEFS = [
     _group("consumer.assignment.interval.ms", "int", f"{_CONSUMER}.assignment.interval.ms", kv.at_least(0),
            bounded=True),
