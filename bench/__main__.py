@@ -109,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--member-repeats", type=int, help="drains per kind and member count (overrides --size)")
     parser.add_argument("--txn-producers", help="comma-separated concurrent transactional producer counts "
                         "(overrides --size)")
+    parser.add_argument("--txn-client-nice", type=int, default=0,
+                        help="niceness added to the concurrent producers of the transactions part (e.g. 10: on a "
+                        "machine with fewer cores than producers, they then leave the server the CPU it needs)")
     parser.add_argument("--no-charts", action="store_true")
     args = parser.parse_args(argv)
     # SIGTERM unwinds like Ctrl-C would, so the servers this run started are stopped (by PID) on the way out.
@@ -167,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
                 txn_plan = TXN_PLANS[args.size]
                 if args.txn_producers:
                     txn_plan = replace(txn_plan, producers=tuple(int(n) for n in args.txn_producers.split(",")))
+                txn_plan = replace(txn_plan, client_nice=args.txn_client_nice)
                 report["transactions"] = run_transactions(servers, txn_plan)
         finally:
             sampler.stop()

@@ -145,7 +145,7 @@ def _bars(ax, labels: list[str], values: dict[str, list[float]]) -> None:
 def transactions_chart(rows: list[dict], machine: dict, path: Path) -> Path:
     """Records/s per transaction variant (and fetch isolation level), a bar per server (log scale)."""
     keys = list(dict.fromkeys((r["variant"], r.get("producers", 1)) for r in rows))
-    labels = [f"{v} x{n}" if v.startswith("txn") else v for v, n in keys]
+    labels = [f"{v} x{n}" if v.startswith("txn") or v == "idempotent" else v for v, n in keys]
     values: dict[str, list[float]] = {}
     for server in dict.fromkeys(r["server"] for r in rows):
         values[server] = []

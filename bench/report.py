@@ -80,6 +80,16 @@ def transactions_table(rows: list[dict]) -> list[str]:
                      and r.get("producers", 1) == producers and "records_s" in r]
             cells.append(f"{round(statistics.median(rates))}" if rates else "failed")
         lines.append(f"| {variant} | {producers} | " + " | ".join(cells) + " |")
+    # Issue 37's target: transactions of 1 000 against idempotent produce by as many producers (medians).
+    for producers in dict.fromkeys(r.get("producers", 1) for r in rows if r["variant"] == "idempotent"):
+        cells = []
+        for s in servers:
+            medians = [statistics.median(rates) if (rates := [
+                r["records_s"] for r in rows if r["server"] == s and r["variant"] == variant
+                and r.get("producers", 1) == producers and "records_s" in r]) else None
+                for variant in ("txn-1000", "idempotent")]
+            cells.append(f"{medians[0] / medians[1]:.2f}x" if medians[0] and medians[1] else "-")
+        lines.append(f"| txn-1000 / idempotent (target >= 0.80x) | {producers} | " + " | ".join(cells) + " |")
     return lines
 
 

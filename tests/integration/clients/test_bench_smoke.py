@@ -40,6 +40,7 @@ def test_bench_exits_cleanly_and_shows_progress(bench_run):
     assert "[ 14/14]" in proc.stdout  # the matrix on Shoal alone: 1 partition count x 2 sizes x 7 operations
     assert "ETA" in proc.stdout
     assert "FAILED" not in proc.stdout, proc.stdout
+    assert re.search(r"\| txn-1000 / idempotent \(target >= 0.80x\) \| 2 \| \d+\.\d\dx \|", proc.stdout), proc.stdout
 
 
 def test_bench_writes_every_part(bench_run):
@@ -66,8 +67,12 @@ def test_bench_writes_every_part(bench_run):
     txns = report["transactions"]
     assert {(r["variant"], r.get("producers")) for r in txns} == {
         (f"txn-{n}", p) for n in (1, 100, 1000) for p in (1, 2)} | {("read_uncommitted", None),
-                                                                   ("read_committed", None)}
+                                                                   ("read_committed", None)} | {
+        ("idempotent", p) for p in (1, 2)}
     assert all("error" not in r and r["records_s"] > 0 for r in txns), txns
+    # the idempotent baseline writes as many records as the transactions of 1 000 it is compared with
+    assert {r["records"] for r in txns if r["variant"] in ("idempotent", "txn-1000") and r["producers"] == 2} == {
+        2000}
     [resources] = report["resources"]
     assert resources["server"] == "shoal" and resources["first_ack_s"] > 0
     assert 0 < resources["rss_idle_mib"] <= resources["rss_peak_mib"]
