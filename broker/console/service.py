@@ -24,13 +24,13 @@ from collections.abc import Callable, Iterable, Mapping
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
-
 from broker.config.group_config import GroupConfig
 from broker.share_partition.inflight import STATE_NAMES
 from protocol.records import iter_batch_views, iter_records
 
 if TYPE_CHECKING:
+    from aiohttp import web
+
     from broker.cluster.manager import TopicManager
     from broker.groups.runtime import GroupCoordinatorRuntime
     from broker.log import LogManager
@@ -58,6 +58,8 @@ PAGE_HEADERS = {"Content-Security-Policy": "default-src 'none'; script-src 'self
 
 
 def _json(body: Any, status: int = 200) -> web.Response:
+    from aiohttp import web  # noqa: PLC0415 - aiohttp only once the metrics listener serves (start-up time)
+
     return web.json_response(body, status=status, headers={"Cache-Control": "no-store",
                                                            "X-Content-Type-Options": "nosniff"})
 
@@ -112,10 +114,14 @@ class Console:
         return resources.files("broker.console").joinpath("static", name).read_bytes()
 
     async def _page(self, _request: web.Request) -> web.Response:
+        from aiohttp import web  # noqa: PLC0415 - as in _json
+
         return web.Response(body=self._asset("index.html"), content_type="text/html", charset="utf-8",
                             headers={"Cache-Control": "no-store", **PAGE_HEADERS})
 
     async def _static(self, request: web.Request) -> web.Response:
+        from aiohttp import web  # noqa: PLC0415 - as in _json
+
         name = request.match_info["name"]
         if name not in STATIC:  # a fixed list: no path from the request reaches the file system
             raise web.HTTPNotFound()

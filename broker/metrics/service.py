@@ -26,7 +26,6 @@ from broker.metrics.collectors import (
     SharePartitionCollector,
     TransactionCollector,
 )
-from broker.metrics.http import MetricsEndpoint
 from broker.metrics.loop_lag import LoopLagWatchdog
 from broker.quotas.metrics import QuotaCollector
 
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
     from broker.console.service import Console
     from broker.groups.runtime import GroupCoordinatorRuntime
     from broker.log import GroupCommitFlusher, LogManager
+    from broker.metrics.http import MetricsEndpoint
     from broker.quotas.service import QuotaService
     from broker.replica_manager import ReplicaManager
     from broker.server import Server
@@ -80,8 +80,13 @@ class MetricsService:
         settings = MetricsConfig.from_config(config)
         self.watchdog = LoopLagWatchdog(registry, warn_s=settings.loop_lag_warn_ms / 1000)
         address = parse_host_port(settings.prometheus_listener)
-        self.endpoint = MetricsEndpoint(registry, *address, loop_collectors=self.collectors, console=console) \
-            if address is not None else None
+        self.endpoint: MetricsEndpoint | None = None
+        if address is not None:
+            # imported only when the listener is on: aiohttp (and the TLS contexts its client builds at import)
+            # cost a broker without it a tenth of its start-up
+            from broker.metrics.http import MetricsEndpoint  # noqa: PLC0415
+
+            self.endpoint = MetricsEndpoint(registry, *address, loop_collectors=self.collectors, console=console)
 
     @property
     def port(self) -> int | None:
