@@ -12,6 +12,7 @@ import structlog
 from broker import logging as broker_logging
 from broker.allocator import tune_allocator
 from broker.config import ConfigError, load_config
+from broker.heap import freeze_imports
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -36,6 +37,7 @@ async def serve(args: argparse.Namespace) -> int:
     from broker.log.segment import LogCorruptionError  # noqa: PLC0415
     from broker.security.manager import parse_add_scram  # noqa: PLC0415
 
+    freeze_imports()
     log = structlog.get_logger("broker")
     try:
         config = load_config(args.properties, args.override)
