@@ -147,8 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     with running_servers(include_peers=not args.no_peers, peers=peers) as servers:
         for name, figures in servers.startup.items():
             print(f"  {name:11} {servers[name]:>16}  pid {servers.pids[name]:>7}  first ack after "
-                  f"{figures['first_ack_s']:.2f} s" + (f" (format {figures['format_s']:.2f} s before)"
-                                                        if "format_s" in figures else ""), flush=True)
+                  f"{figures['first_ack_s']:.2f} s" + "".join(
+                      f" ({what} {figures[key]:.2f} s before)" for key, what in
+                      (("format_s", "format"), ("compile_s", "byte-compile")) if key in figures), flush=True)
         if "tansu" in servers:
             print("tansu: in-memory storage (no fsync); no share groups (KIP-932), so it has no share figures",
                   flush=True)
