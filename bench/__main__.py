@@ -12,7 +12,8 @@
    groups: drain throughput (median of repeated drains, the kinds alternating) and p99 latency at a fixed rate.
 4. transactions: transactions of 1, 100 and 1 000 records by 1 and 8 concurrent transactional producers, and
    read_committed against read_uncommitted fetch (bench/txn_matrix.py).
-5. resources: each server's time from process start to the first acknowledged produce, resident memory (its
+5. resources: each server's time from process start to the first acknowledged produce (Kafka's storage format and
+   Shoal's byte-compilation before it timed apart), resident memory (its
    process tree) idle and at its peak under the run's load, and its CPU seconds per GiB produced and consumed in
    the matrix.
 
