@@ -48,7 +48,7 @@ import struct
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple, overload
+from typing import ClassVar, Literal, NamedTuple, overload
 
 from crc32c import crc32c
 
@@ -147,8 +147,10 @@ class RecordError(Exception):
     answers it with the partition's log start offset (errors its log raises unexpectedly) or -1 (the errors its
     ReplicaManager expects: corrupt or too large records)."""
 
-    error_code: ErrorCode = ErrorCode.CORRUPT_MESSAGE
-    with_log_start = False
+    # Class attributes (ClassVar), as the subclasses set them: a mypyc-compiled build (setup.py) would otherwise
+    # make them instance attributes that a subclass's own __init__ leaves unset
+    error_code: ClassVar[ErrorCode] = ErrorCode.CORRUPT_MESSAGE
+    with_log_start: ClassVar[bool] = False
 
 
 class CorruptRecordError(RecordError):
