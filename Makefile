@@ -5,9 +5,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install deps kcat iproute2 java chromium fuse3 run test lint bench example docker fuzz crash-campaign conn-campaign
+.PHONY: install deps kcat iproute2 java chromium fuse3 cc run test test-compiled lint bench example docker fuzz \
+	crash-campaign conn-campaign
 
-install: deps kcat iproute2 java chromium fuse3
+install: deps kcat iproute2 java chromium fuse3 cc
 
 # The venv and the editable install; redone when pyproject.toml changes.
 deps: $(STAMP)
@@ -37,6 +38,13 @@ java:
 fuse3:
 	@command -v fusermount3 >/dev/null 2>&1 && ldconfig -p | grep -q 'libfuse3\.so' || \
 	  tools/apt_install.sh "the power-loss tests" "fuse3 libfuse3-3"
+
+# A C compiler and Python's headers for the compiled build (SHOAL_COMPILE=1: setup.py compiles modules with mypyc),
+# which tests/packaging/test_compiled_wheel.py builds.
+cc:
+	@command -v cc >/dev/null 2>&1 || tools/apt_install.sh "the compiled build (mypyc)" gcc
+	@$(PYTHON) -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' || \
+	  tools/apt_install.sh "the compiled build (mypyc)" python3-dev
 
 # Headless Chromium and its driver for the console's browser test (Selenium drives /usr/bin/chromedriver).
 chromium:
@@ -86,6 +94,12 @@ TEST_WORKERS ?= 3
 test: install lint
 	@$(VENV)/bin/pytest -q -x -n $(TEST_WORKERS) --dist loadgroup --durations=20 tests; rc=$$?; \
 	if [ $$rc -ne 0 ]; then echo "pytest exit code $$rc" >&2; fi; exit $$rc
+
+# Only the compiled build's tests (`make test` runs them too): the wheel built with SHOAL_COMPILE=1 (mypyc) in a
+# fresh venv, its extension modules checked, the compiled modules' unit tests run against them, and a broker from
+# it serving produce, fetch and share-fetch.
+test-compiled: deps cc
+	$(VENV)/bin/pytest -q -x tests/packaging/test_compiled_wheel.py
 
 # The benchmark matrix, latency, share-vs-classic, transaction and resource figures with progress; JSON and PNG
 # charts in bench/results/ (BENCH_SIZE=quick, or `make bench-quick`, for a run of every row in a few minutes).

@@ -72,6 +72,8 @@ def test_wheel_contents(installed: tuple[Path, Path]) -> None:
     tops = {n.split("/", 1)[0] for n in names}
     assert {"broker", "protocol", "shoal_client", "shoal_spark"} <= tops
     assert not tops & {"bench", "tests", "tools", "schemas"}, tops
+    # the default build is pure Python (SHOAL_COMPILE=1 compiles: tests/packaging/test_compiled_wheel.py)
+    assert wheel.name.endswith("-py3-none-any.whl") and not [n for n in names if n.endswith(".so")], wheel.name
     schemas = [n for n in names if n.startswith("protocol/schemas/")]
     assert any(n.endswith("/messages/ProduceRequest.json") for n in schemas)
     assert any(n.endswith("/records/TopicRecord.json") for n in schemas)
