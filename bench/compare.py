@@ -84,7 +84,8 @@ def imported_from(tree: Path) -> str:
                           capture_output=True, text=True, check=True).stdout.strip()
 
 
-def run_steps(bootstrap: str, pid: int, records: int, txn_records: int) -> dict[str, dict[str, float]]:
+def run_steps(bootstrap: str, pid: int, records: int, txn_records: int,
+              record_bytes: int = RECORD_BYTES) -> dict[str, dict[str, float]]:
     """One round of every step against one broker: records/s and the broker's CPU seconds per step."""
     from bench.clients import create_topic
     from bench.latency import drain
@@ -96,11 +97,11 @@ def run_steps(bootstrap: str, pid: int, records: int, txn_records: int) -> dict[
     txn_topic = f"cmp-txn-{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, txn_topic, PARTITIONS)
     steps: dict[str, tuple[int, Callable[[], float]]] = {
-        "produce": (records, lambda: produce(bootstrap, topic, records, RECORD_BYTES, partitions=PARTITIONS)),
+        "produce": (records, lambda: produce(bootstrap, topic, records, record_bytes, partitions=PARTITIONS)),
         "fetch": (records, lambda: fetch(bootstrap, topic, records, PARTITIONS)),
         "sharefetch": (records, lambda: drain(bootstrap, "shoal-share", partitions=PARTITIONS, records=records,
-                                              size=RECORD_BYTES, members=1, topic=topic)["seconds"]),
-        "transaction": (txn_records, lambda: txn_produce(bootstrap, txn_topic, b"x" * RECORD_BYTES, txn_records,
+                                              size=record_bytes, members=1, topic=topic)["seconds"]),
+        "transaction": (txn_records, lambda: txn_produce(bootstrap, txn_topic, b"x" * record_bytes, txn_records,
                                                          PARTITIONS, min(txn_records, 1000))),
     }
     out = {}

@@ -210,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--macro", action="store_true", help="also bench.compare's steps against broker processes")
     parser.add_argument("--records", type=int, default=100_000, help="records per macro produce/fetch/share step")
     parser.add_argument("--txn-records", type=int, default=10_000, help="records of the macro transaction step")
+    parser.add_argument("--record-bytes", type=int, default=1024, help="record size of the macro steps")
     parser.add_argument("--out", help="also write the measurements as JSON into this directory")
     parser.add_argument("--trees", help="build the trees into this directory and reuse the ones already there "
                         "(default: a temporary directory)")
@@ -250,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"{statistics.median(ratios):6.2f} {spread(ratios):>10}", flush=True)
         results["micro"] = micro_rows
         if args.macro:
-            results["macro"] = macro(pure, trees, args.rounds, args.records, args.txn_records, Path(tmp))
+            results["macro"] = macro(pure, trees, args.rounds, args.records, args.txn_records, Path(tmp),
+                                     args.record_bytes)
     load_after = os.getloadavg()
     results["load_after"] = load_after
     print(f"ratio = pure / compiled per round (median, min-max); above 1 compiled is faster; load average "
@@ -265,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def macro(pure: Path, trees: dict[str, Path], rounds: int, records: int, txn_records: int,
-          tmp: Path) -> list[dict[str, object]]:
+          tmp: Path, record_bytes: int) -> list[dict[str, object]]:
     """bench.compare's steps against a broker from the pure tree and one from each compiled tree, rounds
     alternated; the ratio pure / compiled of the broker's CPU seconds per step."""
     from bench.compare import STEPS, broker_from, run_steps
@@ -282,7 +284,7 @@ def macro(pure: Path, trees: dict[str, Path], rounds: int, records: int, txn_rec
             brokers = {"pure": pb, "compiled": cb}
             for rnd in range(rounds):
                 for kind in (("pure", "compiled") if rnd % 2 == 0 else ("compiled", "pure")):
-                    cpu[kind].append(run_steps(*brokers[kind], records, txn_records))
+                    cpu[kind].append(run_steps(*brokers[kind], records, txn_records, record_bytes))
         row: dict[str, object] = {"module": name}
         cells = []
         for step in STEPS:

@@ -26,3 +26,14 @@ def test_worker_reports_the_module_file_and_a_time(capsys: pytest.CaptureFixture
     compiled.worker("protocol/record_check.py", "1 KiB records", 0.01)
     out = capsys.readouterr().out
     assert '"file"' in out and "record_check.py" in out and '"seconds"' in out
+
+
+def test_pure_tree_copy_runs_its_own_modules(tmp_path) -> None:
+    """A tree without compiled modules is a copy of the packages whose workers import the copy's sources."""
+    tree = compiled.make_tree(tmp_path / "pure", [])
+    assert not list(tree.rglob("*.so"))
+    file, seconds = compiled.run_micro(tree, "protocol/record_check.py", "1 KiB records", 0.03)
+    compiled.check_file(file, False, tree)
+    assert seconds > 0
+    with pytest.raises(AssertionError):
+        compiled.check_file(file, True, tree)
