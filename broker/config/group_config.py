@@ -76,17 +76,20 @@ _SHARE = "group.share"
 _CONSUMER = "group.consumer"
 _STREAMS = "group.streams"
 # Kafka 4.4's GroupConfig: types, validators and broker synonyms. The consumer and share assignment intervals
-# are accepted and described with no effect (Shoal assigns at once), and so is streams.assignor.offload.enable,
-# as in Kafka 4.4: its group coordinator defines an accessor for it that nothing calls.
+# are accepted and described with no effect (Shoal assigns at once), and so are the three
+# *.assignor.offload.enable configs, as in Kafka 4.4: internal, and its group coordinator defines accessors for
+# them that nothing calls.
 _DEFS = [
     _group("consumer.assignment.interval.ms", "int", f"{_CONSUMER}.assignment.interval.ms", kv.at_least(0),
            bounded=True),
+    _group("consumer.assignor.offload.enable", "bool", f"{_CONSUMER}.assignor.offload.enable", internal=True),
     _group("consumer.heartbeat.interval.ms", "int", f"{_CONSUMER}.heartbeat.interval.ms", kv.at_least(1),
            bounded=True),
     _group("consumer.session.timeout.ms", "int", f"{_CONSUMER}.session.timeout.ms", kv.at_least(1), bounded=True),
     _group("errors.deadletterqueue.copy.record.enable", "bool", None, default="false"),
     _group("errors.deadletterqueue.topic.name", "string", None, _dlq_topic_name, default=""),
     _group("share.assignment.interval.ms", "int", f"{_SHARE}.assignment.interval.ms", kv.at_least(0), bounded=True),
+    _group("share.assignor.offload.enable", "bool", f"{_SHARE}.assignor.offload.enable", internal=True),
     _group("share.auto.offset.reset", "string", None, _auto_offset_reset, default="latest"),
     _group("share.delivery.count.limit", "int", f"{_SHARE}.delivery.count.limit", kv.at_least(2), bounded=True),
     _group("share.heartbeat.interval.ms", "int", f"{_SHARE}.heartbeat.interval.ms", kv.at_least(1), bounded=True),
@@ -233,11 +236,13 @@ class GroupConfig:
     share-partition leader and the DLQ read. Defaults are the table's (a broker synonym's default)."""
 
     consumer_assignment_interval_ms: int = _field("consumer.assignment.interval.ms")
+    consumer_assignor_offload_enable: bool = _field("consumer.assignor.offload.enable")
     consumer_heartbeat_interval_ms: int = _field("consumer.heartbeat.interval.ms")
     consumer_session_timeout_ms: int = _field("consumer.session.timeout.ms")
     errors_deadletterqueue_copy_record_enable: bool = _field("errors.deadletterqueue.copy.record.enable")
     errors_deadletterqueue_topic_name: str = _field("errors.deadletterqueue.topic.name")  # empty: no DLQ
     share_assignment_interval_ms: int = _field("share.assignment.interval.ms")
+    share_assignor_offload_enable: bool = _field("share.assignor.offload.enable")
     share_auto_offset_reset: str = _field("share.auto.offset.reset")  # latest, earliest, by_duration:<ISO>
     share_delivery_count_limit: int = _field("share.delivery.count.limit")
     share_heartbeat_interval_ms: int = _field("share.heartbeat.interval.ms")

@@ -244,10 +244,12 @@ def _group_body(target: Target, overrides: dict[str, str]) -> tuple[str, list]:
 
 
 def test_describe_a_group(pair):
-    """Every config of a group with overrides (given with spaces, a sign, upper case) and of one without."""
+    """Every config of a group with overrides (given with spaces, a sign, upper case) and of one without; the
+    internal ones (the assignor offload switches) are listed only when set, as given."""
     overrides = {"consumer.session.timeout.ms": "+50000", "share.auto.offset.reset": " earliest ",
                  "share.renew.acknowledge.enable": "TRUE", "share.isolation.level": "read_committed",
-                 "streams.num.standby.replicas": "1", "errors.deadletterqueue.topic.name": " dlq "}
+                 "streams.num.standby.replicas": "1", "errors.deadletterqueue.topic.name": " dlq ",
+                 "consumer.assignor.offload.enable": "False", "share.assignor.offload.enable": "TRUE"}
 
     def scenario(target: Target):
         group, ops = _group_body(target, overrides)
@@ -318,6 +320,11 @@ ALTER_CASES = {
     "group streams assignor": (GROUP, "G", _ops(("streams.assignor.name", SET, "foo")), False),
     "group streams tags": (GROUP, "G", _ops(("streams.rack.aware.assignment.tags", SET, "a,,b")), False),
     "group assignment interval": (GROUP, "G", _ops(("consumer.assignment.interval.ms", SET, "999999")), False),
+    "group consumer assignor offload": (GROUP, "G", _ops(("consumer.assignor.offload.enable", SET, "false")), False),
+    "group share assignor offload": (GROUP, "G", _ops(("share.assignor.offload.enable", SET, "TRUE")), False),
+    "group assignor offload not a boolean": (GROUP, "G", _ops(("consumer.assignor.offload.enable", SET, "maybe"),
+                                                               ("share.assignor.offload.enable", SET, "1")), False),
+    "group assignor offload deleted": (GROUP, "G", _ops(("share.assignor.offload.enable", DELETE, None)), False),
     "broker read-only": (BROKER, "", _ops(("log.dirs", SET, "/x")), True),
     "broker per-broker config cluster-wide": (BROKER, "", _ops(("listeners", SET, "PLAINTEXT://:1")), True),
     "broker bad value": (BROKER, "", _ops(("log.retention.bytes", SET, "x")), True),
