@@ -2,7 +2,8 @@
 the same steps on both brokers, the answers compared field by field.
 
 Each group is made deterministic with group configs set on both sides: no initial rebalance delay and no assignment
-interval (Kafka's defaults, 3 s and 1 s, hold assignments back by wall-clock time). Internal topics are created by
+interval (Kafka's defaults, 3 s and 1 s, hold assignments back by wall-clock time), in effect in Kafka's group
+coordinator before the first heartbeat (`set_group_configs` waits for that, not only for DescribeConfigs). Internal topics are created by
 the broker after a heartbeat that finds them missing; a scenario heartbeats until they exist and compares the first
 and the settled answers, not how many heartbeats that took.
 """

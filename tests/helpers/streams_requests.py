@@ -11,6 +11,7 @@ Answers are plain dicts (decoded containers turned into dicts and lists).
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -81,16 +82,32 @@ def describe(raw: RawClient, *groups: str, version: int = 1) -> list[dict[str, A
 
 def set_group_configs(raw: RawClient, group: str, configs: Mapping[str, str], *, wait: bool = True
                       ) -> tuple[int, str | None]:
-    """IncrementalAlterConfigs SET of group configs: (error code, message). With `wait`, until DescribeConfigs
-    reads them back (Kafka's broker applies a change once its metadata reaches it, a moment after the answer)."""
+    """IncrementalAlterConfigs SET of group configs: (error code, message). With `wait`, until the group
+    coordinator has them, not only DescribeConfigs: Kafka's broker publishes each metadata change to its
+    metadata cache (what DescribeConfigs reads) first and to its group coordinator after (its dynamic configs,
+    then the coordinator's image, in one publisher's turn), so a heartbeat sent as soon as DescribeConfigs reads
+    the change back may still find the group's old configs (under load, for several heartbeats). Once a later
+    change (to a group no test uses) is read back, the earlier one has reached every part of the broker."""
+    response = _alter_group(raw, group, configs)
+    if wait and response["error_code"] == 0:
+        _read_back(raw, group, configs)
+        marker, value = f"config-barrier-{uuid.uuid4().hex[:12]}", {"streams.num.standby.replicas": "0"}
+        assert _alter_group(raw, marker, value)["error_code"] == 0
+        _read_back(raw, marker, value)
+    return response["error_code"], response["error_message"]
+
+
+def _alter_group(raw: RawClient, group: str, configs: Mapping[str, str]) -> dict[str, Any]:
     answer = plain(raw.call(44, 1, {"resources": [{"resource_type": 32, "resource_name": group, "configs": [
         {"name": k, "config_operation": 0, "value": v} for k, v in configs.items()]}], "validate_only": False}))
-    response = answer["responses"][0]
-    if wait and response["error_code"] == 0:
-        deadline = time.monotonic() + 30
-        while group_configs(raw, group, list(configs)) != dict(configs) and time.monotonic() < deadline:
-            time.sleep(0.05)
-    return response["error_code"], response["error_message"]
+    return answer["responses"][0]
+
+
+def _read_back(raw: RawClient, group: str, configs: Mapping[str, str]) -> None:
+    deadline = time.monotonic() + 30
+    while group_configs(raw, group, list(configs)) != dict(configs):
+        assert time.monotonic() < deadline, f"the configs of group {group} never read back: {dict(configs)}"
+        time.sleep(0.05)
 
 
 def group_configs(raw: RawClient, group: str, names: Sequence[str]) -> dict[str, str | None]:
