@@ -194,15 +194,30 @@ def test_describe_errors(pair):
     assert_same(pair.run(scenario), "DescribeConfigs errors")
 
 
-def test_describe_a_resource_twice(pair):
-    """Kafka describes each copy; Shoal the first, refusing the others (a guard against amplified answers)."""
+TWICE = {"broker": (BROKER, "1", "log.retention.bytes"), "topic": (TOPIC, "T", "retention.ms"),
+         "group": (GROUP, "G", "consumer.session.timeout.ms")}
+
+
+@pytest.mark.parametrize("version", [1, 2, 3, 4])
+@pytest.mark.parametrize("kind", TWICE)
+def test_describe_a_resource_twice(pair, kind, version):
+    """Kafka describes each copy (a topic, the broker, a group; every version both serve); Shoal the first,
+    refusing the others (a guard against amplified answers), around another resource described once."""
+    resource_type, name, key = TWICE[kind]
+
     def scenario(target: Target):
         with target.raw() as raw:
-            results = describe_configs(raw, [(BROKER, "1", ["log.retention.bytes"])] * 2).results
-        return [[r.error_code, r.error_message, len(r.configs)] for r in results]
+            resource = _resource(target, raw, name)
+            other = (GROUP, _resource(target, raw, "G"), ["consumer.session.timeout.ms"]) if kind == "broker" \
+                else (BROKER, "1", ["message.max.bytes"])
+            results = describe_configs(raw, [(resource_type, resource, [key]), other, (resource_type, resource, [key])],
+                                       version=version).results
+        return [[r.error_code, r.error_message, [c.name for c in r.configs]] for r in results]
 
-    known_difference(pair.run(scenario), kafka=[[0, "", 1], [0, "", 1]],
-                     shoal=[[0, "", 1], [42, "Duplicate resource.", 0]],
+    first = [0, "", [key]]
+    other = [0, "", ["consumer.session.timeout.ms" if kind == "broker" else "message.max.bytes"]]
+    known_difference(pair.run(scenario), kafka=[first, other, first],
+                     shoal=[first, other, [42, "Duplicate resource.", []]],
                      reason=f"{REASON}: a resource named twice in DescribeConfigs")
 
 
