@@ -66,6 +66,29 @@ def barrier(raw: RawClient, name: str) -> None:
     create_topics(raw, {name: 1})
 
 
+def group_configs(raw: RawClient, group: str, names: Iterable[str]) -> dict[str, str | None]:
+    """The named configs of a group as DescribeConfigs v4 lists them (a config not set is absent)."""
+    answer = describe_configs(raw, [(GROUP, group, list(names))], synonyms=False)
+    return {c.name: c.value for c in answer.results[0].configs}
+
+
+def wait_group_configs(raw: RawClient, group: str, configs: Mapping[str, str], timeout: float = 30.0) -> None:
+    """Until the group coordinator has `configs` (just set on `group`), not only DescribeConfigs: Kafka's broker
+    publishes each metadata change to its metadata cache (what DescribeConfigs reads) first and to its group
+    coordinator after, in one publisher's turn, so a request sent as soon as DescribeConfigs reads the change back
+    may still find the group's old configs (under load, for several requests). Once a later change (to a group no
+    test uses) reads back, the earlier one has reached every part of the broker. Shoal applies a change before it
+    answers."""
+    wanted = dict(configs)
+    wait_until(lambda: group_configs(raw, group, wanted) == wanted, timeout,
+               f"the configs of group {group} to read back: {wanted}")
+    marker, value = f"config-barrier-{uuid.uuid4().hex[:12]}", {"share.auto.offset.reset": "latest"}
+    answer = incremental_alter(raw, [(GROUP, marker, [(k, SET, v) for k, v in value.items()])])
+    assert answer.responses[0].error_code == 0, answer
+    wait_until(lambda: group_configs(raw, marker, value) == value, timeout,
+               f"the configs of group {marker} to read back: {value}")
+
+
 def describe_configs(raw: RawClient, resources: list[tuple[int, str, list[str] | None]], *, synonyms: bool = True,
                      documentation: bool = False, version: int = 4):
     return raw.call(DESCRIBE_CONFIGS, version, {

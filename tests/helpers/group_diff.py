@@ -17,6 +17,7 @@ from typing import Any
 
 from protocol.codec import message_codec
 from tests.helpers.differential import Pair, Target, normalize
+from tests.helpers.differential_admin import wait_group_configs
 from tests.helpers.raw_client import RawClient
 from tests.helpers.waiting import wait_until
 
@@ -434,6 +435,7 @@ def immediate_assignment(target: Target, client: RawClient, group: str) -> None:
     if target.name == "kafka":
         [result] = alter_group_configs(client, group, KAFKA_IMMEDIATE_ASSIGNMENT)
         assert result["error_code"] == 0, result
+        wait_group_configs(client, group, KAFKA_IMMEDIATE_ASSIGNMENT)
 
 
 def wait_coordinator_sees(target: Target, client: RawClient, topics: TopicNames, topic: str, partitions: int) -> None:

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from protocol.records import Record, build_batch, iter_batches
+from tests.helpers.differential_admin import wait_group_configs
 from tests.helpers.raw_client import RawClient
 from tests.helpers.raw_requests import create_topic, produce, topic_id
 
@@ -138,11 +139,14 @@ def alter_group(raw: RawClient, group: str, configs: Mapping[str, str | None]) -
 
 
 def share_group(target, raw: RawClient, base: str, **configs: str) -> str:
-    """A new group id (normalised back to `base`) with BASE_GROUP_CONFIGS and `configs` set, whose coordinator
-    is loaded (a fresh Kafka answers NOT_COORDINATOR while it loads its __consumer_offsets partition)."""
+    """A new group id (normalised back to `base`) with BASE_GROUP_CONFIGS and `configs` set and in force on its
+    coordinator (tests/helpers/differential_admin.wait_group_configs), whose coordinator is loaded (a fresh Kafka
+    answers NOT_COORDINATOR while it loads its __consumer_offsets partition)."""
     group = target.unique(base)
     wait_coordinator(raw, group)
-    assert alter_group(raw, group, {**BASE_GROUP_CONFIGS, **configs})["error_code"] == 0
+    wanted = {**BASE_GROUP_CONFIGS, **configs}
+    assert alter_group(raw, group, wanted)["error_code"] == 0
+    wait_group_configs(raw, group, wanted)
     return group
 
 

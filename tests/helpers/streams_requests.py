@@ -11,10 +11,10 @@ Answers are plain dicts (decoded containers turned into dicts and lists).
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from tests.helpers.differential_admin import wait_group_configs
 from tests.helpers.raw_client import RawClient
 
 STREAMS_GROUP_HEARTBEAT, STREAMS_GROUP_DESCRIBE = 88, 89
@@ -83,17 +83,10 @@ def describe(raw: RawClient, *groups: str, version: int = 1) -> list[dict[str, A
 def set_group_configs(raw: RawClient, group: str, configs: Mapping[str, str], *, wait: bool = True
                       ) -> tuple[int, str | None]:
     """IncrementalAlterConfigs SET of group configs: (error code, message). With `wait`, until the group
-    coordinator has them, not only DescribeConfigs: Kafka's broker publishes each metadata change to its
-    metadata cache (what DescribeConfigs reads) first and to its group coordinator after (its dynamic configs,
-    then the coordinator's image, in one publisher's turn), so a heartbeat sent as soon as DescribeConfigs reads
-    the change back may still find the group's old configs (under load, for several heartbeats). Once a later
-    change (to a group no test uses) is read back, the earlier one has reached every part of the broker."""
+    coordinator has them, not only DescribeConfigs (tests/helpers/differential_admin.wait_group_configs)."""
     response = _alter_group(raw, group, configs)
     if wait and response["error_code"] == 0:
-        _read_back(raw, group, configs)
-        marker, value = f"config-barrier-{uuid.uuid4().hex[:12]}", {"streams.num.standby.replicas": "0"}
-        assert _alter_group(raw, marker, value)["error_code"] == 0
-        _read_back(raw, marker, value)
+        wait_group_configs(raw, group, configs)
     return response["error_code"], response["error_message"]
 
 
@@ -101,20 +94,6 @@ def _alter_group(raw: RawClient, group: str, configs: Mapping[str, str]) -> dict
     answer = plain(raw.call(44, 1, {"resources": [{"resource_type": 32, "resource_name": group, "configs": [
         {"name": k, "config_operation": 0, "value": v} for k, v in configs.items()]}], "validate_only": False}))
     return answer["responses"][0]
-
-
-def _read_back(raw: RawClient, group: str, configs: Mapping[str, str]) -> None:
-    deadline = time.monotonic() + 30
-    while group_configs(raw, group, list(configs)) != dict(configs):
-        assert time.monotonic() < deadline, f"the configs of group {group} never read back: {dict(configs)}"
-        time.sleep(0.05)
-
-
-def group_configs(raw: RawClient, group: str, names: Sequence[str]) -> dict[str, str | None]:
-    answer = plain(raw.call(32, 4, {"resources": [{"resource_type": 32, "resource_name": group,
-                                                   "configuration_keys": list(names)}],
-                                    "include_synonyms": False, "include_documentation": False}))
-    return {c["name"]: c["value"] for c in answer["results"][0]["configs"]}
 
 
 def wait_for_topics(raw: RawClient, names: Sequence[str], timeout: float = 30.0) -> None:
