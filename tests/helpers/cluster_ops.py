@@ -78,7 +78,8 @@ def wait_for_failover(cluster: KafkaCluster, topic: str, gone: int, timeout: flo
 def wait_for_full_isr(cluster: KafkaCluster, topics: list[str], timeout: float = 180.0) -> None:
     """Wait until every partition of `topics` has all the brokers in its ISR (a restarted broker caught up)."""
     size = len(cluster.nodes)
-    wait_until(lambda: all(len(p.isrs) == size for t in topics for p in partitions(cluster, t).values()), timeout,
+    wait_until(lambda: all(partitions(cluster, t) and all(len(p.isrs) == size for p in partitions(cluster, t).values())
+                           for t in topics), timeout,
                f"every broker back in the ISRs of {topics}", interval=0.5)
 
 

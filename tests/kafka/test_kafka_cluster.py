@@ -39,12 +39,19 @@ def partitions(admin: AdminClient, topic: str):
     return admin.list_topics(topic, timeout=30).topics[topic].partitions.values()
 
 
+def every_partition(admin: AdminClient, topic: str, condition) -> bool:
+    """`condition` holds for each of the topic's PARTITIONS partitions (not vacuously, before the broker lists
+    them: a topic just created may be listed without partitions for a moment)."""
+    listed = list(partitions(admin, topic))
+    return len(listed) == PARTITIONS and all(condition(p) for p in listed)
+
+
 def test_a_replicated_topic_survives_the_sigkill_of_a_node(kafka_cluster: KafkaCluster) -> None:
     admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap})
     topic = f"replicated-{uuid.uuid4().hex[:8]}"
     # No replication factor given: the cluster's default (3) applies.
     admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS)])[topic].result(timeout=30)
-    wait_until(lambda: all(len(p.isrs) == 3 and p.leader > 0 for p in partitions(admin, topic)), 30,
+    wait_until(lambda: every_partition(admin, topic, lambda p: len(p.isrs) == 3 and p.leader > 0), 30,
                "every partition to have a leader and three in-sync replicas")
     layout = list(partitions(admin, topic))
     assert len(layout) == PARTITIONS
@@ -66,7 +73,7 @@ def test_a_replicated_topic_survives_the_sigkill_of_a_node(kafka_cluster: KafkaC
     assert sorted(read_all(kafka_cluster.bootstrap, topic, 120)) == sorted(first + second)
 
     victim.start()  # same ports, same log directory
-    wait_until(lambda: all(len(p.isrs) == 3 for p in partitions(admin, topic)), 120,
+    wait_until(lambda: every_partition(admin, topic, lambda p: len(p.isrs) == 3), 120,
                "the restarted node to catch up and rejoin every partition's ISR")
     third = [f"c{i}".encode() for i in range(30)]
     assert len(produce_all(kafka_cluster.bootstrap, topic, third, partition=None)) == 30
