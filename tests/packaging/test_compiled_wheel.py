@@ -10,11 +10,7 @@ mapped, serves produce, fetch and share-fetch (with acknowledgements) to conflue
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
-import sysconfig
 import time
 import tomllib
 import uuid
@@ -28,12 +24,9 @@ from tests.helpers.bounded_close import close_within
 from tests.helpers.broker_process import REPO, BrokerProcess
 from tests.helpers.confluent_clients import consume_all, create_topic, produce_all, share_from_earliest
 from tests.helpers.share_consumers import messages
+from tests.helpers.wheel_install import IGNORE, run, wheel_in_venv
 
 pytestmark = pytest.mark.integration
-
-_IGNORE = shutil.ignore_patterns(".git", ".venv", "data", "build", "dist", "*.egg-info", "__pycache__", "*.so",
-                                 ".pytest_cache", ".ruff_cache", ".hypothesis", "results", "test-artifacts", ".tools",
-                                 ".mypy_cache")
 
 # The unit tests of each compiled module (a module added to the list needs its entry here).
 UNIT_TESTS = {
@@ -49,32 +42,13 @@ def _modules() -> list[str]:
         return list(tomllib.load(f)["tool"]["shoal"]["mypyc"]["modules"])
 
 
-def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 600) -> str:
-    base = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    done = subprocess.run(cmd, cwd=cwd, env={**base, **(env or {})}, capture_output=True, text=True,
-                          timeout=timeout)
-    assert done.returncode == 0, f"{cmd} failed ({done.returncode}):\n{done.stdout[-5000:]}\n{done.stderr[-5000:]}"
-    return done.stdout
-
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(wheel, venv): SHOAL_COMPILE=1's wheel, built from a copy of the checkout (pip's isolated build environment
     installs setup_requires' mypy) and installed into a fresh venv."""
     tmp = tmp_path_factory.mktemp("compiled")
-    src = tmp / "src"
-    shutil.copytree(REPO, src, ignore=_IGNORE)
-    dist = tmp / "dist"
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(dist), str(src)], cwd=tmp,
-         env={"SHOAL_COMPILE": "1"})
-    (wheel,) = dist.glob("shoal-*.whl")
-    venv = tmp / "venv"
-    _run([sys.executable, "-m", "venv", str(venv)], cwd=tmp)
-    py = venv / "bin" / "python"
-    site = Path(_run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=tmp).strip())
-    (site / "zz_test_venv_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    _run([str(py), "-m", "pip", "install", "--no-deps", "--no-index", "--quiet", str(wheel)], cwd=tmp)
-    return wheel, venv
+    return wheel_in_venv(tmp, {"SHOAL_COMPILE": "1"})
 
 
 def test_wheel_holds_an_extension_module_per_listed_module(compiled: tuple[Path, Path]) -> None:
@@ -92,7 +66,7 @@ def test_installed_modules_are_the_extension_modules(compiled: tuple[Path, Path]
     _, venv = compiled
     dotted = [m.removesuffix(".py").replace("/", ".") for m in _modules()]
     code = "import importlib, sys\nfor name in sys.argv[1:]:\n    print(importlib.import_module(name).__file__)"
-    files = _run([str(venv / "bin" / "python"), "-c", code, *dotted], cwd=tmp_path).split()
+    files = run([str(venv / "bin" / "python"), "-c", code, *dotted], cwd=tmp_path).split()
     assert len(files) == len(dotted)
     for name, file in zip(dotted, files, strict=True):
         assert file.startswith(str(venv)) and file.endswith(".so"), (name, file)
@@ -106,8 +80,8 @@ def test_compiled_modules_pass_their_unit_tests(compiled: tuple[Path, Path], tmp
     modules = _modules()
     assert set(modules) <= set(UNIT_TESTS), "a compiled module without its unit tests in UNIT_TESTS"
     suite = tmp_path / "suite"
-    shutil.copytree(REPO / "tests", suite / "tests", ignore=_IGNORE)
-    shutil.copytree(REPO / "bench", suite / "bench", ignore=_IGNORE)  # tests/helpers imports some of it
+    shutil.copytree(REPO / "tests", suite / "tests", ignore=IGNORE)
+    shutil.copytree(REPO / "bench", suite / "bench", ignore=IGNORE)  # tests/helpers imports some of it
     shutil.copy2(REPO / "pyproject.toml", suite / "pyproject.toml")  # pytest's settings
     files = [f for m in modules for f in UNIT_TESTS[m]]
     dotted = [m.removesuffix(".py").replace("/", ".") for m in modules]
@@ -116,7 +90,7 @@ def test_compiled_modules_pass_their_unit_tests(compiled: tuple[Path, Path], tmp
             "    f = importlib.import_module(name).__file__\n"
             "    assert f.endswith('.so') and 'suite' not in f, (name, f)\n"
             "sys.exit(pytest.main(['-q', '-x', '-p', 'no:cacheprovider', *sys.argv[1:]]))")
-    out = _run([str(venv / "bin" / "python"), "-c", code, *files], cwd=suite)
+    out = run([str(venv / "bin" / "python"), "-c", code, *files], cwd=suite)
     assert " passed" in out and "failed" not in out, out[-2000:]
 
 

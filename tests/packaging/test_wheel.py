@@ -13,7 +13,6 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 import urllib.request
 import uuid
 import zipfile
@@ -23,21 +22,13 @@ import pytest
 
 from tests.helpers.broker_process import REPO, BrokerProcess
 from tests.helpers.confluent_clients import consume_all, create_topic, produce_all
+from tests.helpers.wheel_install import IGNORE, run, wheel_in_venv
 
 pytestmark = pytest.mark.integration
 
 # Not part of a source tree a user would build from (and large, or stale build output). What the suite's other
 # workers write while this copies (test-artifacts: the console test's screenshot) is left out too: a file they
 # replace between copytree's listing and its copy would fail the copy.
-_IGNORE = shutil.ignore_patterns(".git", ".venv", "data", "build", "dist", "*.egg-info", "__pycache__",
-                                 ".pytest_cache", ".ruff_cache", ".hypothesis", "results", "test-artifacts", ".tools")
-
-
-def _run(cmd: list[str], cwd: Path, timeout: float = 300) -> str:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    assert done.returncode == 0, f"{cmd} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
-    return done.stdout
 
 
 def _kafka_tool_help(script: Path, cwd: Path) -> str:
@@ -52,18 +43,7 @@ def _kafka_tool_help(script: Path, cwd: Path) -> str:
 def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(wheel, venv) for a wheel built from a copy of the checkout and installed into a fresh venv."""
     tmp = tmp_path_factory.mktemp("wheel")
-    src = tmp / "src"
-    shutil.copytree(REPO, src, ignore=_IGNORE)
-    dist = tmp / "dist"
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(dist), str(src)], cwd=tmp)
-    (wheel,) = dist.glob("shoal-*.whl")
-    venv = tmp / "venv"
-    _run([sys.executable, "-m", "venv", str(venv)], cwd=tmp)
-    py = venv / "bin" / "python"
-    site = Path(_run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=tmp).strip())
-    (site / "zz_test_venv_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    _run([str(py), "-m", "pip", "install", "--no-deps", "--no-index", "--quiet", str(wheel)], cwd=tmp)
-    return wheel, venv
+    return wheel_in_venv(tmp)
 
 
 def test_wheel_contents(installed: tuple[Path, Path]) -> None:
@@ -90,15 +70,15 @@ def test_installed_package_is_used_and_complete(installed: tuple[Path, Path], tm
     code = ("import broker, protocol.schema as s, shoal_spark; print(broker.__file__); "
             "print(len(s.messages()), len(s.records()), s.records()['TopicRecord'].name); "
             "print(shoal_spark.__file__, shoal_spark.ShareSource.name())")
-    out = _run([py, "-c", code], cwd=tmp_path).splitlines()
+    out = run([py, "-c", code], cwd=tmp_path).splitlines()
     assert out[0].startswith(str(venv)), out  # the wheel's copy, not the checkout
     assert out[2].startswith(str(venv)) and out[2].endswith(" shoal"), out
     messages, records, name = out[1].split()
     assert int(messages) > 0 and int(records) > 0 and name == "TopicRecord"
-    _run([py, "-m", "pip", "check"], cwd=tmp_path)  # the wheel's declared dependencies are all satisfied
+    run([py, "-m", "pip", "check"], cwd=tmp_path)  # the wheel's declared dependencies are all satisfied
 
 
-def test_installed_console_scripts_run(installed: tuple[Path, Path], tmp_path: Path) -> None:
+def test_installed_console_scriptsrun(installed: tuple[Path, Path], tmp_path: Path) -> None:
     """Every console script in pyproject.toml is installed from the wheel and starts (the operator tools answer
     --help with their commands and exit 1 after it, as kafka-share-groups and kafka-transactions do)."""
     _, venv = installed
@@ -137,7 +117,7 @@ def test_missing_or_empty_schema_set_fails_at_import(tmp_path: Path) -> None:
     """A protocol package whose schemas are gone (or empty) refuses to import, with a clear message."""
     for case in ("missing", "empty"):
         root = tmp_path / case
-        shutil.copytree(REPO / "protocol", root / "protocol", ignore=_IGNORE)
+        shutil.copytree(REPO / "protocol", root / "protocol", ignore=IGNORE)
         schemas = root / "protocol" / "schemas"
         shutil.rmtree(schemas)
         if case == "empty":
