@@ -80,14 +80,20 @@ class KafkaNotInstalled(RuntimeError):
     pass
 
 
+def pom_property(pom: Path, name: str) -> str | None:
+    """The value of property `name` in the `<properties>` of the Maven `pom` (the versions tools/*/pom.xml pin),
+    or None when it names none."""
+    node = ET.parse(pom).getroot().find(f"m:properties/m:{name}", {"m": "http://maven.apache.org/POM/4.0.0"})
+    return node.text.strip() if node is not None and node.text else None
+
+
 @cache
 def kafka_version() -> str:
     """The Kafka version tools/kafka/pom.xml pins (its `kafka.version` property)."""
-    ns = {"m": "http://maven.apache.org/POM/4.0.0"}
-    node = ET.parse(POM).getroot().find("m:properties/m:kafka.version", ns)
-    if node is None or not node.text:
+    version = pom_property(POM, "kafka.version")
+    if version is None:
         raise KafkaNotInstalled(f"{POM} names no kafka.version")
-    return node.text.strip()
+    return version
 
 
 def kafka_home() -> Path:

@@ -51,12 +51,12 @@ import sys
 import tempfile
 import time
 import uuid
-import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.kafka_dist import pom_property
 from bench.kafka_peer import KafkaPeer
 from bench.servers import start_shoal, stop
 from bench.spark_source import (
@@ -80,10 +80,9 @@ TARGET_VS_ARROW_CPU = 1.5  # ... within 1.5 CPU s per million rows of it (on a q
 
 def kafka_source_jars() -> list[str]:
     """The jars `make spark-kafka` installed (.tools/spark-kafka-VERSION/lib), for spark.jars."""
-    ns = {"m": "http://maven.apache.org/POM/4.0.0"}
-    node = ET.parse(POM).getroot().find("m:properties/m:spark.kafka.version", ns)
-    assert node is not None and node.text, f"{POM} names no spark.kafka.version"
-    lib = REPO / ".tools" / f"spark-kafka-{node.text.strip()}" / "lib"
+    version = pom_property(POM, "spark.kafka.version")
+    assert version is not None, f"{POM} names no spark.kafka.version"
+    lib = REPO / ".tools" / f"spark-kafka-{version}" / "lib"
     jars = sorted(str(p) for p in lib.glob("*.jar"))
     if not any("spark-sql-kafka" in j for j in jars):
         raise SystemExit(f"Spark's Kafka source is not installed in {lib}: run `make spark-kafka`")

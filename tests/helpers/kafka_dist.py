@@ -18,10 +18,11 @@ from bench.kafka_dist import (
     kafka_home,
     kafka_version,
     lib_dir,
+    pom_property,
     run_tool,
     tool_command,
 )
 
 __all__ = ["POM", "REPO", "SERVER_JVM_OPTS", "SERVER_LOG4J", "TOOLS", "TOOLS_LOG4J", "TOOL_JVM_OPTS",
            "WORKLOAD_JVM_OPTS", "WORKLOAD_TOOLS", "KafkaNotInstalled", "classpath", "java", "java_command",
-           "kafka_home", "kafka_version", "lib_dir", "run_tool", "tool_command"]
+           "kafka_home", "kafka_version", "lib_dir", "pom_property", "run_tool", "tool_command"]

@@ -14,7 +14,6 @@ test's worker dies first.
 from __future__ import annotations
 
 import subprocess
-import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -36,11 +35,10 @@ class MirrorMakerNotInstalled(RuntimeError):
 @cache
 def version() -> str:
     """The connect-mirror version tools/kafka-mirror/pom.xml pins (its `mirror.version` property)."""
-    ns = {"m": "http://maven.apache.org/POM/4.0.0"}
-    node = ET.parse(POM).getroot().find("m:properties/m:mirror.version", ns)
-    if node is None or not node.text:
+    pinned = kafka_dist.pom_property(POM, "mirror.version")
+    if pinned is None:
         raise MirrorMakerNotInstalled(f"{POM} names no mirror.version")
-    return node.text.strip()
+    return pinned
 
 
 def lib_dir() -> Path:
