@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import signal
 import statistics
@@ -167,12 +166,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ratio = head / base per round (median, min-max over {args.rounds}); CPU ratio = the broker's CPU "
           f"seconds, head / base; load average {load_before[0]:.2f} before, {load_after[0]:.2f} after")
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        path = out / f"compare-{time.strftime('%Y%m%dT%H%M%S')}.json"
-        path.write_text(json.dumps({"base": args.base, "rounds": args.rounds, "records": records,
-                                    "txn_records": txn_records, "load_before": load_before,
-                                    "load_after": load_after, "rows": rows, "measurements": results}, indent=2))
+        from bench.clients import write_results
+
+        path = write_results(args.out, "compare", {
+            "base": args.base, "rounds": args.rounds, "records": records, "txn_records": txn_records,
+            "load_before": load_before, "load_after": load_after, "rows": rows, "measurements": results})
         print(f"wrote {path}")
     return 0
 

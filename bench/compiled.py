@@ -258,10 +258,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ratio = pure / compiled per round (median, min-max); above 1 compiled is faster; load average "
           f"{load_before[0]:.2f} before, {load_after[0]:.2f} after")
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        path = out / f"compiled-{time.strftime('%Y%m%dT%H%M%S')}.json"
-        path.write_text(json.dumps(results, indent=2))
+        from bench.clients import write_results
+
+        path = write_results(args.out, "compiled", results)
         print(f"wrote {path}")
     return 0
 

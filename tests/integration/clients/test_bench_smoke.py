@@ -123,7 +123,7 @@ def test_compare_against_head(tmp_path):
          str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "base: broker from /" in proc.stdout and "shoal-compare-" in proc.stdout
-    [result] = [json.loads(p.read_text()) for p in tmp_path.glob("compare-*.json")]
+    [result] = [json.loads(p.read_text())["results"] for p in tmp_path.glob("compare-*.json")]
     assert [r["step"] for r in result["rows"]] == ["produce", "fetch", "sharefetch", "transaction"]
     assert all(r["ratio"] > 0 and len(r["ratios"]) == 1 for r in result["rows"]), result["rows"]
     for row in result["rows"]:
