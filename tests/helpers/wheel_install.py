@@ -11,7 +11,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from tests.helpers.broker_process import REPO
+from tests.helpers.broker_process import REPO, BrokerProcess
 
 # What a copy of the checkout leaves out: state, caches, builds and compiled extension modules.
 IGNORE = shutil.ignore_patterns(".git", ".venv", "data", "build", "dist", "*.egg-info", "__pycache__", "*.so",
@@ -44,3 +44,12 @@ def wheel_in_venv(tmp: Path, build_env: dict[str, str] | None = None) -> tuple[P
     (site / "zz_test_venv_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     run([str(py), "-m", "pip", "install", "--no-deps", "--no-index", "--quiet", str(wheel)], cwd=tmp)
     return wheel, venv
+
+
+def installed_broker(venv: Path, tmp: Path, overrides: dict[str, str] | None = None) -> BrokerProcess:
+    """A broker process (not started) run by the venv's `shoal-broker` script from a directory outside the
+    checkout, its data there and its log in `tmp`."""
+    work = tmp / "elsewhere"
+    work.mkdir()
+    return BrokerProcess(work / "data", tmp / "broker.log", program=[str(venv / "bin" / "shoal-broker")], cwd=work,
+                         overrides=overrides)

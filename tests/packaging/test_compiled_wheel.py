@@ -21,10 +21,10 @@ import pytest
 from confluent_kafka import ShareConsumer
 
 from tests.helpers.bounded_close import close_within
-from tests.helpers.broker_process import REPO, BrokerProcess
+from tests.helpers.broker_process import REPO
 from tests.helpers.confluent_clients import consume_all, create_topic, produce_all, share_from_earliest
 from tests.helpers.share_consumers import messages
-from tests.helpers.wheel_install import IGNORE, run, wheel_in_venv
+from tests.helpers.wheel_install import IGNORE, installed_broker, run, wheel_in_venv
 
 pytestmark = pytest.mark.integration
 
@@ -98,10 +98,7 @@ def test_compiled_broker_serves_produce_fetch_and_share_fetch(compiled: tuple[Pa
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     _, venv = compiled
     monkeypatch.delenv("PYTHONPATH", raising=False)
-    work = tmp_path / "elsewhere"
-    work.mkdir()
-    proc = BrokerProcess(work / "data", tmp_path / "broker.log", program=[str(venv / "bin" / "shoal-broker")],
-                         cwd=work)
+    proc = installed_broker(venv, tmp_path)
     proc.start()
     consumer = None
     try:

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.broker_process import REPO, BrokerProcess
+from tests.helpers.broker_process import REPO
 from tests.helpers.confluent_clients import consume_all, create_topic, produce_all
-from tests.helpers.wheel_install import IGNORE, run, wheel_in_venv
+from tests.helpers.wheel_install import IGNORE, installed_broker, run, wheel_in_venv
 
 pytestmark = pytest.mark.integration
 
@@ -93,10 +93,7 @@ def test_installed_broker_round_trips_a_record(installed: tuple[Path, Path], tmp
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     _, venv = installed
     monkeypatch.delenv("PYTHONPATH", raising=False)
-    work = tmp_path / "elsewhere"
-    work.mkdir()
-    proc = BrokerProcess(work / "data", tmp_path / "broker.log", program=[str(venv / "bin" / "shoal-broker")],
-                         cwd=work, overrides={"metrics.prometheus.listener": "127.0.0.1:0"})
+    proc = installed_broker(venv, tmp_path, {"metrics.prometheus.listener": "127.0.0.1:0"})
     proc.start()
     try:
         topic = f"wheel-{uuid.uuid4().hex[:8]}"
