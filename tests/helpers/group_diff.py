@@ -17,12 +17,13 @@ from typing import Any
 
 from protocol.codec import message_codec
 from tests.helpers.differential import Pair, Target, normalize
-from tests.helpers.differential_admin import wait_group_configs
+from tests.helpers.differential_admin import DELETE as DELETE_CONFIG
+from tests.helpers.differential_admin import GROUP, SET, incremental_alter, wait_group_configs
 from tests.helpers.raw_client import RawClient
 from tests.helpers.waiting import wait_until
 
 FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH, JOIN, HEARTBEAT, LEAVE, SYNC = 10, 8, 9, 11, 12, 13, 14
-DESCRIBE, LIST, DELETE, OFFSET_DELETE, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CONFIGS = 15, 16, 42, 47, 44, 32
+DESCRIBE, LIST, DELETE, OFFSET_DELETE, DESCRIBE_CONFIGS = 15, 16, 42, 47, 32
 CONSUMER_HEARTBEAT, CONSUMER_DESCRIBE = 68, 69
 GROUP_RESOURCE = 32  # ConfigResource type of a group
 
@@ -417,10 +418,8 @@ def consumer_describe(client: RawClient, topics: TopicNames, groups: Iterable[st
 
 def alter_group_configs(client: RawClient, group: str, configs: Mapping[str, str | None]) -> list[dict[str, Any]]:
     """IncrementalAlterConfigs of a GROUP resource (SET, or DELETE for None)."""
-    answer = client.call(INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
-        "resource_type": GROUP_RESOURCE, "resource_name": group, "configs": [
-            {"name": k, "config_operation": 0 if v is not None else 1, "value": v} for k, v in configs.items()]}],
-        "validate_only": False})
+    answer = incremental_alter(client, [(GROUP, group, [(k, SET if v is not None else DELETE_CONFIG, v)
+                                                        for k, v in configs.items()])])
     return plain(answer.responses)
 
 

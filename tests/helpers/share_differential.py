@@ -22,13 +22,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from protocol.records import Record, build_batch, iter_batches
-from tests.helpers.differential_admin import wait_group_configs
+from tests.helpers.differential_admin import DELETE, GROUP, SET, incremental_alter, wait_group_configs
 from tests.helpers.raw_client import RawClient
 from tests.helpers.raw_requests import create_topic, produce, topic_id
 
-FIND_COORDINATOR, INCREMENTAL_ALTER_CONFIGS = 10, 44
+FIND_COORDINATOR = 10
 SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 77, 78, 79
-GROUP_RESOURCE = 32
 GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
 BATCH_OPTIMIZED, RECORD_LIMIT = 0, 1
 
@@ -130,11 +129,8 @@ def wait_topic_id(raw: RawClient, name: str, timeout: float = 30.0) -> uuid.UUID
 
 def alter_group(raw: RawClient, group: str, configs: Mapping[str, str | None]) -> dict[str, Any]:
     """IncrementalAlterConfigs of a GROUP resource (None deletes a config); the resource's error."""
-    resp = raw.call(INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
-        "resource_type": GROUP_RESOURCE, "resource_name": group, "configs": [
-            {"name": k, "config_operation": 1 if v is None else 0, "value": v} for k, v in configs.items()]}],
-        "validate_only": False})
-    r = resp.responses[0]
+    [r] = incremental_alter(raw, [(GROUP, group, [(k, SET if v is not None else DELETE, v)
+                                                  for k, v in configs.items()])]).responses
     return {"error_code": r.error_code, "error_message": r.error_message}
 
 
