@@ -111,6 +111,8 @@ _DEFS = [
            bounded=True),
     _group("streams.initial.rebalance.delay.ms", "int", f"{_STREAMS}.initial.rebalance.delay.ms", kv.at_least(0)),
     _group("streams.num.standby.replicas", "int", f"{_STREAMS}.num.standby.replicas", kv.at_least(0)),
+    # Kafka 4.4 reads it to refine target assignments with warm-up tasks, but its refinement hands out none
+    # (AssignmentRefiner.refine returns the assignor's answer): accepted and described, with no effect there either.
     _group("streams.num.warmup.replicas", "int", f"{_STREAMS}.num.warmup.replicas", kv.at_least(0), internal=True),
     _group("streams.rack.aware.assignment.tags", "list", f"{_STREAMS}.rack.aware.assignment.tags",
            _non_negative_list),

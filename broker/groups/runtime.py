@@ -191,7 +191,6 @@ class GroupCoordinatorRuntime:
             initial_rebalance_delay_ms=cfg.streams_initial_rebalance_delay_ms,
             assignment_interval_ms=cfg.streams_assignment_interval_ms,
             num_standby_replicas=cfg.streams_num_standby_replicas,
-            num_warmup_replicas=cfg.streams_num_warmup_replicas,
             rack_aware_assignment_tags=cfg.streams_rack_aware_assignment_tags,
             task_offset_interval_ms=cfg.streams_task_offset_interval_ms,
             acceptable_recovery_lag=cfg.streams_acceptable_recovery_lag, max_size=broker.max_size)

@@ -64,9 +64,6 @@ class StreamsSettings:
     initial_rebalance_delay_ms: int = 3_000
     assignment_interval_ms: int = 1_000
     num_standby_replicas: int = 0
-    # Kafka 4.4 reads it to refine target assignments with warm-up tasks, but its refinement hands out none
-    # (AssignmentRefiner.refine returns the assignor's answer): it has no effect there, nor here.
-    num_warmup_replicas: int = 2
     rack_aware_assignment_tags: tuple[str, ...] = ()
     task_offset_interval_ms: int = 60_000
     acceptable_recovery_lag: int = 10_000
