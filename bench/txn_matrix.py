@@ -65,19 +65,18 @@ def _producer(bootstrap: str, topic: str, records: int, per_txn: int | None, rea
         out.put({"error": f"{type(exc).__name__}: {exc}"})
 
 
-def concurrent_produce(bootstrap: str, per_txn: int | None, transactions: int, producers: int,
-                       records_per_txn: int | None = None, nice: int = 0) -> float:
-    """Seconds from the common start until the last of `producers` producers committed its last transaction.
-    per_txn None: idempotent producers writing `transactions` x `records_per_txn` records each, no transaction.
-    `nice` > 0 lowers the producers' CPU priority, so that on a machine with fewer cores than producers they do
-    not starve the server of the CPU it needs to answer them."""
-    per = per_txn if per_txn is not None else records_per_txn
-    assert per is not None
-    topic = f"txm-{per_txn or 'idem'}-{producers}-{uuid.uuid4().hex[:6]}"
+def concurrent_produce(bootstrap: str, per_txn: int, transactions: int, producers: int, *,
+                       transactional: bool = True, nice: int = 0) -> float:
+    """Seconds from the common start until the last of `producers` producers committed its last transaction
+    (each writes `transactions` x `per_txn` records). Not `transactional`: the same records written by
+    idempotent producers, no transaction. `nice` > 0 lowers the producers' CPU priority, so that on a machine
+    with fewer cores than producers they do not starve the server of the CPU it needs to answer them."""
+    topic = f"txm-{per_txn if transactional else 'idem'}-{producers}-{uuid.uuid4().hex[:6]}"
     create_topic(bootstrap, topic, PARTITIONS)
     ready, out, go = SPAWN.Queue(), SPAWN.Queue(), SPAWN.Event()
-    procs = [SPAWN.Process(target=_producer, args=(bootstrap, topic, per * transactions, per_txn, ready, go,
-                                                    out, nice), daemon=True) for _ in range(producers)]
+    procs = [SPAWN.Process(target=_producer, args=(bootstrap, topic, per_txn * transactions,
+                                                    per_txn if transactional else None, ready, go, out, nice),
+                           daemon=True) for _ in range(producers)]
     for proc in procs:
         proc.start()
     try:
@@ -129,7 +128,8 @@ def run_transactions(servers: dict[str, str], plan: TxnPlan) -> list[dict]:
                 row.update(variant=f"txn-{a}", producers=b, records=records)
             elif what == "idempotent":
                 records = a * plan.transactions[a] * int(b)
-                seconds = concurrent_produce(bootstrap, None, plan.transactions[a], int(b), a, plan.client_nice)
+                seconds = concurrent_produce(bootstrap, a, plan.transactions[a], int(b), transactional=False,
+                                             nice=plan.client_nice)
                 row.update(variant="idempotent", producers=b, records=records)
             elif what == "fill":
                 topic = filled[server] = f"txf-{uuid.uuid4().hex[:6]}"
