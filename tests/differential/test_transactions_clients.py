@@ -82,8 +82,10 @@ def test_confluent_transactional_producer(pair: Pair) -> None:
             out = {"initialized": s.describe(tid)}
             p.begin_transaction()
             for i in range(4):
+                # a flush per record: whether two records share a batch is the client's timing, and
+                # "partition 0" below compares batches
                 p.produce(topic, f"c{i}".encode(), partition=i % 2)
-            assert p.flush(30) == 0
+                assert p.flush(30) == 0
             out["ongoing"] = s.describe(tid)
             out["LSOs while open"] = s.offsets(topic, 2, committed=True)
             out["read_committed while open"] = read_all(t, topic, 2, committed=True)
@@ -149,8 +151,10 @@ def test_kafka_python_transactional_producer(pair: Pair) -> None:
                 for values, commit in (([b"k0", b"k1"], True), ([b"k2"], False), ([b"k3"], True)):
                     p.begin_transaction()
                     for v in values:
+                        # a flush per record: whether two sends share a batch is the client's timing,
+                        # and "partition 0" below compares batches
                         p.send(topic, v, partition=0)
-                    p.flush(30)
+                        p.flush(30)
                     out[f"open {values}"] = s.describe(tid)
                     p.commit_transaction() if commit else p.abort_transaction()
                     s.wait_state(tid, "CompleteCommit" if commit else "CompleteAbort")
