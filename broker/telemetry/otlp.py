@@ -3,16 +3,15 @@ with the codec the push names (the record-batch codecs of protocol/compression.p
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
-from google.protobuf.message import DecodeError
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue
-from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality, MetricsData
+from typing import TYPE_CHECKING, NamedTuple
 
 from broker.telemetry.manager import PayloadError
 from protocol.compression import NONE, CompressionError, decompress
 
 MAX_DECOMPRESSED = 32 << 20  # a payload inflating past this is refused (telemetry.max.bytes bounds the input)
+
+if TYPE_CHECKING:
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 GAUGE, COUNTER = "gauge", "counter"
 
@@ -46,6 +45,10 @@ def _number(point) -> float:
 def decode(compression_type: int, payload: bytes) -> list[Point]:
     """The gauges and sums of the payload as points; histograms and summaries are exported as their count and sum.
     Raises PayloadError for what cannot be decompressed or parsed."""
+    # imported on the first push: protobuf and the generated classes cost ~9 ms of every broker's start-up
+    from google.protobuf.message import DecodeError  # noqa: PLC0415
+    from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality, MetricsData  # noqa: PLC0415
+
     try:
         raw = bytes(payload) if compression_type == NONE else bytes(
             decompress(compression_type, payload, MAX_DECOMPRESSED))
