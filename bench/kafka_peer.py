@@ -136,7 +136,7 @@ class KafkaPeer:
                         return
             if time.monotonic() > deadline:
                 raise RuntimeError(f"Kafka was not ready within {timeout:g} s:\n{self.tail()}")
-            time.sleep(0.1)
+            time.sleep(0.01)
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM (a controlled shutdown), SIGKILL if it has not exited within `timeout` s."""

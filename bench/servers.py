@@ -31,7 +31,7 @@ def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 30) -> Non
             raise RuntimeError(f"server exited with {proc.returncode}")
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
             return
-        time.sleep(0.05)
+        time.sleep(0.005)
     raise RuntimeError(f"port {port} did not open within {timeout}s")
 
 
