@@ -14,9 +14,10 @@ aborted transactions in the segment's `.txnindex`. `last_stable_offset` bounds r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import structlog
@@ -108,7 +109,7 @@ class _Waiter:
     """A parked fetch; woken by an append to any partition it watches."""
 
     keys: frozenset[tuple[str, int]]
-    event: asyncio.Event = field(default_factory=asyncio.Event)
+    event: asyncio.Event
 
 
 def storage_error() -> ProduceResult:
@@ -714,11 +715,20 @@ class ReplicaManager:
 
     async def wait_for_append(self, keys: Iterable[tuple[str, int]], timeout_s: float) -> bool:
         """Park until one of `keys` gets an append or the timeout passes. True if woken by data."""
-        waiter = _Waiter(frozenset(keys))
+        event = asyncio.Event()
+        with self.watching_appends(keys, event):
+            return await wait_event(event, timeout_s)
+
+    @contextlib.contextmanager
+    def watching_appends(self, keys: Iterable[tuple[str, int]], event: asyncio.Event) -> Iterator[None]:
+        """Set `event` on an append to any of `keys` while inside. Registered before the body runs, with no await
+        in between: an append between a reader's look at the log and its wait would otherwise find nobody to
+        wake, and the reader would sleep, with records there, until the next append or its MaxWaitMs."""
+        waiter = _Waiter(frozenset(keys), event)
         for key in waiter.keys:
             self._waiters.setdefault(key, set()).add(waiter)
         try:
-            return await wait_event(waiter.event, timeout_s)
+            yield
         finally:
             for key in waiter.keys:
                 parked = self._waiters.get(key)

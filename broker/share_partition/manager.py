@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
+from broker.aio import wait_event
 from broker.config import group_config as gc
 from broker.config.group_config import GroupConfig
 from broker.coordinator.periodic import PeriodicTask
@@ -690,19 +691,16 @@ class SharePartitionManager:
         """Park until an append to one of `partitions` or records there become available again."""
         if timeout_s <= 0:
             return False
+        # One event for both, registered before the first await: the append watch used to be a task of its own,
+        # parked only once the loop ran it, so an append in between (the fetch had just found nothing) was lost
+        # and the fetch slept, with records there, until the next append or its MaxWaitMs.
         event = asyncio.Event()
         for sp in partitions:
             sp.waiters.add(event)
-        keys = [(sp.topic, sp.key[2]) for sp in partitions]
-        appended = asyncio.ensure_future(self._replicas.wait_for_append(keys, timeout_s))
-        released = asyncio.ensure_future(event.wait())
         try:
-            done, _ = await asyncio.wait([appended, released], timeout=timeout_s,
-                                         return_when=asyncio.FIRST_COMPLETED)
-            return bool(done) and (released in done or appended.result())
+            with self._replicas.watching_appends([(sp.topic, sp.key[2]) for sp in partitions], event):
+                return await wait_event(event, timeout_s)
         finally:
-            for task in (appended, released):
-                task.cancel()
             for sp in partitions:
                 sp.waiters.discard(event)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -271,9 +272,9 @@ def test_an_acknowledgement_freeing_in_flight_room_wakes_a_parked_share_fetch(tm
     from broker.share_partition.delayed_fetch import DelayedShareFetch, ShareFetchParams
 
     class NeverAppended(ReplicaManager):
-        async def wait_for_append(self, keys, timeout_s: float) -> bool:
-            await asyncio.sleep(timeout_s)
-            return False
+        @contextlib.contextmanager
+        def watching_appends(self, keys, event):
+            yield  # no append wakes anybody: only the acknowledgement can
 
     async def run():
         topics = OneTopic(tmp_path, TOPIC_ID)
@@ -297,6 +298,25 @@ def test_an_acknowledgement_freeing_in_flight_room_wakes_a_parked_share_fetch(tm
                                                for r in held.ranges]) == 0
         got = (await asyncio.wait_for(parked, 5))[(TOPIC_ID, 0)].acquired
         assert got.ranges[0].first_offset == 2000
+
+    asyncio.run(run())
+
+
+def test_an_append_right_after_a_share_fetch_found_nothing_wakes_it(tmp_path):
+    """Regression: the wait for an append was a task of its own, parked only once the loop ran it. An append the
+    loop ran first (a Produce queued behind the ShareFetch that had just found nothing) woke nobody, and the
+    fetch slept, with a record there, until the next append or the end of its MaxWaitMs."""
+    async def run():
+        topics = OneTopic(tmp_path, TOPIC_ID)
+        replicas = ReplicaManager(topics, GroupCommitFlusher())
+        mgr = make_manager(config=broker_config(CONFIG), topics=topics, persister=MemoryShareState(),
+                           replicas=replicas, group_configs=group_configs(broker_config(CONFIG), EARLIEST))
+        sp = await mgr.partition("g", TOPIC_ID, 0)
+        waiting = asyncio.ensure_future(mgr.wait([sp], 30))
+        await asyncio.sleep(0)  # the wait's first step, and nothing after it
+        replicas._wake("t", 0)  # what an append to the partition does
+        assert await asyncio.wait_for(waiting, 5) is True
+        assert not replicas._waiters and not sp.waiters
 
     asyncio.run(run())
 
