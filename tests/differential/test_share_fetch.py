@@ -437,8 +437,9 @@ def test_isolation_level_over_transactions(pair, isolation):
             for commit in (True, False):
                 producer.begin_transaction()
                 for i in range(3):
+                    # a batch per record: how the client batches is its timing, and acquired ranges follow batches
                     producer.produce(topic, value=f"t{commit}-{i}".encode(), partition=0)
-                producer.flush(30)
+                    producer.flush(30)
                 (producer.commit_transaction if commit else producer.abort_transaction)(30)
             producer.begin_transaction()  # left open
             producer.produce(topic, value=b"open", partition=0)
