@@ -11,8 +11,6 @@ import matplotlib.pyplot as plt  # noqa: E402 - after the backend is chosen
 
 from bench.latency import MEMBER_KINDS  # noqa: E402
 
-STYLE = {"produce": "o-", "txn-produce": "s--", "consume": "^-", "share-consume": "D-", "perf-produce": "o:",
-         "perf-consume": "^:", "perf-share-consume": "D:"}
 COLOUR = {"shoal": "tab:blue", "tansu": "tab:orange", "kafka": "tab:green", "kafka-fsync": "tab:red"}
 
 
@@ -22,37 +20,52 @@ def _caption(fig, machine: dict) -> None:
              "share the CPUs", fontsize=7, color="dimgray")
 
 
-def _save(fig, machine: dict, path: Path) -> Path:
-    """Caption (machine and load), lay out, write the PNG and free the figure."""
+def _save(fig, machine: dict, path: Path, top: float = 1.0) -> Path:
+    """Caption (machine and load), lay out below `top` (a figure legend above it), write the PNG and free the
+    figure."""
     _caption(fig, machine)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.tight_layout(rect=(0, 0.03, 1, top))
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
 
 
 def throughput_chart(cells: list[dict], machine: dict, path: Path) -> Path:
-    """MiB/s against partitions, one panel per record size, a line per server and operation."""
+    """MiB/s against partitions: a panel per operation (rows) and record size (columns), a line per server (a
+    single panel of every server and operation held some thirty lines)."""
     sizes = sorted({c["record_bytes"] for c in cells})
-    fig, axes = plt.subplots(1, len(sizes), figsize=(4.2 * len(sizes), 3.6), squeeze=False)
-    for ax, size in zip(axes[0], sizes, strict=True):
-        mine = [c for c in cells if c["record_bytes"] == size and c["mib_s"]]
-        for server, op in dict.fromkeys((c["server"], c["operation"]) for c in mine):
-            pts = sorted((c["partitions"], c["mib_s"]) for c in mine if c["server"] == server
-                         and c["operation"] == op)
-            ax.plot([p for p, _ in pts], [v for _, v in pts], STYLE.get(op, "o-"), color=COLOUR.get(server),
-                    label=f"{server} {op}", markersize=4, alpha=0.6 if op == "txn-produce" else 1.0)
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(sorted({c["partitions"] for c in cells}))
-        ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
-        ax.set_title(f"{size} B records" if size < 1024 else f"{size // 1024} KiB records", fontsize=10)
+    ops = list(dict.fromkeys(c["operation"] for c in cells))
+    servers = list(dict.fromkeys(c["server"] for c in cells))
+    fig, axes = plt.subplots(len(ops), len(sizes), figsize=(4.2 * len(sizes), 2.3 * len(ops) + 0.8),
+                             squeeze=False)
+    for row, op in zip(axes, ops, strict=True):
+        for ax, size in zip(row, sizes, strict=True):
+            for server in servers:
+                pts = sorted((c["partitions"], c["mib_s"]) for c in cells if c["server"] == server
+                             and c["operation"] == op and c["record_bytes"] == size and c["mib_s"])
+                if pts:
+                    ax.plot([p for p, _ in pts], [v for _, v in pts], "o-", color=COLOUR.get(server),
+                            label=server, markersize=4)
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(sorted({c["partitions"] for c in cells}))
+            ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
+            ax.set_ylim(bottom=0)
+            size_name = f"{size} B" if size < 1024 else f"{size // 1024} KiB"
+            ax.set_title(f"{op}, {size_name} records", fontsize=9)
+            ax.grid(alpha=0.3)
+        row[0].set_ylabel("MiB/s")
+    for ax in axes[-1]:
         ax.set_xlabel("partitions")
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("MiB/s")
-    axes[0][-1].legend(fontsize=7, loc="best")
+    handles, labels = [], []
+    for ax in axes.flat:  # every server once, from whichever panel has it
+        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            if label not in labels:
+                handles.append(h)
+                labels.append(label)
+    fig.legend(handles, labels, loc="upper center", ncol=len(labels), fontsize=8, bbox_to_anchor=(0.5, 0.985))
     fig.suptitle("Throughput (acks=all; Shoal and kafka-fsync fsync, Kafka's defaults do not, Tansu in memory; "
-                 "dotted: Kafka's perf tools)", fontsize=9)
-    return _save(fig, machine, path)
+                 "perf-*: Kafka's perf tools)", fontsize=9, y=0.998)
+    return _save(fig, machine, path, top=1 - 0.75 / (2.3 * len(ops) + 0.8))
 
 
 def latency_chart(rows: list[dict], machine: dict, path: Path) -> Path:
