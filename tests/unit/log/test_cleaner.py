@@ -10,7 +10,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from cleaner_helpers import START_MS, Harness, append, compact_config, latest_view, read_all, records
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,6 +20,15 @@ from broker.log.dir_failure import KafkaStorageError
 from broker.log.log_manager import read_checkpoint
 from protocol import records as rec
 from tests.helpers.waiting import async_wait_until
+from tests.unit.log.cleaner_helpers import (
+    START_MS,
+    Harness,
+    append,
+    compact_config,
+    latest_view,
+    read_all,
+    records,
+)
 
 CODECS = [rec.COMPRESSION_NONE, rec.COMPRESSION_GZIP, rec.COMPRESSION_SNAPPY, rec.COMPRESSION_LZ4,
           rec.COMPRESSION_ZSTD]

@@ -8,7 +8,9 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from cleaner_helpers import (
+
+from broker.log import swap
+from tests.unit.log.cleaner_helpers import (
     COMMITTED,
     STEPS,
     Harness,
@@ -18,8 +20,6 @@ from cleaner_helpers import (
     latest_view,
     records,
 )
-
-from broker.log import swap
 
 
 class SimulatedCrash(BaseException):

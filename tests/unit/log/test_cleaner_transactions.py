@@ -9,7 +9,6 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from cleaner_helpers import COMMITTED, START_MS, STEPS, Harness, append, compact_config, latest_view, read_all
 
 from broker.log import swap
 from broker.log.cleaner import InlineWorker, LogCleaner
@@ -17,6 +16,16 @@ from broker.log.txn_index import AbortedTxn, TxnIndex
 from broker.log.txn_state import TxnStateTable
 from protocol import control_records as cr
 from protocol import records as rec
+from tests.unit.log.cleaner_helpers import (
+    COMMITTED,
+    START_MS,
+    STEPS,
+    Harness,
+    append,
+    compact_config,
+    latest_view,
+    read_all,
+)
 
 DAY = 86_400_000
 COMMITTER, ABORTER, OPENER = 1, 2, 3

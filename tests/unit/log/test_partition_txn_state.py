@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from txn_log_helpers import TS, BuiltLog, append_op, build_log, ops_strategy
 
 from broker.log.txn_index import AbortedTxn
 from broker.log.txn_state import TxnProducerEntry, TxnStateTable
 from protocol import control_records as cr
 from protocol import records as rec
 from protocol.errors import ErrorCode
+from tests.unit.log.txn_log_helpers import TS, BuiltLog, append_op, build_log, ops_strategy
 
 
 def header(pid: int, offset: int, n: int = 1, *, epoch: int = 0, transactional: bool = True,

@@ -7,7 +7,6 @@ from typing import NamedTuple
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from txn_log_helpers import TS, TXN_PIDS, build_log, ops_strategy
 
 from broker.log.read_committed import (
     Fate,
@@ -19,6 +18,7 @@ from broker.log.txn_index import collect_across_segments
 from broker.log.txn_state import TxnStateTable
 from protocol import control_records as cr
 from protocol import records as rec
+from tests.unit.log.txn_log_helpers import TS, TXN_PIDS, build_log, ops_strategy
 
 
 class Aborted(NamedTuple):

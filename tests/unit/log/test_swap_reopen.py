@@ -9,7 +9,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from cleaner_helpers import (
+
+from broker.log import LogManager, swap
+from broker.log.files import FileCache
+from tests.unit.log.cleaner_helpers import (
     COMMITTED,
     STEPS,
     Harness,
@@ -19,9 +22,6 @@ from cleaner_helpers import (
     latest_view,
     records,
 )
-
-from broker.log import LogManager, swap
-from broker.log.files import FileCache
 
 
 def reopen_same_process(h: Harness):

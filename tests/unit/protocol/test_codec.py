@@ -12,11 +12,11 @@ import pytest
 from construct import Container
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from schema_strategies import value_strategy
 
 from protocol.codec import message_class, record_codec, request_codec, response_codec
 from protocol.errors import DecodeError, EncodeError
 from protocol.primitives import Reader, read_uvarint, write_uvarint
+from tests.unit.protocol.schema_strategies import value_strategy
 
 API_VERSIONS, METADATA, PRODUCE, FETCH = 18, 3, 0, 1
 ABSENT_V5 = {"cluster_id": None, "node_id": -1}  # ApiVersions v5 fields (KIP-1242), defaulted below v5

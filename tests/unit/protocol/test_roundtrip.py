@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from schema_strategies import assert_matches, value_strategy
 
 from protocol import schema
 from protocol.codec import Codec, record_codec, request_codec, response_codec
+from tests.unit.protocol.schema_strategies import assert_matches, value_strategy
 
 CASES = [
     pytest.param(kind, spec.api_key, v, id=f"{spec.name}{kind.capitalize()}-v{v}")

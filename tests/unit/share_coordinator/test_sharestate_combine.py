@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sharestate_model import OffsetModel
 
 from broker.share_coordinator import StateBatch, combine_state_batches
 from broker.share_coordinator.state import overlay_state_batches
+from tests.unit.share_coordinator.sharestate_model import OffsetModel
 
 AV, ACK, ARCH = 0, 2, 4
 B = StateBatch

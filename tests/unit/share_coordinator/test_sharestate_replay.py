@@ -8,7 +8,6 @@ import uuid
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from sharestate_model import OffsetModel
 
 from broker.share_coordinator import (
     ShareCoordinator,
@@ -20,6 +19,7 @@ from broker.share_coordinator import (
 from broker.share_coordinator import records as rec
 from protocol.codec import record_codec
 from protocol.errors import DecodeError, ErrorCode
+from tests.unit.share_coordinator.sharestate_model import OffsetModel
 
 T = uuid.UUID("12345678-9abc-def0-0fed-cba987654321")
 B = StateBatch

@@ -11,13 +11,20 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from share_fakes import EARLIEST, OneTopic, broker_config, group_configs, make_manager, served_bytes
 
 from broker.log.partition_log import PartitionLog
 from broker.share_partition.inflight import ACK_ACCEPT
 from protocol.control_records import build_end_txn_marker
 from protocol.records import Record, build_batch, iter_batches
 from tests.helpers.share_state import MemoryShareState
+from tests.unit.share_partition.share_fakes import (
+    EARLIEST,
+    OneTopic,
+    broker_config,
+    group_configs,
+    make_manager,
+    served_bytes,
+)
 
 TOPIC_ID = uuid.uuid4()
 CONFIG = {"group.share.max.share.sessions": 10, "group.share.partition.max.record.locks": 2000,

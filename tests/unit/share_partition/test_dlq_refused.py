@@ -6,13 +6,12 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from share_fakes import broker_config, group_configs
-
 from broker.cluster.topics import TopicInfo
 from broker.log import GroupCommitFlusher
 from broker.replica_manager import ReplicaManager, storage_error
 from broker.share_partition.dlq import DeadLetterQueue
 from broker.share_partition.inflight import DEAD_REJECTED, DeadLetter
+from tests.unit.share_partition.share_fakes import broker_config, group_configs
 
 DLQ = TopicInfo("dlq.g", uuid.uuid4(), 1)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
-from inflight_reference import Reference
 
 from broker.share_partition.inflight import ACQUIRED, ShareInFlight, StateBatch
+from tests.unit.share_partition.inflight_reference import Reference
 
 MEMBERS = ["m1", "m2", "m3"]
 LOCK_MS = 100

@@ -9,7 +9,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
-from share_fakes import EARLIEST, OneTopic, broker_config, group_configs, make_manager, served_bytes
 
 from broker.cluster.topics import TopicInfo
 from broker.log import GroupCommitFlusher
@@ -22,6 +21,14 @@ from protocol.errors import ErrorCode
 from protocol.primitives import BytesParts
 from protocol.records import Record, build_batch, iter_batches
 from tests.helpers.share_state import MemoryShareState
+from tests.unit.share_partition.share_fakes import (
+    EARLIEST,
+    OneTopic,
+    broker_config,
+    group_configs,
+    make_manager,
+    served_bytes,
+)
 
 TOPIC_ID = uuid.uuid4()
 CONFIG = {"group.share.max.share.sessions": 10, "group.share.partition.max.record.locks": 2000,

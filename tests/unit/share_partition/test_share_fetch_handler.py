@@ -7,8 +7,6 @@ import math
 import uuid
 from dataclasses import dataclass
 
-from share_fakes import EARLIEST, NO_GROUP_COORDINATOR, OneTopic, broker_config, group_configs, make_manager
-
 from broker.context import ConnectionInfo, RequestContext
 from broker.handlers.share_fetch import ShareFetchApis
 from broker.node import Endpoints, Node
@@ -18,6 +16,14 @@ from protocol.errors import ErrorCode
 from protocol.framing import RequestHeader
 from protocol.records import Record, build_batch
 from tests.helpers.share_state import MemoryShareState
+from tests.unit.share_partition.share_fakes import (
+    EARLIEST,
+    NO_GROUP_COORDINATOR,
+    OneTopic,
+    broker_config,
+    group_configs,
+    make_manager,
+)
 
 TOPIC_ID = uuid.uuid4()
 CONFIG = {"group.share.max.share.sessions": 10}

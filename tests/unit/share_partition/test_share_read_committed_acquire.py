@@ -13,15 +13,6 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from share_fakes import (
-    EARLIEST,
-    OneTopic,
-    broker_config,
-    effective_group_configs,
-    group_configs,
-    make_manager,
-    served_bytes,
-)
 
 from broker.log import GroupCommitFlusher
 from broker.log.partition_log import PartitionLog
@@ -33,6 +24,15 @@ from protocol.control_records import build_end_txn_marker
 from protocol.records import Record, build_batch, iter_batches
 from tests.helpers.share_state import MemoryShareState
 from tests.helpers.waiting import async_assert_stays
+from tests.unit.share_partition.share_fakes import (
+    EARLIEST,
+    OneTopic,
+    broker_config,
+    effective_group_configs,
+    group_configs,
+    make_manager,
+    served_bytes,
+)
 
 TOPIC_ID = uuid.uuid4()
 KEY = ("g", TOPIC_ID, 0)

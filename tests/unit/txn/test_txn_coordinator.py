@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from txn_helpers import Clock, Ids, make, replayed, snapshot, with_ids
 
 from broker.txn import TV_0, TV_1, TV_2, TopicPartition, TransactionCoordinator, TxnMetadata, TxnState
 from broker.txn import records as rec
 from broker.txn.metadata import SHORT_MAX
 from broker.txn.versions import client_transaction_version, error_for_version
 from protocol.errors import ErrorCode as E
+from tests.unit.txn.txn_helpers import Clock, Ids, make, replayed, snapshot, with_ids
 
 TP = TopicPartition
 T = "txn-1"

@@ -9,7 +9,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
-from txn_helpers import Clock
 
 from broker.coordinator.coordinator_log import AppendFailed
 from broker.linear_regex import RegexError, RegexWorker
@@ -18,6 +17,7 @@ from broker.txn.markers import MarkersFenced, RoutedMarkerWriter, write_until_do
 from broker.txn.runtime import TransactionCoordinatorRuntime
 from protocol.errors import ErrorCode
 from tests.helpers.waiting import async_assert_stays, async_wait_until
+from tests.unit.txn.txn_helpers import Clock
 
 E = ErrorCode
 PARTITIONS = 4

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from txn_helpers import Clock, make
 
 from broker.txn import TV_0, TV_2, TopicPartition, TxnMetadata, TxnState
 from broker.txn import metadata as md
 from broker.txn import records as rec
 from broker.txn.state import VALID_PREVIOUS, is_legal, log_value_version, supports_epoch_bump
+from tests.unit.txn.txn_helpers import Clock, make
 
 S = TxnState
 

@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
-from txn_helpers import Clock, Ids, make, replayed, snapshot, with_ids
 
 from broker.txn import TV_0, TV_2, TopicPartition, TxnMetadata, TxnState
 from broker.txn import records as rec
 from broker.txn.metadata import SHORT_MAX
 from broker.txn.state import is_legal
 from protocol.errors import ErrorCode as E
+from tests.unit.txn.txn_helpers import Clock, Ids, make, replayed, snapshot, with_ids
 
 TIMEOUT = 10_000
 EXPIRATION = 50_000
