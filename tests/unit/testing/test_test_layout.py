@@ -86,3 +86,29 @@ def test_test_module_names_are_unique_outside_packages() -> None:
         if not (path.parent / "__init__.py").exists():
             by_name.setdefault(path.name, []).append(str(path.relative_to(TESTS.parent)))
     assert {name: paths for name, paths in by_name.items() if len(paths) > 1} == {}
+
+
+def bare_imports_of(source: str, names: set[str]) -> list[str]:
+    """The absolute imports in `source` whose top-level name is one of `names` (modules of the test tree)."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names if alias.name.split(".")[0] in names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                and node.module.split(".")[0] in names:
+            found.append(node.module)
+    return found
+
+
+def test_helper_modules_of_the_test_tree_are_imported_by_their_package_path() -> None:
+    """`from tests.unit.log.cleaner_helpers import ...`, not `from cleaner_helpers import ...`: a bare name works
+    only because pytest puts the test's folder on sys.path, and it hides where the module lives."""
+    stems = {p.stem for p in TESTS.rglob("*.py") if p.stem != "__init__"}
+    assert bare_imports_of("from cleaner_helpers import make\nimport share_fakes", {"cleaner_helpers", "share_fakes"}) \
+        == ["cleaner_helpers", "share_fakes"]
+    assert bare_imports_of("from tests.unit.log.cleaner_helpers import make\nfrom . import x", {"cleaner_helpers"}) \
+        == []
+    offenders = {str(path.relative_to(TESTS.parent)): names
+                 for path in sorted(TESTS.rglob("*.py"))
+                 if (names := bare_imports_of(path.read_text(encoding="utf-8"), stems))}
+    assert offenders == {}, f"import these by their package path (tests.<folder>.<module>): {offenders}"
