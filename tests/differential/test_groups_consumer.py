@@ -23,6 +23,7 @@ import time
 import pytest
 
 from tests.helpers.differential import assert_same, known_difference
+from tests.helpers.differential_admin import config_barrier
 from tests.helpers.group_diff import (
     CONSUMER_HEARTBEAT,
     DELETE,
@@ -314,6 +315,7 @@ def test_group_configs_heartbeat_interval_and_session_expiry(pair):
                                                                         {"consumer.heartbeat.interval.ms": None})
                 seen["delete_both"] = alter_group_configs(c, group, {"consumer.heartbeat.interval.ms": None,
                                                                      "consumer.session.timeout.ms": None})
+                config_barrier(c)  # Kafka's group coordinator learns of the deletion after it answers
                 seen["interval_after_delete"] = a.beat()["heartbeat_interval_ms"]
         return seen
 

@@ -307,8 +307,11 @@ def test_next_transaction_right_after_end_txn(pair: Pair) -> None:
     # documented difference is Shoal's, which never answers CONCURRENT_TRANSACTIONS here
     cases = ("EndTxn v4, then AddPartitionsToTxn", "EndTxn v5, then AddPartitionsToTxn")
     assert set(seen[KAFKA]) == set(cases) and all(seen[KAFKA][c] in ([0, 51], [0, 0]) for c in cases), seen[KAFKA]
-    assert seen[SHOAL] == dict.fromkeys(cases, [0, 0]), (
-        f"Shoal no longer answers as documented (The next transaction right after EndTxn): {seen[SHOAL]!r}")
+    # Shoal holds the request for the markers up to 50 ms, then answers as Kafka does: a loaded machine (load 10 in
+    # a full run) can take longer to write them, so Kafka's answer is allowed too, but not both times
+    assert set(seen[SHOAL]) == set(cases) and all(seen[SHOAL][c] in ([0, 0], [0, 51]) for c in cases) and \
+        [0, 0] in seen[SHOAL].values(), (
+            f"Shoal no longer answers as documented (The next transaction right after EndTxn): {seen[SHOAL]!r}")
 
 
 # ------------------------------------------------------------------------------------- Produce in a transaction

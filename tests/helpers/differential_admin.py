@@ -82,6 +82,12 @@ def wait_group_configs(raw: RawClient, group: str, configs: Mapping[str, str], t
     wanted = dict(configs)
     wait_until(lambda: group_configs(raw, group, wanted) == wanted, timeout,
                f"the configs of group {group} to read back: {wanted}")
+    config_barrier(raw, timeout)
+
+
+def config_barrier(raw: RawClient, timeout: float = 30.0) -> None:
+    """Until every config change made before it has reached the group coordinator (a deletion included, which
+    cannot be read back as a value): a change to a group no test uses, read back (see wait_group_configs)."""
     marker, value = f"config-barrier-{uuid.uuid4().hex[:12]}", {"share.auto.offset.reset": "latest"}
     answer = incremental_alter(raw, [(GROUP, marker, [(k, SET, v) for k, v in value.items()])])
     assert answer.responses[0].error_code == 0, answer
