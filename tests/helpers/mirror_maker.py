@@ -13,6 +13,7 @@ test's worker dies first.
 
 from __future__ import annotations
 
+import re
 import subprocess
 from collections.abc import Mapping
 from functools import cache
@@ -26,6 +27,12 @@ MAIN_CLASS = "org.apache.kafka.connect.mirror.MirrorMaker"
 # heap than a command-line tool needs, less than a broker. A test mirrors a few hundred records, so C1 alone (as
 # for Kafka's tools) and the serial collector: no C2 or GC threads competing for the two cores at start-up.
 JVM_OPTS = ("-Xms128m", "-Xmx384m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Djava.awt.headless=true")
+
+
+# Kafka's admin client logs a lookup of a topic just created that a broker of the 3-node cluster does not know
+# yet as an ERROR, then retries (seen once under load, for MirrorMaker's own internal topics on the cluster).
+_TRANSIENT_ERROR = re.compile(r"Received unknown topic error for topic mm2-\S+\.internal \(org\.apache\.kafka\."
+                              r"clients\.admin\.internals\.PartitionLeaderStrategy\)")
 
 
 class MirrorMakerNotInstalled(RuntimeError):
@@ -119,7 +126,7 @@ class MirrorMaker:
         for line in self.log_text().splitlines():
             if "INFO Kafka MirrorMaker stopping" in line:
                 break
-            if "] ERROR " in line:
+            if "] ERROR " in line and not _TRANSIENT_ERROR.search(line):
                 found.append(line)
         return found
 
