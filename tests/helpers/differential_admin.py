@@ -110,6 +110,12 @@ def incremental_alter(raw: RawClient, resources: list[tuple[int, str, list[tuple
         for t, n, ops in resources], "validate_only": validate_only})
 
 
+def alter_group(raw: RawClient, group: str, configs: Mapping[str, str | None]):
+    """IncrementalAlterConfigs of one group: SET each config, DELETE those given None; the whole answer."""
+    return incremental_alter(raw, [(GROUP, group, [(k, SET if v is not None else DELETE, v)
+                                                   for k, v in configs.items()])])
+
+
 def alter_configs(raw: RawClient, resources: list[tuple[int, str, list[tuple[str, str | None]]]], *,
                   validate_only: bool = False, version: int = 2):
     return raw.call(ALTER_CONFIGS, version, {"resources": [

@@ -17,8 +17,7 @@ from typing import Any
 
 from protocol.codec import message_codec
 from tests.helpers.differential import Pair, Target, normalize
-from tests.helpers.differential_admin import DELETE as DELETE_CONFIG
-from tests.helpers.differential_admin import GROUP, SET, incremental_alter, wait_group_configs
+from tests.helpers.differential_admin import alter_group, wait_group_configs
 from tests.helpers.raw_client import RawClient
 from tests.helpers.waiting import wait_until
 
@@ -418,9 +417,7 @@ def consumer_describe(client: RawClient, topics: TopicNames, groups: Iterable[st
 
 def alter_group_configs(client: RawClient, group: str, configs: Mapping[str, str | None]) -> list[dict[str, Any]]:
     """IncrementalAlterConfigs of a GROUP resource (SET, or DELETE for None)."""
-    answer = incremental_alter(client, [(GROUP, group, [(k, SET if v is not None else DELETE_CONFIG, v)
-                                                        for k, v in configs.items()])])
-    return plain(answer.responses)
+    return plain(alter_group(client, group, configs).responses)
 
 
 # Kafka 4.4 computes a group's new target assignment at most once per consumer.assignment.interval.ms (1 s by

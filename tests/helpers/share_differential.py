@@ -22,7 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from protocol.records import Record, build_batch, iter_batches
-from tests.helpers.differential_admin import DELETE, GROUP, SET, incremental_alter, wait_group_configs
+from tests.helpers.differential_admin import alter_group as alter_group_configs
+from tests.helpers.differential_admin import wait_group_configs
 from tests.helpers.raw_client import RawClient
 from tests.helpers.raw_requests import create_topic, produce, topic_id
 
@@ -129,8 +130,7 @@ def wait_topic_id(raw: RawClient, name: str, timeout: float = 30.0) -> uuid.UUID
 
 def alter_group(raw: RawClient, group: str, configs: Mapping[str, str | None]) -> dict[str, Any]:
     """IncrementalAlterConfigs of a GROUP resource (None deletes a config); the resource's error."""
-    [r] = incremental_alter(raw, [(GROUP, group, [(k, SET if v is not None else DELETE, v)
-                                                  for k, v in configs.items()])]).responses
+    [r] = alter_group_configs(raw, group, configs).responses
     return {"error_code": r.error_code, "error_message": r.error_message}
 
 

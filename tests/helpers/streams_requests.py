@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from tests.helpers.differential_admin import GROUP, SET, incremental_alter, wait_group_configs
+from tests.helpers.differential_admin import alter_group, wait_group_configs
 from tests.helpers.raw_client import RawClient
 
 STREAMS_GROUP_HEARTBEAT, STREAMS_GROUP_DESCRIBE = 88, 89
@@ -84,7 +84,7 @@ def set_group_configs(raw: RawClient, group: str, configs: Mapping[str, str], *,
                       ) -> tuple[int, str | None]:
     """IncrementalAlterConfigs SET of group configs: (error code, message). With `wait`, until the group
     coordinator has them, not only DescribeConfigs (tests/helpers/differential_admin.wait_group_configs)."""
-    [response] = incremental_alter(raw, [(GROUP, group, [(k, SET, v) for k, v in configs.items()])]).responses
+    [response] = alter_group(raw, group, configs).responses
     if wait and response.error_code == 0:
         wait_group_configs(raw, group, configs)
     return response.error_code, response.error_message
