@@ -691,9 +691,7 @@ class SharePartitionManager:
         """Park until an append to one of `partitions` or records there become available again."""
         if timeout_s <= 0:
             return False
-        # One event for both, registered before the first await: the append watch used to be a task of its own,
-        # parked only once the loop ran it, so an append in between (the fetch had just found nothing) was lost
-        # and the fetch slept, with records there, until the next append or its MaxWaitMs.
+        # One event for releases and appends, both watched before the first await (see watching_appends).
         event = asyncio.Event()
         for sp in partitions:
             sp.waiters.add(event)
