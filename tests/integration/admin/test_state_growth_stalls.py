@@ -33,9 +33,10 @@ TOPICS = 500  # of 4 partitions each
 DISTINCT_IDS = 20_000  # unknown group ids asked for in one request
 STALL_S = 0.1  # the bound: no event-loop wake-up later than this (a histogram bucket of the watchdog)
 # The other client's round trip, measured in a thread of this (busy) test process on a two-core machine shared
-# with the broker: its own scheduling adds to what the broker's loop costs. The seconds-long stalls this test
-# guards against are far above it.
-MAX_PING_MS = 500
+# with the broker, less the time the broker's loop thread and that thread waited for a CPU meanwhile (on CI a
+# whole round trip reached 686 ms with 54 ms of loop CPU in it). What is left is the loop's own work plus anything
+# that blocked it without running; the seconds-long stalls this test guards against are far above it.
+MAX_UNQUEUED_PING_MS = 500
 
 # Members stay for the whole campaign (one heartbeat each): sessions longer than it.
 OVERRIDES = {"metrics.prometheus.listener": "127.0.0.1:0",
@@ -143,6 +144,7 @@ def test_growing_state_and_asking_for_it_never_stalls_the_loop(broker_factory) -
                "pings": probe.count(started), "worst_ping_grow_ms": round(probe.worst_ms(started)),
                "worst_ping_ask_ms": round(probe.worst_ms(grown)),
                "worst_loop_cpu_during_a_ping_ms": round(probe.worst_loop_cpu_ms(started)),
+               "worst_ping_less_cpu_queue_waits_ms": round(probe.worst_unqueued_ms(started)),
                "loop_wakeups_late_over_100ms": lags_over(histogram, STALL_S),
                "loop_wakeups_late_over_250ms": lags_over(histogram, 0.25),
                "marks_s": [(name, round(t - started, 1)) for name, t in marks], "busiest_pings_s_cpu_ms": slow}
@@ -151,9 +153,9 @@ def test_growing_state_and_asking_for_it_never_stalls_the_loop(broker_factory) -
     assert probe.count(grown) >= 20, figures  # the other client kept going while the state was asked for
     # No callback held the loop for 100 ms: while any ping waited, the loop's thread ran for less than that. (The
     # loop-lag histogram and the round trips also count the time the broker waited for a CPU on this shared
-    # machine: they are reported, and the round trips bounded loosely.)
+    # machine: they are reported, and the round trips are bounded once those waits are taken out.)
     assert probe.worst_loop_cpu_ms(started) < STALL_S * 1000, figures
-    assert probe.worst_ms(started) < MAX_PING_MS, figures
+    assert probe.worst_unqueued_ms(started) < MAX_UNQUEUED_PING_MS, figures
 
 
 def test_a_topic_deleted_while_a_paced_answer_is_built_is_answered_unknown(broker_factory) -> None:
