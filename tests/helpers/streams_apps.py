@@ -15,6 +15,7 @@ in the apps, so an aggregation emits one record per update and the outputs' size
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -23,6 +24,7 @@ import threading
 import time
 import uuid
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -254,6 +256,16 @@ class StreamsRun:
         if self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGKILL)
         self.proc.wait(10)
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """The JVM stopped (SIGSTOP) for the block, continued (SIGCONT) after it unless it has exited."""
+        os.kill(self.proc.pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            if self.proc.poll() is None:
+                os.kill(self.proc.pid, signal.SIGCONT)
 
     def tail(self, chars: int = 6000) -> str:
         try:

@@ -42,18 +42,25 @@ async def async_wait_until(condition: Callable[[], T], timeout: float = 10.0, wh
         await asyncio.sleep(interval)
 
 
+def holds_throughout(condition: Callable[[], object], seconds: float, *, interval: float = 0.02) -> bool:
+    """Check `condition` every `interval` s for `seconds` s: True if it held at every check, False at the first
+    check where it did not."""
+    end = time.monotonic() + seconds
+    while True:
+        if not condition():
+            return False
+        if time.monotonic() >= end:
+            return True
+        time.sleep(interval)
+
+
 def assert_stays(condition: Callable[[], object], seconds: float, what: str = "the condition", *,
                  interval: float = 0.02) -> None:
     """Check `condition` every `interval` s for `seconds` s and raise AssertionError naming `what` the first time
     it is false: a window in which something must NOT happen is watched throughout, to its deadline, and a
     failure shows at once."""
-    end = time.monotonic() + seconds
-    while True:
-        if not condition():
-            raise AssertionError(f"{what} no longer held")
-        if time.monotonic() >= end:
-            return
-        time.sleep(interval)
+    if not holds_throughout(condition, seconds, interval=interval):
+        raise AssertionError(f"{what} no longer held")
 
 
 async def async_assert_stays(condition: Callable[[], object], seconds: float, what: str = "the condition", *,

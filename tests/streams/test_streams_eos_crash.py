@@ -25,7 +25,7 @@ from tests.helpers import txn_clients
 from tests.helpers.broker_process import free_port
 from tests.helpers.confluent_clients import read_partitions
 from tests.helpers.raw_client import RawClient
-from tests.helpers.waiting import wait_until
+from tests.helpers.waiting import holds_throughout, wait_until
 
 GUARANTEE = "exactly_once_v2"
 # How often the apps killed with a transaction open commit: seldom, so that a transaction is open, and not
@@ -35,14 +35,26 @@ COMMIT_INTERVAL_MS = "3000"
 # commit, in the next transaction, with input still to come whatever the machine's load.
 
 
-def _when_a_transaction_is_open(port: int, load: sa.Workload, kill) -> None:
-    """Call `kill` once the app's transaction is Ongoing with records in the output (not yet committing)."""
+def _when_a_transaction_is_open(port: int, load: sa.Workload, app: sa.StreamsRun, kill) -> None:
+    """Call `kill` once the app's transaction is Ongoing with records in the output (not yet committing).
+
+    The app is paused (SIGSTOP) while the broker is asked and until the kill, so it cannot begin committing in
+    between; the transaction must still be open after a short while paused, so that a commit the app sent just
+    before it stopped has been served (and seen) first."""
     with RawClient(port) as c:
         def ongoing() -> bool:
             return (any(txn_clients.open_producer_transactions(c, load.output, sa.PARTITIONS).values())
                     and bool(txn_clients.ongoing_transactions(c)))
-        wait_until(ongoing, 60, "a transaction open on the output")
-        kill()
+
+        def killed_while_open() -> bool:
+            if not ongoing():
+                return False
+            with app.paused():
+                if not holds_throughout(ongoing, 0.3):
+                    return False
+                kill()
+                return True
+        wait_until(killed_while_open, 60, "a transaction open on the output")
 
 
 def _input_lines(load: sa.Workload) -> tuple[str, list[tuple[str, str]]]:
@@ -88,7 +100,7 @@ def test_word_count_counts_each_word_once_across_a_shoal_kill9(protocol, down_s,
         producer.start()
         wait_until(lambda: watcher.count() > 0, 90, "the first counts committed")
         watcher.close()
-        _when_a_transaction_is_open(port, load, broker.kill9)
+        _when_a_transaction_is_open(port, load, run, broker.kill9)
         time.sleep(down_s)  # the scenario itself: how long the broker stays down
         broker.start()
         producer.join(180)
@@ -129,7 +141,7 @@ def test_word_count_restores_its_store_from_the_changelog_after_an_app_kill9(res
         producer.start()
         wait_until(lambda: watcher.count() > 0, 90, "the first counts committed")
         watcher.close()
-        _when_a_transaction_is_open(broker.port, load, first.kill9)
+        _when_a_transaction_is_open(broker.port, load, first, first.kill9)
     finally:
         watcher.close()
         first.kill9()
