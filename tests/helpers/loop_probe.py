@@ -17,6 +17,7 @@ import threading
 import time
 from pathlib import Path
 
+from tests.helpers import prometheus_scrape
 from tests.helpers.raw_client import RawClient
 
 API_VERSIONS = 18
@@ -127,13 +128,7 @@ def log_lines(log_path: Path) -> int:
 
 def lag_histogram(metrics_port: int) -> dict[float, float]:
     """The broker's `shoal_event_loop_lag_seconds` histogram: upper bound -> cumulative count (Prometheus)."""
-    import urllib.request
-
-    from prometheus_client.parser import text_string_to_metric_families
-
-    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=30) as response:
-        text = response.read().decode()
-    return {float(s.labels["le"]): s.value for family in text_string_to_metric_families(text)
+    return {float(s.labels["le"]): s.value for family in prometheus_scrape.families(metrics_port)
             for s in family.samples if s.name == "shoal_event_loop_lag_seconds_bucket"}
 
 

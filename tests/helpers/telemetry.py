@@ -3,8 +3,6 @@ IncrementalAlterConfigs, and reading the pushed metrics back from the Prometheus
 
 from __future__ import annotations
 
-import urllib.request
-
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import (
     AggregationTemporality,
@@ -16,8 +14,8 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import (
     ScopeMetrics,
     Sum,
 )
-from prometheus_client.parser import text_string_to_metric_families
 
+from tests.helpers import prometheus_scrape
 from tests.helpers.raw_client import RawClient
 
 CLIENT_METRICS = 16
@@ -51,7 +49,5 @@ def alter_subscription(client: RawClient, name: str, configs: dict[str, str | No
 
 def client_samples(port: int) -> list[tuple[str, dict[str, str], float]]:
     """The pushed-metrics samples (shoal_client_*) on the broker's /metrics: (sample name, labels, value)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
-        text = response.read().decode()
-    return [(s.name, dict(s.labels), s.value) for family in text_string_to_metric_families(text)
+    return [(s.name, dict(s.labels), s.value) for family in prometheus_scrape.families(port)
             for s in family.samples if s.name.startswith("shoal_client_")]
