@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from tests.helpers.confluent_clients import produce_all
@@ -58,7 +58,17 @@ def test_a_replicated_topic_survives_the_sigkill_of_a_node(kafka_cluster: KafkaC
     assert all(sorted(p.replicas) == [1, 2, 3] for p in layout), layout
     assert {p.leader for p in layout} == {1, 2, 3}, "leaders are not spread over the three nodes"
     resource = ConfigResource(ResourceType.TOPIC, topic)
-    assert admin.describe_configs([resource])[resource].result(timeout=30)["min.insync.replicas"].value == "2"
+
+    def min_isr() -> str | None:
+        """The topic's min.insync.replicas, or None while the broker asked has not learned of the topic yet (the
+        admin client asks any broker; a follower may replay the topic's records after the leaders' answer)."""
+        try:
+            return admin.describe_configs([resource])[resource].result(timeout=30)["min.insync.replicas"].value
+        except KafkaException as err:
+            if err.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise
+            return None
+    assert wait_until(min_isr, 30, "the topic's configs on the broker asked") == "2"
 
     first = [f"a{i}".encode() for i in range(60)]
     assert len(produce_all(kafka_cluster.bootstrap, topic, first, partition=None)) == 60  # acks=all
