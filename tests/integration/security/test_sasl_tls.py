@@ -96,11 +96,13 @@ def test_kafka_python_plain_over_sasl_plaintext(broker_factory):
     consumer = KafkaConsumer(**auth, enable_auto_commit=False, auto_offset_reset="earliest",
                              consumer_timeout_ms=20_000)
     consumer.assign([KafkaTopicPartition("plain-topic", 0)])
-    got = [m.value for m, _ in zip(consumer, range(10), strict=False)]
+    got = [m.value for _, m in zip(range(10), consumer, strict=False)]  # range first: no 11th, waited-for poll
     consumer.close()
     assert got == [f"m{i}".encode() for i in range(10)]
     with pytest.raises(kafka_errors.KafkaError):
-        KafkaProducer(**{**auth, "sasl_plain_password": "nope"}, max_block_ms=5000).send("plain-topic", b"x").get(10)
+        # kafka-python retries a refused bootstrap until bootstrap_timeout_ms (30 s by default) runs out
+        KafkaProducer(**{**auth, "sasl_plain_password": "nope"}, max_block_ms=5000,
+                      bootstrap_timeout_ms=5000).send("plain-topic", b"x").get(10)
 
 
 def recv_exact(sock: socket.socket, n: int) -> bytes:
