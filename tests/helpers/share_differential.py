@@ -22,8 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from protocol.records import Record, build_batch, iter_batches
-from tests.helpers.differential_admin import alter_group as alter_group_configs
-from tests.helpers.differential_admin import wait_group_configs
+from tests.helpers import differential_admin
 from tests.helpers.raw_client import RawClient
 from tests.helpers.raw_requests import create_topic, produce, topic_id
 
@@ -130,7 +129,7 @@ def wait_topic_id(raw: RawClient, name: str, timeout: float = 30.0) -> uuid.UUID
 
 def alter_group(raw: RawClient, group: str, configs: Mapping[str, str | None]) -> dict[str, Any]:
     """IncrementalAlterConfigs of a GROUP resource (None deletes a config); the resource's error."""
-    [r] = alter_group_configs(raw, group, configs).responses
+    [r] = differential_admin.alter_group(raw, group, configs).responses
     return {"error_code": r.error_code, "error_message": r.error_message}
 
 
@@ -142,7 +141,7 @@ def share_group(target, raw: RawClient, base: str, **configs: str) -> str:
     wait_coordinator(raw, group)
     wanted = {**BASE_GROUP_CONFIGS, **configs}
     assert alter_group(raw, group, wanted)["error_code"] == 0
-    wait_group_configs(raw, group, wanted)
+    differential_admin.wait_group_configs(raw, group, wanted)
     return group
 
 
